@@ -1,0 +1,43 @@
+# Chiezo — everything a fresh machine needs goes through these targets.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+CHIEZO_DATA ?= ./data
+export CHIEZO_DATA
+
+.PHONY: install sample run test lint bench bench-quick clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Chiezo needs Python 3.11 or newer")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+# Build the bundled sample sources: the project's own guide (sample/) and its docs (docs/).
+sample: install
+	$(BIN)/chiezo ingest docs sample --name guide
+	$(BIN)/chiezo ingest docs docs --name chiezo-docs
+
+# The main job: set up, build the samples, then open them for searching.
+run: sample
+	$(BIN)/chiezo search --interactive
+
+test: install
+	$(BIN)/python -m pytest -q
+
+lint: install
+	$(BIN)/ruff check src tests bench
+
+# Search latency and build throughput at 10k / 100k / 1M documents (long: about an hour).
+bench: install
+	$(BIN)/python bench/search_scale.py --sizes 10000,100000,1000000
+
+bench-quick: install
+	$(BIN)/python bench/search_scale.py --sizes 2000,20000
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache

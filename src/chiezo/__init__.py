@@ -1,0 +1,3 @@
+"""Chiezo: an offline knowledge base for AI."""
+
+__version__ = "0.1.0"

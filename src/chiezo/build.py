@@ -1,0 +1,545 @@
+"""Building a source: a new generation file, validated, then switched in atomically.
+
+The flow (``GenerationBuilder``):
+
+1. preflight — free disk and memory are checked before anything is written;
+2. stream — sources ``add()`` Doc records; they land in a *staging* file next to the new
+   generation, in arrival order, in batches;
+3. order — every doc gets its doc_id = popularity ordinal (rank_score descending), and the docs
+   and their tags, links, attributes, coordinates and chunks are copied into the generation file
+   in that order (see schema.py for why the ordinal matters);
+4. index — secondary indexes, the FTS5 trigram index, the trigram document-frequency table,
+   per-tag and per-attribute counts, the rank vector;
+5. validate — integrity check, FTS consistency, minimum doc count, a shrink guard against the
+   current generation, and sample titles that must be findable through the same lookups search
+   uses;
+6. switch — rename the file into place, repoint ``current``, keep exactly one previous generation.
+
+Any failure removes the new generation's files and leaves ``current`` untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import db, generations
+from .config import Settings
+from .errors import BuildError, ChiezoError
+from .models import Doc
+from .progress import NullProgress, Progress
+from .schema import INDEXES, SCHEMA_VERSION, TABLES
+from .search.query import MIN_FTS_CHARS, match_in_columns, phrase
+from .textnorm import normalise_title
+
+BATCH_DOCS = 1000
+COPY_BATCH = 20_000
+MIN_FREE_MEMORY = 512 * 2**20
+# A generation takes roughly 3x its input text (docs + FTS index + chunks), plus the staging
+# copy while it is built; measured figures are in docs/design.md.
+DISK_FACTOR = 5.0
+DISK_MARGIN = 64 * 2**20
+SAMPLE_TITLES = 20
+
+STAGE_TABLES = """
+CREATE TABLE stage.docs (
+    seq INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, title TEXT NOT NULL, rank_score REAL,
+    url TEXT, aliases TEXT, opening TEXT, extra TEXT, body TEXT
+);
+CREATE TABLE stage.titles (seq INTEGER, norm TEXT, is_alias INTEGER);
+CREATE TABLE stage.tags (seq INTEGER, tag TEXT);
+CREATE TABLE stage.links (seq INTEGER, target TEXT);
+CREATE TABLE stage.attrs (seq INTEGER, name TEXT, value TEXT);
+CREATE TABLE stage.points (seq INTEGER, lat REAL, lon REAL);
+CREATE TABLE stage.chunks (seq INTEGER, ord INTEGER, heading_path TEXT, text TEXT);
+"""
+
+
+@dataclass
+class BuildOptions:
+    min_docs: int = 1
+    allow_shrink: bool = False
+    shrink_ratio: float = 0.5  # refuse a generation with fewer docs than this share of current
+    full_validation: bool = True  # integrity_check + FTS integrity-check; quick_check otherwise
+    language: str | None = None
+
+
+@dataclass
+class BuildReport:
+    name: str
+    kind: str
+    path: Path
+    docs: int
+    chunks: int
+    seconds: float
+    size_bytes: int
+    previous: Path | None
+    warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "path": str(self.path),
+            "docs": self.docs,
+            "chunks": self.chunks,
+            "seconds": round(self.seconds, 3),
+            "size_bytes": self.size_bytes,
+            "previous": str(self.previous) if self.previous else None,
+            "warnings": self.warnings,
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
+        }
+
+
+def build_source(
+    settings: Settings,
+    name: str,
+    kind: str,
+    docs: Iterable[Doc],
+    *,
+    input_identity: dict[str, Any] | None = None,
+    options: BuildOptions | None = None,
+    progress: Progress | None = None,
+    expected_docs: int | None = None,
+    expected_bytes: int | None = None,
+) -> BuildReport:
+    """Build and switch in a new generation of ``name`` from ``docs``."""
+    builder = GenerationBuilder(
+        settings,
+        name,
+        kind,
+        input_identity=input_identity,
+        options=options,
+        progress=progress,
+        expected_bytes=expected_bytes,
+    )
+    with builder:
+        builder.start_reading(expected_docs)
+        for doc in docs:
+            builder.add(doc)
+        return builder.finish()
+
+
+class GenerationBuilder:
+    def __init__(
+        self,
+        settings: Settings,
+        name: str,
+        kind: str,
+        *,
+        input_identity: dict[str, Any] | None = None,
+        options: BuildOptions | None = None,
+        progress: Progress | None = None,
+        expected_bytes: int | None = None,
+    ):
+        self.name = generations.check_name(name)
+        self.kind = kind
+        self.settings = settings
+        self.directory = generations.source_dir(settings.corpus_dir, name)
+        self.identity = input_identity or {}
+        self.options = options or BuildOptions()
+        self.progress = progress or NullProgress()
+        self.expected_bytes = expected_bytes
+        self.warnings: list[str] = []
+        self.timings: dict[str, float] = {}
+        self._conn: db.Connection | None = None
+        self._seq = 0
+        self._batch: dict[str, list[tuple]] = {}
+        self._finished = False
+        self._started = time.monotonic()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> GenerationBuilder:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._held_lock = generations.BuildLock(self.directory).__enter__()
+        try:
+            generations.remove_debris(self.directory)
+            self._preflight()
+            final_name = generations.new_generation_name()
+            self.final_path = self.directory / final_name
+            self.path = self.directory / (final_name + generations.BUILDING_SUFFIX)
+            self.stage_path = self.directory / (final_name + generations.BUILDING_SUFFIX + ".stage")
+            # Sorting spills go next to the data, never to a RAM-backed /tmp.
+            os.environ.setdefault("SQLITE_TMPDIR", str(self.settings.corpus_dir))
+            self._conn = db.open_for_build(self.path)
+            self._conn.executescript(TABLES)
+            self._conn.execute("ATTACH DATABASE ? AS stage", (str(self.stage_path),))
+            self._conn.execute("PRAGMA stage.journal_mode = OFF")
+            self._conn.execute("PRAGMA stage.synchronous = OFF")
+            self._conn.executescript(STAGE_TABLES)
+        except BaseException:
+            self._abort()
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if not self._finished:
+                self._abort()
+        finally:
+            self._held_lock.__exit__(None, None, None)
+
+    def _abort(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(db.Error):
+                self._conn.close()
+            self._conn = None
+        path = getattr(self, "path", None)
+        if path is not None:  # the building file, its staging file and any journals
+            for leftover in self.directory.glob(path.name + "*"):
+                leftover.unlink(missing_ok=True)
+
+    def _preflight(self) -> None:
+        free_disk = shutil.disk_usage(self.directory).free
+        if self.expected_bytes:
+            needed = int(self.expected_bytes * DISK_FACTOR) + DISK_MARGIN
+            if free_disk < needed:
+                raise BuildError(
+                    f"not enough disk to build {self.name!r}: about {needed / 2**20:,.0f} MiB "
+                    f"needed, {free_disk / 2**20:,.0f} MiB free in {self.directory}",
+                    hint="free some space or point CHIEZO_DATA at a larger disk",
+                )
+        available = available_memory()
+        if available is not None and available < MIN_FREE_MEMORY:
+            raise BuildError(
+                f"not enough memory to build {self.name!r}: {available / 2**20:,.0f} MiB "
+                f"available, {MIN_FREE_MEMORY / 2**20:,.0f} MiB needed",
+                hint="stop other programs; the build's own memory stays flat whatever the size",
+            )
+
+    # -- streaming ---------------------------------------------------------------------------
+
+    def start_reading(self, expected_docs: int | None = None) -> None:
+        self._phase("reading", expected_docs)
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+        self.progress.warn(message)
+
+    def add(self, doc: Doc) -> None:
+        if not doc.key or not str(doc.key).strip():
+            raise BuildError(f"a document titled {doc.title!r} has no key")
+        title = (doc.title or "").strip()
+        if not title:
+            raise BuildError(f"document {doc.key!r} has no title")
+        self._seq += 1
+        seq = self._seq
+        rank = doc.rank_score if isinstance(doc.rank_score, int | float) else 0.0
+        rank = 0.0 if math.isnan(rank) else min(max(float(rank), 0.0), 1.0)
+        aliases = [a.strip() for a in doc.aliases if a and a.strip() and a.strip() != title]
+        extra = json.dumps(doc.extra, ensure_ascii=False) if doc.extra else None
+        self._queue(
+            "docs",
+            (
+                seq,
+                str(doc.key),
+                title,
+                rank,
+                doc.url,
+                "\n".join(aliases),
+                doc.opening or "",
+                extra,
+                doc.body or "",
+            ),
+        )
+        self._queue("titles", (seq, normalise_title(title), 0))
+        for alias in aliases:
+            self._queue("titles", (seq, normalise_title(alias), 1))
+        for tag in dict.fromkeys(t.strip() for t in doc.tags if t and t.strip()):
+            self._queue("tags", (seq, tag))
+        for target in dict.fromkeys(t.strip() for t in doc.links if t and t.strip()):
+            self._queue("links", (seq, target))
+        for attr, values in doc.attrs.items():
+            for value in dict.fromkeys(str(v) for v in values if v is not None and str(v) != ""):
+                self._queue("attrs", (seq, attr, value))
+        if doc.point is not None:
+            lat, lon = doc.point
+            if -90 <= lat <= 90 and -180 <= lon <= 180:
+                self._queue("points", (seq, float(lat), float(lon)))
+            else:
+                self.warn(f"{doc.key}: coordinates {lat}, {lon} are out of range; dropped")
+        for ord_, chunk in enumerate(doc.chunks):
+            self._queue("chunks", (seq, ord_, chunk.heading_path, chunk.text))
+        self.progress.advance(1)
+        if seq % BATCH_DOCS == 0:
+            self._flush()
+
+    def _queue(self, table: str, row: tuple) -> None:
+        self._batch.setdefault(table, []).append(row)
+
+    def _flush(self) -> None:
+        conn = self._require_conn()
+        conn.execute("BEGIN")
+        try:
+            for table, rows in self._batch.items():
+                marks = ",".join("?" * len(rows[0]))
+                conn.executemany(f"INSERT INTO stage.{table} VALUES ({marks})", rows)
+        except db.IntegrityError as exc:
+            conn.execute("ROLLBACK")
+            raise BuildError(
+                f"two documents share a key in {self.name!r}: {exc}",
+                hint="every document of a source needs its own key",
+            ) from exc
+        conn.execute("COMMIT")
+        self._batch.clear()
+
+    def _require_conn(self) -> db.Connection:
+        if self._conn is None:
+            raise BuildError("the builder is not open")
+        return self._conn
+
+    def _phase(self, name: str, total: int | None = None, unit: str = "docs") -> None:
+        self._end_phase()
+        self._phase_name, self._phase_started = name, time.monotonic()
+        self.progress.phase(name, total, unit)
+
+    def _end_phase(self) -> None:
+        if getattr(self, "_phase_name", None):
+            self.timings[self._phase_name] = time.monotonic() - self._phase_started
+            self._phase_name = None
+
+    # -- finishing ---------------------------------------------------------------------------
+
+    def finish(self) -> BuildReport:
+        self._flush()
+        conn = self._require_conn()
+        docs = self._seq
+        try:
+            self._order_and_copy(conn, docs)
+            self._index(conn, docs)
+            self._write_meta(conn, docs)
+            self._phase("validating", None, "checks")
+            validate_generation(conn, self.options, self._previous_doc_count())
+            self._phase("switching", None, "steps")
+            chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            conn.close()
+            self._conn = None
+            self.stage_path.unlink(missing_ok=True)
+            os.replace(self.path, self.final_path)
+            previous = generations.switch_current(self.directory, self.final_path)
+            generations.prune(self.directory, [self.final_path, previous])
+            self._finished = True
+            self._end_phase()
+        except ChiezoError:
+            raise
+        except db.Error as exc:
+            raise BuildError(f"building {self.name!r} failed in SQLite: {exc}") from exc
+        finally:
+            self.progress.close()
+        return BuildReport(
+            name=self.name,
+            kind=self.kind,
+            path=self.final_path,
+            docs=docs,
+            chunks=chunks,
+            seconds=time.monotonic() - self._started,
+            size_bytes=self.final_path.stat().st_size,
+            previous=previous,
+            warnings=self.warnings,
+            timings=self.timings,
+        )
+
+    def _order_and_copy(self, conn: db.Connection, docs: int) -> None:
+        if docs < max(self.options.min_docs, 1):
+            raise BuildError(
+                f"{self.name!r} would have {docs} documents; at least "
+                f"{max(self.options.min_docs, 1)} are required",
+                hint="check that the input holds what you expect; the current generation "
+                "keeps serving",
+            )
+        self._phase("ordering by popularity", None, "steps")
+        conn.execute(
+            "CREATE TABLE stage.ordinal (seq INTEGER PRIMARY KEY, doc_id INTEGER NOT NULL UNIQUE)"
+        )
+        conn.execute(
+            "INSERT INTO stage.ordinal (seq, doc_id) "
+            "SELECT seq, row_number() OVER (ORDER BY rank_score DESC, seq) FROM stage.docs"
+        )
+        self._phase("writing documents", docs)
+        for low in range(1, docs + 1, COPY_BATCH):
+            high = low + COPY_BATCH - 1
+            conn.execute(
+                "INSERT INTO docs (doc_id, key, title, rank_score, url, aliases, opening, extra, "
+                "body) SELECT o.doc_id, d.key, d.title, d.rank_score, d.url, d.aliases, "
+                "d.opening, d.extra, d.body FROM stage.ordinal o JOIN stage.docs d "
+                "ON d.seq = o.seq WHERE o.doc_id BETWEEN ? AND ? ORDER BY o.doc_id",
+                (low, high),
+            )
+            self.progress.advance(min(high, docs) - low + 1)
+        self._phase("writing tags, links, chunks", None, "steps")
+        for statement in _COPY_CHILDREN:
+            conn.execute(statement)
+        conn.execute("DETACH DATABASE stage")
+
+    def _index(self, conn: db.Connection, docs: int) -> None:
+        self._phase("indexing", None, "steps")
+        conn.executescript(INDEXES)
+        self._phase("indexing full text", docs)
+        for low in range(1, docs + 1, COPY_BATCH):
+            high = low + COPY_BATCH - 1
+            conn.execute(
+                "INSERT INTO docs_fts (rowid, title, aliases, body) "
+                "SELECT doc_id, title, aliases, body FROM docs WHERE doc_id BETWEEN ? AND ?",
+                (low, high),
+            )
+            self.progress.advance(min(high, docs) - low + 1)
+        self._phase("merging full-text segments", None, "steps")
+        conn.execute("INSERT INTO docs_fts (docs_fts) VALUES ('optimize')")
+        self._phase("counting", None, "steps")
+        conn.execute("CREATE VIRTUAL TABLE temp.fts_vocab USING fts5vocab(main, docs_fts, row)")
+        conn.execute("INSERT INTO gram_df (gram, df) SELECT term, doc FROM temp.fts_vocab")
+        conn.execute("DROP TABLE temp.fts_vocab")
+        conn.execute(
+            "INSERT INTO tag_counts (tag, n) SELECT tag, count(*) FROM doc_tags GROUP BY tag"
+        )
+        conn.execute(
+            "INSERT INTO attr_counts (name, value, n) "
+            "SELECT name, value, count(*) FROM doc_attrs GROUP BY name, value"
+        )
+        scores = array(
+            "f", (row[0] for row in conn.execute("SELECT rank_score FROM docs ORDER BY doc_id"))
+        )
+        if scores.itemsize != 4:
+            raise BuildError("this platform has no 32-bit float array type")
+        conn.execute("INSERT INTO rank_vector (id, scores) VALUES (1, ?)", (_le_bytes(scores),))
+        conn.execute("PRAGMA analysis_limit = 1000")
+        conn.execute("ANALYZE")
+
+    def _write_meta(self, conn: db.Connection, docs: int) -> None:
+        counts = {
+            "doc_count": docs,
+            "chunk_count": conn.execute("SELECT count(*) FROM chunks").fetchone()[0],
+            "tag_count": conn.execute("SELECT count(*) FROM tag_counts").fetchone()[0],
+            "link_count": conn.execute("SELECT count(*) FROM doc_links").fetchone()[0],
+            "point_count": conn.execute("SELECT count(*) FROM doc_points").fetchone()[0],
+        }
+        attributes = [r[0] for r in conn.execute("SELECT DISTINCT name FROM attr_counts")]
+        meta = {
+            "schema_version": SCHEMA_VERSION,
+            "source": self.name,
+            "kind": self.kind,
+            "language": self.options.language or "",
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "generation": self.final_path.name,
+            "input": json.dumps(self.identity, ensure_ascii=False, sort_keys=True),
+            "attributes": json.dumps(attributes, ensure_ascii=False),
+            "warnings": json.dumps(self.warnings[:100], ensure_ascii=False),
+            **counts,
+        }
+        conn.executemany(
+            "INSERT INTO meta (key, value) VALUES (?, ?)", [(k, str(v)) for k, v in meta.items()]
+        )
+
+    def _previous_doc_count(self) -> int | None:
+        current = generations.current_path(self.directory)
+        if current is None:
+            return None
+        try:
+            conn = db.open_readonly(current)
+            try:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'doc_count'").fetchone()
+            finally:
+                conn.close()
+            return int(row[0]) if row else None
+        except (db.Error, ValueError):
+            return None
+
+
+_COPY_CHILDREN = (
+    "INSERT OR IGNORE INTO titles (norm, doc_id, is_alias) "
+    "SELECT t.norm, o.doc_id, min(t.is_alias) FROM stage.titles t JOIN stage.ordinal o "
+    "ON o.seq = t.seq WHERE t.norm != '' GROUP BY t.norm, o.doc_id ORDER BY t.norm, o.doc_id",
+    "INSERT OR IGNORE INTO doc_tags (tag, doc_id) SELECT t.tag, o.doc_id FROM stage.tags t "
+    "JOIN stage.ordinal o ON o.seq = t.seq ORDER BY t.tag, o.doc_id",
+    "INSERT OR IGNORE INTO doc_links (doc_id, target) SELECT o.doc_id, l.target "
+    "FROM stage.links l JOIN stage.ordinal o ON o.seq = l.seq ORDER BY o.doc_id, l.target",
+    "INSERT OR IGNORE INTO doc_attrs (name, value, doc_id) SELECT a.name, a.value, o.doc_id "
+    "FROM stage.attrs a JOIN stage.ordinal o ON o.seq = a.seq ORDER BY a.name, a.value, o.doc_id",
+    "INSERT OR IGNORE INTO doc_points (doc_id, lat, lon) SELECT o.doc_id, p.lat, p.lon "
+    "FROM stage.points p JOIN stage.ordinal o ON o.seq = p.seq ORDER BY o.doc_id",
+    "INSERT INTO doc_coords (doc_id, min_lat, max_lat, min_lon, max_lon) "
+    "SELECT doc_id, lat, lat, lon, lon FROM doc_points",
+    "INSERT INTO chunks (doc_id, ord, heading_path, text) SELECT o.doc_id, c.ord, "
+    "c.heading_path, c.text FROM stage.chunks c JOIN stage.ordinal o ON o.seq = c.seq",
+)
+
+
+def _le_bytes(values: array) -> bytes:
+    if sys.byteorder != "little":
+        values = array(values.typecode, values)
+        values.byteswap()
+    return values.tobytes()
+
+
+def validate_generation(
+    conn: db.Connection, options: BuildOptions, previous_docs: int | None
+) -> None:
+    """Refuse to switch in a generation that is damaged, empty or suspiciously small."""
+    docs = conn.execute("SELECT count(*) FROM docs").fetchone()[0]
+    if docs < max(options.min_docs, 1):
+        raise BuildError(f"the new generation has {docs} documents, fewer than {options.min_docs}")
+    if previous_docs and not options.allow_shrink and docs < previous_docs * options.shrink_ratio:
+        raise BuildError(
+            f"the new generation has {docs:,} documents, the current one {previous_docs:,}: "
+            "refusing to shrink the source by more than half",
+            hint="if the smaller input is intended, rebuild with --allow-shrink",
+        )
+    pragma = "integrity_check" if options.full_validation else "quick_check"
+    problems = [r[0] for r in conn.execute(f"PRAGMA {pragma}(20)")]
+    if problems != ["ok"]:
+        raise BuildError(
+            "the new generation failed SQLite's integrity check: " + "; ".join(problems)
+        )
+    indexed = conn.execute("SELECT count(*) FROM docs_fts_docsize").fetchone()[0]
+    if indexed != docs:
+        raise BuildError(f"the full-text index holds {indexed} documents, the table {docs}")
+    if options.full_validation:
+        try:
+            conn.execute("INSERT INTO docs_fts (docs_fts) VALUES ('integrity-check')")
+        except db.Error as exc:
+            raise BuildError(f"the full-text index is inconsistent: {exc}") from exc
+    _check_sample_titles(conn, docs)
+
+
+def _check_sample_titles(conn: db.Connection, docs: int) -> None:
+    step = max(docs // SAMPLE_TITLES, 1)
+    for doc_id in range(1, docs + 1, step):
+        title = conn.execute("SELECT title FROM docs WHERE doc_id = ?", (doc_id,)).fetchone()[0]
+        found = conn.execute(
+            "SELECT 1 FROM titles WHERE norm = ? AND doc_id = ?", (normalise_title(title), doc_id)
+        ).fetchone()
+        if not found:
+            raise BuildError(f"validation: title {title!r} (doc {doc_id}) is not findable by title")
+        if len(title) >= MIN_FTS_CHARS:
+            expr = match_in_columns(("title",), phrase(title))
+            hit = conn.execute(
+                "SELECT 1 FROM docs_fts WHERE docs_fts MATCH ? AND rowid = ?", (expr, doc_id)
+            ).fetchone()
+            if not hit:
+                raise BuildError(
+                    f"validation: title {title!r} (doc {doc_id}) is not in the full-text index"
+                )
+
+
+def available_memory() -> int | None:
+    """MemAvailable from /proc/meminfo, in bytes; None where that is unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return None
+    return None

@@ -1,0 +1,280 @@
+"""The ``chiezo`` command line: a thin layer over service.py.
+
+Exit codes are part of the interface (scripts rely on them): 0 ok, 1 failure, 2 usage or
+configuration error (including an unknown source), 3 nothing found.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from . import __version__
+from .build import BuildOptions
+from .config import Settings
+from .errors import EXIT_NOT_FOUND, ChiezoError
+from .models import SearchResult
+from .progress import NullProgress, RichProgress
+from .service import MAX_LIMIT, Service
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _service(ctx: click.Context) -> Service:
+    return ctx.find_root().obj["service"]
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+
+
+def handles_errors(command):
+    """Turn ChiezoError into a message on stderr (JSON on stdout with --json) and its exit
+    code; everything else is a bug and keeps its traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except ChiezoError as exc:
+            if kwargs.get("as_json"):
+                _emit_json(exc.to_dict())
+            else:
+                _print_error(exc)
+            sys.exit(exc.exit_code)
+
+    return wrapper
+
+
+def _print_error(exc: ChiezoError) -> None:
+    err.print(f"[bold red]error:[/] {escape(exc.message)}")
+    extras = exc.extras
+    if extras.get("candidates"):
+        err.print("did you mean: " + escape(", ".join(extras["candidates"])))
+    if "known_sources" in extras:
+        known = ", ".join(extras["known_sources"]) or "(none yet)"
+        err.print(f"known sources: {escape(known)}")
+    if extras.get("allowed_fields"):
+        err.print("allowed fields: " + ", ".join(extras["allowed_fields"]))
+    hint = extras.get("hint")
+    if hint and "known_sources" not in extras:
+        err.print(f"[dim]hint: {escape(hint)}[/]")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--data",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="CHIEZO_DATA",
+    default="./data",
+    show_default=True,
+    help="Data directory (sources live in DATA/corpus). Env: CHIEZO_DATA.",
+)
+@click.version_option(__version__, prog_name="chiezo")
+@click.pass_context
+def cli(ctx: click.Context, data: Path) -> None:
+    """Chiezo: an offline knowledge base for AI. Build sources, then search them."""
+    ctx.obj = {"service": Service(Settings.from_env(data_dir=data))}
+
+
+# -- ingest ------------------------------------------------------------------------------------
+
+
+@cli.group()
+def ingest() -> None:
+    """Build a source (a new generation, switched in only when it validates)."""
+
+
+@ingest.command("docs")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--name", required=True, help="Source name, e.g. handbook.")
+@click.option("--strict", is_flag=True, help="Fail the build on any unusable file.")
+@click.option(
+    "--allow-shrink", is_flag=True, help="Accept a generation under half the current size."
+)
+@click.option("--min-docs", type=int, default=1, show_default=True)
+@click.option("--language", default=None, help="Main language of the documents, e.g. ja.")
+@click.option("--json", "as_json", is_flag=True, help="Print the build report as JSON.")
+@click.pass_context
+@handles_errors
+def ingest_docs(ctx, path, name, strict, allow_shrink, min_docs, language, as_json) -> None:
+    """Build source NAME from a folder of Markdown and text files (one file = one document,
+    chunked along its headings)."""
+    progress = NullProgress() if as_json else RichProgress(err)
+    options = BuildOptions(min_docs=min_docs, allow_shrink=allow_shrink, language=language)
+    try:
+        report = _service(ctx).ingest(
+            "docs", path, name, strict=strict, options=options, progress=progress
+        )
+    finally:
+        progress.close()
+    if as_json:
+        _emit_json(report.to_dict())
+        return
+    out.print(
+        f"[green]built[/] {escape(report.name)}: {report.docs:,} documents, "
+        f"{report.chunks:,} chunks, {report.size_bytes / 2**20:,.1f} MiB in {report.seconds:.1f} s"
+    )
+    if report.warnings:
+        out.print(f"[yellow]{len(report.warnings)} file(s) skipped or read with problems[/]")
+    if report.previous:
+        out.print(f"[dim]previous generation kept: {report.previous.name}[/]")
+
+
+# -- sources -----------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def sources(ctx, as_json) -> None:
+    """List the sources and what they hold."""
+    infos = _service(ctx).sources()
+    if as_json:
+        _emit_json(infos)
+        return
+    if not infos:
+        err.print("no sources yet: build one with `chiezo ingest docs PATH --name NAME`")
+        return
+    for info in infos:
+        if info.get("status") != "ok":
+            out.print(f"[red]{escape(info['name'])}[/]  needs rebuild: {escape(info['error'])}")
+            continue
+        out.print(
+            f"[bold]{escape(info['name'])}[/]  {info['kind']}  {info['docs']:,} docs  "
+            f"{info['chunks']:,} chunks  built {info['built_at']}  "
+            f"[dim]{(info['size_bytes'] or 0) / 2**20:,.1f} MiB, schema {info['schema_version']}[/]"
+        )
+
+
+# -- search ------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("query", nargs=-1)
+@click.option("--source", "-s", default=None, help="Search one source (default: all, fused).")
+@click.option("--limit", "-n", type=click.IntRange(1, MAX_LIMIT), default=10, show_default=True)
+@click.option("--offset", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--interactive", "-i", is_flag=True, help="Read queries from the terminal.")
+@click.pass_context
+@handles_errors
+def search(ctx, query, source, limit, offset, as_json, interactive) -> None:
+    """Full-text search. Titles equal to the query come first, then bm25 × popularity.
+    A question typed as one sentence still finds its documents."""
+    service = _service(ctx)
+    if interactive:
+        _interactive(service, source, limit)
+        return
+    text = " ".join(query)
+    if not text.strip():
+        raise click.UsageError("give a query, or --interactive")
+    result = service.search(text, source, limit=limit, offset=offset)
+    if as_json:
+        _emit_json(result.to_dict())
+    else:
+        _print_result(result)
+    if not result.hits:
+        sys.exit(EXIT_NOT_FOUND)
+
+
+def _print_result(result: SearchResult) -> None:
+    for i, hit in enumerate(result.hits, start=result.offset + 1):
+        marker = " [green]= title[/]" if hit.title_match else ""
+        out.print(
+            f"[bold]{i:>2}. {escape(hit.title)}[/]  [dim]{escape(hit.source)} · doc {hit.doc_id}"
+            f" · {escape(hit.key)}[/]{marker}"
+        )
+        if hit.snippet:
+            out.print(f"    {escape(hit.snippet)}")
+    bound = "≥ " if result.total_is_lower_bound else ""
+    summary = f"{bound}{result.total:,} match(es), mode {result.mode}"
+    if not result.hits:
+        summary = f"nothing found for {result.query!r} (mode {result.mode})"
+    out.print(f"[dim]{escape(summary)}[/]")
+    for note in result.notes:
+        out.print(f"[dim]note: {escape(note)}[/]")
+
+
+def _interactive(service: Service, source: str | None, limit: int) -> None:
+    names = [s["name"] for s in service.sources() if s.get("status") == "ok"]
+    err.print(
+        f"Chiezo search — sources: {', '.join(names) or '(none)'}. Type a query; "
+        "':source NAME' to pick one, ':all' for all, an empty line or Ctrl-D to quit."
+    )
+    while True:
+        try:
+            line = input(f"search{'@' + source if source else ''}> ").strip()
+        except (EOFError, KeyboardInterrupt):
+            err.print()
+            return
+        if not line:
+            return
+        if line.startswith(":source"):
+            source = line.split(maxsplit=1)[1] if " " in line else None
+            continue
+        if line == ":all":
+            source = None
+            continue
+        try:
+            _print_result(service.search(line, source, limit=limit))
+        except ChiezoError as exc:
+            _print_error(exc)
+
+
+# -- doc ---------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("title", nargs=-1)
+@click.option("--source", "-s", required=True)
+@click.option("--id", "doc_id", type=int, default=None, help="Look up by doc_id.")
+@click.option("--key", default=None, help="Look up by the source's own key (e.g. a path).")
+@click.option("--fields", default=None, help="Comma-separated fields to return.")
+@click.option("--max-chars", type=click.IntRange(0), default=None, help="Cut the body.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def doc(ctx, title, source, doc_id, key, fields, max_chars, as_json) -> None:
+    """Show one document, by TITLE, --id or --key. A missing title lists the closest ones."""
+    text = " ".join(title) or None
+    if text is None and doc_id is None and key is None:
+        raise click.UsageError("give a TITLE, --id or --key")
+    field_list = [f.strip() for f in fields.split(",") if f.strip()] if fields else None
+    data = _service(ctx).doc(
+        source, title=text, doc_id=doc_id, key=key, fields=field_list, max_chars=max_chars
+    )
+    if as_json:
+        _emit_json(data)
+        return
+    if "title" in data:
+        out.print(f"[bold]{escape(data['title'])}[/]  [dim]{source} · doc {data['doc_id']}[/]")
+    for name in ("key", "url", "aliases", "tags", "attrs", "point"):
+        if data.get(name):
+            value = data[name]
+            shown = ", ".join(value) if isinstance(value, list) else value
+            out.print(f"[dim]{name}:[/] {escape(str(shown))}")
+    if data.get("body"):
+        out.print()
+        out.print(escape(data["body"]))
+        if data.get("truncated"):
+            out.print(f"[dim]… ({data['body_chars']:,} characters in all)[/]")
+    for alt in data.get("alternatives", []):
+        out.print(f"[dim]also titled so: doc {alt['doc_id']} ({escape(alt['key'])})[/]")
+
+
+def main() -> None:
+    cli(prog_name="chiezo")
+
+
+if __name__ == "__main__":
+    main()

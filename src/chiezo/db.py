@@ -1,0 +1,86 @@
+"""The one place that imports ``sqlite3``: opening files, pragmas and query deadlines.
+
+Readers open a generation file ``mode=ro&immutable=1``: SQLite then skips all locking and
+change detection, which is both the fastest way to read and correct, because a generation file
+never changes after it has been switched in. Writers (the builder) open with journaling off,
+because a failed build throws its file away instead of rolling back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+from .errors import QueryTimeout
+
+Connection = sqlite3.Connection
+Error = sqlite3.Error
+IntegrityError = sqlite3.IntegrityError
+OperationalError = sqlite3.OperationalError
+DatabaseError = sqlite3.DatabaseError
+Row = sqlite3.Row
+
+# How many SQLite VM steps pass between deadline checks: small enough to stop within a
+# millisecond or two, large enough that the Python callback costs nothing measurable.
+_PROGRESS_STEPS = 1_000
+
+
+def _uri(path: Path, **params: str) -> str:
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return f"file:{quote(str(Path(path).resolve()))}?{query}"
+
+
+def open_readonly(path: Path, *, immutable: bool = True) -> Connection:
+    """Open a source file for reading; ``immutable`` for finished generations."""
+    params = {"mode": "ro"}
+    if immutable:
+        params["immutable"] = "1"
+    conn = sqlite3.connect(_uri(path, **params), uri=True, check_same_thread=False)
+    conn.execute("PRAGMA query_only = 1")
+    # Memory-mapped reads avoid a copy per page; the mapping is address space, not RAM.
+    conn.execute("PRAGMA mmap_size = 1073741824")
+    conn.execute("PRAGMA cache_size = -16384")  # 16 MiB page cache per connection
+    return conn
+
+
+def open_for_build(path: Path) -> Connection:
+    """Open a new generation file for bulk writing."""
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = OFF")
+    conn.execute("PRAGMA synchronous = OFF")
+    conn.execute("PRAGMA cache_size = -65536")  # 64 MiB: bounded whatever the corpus size
+    conn.execute("PRAGMA temp_store = FILE")
+    return conn
+
+
+def is_interrupt(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and "interrupt" in str(exc).lower()
+
+
+@contextlib.contextmanager
+def deadline(conn: Connection, seconds: float | None, what: str = "query") -> Iterator[None]:
+    """Interrupt any statement on ``conn`` that is still running ``seconds`` from now.
+
+    Raises QueryTimeout (HTTP 504) instead of SQLite's bare "interrupted".
+    """
+    if not seconds or seconds <= 0:
+        yield
+        return
+    stop_at = time.monotonic() + seconds
+    conn.set_progress_handler(lambda: 1 if time.monotonic() > stop_at else 0, _PROGRESS_STEPS)
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if is_interrupt(exc):
+            raise QueryTimeout(
+                f"{what} took longer than {seconds:g} s and was stopped",
+                hint="narrow the query (more or longer terms, a smaller offset) or raise "
+                "CHIEZO_QUERY_TIMEOUT",
+            ) from exc
+        raise
+    finally:
+        conn.set_progress_handler(None, 0)

@@ -1,0 +1,79 @@
+"""Records shared by every layer: what sources emit, what searches return."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Chunk:
+    """A passage of a document, cut along its structure (headings, paragraphs)."""
+
+    text: str
+    heading_path: str = ""
+
+
+@dataclass
+class Doc:
+    """One document as a source kind emits it, before it has a doc_id.
+
+    ``key`` is the source's own stable identifier (a file path, a page id); ``rank_score`` is
+    popularity in 0..1; ``attrs`` maps an attribute name to its values.
+    """
+
+    key: str
+    title: str
+    body: str = ""
+    opening: str = ""
+    url: str | None = None
+    rank_score: float = 0.0
+    aliases: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+    attrs: dict[str, list[str]] = field(default_factory=dict)
+    point: tuple[float, float] | None = None  # (lat, lon)
+    chunks: list[Chunk] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Hit:
+    """One search result."""
+
+    source: str
+    doc_id: int
+    key: str
+    title: str
+    snippet: str
+    score: float
+    rank_score: float
+    url: str | None = None
+    title_match: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SearchResult:
+    """A page of hits plus how they were found.
+
+    ``mode`` names the plan that produced them (see search/fts.py); ``total_is_lower_bound`` is
+    true when counting every match would have cost more than the answer is worth.
+    """
+
+    query: str
+    hits: list[Hit]
+    total: int
+    mode: str
+    offset: int = 0
+    limit: int = 10
+    total_is_lower_bound: bool = False
+    notes: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["hits"] = [h.to_dict() for h in self.hits]
+        return out

@@ -1,0 +1,345 @@
+"""Full-text search plans over one source. Every plan reads a bounded number of rows.
+
+Plans (the ``mode`` reported with every result):
+
+``fts``           every term of 3+ characters must occur (AND of phrases). Candidates come from
+                  the FTS index alone, walking matches in doc_id order — doc_id is the popularity
+                  ordinal — and stopping after ``CANDIDATE_WALK``. Fewer matches than that: all
+                  are scored and the total is exact. More: the most popular ``CANDIDATE_WALK``
+                  matches are scored, and the total is counted up to ``COUNT_CAP``.
+``fts+short``     as ``fts``, keeping only candidates that also contain the 1-2 character terms.
+``title_prefix``  only 1-2 character terms, which the trigram index cannot see: titles that
+                  start with the first term (and contain the others); ``title_prefix+fts``
+                  when documents containing 2-character terms anywhere follow them (found
+                  through the indexed trigrams that begin with each term).
+``trigram_or``    the AND found nothing — typically a question typed as one unspaced sentence:
+                  OR over the text's character trigrams, rarest first, dropping trigrams so
+                  common they are noise, ranked by bm25.
+
+In every plan, documents whose title or alias equals the whole query come first.
+"""
+
+from __future__ import annotations
+
+from .. import db
+from ..errors import BadQuery
+from ..library import Source
+from ..models import Hit, SearchResult
+from ..textnorm import normalise_title
+from .query import ParsedQuery, like_pattern, match_all, match_any, parse_query, text_grams
+from .rank import Candidate, rank_page
+from .snippet import make_snippet
+
+# bm25 column weights (title, aliases, body): a hit in the title says far more about what the
+# document is about than a hit somewhere in a long body.
+BM25 = "bm25(docs_fts, 8.0, 4.0, 1.0)"
+CANDIDATE_WALK = 2000  # matches scored at most, most popular first (see docs/design.md)
+COUNT_CAP = 100_000  # exact totals up to this many matches, a lower bound beyond
+MIN_POOL = 200  # candidates ranked for the sentence fallback, at least
+MAX_WINDOW = 10_000  # offset + limit; deeper pages are refused with a reason
+TITLE_SCAN_CAP = 20_000
+TITLE_EXACT_MAX = 50
+SHORT_EXPANSION_MAX = 64  # trigrams OR-ed for one 2-character term, most frequent first
+# Sentence fallback: which trigrams of the question to OR together.
+SENTENCE_MAX_GRAMS = 24
+SENTENCE_NOISE_SHARE = 0.1  # a trigram in more than this share of documents is noise
+SENTENCE_POSTINGS_BUDGET = 10_000  # doclist entries scored at most, whatever the corpus size
+
+
+def search_source(
+    source: Source, text: str, *, limit: int = 10, offset: int = 0, timeout: float | None = None
+) -> SearchResult:
+    """Search one source. ``timeout`` bounds the whole query (QueryTimeout → 504)."""
+    query = parse_query(text)
+    check_window(limit, offset)
+    with db.deadline(source.conn, timeout, what=f"search in {source.name!r}"):
+        if not query.long_terms:
+            return _short_only(source, query, limit, offset)
+        result = _fulltext(source, query, limit, offset)
+        if result.total == 0:
+            result = _sentence(source, query, limit, offset) or result
+        return result
+
+
+def check_window(limit: int, offset: int) -> None:
+    if limit < 1:
+        raise BadQuery(f"limit must be at least 1, got {limit}")
+    if offset < 0:
+        raise BadQuery(f"offset must not be negative, got {offset}")
+    if offset + limit > MAX_WINDOW:
+        raise BadQuery(
+            f"offset + limit may not exceed {MAX_WINDOW:,} (got {offset + limit:,})",
+            hint="refine the query instead of paging this deep",
+        )
+
+
+# -- plans -------------------------------------------------------------------------------------
+
+
+def _fulltext(source: Source, query: ParsedQuery, limit: int, offset: int) -> SearchResult:
+    conn = source.conn
+    expr = match_all(query.long_terms)
+    where, params = _where(expr, query.short_terms)
+    walk = max(CANDIDATE_WALK, 2 * (offset + limit))
+    rows = conn.execute(
+        f"SELECT rowid, {BM25} FROM docs_fts WHERE {where} ORDER BY rowid LIMIT ?",
+        (*params, walk),
+    ).fetchall()
+    complete = len(rows) < walk
+    title_ids = _title_exact(conn, query.norm)
+    ordered = rank_page(rows, source.ranks, title_ids, offset + limit)
+    notes: list[str] = []
+    if complete:
+        total, lower_bound = len({d for d, _ in rows} | set(title_ids)), False
+    else:
+        matched, lower_bound = _count_matches(conn, query, where, params)
+        outside = [i for i in title_ids if not _matches(conn, where, params, i)]
+        total = matched + len(outside)
+        notes.append(
+            f"more than {walk:,} documents match: ranked the {walk:,} most popular of them"
+        )
+    mode = "fts+short" if query.short_terms else "fts"
+    needles = [*query.long_terms, *query.short_terms]
+    return _page(source, query, ordered, total, mode, limit, offset, needles, lower_bound, notes)
+
+
+def _sentence(source: Source, query: ParsedQuery, limit: int, offset: int) -> SearchResult | None:
+    conn = source.conn
+    grams = choose_grams(conn, query.text, source.doc_count)
+    if not grams:
+        return None
+    expr = match_any(grams)
+    pool = max(MIN_POOL, 2 * (offset + limit))
+    rows = conn.execute(
+        f"SELECT rowid, {BM25} FROM docs_fts WHERE docs_fts MATCH ? ORDER BY {BM25} LIMIT ?",
+        (expr, pool),
+    ).fetchall()
+    ordered = rank_page(rows, source.ranks, (), offset + limit)
+    total, lower_bound = _count(conn, "docs_fts MATCH ?", (expr,))
+    notes = [
+        "no document contains every term, so documents sharing the most distinctive "
+        f"3-character pieces of the query are shown ({len(grams)} pieces used)"
+    ]
+    return _page(
+        source, query, ordered, total, "trigram_or", limit, offset, grams, lower_bound, notes
+    )
+
+
+def choose_grams(conn: db.Connection, text: str, doc_count: int) -> list[str]:
+    """The trigrams of ``text`` worth OR-ing: present in the index, not noise, rarest first,
+    within a postings budget so the cost stays bounded at any corpus size."""
+    grams = text_grams(text)
+    if not grams:
+        return []
+    df: dict[str, int] = {}
+    for start in range(0, len(grams), 500):
+        part = grams[start : start + 500]
+        marks = ",".join("?" * len(part))
+        df.update(conn.execute(f"SELECT gram, df FROM gram_df WHERE gram IN ({marks})", part))
+    noise = max(SENTENCE_NOISE_SHARE * doc_count, 1)
+    usable = sorted((g for g in grams if 0 < df.get(g, 0) <= noise), key=lambda g: df[g])
+    chosen, postings = [], 0
+    for gram in usable:
+        if len(chosen) >= SENTENCE_MAX_GRAMS:
+            break
+        if chosen and postings + df[gram] > SENTENCE_POSTINGS_BUDGET:
+            break
+        chosen.append(gram)
+        postings += df[gram]
+    return chosen
+
+
+def _short_only(source: Source, query: ParsedQuery, limit: int, offset: int) -> SearchResult:
+    """Only 1-2 character terms. Titles starting with the first term (exact title first) come
+    first; then, for 2-character terms, documents containing them anywhere, found through the
+    index's trigrams that begin with each term (京都 → 京都市, 京都府, 京都の, ...)."""
+    conn = source.conn
+    ordered, lower_bound = _title_prefix_candidates(source, query)
+    notes = [
+        "terms shorter than 3 characters cannot use the full-text index directly: titles "
+        f"starting with {query.terms[0]!r} come first"
+    ]
+    total, mode = len(ordered), "title_prefix"
+    expr, expansion_complete = _expand_short_terms(conn, query.terms)
+    if expr is not None:
+        walk = max(CANDIDATE_WALK, 2 * (offset + limit))
+        rows = conn.execute(
+            f"SELECT rowid, {BM25} FROM docs_fts WHERE docs_fts MATCH ? ORDER BY rowid LIMIT ?",
+            (expr, walk),
+        ).fetchall()
+        in_titles = {c.doc_id for c in ordered}
+        body = [
+            c for c in rank_page(rows, source.ranks, (), len(rows)) if c.doc_id not in in_titles
+        ]
+        if body:
+            mode = "title_prefix+fts"
+            notes.append("then documents containing the terms anywhere")
+        ordered = ordered + body
+        if len(rows) < walk and expansion_complete:
+            total = len(ordered)
+        else:
+            matched, _ = _count(conn, "docs_fts MATCH ?", (expr,))
+            total, lower_bound = max(matched, len(ordered)), True
+    return _page(
+        source, query, ordered, total, mode, limit, offset, list(query.terms), lower_bound, notes
+    )
+
+
+def _title_prefix_candidates(source: Source, query: ParsedQuery) -> tuple[list[Candidate], bool]:
+    """Titles (and aliases) starting with the first term and containing the others; the exact
+    title first, then by popularity. (candidates, whether the scan was cut short)."""
+    first = normalise_title(query.terms[0])
+    others = [normalise_title(t) for t in query.terms[1:]]
+    rows = source.conn.execute(
+        "SELECT norm, doc_id FROM titles WHERE norm >= ? AND norm < ? LIMIT ?",
+        (first, first + "\U0010ffff", TITLE_SCAN_CAP + 1),
+    ).fetchall()
+    seen: dict[int, Candidate] = {}
+    for norm, doc_id in rows[:TITLE_SCAN_CAP]:
+        if all(o in norm for o in others):
+            exact = norm == query.norm
+            if doc_id not in seen or exact:
+                seen[doc_id] = Candidate(doc_id, 0.0, source.rank_of(doc_id), title_match=exact)
+    ordered = sorted(seen.values(), key=lambda c: (not c.title_match, c.doc_id))
+    return ordered, len(rows) > TITLE_SCAN_CAP
+
+
+def _expand_short_terms(conn: db.Connection, terms: tuple[str, ...]) -> tuple[str | None, bool]:
+    """An FTS expression equivalent to "every 2-character term occurs": each term becomes the
+    OR of the indexed trigrams that start with it (an occurrence at the very end of a text has
+    no such trigram and is missed). 1-character terms have too many: (None, False). Returns
+    (expression, whether every term's trigrams fitted in SHORT_EXPANSION_MAX)."""
+    if any(len(t) != 2 for t in terms):
+        return None, False
+    groups, complete = [], True
+    for term in terms:
+        folded = term.lower()
+        grams = [
+            r[0]
+            for r in conn.execute(
+                "SELECT gram FROM gram_df WHERE gram >= ? AND gram < ? ORDER BY df DESC LIMIT ?",
+                (folded, folded + "\U0010ffff", SHORT_EXPANSION_MAX + 1),
+            )
+        ]
+        if not grams:
+            return None, False
+        complete &= len(grams) <= SHORT_EXPANSION_MAX
+        groups.append("(" + match_any(grams[:SHORT_EXPANSION_MAX]) + ")")
+    return " AND ".join(groups), complete
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _where(expr: str, short_terms: tuple[str, ...]) -> tuple[str, tuple]:
+    """The MATCH plus, for each short term, "it occurs in title, aliases or body"."""
+    clauses, params = ["docs_fts MATCH ?"], [expr]
+    for term in short_terms:
+        pattern = like_pattern(term)
+        clauses.append(
+            "(docs_fts.title LIKE ? ESCAPE '\\' OR docs_fts.aliases LIKE ? ESCAPE '\\' "
+            "OR docs_fts.body LIKE ? ESCAPE '\\')"
+        )
+        params += [pattern, pattern, pattern]
+    return " AND ".join(clauses), tuple(params)
+
+
+def _title_exact(conn: db.Connection, norm: str) -> list[int]:
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT doc_id FROM titles WHERE norm = ? ORDER BY doc_id LIMIT ?",
+            (norm, TITLE_EXACT_MAX),
+        )
+    ]
+
+
+def _count_matches(
+    conn: db.Connection, query: ParsedQuery, where: str, params: tuple
+) -> tuple[int, bool]:
+    """Like _count, but a lone 3-character term's count is its exact document frequency."""
+    if not query.short_terms and len(query.long_terms) == 1 and len(query.long_terms[0]) == 3:
+        row = conn.execute(
+            "SELECT df FROM gram_df WHERE gram = ?", (query.long_terms[0].lower(),)
+        ).fetchone()
+        if row is not None:
+            return row[0], False
+    return _count(conn, where, params)
+
+
+def _count(conn: db.Connection, where: str, params: tuple) -> tuple[int, bool]:
+    """Matches counted from the index, up to COUNT_CAP; (count, is_lower_bound)."""
+    n = conn.execute(
+        f"SELECT count(*) FROM (SELECT rowid FROM docs_fts WHERE {where} LIMIT ?)",
+        (*params, COUNT_CAP + 1),
+    ).fetchone()[0]
+    return (COUNT_CAP, True) if n > COUNT_CAP else (n, False)
+
+
+def _matches(conn: db.Connection, where: str, params: tuple, doc_id: int) -> bool:
+    return (
+        conn.execute(
+            f"SELECT 1 FROM docs_fts WHERE {where} AND rowid = ?", (*params, doc_id)
+        ).fetchone()
+        is not None
+    )
+
+
+def _page(
+    source: Source,
+    query: ParsedQuery,
+    ordered: list[Candidate],
+    total: int,
+    mode: str,
+    limit: int,
+    offset: int,
+    needles: list[str],
+    lower_bound: bool,
+    notes: list[str],
+) -> SearchResult:
+    page = ordered[offset : offset + limit]
+    return SearchResult(
+        query=query.text,
+        hits=read_hits(source, page, needles),
+        total=total,
+        mode=mode,
+        offset=offset,
+        limit=limit,
+        total_is_lower_bound=lower_bound,
+        notes=notes,
+        sources=[source.name],
+    )
+
+
+def read_hits(source: Source, page: list[Candidate], needles: list[str]) -> list[Hit]:
+    """Stage two: read only the rows that are shown."""
+    if not page:
+        return []
+    marks = ",".join("?" * len(page))
+    rows = {
+        r[0]: r
+        for r in source.conn.execute(
+            f"SELECT doc_id, key, title, url, opening, body FROM docs WHERE doc_id IN ({marks})",
+            [c.doc_id for c in page],
+        )
+    }
+    hits = []
+    for cand in page:
+        row = rows.get(cand.doc_id)
+        if row is None:
+            continue
+        _, key, title, url, opening, body = row
+        hits.append(
+            Hit(
+                source=source.name,
+                doc_id=cand.doc_id,
+                key=key,
+                title=title,
+                snippet=make_snippet(body or opening, needles),
+                score=round(cand.score, 6),
+                rank_score=round(cand.rank_score, 6),
+                url=url,
+                title_match=cand.title_match,
+            )
+        )
+    return hits

@@ -1,0 +1,44 @@
+"""Source kinds: each turns some input into a stream of Doc records for the builder.
+
+``KINDS`` maps the name used by ``chiezo ingest <kind>`` to the function that builds it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..build import BuildOptions, BuildReport, GenerationBuilder
+from ..config import Settings
+from ..progress import Progress
+from . import documents
+
+
+def ingest_documents(
+    settings: Settings,
+    path: Path,
+    name: str,
+    *,
+    strict: bool = False,
+    options: BuildOptions | None = None,
+    progress: Progress | None = None,
+) -> BuildReport:
+    """Build source ``name`` from a folder of Markdown and text files."""
+    folder = documents.DocumentFolder(Path(path), strict=strict)
+    builder = GenerationBuilder(
+        settings,
+        name,
+        documents.KIND,
+        input_identity=folder.identity(),
+        options=options,
+        progress=progress,
+        expected_bytes=folder.total_bytes,
+    )
+    with builder:
+        folder.on_warning = builder.warn
+        builder.start_reading(len(folder.files))
+        for doc in folder.docs():
+            builder.add(doc)
+        return builder.finish()
+
+
+KINDS = {documents.KIND: ingest_documents}

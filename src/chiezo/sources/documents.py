@@ -1,0 +1,286 @@
+"""Source kind ``docs``: a folder of Markdown and plain-text files (one file = one document).
+
+A file that cannot be used (unreadable, binary, not decodable) is named in a warning and
+skipped; ``strict=True`` turns any such warning into a failed build. YAML front matter gives the
+title, aliases, tags and rank, and every other field becomes an attribute.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import functools
+import os
+import re
+import unicodedata
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import unquote
+
+import yaml
+
+from ..errors import BuildError, InputError
+from ..models import Chunk, Doc
+from .markdown import (
+    Section,
+    chunk_sections,
+    document_title,
+    markdown_links,
+    opening_paragraph,
+    parse_sections,
+)
+
+KIND = "docs"
+MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd", ".mdx"}
+TEXT_SUFFIXES = {".txt", ".text"}
+SUFFIXES = MARKDOWN_SUFFIXES | TEXT_SUFFIXES
+MAX_FILE_BYTES = 50 * 2**20
+
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
+_TAG_KEYS = ("tags", "categories", "category", "keywords")
+_RESERVED_KEYS = {"title", "aliases", "alias", "rank_score", "rank", "url", *_TAG_KEYS}
+
+
+class SkipFile(Exception):
+    """This file cannot be used; the message says why."""
+
+
+@dataclass
+class DocumentFolder:
+    """Streams the documents of a folder (or of a single file)."""
+
+    root: Path
+    strict: bool = False
+    on_warning: Callable[[str], None] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root).expanduser()
+        if not self.root.exists():
+            raise InputError(f"no such folder: {self.root}")
+        if not (self.root.is_dir() or self.root.is_file()):
+            raise InputError(f"not a folder or a file: {self.root}")
+        self.files = self._scan()
+
+    def _scan(self) -> list[Path]:
+        if self.root.is_file():
+            return [self.root]
+        found = []
+        for directory, dirnames, filenames in os.walk(self.root, onerror=self._walk_error):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for filename in sorted(filenames):
+                path = Path(directory) / filename
+                if not filename.startswith(".") and path.suffix.lower() in SUFFIXES:
+                    found.append(path)
+        return found
+
+    def _walk_error(self, exc: OSError) -> None:
+        self._warn(f"{exc.filename}: cannot list folder ({exc.strerror})")
+
+    @functools.cached_property
+    def _stats(self) -> list[os.stat_result]:
+        stats = []
+        for path in self.files:
+            with contextlib.suppress(OSError):  # reported when the file is read
+                stats.append(path.stat())
+        return stats
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(st.st_size for st in self._stats)
+
+    def identity(self) -> dict[str, Any]:
+        newest = max((st.st_mtime for st in self._stats), default=0.0)
+        return {
+            "path": str(self.root.resolve()),
+            "files": len(self.files),
+            "bytes": self.total_bytes,
+            "newest_mtime": dt.datetime.fromtimestamp(newest, dt.UTC).isoformat()
+            if newest
+            else None,
+        }
+
+    def _warn(self, message: str) -> None:
+        if self.strict:
+            raise BuildError(message, hint="fix or remove the file, or build without --strict")
+        self.warnings.append(message)
+        if self.on_warning is not None:
+            self.on_warning(message)
+
+    def docs(self) -> Iterator[Doc]:
+        """Yield one Doc per usable file; each skipped file is reported through ``_warn``."""
+        for path in self.files:
+            key = self._key(path)
+            try:
+                text = read_text(path)
+            except SkipFile as exc:
+                self._warn(f"{path}: {exc}; skipped")
+                continue
+            (front, body), front_problem = split_front_matter(text)
+            if front_problem:
+                self._warn(f"{path}: {front_problem}; front matter read as text")
+            yield document_from_text(key, path, body, front)
+
+    def _key(self, path: Path) -> str:
+        if self.root.is_file():
+            return path.name
+        return path.relative_to(self.root).as_posix()
+
+
+def read_text(path: Path) -> str:
+    """The file's text: UTF-8 (with or without BOM), else Shift_JIS/CP932 when the bytes are
+    clearly Japanese text in that encoding; binary and undecodable files raise SkipFile."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise SkipFile(
+                f"{size / 2**20:,.0f} MiB is larger than the {MAX_FILE_BYTES // 2**20} MiB limit"
+            )
+        data = path.read_bytes()
+    except PermissionError as exc:
+        raise SkipFile("permission denied") from exc
+    except OSError as exc:
+        raise SkipFile(f"cannot read ({exc.strerror or exc})") from exc
+    if b"\x00" in data[:8192]:
+        raise SkipFile("looks binary (contains NUL bytes)")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        legacy = _decode_japanese_legacy(data)
+        if legacy is not None:
+            return legacy
+        raise SkipFile(
+            f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from exc
+
+
+def _decode_japanese_legacy(data: bytes) -> str | None:
+    try:
+        text = data.decode("cp932")
+    except UnicodeDecodeError:
+        return None
+    kana = sum(1 for ch in text if "\u3040" <= ch <= "\u30ff")
+    return text if kana >= max(3, len(text) // 50) else None
+
+
+def split_front_matter(text: str) -> tuple[tuple[dict[str, Any], str], str | None]:
+    """((fields, body), problem). Without front matter: ({}, text). Invalid YAML: a problem."""
+    match = _FRONT_MATTER.match(text)
+    if not match:
+        return ({}, text), None
+    try:
+        fields = yaml.safe_load(match.group(1))
+    except yaml.YAMLError as exc:
+        reason = str(exc).splitlines()[0]
+        return ({}, text), f"invalid YAML front matter ({reason})"
+    if fields is None:
+        fields = {}
+    if not isinstance(fields, dict):
+        return ({}, text), "front matter is not a mapping of fields"
+    return (fields, text[match.end() :]), None
+
+
+def document_from_text(key: str, path: Path, body: str, front: dict[str, Any]) -> Doc:
+    is_markdown = path.suffix.lower() in MARKDOWN_SUFFIXES
+    sections = parse_sections(body) if is_markdown else _text_sections(body)
+    title = _scalar(front.get("title")) or (document_title(sections) if is_markdown else None)
+    title = title or _title_from_filename(path)
+    chunks = chunk_sections(sections)
+    if not chunks and body.strip():
+        chunks = [Chunk(text=body.strip()[:1600])]
+    return Doc(
+        key=key,
+        title=title,
+        body=body.strip(),
+        opening=opening_paragraph(sections),
+        url=_scalar(front.get("url")),
+        rank_score=_rank(front),
+        aliases=_strings(front.get("aliases", front.get("alias"))),
+        tags=[t for k in _TAG_KEYS for t in _strings(front.get(k), split_commas=True)],
+        links=_local_links(key, markdown_links(body)) if is_markdown else [],
+        attrs=_attributes(front),
+        chunks=chunks,
+        extra={"path": key, "format": "markdown" if is_markdown else "text"},
+    )
+
+
+def _text_sections(body: str) -> list[Section]:
+    return [Section(0, (), body.splitlines())] if body.strip() else []
+
+
+def _title_from_filename(path: Path) -> str:
+    stem = unicodedata.normalize("NFC", path.stem)
+    return stem.replace("_", " ").replace("-", " ").strip() or path.name
+
+
+def _scalar(value: Any) -> str | None:
+    if value is None or isinstance(value, dict | list):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _strings(value: Any, split_commas: bool = False) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [s for v in value if (s := _scalar(v))]
+    text = _scalar(value)
+    if not text:
+        return []
+    return [p.strip() for p in text.split(",") if p.strip()] if split_commas else [text]
+
+
+def _rank(front: dict[str, Any]) -> float:
+    for name in ("rank_score", "rank"):
+        value = front.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return min(max(float(value), 0.0), 1.0)
+    return 0.0
+
+
+def _attributes(front: dict[str, Any]) -> dict[str, list[str]]:
+    attrs: dict[str, list[str]] = {}
+    for name, value in front.items():
+        if name in _RESERVED_KEYS or not isinstance(name, str):
+            continue
+        values = value if isinstance(value, list) else [value]
+        strings = [_attr_value(v) for v in values if not isinstance(v, dict | list)]
+        strings = [s for s in strings if s]
+        if strings:
+            attrs[name] = strings
+    return attrs
+
+
+def _attr_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dt.date | dt.datetime):
+        return value.isoformat()
+    return str(value).strip()
+
+
+def _local_links(key: str, targets: list[str]) -> list[str]:
+    """Links to other files of the folder become their keys (``guide/intro.md``); links to the
+    web stay as they are; in-page anchors are dropped."""
+    out = []
+    base = PurePosixPath(key).parent
+    for target in targets:
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):
+            out.append(target)
+            continue
+        path = unquote(target.split("#", 1)[0])
+        if not path:
+            continue
+        parts: list[str] = []
+        for part in (base / path).parts:
+            if part == "..":
+                if parts:
+                    parts.pop()
+            elif part not in (".", ""):
+                parts.append(part)
+        if parts:
+            out.append("/".join(parts))
+    return out

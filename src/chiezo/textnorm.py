@@ -1,0 +1,23 @@
+"""Text normalisation shared by indexing and querying, so both sides fold text the same way."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_SPACE = re.compile(r"\s+")
+
+
+def normalise_title(text: str) -> str:
+    """The form titles are compared in: NFKC (full-width → half-width), case-folded, single
+    spaces. 「ＲＵＳＴ　入門」 and "rust 入門" compare equal; 浅草寺 stays 浅草寺."""
+    return _SPACE.sub(" ", unicodedata.normalize("NFKC", text)).strip().casefold()
+
+
+def split_terms(text: str) -> list[str]:
+    """Whitespace-separated terms, including the ideographic space U+3000."""
+    return [t for t in _SPACE.split(text.replace("\u3000", " ").strip()) if t]
+
+
+def is_punctuation(char: str) -> bool:
+    return unicodedata.category(char)[0] in "PSZC"

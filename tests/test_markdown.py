@@ -1,0 +1,137 @@
+from chiezo.sources.markdown import (
+    MAX_CHARS,
+    chunk_markdown,
+    document_title,
+    markdown_links,
+    opening_paragraph,
+    parse_sections,
+    split_long,
+)
+
+
+def test_headings_inside_code_fences_are_not_headings():
+    text = "# Setup\n\nRun this:\n\n```sh\n# install the tool\nmake install\n```\n\n## Next\nmore\n"
+    sections = parse_sections(text)
+    assert [s.path for s in sections] == [("Setup",), ("Setup", "Next")]
+    assert "# install the tool" in sections[0].text
+
+
+def test_tilde_fences_and_longer_closing_fences():
+    text = "# A\n~~~~\n# not a heading\n~~~\n# still code\n~~~~\n## B\nx\n"
+    assert [s.path for s in parse_sections(text)] == [("A",), ("A", "B")]
+
+
+def test_unclosed_fence_runs_to_the_end_without_crashing():
+    text = "# Title\n\n```python\n# comment\ndef f():\n    pass\n## also code\n"
+    sections = parse_sections(text)
+    assert [s.path for s in sections] == [("Title",)]
+    chunks = chunk_markdown(text)
+    assert len(chunks) == 1 and "## also code" in chunks[0].text
+
+
+def test_headings_in_html_comments_are_ignored():
+    text = "<!--\n# English Title\n-->\n# 日本語の題\n本文\n"
+    sections = parse_sections(text)
+    assert document_title(sections) == "日本語の題"
+
+
+def test_setext_headings():
+    text = "Guide\n=====\n\nintro\n\nUsage\n-----\n\nrun it\n"
+    sections = parse_sections(text)
+    assert [s.path for s in sections] == [("Guide",), ("Guide", "Usage")]
+
+
+def test_a_list_item_followed_by_dashes_is_not_a_heading():
+    text = "# T\n\n- item\n---\nafter\n"
+    assert [s.path for s in parse_sections(text)] == [("T",)]
+
+
+def test_title_falls_back_to_the_highest_level_heading():
+    assert document_title(parse_sections("## 所有権とは？\n\n本文\n## 次\n")) == "所有権とは？"
+    assert document_title(parse_sections("no headings at all\n")) is None
+
+
+def test_tiny_sibling_sections_merge_and_keep_their_headings_inline():
+    text = "# Doc\n\n## A\n\nalpha\n\n## B\n\nbeta\n\n## C\n\ngamma\n"
+    chunks = chunk_markdown(text)
+    assert len(chunks) == 1
+    assert chunks[0].heading_path == "Doc"
+    for heading in ("## A", "## B", "## C"):
+        assert heading in chunks[0].text
+
+
+def test_merging_stops_near_the_target_size():
+    body = "x" * 500
+    text = "# Doc\n" + "".join(f"\n## S{i}\n\n{body}\n" for i in range(4))
+    chunks = chunk_markdown(text)
+    assert len(chunks) >= 3
+    assert all(len(c.text) <= 800 + 20 for c in chunks)
+
+
+def test_breadcrumbs_follow_the_heading_path():
+    big = "word " * 200  # each section ~1000 chars: no merging
+    text = f"# Book\n\n## Part\n\n### Chapter\n\n{big}\n\n### Other\n\n{big}\n"
+    chunks = chunk_markdown(text)
+    crumbs = [c.heading_path for c in chunks]
+    assert "Book > Part > Chapter" in crumbs
+    assert "Book > Part > Other" in crumbs
+
+
+def test_a_tiny_document_is_one_chunk():
+    text = "# Doc\n\n## A\n\n### A1\n\nsmall\n\n## B\n\n### B1\n\nsmall too\n"
+    assert len(chunk_markdown(text)) == 1
+
+
+def test_a_heading_without_text_stays_with_what_follows_it():
+    body = "z" * 500
+    text = f"# Doc\n\n## A\n\n### A1\n\n{body}\n\n## B\n\n### B1\n\n{body}\n"
+    chunks = chunk_markdown(text)
+    assert len(chunks) == 2
+    assert "### A1" in chunks[0].text and "## B" not in chunks[0].text
+    assert chunks[1].text.startswith("## B") and "### B1" in chunks[1].text
+    assert chunks[1].heading_path == "Doc > B > B1"
+
+
+def test_oversized_sections_split_on_lines_with_overlap():
+    lines = [f"line {i:03d} " + "y" * 60 for i in range(60)]  # ~4,300 characters
+    text = "# Big\n\n" + "\n".join(lines)
+    chunks = chunk_markdown(text)
+    assert len(chunks) >= 3
+    assert all(len(c.text) <= MAX_CHARS for c in chunks)
+    assert all(c.heading_path == "Big" for c in chunks)
+    # the last lines of one piece open the next (overlap), and no line is cut in the middle
+    first_last_line = chunks[0].text.splitlines()[-1]
+    assert first_last_line in chunks[1].text
+    for chunk in chunks:
+        for line in chunk.text.splitlines():
+            assert line in ("# Big", "") or line in lines
+
+
+def test_a_long_unbroken_japanese_paragraph_splits_at_sentence_ends():
+    sentence = "吾輩は猫である。名前はまだ無い。"
+    text = sentence * 200  # 3,200 characters on one line
+    pieces = split_long(text)
+    assert len(pieces) >= 2
+    assert all(len(p) <= MAX_CHARS for p in pieces)
+    assert all(p.rstrip().endswith("。") for p in pieces[:-1])
+
+
+def test_opening_paragraph_skips_headings_code_and_lists():
+    text = (
+        "# T\n\n```\ncode\n```\n\n- a list\n\nThe first real paragraph\ncontinues here.\n\nNext.\n"
+    )
+    assert opening_paragraph(parse_sections(text)) == "The first real paragraph continues here."
+
+
+def test_markdown_links_exclude_images():
+    text = "See [intro](intro.md#top) and ![img](pic.png) and [site](https://example.org)."
+    assert markdown_links(text) == ["intro.md#top", "https://example.org"]
+
+
+def test_a_tiny_preamble_leads_into_the_first_section_instead_of_standing_alone():
+    body = "本文。" * 300  # a large first section
+    text = f"<!--\n## English Title\n-->\n\n## 日本語の題\n\n{body}\n"
+    chunks = chunk_markdown(text)
+    assert chunks[0].text.startswith("<!--")
+    assert chunks[0].heading_path == "日本語の題"
+    assert all(c.heading_path for c in chunks)
