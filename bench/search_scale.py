@@ -92,6 +92,8 @@ def query_classes(conn, size: int, pool, rng: random.Random) -> dict[str, list[t
         ((count(conn, match_all([c])), c) for c in candidates[:800]), key=lambda x: x[0]
     )
     rare = [(c, 0) for k, c in counted if k > 0][:n]
+    # the same number of matches at every size: the flat-cost check ("cost follows matches")
+    fixed = [(c, 0) for k, c in counted if 100 <= k <= 300][:n]
     common_phrases = [(c, 0) for k, c in counted if size * 0.03 <= k <= size * 0.15][:n]
     grams = conn.execute(
         "SELECT gram FROM gram_df WHERE df BETWEEN ? AND ? AND gram NOT GLOB '*[ ,.]*'",
@@ -121,6 +123,7 @@ def query_classes(conn, size: int, pool, rng: random.Random) -> dict[str, list[t
     questions = [(q, 0) for q, _, _ in rng.sample(jaquad_questions("dev"), n)]
     return {
         "rare term": rare,
+        "100-300 matches": fixed,
         "common term (~10%)": common,
         "common phrase (3-15%)": common_phrases,
         "title-exact": [(t, 0) for t in titles],

@@ -237,3 +237,38 @@ def test_japanese_questions_find_their_paragraph(settings, service):
     src = service.library.get("jaquad")
     found = sum(key in [h.key for h in search_source(src, q, limit=5).hits] for q, key in sample)
     assert found / len(sample) >= 0.85
+
+
+def test_very_common_terms_rank_by_title_then_popularity(settings, service, monkeypatch):
+    """When bm25's IDF would walk too many postings, candidates are ordered by whether their
+    title contains the query, then by popularity — and the total stays exact."""
+    from chiezo.search import scoring
+
+    items = [
+        Doc(key="a", title="雑記", body="共通の語 " * 20, rank_score=0.9),
+        Doc(key="b", title="共通の語について", body="共通の語", rank_score=0.1),
+        Doc(key="c", title="別件", body="共通の語", rank_score=0.5),
+    ]
+    build_source(settings, "c", "test", items)
+    monkeypatch.setattr(scoring, "PHRASE_POSTINGS_BUDGET", 0)
+    result = service.search("共通の語", "c")
+    assert titles(result) == ["共通の語について", "雑記", "別件"]
+    assert result.total == 3 and not result.total_is_lower_bound
+    assert any("not weighed" in n for n in result.notes)
+
+
+def test_a_common_term_beside_a_rare_one_is_filtered_but_not_weighed(settings, service, monkeypatch):
+    from chiezo.search import scoring
+
+    items = [
+        Doc(key="a", title="一", body="ありふれた語 珍しい語 珍しい語 珍しい語", rank_score=0.5),
+        Doc(key="b", title="二", body="ありふれた語 珍しい語", rank_score=0.5),
+        Doc(key="c", title="三", body="珍しい語だけ", rank_score=0.5),
+    ]
+    filler = [Doc(key=f"f{i}", title=f"他{i}", body="関係のない文章") for i in range(20)]
+    build_source(settings, "m", "test", items + filler)
+    monkeypatch.setattr(scoring, "PHRASE_POSTINGS_BUDGET", 50)
+    monkeypatch.setattr(scoring, "phrase_postings", lambda conn, term: 0 if "珍" in term else 99)
+    result = service.search("ありふれた語 珍しい語", "m")
+    assert titles(result) == ["一", "二"]  # bm25 of 珍しい語 decides; 三 lacks ありふれた語
+    assert any("ありふれた語" in n and "not weighed" in n for n in result.notes)

@@ -26,20 +26,21 @@ from ..errors import BadQuery
 from ..library import Source
 from ..models import Hit, SearchResult
 from ..textnorm import normalise_title
+from .filters import Filters, check_filters, filter_ids
 from .query import ParsedQuery, like_pattern, match_all, match_any, parse_query, text_grams
 from .rank import Candidate, rank_page
+from .scoring import BM25, score_candidates, split_by_cost
 from .snippet import make_snippet
 
-# bm25 column weights (title, aliases, body): a hit in the title says far more about what the
-# document is about than a hit somewhere in a long body.
-BM25 = "bm25(docs_fts, 8.0, 4.0, 1.0)"
 CANDIDATE_WALK = 2000  # matches scored at most, most popular first (see docs/design.md)
 COUNT_CAP = 100_000  # exact totals up to this many matches, a lower bound beyond
+COSTLY_COUNT_CAP = 20_000  # the same when a term is very common: counting phrases costs more
 MIN_POOL = 200  # candidates ranked for the sentence fallback, at least
 MAX_WINDOW = 10_000  # offset + limit; deeper pages are refused with a reason
 TITLE_SCAN_CAP = 20_000
 TITLE_EXACT_MAX = 50
 SHORT_EXPANSION_MAX = 64  # trigrams OR-ed for one 2-character term, most frequent first
+SHORT_COUNT_CAP = 20_000  # an OR of 64 doclists counts slower; its total is a bound anyway
 # Sentence fallback: which trigrams of the question to OR together.
 SENTENCE_MAX_GRAMS = 24
 SENTENCE_NOISE_SHARE = 0.1  # a trigram in more than this share of documents is noise
@@ -47,17 +48,30 @@ SENTENCE_POSTINGS_BUDGET = 10_000  # doclist entries scored at most, whatever th
 
 
 def search_source(
-    source: Source, text: str, *, limit: int = 10, offset: int = 0, timeout: float | None = None
+    source: Source,
+    text: str,
+    *,
+    limit: int = 10,
+    offset: int = 0,
+    timeout: float | None = None,
+    filters: Filters | None = None,
 ) -> SearchResult:
-    """Search one source. ``timeout`` bounds the whole query (QueryTimeout → 504)."""
+    """Search one source, optionally within a tag/attribute filter. ``timeout`` bounds the
+    whole query (QueryTimeout → 504)."""
     query = parse_query(text)
     check_window(limit, offset)
+    filters = filters or Filters()
     with db.deadline(source.conn, timeout, what=f"search in {source.name!r}"):
+        check = check_filters(source, filters)
+        if check.impossible:
+            return SearchResult(
+                query.text, [], 0, "filter", offset, limit, notes=check.notes, sources=[source.name]
+            )
         if not query.long_terms:
-            return _short_only(source, query, limit, offset)
-        result = _fulltext(source, query, limit, offset)
+            return _short_only(source, query, limit, offset, filters)
+        result = _fulltext(source, query, limit, offset, filters)
         if result.total == 0:
-            result = _sentence(source, query, limit, offset) or result
+            result = _sentence(source, query, limit, offset, filters) or result
         return result
 
 
@@ -76,46 +90,70 @@ def check_window(limit: int, offset: int) -> None:
 # -- plans -------------------------------------------------------------------------------------
 
 
-def _fulltext(source: Source, query: ParsedQuery, limit: int, offset: int) -> SearchResult:
+def _fulltext(
+    source: Source, query: ParsedQuery, limit: int, offset: int, filters: Filters
+) -> SearchResult:
     conn = source.conn
     expr = match_all(query.long_terms)
-    where, params = _where(expr, query.short_terms)
+    where, params = _where(expr, query.short_terms, filters)
     walk = max(CANDIDATE_WALK, 2 * (offset + limit))
-    rows = conn.execute(
-        f"SELECT rowid, {BM25} FROM docs_fts WHERE {where} ORDER BY rowid LIMIT ?",
-        (*params, walk),
-    ).fetchall()
-    complete = len(rows) < walk
-    title_ids = _title_exact(conn, query.norm)
-    ordered = rank_page(rows, source.ranks, title_ids, offset + limit)
     notes: list[str] = []
-    if complete:
+    known_total = None if filters else _lone_gram_df(conn, query)
+    cheap, costly = split_by_cost(conn, query.long_terms)
+    if not costly:  # FTS5's own bm25 is affordable: score while walking
+        rows = conn.execute(
+            f"SELECT rowid, {BM25} FROM docs_fts WHERE {where} ORDER BY rowid LIMIT ?",
+            (*params, walk),
+        ).fetchall()
+    else:  # walk without bm25, then score what was found (see scoring.py)
+        ids = [
+            r[0]
+            for r in conn.execute(
+                f"SELECT rowid FROM docs_fts WHERE {where} ORDER BY rowid LIMIT ?",
+                (*params, walk),
+            )
+        ]
+        rows = score_candidates(conn, ids, cheap, query.long_terms)
+        how = "ranked by the other terms" if cheap else "titles containing them first"
+        notes.append(f"very common terms ({', '.join(costly)}) are not weighed: {how}")
+    title_ids = filter_ids(conn, filters, _title_exact(conn, query.norm))
+    ordered = rank_page(rows, source.ranks, title_ids, offset + limit)
+    if len(rows) < walk:  # every match was scored: the total is exact
         total, lower_bound = len({d for d, _ in rows} | set(title_ids)), False
     else:
-        matched, lower_bound = _count_matches(conn, query, where, params)
+        if known_total is not None:
+            matched, lower_bound = known_total, False
+        else:  # count on from where the walk stopped, never walking a posting twice
+            cap = COSTLY_COUNT_CAP if costly else COUNT_CAP
+            after, lower_bound = _count(
+                conn, where + " AND rowid > ?", (*params, max(d for d, _ in rows)), cap - walk
+            )
+            matched = walk + after
         outside = [i for i in title_ids if not _matches(conn, where, params, i)]
         total = matched + len(outside)
-        notes.append(
-            f"more than {walk:,} documents match: ranked the {walk:,} most popular of them"
-        )
+        notes.append(f"more than {walk:,} documents match: ranked the {walk:,} most popular")
     mode = "fts+short" if query.short_terms else "fts"
     needles = [*query.long_terms, *query.short_terms]
     return _page(source, query, ordered, total, mode, limit, offset, needles, lower_bound, notes)
 
 
-def _sentence(source: Source, query: ParsedQuery, limit: int, offset: int) -> SearchResult | None:
+def _sentence(
+    source: Source, query: ParsedQuery, limit: int, offset: int, filters: Filters
+) -> SearchResult | None:
     conn = source.conn
     grams = choose_grams(conn, query.text, source.doc_count)
     if not grams:
         return None
     expr = match_any(grams)
+    extra, extra_params = filters.where()
+    where, params = "docs_fts MATCH ?" + extra, (expr, *extra_params)
     pool = max(MIN_POOL, 2 * (offset + limit))
     rows = conn.execute(
-        f"SELECT rowid, {BM25} FROM docs_fts WHERE docs_fts MATCH ? ORDER BY {BM25} LIMIT ?",
-        (expr, pool),
+        f"SELECT rowid, {BM25} FROM docs_fts WHERE {where} ORDER BY {BM25} LIMIT ?",
+        (*params, pool),
     ).fetchall()
     ordered = rank_page(rows, source.ranks, (), offset + limit)
-    total, lower_bound = _count(conn, "docs_fts MATCH ?", (expr,))
+    total, lower_bound = _count(conn, where, params)
     notes = [
         "no document contains every term, so documents sharing the most distinctive "
         f"3-character pieces of the query are shown ({len(grams)} pieces used)"
@@ -149,59 +187,90 @@ def choose_grams(conn: db.Connection, text: str, doc_count: int) -> list[str]:
     return chosen
 
 
-def _short_only(source: Source, query: ParsedQuery, limit: int, offset: int) -> SearchResult:
+def _short_only(
+    source: Source, query: ParsedQuery, limit: int, offset: int, filters: Filters
+) -> SearchResult:
     """Only 1-2 character terms. Titles starting with the first term (exact title first) come
     first; then, for 2-character terms, documents containing them anywhere, found through the
     index's trigrams that begin with each term (京都 → 京都市, 京都府, 京都の, ...)."""
     conn = source.conn
-    ordered, lower_bound = _title_prefix_candidates(source, query)
+    want = offset + limit
+    ordered, total, lower_bound = _title_prefix_candidates(
+        source, query, TITLE_SCAN_CAP if filters else want
+    )
+    if filters:
+        keep = set(filter_ids(conn, filters, [c.doc_id for c in ordered]))
+        ordered = [c for c in ordered if c.doc_id in keep]
+        total = len(ordered)
     notes = [
         "terms shorter than 3 characters cannot use the full-text index directly: titles "
         f"starting with {query.terms[0]!r} come first"
     ]
-    total, mode = len(ordered), "title_prefix"
+    mode = "title_prefix"
     expr, expansion_complete = _expand_short_terms(conn, query.terms)
     if expr is not None:
         walk = max(CANDIDATE_WALK, 2 * (offset + limit))
+        extra, extra_params = filters.where()
+        where, params = "docs_fts MATCH ?" + extra, (expr, *extra_params)
+        # No bm25 here: over an OR of up to 64 trigrams it would cost 64 phrase scores per
+        # row, and it says little about a 2-character word. Popularity (the walk order) ranks.
         rows = conn.execute(
-            f"SELECT rowid, {BM25} FROM docs_fts WHERE docs_fts MATCH ? ORDER BY rowid LIMIT ?",
-            (expr, walk),
+            f"SELECT rowid FROM docs_fts WHERE {where} ORDER BY rowid LIMIT ?",
+            (*params, walk),
         ).fetchall()
         in_titles = {c.doc_id for c in ordered}
-        body = [
-            c for c in rank_page(rows, source.ranks, (), len(rows)) if c.doc_id not in in_titles
-        ]
-        if body:
+        body_ids = [d for (d,) in rows if d not in in_titles]
+        if body_ids:
             mode = "title_prefix+fts"
             notes.append("then documents containing the terms anywhere")
-        ordered = ordered + body
-        if len(rows) < walk and expansion_complete:
-            total = len(ordered)
+        titles_total = total
+        need = max(want - len(ordered), 0)
+        ordered = ordered + [Candidate(d, 0.0, source.rank_of(d)) for d in body_ids[:need]]
+        if len(rows) < walk and expansion_complete and titles_total <= want:
+            total = titles_total + len(body_ids)  # every match seen: exact
         else:
-            matched, _ = _count(conn, "docs_fts MATCH ?", (expr,))
-            total, lower_bound = max(matched, len(ordered)), True
+            matched, _ = _count(conn, where, params, SHORT_COUNT_CAP)
+            total, lower_bound = max(matched, titles_total, len(ordered)), True
     return _page(
         source, query, ordered, total, mode, limit, offset, list(query.terms), lower_bound, notes
     )
 
 
-def _title_prefix_candidates(source: Source, query: ParsedQuery) -> tuple[list[Candidate], bool]:
-    """Titles (and aliases) starting with the first term and containing the others; the exact
-    title first, then by popularity. (candidates, whether the scan was cut short)."""
+def _title_prefix_candidates(
+    source: Source, query: ParsedQuery, upto: int
+) -> tuple[list[Candidate], int, bool]:
+    """Titles (and aliases) starting with the first term and containing the others: the exact
+    title first, then by popularity (= doc_id, a top-N sort inside SQLite). Returns
+    (the first ``upto`` candidates, total, whether the total is only a bound)."""
+    conn = source.conn
     first = normalise_title(query.terms[0])
-    others = [normalise_title(t) for t in query.terms[1:]]
-    rows = source.conn.execute(
-        "SELECT norm, doc_id FROM titles WHERE norm >= ? AND norm < ? LIMIT ?",
-        (first, first + "\U0010ffff", TITLE_SCAN_CAP + 1),
-    ).fetchall()
-    seen: dict[int, Candidate] = {}
-    for norm, doc_id in rows[:TITLE_SCAN_CAP]:
-        if all(o in norm for o in others):
-            exact = norm == query.norm
-            if doc_id not in seen or exact:
-                seen[doc_id] = Candidate(doc_id, 0.0, source.rank_of(doc_id), title_match=exact)
-    ordered = sorted(seen.values(), key=lambda c: (not c.title_match, c.doc_id))
-    return ordered, len(rows) > TITLE_SCAN_CAP
+    others = tuple(normalise_title(t) for t in query.terms[1:])
+    where = "norm >= ? AND norm < ?" + " AND instr(norm, ?) > 0" * len(others)
+    params = (first, first + "\U0010ffff", *others)
+    entries = conn.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM titles WHERE {where} LIMIT ?)",
+        (*params, TITLE_SCAN_CAP + 1),
+    ).fetchone()[0]
+    if entries <= 5000:  # small enough to count documents, not title entries (aliases)
+        total = conn.execute(
+            f"SELECT count(DISTINCT doc_id) FROM titles WHERE {where}", params
+        ).fetchone()[0]
+    else:
+        total = entries
+    exact = _title_exact(conn, query.norm)
+    ids = list(exact)
+    fetch = upto + len(exact) + 8
+    while len(ids) < upto:
+        rows = conn.execute(
+            f"SELECT doc_id FROM titles WHERE {where} ORDER BY doc_id LIMIT ?", (*params, fetch)
+        ).fetchall()
+        ids = list(dict.fromkeys([*exact, *(r[0] for r in rows)]))
+        if len(rows) < fetch:
+            break
+        fetch *= 2
+    exact_set = set(exact)
+    ordered = [Candidate(d, 0.0, source.rank_of(d), title_match=d in exact_set) for d in ids[:upto]]
+    return ordered, total, entries > TITLE_SCAN_CAP
 
 
 def _expand_short_terms(conn: db.Connection, terms: tuple[str, ...]) -> tuple[str | None, bool]:
@@ -231,8 +300,9 @@ def _expand_short_terms(conn: db.Connection, terms: tuple[str, ...]) -> tuple[st
 # -- helpers -----------------------------------------------------------------------------------
 
 
-def _where(expr: str, short_terms: tuple[str, ...]) -> tuple[str, tuple]:
-    """The MATCH plus, for each short term, "it occurs in title, aliases or body"."""
+def _where(expr: str, short_terms: tuple[str, ...], filters: Filters) -> tuple[str, tuple]:
+    """The MATCH plus, for each short term, "it occurs in title, aliases or body", plus the
+    filter conditions."""
     clauses, params = ["docs_fts MATCH ?"], [expr]
     for term in short_terms:
         pattern = like_pattern(term)
@@ -241,7 +311,8 @@ def _where(expr: str, short_terms: tuple[str, ...]) -> tuple[str, tuple]:
             "OR docs_fts.body LIKE ? ESCAPE '\\')"
         )
         params += [pattern, pattern, pattern]
-    return " AND ".join(clauses), tuple(params)
+    extra, extra_params = filters.where()
+    return " AND ".join(clauses) + extra, (*params, *extra_params)
 
 
 def _title_exact(conn: db.Connection, norm: str) -> list[int]:
@@ -254,26 +325,26 @@ def _title_exact(conn: db.Connection, norm: str) -> list[int]:
     ]
 
 
-def _count_matches(
-    conn: db.Connection, query: ParsedQuery, where: str, params: tuple
+def _lone_gram_df(conn: db.Connection, query: ParsedQuery) -> int | None:
+    """A query that is one 3-character term: its exact document count, from the vocabulary."""
+    if query.short_terms or len(query.long_terms) != 1 or len(query.long_terms[0]) != 3:
+        return None
+    row = conn.execute(
+        "SELECT df FROM gram_df WHERE gram = ?", (query.long_terms[0].lower(),)
+    ).fetchone()
+    return row[0] if row else 0
+
+
+def _count(
+    conn: db.Connection, where: str, params: tuple, cap: int | None = None
 ) -> tuple[int, bool]:
-    """Like _count, but a lone 3-character term's count is its exact document frequency."""
-    if not query.short_terms and len(query.long_terms) == 1 and len(query.long_terms[0]) == 3:
-        row = conn.execute(
-            "SELECT df FROM gram_df WHERE gram = ?", (query.long_terms[0].lower(),)
-        ).fetchone()
-        if row is not None:
-            return row[0], False
-    return _count(conn, where, params)
-
-
-def _count(conn: db.Connection, where: str, params: tuple) -> tuple[int, bool]:
-    """Matches counted from the index, up to COUNT_CAP; (count, is_lower_bound)."""
+    """Matches counted from the index, up to ``cap`` (COUNT_CAP); (count, is_lower_bound)."""
+    cap = COUNT_CAP if cap is None else cap
     n = conn.execute(
         f"SELECT count(*) FROM (SELECT rowid FROM docs_fts WHERE {where} LIMIT ?)",
-        (*params, COUNT_CAP + 1),
+        (*params, cap + 1),
     ).fetchone()[0]
-    return (COUNT_CAP, True) if n > COUNT_CAP else (n, False)
+    return (cap, True) if n > cap else (n, False)
 
 
 def _matches(conn: db.Connection, where: str, params: tuple, doc_id: int) -> bool:
