@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 CHIEZO_DATA ?= ./data
 export CHIEZO_DATA
 
-.PHONY: install sample run test lint bench bench-quick clean
+.PHONY: install sample run test lint bench bench-quick bench-serve clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Chiezo needs Python 3.11 or newer")'
@@ -22,9 +22,10 @@ sample: install
 	$(BIN)/chiezo ingest docs sample --name guide
 	$(BIN)/chiezo ingest docs docs --name chiezo-docs
 
-# The main job: set up, build the samples, then open them for searching.
+# The main job: set up, build the samples, then serve them on 127.0.0.1:8080
+# (REST API under /v1 with docs at /docs, MCP at /mcp).
 run: sample
-	$(BIN)/chiezo search --interactive
+	$(BIN)/chiezo serve
 
 test: install
 	$(BIN)/python -m pytest -q
@@ -38,6 +39,11 @@ bench: install
 
 bench-quick: install
 	$(BIN)/python bench/search_scale.py --sizes 2000,20000
+
+# HTTP load on a real server (wrk from Debian, installed here when missing).
+bench-serve: install
+	@command -v wrk >/dev/null || apt-get install -y wrk || (apt-get update && apt-get install -y wrk)
+	$(BIN)/python bench/serve_load.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache

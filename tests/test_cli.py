@@ -120,3 +120,70 @@ def test_the_installed_command_runs_end_to_end(tmp_path):
     missing = chiezo("ingest", "docs", str(tmp_path / "missing"), "--name", "t")
     assert missing.returncode == 2 and "no such folder" in missing.stderr
     assert chiezo("search", "台東区", "-s", "t").returncode == 0  # still serving
+
+
+def test_notes_commands(runner):
+    stored = json.loads(
+        runner("notes", "remember", "会議は火曜10時", "--tag", "仕事", "--json").stdout
+    )
+    assert stored["tags"] == ["仕事"]
+    found = runner("notes", "recall", "火曜", "--json")
+    assert found.exit_code == 0 and json.loads(found.stdout)["total"] == 1
+    assert runner("notes", "recall", "存在しない語句").exit_code == 3
+    updated = json.loads(
+        runner("notes", "update", str(stored["id"]), "--text", "会議は水曜10時", "--json").stdout
+    )
+    assert updated["text"] == "会議は水曜10時" and updated["tags"] == ["仕事"]
+    assert runner("notes", "forget", str(stored["id"])).exit_code == 0
+    assert runner("notes", "forget", str(stored["id"])).exit_code == 3
+    assert runner("notes", "remember", "   ").exit_code == 2
+
+
+def test_mcp_config_prints_a_snippet(runner):
+    result = runner("mcp", "config", "--client", "claude-desktop")
+    config = json.loads(result.stdout)
+    assert config["mcpServers"]["chiezo"]["args"] == ["mcp"]
+    http = runner("mcp", "config", "--client", "vscode", "--http", "http://127.0.0.1:8080/mcp")
+    assert json.loads(http.stdout)["servers"]["chiezo"]["url"] == "http://127.0.0.1:8080/mcp"
+
+
+def test_serve_runs_the_api_until_stopped(tmp_path):
+    """`chiezo serve` as a user starts it: a separate process answering on loopback."""
+    import time
+
+    import httpx
+
+    from helpers import free_port
+
+    env = {**os.environ, "CHIEZO_DATA": str(tmp_path / "data")}
+    folder = write_files(tmp_path / "docs", FILES)
+    subprocess.run(
+        [sys.executable, "-m", "chiezo", "ingest", "docs", str(folder), "--name", "t"],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chiezo", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                break
+            except httpx.HTTPError:
+                assert proc.poll() is None, proc.stderr.read().decode()
+                assert time.monotonic() < deadline, "the server did not come up"
+                time.sleep(0.2)
+        assert health.json()["sources"] == 1
+        found = httpx.get(f"http://127.0.0.1:{port}/v1/t/search", params={"q": "浅草寺"}).json()
+        assert found["hits"][0]["title"] == "浅草寺"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)

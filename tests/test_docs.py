@@ -50,3 +50,25 @@ def test_the_readme_quick_start_is_two_commands():
         target = command.split("#")[0].split()[-1]
         assert re.search(rf"^{target}:", makefile, re.M), f"Makefile has no target {target}"
     assert "make test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_every_endpoint_and_mcp_tool_is_documented(settings):
+    import anyio
+    from fastapi.routing import APIRoute
+
+    from chiezo.api import create_app
+    from chiezo.mcp_server import build_mcp
+    from chiezo.service import Service
+
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    for route in create_app(settings).routes:
+        if isinstance(route, APIRoute) and route.include_in_schema:
+            path = route.path.replace(":int}", "}").replace("{note_id}", "{id}")
+            for method in route.methods - {"HEAD"}:
+                assert f"`{method} {path}" in text, f"docs/api.md does not describe {method} {path}"
+
+    async def tool_names():
+        return [t.name for t in await build_mcp(Service(settings)).list_tools()]
+
+    for name in anyio.run(tool_names):
+        assert f"`{name}`" in text, f"docs/api.md does not describe the MCP tool {name}"

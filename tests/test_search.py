@@ -257,7 +257,9 @@ def test_very_common_terms_rank_by_title_then_popularity(settings, service, monk
     assert any("not weighed" in n for n in result.notes)
 
 
-def test_a_common_term_beside_a_rare_one_is_filtered_but_not_weighed(settings, service, monkeypatch):
+def test_a_common_term_beside_a_rare_one_is_filtered_but_not_weighed(
+    settings, service, monkeypatch
+):
     from chiezo.search import scoring
 
     items = [

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,9 @@ from rich.markup import escape
 
 from . import __version__
 from .build import BuildOptions
-from .config import Settings
+from .config import Settings, is_loopback
 from .errors import EXIT_NOT_FOUND, ChiezoError
+from .mcp_config import MCP_CLIENTS
 from .models import SearchResult
 from .progress import NullProgress, RichProgress
 from .service import MAX_LIMIT, Service
@@ -270,6 +272,173 @@ def doc(ctx, title, source, doc_id, key, fields, max_chars, as_json) -> None:
             out.print(f"[dim]… ({data['body_chars']:,} characters in all)[/]")
     for alt in data.get("alternatives", []):
         out.print(f"[dim]also titled so: doc {alt['doc_id']} ({escape(alt['key'])})[/]")
+
+
+# -- serve and MCP ------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on. Beyond loopback, writes need CHIEZO_TOKEN.",
+)
+@click.option("--port", default=8080, show_default=True, type=int)
+@click.option(
+    "--workers",
+    default=min(2, os.cpu_count() or 1),
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Server processes (~90 MB each); one per core serves more clients at once.",
+)
+@click.pass_context
+def serve(ctx, host, port, workers) -> None:
+    """Serve the REST API (/v1, docs at /docs) and the MCP endpoint (/mcp) over HTTP."""
+    import uvicorn
+
+    settings = _service(ctx).settings
+    if not is_loopback(host):
+        if settings.token:
+            err.print(f"[yellow]listening on {host}: writes and /mcp need the bearer token[/]")
+        else:
+            err.print(
+                f"[yellow]listening on {host} without CHIEZO_TOKEN: writes are disabled "
+                "and /mcp offers read-only tools[/]"
+            )
+    # Worker processes rebuild the app from the environment: hand the settings over there.
+    os.environ["CHIEZO_DATA"] = str(settings.data_dir)
+    os.environ["CHIEZO_BIND_HOST"] = host
+    err.print(f"Chiezo on http://{host}:{port}  (API docs /docs, MCP /mcp)")
+    uvicorn.run(
+        "chiezo.api.app:app_from_env",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="warning",
+    )
+
+
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def mcp(ctx) -> None:
+    """Run the MCP server over stdio (for desktop MCP clients); see `chiezo mcp config`."""
+    if ctx.invoked_subcommand is None:
+        from .mcp_server import build_mcp
+
+        build_mcp(_service(ctx)).run("stdio")
+
+
+@mcp.command("config")
+@click.option(
+    "--client", type=click.Choice(sorted(MCP_CLIENTS)), default="claude-desktop", show_default=True
+)
+@click.option(
+    "--http",
+    "url",
+    default=None,
+    help="Register the HTTP endpoint (e.g. http://127.0.0.1:8080/mcp) instead of stdio.",
+)
+@click.pass_context
+def mcp_config(ctx, client, url) -> None:
+    """Print the snippet that registers Chiezo with an MCP client."""
+    from .mcp_config import snippet
+
+    data_dir = _service(ctx).settings.data_dir.resolve()
+    click.echo(snippet(client, data_dir=data_dir, url=url))
+
+
+# -- notes ---------------------------------------------------------------------------------------
+
+
+@cli.group()
+def notes() -> None:
+    """The writable notes source: remember, recall, update, forget."""
+
+
+@notes.command("remember")
+@click.argument("text", nargs=-1, required=True)
+@click.option("--title", default=None)
+@click.option("--tag", "tags", multiple=True, help="Repeat for several tags.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def notes_remember(ctx, text, title, tags, as_json) -> None:
+    """Store TEXT as a note (write the content itself, not a label)."""
+    note = _service(ctx).remember(" ".join(text), title=title, tags=list(tags))
+    _print_note(note, as_json)
+
+
+@notes.command("recall")
+@click.argument("query", nargs=-1)
+@click.option("--since", default=None, help="ISO date/time, e.g. 2026-11-01.")
+@click.option("--until", default=None, help="ISO date/time, inclusive.")
+@click.option("--tag", default=None)
+@click.option("--limit", "-n", type=click.IntRange(1, MAX_LIMIT), default=10, show_default=True)
+@click.option("--offset", type=click.IntRange(0), default=0)
+@click.option("--max-chars", type=click.IntRange(0), default=2000, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def notes_recall(ctx, query, since, until, tag, limit, offset, max_chars, as_json) -> None:
+    """Notes newest first, narrowed by words, time and tag."""
+    found = _service(ctx).recall(
+        q=" ".join(query) or None,
+        since=since,
+        until=until,
+        tag=tag,
+        limit=limit,
+        offset=offset,
+        max_chars=max_chars,
+    )
+    if as_json:
+        _emit_json(found)
+    else:
+        for note in found["notes"]:
+            _print_note(note, False)
+        out.print(f"[dim]{found['total']} note(s), mode {found['mode']}[/]")
+    if not found["notes"]:
+        sys.exit(EXIT_NOT_FOUND)
+
+
+@notes.command("update")
+@click.argument("note_id", type=int)
+@click.option("--text", default=None)
+@click.option("--title", default=None)
+@click.option("--tag", "tags", multiple=True, help="Replaces the tags; repeat for several.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def notes_update(ctx, note_id, text, title, tags, as_json) -> None:
+    """Change a note; only the options given change."""
+    note = _service(ctx).update_note(
+        note_id, text=text, title=title, tags=list(tags) if tags else None
+    )
+    _print_note(note, as_json)
+
+
+@notes.command("forget")
+@click.argument("note_id", type=int)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def notes_forget(ctx, note_id, as_json) -> None:
+    """Delete a note."""
+    result = _service(ctx).forget(note_id)
+    if as_json:
+        _emit_json(result)
+    else:
+        out.print(f"deleted note {note_id}")
+
+
+def _print_note(note: dict, as_json: bool) -> None:
+    if as_json:
+        _emit_json(note)
+        return
+    tags = f"  [dim]#{' #'.join(note['tags'])}[/]" if note["tags"] else ""
+    out.print(f"[bold]{note['id']}. {escape(note['title'])}[/]  [dim]{note['updated_at']}[/]{tags}")
+    out.print(f"    {escape(note['text'])}")
 
 
 def main() -> None:

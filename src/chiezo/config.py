@@ -6,6 +6,7 @@ Every knob lives here so that the CLI, the server and the tests agree on default
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,19 +34,58 @@ class Settings:
     query_timeout
         Seconds a single query may run before it is interrupted and reported as a timeout
         (``CHIEZO_QUERY_TIMEOUT``).
+    notes_dir
+        Where the writable notes source lives (``CHIEZO_NOTES_DIR``, default
+        ``<data_dir>/notes``): deliberately outside ``corpus/``.
+    token
+        Bearer token for writes (``CHIEZO_TOKEN``); required beyond loopback.
+    allowed_hosts
+        Extra Host header values the MCP endpoint accepts (``CHIEZO_ALLOWED_HOSTS``, comma
+        separated, ``name:*`` for any port).
+    serve_threads
+        Worker threads answering requests (``CHIEZO_SERVE_THREADS``); each keeps one read-only
+        connection per source.
     """
 
     data_dir: Path = field(default_factory=lambda: Path("./data"))
     query_timeout: float = 5.0
+    notes_dir: Path | None = None  # default <data_dir>/notes
+    token: str | None = None
+    allowed_hosts: tuple[str, ...] = ()
+    serve_threads: int = 4
 
     @classmethod
     def from_env(cls, **overrides) -> Settings:
         settings = cls(
             data_dir=Path(os.environ.get("CHIEZO_DATA") or "./data"),
             query_timeout=_env_float("CHIEZO_QUERY_TIMEOUT", 5.0),
+            notes_dir=Path(os.environ["CHIEZO_NOTES_DIR"])
+            if os.environ.get("CHIEZO_NOTES_DIR")
+            else None,
+            token=os.environ.get("CHIEZO_TOKEN") or None,
+            allowed_hosts=tuple(
+                h.strip()
+                for h in os.environ.get("CHIEZO_ALLOWED_HOSTS", "").split(",")
+                if h.strip()
+            ),
+            serve_threads=int(_env_float("CHIEZO_SERVE_THREADS", 4)),
         )
         return replace(settings, **overrides) if overrides else settings
 
     @property
     def corpus_dir(self) -> Path:
         return self.data_dir / "corpus"
+
+    @property
+    def notes_path(self) -> Path:
+        return (self.notes_dir or self.data_dir / "notes") / "notes.db"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether listening on ``host`` keeps the server to this machine."""
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

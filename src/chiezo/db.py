@@ -57,6 +57,31 @@ def open_for_build(path: Path) -> Connection:
     return conn
 
 
+def open_for_writing(path: Path, busy_timeout: float = 10.0) -> Connection:
+    """Open a database that is changed in place (notes): WAL, and every commit synced, so a
+    change acknowledged is on disk; other writers wait up to ``busy_timeout`` seconds."""
+    conn = sqlite3.connect(
+        str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout
+    )
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    return conn
+
+
+def statements(script: str) -> list[str]:
+    """Split an SQL script into statements (trigger bodies included), so it can run inside a
+    transaction the caller controls; ``executescript`` would commit it first."""
+    out, buffer = [], ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            out.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        out.append(buffer.strip())
+    return out
+
+
 def is_interrupt(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and "interrupt" in str(exc).lower()
 

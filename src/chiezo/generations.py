@@ -27,7 +27,15 @@ GEN_SUFFIX = ".db"
 BUILDING_SUFFIX = ".building"
 
 
+RESERVED = {"notes"}  # the writable notes source lives elsewhere (notes.py)
+
+
 def check_name(name: str) -> str:
+    if name in RESERVED:
+        raise BadQuery(
+            f"the name {name!r} is reserved for the writable notes source",
+            hint="choose another name for a built source",
+        )
     if not NAME_PATTERN.match(name or "") or name.endswith((".db", ".building")):
         raise BadQuery(
             f"invalid source name {name!r}",

@@ -16,6 +16,8 @@ from .config import Settings
 from .errors import ChiezoError, SchemaMismatch, UnknownSource
 from .schema import REQUIRED_TABLES, SCHEMA_VERSION
 
+NOTES = "notes"  # the writable source's reserved name
+
 
 class Source:
     """One generation of one source, opened read-only and immutable.
@@ -23,6 +25,8 @@ class Source:
     Connections are per thread (SQLite serialises work on a shared connection); the metadata and
     the rank vector are read once per generation.
     """
+
+    immutable = True
 
     def __init__(self, name: str, path: Path):
         self.name = name
@@ -37,7 +41,7 @@ class Source:
     def conn(self) -> db.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = db.open_readonly(self.path)
+            conn = db.open_readonly(self.path, immutable=self.immutable)
             self._local.conn = conn
         return conn
 
@@ -139,6 +143,31 @@ class Source:
         }
 
 
+class NotesSource(Source):
+    """The writable notes file, read side: read-only but not immutable (the writer changes it
+    in place), and its counts are read live instead of from build-time metadata."""
+
+    immutable = False
+
+    @property
+    def doc_count(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM docs").fetchone()[0]
+
+    @property
+    def ranks(self) -> array:
+        return array("f")  # notes have no popularity
+
+    def info(self) -> dict[str, Any]:
+        info = super().info()
+        conn = self.conn
+        info.update(
+            docs=self.doc_count,
+            tags=conn.execute("SELECT count(*) FROM tag_counts").fetchone()[0],
+            writable=True,
+        )
+        return info
+
+
 class Library:
     """All sources under ``<data>/corpus``; ``get(name)`` always returns the current generation."""
 
@@ -152,15 +181,20 @@ class Library:
         return self.settings.corpus_dir
 
     def names(self) -> list[str]:
-        if not self.corpus_dir.is_dir():
-            return []
-        return sorted(
-            d.name
-            for d in self.corpus_dir.iterdir()
-            if d.is_dir() and generations.current_path(d) is not None
-        )
+        names = []
+        if self.corpus_dir.is_dir():
+            names = [
+                d.name
+                for d in self.corpus_dir.iterdir()
+                if d.is_dir() and d.name != NOTES and generations.current_path(d) is not None
+            ]
+        if self.settings.notes_path.exists():
+            names.append(NOTES)
+        return sorted(names)
 
     def get(self, name: str) -> Source:
+        if name == NOTES and self.settings.notes_path.exists():
+            return self._cached(name, self.settings.notes_path, NotesSource)
         directory = self.corpus_dir / name
         path = (
             generations.current_path(directory)
@@ -176,10 +210,13 @@ class Library:
                 if known
                 else "build one with `chiezo ingest docs PATH --name NAME`",
             )
+        return self._cached(name, path, Source)
+
+    def _cached(self, name: str, path: Path, kind: type[Source]) -> Source:
         with self._lock:
             source = self._open.get(name)
             if source is None or source.path != path:
-                source = Source(name, path)  # a new generation: switch to it
+                source = kind(name, path)  # a new generation: switch to it
                 self._open[name] = source
             return source
 

@@ -1,41 +1,41 @@
-"""The facade every surface calls (CLI today; REST, MCP and the web UI later).
+"""The facade every surface calls: CLI, REST API and MCP server.
 
 Behaviour is defined here once, so the answers of every surface agree. Methods take plain
-arguments, return plain data (dicts, dataclasses) and raise ChiezoError subclasses.
+arguments, return plain data (dicts, dataclasses) and raise ChiezoError subclasses; every read
+runs under the query deadline (QueryTimeout → 504).
 """
 
 from __future__ import annotations
 
-import difflib
-import json
 import time
 from pathlib import Path
 from typing import Any
 
-from . import db
+from . import browse, db, notes
 from .build import BuildReport
 from .config import Settings
 from .errors import BadQuery, NotFound, QueryTimeout
-from .library import Library, Source
+from .library import NOTES, Library, Source
 from .models import SearchResult
+from .search.filters import Filters
 from .search.fts import check_window, search_source
-from .search.query import MIN_FTS_CHARS, match_any, match_in_columns, phrase, text_grams
 from .search.rank import reciprocal_rank_fusion
 from .sources import KINDS
-from .textnorm import normalise_title
 
 MAX_LIMIT = 50
-DOC_FIELDS = (
-    "source", "doc_id", "key", "title", "url", "rank_score", "aliases", "opening", "body",
-    "tags", "links", "attrs", "point", "chunks", "extra",
-)  # fmt: skip
-DEFAULT_DOC_FIELDS = tuple(f for f in DOC_FIELDS if f != "chunks")
+MAX_LIST_LIMIT = 500
 
 
 class Service:
     def __init__(self, settings: Settings | None = None):
         self.settings = settings or Settings.from_env()
         self.library = Library(self.settings)
+        self.notes = notes.NotesStore(self.settings.notes_path.parent)
+
+    def _read(self, source: str | Source, what: str):
+        """(source, deadline context) for one read request."""
+        src = self.library.get(source) if isinstance(source, str) else source
+        return src, db.deadline(src.conn, self.settings.query_timeout, what=what)
 
     # -- sources -----------------------------------------------------------------------------
 
@@ -50,10 +50,18 @@ class Service:
     # -- search ------------------------------------------------------------------------------
 
     def search(
-        self, q: str, source: str | None = None, *, limit: int = 10, offset: int = 0
+        self,
+        q: str,
+        source: str | None = None,
+        *,
+        limit: int = 10,
+        offset: int = 0,
+        tags: list[str] | None = None,
+        attrs: list[str] | None = None,
     ) -> SearchResult:
-        limit = _check_limit(limit)
+        limit = check_limit(limit)
         check_window(limit, offset)
+        filters = Filters.parse(tags, attrs)
         if source:
             return search_source(
                 self.library.get(source),
@@ -61,6 +69,12 @@ class Service:
                 limit=limit,
                 offset=offset,
                 timeout=self.settings.query_timeout,
+                filters=filters,
+            )
+        if filters:
+            raise BadQuery(
+                "tag and attribute filters apply to one source",
+                hint="search one source (/v1/{source}/search) to filter",
             )
         return self._search_all(q, limit, offset)
 
@@ -75,7 +89,8 @@ class Service:
             )
         deadline = time.monotonic() + self.settings.query_timeout
         results: dict[str, SearchResult] = {}
-        notes: list[str] = []
+        notes_: list[str] = []
+        timed_out = False
         for src in sources:
             remaining = deadline - time.monotonic()
             try:
@@ -85,8 +100,9 @@ class Service:
                     src, q, limit=offset + limit, offset=0, timeout=remaining
                 )
             except QueryTimeout:
-                notes.append(f"{src.name}: timed out; its results are missing")
-        if not results and notes:
+                timed_out = True
+                notes_.append(f"{src.name}: timed out; its results are missing")
+        if not results and timed_out:
             raise QueryTimeout(
                 f"searching every source took longer than {self.settings.query_timeout:g} s"
             )
@@ -94,24 +110,21 @@ class Service:
         fused = reciprocal_rank_fusion(
             [(h.source, h.doc_id) for h in r.hits] for r in results.values()
         )
-        page = [hits[key] for key, _ in fused[offset : offset + limit]]
-        modes = {name: r.mode for name, r in results.items()}
         for name, r in results.items():
-            notes.extend(f"{name}: {n}" for n in r.notes)
+            notes_.extend(f"{name}: {n}" for n in r.notes)
         return SearchResult(
             query=q.strip(),
-            hits=page,
+            hits=[hits[key] for key, _ in fused[offset : offset + limit]],
             total=sum(r.total for r in results.values()),
-            mode="fused:" + ",".join(sorted(set(modes.values()))),
+            mode="fused:" + ",".join(sorted({r.mode for r in results.values()})),
             offset=offset,
             limit=limit,
-            total_is_lower_bound=bool(notes and any("timed out" in n for n in notes))
-            or any(r.total_is_lower_bound for r in results.values()),
-            notes=notes,
+            total_is_lower_bound=timed_out or any(r.total_is_lower_bound for r in results.values()),
+            notes=notes_,
             sources=sorted(results),
         )
 
-    # -- documents ---------------------------------------------------------------------------
+    # -- documents and browsing ---------------------------------------------------------------
 
     def doc(
         self,
@@ -123,173 +136,151 @@ class Service:
         fields: list[str] | None = None,
         max_chars: int | None = None,
     ) -> dict[str, Any]:
-        src = self.library.get(source)
-        wanted = _check_fields(fields)
+        wanted = browse.check_fields(fields)
         if max_chars is not None and max_chars < 0:
             raise BadQuery("max_chars must not be negative")
-        with db.deadline(src.conn, self.settings.query_timeout, what="doc"):
-            alternatives: list[dict[str, Any]] = []
-            if doc_id is not None:
-                found = doc_id if _doc_exists(src, doc_id) else None
-                if found is None:
-                    raise NotFound(f"{source} has no document {doc_id}", source=source)
-            elif key is not None:
-                row = src.conn.execute("SELECT doc_id FROM docs WHERE key = ?", (key,)).fetchone()
-                if row is None:
-                    raise NotFound(f"{source} has no document with key {key!r}", source=source)
-                found = row[0]
-            elif title is not None and title.strip():
-                ids = _ids_by_title(src, title)
-                if not ids:
-                    raise NotFound(
-                        f"{source} has no document titled {title!r}",
-                        source=source,
-                        candidates=closest_titles(src, title),
-                    )
-                found = ids[0]
-                alternatives = [_summary(src, i) for i in ids[1:]]
-            else:
-                raise BadQuery("give a title, a doc_id or a key")
-            out = read_doc(src, found, wanted, max_chars)
+        src, deadline = self._read(source, "doc")
+        with deadline:
+            found, alternatives = browse.find_doc(src, title=title, doc_id=doc_id, key=key)
+            out = browse.read_doc(src, found, wanted, max_chars)
         if alternatives:
             out["alternatives"] = alternatives
         return out
 
+    def titles(self, source: str, prefix: str, *, limit: int = 20) -> dict[str, Any]:
+        src, deadline = self._read(source, "titles")
+        with deadline:
+            return browse.titles_by_prefix(src, prefix, check_limit(limit, MAX_LIST_LIMIT))
 
-def _check_limit(limit: int) -> int:
-    if limit < 1 or limit > MAX_LIMIT:
-        raise BadQuery(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+    def tags(
+        self,
+        source: str,
+        *,
+        prefix: str | None = None,
+        contains: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        _check_offset(offset)
+        src, deadline = self._read(source, "tags")
+        with deadline:
+            return browse.list_tags(
+                src,
+                prefix=prefix,
+                contains=contains,
+                limit=check_limit(limit, MAX_LIST_LIMIT),
+                offset=offset,
+            )
+
+    def links(
+        self,
+        source: str,
+        *,
+        title: str | None = None,
+        doc_id: int | None = None,
+        key: str | None = None,
+        direction: str = "out",
+        limit: int = 50,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        _check_offset(offset)
+        src, deadline = self._read(source, "links")
+        with deadline:
+            found, _ = browse.find_doc(src, title=title, doc_id=doc_id, key=key)
+            return browse.list_links(
+                src,
+                found,
+                direction=direction,
+                limit=check_limit(limit, MAX_LIST_LIMIT),
+                offset=offset,
+            )
+
+    def filter(
+        self,
+        source: str,
+        *,
+        tags: list[str] | None = None,
+        attrs: list[str] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        limit = check_limit(limit)
+        check_window(limit, offset)
+        filters = Filters.parse(tags, attrs)
+        src, deadline = self._read(source, "filter")
+        with deadline:
+            return browse.filter_docs(src, filters, limit=limit, offset=offset)
+
+    # -- notes -------------------------------------------------------------------------------
+
+    def remember(
+        self, text: str, *, title: str | None = None, tags: list[str] | None = None
+    ) -> dict[str, Any]:
+        note_id = self.notes.remember(text, title=title, tags=tags)
+        return self.note(note_id)
+
+    def note(self, note_id: int, *, max_chars: int | None = None) -> dict[str, Any]:
+        src, deadline = self._read(self._notes_source(), "note")
+        with deadline:
+            found = notes.note_row(src.conn, note_id, max_chars)
+        if found is None:
+            raise NotFound(f"there is no note {note_id}")
+        return found
+
+    def recall(
+        self,
+        *,
+        q: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        tag: str | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        max_chars: int | None = 2000,
+    ) -> dict[str, Any]:
+        limit = check_limit(limit)
+        _check_offset(offset)
+        if max_chars is not None and max_chars < 0:
+            raise BadQuery("max_chars must not be negative")
+        src, deadline = self._read(self._notes_source(), "recall")
+        with deadline:
+            return notes.recall(
+                src.conn,
+                q=q,
+                since=since,
+                until=until,
+                tag=tag,
+                limit=limit,
+                offset=offset,
+                max_chars=max_chars,
+            )
+
+    def update_note(
+        self,
+        note_id: int,
+        *,
+        text: str | None = None,
+        title: str | None = None,
+        tags: list[str] | None = None,
+    ) -> dict[str, Any]:
+        self.notes.update(note_id, text=text, title=title, tags=tags)
+        return self.note(note_id)
+
+    def forget(self, note_id: int) -> dict[str, Any]:
+        self.notes.forget(note_id)
+        return {"deleted": note_id}
+
+    def _notes_source(self) -> Source:
+        self.notes.ensure()  # an empty notes file is a valid, empty source
+        return self.library.get(NOTES)
+
+
+def check_limit(limit: int, maximum: int = MAX_LIMIT) -> int:
+    if limit < 1 or limit > maximum:
+        raise BadQuery(f"limit must be between 1 and {maximum}, got {limit}")
     return limit
 
 
-def _check_fields(fields: list[str] | None) -> tuple[str, ...]:
-    if not fields:
-        return DEFAULT_DOC_FIELDS
-    unknown = [f for f in fields if f not in DOC_FIELDS]
-    if unknown:
-        raise BadQuery(
-            f"unknown field{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}",
-            allowed_fields=list(DOC_FIELDS),
-        )
-    return tuple(fields)
-
-
-def _doc_exists(src: Source, doc_id: int) -> bool:
-    return src.conn.execute("SELECT 1 FROM docs WHERE doc_id = ?", (doc_id,)).fetchone() is not None
-
-
-def _ids_by_title(src: Source, title: str) -> list[int]:
-    return [
-        r[0]
-        for r in src.conn.execute(
-            "SELECT doc_id FROM titles WHERE norm = ? ORDER BY is_alias, doc_id LIMIT 50",
-            (normalise_title(title),),
-        )
-    ]
-
-
-def _summary(src: Source, doc_id: int) -> dict[str, Any]:
-    key, title = src.conn.execute(
-        "SELECT key, title FROM docs WHERE doc_id = ?", (doc_id,)
-    ).fetchone()
-    return {"doc_id": doc_id, "key": key, "title": title}
-
-
-def read_doc(
-    src: Source, doc_id: int, fields: tuple[str, ...], max_chars: int | None
-) -> dict[str, Any]:
-    conn = src.conn
-    row = conn.execute(
-        "SELECT key, title, url, rank_score, aliases, opening, body, extra FROM docs "
-        "WHERE doc_id = ?",
-        (doc_id,),
-    ).fetchone()
-    key, title, url, rank_score, aliases, opening, body, extra = row
-    full: dict[str, Any] = {
-        "source": src.name,
-        "doc_id": doc_id,
-        "key": key,
-        "title": title,
-        "url": url,
-        "rank_score": rank_score,
-        "aliases": [a for a in (aliases or "").split("\n") if a],
-        "opening": opening,
-        "extra": json.loads(extra) if extra else {},
-    }
-    out = {f: full[f] for f in fields if f in full}
-    if "body" in fields:
-        out["body"] = body if max_chars is None else body[:max_chars]
-        out["body_chars"] = len(body)
-        if max_chars is not None and len(body) > max_chars:
-            out["truncated"] = True
-    if "tags" in fields:
-        out["tags"] = [
-            r[0]
-            for r in conn.execute(
-                "SELECT tag FROM doc_tags WHERE doc_id = ? ORDER BY tag", (doc_id,)
-            )
-        ]
-    if "links" in fields:
-        out["links"] = [
-            r[0]
-            for r in conn.execute(
-                "SELECT target FROM doc_links WHERE doc_id = ? ORDER BY target", (doc_id,)
-            )
-        ]
-    if "attrs" in fields:
-        attrs: dict[str, list[str]] = {}
-        for name, value in conn.execute(
-            "SELECT name, value FROM doc_attrs WHERE doc_id = ? ORDER BY name, value", (doc_id,)
-        ):
-            attrs.setdefault(name, []).append(value)
-        out["attrs"] = attrs
-    if "point" in fields:
-        point = conn.execute(
-            "SELECT lat, lon FROM doc_points WHERE doc_id = ?", (doc_id,)
-        ).fetchone()
-        out["point"] = {"lat": point[0], "lon": point[1]} if point else None
-    if "chunks" in fields:
-        out["chunks"] = [
-            {"ord": o, "heading_path": h, "text": t}
-            for o, h, t in conn.execute(
-                "SELECT ord, heading_path, text FROM chunks WHERE doc_id = ? ORDER BY ord",
-                (doc_id,),
-            )
-        ]
-    return out
-
-
-def closest_titles(src: Source, text: str, n: int = 10) -> list[str]:
-    """Titles close to ``text``: same prefix, containing it, or sharing its rarer trigrams;
-    ordered by string similarity. Used for "did you mean" on a missing title."""
-    conn = src.conn
-    norm = normalise_title(text)
-    ids: dict[int, None] = {}
-    for (doc_id,) in conn.execute(
-        "SELECT doc_id FROM titles WHERE norm >= ? AND norm < ? LIMIT 20",
-        (norm, norm + "\U0010ffff"),
-    ):
-        ids.setdefault(doc_id)
-    title_columns = ("title", "aliases")
-    if len(norm) >= MIN_FTS_CHARS:
-        expr = match_in_columns(title_columns, phrase(norm))
-        for (doc_id,) in conn.execute(
-            "SELECT rowid FROM docs_fts WHERE docs_fts MATCH ? ORDER BY rowid LIMIT 30", (expr,)
-        ):
-            ids.setdefault(doc_id)
-    grams = text_grams(norm)[:40]
-    if grams:
-        expr = match_in_columns(title_columns, match_any(grams))
-        for (doc_id,) in conn.execute(
-            "SELECT rowid FROM docs_fts WHERE docs_fts MATCH ? ORDER BY rank LIMIT 30", (expr,)
-        ):
-            ids.setdefault(doc_id)
-    if not ids:
-        return []
-    marks = ",".join("?" * len(ids))
-    titles = [
-        r[0] for r in conn.execute(f"SELECT title FROM docs WHERE doc_id IN ({marks})", list(ids))
-    ]
-    titles = list(dict.fromkeys(titles))
-    titles.sort(key=lambda t: -difflib.SequenceMatcher(None, norm, normalise_title(t)).ratio())
-    return titles[:n]
+def _check_offset(offset: int) -> None:
+    if offset < 0:
+        raise BadQuery(f"offset must not be negative, got {offset}")

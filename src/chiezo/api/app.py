@@ -1,0 +1,305 @@
+"""``create_app()``: the REST API (``/v1``), the MCP endpoint (``/mcp``) and health, in one app.
+
+Routes are thin: parse parameters, call the service, return its data. Parameters a route does
+not know are refused (400 with the allowed ones) rather than silently ignored — a misspelt
+filter that is ignored returns wrong results with a straight face.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Annotated, Any
+
+import anyio.to_thread
+from fastapi import Depends, FastAPI, Path, Query, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from .. import __version__
+from ..config import Settings
+from ..errors import BadQuery
+from ..mcp_server import build_mcp
+from ..service import MAX_LIMIT, Service
+from . import errors
+from .security import Security
+
+Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"1-{MAX_LIMIT}")]
+ListLimit = Annotated[int, Query(ge=1, le=500)]
+Offset = Annotated[int, Query(ge=0)]
+SourceName = Annotated[str, Path(description="a source name from /v1/sources")]
+
+
+class NoteIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(description="the content itself: names, numbers, dates, items")
+    title: str | None = Field(default=None, description="default: the first line")
+    tags: list[str] | None = None
+
+
+class NotePatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str | None = None
+    title: str | None = None
+    tags: list[str] | None = None
+
+
+def reject_unknown_parameters(request: Request) -> None:
+    """A query parameter the route does not declare is an error naming the allowed ones."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    allowed = {p.alias or p.name for p in _all_query_params(dependant)}
+    unknown = sorted(set(request.query_params) - allowed)
+    if unknown:
+        raise BadQuery(
+            f"unknown parameter{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}",
+            allowed_parameters=sorted(allowed),
+        )
+
+
+def _all_query_params(dependant) -> list:
+    params = list(dependant.query_params)
+    for sub in dependant.dependencies:
+        params += _all_query_params(sub)
+    return params
+
+
+def _json(data: Any, status: int = 200) -> JSONResponse:
+    """Answer with the service's data as is: it is plain JSON already, so FastAPI's response
+    validation and encoding walk (about a third of a small request's time) is skipped."""
+    return JSONResponse(data, status_code=status)
+
+
+def _split(values: list[str] | None) -> list[str] | None:
+    """``fields=a,b`` and ``fields=a&fields=b`` both work."""
+    if not values:
+        return None
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+def create_app(settings: Settings | None = None, *, bind_host: str = "127.0.0.1") -> FastAPI:
+    settings = settings or Settings.from_env()
+    service = Service(settings)
+    security = Security(bind_host, settings.token, settings.allowed_hosts)
+    mcp = build_mcp(service, writable=security.writes_enabled)
+    mcp_app = mcp.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=True,
+        json_response=True,
+        transport_security=security.transport_security(),
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        # Each worker thread keeps a connection per source: bound the threads, bound memory.
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.serve_threads
+        async with mcp.session_manager.run():
+            yield
+        service.notes.close()
+
+    app = FastAPI(
+        title="Chiezo",
+        version=__version__,
+        description="An offline knowledge base for AI: search, read and remember.",
+        lifespan=lifespan,
+        dependencies=[Depends(reject_unknown_parameters)],
+    )
+    app.state.service = service
+    app.state.security = security
+    errors.install(app)
+
+    def writer(request: Request) -> None:
+        security.check_write(request)
+
+    _routes(app, service, writer)
+    if security.token_required:
+        app.router.routes.extend(_guarded(mcp_app.routes, security))
+    else:
+        app.router.routes.extend(mcp_app.routes)
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """Factory for uvicorn worker processes (``chiezo serve --workers N``): each worker builds
+    its own app from the environment the CLI prepared."""
+    return create_app(
+        Settings.from_env(), bind_host=os.environ.get("CHIEZO_BIND_HOST", "127.0.0.1")
+    )
+
+
+class _TokenGuard:
+    """An ASGI app in front of the MCP endpoint that lets only bearer-token requests through."""
+
+    def __init__(self, app, security: Security):
+        self.app, self.security = app, security
+
+    async def __call__(self, scope, receive, send) -> None:
+        header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+        if not self.security.authorized(header):
+            response = errors.error_response(
+                401, "the MCP endpoint needs Authorization: Bearer <CHIEZO_TOKEN>"
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _guarded(routes, security: Security) -> list:
+    from starlette.routing import Route
+
+    return [
+        Route(route.path, endpoint=_TokenGuard(route.app, security), methods=route.methods)
+        for route in routes
+    ]
+
+
+def _routes(app: FastAPI, service: Service, writer) -> None:
+    write = [Depends(writer)]
+
+    @app.get("/healthz", tags=["meta"])
+    def healthz() -> JSONResponse:
+        return _json(
+            {"status": "ok", "version": __version__, "sources": len(service.library.names())}
+        )
+
+    @app.get("/v1/sources", tags=["sources"])
+    def sources() -> JSONResponse:
+        """Every source: kind, language, documents, build time, schema version, attributes,
+        input identity. Sources built or removed while the server runs appear here at once."""
+        return _json({"sources": service.sources()})
+
+    @app.get("/v1/search", tags=["search"])
+    def search_all(q: str, limit: Limit = 10, offset: Offset = 0) -> JSONResponse:
+        """Search every source; rankings fused by reciprocal rank."""
+        return _json(service.search(q, None, limit=limit, offset=offset).to_dict())
+
+    # -- notes (declared before /v1/{source}/... so that /v1/notes/recall is not a source) ---
+
+    @app.post("/v1/notes", status_code=201, tags=["notes"], dependencies=write)
+    def remember(note: NoteIn) -> JSONResponse:
+        """Store a note; the answer is the note as stored (durable once acknowledged)."""
+        return _json(service.remember(note.text, title=note.title, tags=note.tags), 201)
+
+    @app.get("/v1/notes/recall", tags=["notes"])
+    def recall(
+        q: str | None = None,
+        since: Annotated[str | None, Query(description="ISO date/time")] = None,
+        until: Annotated[str | None, Query(description="ISO date/time, inclusive")] = None,
+        tag: str | None = None,
+        limit: Limit = 10,
+        offset: Offset = 0,
+        max_chars: Annotated[int | None, Query(ge=0)] = 2000,
+    ) -> JSONResponse:
+        """Notes newest first; narrow by time (``since`` alone works for vague references),
+        tag and/or words."""
+        found = service.recall(
+            q=q, since=since, until=until, tag=tag, limit=limit, offset=offset, max_chars=max_chars
+        )
+        return _json(found)
+
+    @app.get("/v1/notes/{note_id:int}", tags=["notes"])
+    def get_note(
+        note_id: int, max_chars: Annotated[int | None, Query(ge=0)] = None
+    ) -> JSONResponse:
+        return _json(service.note(note_id, max_chars=max_chars))
+
+    @app.patch("/v1/notes/{note_id:int}", tags=["notes"], dependencies=write)
+    def update_note(note_id: int, patch: NotePatch) -> JSONResponse:
+        """Change a note: only the fields sent change."""
+        sent = patch.model_dump(exclude_unset=True)
+        return _json(service.update_note(note_id, **sent))
+
+    @app.delete("/v1/notes/{note_id:int}", tags=["notes"], dependencies=write)
+    def forget(note_id: int) -> JSONResponse:
+        return _json(service.forget(note_id))
+
+    # -- one source ---------------------------------------------------------------------------
+
+    @app.get("/v1/{source}/search", tags=["search"])
+    def search(
+        source: SourceName,
+        q: str,
+        limit: Limit = 10,
+        offset: Offset = 0,
+        tag: Annotated[list[str] | None, Query(description="documents with this tag")] = None,
+        attr: Annotated[list[str] | None, Query(description="name=value")] = None,
+    ) -> JSONResponse:
+        """Full-text search in one source, optionally within tags/attributes the source has."""
+        return _json(
+            service.search(q, source, limit=limit, offset=offset, tags=tag, attrs=attr).to_dict()
+        )
+
+    @app.get("/v1/{source}/doc", tags=["documents"])
+    def doc_by_title(
+        source: SourceName,
+        title: str | None = None,
+        key: str | None = None,
+        fields: Annotated[list[str] | None, Query(description="comma-separated")] = None,
+        max_chars: Annotated[int | None, Query(ge=0)] = None,
+    ) -> JSONResponse:
+        """One document by exact title (through aliases) or key; 404 lists close titles."""
+        if title is None and key is None:
+            raise BadQuery("give title= or key=", hint="or use /v1/{source}/doc/{doc_id}")
+        return _json(
+            service.doc(source, title=title, key=key, fields=_split(fields), max_chars=max_chars)
+        )
+
+    @app.get("/v1/{source}/doc/{doc_id:int}", tags=["documents"])
+    def doc_by_id(
+        source: SourceName,
+        doc_id: int,
+        fields: Annotated[list[str] | None, Query(description="comma-separated")] = None,
+        max_chars: Annotated[int | None, Query(ge=0)] = None,
+    ) -> JSONResponse:
+        return _json(service.doc(source, doc_id=doc_id, fields=_split(fields), max_chars=max_chars))
+
+    @app.get("/v1/{source}/titles", tags=["documents"])
+    def titles(source: SourceName, prefix: str, limit: ListLimit = 20) -> JSONResponse:
+        return _json(service.titles(source, prefix, limit=limit))
+
+    @app.get("/v1/{source}/tags", tags=["documents"])
+    def tags(
+        source: SourceName,
+        prefix: str | None = None,
+        contains: str | None = None,
+        limit: ListLimit = 50,
+        offset: Offset = 0,
+    ) -> JSONResponse:
+        """Tag names with document counts, most used first."""
+        return _json(
+            service.tags(source, prefix=prefix, contains=contains, limit=limit, offset=offset)
+        )
+
+    @app.get("/v1/{source}/links", tags=["documents"])
+    def links(
+        source: SourceName,
+        title: str | None = None,
+        doc_id: int | None = None,
+        key: str | None = None,
+        direction: Annotated[str, Query(pattern="^(in|out)$")] = "out",
+        limit: ListLimit = 50,
+        offset: Offset = 0,
+    ) -> JSONResponse:
+        """Outgoing (``direction=out``) or incoming (``in``) links of one document."""
+        found = service.links(
+            source, title=title, doc_id=doc_id, key=key, direction=direction, limit=limit,
+            offset=offset,
+        )  # fmt: skip
+        return _json(found)
+
+    @app.get("/v1/{source}/filter", tags=["search"])
+    def filter_docs(
+        source: SourceName,
+        tag: Annotated[list[str] | None, Query()] = None,
+        attr: Annotated[list[str] | None, Query(description="name=value")] = None,
+        limit: Limit = 10,
+        offset: Offset = 0,
+    ) -> JSONResponse:
+        """Every document with all the given tags/attributes, most popular first, exact total."""
+        return _json(service.filter(source, tags=tag, attrs=attr, limit=limit, offset=offset))
+
+    @app.head("/healthz", include_in_schema=False)
+    def healthz_head() -> Response:
+        return Response(status_code=200)

@@ -1,0 +1,263 @@
+"""The MCP server: the service's operations as typed tools for AI agents.
+
+Served over Streamable HTTP at ``/mcp`` inside ``chiezo serve`` and over stdio by
+``chiezo mcp``. Tool descriptions and the server instructions are part of the product: a model
+uses the library well only if they tell it how (the design notes measured tool-description
+gaps turning directly into failed questions). Errors come back as MCP tool errors carrying the
+same JSON the REST API returns (reason, candidates, known sources...), so a model can correct
+itself on the next step.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from . import __version__
+from .errors import ChiezoError
+from .service import MAX_LIMIT, Service
+
+INSTRUCTIONS = """\
+Chiezo is an offline library of sources (encyclopedias, place databases, the user's own
+documents) plus `notes`, a memory you can write. Look facts up here instead of guessing dates,
+places, names or numbers, and cite the source and title you used.
+
+How to use it well:
+- Call `sources` once to see what exists: each source's kind, size and which attributes
+  (tags, attribute names) it has.
+- `search` first, then `doc` only for the documents you need (use `max_chars` to keep it short).
+  A document whose title equals your query is listed first: searching an exact name is cheap.
+- Queries are words separated by spaces; every word must occur. Words under 3 characters
+  (e.g. 京都) cannot use the full-text index: a query made only of them matches titles
+  starting with them (then documents containing them). A question typed as a sentence still
+  works (mode `trigram_or`), but distinctive words work better.
+- To list or count the members of a category, use `filter` with `tag` — not a full-text
+  search for the category name (that misses members and has no exact total). Check the exact
+  tag name with `tags` first. Attribute filters are `attr="name=value"`.
+- A filter on a tag or attribute the source does not have is an error that says so: switch
+  source or drop the condition rather than retrying.
+- `remember` stores the content itself — names, numbers, dates, the items of a list — as
+  sentences that make sense later without this conversation; never a label like "looked up X".
+  Use `recall` with `since` alone for vague references ("what we discussed last week").
+"""
+
+READ = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+WRITE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
+DESTRUCTIVE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
+
+Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description=f"results per page (1-{MAX_LIMIT})")]
+Offset = Annotated[int, Field(ge=0, description="results to skip, for paging")]
+SourceName = Annotated[str, Field(description="a source name from `sources`")]
+
+
+def _reported(fn):
+    """Turn a ChiezoError into an MCP tool error whose text is the REST API's JSON body."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ChiezoError as exc:
+            raise ToolError(json.dumps(exc.to_dict(), ensure_ascii=False)) from exc
+
+    wrapper.__doc__ = inspect.cleandoc(fn.__doc__ or "")
+    return wrapper
+
+
+def build_mcp(service: Service, *, writable: bool = True) -> MCPServer:
+    """The MCP server over ``service``; ``writable=False`` leaves out the note-writing tools
+    (used when serving beyond loopback without a token)."""
+    server = MCPServer(
+        "chiezo", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
+    )
+    _read_tools(server, service)
+    _note_tools(server, service, writable)
+    return server
+
+
+def _read_tools(server: MCPServer, service: Service) -> None:
+    @server.tool(annotations=READ)
+    @_reported
+    def sources() -> dict[str, Any]:
+        """List the sources: name, kind, language, number of documents, build date, and the
+        attributes each has (a filter on an attribute a source lacks is an error)."""
+        return {"sources": service.sources()}
+
+    @server.tool(annotations=READ)
+    @_reported
+    def search(
+        query: Annotated[str, Field(description="words separated by spaces, or a question")],
+        source: Annotated[
+            str | None, Field(description="one source; omit to search all (fused ranking)")
+        ] = None,
+        limit: Limit = 10,
+        offset: Offset = 0,
+        tag: Annotated[
+            list[str] | None, Field(description="only documents with all these tags")
+        ] = None,
+        attr: Annotated[
+            list[str] | None, Field(description='only documents with these "name=value" attributes')
+        ] = None,
+    ) -> dict[str, Any]:
+        """Full-text search. Titles equal to the query come first, then relevance × popularity.
+        Returns hits (source, doc_id, title, snippet), `total` (exact unless
+        `total_is_lower_bound`), and `mode` (fts, fts+short, title_prefix, trigram_or).
+        Follow up with `doc` for the hits you need."""
+        return service.search(
+            query, source, limit=limit, offset=offset, tags=tag, attrs=attr
+        ).to_dict()
+
+    @server.tool(annotations=READ)
+    @_reported
+    def doc(
+        source: SourceName,
+        title: Annotated[str | None, Field(description="exact title (or alias)")] = None,
+        doc_id: Annotated[int | None, Field(description="doc_id from a search hit")] = None,
+        key: Annotated[str | None, Field(description="the source's own key")] = None,
+        fields: Annotated[
+            list[str] | None,
+            Field(
+                description="subset of: title url aliases opening body tags links attrs "
+                "point chunks extra key rank_score source doc_id"
+            ),
+        ] = None,
+        max_chars: Annotated[
+            int | None, Field(ge=0, description="cut the body to this many characters")
+        ] = 4000,
+    ) -> dict[str, Any]:
+        """Read one document by title, doc_id or key. A missing title returns an error with
+        the closest titles as `candidates`; several documents sharing a title come back as
+        `alternatives`."""
+        return service.doc(
+            source, title=title, doc_id=doc_id, key=key, fields=fields, max_chars=max_chars
+        )
+
+    @server.tool(annotations=READ)
+    @_reported
+    def titles(
+        source: SourceName,
+        prefix: Annotated[str, Field(description="the start of a title")],
+        limit: Annotated[int, Field(ge=1, le=500)] = 20,
+    ) -> dict[str, Any]:
+        """Titles starting with `prefix` (case- and width-insensitive, aliases included): for
+        finding the exact name of a document."""
+        return service.titles(source, prefix, limit=limit)
+
+    @server.tool(annotations=READ)
+    @_reported
+    def tags(
+        source: SourceName,
+        prefix: Annotated[str | None, Field(description="tags starting with this")] = None,
+        contains: Annotated[str | None, Field(description="tags containing this")] = None,
+        limit: Annotated[int, Field(ge=1, le=500)] = 50,
+        offset: Offset = 0,
+    ) -> dict[str, Any]:
+        """Tag (category) names with document counts, most used first. Use it to find the exact
+        tag before `filter`."""
+        return service.tags(source, prefix=prefix, contains=contains, limit=limit, offset=offset)
+
+    @server.tool(annotations=READ)
+    @_reported
+    def links(
+        source: SourceName,
+        title: str | None = None,
+        doc_id: int | None = None,
+        direction: Annotated[
+            str, Field(description="'out': what it links to; 'in': what links to it")
+        ] = "out",
+        limit: Annotated[int, Field(ge=1, le=500)] = 50,
+        offset: Offset = 0,
+    ) -> dict[str, Any]:
+        """Links of a document (by title or doc_id), to follow related documents."""
+        return service.links(
+            source, title=title, doc_id=doc_id, direction=direction, limit=limit, offset=offset
+        )
+
+    @server.tool(annotations=READ)
+    @_reported
+    def filter(
+        source: SourceName,
+        tag: Annotated[list[str] | None, Field(description="documents with all these tags")] = None,
+        attr: Annotated[
+            list[str] | None, Field(description='documents with these "name=value" attributes')
+        ] = None,
+        limit: Limit = 10,
+        offset: Offset = 0,
+    ) -> dict[str, Any]:
+        """List every document meeting all conditions, most popular first, with the exact
+        `total`. This is how to list or count a category's members."""
+        return service.filter(source, tags=tag, attrs=attr, limit=limit, offset=offset)
+
+    @server.tool(annotations=READ)
+    @_reported
+    def recall(
+        q: Annotated[str | None, Field(description="words the note contains")] = None,
+        since: Annotated[
+            str | None, Field(description="ISO date/time: changed at or after (e.g. 2026-11-01)")
+        ] = None,
+        until: Annotated[str | None, Field(description="ISO date/time: changed up to")] = None,
+        tag: str | None = None,
+        limit: Limit = 10,
+        offset: Offset = 0,
+        max_chars: Annotated[int | None, Field(ge=0)] = 2000,
+    ) -> dict[str, Any]:
+        """Read notes, newest first. For a vague reference ("last week's plan") pass only
+        `since`: notes rarely share words with how they are later asked about."""
+        return service.recall(
+            q=q, since=since, until=until, tag=tag, limit=limit, offset=offset,
+            max_chars=max_chars,
+        )  # fmt: skip
+
+
+def _note_tools(server: MCPServer, service: Service, writable: bool) -> None:
+    if not writable:
+        return
+
+    @server.tool(annotations=WRITE)
+    @_reported
+    def remember(
+        text: Annotated[
+            str,
+            Field(
+                description="the content itself: names, numbers, dates, list items, written "
+                "so it makes sense later without this conversation — never a summary label"
+            ),
+        ],
+        title: Annotated[
+            str | None, Field(description="a short title; default: first line")
+        ] = None,
+        tags: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Store a note for later conversations. Write out what should be remembered in full
+        (e.g. "浅草寺の最寄り駅は浅草駅（銀座線・浅草線）、雷門から徒歩1分"), not "looked up 浅草寺"."""
+        return service.remember(text, title=title, tags=tags)
+
+    @server.tool(annotations=WRITE)
+    @_reported
+    def update(
+        note_id: int,
+        text: str | None = None,
+        title: str | None = None,
+        tags: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Change a note; only the fields given change."""
+        return service.update_note(note_id, text=text, title=title, tags=tags)
+
+    @server.tool(annotations=DESTRUCTIVE)
+    @_reported
+    def forget(note_id: int) -> dict[str, Any]:
+        """Delete a note for good."""
+        return service.forget(note_id)
