@@ -62,6 +62,7 @@ CREATE TABLE stage.links (seq INTEGER, target TEXT);
 CREATE TABLE stage.attrs (seq INTEGER, name TEXT, value TEXT);
 CREATE TABLE stage.points (seq INTEGER, lat REAL, lon REAL);
 CREATE TABLE stage.chunks (seq INTEGER, ord INTEGER, heading_path TEXT, text TEXT);
+CREATE TABLE stage.late_aliases (target TEXT, alias TEXT);
 """
 
 
@@ -158,6 +159,7 @@ class GenerationBuilder:
         self._batch: dict[str, list[tuple]] = {}
         self._finished = False
         self._started = time.monotonic()
+        self._before_order: list = []
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -211,13 +213,7 @@ class GenerationBuilder:
                     f"needed, {free_disk / 2**20:,.0f} MiB free in {self.directory}",
                     hint="free some space or point CHIEZO_DATA at a larger disk",
                 )
-        available = available_memory()
-        if available is not None and available < MIN_FREE_MEMORY:
-            raise BuildError(
-                f"not enough memory to build {self.name!r}: {available / 2**20:,.0f} MiB "
-                f"available, {MIN_FREE_MEMORY / 2**20:,.0f} MiB needed",
-                hint="stop other programs; the build's own memory stays flat whatever the size",
-            )
+        check_memory(MIN_FREE_MEMORY, self.name)
 
     # -- streaming ---------------------------------------------------------------------------
 
@@ -275,6 +271,21 @@ class GenerationBuilder:
         self.progress.advance(1)
         if seq % BATCH_DOCS == 0:
             self._flush()
+
+    @property
+    def docs_added(self) -> int:
+        return self._seq
+
+    def add_alias(self, target_title: str, alias: str) -> None:
+        """An alternate title for the document titled ``target_title``, which may arrive later
+        (a Wikipedia redirect can precede its target in the dump); resolved at finish()."""
+        if target_title and alias and target_title != alias:
+            self._queue("late_aliases", (target_title, alias))
+
+    def before_ordering(self, step) -> None:
+        """Run ``step(conn)`` over the staging tables after every document has arrived and
+        before doc_ids are assigned — e.g. to set rank_score from counts only known then."""
+        self._before_order.append(step)
 
     def _queue(self, table: str, row: tuple) -> None:
         self._batch.setdefault(table, []).append(row)
@@ -360,6 +371,9 @@ class GenerationBuilder:
                 "keeps serving",
             )
         self._phase("ordering by popularity", None, "steps")
+        _resolve_late_aliases(conn)
+        for step in self._before_order:
+            step(conn)
         conn.execute(
             "CREATE TABLE stage.ordinal (seq INTEGER PRIMARY KEY, doc_id INTEGER NOT NULL UNIQUE)"
         )
@@ -387,6 +401,9 @@ class GenerationBuilder:
         self._phase("indexing", None, "steps")
         conn.executescript(INDEXES)
         self._phase("indexing full text", docs)
+        # No incremental merging while loading: 'optimize' merges everything once at the end
+        # (measured: 22.2 s instead of 28.0 s for 30k documents, 24M characters).
+        conn.execute("INSERT INTO docs_fts (docs_fts, rank) VALUES ('automerge', 0)")
         for low in range(1, docs + 1, COPY_BATCH):
             high = low + COPY_BATCH - 1
             conn.execute(
@@ -476,6 +493,28 @@ _COPY_CHILDREN = (
 )
 
 
+def _resolve_late_aliases(conn: db.Connection) -> None:
+    """Attach aliases that named their target by title: into titles (exact-title lookup) and
+    into docs.aliases (full-text search)."""
+    if not conn.execute("SELECT 1 FROM stage.late_aliases LIMIT 1").fetchone():
+        return
+    conn.create_function("chiezo_norm", 1, normalise_title, deterministic=True)
+    conn.execute("CREATE INDEX stage.idx_stage_docs_title ON docs(title)")
+    conn.execute(
+        "CREATE TABLE stage.alias_groups AS SELECT target, group_concat(alias, char(10)) AS names "
+        "FROM (SELECT DISTINCT target, alias FROM stage.late_aliases) GROUP BY target"
+    )
+    conn.execute(
+        "INSERT INTO stage.titles (seq, norm, is_alias) SELECT d.seq, chiezo_norm(a.alias), 1 "
+        "FROM stage.late_aliases a JOIN stage.docs d ON d.title = a.target"
+    )
+    conn.execute(
+        "UPDATE stage.docs SET aliases = CASE WHEN aliases = '' THEN g.names "
+        "ELSE aliases || char(10) || g.names END "
+        "FROM stage.alias_groups AS g WHERE stage.docs.title = g.target"
+    )
+
+
 def _le_bytes(values: array) -> bytes:
     if sys.byteorder != "little":
         values = array(values.typecode, values)
@@ -531,6 +570,17 @@ def _check_sample_titles(conn: db.Connection, docs: int) -> None:
                 raise BuildError(
                     f"validation: title {title!r} (doc {doc_id}) is not in the full-text index"
                 )
+
+
+def check_memory(needed: int, name: str) -> None:
+    """Refuse before any work when less than ``needed`` bytes of memory are available."""
+    available = available_memory()
+    if available is not None and available < needed:
+        raise BuildError(
+            f"not enough memory to build {name!r}: {available / 2**20:,.0f} MiB available, "
+            f"{needed / 2**20:,.0f} MiB needed",
+            hint="stop other programs; the build's own memory stays flat whatever the size",
+        )
 
 
 def available_memory() -> int | None:

@@ -118,6 +118,10 @@ def ingest_docs(ctx, path, name, strict, allow_shrink, min_docs, language, as_js
         )
     finally:
         progress.close()
+    _print_report(report, as_json)
+
+
+def _print_report(report, as_json: bool) -> None:
     if as_json:
         _emit_json(report.to_dict())
         return
@@ -126,9 +130,80 @@ def ingest_docs(ctx, path, name, strict, allow_shrink, min_docs, language, as_js
         f"{report.chunks:,} chunks, {report.size_bytes / 2**20:,.1f} MiB in {report.seconds:.1f} s"
     )
     if report.warnings:
-        out.print(f"[yellow]{len(report.warnings)} file(s) skipped or read with problems[/]")
+        out.print(f"[yellow]{len(report.warnings)} warning(s) while reading the input[/]")
     if report.previous:
         out.print(f"[dim]previous generation kept: {report.previous.name}[/]")
+
+
+@ingest.command("wikipedia")
+@click.argument("dump", required=False, type=click.Path(path_type=Path))
+@click.option("--name", default=None, help="Source name (default: the dump's, e.g. jawiki).")
+@click.option("--lang", "language", default=None, help="Wiki language (default: the dump's).")
+@click.option(
+    "--pageviews",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Wikimedia pageviews file: popularity from page views.",
+)
+@click.option(
+    "--page-props",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="page_props SQL dump: Wikidata ids as the attribute 'wikidata'.",
+)
+@click.option(
+    "--allow-truncated", is_flag=True, help="Build from the complete pages of a cut-off dump."
+)
+@click.option("--workers", type=click.IntRange(1, 64), default=None, help="Parser processes.")
+@click.option("--date", default=None, help="Without DUMP: the dump date to fetch (YYYYMMDD).")
+@click.option("--mirror", default=None, help="Without DUMP: the dumps site or mirror URL.")
+@click.option(
+    "--with-extras",
+    is_flag=True,
+    help="Without DUMP: also fetch page views and page_props for popularity and Wikidata ids.",
+)
+@click.option("--allow-shrink", is_flag=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def ingest_wikipedia(ctx, dump, name, language, pageviews, page_props, allow_truncated, workers,
+                     date, mirror, with_extras, allow_shrink, as_json) -> None:  # fmt: skip
+    """Build a <lang>wiki source from a pages-articles XML dump (.xml, .xml.bz2, .xml.xz).
+    Without DUMP, the dump of --lang (default ja) is downloaded first — resumable, checked
+    against the published checksums — from the Wikimedia dumps site or --mirror."""
+    from .sources.wikipedia import WikiOptions
+
+    service = _service(ctx)
+    progress = NullProgress() if as_json else RichProgress(err)
+    try:
+        if dump is None:
+            from .sources.wikifetch import fetch_dump
+
+            fetched = fetch_dump(
+                service.settings,
+                language or "ja",
+                date=date,
+                mirror=mirror,
+                extras=with_extras,
+                progress=progress,
+            )
+            dump = fetched.dump
+            pageviews = pageviews or fetched.pageviews
+            page_props = page_props or fetched.page_props
+        wiki = WikiOptions(
+            language=language,
+            pageviews=pageviews,
+            page_props=page_props,
+            allow_truncated=allow_truncated,
+            workers=workers,
+        )
+        options = BuildOptions(allow_shrink=allow_shrink)
+        report = service.ingest(
+            "wikipedia", dump, name, wiki=wiki, options=options, progress=progress
+        )
+    finally:
+        progress.close()
+    _print_report(report, as_json)
 
 
 # -- sources -----------------------------------------------------------------------------------
@@ -259,7 +334,9 @@ def doc(ctx, title, source, doc_id, key, fields, max_chars, as_json) -> None:
         _emit_json(data)
         return
     if "title" in data:
-        out.print(f"[bold]{escape(data['title'])}[/]  [dim]{source} · doc {data['doc_id']}[/]")
+        out.print(
+            f"[bold]{escape(data['title'])}[/]  [dim]{source} · doc {data.get('doc_id', '')}[/]"
+        )
     for name in ("key", "url", "aliases", "tags", "attrs", "point"):
         if data.get(name):
             value = data[name]

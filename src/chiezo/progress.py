@@ -13,6 +13,7 @@ from typing import Protocol
 class Progress(Protocol):
     def phase(self, name: str, total: int | None = None, unit: str = "docs") -> None: ...
     def advance(self, n: int = 1) -> None: ...
+    def retotal(self, total: int) -> None: ...
     def warn(self, message: str) -> None: ...
     def close(self) -> None: ...
 
@@ -28,6 +29,9 @@ class NullProgress:
         self.phases.append(name)
 
     def advance(self, n: int = 1) -> None:
+        pass
+
+    def retotal(self, total: int) -> None:
         pass
 
     def warn(self, message: str) -> None:
@@ -84,14 +88,22 @@ class RichProgress:
         self._done += n
         elapsed = max(time.monotonic() - self._started, 1e-6)
         rate = self._done / elapsed
-        fields = {"rate": f"{rate:,.0f} {self._unit}/s"}
+        amount = _bytes if self._unit == "B" else (lambda n: f"{n:,}")
+        fields = {"rate": f"{amount(int(rate))}/s" if self._unit == "B" else
+                  f"{rate:,.0f} {self._unit}/s"}  # fmt: skip
         if self._total:
-            fields["count"] = f"{self._done:,}/{self._total:,}"
+            fields["count"] = f"{amount(self._done)}/{amount(self._total)}"
             remaining = max(self._total - self._done, 0) / rate if rate else 0
             fields["eta"] = f"ETA {remaining:,.0f} s"
         else:
-            fields["count"] = f"{self._done:,}"
+            fields["count"] = amount(self._done)
         self._bar.update(self._task, completed=self._done, **fields)
+
+    def retotal(self, total: int) -> None:
+        """A better estimate of the phase's total (e.g. pages, from the bytes read so far)."""
+        self._total = max(total, self._done)
+        if self._task is not None:
+            self._bar.update(self._task, total=self._total)
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
@@ -100,3 +112,11 @@ class RichProgress:
     def close(self) -> None:
         self._finish_current()
         self._bar.stop()
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:,.1f} GiB"

@@ -41,4 +41,11 @@ def ingest_documents(
         return builder.finish()
 
 
-KINDS = {documents.KIND: ingest_documents}
+def ingest_wikipedia(settings: Settings, path: Path, name: str | None, **kwargs) -> BuildReport:
+    """Build a ``<lang>wiki`` source from a MediaWiki XML dump (see sources/wikipedia.py)."""
+    from . import wikipedia  # mwparserfromhell and multiprocessing only when needed
+
+    return wikipedia.ingest_wikipedia(settings, path, name, **kwargs)
+
+
+KINDS = {documents.KIND: ingest_documents, "wikipedia": ingest_wikipedia}

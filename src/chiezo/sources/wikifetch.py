@@ -1,0 +1,236 @@
+"""Fetching a Wikipedia dump: the pages-articles file (and optionally page views and
+page_props) from the Wikimedia dumps site or a mirror.
+
+* The dump date is the one given, or the newest whose articles dump is finished
+  (``<wiki>/<date>/dumpstatus.json`` says ``done``).
+* Downloads resume: a partial ``.part`` file continues with an HTTP Range request.
+* Every file with a published checksum is verified (sha1, else md5) before it is used; a
+  mismatch deletes the file and fails.
+* Progress shows bytes with rate and ETA; an unreachable site is a clear error that says how
+  to proceed offline (download elsewhere, pass the file).
+
+This is the only network access Chiezo makes outside a configured LLM endpoint, and only when
+asked to ingest without a file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import Settings
+from ..errors import InputError
+from ..progress import NullProgress, Progress
+
+DEFAULT_MIRROR = "https://dumps.wikimedia.org"
+CHUNK = 1 << 20
+TIMEOUT = 60
+# Preference among the dump jobs that hold all articles in one file.
+ARTICLE_JOBS = ("articlesmultistreamdump", "articlesdumprecombine", "articlesdump")
+
+
+@dataclass
+class Fetched:
+    dump: Path
+    pageviews: Path | None = None
+    page_props: Path | None = None
+    date: str = ""
+
+
+def fetch_dump(
+    settings: Settings,
+    language: str,
+    *,
+    date: str | None = None,
+    mirror: str | None = None,
+    extras: bool = False,
+    progress: Progress | None = None,
+) -> Fetched:
+    progress = progress or NullProgress()
+    base = (mirror or os.environ.get("CHIEZO_WIKI_MIRROR") or DEFAULT_MIRROR).rstrip("/")
+    wiki = f"{language}wiki"
+    date, status = _choose_date(base, wiki, date)
+    target = settings.data_dir / "downloads" / wiki / date
+    target.mkdir(parents=True, exist_ok=True)
+    name, meta = _article_file(status, wiki, date)
+    dump = download(_absolute(base, meta.get("url") or f"/{wiki}/{date}/{name}"),
+                    target / name, checksum=_checksum(meta), size=meta.get("size"),
+                    progress=progress)  # fmt: skip
+    fetched = Fetched(dump=dump, date=date)
+    if extras:
+        fetched.page_props = _fetch_page_props(base, wiki, date, status, target, progress)
+        fetched.pageviews = _fetch_pageviews(base, date, target, progress)
+    return fetched
+
+
+def _choose_date(base: str, wiki: str, date: str | None) -> tuple[str, dict]:
+    if date:
+        if not re.fullmatch(r"\d{8}", date):
+            raise InputError(f"a dump date is YYYYMMDD, got {date!r}")
+        status = _json(f"{base}/{wiki}/{date}/dumpstatus.json")
+        if _articles_done(status):
+            return date, status
+        raise InputError(f"the {wiki} dump of {date} has no finished articles dump on {base}")
+    listing = _text(f"{base}/{wiki}/")
+    dates = sorted(set(re.findall(r'href="(\d{8})/"', listing)), reverse=True)
+    for candidate in dates[:6]:
+        try:
+            status = _json(f"{base}/{wiki}/{candidate}/dumpstatus.json")
+        except InputError:
+            continue
+        if _articles_done(status):
+            return candidate, status
+    raise InputError(
+        f"no finished {wiki} dump found on {base}",
+        hint="give --date, or download the dump yourself and pass its path",
+    )
+
+
+def _articles_done(status: dict) -> bool:
+    jobs = status.get("jobs", {})
+    return any(jobs.get(job, {}).get("status") == "done" for job in ARTICLE_JOBS)
+
+
+def _article_file(status: dict, wiki: str, date: str) -> tuple[str, dict]:
+    jobs = status.get("jobs", {})
+    for job in ARTICLE_JOBS:
+        files = jobs.get(job, {}).get("files", {})
+        whole = {n: m for n, m in files.items() if n.endswith((".xml.bz2", ".xml.xz", ".xml"))}
+        if jobs.get(job, {}).get("status") == "done" and len(whole) == 1:
+            return next(iter(whole.items()))
+    raise InputError(f"the {wiki} dump of {date} lists no single pages-articles file")
+
+
+def _fetch_page_props(base, wiki, date, status, target, progress) -> Path | None:
+    files = status.get("jobs", {}).get("pagepropstable", {}).get("files", {})
+    for name, meta in files.items():
+        url = _absolute(base, meta.get("url") or f"/{wiki}/{date}/{name}")
+        return download(url, target / name, checksum=_checksum(meta), size=meta.get("size"),
+                        progress=progress)  # fmt: skip
+    progress.warn(f"the {wiki} dump of {date} has no page_props table; Wikidata ids skipped")
+    return None
+
+
+def _fetch_pageviews(base, date, target, progress) -> Path | None:
+    """The monthly pageview_complete file of the month before the dump."""
+    day = dt.date(int(date[:4]), int(date[4:6]), 1) - dt.timedelta(days=1)
+    month = f"{day.year}-{day.month:02d}"
+    folder = f"{base}/other/pageview_complete/monthly/{day.year}/{month}"
+    name = f"pageviews-{day.year}{day.month:02d}-user.bz2"
+    checksum = None
+    try:
+        sums = _text(f"{folder}/md5sums.txt")
+        match = re.search(rf"^([0-9a-f]{{32}})\s+{re.escape(name)}$", sums, re.M)
+        checksum = ("md5", match.group(1)) if match else None
+    except InputError:
+        progress.warn(f"no checksum published for {name}; it is used unverified")
+    try:
+        return download(f"{folder}/{name}", target / name, checksum=checksum, progress=progress)
+    except InputError as exc:
+        progress.warn(f"page views not fetched ({exc.message}); popularity from links instead")
+        return None
+
+
+def _checksum(meta: dict) -> tuple[str, str] | None:
+    for algorithm in ("sha1", "md5"):
+        if meta.get(algorithm):
+            return algorithm, meta[algorithm]
+    return None
+
+
+def _absolute(base: str, url: str) -> str:
+    return url if url.startswith(("http://", "https://")) else base + "/" + url.lstrip("/")
+
+
+# -- HTTP -----------------------------------------------------------------------------------
+
+
+def _open(url: str, headers: dict[str, str] | None = None):
+    request = urllib.request.Request(url, headers={"User-Agent": "chiezo", **(headers or {})})
+    try:
+        return urllib.request.urlopen(request, timeout=TIMEOUT)  # noqa: S310 - http(s) only
+    except urllib.error.HTTPError as exc:
+        raise InputError(f"{url}: HTTP {exc.code} {exc.reason}") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise InputError(
+            f"cannot reach {url} ({reason})",
+            hint="offline? download the dump on a connected machine and pass its path, "
+            "or point --mirror (CHIEZO_WIKI_MIRROR) at a reachable mirror",
+        ) from exc
+
+
+def _text(url: str) -> str:
+    with _open(url) as response:
+        return response.read().decode("utf-8", errors="replace")
+
+
+def _json(url: str) -> dict:
+    try:
+        return json.loads(_text(url))
+    except ValueError as exc:
+        raise InputError(f"{url} is not valid JSON") from exc
+
+
+def download(
+    url: str,
+    dest: Path,
+    *,
+    checksum: tuple[str, str] | None = None,
+    size: int | None = None,
+    progress: Progress | None = None,
+) -> Path:
+    """Fetch ``url`` to ``dest``, resuming ``dest.part`` if present, verifying ``checksum``
+    (algorithm, hex digest). An existing ``dest`` that verifies is not fetched again."""
+    progress = progress or NullProgress()
+    if dest.exists() and (checksum is None or _digest(dest, checksum[0]) == checksum[1]):
+        return dest
+    part = dest.with_name(dest.name + ".part")
+    have = part.stat().st_size if part.exists() else 0
+    headers = {"Range": f"bytes={have}-"} if have else {}
+    response = _open(url, headers)
+    with response:
+        if have and response.status != 206:  # the server ignored the range: start over
+            have = 0
+        total = _total(response, have) or size
+        progress.phase(f"downloading {dest.name}", total, "B")
+        progress.advance(have)
+        with open(part, "ab" if have else "wb") as out:
+            while chunk := response.read(CHUNK):
+                out.write(chunk)
+                progress.advance(len(chunk))
+    if checksum is not None:
+        algorithm, expected = checksum
+        actual = _digest(part, algorithm)
+        if actual != expected:
+            part.unlink(missing_ok=True)
+            raise InputError(
+                f"{dest.name} failed its {algorithm} check ({actual} ≠ {expected}); deleted",
+                hint="fetch again; if it repeats, try another mirror",
+            )
+    os.replace(part, dest)
+    return dest
+
+
+def _total(response, have: int) -> int | None:
+    content_range = response.headers.get("Content-Range", "")
+    match = re.search(r"/(\d+)$", content_range)
+    if match:
+        return int(match.group(1))
+    length = response.headers.get("Content-Length")
+    return int(length) + have if length and length.isdigit() else None
+
+
+def _digest(path: Path, algorithm: str) -> str:
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as fh:
+        while chunk := fh.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,166 @@
+"""Fetching dumps: from a real-format dumps site served on loopback (directory listing,
+dumpstatus.json with checksums, HTTP Range for resuming)."""
+
+import hashlib
+import json
+import re
+import shutil
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from chiezo.config import Settings
+from chiezo.errors import InputError
+from chiezo.service import Service
+from chiezo.sources.wikifetch import download, fetch_dump
+from chiezo.sources.wikipedia import WikiOptions
+
+from helpers import free_port, shared
+
+JA = "wikipedia/jawiki-20230501-excerpt.xml.bz2"
+
+
+class DumpSite:
+    """A static file server with byte ranges, like dumps.wikimedia.org and its mirrors."""
+
+    def __init__(self, root):
+        self.root = root
+        self.requests: list[tuple[str, str | None]] = []
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):  # noqa: N802 - http.server's naming
+                site.requests.append((self.path, self.headers.get("Range")))
+                path = site.root / self.path.lstrip("/")
+                if path.is_dir():
+                    names = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
+                    body = "".join(f'<a href="{n}">{n}</a>\n' for n in names).encode()
+                    return self._send(200, body, {})
+                if not path.is_file():
+                    return self._send(404, b"not found", {})
+                data = path.read_bytes()
+                match = re.match(r"bytes=(\d+)-", self.headers.get("Range") or "")
+                if match:
+                    start = int(match.group(1))
+                    headers = {"Content-Range": f"bytes {start}-{len(data) - 1}/{len(data)}"}
+                    return self._send(206, data[start:], headers)
+                return self._send(200, data, {})
+
+            def _send(self, status, body, headers):
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+
+@pytest.fixture
+def site(tmp_path):
+    root = tmp_path / "site"
+    folder = root / "jawiki" / "20230501"
+    folder.mkdir(parents=True)
+    (root / "jawiki" / "20230601").mkdir()  # newer, but its articles dump is not finished
+    name = "jawiki-20230501-pages-articles-multistream.xml.bz2"
+    shutil.copy(shared(JA), folder / name)
+    sha1 = hashlib.sha1((folder / name).read_bytes()).hexdigest()
+    status = {"jobs": {"articlesmultistreamdump": {"status": "done", "files": {
+        name: {"size": (folder / name).stat().st_size, "sha1": sha1,
+               "url": f"/jawiki/20230501/{name}"}}}}}  # fmt: skip
+    (folder / "dumpstatus.json").write_text(json.dumps(status))
+    unfinished = {"jobs": {"articlesmultistreamdump": {"status": "in-progress", "files": {}}}}
+    (root / "jawiki" / "20230601" / "dumpstatus.json").write_text(json.dumps(unfinished))
+    server = DumpSite(root)
+    yield server
+    server.close()
+
+
+def test_fetches_the_newest_finished_dump_verifies_and_builds(site, tmp_path):
+    settings = Settings(data_dir=tmp_path / "data")
+    fetched = fetch_dump(settings, "ja", mirror=site.url)
+    assert fetched.date == "20230501"
+    assert fetched.dump.read_bytes() == shared(JA).read_bytes()
+    service = Service(settings)
+    report = service.ingest("wikipedia", fetched.dump, None, wiki=WikiOptions())
+    assert report.name == "jawiki" and report.docs == 189
+    # fetching again finds the verified file and downloads nothing
+    before = len(site.requests)
+    fetch_dump(settings, "ja", mirror=site.url)
+    assert not any("pages-articles" in path for path, _ in site.requests[before:])
+
+
+def test_an_interrupted_download_resumes_with_a_range_request(site, tmp_path):
+    data = shared(JA).read_bytes()
+    dest = tmp_path / "dump.xml.bz2"
+    dest.with_name(dest.name + ".part").write_bytes(data[:100_000])
+    url = f"{site.url}/jawiki/20230501/jawiki-20230501-pages-articles-multistream.xml.bz2"
+    download(url, dest, checksum=("sha1", hashlib.sha1(data).hexdigest()))
+    assert dest.read_bytes() == data
+    assert (url.removeprefix(site.url), "bytes=100000-") in site.requests
+
+
+def test_a_checksum_mismatch_deletes_the_file_and_fails(site, tmp_path):
+    dest = tmp_path / "dump.xml.bz2"
+    url = f"{site.url}/jawiki/20230501/jawiki-20230501-pages-articles-multistream.xml.bz2"
+    with pytest.raises(InputError, match="sha1 check"):
+        download(url, dest, checksum=("sha1", "0" * 40))
+    assert not dest.exists() and not dest.with_name(dest.name + ".part").exists()
+
+
+def test_a_given_date_without_finished_articles_is_refused(site, tmp_path):
+    with pytest.raises(InputError, match="no finished articles dump"):
+        fetch_dump(Settings(data_dir=tmp_path / "data"), "ja", date="20230601", mirror=site.url)
+
+
+def test_offline_is_a_clear_error(tmp_path):
+    closed = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(InputError) as info:
+        fetch_dump(Settings(data_dir=tmp_path / "data"), "ja", mirror=closed)
+    assert "cannot reach" in info.value.message
+    assert "offline?" in info.value.extras["hint"]
+
+
+def test_the_cli_fetches_with_extras_and_builds(site, tmp_path):
+    import bz2
+    import gzip
+
+    from click.testing import CliRunner
+
+    from chiezo.cli import cli
+
+    folder = site.root / "jawiki" / "20230501"
+    props = folder / "jawiki-20230501-page_props.sql.gz"
+    props.write_bytes(
+        gzip.compress(b"INSERT INTO `page_props` VALUES (11,'wikibase_item','Q5287',NULL);\n")
+    )
+    status = json.loads((folder / "dumpstatus.json").read_text())
+    status["jobs"]["pagepropstable"] = {"status": "done", "files": {props.name: {
+        "md5": hashlib.md5(props.read_bytes()).hexdigest()}}}  # fmt: skip
+    (folder / "dumpstatus.json").write_text(json.dumps(status))
+    month = site.root / "other" / "pageview_complete" / "monthly" / "2023" / "2023-04"
+    month.mkdir(parents=True)
+    views = month / "pageviews-202304-user.bz2"
+    views.write_bytes(bz2.compress("ja.wikipedia 日本語 11 desktop 5000 A5000\n".encode()))
+    (month / "md5sums.txt").write_text(
+        f"{hashlib.md5(views.read_bytes()).hexdigest()}  {views.name}\n"
+    )
+    result = CliRunner().invoke(
+        cli, ["--data", str(tmp_path / "data"), "ingest", "wikipedia", "--lang", "ja",
+              "--mirror", site.url, "--with-extras", "--json"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    service = Service(Settings(data_dir=tmp_path / "data"))
+    doc = service.doc("jawiki", title="日本語", fields=["attrs", "rank_score", "doc_id"])
+    assert doc["attrs"]["wikidata"] == ["Q5287"]
+    assert doc["rank_score"] == 1.0 and doc["doc_id"] == 1

@@ -1,0 +1,261 @@
+"""The Wikipedia source, built from real dump excerpts (and small real-format files the tests
+write themselves where no real file is available)."""
+
+import bz2
+import gzip
+import re
+
+import pytest
+
+from chiezo import generations
+from chiezo.build import BuildOptions
+from chiezo.config import Settings
+from chiezo.errors import InputError
+from chiezo.service import Service
+from chiezo.sources.wikidump import WikiDump
+from chiezo.sources.wikipedia import WikiOptions, ingest_wikipedia
+
+from helpers import shared
+
+JA = "wikipedia/jawiki-20230501-excerpt.xml.bz2"
+EN = "wikipedia/enwiki-202207-excerpt.xml.bz2"
+
+
+@pytest.fixture(scope="module")
+def jawiki(tmp_path_factory):
+    settings = Settings(data_dir=tmp_path_factory.mktemp("ja") / "data")
+    report = ingest_wikipedia(settings, shared(JA))
+    return Service(settings), report
+
+
+@pytest.fixture(scope="module")
+def raw_pages():
+    dump = WikiDump(shared(JA))
+    pages = {p.title: p for p in dump.pages() if p.ns == 0 and p.redirect is None}
+    dump.close()
+    return pages
+
+
+def test_the_build_keeps_articles_of_namespace_zero(jawiki, raw_pages):
+    service, report = jawiki
+    assert report.name == "jawiki" and report.docs == len(raw_pages) == 189
+    info = service.library.get("jawiki").info()
+    assert info["kind"] == "wikipedia" and info["language"] == "ja"
+    assert info["input"]["dump_date"] == "20230501"
+
+
+def test_searching_a_title_returns_that_article_first(jawiki):
+    service, _ = jawiki
+    result = service.search("日本語", "jawiki")
+    assert result.hits[0].title == "日本語" and result.hits[0].title_match
+    assert result.hits[0].url == "https://ja.wikipedia.org/wiki/%E6%97%A5%E6%9C%AC%E8%AA%9E"
+
+
+def test_a_redirect_title_resolves_to_its_target(jawiki):
+    service, _ = jawiki
+    doc = service.doc("jawiki", title="スメクティック相", fields=["title", "aliases"])
+    assert doc["title"] == "液晶" and "スメクティック相" in doc["aliases"]
+    hit = service.search("スメクティック相", "jawiki").hits[0]
+    assert hit.title == "液晶" and hit.title_match
+
+
+def test_category_membership_is_complete(jawiki, raw_pages):
+    service, _ = jawiki
+    pattern = re.compile(r"\[\[\s*(?:Category|カテゴリ)\s*:\s*([^|\]]+)", re.I)
+    for title in ("日本語", "パリ", "アンパサンド", "北海道", "哲学"):
+        expected = {
+            " ".join(c.replace("_", " ").split()) for c in pattern.findall(raw_pages[title].text)
+        }
+        tags = set(service.doc("jawiki", title=title, fields=["tags"])["tags"])
+        assert expected and expected <= tags, title
+    members = service.filter("jawiki", tags=["日本の言語"])
+    assert "日本語" in [d["title"] for d in members["docs"]]
+
+
+def test_prose_is_clean(jawiki):
+    service, _ = jawiki
+    for title in ("パリ", "日本語", "アンパサンド", "兵庫県"):
+        doc = service.doc("jawiki", title=title, fields=["body", "opening"])
+        for junk in ("<ref", "thumb|", "__NOTOC__", "{{", "}}", "[[", "px|"):
+            assert junk not in doc["body"], (title, junk)
+        assert doc["opening"] and "{{" not in doc["opening"]
+    paris = service.doc("jawiki", title="パリ", fields=["opening", "body"])
+    assert paris["opening"].startswith("パリ（Paris、巴里）は、フランスの首都")
+    assert "maire: アンヌ・イダルゴ" in paris["body"]  # infobox facts, as key: value
+
+
+def test_articles_with_coordinates_have_them(jawiki, raw_pages):
+    service, _ = jawiki
+    marked = [
+        t for t, p in raw_pages.items()
+        if re.search(r"\{\{\s*[Cc]oord\s*\|\s*-?\d|緯度度\s*=\s*\d|ウィキ座標度分秒\|\d", p.text)
+    ]  # fmt: skip
+    assert len(marked) >= 20
+    for title in marked:
+        assert service.doc("jawiki", title=title, fields=["point"])["point"], title
+    paris = service.doc("jawiki", title="パリ", fields=["point"])["point"]
+    assert paris == {
+        "lat": pytest.approx(48.8622, abs=1e-3),
+        "lon": pytest.approx(2.3511, abs=1e-3),
+    }
+
+
+def test_the_six_disambiguation_pages_are_flagged(jawiki):
+    service, _ = jawiki
+    flagged = service.filter("jawiki", attrs=["flag=disambiguation"], limit=50)
+    assert {d["title"] for d in flagged["docs"]} == {
+        "EU (曖昧さ回避)",
+        "地理",
+        "タイ",
+        "サンバ",
+        "フォスター",
+        "ゴスペル",
+    }
+
+
+def test_popularity_comes_from_incoming_links_without_pageviews(jawiki):
+    service, _ = jawiki
+    conn = service.library.get("jawiki").conn
+    top = [r[0] for r in conn.execute("SELECT title FROM docs ORDER BY doc_id LIMIT 10")]
+    assert "日本語" in top
+    flagged = conn.execute(
+        "SELECT max(d.rank_score) FROM docs d JOIN doc_attrs a ON a.doc_id = d.doc_id "
+        "WHERE a.name = 'flag'"
+    ).fetchone()[0]
+    assert flagged < 0.1  # pushed down
+
+
+def test_chunks_follow_the_article_sections(jawiki):
+    service, _ = jawiki
+    chunks = service.doc("jawiki", title="日本語", fields=["chunks"])["chunks"]
+    assert len(chunks) > 10
+    assert any(c["heading_path"].startswith("歴史") for c in chunks)
+
+
+def test_the_english_excerpt_builds(tmp_path):
+    service = Service(Settings(data_dir=tmp_path / "data"))
+    report = ingest_wikipedia(service.settings, shared(EN))
+    assert report.name == "enwiki" and report.docs == 139
+    assert service.search("Albedo", "enwiki").hits[0].title == "Albedo"
+    doc = service.doc("enwiki", title="Alabama", fields=["point", "tags", "body"])
+    assert doc["point"]["lat"] == pytest.approx(33, abs=1.5)
+    assert "States of the United States" in doc["tags"]
+    assert "{{" not in doc["body"] and "<ref" not in doc["body"]
+    flagged = service.filter("enwiki", attrs=["flag=disambiguation"], limit=50)
+    assert "Austin (disambiguation)" in {d["title"] for d in flagged["docs"]}
+
+
+def test_a_truncated_dump_fails_and_the_previous_generation_keeps_serving(jawiki, tmp_path):
+    service, _ = jawiki
+    truncated = shared("wikipedia/jawiki-20230501-truncated.xml.xz")
+    settings = service.settings
+    before = generations.current_path(settings.corpus_dir / "jawiki")
+    with pytest.raises(InputError) as info:
+        ingest_wikipedia(settings, truncated)
+    message = info.value.message
+    assert "truncated" in message and "complete pages" in message and "the last:" in message
+    assert generations.current_path(settings.corpus_dir / "jawiki") == before
+    assert service.search("日本語", "jawiki").hits[0].title == "日本語"
+    leftovers = [p.name for p in (settings.corpus_dir / "jawiki").glob("*.building*")]
+    assert leftovers == []
+
+
+def test_a_truncated_dump_can_be_built_from_its_complete_pages(tmp_path):
+    settings = Settings(data_dir=tmp_path / "data")
+    truncated = shared("wikipedia/jawiki-20230501-truncated.xml.xz")
+    report = ingest_wikipedia(settings, truncated, "cut", wiki=WikiOptions(allow_truncated=True))
+    assert report.docs > 10
+    info = Service(settings).library.get("cut").info()
+    assert "truncated" in info["input"]
+    assert any("truncated" in w for w in report.warnings)
+
+
+def _dump(pages: list[tuple[int, str, str]], redirects: list[tuple[int, str, str]] = ()) -> str:
+    """A small MediaWiki export in the real format."""
+    out = [
+        '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" '
+        'xml:lang="ja"><siteinfo><sitename>Wikipedia</sitename><dbname>testwiki</dbname>'
+        "<base>https://ja.wikipedia.org/wiki/Main</base><namespaces>"
+        '<namespace key="0" case="first-letter" /><namespace key="6" case="first-letter">'
+        'ファイル</namespace><namespace key="14" case="first-letter">Category</namespace>'
+        "</namespaces></siteinfo>"
+    ]
+    for page_id, title, text in pages:
+        out.append(
+            f"<page><title>{title}</title><ns>0</ns><id>{page_id}</id><revision><id>1</id>"
+            "<timestamp>2023-05-01T00:00:00Z</timestamp>"
+            f'<text xml:space="preserve">{text}</text></revision></page>'
+        )
+    for page_id, title, target in redirects:
+        out.append(
+            f'<page><title>{title}</title><ns>0</ns><id>{page_id}</id><redirect title="{target}" />'
+            f"<revision><id>1</id><text>#REDIRECT [[{target}]]</text></revision></page>"
+        )
+    out.append("</mediawiki>")
+    return "".join(out)
+
+
+def test_pageviews_and_page_props_give_rank_and_wikidata_ids(tmp_path):
+    dump = tmp_path / "testwiki-20230501-pages-articles.xml.bz2"
+    pages = [
+        (1, "東京", "東京は日本の首都。"),
+        (2, "大阪", "大阪は日本の都市。"),
+        (3, "京都", "京都は日本の古都。"),
+    ]
+    dump.write_bytes(bz2.compress(_dump(pages, [(9, "トーキョー", "東京")]).encode()))
+    views = tmp_path / "pageviews-202304-user.bz2"
+    views.write_bytes(bz2.compress(
+        "ja.wikipedia 東京 1 desktop 900 A900\n"
+        "ja.wikipedia 東京 1 mobile-web 100 A100\n"
+        "ja.wikipedia 京都 3 desktop 50 A50\n"
+        "en.wikipedia Tokyo 1 desktop 99999 A1\n"
+        "ja.wikipedia 大阪 2 desktop 10 A10\n".encode()
+    ))  # fmt: skip
+    props = tmp_path / "testwiki-20230501-page_props.sql.gz"
+    props.write_bytes(gzip.compress(
+        b"-- MySQL dump\nINSERT INTO `page_props` VALUES (1,'wikibase_item','Q1490',NULL),"
+        b"(1,'page_image_free','Tokyo.jpg',NULL),(2,'wikibase_item','Q35765',NULL),"
+        b"(3,'defaultsort','\\'Kyoto\\'',NULL);\n"
+    ))  # fmt: skip
+    settings = Settings(data_dir=tmp_path / "data")
+    ingest_wikipedia(settings, dump, wiki=WikiOptions(pageviews=views, page_props=props))
+    service = Service(settings)
+    conn = service.library.get("testwiki").conn
+    assert [r[0] for r in conn.execute("SELECT title FROM docs ORDER BY doc_id")] == [
+        "東京",
+        "京都",
+        "大阪",
+    ]
+    assert service.doc("testwiki", title="東京", fields=["rank_score"])["rank_score"] == 1.0
+    assert service.filter("testwiki", attrs=["wikidata=Q35765"])["docs"][0]["title"] == "大阪"
+    assert service.doc("testwiki", title="トーキョー", fields=["title"])["title"] == "東京"
+    assert "wikidata" in service.library.get("testwiki").attributes
+
+
+def test_broken_markup_keeps_the_article(tmp_path):
+    broken = "{{Infobox|name=x|[[未閉じ]] {{入れ子|&lt;ref&gt;ここで終わる"
+    dump = tmp_path / "broken.xml"
+    dump.write_text(_dump([(1, "壊れた記事", broken), (2, "普通の記事", "普通の本文です。")]))
+    settings = Settings(data_dir=tmp_path / "data")
+    report = ingest_wikipedia(settings, dump, "broken", options=BuildOptions())
+    assert report.docs == 2
+    assert Service(settings).search("普通の本文", "broken").total == 1
+
+
+def test_multistream_bz2_dumps_are_read_whole(tmp_path):
+    pages = [(i, f"記事{i}", f"本文{i}です。") for i in range(1, 7)]
+    text = _dump(pages)
+    cut = text.index("<page>", text.index("<page>") + 1)
+    dump = tmp_path / "multi.xml.bz2"
+    dump.write_bytes(bz2.compress(text[:cut].encode()) + bz2.compress(text[cut:].encode()))
+    settings = Settings(data_dir=tmp_path / "data")
+    assert ingest_wikipedia(settings, dump, "multi").docs == 6
+
+
+def test_not_a_dump_is_a_clear_error(tmp_path):
+    bogus = tmp_path / "notes.xml"
+    bogus.write_text("<html><body>hello</body></html>")
+    with pytest.raises(InputError, match="not a MediaWiki XML dump"):
+        ingest_wikipedia(Settings(data_dir=tmp_path / "data"), bogus)
+    with pytest.raises(InputError, match="no such dump"):
+        ingest_wikipedia(Settings(data_dir=tmp_path / "data"), tmp_path / "missing.xml.bz2")
