@@ -259,3 +259,15 @@ def test_not_a_dump_is_a_clear_error(tmp_path):
         ingest_wikipedia(Settings(data_dir=tmp_path / "data"), bogus)
     with pytest.raises(InputError, match="no such dump"):
         ingest_wikipedia(Settings(data_dir=tmp_path / "data"), tmp_path / "missing.xml.bz2")
+
+
+def test_too_little_disk_is_refused_before_reading(tmp_path, monkeypatch):
+    import shutil
+
+    from chiezo.errors import BuildError
+
+    real = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=1024))
+    with pytest.raises(BuildError, match="not enough disk"):
+        ingest_wikipedia(Settings(data_dir=tmp_path / "data"), shared(JA))
+    assert not list((tmp_path / "data" / "corpus").glob("*/*.building*"))

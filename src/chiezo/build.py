@@ -204,15 +204,8 @@ class GenerationBuilder:
                 leftover.unlink(missing_ok=True)
 
     def _preflight(self) -> None:
-        free_disk = shutil.disk_usage(self.directory).free
         if self.expected_bytes:
-            needed = int(self.expected_bytes * DISK_FACTOR) + DISK_MARGIN
-            if free_disk < needed:
-                raise BuildError(
-                    f"not enough disk to build {self.name!r}: about {needed / 2**20:,.0f} MiB "
-                    f"needed, {free_disk / 2**20:,.0f} MiB free in {self.directory}",
-                    hint="free some space or point CHIEZO_DATA at a larger disk",
-                )
+            check_disk(self.directory, self.expected_bytes, self.name)
         check_memory(MIN_FREE_MEMORY, self.name)
 
     # -- streaming ---------------------------------------------------------------------------
@@ -570,6 +563,22 @@ def _check_sample_titles(conn: db.Connection, docs: int) -> None:
                 raise BuildError(
                     f"validation: title {title!r} (doc {doc_id}) is not in the full-text index"
                 )
+
+
+def check_disk(directory: Path, text_bytes: int, name: str) -> None:
+    """Refuse before any work when the disk under ``directory`` cannot hold a source built from
+    about ``text_bytes`` of text (the generation, its index and the staging copy)."""
+    needed = int(text_bytes * DISK_FACTOR) + DISK_MARGIN
+    probe = directory
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if free < needed:
+        raise BuildError(
+            f"not enough disk to build {name!r}: about {needed / 2**20:,.0f} MiB needed, "
+            f"{free / 2**20:,.0f} MiB free in {probe}",
+            hint="free some space or point CHIEZO_DATA at a larger disk",
+        )
 
 
 def check_memory(needed: int, name: str) -> None:

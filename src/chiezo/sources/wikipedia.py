@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .. import db
-from ..build import BuildOptions, BuildReport, GenerationBuilder, check_memory
+from ..build import BuildOptions, BuildReport, GenerationBuilder, check_disk, check_memory
 from ..config import Settings
 from ..errors import InputError
 from ..models import Chunk, Doc
@@ -70,7 +70,9 @@ def ingest_wikipedia(
     name = name or info.dbname or f"{language}wiki"
     options = options or BuildOptions()
     options.language = options.language or language
-    check_memory(MIN_MEMORY, name)  # the parser workers need room; refuse before reading
+    # refuse before reading anything: the parser workers need memory, the source needs disk
+    check_memory(MIN_MEMORY, name)
+    check_disk(settings.corpus_dir, expected_text_bytes(Path(path)), name)
     settings.corpus_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="wiki-lookups-", dir=settings.corpus_dir) as tmp:
         lookups = WikiLookups(Path(tmp) / "lookups.db")
