@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -80,3 +83,74 @@ class RunningServer:
     def __exit__(self, *exc) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=15)
+
+
+def wiki_dump(pages: list[tuple[int, str, str]], redirects: list[tuple[int, str, str]] = ()) -> str:
+    """A small MediaWiki export in the real format."""
+    out = [
+        '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" '
+        'xml:lang="ja"><siteinfo><sitename>Wikipedia</sitename><dbname>testwiki</dbname>'
+        "<base>https://ja.wikipedia.org/wiki/Main</base><namespaces>"
+        '<namespace key="0" case="first-letter" /><namespace key="6" case="first-letter">'
+        'ファイル</namespace><namespace key="14" case="first-letter">Category</namespace>'
+        "</namespaces></siteinfo>"
+    ]
+    for page_id, title, text in pages:
+        out.append(
+            f"<page><title>{title}</title><ns>0</ns><id>{page_id}</id><revision><id>1</id>"
+            "<timestamp>2023-05-01T00:00:00Z</timestamp>"
+            f'<text xml:space="preserve">{text}</text></revision></page>'
+        )
+    for page_id, title, target in redirects:
+        out.append(
+            f'<page><title>{title}</title><ns>0</ns><id>{page_id}</id><redirect title="{target}" />'
+            f"<revision><id>1</id><text>#REDIRECT [[{target}]]</text></revision></page>"
+        )
+    out.append("</mediawiki>")
+    return "".join(out)
+
+
+class DumpSite:
+    """A static file server with byte ranges and directory listings, like dumps.wikimedia.org,
+    download.geonames.org or Geofabrik."""
+
+    def __init__(self, root):
+        self.root = root
+        self.requests: list[tuple[str, str | None]] = []
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):  # noqa: N802 - http.server's naming
+                site.requests.append((self.path, self.headers.get("Range")))
+                path = site.root / self.path.lstrip("/")
+                if path.is_dir():
+                    names = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
+                    body = "".join(f'<a href="{n}">{n}</a>\n' for n in names).encode()
+                    return self._send(200, body, {})
+                if not path.is_file():
+                    return self._send(404, b"not found", {})
+                data = path.read_bytes()
+                match = re.match(r"bytes=(\d+)-", self.headers.get("Range") or "")
+                if match:
+                    start = int(match.group(1))
+                    headers = {"Content-Range": f"bytes {start}-{len(data) - 1}/{len(data)}"}
+                    return self._send(206, data[start:], headers)
+                return self._send(200, data, {})
+
+            def _send(self, status, body, headers):
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()

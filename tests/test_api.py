@@ -218,3 +218,18 @@ def test_bad_note_bodies_are_400(api):
         ).status_code
         == 400
     )
+
+
+def test_filter_errors_say_why(api):
+    nothing = api.get("/v1/temples/filter")
+    assert nothing.status_code == 400 and "at least one condition" in nothing.json()["error"]
+    no_feature = api.get("/v1/temples/filter", params={"feature": "tourism=museum"})
+    assert no_feature.status_code == 400 and "no attribute 'feature'" in no_feature.json()["error"]
+    no_points = api.get("/v1/temples/filter", params={"near": "35,139"})
+    assert no_points.status_code == 400 and "no coordinates" in no_points.json()["error"]
+    bad_box = api.get("/v1/temples/filter", params={"bbox": "north-ish"})
+    assert bad_box.status_code == 400
+    features = api.get("/v1/temples/features")
+    assert features.status_code == 400 and "no features" in features.json()["error"]
+    ok = api.get("/v1/temples/filter", params={"tag": "寺院,京都", "fields": "title"}).json()
+    assert ok["total"] == 3 and ok["order"] == "rank" and set(ok["docs"][0]) == {"title"}

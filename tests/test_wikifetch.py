@@ -3,67 +3,20 @@ dumpstatus.json with checksums, HTTP Range for resuming)."""
 
 import hashlib
 import json
-import re
 import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from chiezo.config import Settings
 from chiezo.errors import InputError
 from chiezo.service import Service
-from chiezo.sources.wikifetch import download, fetch_dump
+from chiezo.sources.download import download
+from chiezo.sources.wikifetch import fetch_dump
 from chiezo.sources.wikipedia import WikiOptions
 
-from helpers import free_port, shared
+from helpers import DumpSite, free_port, shared
 
 JA = "wikipedia/jawiki-20230501-excerpt.xml.bz2"
-
-
-class DumpSite:
-    """A static file server with byte ranges, like dumps.wikimedia.org and its mirrors."""
-
-    def __init__(self, root):
-        self.root = root
-        self.requests: list[tuple[str, str | None]] = []
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):  # noqa: N802 - http.server's naming
-                site.requests.append((self.path, self.headers.get("Range")))
-                path = site.root / self.path.lstrip("/")
-                if path.is_dir():
-                    names = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
-                    body = "".join(f'<a href="{n}">{n}</a>\n' for n in names).encode()
-                    return self._send(200, body, {})
-                if not path.is_file():
-                    return self._send(404, b"not found", {})
-                data = path.read_bytes()
-                match = re.match(r"bytes=(\d+)-", self.headers.get("Range") or "")
-                if match:
-                    start = int(match.group(1))
-                    headers = {"Content-Range": f"bytes {start}-{len(data) - 1}/{len(data)}"}
-                    return self._send(206, data[start:], headers)
-                return self._send(200, data, {})
-
-            def _send(self, status, body, headers):
-                self.send_response(status)
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
 
 
 @pytest.fixture

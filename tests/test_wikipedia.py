@@ -15,7 +15,7 @@ from chiezo.service import Service
 from chiezo.sources.wikidump import WikiDump
 from chiezo.sources.wikipedia import WikiOptions, ingest_wikipedia
 
-from helpers import shared
+from helpers import shared, wiki_dump
 
 JA = "wikipedia/jawiki-20230501-excerpt.xml.bz2"
 EN = "wikipedia/enwiki-202207-excerpt.xml.bz2"
@@ -170,31 +170,6 @@ def test_a_truncated_dump_can_be_built_from_its_complete_pages(tmp_path):
     assert any("truncated" in w for w in report.warnings)
 
 
-def _dump(pages: list[tuple[int, str, str]], redirects: list[tuple[int, str, str]] = ()) -> str:
-    """A small MediaWiki export in the real format."""
-    out = [
-        '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" '
-        'xml:lang="ja"><siteinfo><sitename>Wikipedia</sitename><dbname>testwiki</dbname>'
-        "<base>https://ja.wikipedia.org/wiki/Main</base><namespaces>"
-        '<namespace key="0" case="first-letter" /><namespace key="6" case="first-letter">'
-        'ファイル</namespace><namespace key="14" case="first-letter">Category</namespace>'
-        "</namespaces></siteinfo>"
-    ]
-    for page_id, title, text in pages:
-        out.append(
-            f"<page><title>{title}</title><ns>0</ns><id>{page_id}</id><revision><id>1</id>"
-            "<timestamp>2023-05-01T00:00:00Z</timestamp>"
-            f'<text xml:space="preserve">{text}</text></revision></page>'
-        )
-    for page_id, title, target in redirects:
-        out.append(
-            f'<page><title>{title}</title><ns>0</ns><id>{page_id}</id><redirect title="{target}" />'
-            f"<revision><id>1</id><text>#REDIRECT [[{target}]]</text></revision></page>"
-        )
-    out.append("</mediawiki>")
-    return "".join(out)
-
-
 def test_pageviews_and_page_props_give_rank_and_wikidata_ids(tmp_path):
     dump = tmp_path / "testwiki-20230501-pages-articles.xml.bz2"
     pages = [
@@ -202,7 +177,7 @@ def test_pageviews_and_page_props_give_rank_and_wikidata_ids(tmp_path):
         (2, "大阪", "大阪は日本の都市。"),
         (3, "京都", "京都は日本の古都。"),
     ]
-    dump.write_bytes(bz2.compress(_dump(pages, [(9, "トーキョー", "東京")]).encode()))
+    dump.write_bytes(bz2.compress(wiki_dump(pages, [(9, "トーキョー", "東京")]).encode()))
     views = tmp_path / "pageviews-202304-user.bz2"
     views.write_bytes(bz2.compress(
         "ja.wikipedia 東京 1 desktop 900 A900\n"
@@ -235,7 +210,7 @@ def test_pageviews_and_page_props_give_rank_and_wikidata_ids(tmp_path):
 def test_broken_markup_keeps_the_article(tmp_path):
     broken = "{{Infobox|name=x|[[未閉じ]] {{入れ子|&lt;ref&gt;ここで終わる"
     dump = tmp_path / "broken.xml"
-    dump.write_text(_dump([(1, "壊れた記事", broken), (2, "普通の記事", "普通の本文です。")]))
+    dump.write_text(wiki_dump([(1, "壊れた記事", broken), (2, "普通の記事", "普通の本文です。")]))
     settings = Settings(data_dir=tmp_path / "data")
     report = ingest_wikipedia(settings, dump, "broken", options=BuildOptions())
     assert report.docs == 2
@@ -244,7 +219,7 @@ def test_broken_markup_keeps_the_article(tmp_path):
 
 def test_multistream_bz2_dumps_are_read_whole(tmp_path):
     pages = [(i, f"記事{i}", f"本文{i}です。") for i in range(1, 7)]
-    text = _dump(pages)
+    text = wiki_dump(pages)
     cut = text.index("<page>", text.index("<page>") + 1)
     dump = tmp_path / "multi.xml.bz2"
     dump.write_bytes(bz2.compress(text[:cut].encode()) + bz2.compress(text[cut:].encode()))

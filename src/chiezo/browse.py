@@ -9,8 +9,9 @@ from typing import Any
 
 from .errors import BadQuery, NotFound
 from .library import Source
-from .search.filters import Filters, check_filters, count_members, members
+from .search.filters import Filters, check_filters
 from .search.query import MIN_FTS_CHARS, match_any, match_in_columns, phrase, text_grams
+from .search.setplan import run_filters
 from .textnorm import normalise_title
 
 DOC_FIELDS = (
@@ -86,12 +87,15 @@ def read_doc(
     src: Source, doc_id: int, fields: tuple[str, ...], max_chars: int | None
 ) -> dict[str, Any]:
     conn = src.conn
+    # body is the last column of docs: leaving it out spares its overflow pages
+    body_column = "body" if "body" in fields else "''"
+    extra_column = "extra" if "extra" in fields else "NULL"
     row = conn.execute(
-        "SELECT key, title, url, rank_score, aliases, opening, body, extra FROM docs "
-        "WHERE doc_id = ?",
+        f"SELECT key, title, url, rank_score, aliases, opening, {extra_column}, {body_column} "
+        "FROM docs WHERE doc_id = ?",
         (doc_id,),
     ).fetchone()
-    key, title, url, rank_score, aliases, opening, body, extra = row
+    key, title, url, rank_score, aliases, opening, extra, body = row
     full: dict[str, Any] = {
         "source": src.name,
         "doc_id": doc_id,
@@ -213,17 +217,7 @@ def list_tags(
     ``contains`` scans the per-tag count table (one row per tag, not per document)."""
     if prefix and contains:
         raise BadQuery("give prefix or contains, not both")
-    where, params = "", ()
-    if prefix:
-        where, params = "WHERE tag >= ? AND tag < ?", (prefix, prefix + "\U0010ffff")
-    elif contains:
-        where, params = "WHERE instr(tag, ?) > 0", (contains,)
-    conn = src.conn
-    total = conn.execute(f"SELECT count(*) FROM tag_counts {where}", params).fetchone()[0]
-    rows = conn.execute(
-        f"SELECT tag, n FROM tag_counts {where} ORDER BY n DESC, tag LIMIT ? OFFSET ?",
-        (*params, limit, offset),
-    ).fetchall()
+    total, rows = _counted(src.conn, "tag_counts", "tag", "", (), prefix, contains, limit, offset)
     return {
         "source": src.name,
         "total": total,
@@ -287,33 +281,87 @@ def _resolve_target(src: Source, target: str) -> int | None:
     return row[0] if row else None
 
 
+FILTER_FIELDS = ("doc_id", "key", "title", "url", "point")
+
+
 def filter_docs(
-    src: Source, filters: Filters, *, limit: int = 10, offset: int = 0
+    src: Source,
+    filters: Filters,
+    *,
+    limit: int = 10,
+    offset: int = 0,
+    fields: tuple[str, ...] | None = None,
+    others=None,
 ) -> dict[str, Any]:
-    """Every document satisfying all conditions, most popular first, with the exact total
-    counted from the indexes (the way to list a category: by tag, never by full-text search)."""
-    if not filters:
-        raise BadQuery("give at least one condition", hint="e.g. tag=NAME or attr=NAME=VALUE")
-    check = check_filters(src, filters)
+    """Every document meeting all conditions — most popular first, or nearest first with
+    ``distance_km`` — with the total counted from the index sets (the way to list a category:
+    by tag, never by full-text search)."""
+    check = check_filters(src, filters, others)
+    order = "distance" if filters.near else "rank"
+    out: dict[str, Any] = {"source": src.name, "offset": offset, "limit": limit, "order": order}
     if check.impossible:
-        return {"source": src.name, "total": 0, "docs": [], "notes": check.notes}
-    ids = members(src.conn, filters, limit, offset)
-    summaries = _summaries(src, ids)
+        return {**out, "total": 0, "total_is_lower_bound": False, "docs": [], "notes": check.notes}
+    page = run_filters(src, filters, limit, offset)
+    wanted = fields or FILTER_FIELDS
+    docs = []
+    for doc_id in page.ids:
+        doc = read_doc(src, doc_id, wanted, max_chars=2000)
+        if doc_id in page.distances:
+            doc["distance_km"] = round(page.distances[doc_id], 3)
+        docs.append(doc)
+    notes = list(check.notes)
+    if page.total_is_lower_bound:
+        notes.append(f"more matches than were counted: total is at least {page.total:,}")
     return {
-        "source": src.name,
-        "total": count_members(src.conn, filters),
-        "docs": [summaries[i] for i in ids if i in summaries],
-        "notes": check.notes,
+        **out,
+        "total": page.total,
+        "total_is_lower_bound": page.total_is_lower_bound,
+        "plan": page.plan,
+        "docs": docs,
+        "notes": notes,
     }
 
 
-def _summaries(src: Source, ids: list[int]) -> dict[int, dict[str, Any]]:
-    if not ids:
-        return {}
-    marks = ",".join("?" * len(ids))
-    rows = src.conn.execute(
-        f"SELECT doc_id, key, title, url, opening FROM docs WHERE doc_id IN ({marks})", ids
+def list_features(
+    src: Source, *, prefix: str | None = None, contains: str | None = None,
+    limit: int = 50, offset: int = 0,
+) -> dict[str, Any]:  # fmt: skip
+    """Feature values (``key=value``) with document counts, most common first: what a model can
+    put in ``feature=`` instead of guessing."""
+    if "feature" not in src.attributes:
+        raise BadQuery(
+            f"source {src.name!r} has no features",
+            source=src.name,
+            known_attributes=src.attributes,
+            hint="features come from place sources (osm, geonames)",
+        )
+    total, rows = _counted(
+        src.conn, "attr_counts", "value", "name = 'feature'", (), prefix, contains, limit, offset
     )
     return {
-        i: {"doc_id": i, "key": k, "title": t, "url": u, "opening": o} for i, k, t, u, o in rows
+        "source": src.name,
+        "total": total,
+        "features": [{"feature": v, "docs": n} for v, n in rows],
     }
+
+
+def _counted(
+    conn, table: str, column: str, where: str, params: tuple,
+    prefix: str | None, contains: str | None, limit: int, offset: int,
+) -> tuple[int, list[tuple[str, int]]]:  # fmt: skip
+    """(total, [(name, count)]) from a per-name count table, most used first; ``prefix`` is an
+    index range, ``contains`` a scan of the count table (one row per name, not per document)."""
+    clauses, args = ([where] if where else []), list(params)
+    if prefix:
+        clauses.append(f"{column} >= ? AND {column} < ?")
+        args += [prefix, prefix + "\U0010ffff"]
+    if contains:
+        clauses.append(f"instr({column}, ?) > 0")
+        args.append(contains)
+    sql_where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+    total = conn.execute(f"SELECT count(*) FROM {table} {sql_where}", args).fetchone()[0]
+    rows = conn.execute(
+        f"SELECT {column}, n FROM {table} {sql_where} ORDER BY n DESC, {column} LIMIT ? OFFSET ?",
+        (*args, limit, offset),
+    ).fetchall()
+    return total, rows

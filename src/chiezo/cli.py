@@ -206,6 +206,113 @@ def ingest_wikipedia(ctx, dump, name, language, pageviews, page_props, allow_tru
     _print_report(report, as_json)
 
 
+@ingest.command("geonames")
+@click.argument("export", required=False, type=click.Path(path_type=Path))
+@click.option("--name", default="geonames", show_default=True)
+@click.option(
+    "--admin1",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="admin1CodesASCII.txt: names of first-level areas.",
+)
+@click.option(
+    "--alternate-names",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="alternateNamesV2 (zip/txt): Japanese names and Wikidata ids.",
+)
+@click.option(
+    "--fetch",
+    "fetch_name",
+    default=None,
+    help="Without EXPORT: the export to fetch, e.g. cities15000 or JP.",
+)
+@click.option("--mirror", default=None, help="GeoNames download URL (default: geonames.org).")
+@click.option("--allow-shrink", is_flag=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def ingest_geonames(ctx, export, name, admin1, alternate_names, fetch_name, mirror, allow_shrink,
+                    as_json) -> None:  # fmt: skip
+    """Build a place source from a GeoNames export (allCountries, XX, citiesNNNN; .zip or
+    .txt). Without EXPORT, --fetch NAME downloads it (with admin1 names)."""
+    from .sources.geonames import GeoNamesOptions
+
+    service = _service(ctx)
+    progress = NullProgress() if as_json else RichProgress(err)
+    try:
+        if export is None:
+            if not fetch_name:
+                raise click.UsageError("give an EXPORT file or --fetch NAME (e.g. cities15000)")
+            from .sources.placefetch import fetch_geonames
+
+            export, fetched_admin1 = fetch_geonames(service.settings, fetch_name, mirror=mirror,
+                                                    progress=progress)  # fmt: skip
+            admin1 = admin1 or fetched_admin1
+        geo = GeoNamesOptions(admin1=admin1, alternate_names=alternate_names)
+        report = service.ingest(
+            "geonames",
+            export,
+            name,
+            geo=geo,
+            options=BuildOptions(allow_shrink=allow_shrink),
+            progress=progress,
+        )
+    finally:
+        progress.close()
+    _print_report(report, as_json)
+
+
+@ingest.command("osm")
+@click.argument("extract", required=False, type=click.Path(path_type=Path))
+@click.option("--name", default=None, help="Source name (default: osm_<file name>).")
+@click.option(
+    "--admin-levels",
+    default="4",
+    show_default=True,
+    help="Admin levels whose boundaries give 'area', comma-separated (e.g. 4,7).",
+)
+@click.option(
+    "--fetch",
+    "fetch_region",
+    default=None,
+    help="Without EXTRACT: a region of the extract server, e.g. asia/japan/kanto.",
+)
+@click.option("--mirror", default=None, help="Extract server URL (default: Geofabrik).")
+@click.option("--allow-shrink", is_flag=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def ingest_osm(ctx, extract, name, admin_levels, fetch_region, mirror, allow_shrink,
+               as_json) -> None:  # fmt: skip
+    """Build an osm_<region> source from an OpenStreetMap extract (.osm.pbf). Without EXTRACT,
+    --fetch REGION downloads it from the extract server (checked against its .md5)."""
+    from .sources.osm import OsmOptions
+
+    service = _service(ctx)
+    progress = NullProgress() if as_json else RichProgress(err)
+    levels = tuple(v.strip() for v in admin_levels.split(",") if v.strip())
+    try:
+        if extract is None:
+            if not fetch_region:
+                raise click.UsageError("give an EXTRACT file or --fetch REGION (e.g. asia/japan)")
+            from .sources.placefetch import fetch_osm
+
+            extract = fetch_osm(service.settings, fetch_region, mirror=mirror, progress=progress)
+            name = name or "osm_" + fetch_region.rstrip("/").rsplit("/", 1)[-1].replace("-", "_")
+        report = service.ingest(
+            "osm",
+            extract,
+            name,
+            osm=OsmOptions(admin_levels=levels),
+            options=BuildOptions(allow_shrink=allow_shrink),
+            progress=progress,
+        )
+    finally:
+        progress.close()
+    _print_report(report, as_json)
+
+
 # -- sources -----------------------------------------------------------------------------------
 
 
@@ -306,6 +413,48 @@ def _interactive(service: Service, source: str | None, limit: int) -> None:
             _print_result(service.search(line, source, limit=limit))
         except ChiezoError as exc:
             _print_error(exc)
+
+
+@cli.command("filter")
+@click.argument("source")
+@click.option("--tag", "tags", multiple=True, help="A tag (comma = OR); repeat for AND.")
+@click.option("--feature", multiple=True, help="key=value, e.g. tourism=museum.")
+@click.option("--area", multiple=True, help="Admin area name.")
+@click.option("--wikidata", multiple=True, help="Wikidata Q-id.")
+@click.option("--attr", "attrs", multiple=True, help="name=value.")
+@click.option("--bbox", default=None, help="south,west,north,east")
+@click.option("--near", default=None, help="lat,lon: nearest first.")
+@click.option("--near-doc", default=None, help="source:title of a document with coordinates.")
+@click.option("--radius-km", type=float, default=None)
+@click.option("--fields", default=None, help="Comma-separated fields per document.")
+@click.option("--limit", "-n", type=click.IntRange(1, 500), default=10, show_default=True)
+@click.option("--offset", type=click.IntRange(0), default=0)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def filter_command(ctx, source, tags, feature, area, wikidata, attrs, bbox, near, near_doc,
+                   radius_km, fields, limit, offset, as_json) -> None:  # fmt: skip
+    """List every document of SOURCE meeting all conditions, with the exact total: a category
+    (--tag), places of a kind (--feature) in an --area or --bbox, or nearest to --near/--near-doc."""
+    field_list = [f.strip() for f in fields.split(",") if f.strip()] if fields else None
+    result = _service(ctx).filter(
+        source, tags=list(tags), attrs=list(attrs), feature=list(feature), area=list(area),
+        wikidata=list(wikidata), bbox=bbox, near=near, near_doc=near_doc, radius_km=radius_km,
+        fields=field_list, limit=limit, offset=offset,
+    )  # fmt: skip
+    if as_json:
+        _emit_json(result)
+    else:
+        for i, doc in enumerate(result["docs"], start=offset + 1):
+            distance = f"  {doc['distance_km']:.2f} km" if "distance_km" in doc else ""
+            out.print(f"{i:>3}. [bold]{escape(doc.get('title', ''))}[/]{distance}  "
+                      f"[dim]doc {doc.get('doc_id', '')}[/]")  # fmt: skip
+        bound = "≥ " if result.get("total_is_lower_bound") else ""
+        out.print(f"[dim]{bound}{result['total']:,} match(es), by {result['order']}[/]")
+        for note in result.get("notes", []):
+            out.print(f"[dim]note: {escape(note)}[/]")
+    if not result["docs"]:
+        sys.exit(EXIT_NOT_FOUND)
 
 
 # -- doc ---------------------------------------------------------------------------------------

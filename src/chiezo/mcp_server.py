@@ -40,7 +40,11 @@ How to use it well:
   works (mode `trigram_or`), but distinctive words work better.
 - To list or count the members of a category, use `filter` with `tag` — not a full-text
   search for the category name (that misses members and has no exact total). Check the exact
-  tag name with `tags` first. Attribute filters are `attr="name=value"`.
+  tag name with `tags` first.
+- Places (osm_*, geonames): `filter` with `feature` as "key=value" (tourism=museum,
+  railway=station, amenity=restaurant; find values with `features`), `area` (an admin area
+  name), `bbox`, `near` ("lat,lon"), or `near_doc` ("jawiki:浅草寺") for "nearest X to Y" in
+  one call. Only place sources have feature/area; Wikipedia sources have tags and coordinates.
 - A filter on a tag or attribute the source does not have is an error that says so: switch
   source or drop the condition rather than retrying.
 - `remember` stores the content itself — names, numbers, dates, the items of a list — as
@@ -190,16 +194,52 @@ def _read_tools(server: MCPServer, service: Service) -> None:
     @_reported
     def filter(
         source: SourceName,
-        tag: Annotated[list[str] | None, Field(description="documents with all these tags")] = None,
-        attr: Annotated[
-            list[str] | None, Field(description='documents with these "name=value" attributes')
+        tag: Annotated[list[str] | None, Field(description="tags, all required")] = None,
+        feature: Annotated[
+            list[str] | None,
+            Field(
+                description='feature as "key=value", e.g. "tourism=museum", '
+                '"railway=station" (list them with `features`); comma inside one = OR'
+            ),
         ] = None,
-        limit: Limit = 10,
+        area: Annotated[list[str] | None, Field(description="admin area name, e.g. 京都府")] = None,
+        wikidata: Annotated[list[str] | None, Field(description='Q-id, e.g. "Q90"')] = None,
+        attr: Annotated[
+            list[str] | None, Field(description='other "name=value" attributes')
+        ] = None,
+        bbox: Annotated[str | None, Field(description='"south,west,north,east"')] = None,
+        near: Annotated[str | None, Field(description='"lat,lon": nearest first')] = None,
+        near_doc: Annotated[
+            str | None,
+            Field(
+                description='"source:title" of a document with coordinates, e.g. '
+                '"jawiki:浅草寺": nearest to it, in one call'
+            ),
+        ] = None,
+        radius_km: Annotated[float | None, Field(gt=0, description="with near/near_doc")] = None,
+        limit: Annotated[int, Field(ge=1, le=500)] = 10,
         offset: Offset = 0,
     ) -> dict[str, Any]:
-        """List every document meeting all conditions, most popular first, with the exact
-        `total`. This is how to list or count a category's members."""
-        return service.filter(source, tags=tag, attrs=attr, limit=limit, offset=offset)
+        """List every document meeting all conditions with the exact `total` — the way to list
+        or count a category's members (by tag), places of a kind (feature) in an area or a box,
+        or the nearest places to a point or to another source's document (with distance_km).
+        A condition the source cannot have is an error naming the sources that have it."""
+        return service.filter(
+            source, tags=tag, attrs=attr, feature=feature, area=area, wikidata=wikidata,
+            bbox=bbox, near=near, radius_km=radius_km, near_doc=near_doc, limit=limit,
+            offset=offset,
+        )  # fmt: skip
+
+    @server.tool(annotations=READ)
+    @_reported
+    def features(
+        source: SourceName,
+        contains: Annotated[str | None, Field(description="e.g. museum, station")] = None,
+        limit: Annotated[int, Field(ge=1, le=500)] = 50,
+    ) -> dict[str, Any]:
+        """Feature values ("key=value") of a place source with counts — look up the exact value
+        (tourism=museum) before filtering instead of guessing (feature=博物館 matches nothing)."""
+        return service.features(source, contains=contains, limit=limit)
 
     @server.tool(annotations=READ)
     @_reported

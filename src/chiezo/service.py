@@ -17,13 +17,15 @@ from .config import Settings
 from .errors import BadQuery, NotFound, QueryTimeout
 from .library import NOTES, Library, Source
 from .models import SearchResult
-from .search.filters import Filters
+from .search.filters import Filters, Near, parse_near
 from .search.fts import check_window, search_source
 from .search.rank import reciprocal_rank_fusion
 from .sources import KINDS
 
 MAX_LIMIT = 50
 MAX_LIST_LIMIT = 500
+MAX_FILTER_LIMIT = 500
+MAX_FILTER_OFFSET = 1_000_000  # an index range skips entries without reading rows
 
 
 class Service:
@@ -58,10 +60,13 @@ class Service:
         offset: int = 0,
         tags: list[str] | None = None,
         attrs: list[str] | None = None,
+        feature: list[str] | None = None,
+        area: list[str] | None = None,
+        wikidata: list[str] | None = None,
     ) -> SearchResult:
         limit = check_limit(limit)
         check_window(limit, offset)
-        filters = Filters.parse(tags, attrs)
+        filters = Filters.parse(tags, attrs, feature=feature, area=area, wikidata=wikidata)
         if source:
             return search_source(
                 self.library.get(source),
@@ -70,6 +75,7 @@ class Service:
                 offset=offset,
                 timeout=self.settings.query_timeout,
                 filters=filters,
+                others=self._sources_having,
             )
         if filters:
             raise BadQuery(
@@ -201,15 +207,85 @@ class Service:
         *,
         tags: list[str] | None = None,
         attrs: list[str] | None = None,
+        feature: list[str] | None = None,
+        area: list[str] | None = None,
+        wikidata: list[str] | None = None,
+        bbox: str | None = None,
+        near: str | None = None,
+        radius_km: float | None = None,
+        near_doc: str | None = None,
+        fields: list[str] | None = None,
         limit: int = 10,
         offset: int = 0,
     ) -> dict[str, Any]:
-        limit = check_limit(limit)
-        check_window(limit, offset)
-        filters = Filters.parse(tags, attrs)
+        """List every document meeting all conditions (see search/filters.py)."""
+        limit = check_limit(limit, MAX_FILTER_LIMIT)
+        _check_offset(offset)
+        if offset > MAX_FILTER_OFFSET:
+            raise BadQuery(f"offset may not exceed {MAX_FILTER_OFFSET:,} (got {offset:,})")
+        wanted = browse.check_fields(fields) if fields else None
+        if near and near_doc:
+            raise BadQuery("give near or near_doc, not both")
+        point = parse_near(near, radius_km) if near else None
+        if near_doc:
+            point = self._point_of(near_doc, radius_km)
+        elif radius_km is not None and point is None:
+            raise BadQuery("radius_km needs near or near_doc")
+        filters = Filters.parse(
+            tags, attrs, feature=feature, area=area, wikidata=wikidata, bbox=bbox, near=point
+        )
         src, deadline = self._read(source, "filter")
         with deadline:
-            return browse.filter_docs(src, filters, limit=limit, offset=offset)
+            result = browse.filter_docs(
+                src, filters, limit=limit, offset=offset, fields=wanted, others=self._sources_having
+            )
+        if point is not None:
+            result["near"] = {"lat": point.lat, "lon": point.lon, "from": point.label,
+                              "radius_km": point.radius_km}  # fmt: skip
+        return result
+
+    def _point_of(self, reference: str, radius_km: float | None) -> Near:
+        """``source:title`` → that document's coordinates (resolved server-side, so "the
+        stations nearest to 浅草寺" is one call)."""
+        name, sep, title = reference.partition(":")
+        if not sep or not name or not title.strip():
+            raise BadQuery(
+                f"near_doc is source:title, got {reference!r}", hint="e.g. near_doc=jawiki:浅草寺"
+            )
+        src, deadline = self._read(name, "near_doc")
+        with deadline:
+            doc_id, _ = browse.find_doc(src, title=title)
+            row = src.conn.execute(
+                "SELECT lat, lon FROM doc_points WHERE doc_id = ?", (doc_id,)
+            ).fetchone()
+        if row is None:
+            raise BadQuery(f"{reference!r} has no coordinates", source=name)
+        near = parse_near(f"{row[0]},{row[1]}", radius_km)
+        return Near(near.lat, near.lon, near.radius_km, label=reference)
+
+    def _sources_having(self) -> list[tuple[str, list[str], bool]]:
+        return [
+            (info["name"], info.get("attributes", []), bool(info.get("points")))
+            for info in self.library.infos()
+            if info.get("status") == "ok"
+        ]
+
+    def features(
+        self,
+        source: str,
+        *,
+        prefix: str | None = None,
+        contains: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        _check_offset(offset)
+        src, deadline = self._read(source, "features")
+        with deadline:
+            return browse.list_features(
+                src, prefix=prefix, contains=contains,
+                limit=check_limit(limit, MAX_LIST_LIMIT), offset=offset,
+            )  # fmt: skip
 
     # -- notes -------------------------------------------------------------------------------
 

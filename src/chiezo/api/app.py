@@ -224,12 +224,18 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         limit: Limit = 10,
         offset: Offset = 0,
         tag: Annotated[list[str] | None, Query(description="documents with this tag")] = None,
+        feature: Annotated[list[str] | None, Query(description="key=value (places)")] = None,
+        area: Annotated[list[str] | None, Query(description="admin area (places)")] = None,
+        wikidata: Annotated[list[str] | None, Query(description="Q-id")] = None,
         attr: Annotated[list[str] | None, Query(description="name=value")] = None,
     ) -> JSONResponse:
-        """Full-text search in one source, optionally within tags/attributes the source has."""
-        return _json(
-            service.search(q, source, limit=limit, offset=offset, tags=tag, attrs=attr).to_dict()
-        )
+        """Full-text search in one source, optionally within tags/attributes the source has
+        (a comma inside one value means OR)."""
+        found = service.search(
+            q, source, limit=limit, offset=offset, tags=tag, attrs=attr, feature=feature,
+            area=area, wikidata=wikidata,
+        )  # fmt: skip
+        return _json(found.to_dict())
 
     @app.get("/v1/{source}/doc", tags=["documents"])
     def doc_by_title(
@@ -292,13 +298,45 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
     @app.get("/v1/{source}/filter", tags=["search"])
     def filter_docs(
         source: SourceName,
-        tag: Annotated[list[str] | None, Query()] = None,
+        tag: Annotated[list[str] | None, Query(description="tag (comma = OR)")] = None,
+        feature: Annotated[
+            list[str] | None, Query(description="key=value, e.g. tourism=museum (comma = OR)")
+        ] = None,
+        area: Annotated[list[str] | None, Query(description="admin area name")] = None,
+        wikidata: Annotated[list[str] | None, Query(description="Q-id, e.g. Q90")] = None,
         attr: Annotated[list[str] | None, Query(description="name=value")] = None,
-        limit: Limit = 10,
+        bbox: Annotated[str | None, Query(description="south,west,north,east")] = None,
+        near: Annotated[str | None, Query(description="lat,lon: nearest first")] = None,
+        radius_km: Annotated[float | None, Query(gt=0)] = None,
+        near_doc: Annotated[
+            str | None, Query(description="source:title, e.g. jawiki:浅草寺: near its point")
+        ] = None,
+        fields: Annotated[list[str] | None, Query(description="comma-separated")] = None,
+        limit: ListLimit = 10,
         offset: Offset = 0,
     ) -> JSONResponse:
-        """Every document with all the given tags/attributes, most popular first, exact total."""
-        return _json(service.filter(source, tags=tag, attrs=attr, limit=limit, offset=offset))
+        """Every document meeting all conditions (AND; comma = OR within one), with the exact
+        total; most popular first, or nearest first with distance_km when near/near_doc."""
+        found = service.filter(
+            source, tags=tag, attrs=attr, feature=feature, area=area, wikidata=wikidata,
+            bbox=bbox, near=near, radius_km=radius_km, near_doc=near_doc,
+            fields=_split(fields), limit=limit, offset=offset,
+        )  # fmt: skip
+        return _json(found)
+
+    @app.get("/v1/{source}/features", tags=["documents"])
+    def features(
+        source: SourceName,
+        prefix: str | None = None,
+        contains: str | None = None,
+        limit: ListLimit = 50,
+        offset: Offset = 0,
+    ) -> JSONResponse:
+        """Feature values (key=value) of a place source with counts: what `feature=` takes."""
+        found = service.features(
+            source, prefix=prefix, contains=contains, limit=limit, offset=offset
+        )
+        return _json(found)
 
     @app.head("/healthz", include_in_schema=False)
     def healthz_head() -> Response:

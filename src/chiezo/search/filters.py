@@ -1,67 +1,291 @@
-"""Attribute filters as doc-id sets: tags (``tag=ラーメン店``) and attributes
-(``attr=version=1.0``).
+"""Attribute and place conditions as doc-id sets.
 
-Each condition is a set of doc_ids read from an index (``doc_tags``, ``doc_attrs``); conditions
-combine by intersection and document rows are read only for the page shown. Because doc_id is
-the popularity ordinal, "the most popular members of a set" is simply its smallest doc_ids — an
-index range read in order, stopped after the page.
+Conditions (AND between them; a comma inside one value is OR):
+
+* ``tag``                      — ``doc_tags`` (tag, doc_id)
+* ``feature``/``area``/``wikidata``/``attr=name=value`` — ``doc_attrs`` (name, value, doc_id)
+* ``bbox=south,west,north,east`` — the R*Tree ``doc_coords``, checked exactly on ``doc_points``
+* ``near=lat,lon`` [+ ``radius_km``], ``near_doc=source:title`` — distance from a point
+
+Each condition yields a set of doc_ids from an index, never reading document rows, and answers
+"which of these ids are members" in batches: the planner (``setplan.py``) intersects them,
+counts totals from them and reads rows only for the page shown. Because doc_id is the
+popularity ordinal, an index range in doc_id order is already ranked.
 
 A condition the source can never satisfy (an attribute it does not have, tags on a source
-without tags) is an error that says why, not an empty result: a model that gets 0 results
-retries the same impossible query forever.
+without tags) is an error that says why and which sources do have it: a model that gets 0
+results retries the same impossible query forever.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass, field
 
 from .. import db
 from ..errors import BadQuery
 from ..library import Source
 
-MAX_CONDITIONS = 8
+MAX_CONDITIONS = 12
+BOX_ESTIMATE_CAP = 60_000  # above setplan.MATERIALIZE: a box this full is read page by page
+BATCH = 500
+EARTH_KM = 6371.0088
+NAMED_ATTRIBUTES = ("feature", "area", "wikidata")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One indexed set of documents."""
+
+    def estimate(self, conn: db.Connection) -> int:
+        raise NotImplementedError
+
+    def ids(self, conn: db.Connection) -> list[int]:
+        """Every member, in doc_id (= popularity) order."""
+        sql, params = self.select()
+        return [r[0] for r in conn.execute(f"{sql} ORDER BY doc_id", params)]
+
+    def select(self) -> tuple[str, tuple]:
+        """``SELECT doc_id ...`` of the members (no ORDER BY)."""
+        raise NotImplementedError
+
+    def keep(self, conn: db.Connection, ids: list[int]) -> set[int]:
+        """Those of ``ids`` that are members."""
+        sql, params = self.select()
+        found: set[int] = set()
+        for start in range(0, len(ids), BATCH):
+            part = ids[start : start + BATCH]
+            marks = ",".join("?" * len(part))
+            found.update(
+                r[0] for r in conn.execute(f"{sql} AND doc_id IN ({marks})", (*params, *part))
+            )
+        return found
+
+    @property
+    def ordered(self) -> bool:
+        """Whether ``select()`` reads one index range already in doc_id order."""
+        return False
+
+    def exists(self, column: str) -> tuple[str, tuple]:
+        """A correlated test "``column`` is a member": one index seek per row tested."""
+        sql, params = self.select()
+        return f"{column} IN ({sql})", params
+
+
+@dataclass(frozen=True)
+class TagCondition(Condition):
+    tags: tuple[str, ...]
+
+    def select(self) -> tuple[str, tuple]:
+        marks = ",".join("?" * len(self.tags))
+        distinct = "DISTINCT " if len(self.tags) > 1 else ""  # a doc may carry two of them
+        return f"SELECT {distinct}doc_id FROM doc_tags WHERE tag IN ({marks})", self.tags
+
+    def estimate(self, conn: db.Connection) -> int:
+        marks = ",".join("?" * len(self.tags))
+        row = conn.execute(f"SELECT sum(n) FROM tag_counts WHERE tag IN ({marks})", self.tags)
+        return row.fetchone()[0] or 0
+
+    def exists(self, column: str) -> tuple[str, tuple]:
+        marks = ",".join("?" * len(self.tags))
+        return (
+            f"EXISTS (SELECT 1 FROM doc_tags x WHERE x.tag IN ({marks}) AND x.doc_id = {column})",
+            self.tags,
+        )
+
+    @property
+    def ordered(self) -> bool:
+        return len(self.tags) == 1
+
+    def describe(self) -> str:
+        return "tag=" + ",".join(self.tags)
+
+
+@dataclass(frozen=True)
+class AttrCondition(Condition):
+    name: str
+    values: tuple[str, ...]
+
+    def select(self) -> tuple[str, tuple]:
+        marks = ",".join("?" * len(self.values))
+        distinct = "DISTINCT " if len(self.values) > 1 else ""
+        sql = f"SELECT {distinct}doc_id FROM doc_attrs WHERE name = ? AND value IN ({marks})"
+        return sql, (self.name, *self.values)
+
+    def estimate(self, conn: db.Connection) -> int:
+        marks = ",".join("?" * len(self.values))
+        row = conn.execute(
+            f"SELECT sum(n) FROM attr_counts WHERE name = ? AND value IN ({marks})",
+            (self.name, *self.values),
+        ).fetchone()
+        return row[0] or 0
+
+    def exists(self, column: str) -> tuple[str, tuple]:
+        marks = ",".join("?" * len(self.values))
+        return (
+            f"EXISTS (SELECT 1 FROM doc_attrs x WHERE x.name = ? AND x.value IN ({marks}) "
+            f"AND x.doc_id = {column})",
+            (self.name, *self.values),
+        )
+
+    @property
+    def ordered(self) -> bool:
+        return len(self.values) == 1
+
+    def describe(self) -> str:
+        return f"{self.name}=" + ",".join(self.values)
+
+
+@dataclass(frozen=True)
+class BoxCondition(Condition):
+    south: float
+    west: float
+    north: float
+    east: float
+
+    def select(self) -> tuple[str, tuple]:
+        # The R*Tree's 32-bit boundaries round outwards; doc_points has the exact values.
+        return (
+            "SELECT doc_id FROM doc_points WHERE lat BETWEEN ? AND ? AND lon BETWEEN ? AND ? "
+            "AND doc_id IN (SELECT doc_id FROM doc_coords WHERE max_lat >= ? AND min_lat <= ? "
+            "AND max_lon >= ? AND min_lon <= ?)",
+            (self.south, self.north, self.west, self.east,
+             self.south, self.north, self.west, self.east),
+        )  # fmt: skip
+
+    def keep(self, conn: db.Connection, ids: list[int]) -> set[int]:
+        found: set[int] = set()
+        for start in range(0, len(ids), BATCH):
+            part = ids[start : start + BATCH]
+            marks = ",".join("?" * len(part))
+            found.update(
+                r[0]
+                for r in conn.execute(
+                    f"SELECT doc_id FROM doc_points WHERE doc_id IN ({marks}) "
+                    "AND lat BETWEEN ? AND ? AND lon BETWEEN ? AND ?",
+                    (*part, self.south, self.north, self.west, self.east),
+                )
+            )
+        return found
+
+    def exists(self, column: str) -> tuple[str, tuple]:
+        return (
+            f"EXISTS (SELECT 1 FROM doc_points x WHERE x.doc_id = {column} "
+            "AND x.lat BETWEEN ? AND ? AND x.lon BETWEEN ? AND ?)",
+            (self.south, self.north, self.west, self.east),
+        )
+
+    def estimate(self, conn: db.Connection) -> int:
+        """Counted from the R*Tree up to a cap: a dense box is "large" either way."""
+        sql = (
+            "SELECT count(*) FROM (SELECT 1 FROM doc_coords WHERE max_lat >= ? AND min_lat <= ? "
+            f"AND max_lon >= ? AND min_lon <= ? LIMIT {BOX_ESTIMATE_CAP + 1})"
+        )
+        row = conn.execute(sql, (self.south, self.north, self.west, self.east)).fetchone()
+        return row[0]
+
+    def describe(self) -> str:
+        return f"bbox={self.south},{self.west},{self.north},{self.east}"
+
+
+@dataclass(frozen=True)
+class Near:
+    lat: float
+    lon: float
+    radius_km: float | None = None
+    label: str = ""
+
+    def box(self, km: float) -> BoxCondition:
+        dlat = math.degrees(km / EARTH_KM)
+        coslat = max(math.cos(math.radians(self.lat)), 1e-6)
+        dlon = min(math.degrees(km / (EARTH_KM * coslat)), 180.0)
+        return BoxCondition(max(self.lat - dlat, -90), self.lon - dlon,
+                            min(self.lat + dlat, 90), self.lon + dlon)  # fmt: skip
+
+    def distance(self, lat: float, lon: float) -> float:
+        return haversine_km(self.lat, self.lon, lat, lon)
+
+
+def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+    p1, p2 = math.radians(lat1), math.radians(lat2)
+    dp, dl = p2 - p1, math.radians(lon2 - lon1)
+    a = math.sin(dp / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(dl / 2) ** 2
+    return 2 * EARTH_KM * math.asin(min(1.0, math.sqrt(a)))
 
 
 @dataclass(frozen=True)
 class Filters:
-    tags: tuple[str, ...] = ()
-    attrs: tuple[tuple[str, str], ...] = ()
+    """The conditions of one request; ``near`` orders by distance (and bounds it)."""
+
+    conditions: tuple[Condition, ...] = ()
+    near: Near | None = None
 
     @classmethod
-    def parse(cls, tags: list[str] | None = None, attrs: list[str] | None = None) -> Filters:
-        tag_list = tuple(dict.fromkeys(t.strip() for t in tags or [] if t and t.strip()))
-        pairs = tuple(dict.fromkeys(parse_attr(a) for a in attrs or [] if a and a.strip()))
-        if len(tag_list) + len(pairs) > MAX_CONDITIONS:
+    def parse(
+        cls,
+        tags: list[str] | None = None,
+        attrs: list[str] | None = None,
+        *,
+        feature: list[str] | None = None,
+        area: list[str] | None = None,
+        wikidata: list[str] | None = None,
+        bbox: str | None = None,
+        near: Near | None = None,
+    ) -> Filters:
+        conditions: list[Condition] = []
+        for value in tags or []:
+            group = _split_or(value)
+            if group:
+                conditions.append(TagCondition(group))
+        for value in feature or []:
+            group = _split_or(value)
+            for item in group:
+                if "=" not in item or item.startswith("=") or item.endswith("="):
+                    raise BadQuery(
+                        f"a feature is key=value (e.g. tourism=museum, railway=station), "
+                        f"got {item!r}",
+                        hint="list the source's features with /v1/{source}/features",
+                    )
+            if group:
+                conditions.append(AttrCondition("feature", group))
+        for name, values in (("area", area), ("wikidata", wikidata)):
+            for value in values or []:
+                group = _split_or(value)
+                if group:
+                    conditions.append(AttrCondition(name, group))
+        for value in attrs or []:
+            if value and value.strip():
+                name, raw = parse_attr(value)
+                conditions.append(AttrCondition(name, _split_or(raw)))
+        if bbox:
+            conditions.append(parse_bbox(bbox))
+        if near is not None and near.radius_km is not None:
+            conditions.append(near.box(near.radius_km))
+        if len(conditions) > MAX_CONDITIONS:
             raise BadQuery(f"at most {MAX_CONDITIONS} filter conditions per query")
-        return cls(tag_list, pairs)
+        return cls(tuple(dict.fromkeys(conditions)), near)
 
     def __bool__(self) -> bool:
-        return bool(self.tags or self.attrs)
+        return bool(self.conditions or self.near)
 
-    def subqueries(self) -> list[tuple[str, tuple]]:
-        """One ``SELECT doc_id ...`` per condition, in index order (= popularity order)."""
-        out = [("SELECT doc_id FROM doc_tags WHERE tag = ?", (t,)) for t in self.tags]
-        out += [
-            ("SELECT doc_id FROM doc_attrs WHERE name = ? AND value = ?", (n, v))
-            for n, v in self.attrs
-        ]
-        return out
+    @property
+    def indexed(self) -> tuple[Condition, ...]:
+        return tuple(c for c in self.conditions if isinstance(c, TagCondition | AttrCondition))
 
     def where(self, column: str = "rowid") -> tuple[str, tuple]:
         """`` AND +rowid IN (...)`` clauses for an FTS query. The unary ``+`` keeps SQLite from
         driving the FTS table by rowid lookups (one doclist walk per candidate)."""
         clauses, params = [], ()
-        for sql, args in self.subqueries():
+        for condition in self.conditions:
+            sql, args = condition.select()
             clauses.append(f" AND +{column} IN ({sql})")
             params += args
         return "".join(clauses), params
 
 
-@dataclass
-class FilterCheck:
-    notes: list[str] = field(default_factory=list)
-    impossible: bool = False  # a condition matches no document at all
+def _split_or(value: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(v.strip() for v in str(value).split(",") if v.strip()))
 
 
 def parse_attr(text: str) -> tuple[str, str]:
@@ -74,54 +298,126 @@ def parse_attr(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
-def check_filters(source: Source, filters: Filters) -> FilterCheck:
-    """Refuse conditions the source can never satisfy; explain the ones that match nothing."""
+def parse_bbox(text: str) -> BoxCondition:
+    try:
+        south, west, north, east = (float(v) for v in text.split(","))
+    except ValueError as exc:
+        raise BadQuery(
+            f"bbox is south,west,north,east in degrees, got {text!r}",
+            hint="e.g. bbox=34.9,135.6,35.1,135.9",
+        ) from exc
+    if not (-90 <= south <= north <= 90 and -180 <= west <= 180 and -180 <= east <= 180):
+        raise BadQuery(f"bbox {text!r} is not south ≤ north within ±90 and longitudes within ±180")
+    if west > east:
+        raise BadQuery("bbox crossing the antimeridian is not supported; split it in two")
+    return BoxCondition(south, west, north, east)
+
+
+def parse_near(text: str, radius_km: float | None = None) -> Near:
+    try:
+        lat, lon = (float(v) for v in text.split(","))
+    except ValueError as exc:
+        raise BadQuery(
+            f"near is lat,lon in degrees, got {text!r}", hint="e.g. near=35.71,139.80"
+        ) from exc
+    if not (-90 <= lat <= 90 and -180 <= lon <= 180):
+        raise BadQuery(f"near {text!r} is outside ±90 latitude / ±180 longitude")
+    return Near(lat, lon, _radius(radius_km), label=text)
+
+
+def _radius(radius_km: float | None) -> float | None:
+    if radius_km is None:
+        return None
+    if not radius_km > 0:
+        raise BadQuery(f"radius_km must be positive, got {radius_km}")
+    return min(float(radius_km), 20_100.0)
+
+
+@dataclass
+class FilterCheck:
+    notes: list[str] = field(default_factory=list)
+    impossible: bool = False  # a condition matches no document at all
+
+
+def check_filters(source: Source, filters: Filters, others=None) -> FilterCheck:
+    """Refuse conditions the source can never satisfy; explain the ones that match nothing.
+    ``others()`` lists (name, attributes) of every source, for "which sources have it"."""
     check = FilterCheck()
     conn = source.conn
-    if filters.tags and not conn.execute("SELECT 1 FROM tag_counts LIMIT 1").fetchone():
+    for condition in filters.conditions:
+        if isinstance(condition, TagCondition):
+            _check_tags(source, condition, check)
+        elif isinstance(condition, AttrCondition):
+            _check_attr(source, condition, check, others)
+    if (filters.near or any(isinstance(c, BoxCondition) for c in filters.conditions)) and not (
+        conn.execute("SELECT 1 FROM doc_points LIMIT 1").fetchone()
+    ):
+        raise BadQuery(
+            f"source {source.name!r} has no coordinates, so bbox/near can never match",
+            source=source.name,
+            sources_with_it=_having(others, lambda attrs, points: points),
+        )
+    return check
+
+
+def _check_tags(source: Source, condition: TagCondition, check: FilterCheck) -> None:
+    conn = source.conn
+    if not conn.execute("SELECT 1 FROM tag_counts LIMIT 1").fetchone():
         raise BadQuery(
             f"source {source.name!r} has no tags, so a tag filter can never match",
             source=source.name,
             hint="search without tag=, or use a source that has tags",
         )
-    for tag in filters.tags:
-        if not conn.execute("SELECT 1 FROM tag_counts WHERE tag = ?", (tag,)).fetchone():
-            check.impossible = True
-            similar = similar_tags(conn, tag)
-            check.notes.append(
-                f"no document has the tag {tag!r}"
-                + (f"; similar tags: {', '.join(similar)}" if similar else "")
-            )
+    marks = ",".join("?" * len(condition.tags))
+    present = {r[0] for r in conn.execute(
+        f"SELECT tag FROM tag_counts WHERE tag IN ({marks})", condition.tags)}  # fmt: skip
+    missing = [t for t in condition.tags if t not in present]
+    for tag in missing:
+        similar = similar_tags(conn, tag)
+        check.notes.append(
+            f"no document has the tag {tag!r}"
+            + (f"; similar tags: {', '.join(similar)}" if similar else "")
+        )
+    if not present:
+        check.impossible = True
+
+
+def _check_attr(source: Source, condition: AttrCondition, check: FilterCheck, others) -> None:
+    name = condition.name
     known = set(source.attributes)
-    for name, value in filters.attrs:
-        if name not in known:
-            raise BadQuery(
-                f"source {source.name!r} has no attribute {name!r}, so attr={name}=... can "
-                "never match",
-                source=source.name,
-                known_attributes=sorted(known),
-                candidates=difflib.get_close_matches(name, sorted(known), n=5) or None,
-            )
-        hit = conn.execute(
-            "SELECT 1 FROM doc_attrs WHERE name = ? AND value = ? LIMIT 1", (name, value)
-        ).fetchone()
-        if not hit:
-            check.impossible = True
-            values = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT value FROM attr_counts WHERE name = ? ORDER BY n DESC LIMIT 10",
-                    (name,),
-                )
-            ]
-            check.notes.append(
-                f"no document has {name}={value!r}; common values: {', '.join(values)}"
-            )
-    return check
+    if name not in known:
+        label = name if name in NAMED_ATTRIBUTES else f"attr={name}"
+        raise BadQuery(
+            f"source {source.name!r} has no attribute {name!r}, so {label}=... can never match",
+            source=source.name,
+            known_attributes=sorted(known),
+            sources_with_it=_having(others, lambda attrs, points: name in attrs),
+            candidates=difflib.get_close_matches(name, sorted(known), n=5) or None,
+        )
+    conn = source.conn
+    marks = ",".join("?" * len(condition.values))
+    present = {r[0] for r in conn.execute(
+        f"SELECT value FROM attr_counts WHERE name = ? AND value IN ({marks})",
+        (name, *condition.values))}  # fmt: skip
+    missing = [v for v in condition.values if v not in present]
+    if missing:
+        values = similar_values(conn, name, missing[0])
+        check.notes.append(
+            f"no document has {name}={', '.join(missing)}"
+            + (f"; values that exist: {', '.join(values)}" if values else "")
+        )
+    if not present:
+        check.impossible = True
+
+
+def _having(others, predicate) -> list[str] | None:
+    if others is None:
+        return None
+    return [name for name, attrs, points in others() if predicate(attrs, points)] or None
 
 
 def similar_tags(conn: db.Connection, tag: str, n: int = 5) -> list[str]:
-    """Tags sharing the first characters or containing the text, most used first."""
+    """Tags sharing the first characters or close in spelling, most used first."""
     rows = conn.execute(
         "SELECT tag FROM tag_counts WHERE tag >= ? AND tag < ? ORDER BY n DESC LIMIT ?",
         (tag[:2], tag[:2] + "\U0010ffff", 50),
@@ -130,43 +426,25 @@ def similar_tags(conn: db.Connection, tag: str, n: int = 5) -> list[str]:
     return difflib.get_close_matches(tag, names, n=n, cutoff=0.3) or names[:n]
 
 
-def count_members(conn: db.Connection, filters: Filters) -> int:
-    """Exact size of the intersection, counted from the indexes only."""
-    if len(filters.tags) == 1 and not filters.attrs:
-        row = conn.execute("SELECT n FROM tag_counts WHERE tag = ?", filters.tags).fetchone()
-        return row[0] if row else 0
-    sql, params = _intersection(filters)
-    return conn.execute(f"SELECT count(*) FROM ({sql})", params).fetchone()[0]
-
-
-def members(conn: db.Connection, filters: Filters, limit: int, offset: int) -> list[int]:
-    """doc_ids in the intersection, most popular first."""
-    sql, params = _intersection(filters)
-    rows = conn.execute(f"{sql} ORDER BY doc_id LIMIT ? OFFSET ?", (*params, limit, offset))
-    return [r[0] for r in rows]
+def similar_values(conn: db.Connection, name: str, value: str, n: int = 8) -> list[str]:
+    """Values of an attribute close to ``value`` (same key for features), else the commonest."""
+    key = value.split("=", 1)[0] + "=" if name == "feature" and "=" in value else ""
+    rows = conn.execute(
+        "SELECT value FROM attr_counts WHERE name = ? AND value >= ? AND value < ? "
+        "ORDER BY n DESC LIMIT 200",
+        (name, key, key + "\U0010ffff"),
+    ).fetchall()
+    values = [r[0] for r in rows]
+    close = difflib.get_close_matches(value, values, n=n, cutoff=0.4)
+    return close or values[:n]
 
 
 def filter_ids(conn: db.Connection, filters: Filters, ids: list[int]) -> list[int]:
     """The ids (order kept) that satisfy every condition."""
-    if not filters or not ids:
-        return ids
-    keep = set(ids)
-    for sql, args in filters.subqueries():
-        found: set[int] = set()
-        candidates = sorted(keep)
-        for start in range(0, len(candidates), 500):
-            part = candidates[start : start + 500]
-            marks = ",".join("?" * len(part))
-            rows = conn.execute(f"{sql} AND doc_id IN ({marks})", (*args, *part))
-            found.update(r[0] for r in rows)
-        keep = found
-    return [i for i in ids if i in keep]
-
-
-def _intersection(filters: Filters) -> tuple[str, tuple]:
-    parts = filters.subqueries()
-    sql = " INTERSECT ".join(p[0] for p in parts)
-    params: tuple = ()
-    for _, args in parts:
-        params += args
-    return sql, params
+    kept = list(ids)
+    for condition in filters.conditions:
+        if not kept:
+            break
+        members = condition.keep(conn, kept)
+        kept = [i for i in kept if i in members]
+    return kept

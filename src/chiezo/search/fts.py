@@ -55,6 +55,7 @@ def search_source(
     offset: int = 0,
     timeout: float | None = None,
     filters: Filters | None = None,
+    others=None,
 ) -> SearchResult:
     """Search one source, optionally within a tag/attribute filter. ``timeout`` bounds the
     whole query (QueryTimeout → 504)."""
@@ -62,7 +63,7 @@ def search_source(
     check_window(limit, offset)
     filters = filters or Filters()
     with db.deadline(source.conn, timeout, what=f"search in {source.name!r}"):
-        check = check_filters(source, filters)
+        check = check_filters(source, filters, others)
         if check.impossible:
             return SearchResult(
                 query.text, [], 0, "filter", offset, limit, notes=check.notes, sources=[source.name]

@@ -48,4 +48,23 @@ def ingest_wikipedia(settings: Settings, path: Path, name: str | None, **kwargs)
     return wikipedia.ingest_wikipedia(settings, path, name, **kwargs)
 
 
-KINDS = {documents.KIND: ingest_documents, "wikipedia": ingest_wikipedia}
+def ingest_geonames(settings: Settings, path: Path, name: str | None, **kwargs) -> BuildReport:
+    """Build a ``geonames`` source from a GeoNames export (see sources/geonames.py)."""
+    from . import geonames
+
+    return geonames.ingest_geonames(settings, path, name, **kwargs)
+
+
+def ingest_osm(settings: Settings, path: Path, name: str | None, **kwargs) -> BuildReport:
+    """Build an ``osm_<region>`` source from an .osm.pbf extract (see sources/osm.py)."""
+    from . import osm
+
+    return osm.ingest_osm(settings, path, name, **kwargs)
+
+
+KINDS = {
+    documents.KIND: ingest_documents,
+    "wikipedia": ingest_wikipedia,
+    "geonames": ingest_geonames,
+    "osm": ingest_osm,
+}

@@ -9,29 +9,24 @@ page_props) from the Wikimedia dumps site or a mirror.
 * Progress shows bytes with rate and ETA; an unreachable site is a clear error that says how
   to proceed offline (download elsewhere, pass the file).
 
-This is the only network access Chiezo makes outside a configured LLM endpoint, and only when
-asked to ingest without a file.
+Fetching is the only network access Chiezo makes outside a configured LLM endpoint, and only
+when asked to ingest without a file.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import json
 import os
 import re
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Settings
 from ..errors import InputError
 from ..progress import NullProgress, Progress
+from .download import download, get_json, get_text
 
 DEFAULT_MIRROR = "https://dumps.wikimedia.org"
-CHUNK = 1 << 20
-TIMEOUT = 60
 # Preference among the dump jobs that hold all articles in one file.
 ARTICLE_JOBS = ("articlesmultistreamdump", "articlesdumprecombine", "articlesdump")
 
@@ -74,15 +69,15 @@ def _choose_date(base: str, wiki: str, date: str | None) -> tuple[str, dict]:
     if date:
         if not re.fullmatch(r"\d{8}", date):
             raise InputError(f"a dump date is YYYYMMDD, got {date!r}")
-        status = _json(f"{base}/{wiki}/{date}/dumpstatus.json")
+        status = get_json(f"{base}/{wiki}/{date}/dumpstatus.json")
         if _articles_done(status):
             return date, status
         raise InputError(f"the {wiki} dump of {date} has no finished articles dump on {base}")
-    listing = _text(f"{base}/{wiki}/")
+    listing = get_text(f"{base}/{wiki}/")
     dates = sorted(set(re.findall(r'href="(\d{8})/"', listing)), reverse=True)
     for candidate in dates[:6]:
         try:
-            status = _json(f"{base}/{wiki}/{candidate}/dumpstatus.json")
+            status = get_json(f"{base}/{wiki}/{candidate}/dumpstatus.json")
         except InputError:
             continue
         if _articles_done(status):
@@ -126,7 +121,7 @@ def _fetch_pageviews(base, date, target, progress) -> Path | None:
     name = f"pageviews-{day.year}{day.month:02d}-user.bz2"
     checksum = None
     try:
-        sums = _text(f"{folder}/md5sums.txt")
+        sums = get_text(f"{folder}/md5sums.txt")
         match = re.search(rf"^([0-9a-f]{{32}})\s+{re.escape(name)}$", sums, re.M)
         checksum = ("md5", match.group(1)) if match else None
     except InputError:
@@ -147,90 +142,3 @@ def _checksum(meta: dict) -> tuple[str, str] | None:
 
 def _absolute(base: str, url: str) -> str:
     return url if url.startswith(("http://", "https://")) else base + "/" + url.lstrip("/")
-
-
-# -- HTTP -----------------------------------------------------------------------------------
-
-
-def _open(url: str, headers: dict[str, str] | None = None):
-    request = urllib.request.Request(url, headers={"User-Agent": "chiezo", **(headers or {})})
-    try:
-        return urllib.request.urlopen(request, timeout=TIMEOUT)  # noqa: S310 - http(s) only
-    except urllib.error.HTTPError as exc:
-        raise InputError(f"{url}: HTTP {exc.code} {exc.reason}") from exc
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise InputError(
-            f"cannot reach {url} ({reason})",
-            hint="offline? download the dump on a connected machine and pass its path, "
-            "or point --mirror (CHIEZO_WIKI_MIRROR) at a reachable mirror",
-        ) from exc
-
-
-def _text(url: str) -> str:
-    with _open(url) as response:
-        return response.read().decode("utf-8", errors="replace")
-
-
-def _json(url: str) -> dict:
-    try:
-        return json.loads(_text(url))
-    except ValueError as exc:
-        raise InputError(f"{url} is not valid JSON") from exc
-
-
-def download(
-    url: str,
-    dest: Path,
-    *,
-    checksum: tuple[str, str] | None = None,
-    size: int | None = None,
-    progress: Progress | None = None,
-) -> Path:
-    """Fetch ``url`` to ``dest``, resuming ``dest.part`` if present, verifying ``checksum``
-    (algorithm, hex digest). An existing ``dest`` that verifies is not fetched again."""
-    progress = progress or NullProgress()
-    if dest.exists() and (checksum is None or _digest(dest, checksum[0]) == checksum[1]):
-        return dest
-    part = dest.with_name(dest.name + ".part")
-    have = part.stat().st_size if part.exists() else 0
-    headers = {"Range": f"bytes={have}-"} if have else {}
-    response = _open(url, headers)
-    with response:
-        if have and response.status != 206:  # the server ignored the range: start over
-            have = 0
-        total = _total(response, have) or size
-        progress.phase(f"downloading {dest.name}", total, "B")
-        progress.advance(have)
-        with open(part, "ab" if have else "wb") as out:
-            while chunk := response.read(CHUNK):
-                out.write(chunk)
-                progress.advance(len(chunk))
-    if checksum is not None:
-        algorithm, expected = checksum
-        actual = _digest(part, algorithm)
-        if actual != expected:
-            part.unlink(missing_ok=True)
-            raise InputError(
-                f"{dest.name} failed its {algorithm} check ({actual} ≠ {expected}); deleted",
-                hint="fetch again; if it repeats, try another mirror",
-            )
-    os.replace(part, dest)
-    return dest
-
-
-def _total(response, have: int) -> int | None:
-    content_range = response.headers.get("Content-Range", "")
-    match = re.search(r"/(\d+)$", content_range)
-    if match:
-        return int(match.group(1))
-    length = response.headers.get("Content-Length")
-    return int(length) + have if length and length.isdigit() else None
-
-
-def _digest(path: Path, algorithm: str) -> str:
-    digest = hashlib.new(algorithm)
-    with open(path, "rb") as fh:
-        while chunk := fh.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()

@@ -192,6 +192,7 @@ class _Renderer:
             if not started and isinstance(node, Template):
                 name = " ".join(str(node.name).replace("_", " ").split()).casefold()
                 if not _is_infobox(name, node) and name not in DISAMBIGUATION:
+                    self.templates.append(node)  # still a source of coordinates
                     continue
             rendered = self.node(node)
             started = started or (isinstance(node, Text | Tag | Wikilink) and rendered.strip())
