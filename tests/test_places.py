@@ -228,3 +228,31 @@ def test_geonames_and_osm_fetch_from_their_servers(tmp_path):
             fetch_osm(settings, "europe/finland/helsinki", mirror=site.url)
     finally:
         site.close()
+
+
+def test_alternate_names_give_japanese_areas_and_wikidata_ids(tmp_path):
+    """alternateNamesV2 rows in the real format (id, geonameid, lang, name, preferred, short,
+    colloquial, historic, from, to): Japanese names for a place and its admin1, and Wikidata."""
+    alternates = tmp_path / "alternateNamesV2.txt"
+    alternates.write_text(
+        "1\t1857910\tja\t京都市\t1\t\t\t\t\t\n"
+        "2\t1857910\twkdt\tQ34600\t\t\t\t\t\t\n"
+        "3\t1857907\tja\t京都府\t1\t\t\t\t\t\n"  # Kyoto's admin1 (JP.22)
+        "4\t1857910\tja\t平安京\t\t\t\t1\t\t\n",  # historic: ignored
+        encoding="utf-8",
+    )
+    admin1 = tmp_path / "admin1CodesASCII.txt"
+    admin1.write_text("JP.22\tKyoto\tKyoto\t1857907\n", encoding="utf-8")
+    export = tmp_path / "JP.txt"
+    with zipfile.ZipFile(shared(CITIES)) as archive:
+        rows = archive.read("cities15000.txt").decode().splitlines()
+    export.write_text(
+        "\n".join(r for r in rows if r.split("\t")[0] in ("1857910", "1850147")) + "\n"
+    )
+    service = Service(Settings(data_dir=tmp_path / "data"))
+    geo = GeoNamesOptions(admin1=admin1, alternate_names=alternates)
+    service.ingest("geonames", export, "jp", geo=geo)
+    kyoto = service.doc("jp", title="京都市", fields=["attrs", "aliases"])
+    assert kyoto["attrs"]["area"] == ["京都府"] and kyoto["attrs"]["wikidata"] == ["Q34600"]
+    assert service.filter("jp", area=["京都府"])["total"] == 1
+    assert service.filter("jp", wikidata=["Q34600"])["docs"][0]["title"] == "京都市"
