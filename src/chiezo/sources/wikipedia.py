@@ -27,7 +27,6 @@ from urllib.parse import quote
 from .. import db
 from ..build import BuildOptions, BuildReport, GenerationBuilder, check_disk, check_memory
 from ..config import Settings
-from ..errors import InputError
 from ..models import Chunk, Doc
 from ..progress import NullProgress, Progress
 from .markdown import chunk_markdown
@@ -291,5 +290,3 @@ def rank_by_incoming_links(conn: db.Connection) -> None:
         (top, FLAG_PENALTY),
     )
 
-
-__all__ = ["InputError", "WikiOptions", "ingest_wikipedia", "rank_by_incoming_links"]
