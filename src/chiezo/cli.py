@@ -90,6 +90,23 @@ def cli(ctx: click.Context, data: Path) -> None:
 # -- ingest ------------------------------------------------------------------------------------
 
 
+def embed_options(command):
+    """``--embed MODEL`` / ``--no-embed``, shared by every ingest command."""
+    command = click.option(
+        "--no-embed",
+        is_flag=True,
+        help="Do not re-embed (by default a source that had vectors is re-embedded with its "
+        "model; unchanged passages come from the cache).",
+    )(command)
+    return click.option(
+        "--embed",
+        "embed_model",
+        default=None,
+        metavar="MODEL",
+        help="Then add vectors with MODEL (see `chiezo embed`).",
+    )(command)
+
+
 @cli.group()
 def ingest() -> None:
     """Build a source (a new generation, switched in only when it validates)."""
@@ -104,21 +121,30 @@ def ingest() -> None:
 )
 @click.option("--min-docs", type=int, default=1, show_default=True)
 @click.option("--language", default=None, help="Main language of the documents, e.g. ja.")
+@embed_options
 @click.option("--json", "as_json", is_flag=True, help="Print the build report as JSON.")
 @click.pass_context
 @handles_errors
-def ingest_docs(ctx, path, name, strict, allow_shrink, min_docs, language, as_json) -> None:
+def ingest_docs(ctx, path, name, strict, allow_shrink, min_docs, language, embed_model,
+                no_embed, as_json) -> None:  # fmt: skip
     """Build source NAME from a folder of Markdown and text files (one file = one document,
     chunked along its headings)."""
     progress = NullProgress() if as_json else RichProgress(err)
     options = BuildOptions(min_docs=min_docs, allow_shrink=allow_shrink, language=language)
     try:
         report = _service(ctx).ingest(
-            "docs", path, name, strict=strict, options=options, progress=progress
-        )
+            "docs", path, name, strict=strict, options=options, progress=progress,
+            embed=_embed_choice(embed_model, no_embed),
+        )  # fmt: skip
     finally:
         progress.close()
     _print_report(report, as_json)
+
+
+def _embed_choice(model: str | None, skip: bool) -> str | bool | None:
+    if model and skip:
+        raise click.UsageError("--embed and --no-embed contradict each other")
+    return False if skip else model
 
 
 def _print_report(report, as_json: bool) -> None:
@@ -133,6 +159,10 @@ def _print_report(report, as_json: bool) -> None:
         out.print(f"[yellow]{len(report.warnings)} warning(s) while reading the input[/]")
     if report.previous:
         out.print(f"[dim]previous generation kept: {report.previous.name}[/]")
+    if report.embedding:
+        e = report.embedding
+        out.print(f"[green]embedded[/] {e['vectors']:,} of {e['chunks']:,} chunks with "
+                  f"{escape(e['model'])} ({e['embedded']:,} new, {e['reused']:,} from the cache)")  # fmt: skip
 
 
 @ingest.command("wikipedia")
@@ -155,6 +185,13 @@ def _print_report(report, as_json: bool) -> None:
     "--allow-truncated", is_flag=True, help="Build from the complete pages of a cut-off dump."
 )
 @click.option("--workers", type=click.IntRange(1, 64), default=None, help="Parser processes.")
+@click.option(
+    "--chunk-chars",
+    type=click.IntRange(100, 5000),
+    default=500,
+    show_default=True,
+    help="Target passage size in characters (at most twice that) for snippets and vectors.",
+)
 @click.option("--date", default=None, help="Without DUMP: the dump date to fetch (YYYYMMDD).")
 @click.option("--mirror", default=None, help="Without DUMP: the dumps site or mirror URL.")
 @click.option(
@@ -163,11 +200,13 @@ def _print_report(report, as_json: bool) -> None:
     help="Without DUMP: also fetch page views and page_props for popularity and Wikidata ids.",
 )
 @click.option("--allow-shrink", is_flag=True)
+@embed_options
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
 def ingest_wikipedia(ctx, dump, name, language, pageviews, page_props, allow_truncated, workers,
-                     date, mirror, with_extras, allow_shrink, as_json) -> None:  # fmt: skip
+                     chunk_chars, date, mirror, with_extras, allow_shrink, embed_model, no_embed,
+                     as_json) -> None:  # fmt: skip
     """Build a <lang>wiki source from a pages-articles XML dump (.xml, .xml.bz2, .xml.xz).
     Without DUMP, the dump of --lang (default ja) is downloaded first — resumable, checked
     against the published checksums — from the Wikimedia dumps site or --mirror."""
@@ -196,11 +235,13 @@ def ingest_wikipedia(ctx, dump, name, language, pageviews, page_props, allow_tru
             page_props=page_props,
             allow_truncated=allow_truncated,
             workers=workers,
+            chunk_chars=chunk_chars,
         )
         options = BuildOptions(allow_shrink=allow_shrink)
         report = service.ingest(
-            "wikipedia", dump, name, wiki=wiki, options=options, progress=progress
-        )
+            "wikipedia", dump, name, wiki=wiki, options=options, progress=progress,
+            embed=_embed_choice(embed_model, no_embed),
+        )  # fmt: skip
     finally:
         progress.close()
     _print_report(report, as_json)
@@ -229,11 +270,12 @@ def ingest_wikipedia(ctx, dump, name, language, pageviews, page_props, allow_tru
 )
 @click.option("--mirror", default=None, help="GeoNames download URL (default: geonames.org).")
 @click.option("--allow-shrink", is_flag=True)
+@embed_options
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
 def ingest_geonames(ctx, export, name, admin1, alternate_names, fetch_name, mirror, allow_shrink,
-                    as_json) -> None:  # fmt: skip
+                    embed_model, no_embed, as_json) -> None:  # fmt: skip
     """Build a place source from a GeoNames export (allCountries, XX, citiesNNNN; .zip or
     .txt). Without EXPORT, --fetch NAME downloads it (with admin1 names)."""
     from .sources.geonames import GeoNamesOptions
@@ -257,6 +299,7 @@ def ingest_geonames(ctx, export, name, admin1, alternate_names, fetch_name, mirr
             geo=geo,
             options=BuildOptions(allow_shrink=allow_shrink),
             progress=progress,
+            embed=_embed_choice(embed_model, no_embed),
         )
     finally:
         progress.close()
@@ -280,11 +323,12 @@ def ingest_geonames(ctx, export, name, admin1, alternate_names, fetch_name, mirr
 )
 @click.option("--mirror", default=None, help="Extract server URL (default: Geofabrik).")
 @click.option("--allow-shrink", is_flag=True)
+@embed_options
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
 def ingest_osm(ctx, extract, name, admin_levels, fetch_region, mirror, allow_shrink,
-               as_json) -> None:  # fmt: skip
+               embed_model, no_embed, as_json) -> None:  # fmt: skip
     """Build an osm_<region> source from an OpenStreetMap extract (.osm.pbf). Without EXTRACT,
     --fetch REGION downloads it from the extract server (checked against its .md5)."""
     from .sources.osm import OsmOptions
@@ -307,6 +351,7 @@ def ingest_osm(ctx, extract, name, admin_levels, fetch_region, mirror, allow_shr
             osm=OsmOptions(admin_levels=levels),
             options=BuildOptions(allow_shrink=allow_shrink),
             progress=progress,
+            embed=_embed_choice(embed_model, no_embed),
         )
     finally:
         progress.close()
@@ -338,6 +383,15 @@ def sources(ctx, as_json) -> None:
             f"{info['chunks']:,} chunks  built {info['built_at']}  "
             f"[dim]{(info['size_bytes'] or 0) / 2**20:,.1f} MiB, schema {info['schema_version']}[/]"
         )
+        vectors = info.get("vectors")
+        if vectors:
+            out.print(
+                f"    vectors: {vectors['model']} ({vectors['dim']}-d), {vectors['count']:,} "
+                f"chunks = {vectors['coverage']:.1%} coverage, embedded {vectors['embedded_at']}"
+            )
+        elif info.get("name") != "notes":
+            out.print(f"    [dim]no vectors (keyword search only; `chiezo embed "
+                      f"{escape(info['name'])}` adds them)[/]")  # fmt: skip
 
 
 # -- search ------------------------------------------------------------------------------------
@@ -348,21 +402,68 @@ def sources(ctx, as_json) -> None:
 @click.option("--source", "-s", default=None, help="Search one source (default: all, fused).")
 @click.option("--limit", "-n", type=click.IntRange(1, MAX_LIMIT), default=10, show_default=True)
 @click.option("--offset", type=click.IntRange(0), default=0, show_default=True)
+@click.option(
+    "--mode",
+    type=click.Choice(["keyword", "semantic", "hybrid"]),
+    default=None,
+    help="By words, by meaning, or both (default: hybrid where the source has vectors).",
+)
+@click.option(
+    "--keyword-weight",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Hybrid: weight of the keyword side (default CHIEZO_HYBRID_KEYWORD_WEIGHT).",
+)
+@click.option(
+    "--fusion",
+    type=click.Choice(["minmax", "rrf"]),
+    default=None,
+    help="Hybrid: weighted min-max scores, or reciprocal rank fusion.",
+)
+@click.option(
+    "--top-n",
+    type=click.IntRange(1, 1000),
+    default=None,
+    help="Candidates from each side, and how many --near reorders (default 50).",
+)
+@click.option(
+    "--min-score",
+    type=float,
+    default=None,
+    help="Semantic: cosine floor (default: the model's measured one).",
+)
+@click.option("--explain", is_flag=True, help="Show keyword rank, semantic rank, fused score.")
+@click.option("--tag", "tags", multiple=True, help="Only documents with this tag (comma = OR).")
+@click.option("--attr", "attrs", multiple=True, help="Only documents with name=value.")
+@click.option("--feature", multiple=True, help="Places: key=value, e.g. tourism=museum.")
+@click.option("--area", multiple=True, help="Places: admin area name.")
+@click.option("--near", default=None, help="lat,lon: the top-N by relevance, nearest first.")
+@click.option("--near-doc", default=None, help="source:title: as --near, at that document.")
+@click.option("--radius-km", type=float, default=None, help="With --near/--near-doc: within.")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--interactive", "-i", is_flag=True, help="Read queries from the terminal.")
 @click.pass_context
 @handles_errors
-def search(ctx, query, source, limit, offset, as_json, interactive) -> None:
-    """Full-text search. Titles equal to the query come first, then bm25 × popularity.
-    A question typed as one sentence still finds its documents."""
+def search(ctx, query, source, limit, offset, mode, keyword_weight, fusion, top_n, min_score,
+           explain, tags, attrs, feature, area, near, near_doc, radius_km, as_json,
+           interactive) -> None:  # fmt: skip
+    """Search by words and by meaning. Titles equal to the query come first; then, where the
+    source has vectors, full text and meaning fused (hybrid), else bm25 × popularity. A question
+    typed as one sentence still finds its documents."""
     service = _service(ctx)
+    options = dict(
+        mode=mode, keyword_weight=keyword_weight, fusion=fusion, top_n=top_n,
+        min_score=min_score, explain=explain, tags=list(tags) or None,
+        attrs=list(attrs) or None, feature=list(feature) or None, area=list(area) or None,
+        near=near, near_doc=near_doc, radius_km=radius_km,
+    )  # fmt: skip
     if interactive:
-        _interactive(service, source, limit)
+        _interactive(service, source, limit, options)
         return
     text = " ".join(query)
     if not text.strip():
         raise click.UsageError("give a query, or --interactive")
-    result = service.search(text, source, limit=limit, offset=offset)
+    result = service.search(text, source, limit=limit, offset=offset, **options)
     if as_json:
         _emit_json(result.to_dict())
     else:
@@ -378,18 +479,34 @@ def _print_result(result: SearchResult) -> None:
             f"[bold]{i:>2}. {escape(hit.title)}[/]  [dim]{escape(hit.source)} · doc {hit.doc_id}"
             f" · {escape(hit.key)}[/]{marker}"
         )
+        if hit.distance_km is not None:
+            out.print(f"    [dim]{hit.distance_km:.2f} km[/]")
         if hit.snippet:
             out.print(f"    {escape(hit.snippet)}")
+        if hit.explain:
+            out.print("    [dim]" + escape(_explained(hit.explain)) + "[/]")
     bound = "≥ " if result.total_is_lower_bound else ""
-    summary = f"{bound}{result.total:,} match(es), mode {result.mode}"
+    how = f"{result.retrieval or 'keyword'} search, match mode {result.mode}"
+    summary = f"{bound}{result.total:,} match(es), {how}"
+    if result.order and result.order != "relevance":
+        summary += f", order: {result.order}"
     if not result.hits:
-        summary = f"nothing found for {result.query!r} (mode {result.mode})"
+        summary = f"nothing found for {result.query!r} ({how})"
     out.print(f"[dim]{escape(summary)}[/]")
     for note in result.notes:
         out.print(f"[dim]note: {escape(note)}[/]")
 
 
-def _interactive(service: Service, source: str | None, limit: int) -> None:
+def _explained(explain: dict) -> str:
+    def show(value) -> str:
+        return (
+            "-" if value is None else (f"{value:.4g}" if isinstance(value, float) else str(value))
+        )
+
+    return "  ".join(f"{k}={show(v)}" for k, v in explain.items())
+
+
+def _interactive(service: Service, source: str | None, limit: int, options: dict) -> None:
     names = [s["name"] for s in service.sources() if s.get("status") == "ok"]
     err.print(
         f"Chiezo search — sources: {', '.join(names) or '(none)'}. Type a query; "
@@ -410,7 +527,7 @@ def _interactive(service: Service, source: str | None, limit: int) -> None:
             source = None
             continue
         try:
-            _print_result(service.search(line, source, limit=limit))
+            _print_result(service.search(line, source, limit=limit, **options))
         except ChiezoError as exc:
             _print_error(exc)
 
@@ -455,6 +572,124 @@ def filter_command(ctx, source, tags, feature, area, wikidata, attrs, bbox, near
             out.print(f"[dim]note: {escape(note)}[/]")
     if not result["docs"]:
         sys.exit(EXIT_NOT_FOUND)
+
+
+# -- vectors and evaluation --------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("source")
+@click.option(
+    "--model",
+    default=None,
+    help="e5-small, use-m, onnx:/dir or st:/dir (default: the source's, else use-m).",
+)
+@click.option(
+    "--max-chunks",
+    type=click.IntRange(1),
+    default=None,
+    help="Embed only the first N chunks (most popular documents first).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+@handles_errors
+def embed(ctx, source, model, max_chunks, as_json) -> None:
+    """Add vectors to SOURCE for semantic and hybrid search (a new generation). Resumable and
+    incremental: vectors are cached by chunk text, so an interrupted run or a rebuild only
+    embeds what is new. The source stays searchable by text meanwhile."""
+    progress = NullProgress() if as_json else RichProgress(err)
+    try:
+        report = _service(ctx).embed(source, model, max_chunks=max_chunks, progress=progress)
+    finally:
+        progress.close()
+    data = report.to_dict()
+    if as_json:
+        _emit_json(data)
+        return
+    out.print(
+        f"[bold]{escape(source)}[/]: {data['vectors']:,} of {data['chunks']:,} chunks have "
+        f"{escape(data['model'])} vectors ({data['embedded']:,} embedded now at "
+        f"{data['passages_per_s']:,} passages/s, {data['reused']:,} reused) in {data['seconds']} s"
+    )
+
+
+@cli.command("eval")
+@click.argument("source")
+@click.argument("questions", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--config",
+    "configs",
+    multiple=True,
+    help="A configuration to measure, e.g. mode=hybrid,keyword_weight=0.7; repeatable "
+    "(default: keyword, semantic, hybrid).",
+)
+@click.option(
+    "--ab",
+    nargs=2,
+    default=None,
+    metavar="A B",
+    help="Compare two configurations question by question (e.g. source=a source=b).",
+)
+@click.option(
+    "--show",
+    type=click.IntRange(0),
+    default=10,
+    show_default=True,
+    help="With --ab: questions shown where the two differ.",
+)
+@click.option("--max-questions", type=click.IntRange(1), default=None)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def eval_command(ctx, source, questions, configs, ab, show, max_questions, as_json) -> None:
+    """Measure retrieval on QUESTIONS (JSON Lines: question + relevant_keys/relevant_titles):
+    recall@1/5/10, MRR and nDCG@10 per configuration."""
+    from . import evaluate
+
+    service = _service(ctx)
+    asked = evaluate.load_questions(questions, max_questions)
+    notes: list[str] = []
+    if ab:
+        chosen = [evaluate.parse_config(c) for c in ab]
+    elif configs:
+        chosen = [evaluate.parse_config(c) for c in configs]
+    else:
+        chosen, notes = evaluate.default_configs(service, source)
+    runs = [evaluate.run(service, source, asked, c) for c in chosen]
+    report = {"source": source, "questions": len(asked), "notes": notes,
+              "results": [r.summary() for r in runs]}  # fmt: skip
+    if ab:
+        report["differences"] = evaluate.differing(runs[0], runs[1], asked, show)
+    if as_json:
+        _emit_json(report)
+        return
+    _print_eval(report)
+
+
+def _print_eval(report: dict) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{report['questions']:,} questions · {report['source']}")
+    columns = ("config", "R@1", "R@5", "R@10", "MRR", "nDCG@10", "ms_per_query")
+    for column in columns:
+        table.add_column(column, justify="left" if column == "config" else "right")
+    for row in report["results"]:
+        table.add_row(*(escape(str(row[c])) for c in columns))
+    out.print(table)
+    for note in report["notes"]:
+        out.print(f"[dim]note: {escape(note)}[/]")
+    for diff in report.get("differences", []):
+        out.print(f"\n[bold]{escape(diff['question'])}[/]  A: rank {diff['a_rank'] or '-'}  "
+                  f"B: rank {diff['b_rank'] or '-'}")  # fmt: skip
+        for i in range(max(len(diff["a_top"]), len(diff["b_top"]))):
+            out.print(f"  {i + 1:>2}. {_marked(diff, 'a', i):<40} {_marked(diff, 'b', i)}")
+
+
+def _marked(diff: dict, side: str, i: int) -> str:
+    titles, relevant = diff[f"{side}_top"], diff[f"{side}_relevant"]
+    if i >= len(titles):
+        return ""
+    return ("✓ " if relevant[i] else "  ") + escape(titles[i][:36])
 
 
 # -- doc ---------------------------------------------------------------------------------------

@@ -42,6 +42,10 @@ class Settings:
     allowed_hosts
         Extra Host header values the MCP endpoint accepts (``CHIEZO_ALLOWED_HOSTS``, comma
         separated, ``name:*`` for any port).
+    keyword_weight, fusion
+        Hybrid search: the keyword side's weight after min-max normalisation
+        (``CHIEZO_HYBRID_KEYWORD_WEIGHT``) and the fusion (``CHIEZO_HYBRID_FUSION``: minmax or
+        rrf); measured defaults in docs/design.md.
     serve_threads
         Worker threads answering requests (``CHIEZO_SERVE_THREADS``); each keeps one read-only
         connection per source.
@@ -53,6 +57,8 @@ class Settings:
     token: str | None = None
     allowed_hosts: tuple[str, ...] = ()
     serve_threads: int = 4
+    keyword_weight: float = 0.5
+    fusion: str = "minmax"
 
     @classmethod
     def from_env(cls, **overrides) -> Settings:
@@ -69,6 +75,8 @@ class Settings:
                 if h.strip()
             ),
             serve_threads=int(_env_float("CHIEZO_SERVE_THREADS", 4)),
+            keyword_weight=_env_float("CHIEZO_HYBRID_KEYWORD_WEIGHT", 0.5),
+            fusion=os.environ.get("CHIEZO_HYBRID_FUSION") or "minmax",
         )
         return replace(settings, **overrides) if overrides else settings
 

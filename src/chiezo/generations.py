@@ -91,8 +91,15 @@ def prune(directory: Path, keep: list[Path | None]) -> list[Path]:
     for path in generation_files(directory):
         if path.name not in keep_names:
             path.unlink(missing_ok=True)
+            for companion in sidecars(path):  # its vector index, if any
+                companion.unlink(missing_ok=True)
             removed.append(path)
     return removed
+
+
+def sidecars(generation: Path) -> list[Path]:
+    """Files that belong to one generation (``gen-….db.usearch``)."""
+    return [p for p in generation.parent.glob(generation.name + ".*") if p != generation]
 
 
 def remove_debris(directory: Path) -> list[Path]:
@@ -103,6 +110,11 @@ def remove_debris(directory: Path) -> list[Path]:
         removed.append(path)
     for path in directory.glob(f".{CURRENT}.*"):
         path.unlink(missing_ok=True)
+    for path in directory.glob(f"{GEN_PREFIX}*{GEN_SUFFIX}.*"):  # sidecars of no generation
+        owner = path.parent / (path.name.split(GEN_SUFFIX + ".", 1)[0] + GEN_SUFFIX)
+        if not owner.exists():
+            path.unlink(missing_ok=True)
+            removed.append(path)
     return removed
 
 

@@ -34,6 +34,7 @@ class Source:
         self._local = threading.local()
         self._ranks: array | None = None
         self._ranks_lock = threading.Lock()
+        self._vectors = None
         self.meta = self._read_meta()
         self._check_schema()
 
@@ -118,6 +119,20 @@ class Source:
                     self._ranks = values
         return self._ranks
 
+    @property
+    def vectors(self):
+        """The vector index of this generation (search/vectors.py), or None without vectors."""
+        from .search.vectors import VectorIndex, vector_info
+
+        info = vector_info(self.meta)
+        if info is None:
+            return None
+        if self._vectors is None:
+            with self._ranks_lock:
+                if self._vectors is None:
+                    self._vectors = VectorIndex(self.path, info)
+        return self._vectors
+
     def rank_of(self, doc_id: int) -> float:
         ranks = self.ranks
         return float(ranks[doc_id - 1]) if 0 < doc_id <= len(ranks) else 0.0
@@ -139,8 +154,18 @@ class Source:
             "generation": m.get("generation") or self.path.name,
             "input": json.loads(m.get("input", "{}")),
             "size_bytes": self.path.stat().st_size if self.path.exists() else None,
+            "vectors": self._vector_summary(),
             "status": "ok",
         }
+
+    def _vector_summary(self) -> dict[str, Any] | None:
+        from .search.vectors import vector_info
+
+        info = vector_info(self.meta)
+        if info is None:
+            return None
+        return {"model": info.model, "dim": info.dim, "count": info.count,
+                "coverage": round(info.coverage, 4), "embedded_at": self.meta.get("embedded_at")}  # fmt: skip
 
 
 class NotesSource(Source):

@@ -34,7 +34,10 @@ How to use it well:
   (tags, attribute names) it has.
 - `search` first, then `doc` only for the documents you need (use `max_chars` to keep it short).
   A document whose title equals your query is listed first: searching an exact name is cheap.
-- Queries are words separated by spaces; every word must occur. Words under 3 characters
+- Sources with vectors (see `sources`) are searched by words *and* meaning (hybrid): a
+  question phrased differently from the article still finds it. `mode="keyword"` asks for
+  words only.
+- Keyword queries are words separated by spaces; every word must occur. Words under 3 characters
   (e.g. 京都) cannot use the full-text index: a query made only of them matches titles
   starting with them (then documents containing them). A question typed as a sentence still
   works (mode `trigram_or`), but distinctive words work better.
@@ -115,14 +118,43 @@ def _read_tools(server: MCPServer, service: Service) -> None:
         attr: Annotated[
             list[str] | None, Field(description='only documents with these "name=value" attributes')
         ] = None,
+        feature: Annotated[
+            list[str] | None, Field(description='places: "key=value", e.g. "tourism=museum"')
+        ] = None,
+        area: Annotated[list[str] | None, Field(description="places: admin area name")] = None,
+        near: Annotated[
+            str | None, Field(description='"lat,lon": the top_n most relevant, nearest first')
+        ] = None,
+        near_doc: Annotated[
+            str | None, Field(description='"jawiki:浅草寺": as near, at that document')
+        ] = None,
+        radius_km: Annotated[
+            float | None, Field(gt=0, description="with near/near_doc: only within it")
+        ] = None,
+        mode: Annotated[
+            str | None,
+            Field(
+                description="keyword, semantic (by meaning) or hybrid; default hybrid "
+                "where the source has vectors"
+            ),
+        ] = None,
+        top_n: Annotated[
+            int | None, Field(ge=1, le=1000, description="with near: how many to reorder")
+        ] = None,
+        explain: Annotated[
+            bool, Field(description="show each hit's keyword rank, semantic rank, fused score")
+        ] = False,
     ) -> dict[str, Any]:
-        """Full-text search. Titles equal to the query come first, then relevance × popularity.
-        Returns hits (source, doc_id, title, snippet), `total` (exact unless
-        `total_is_lower_bound`), and `mode` (fts, fts+short, title_prefix, trigram_or).
+        """Search by words and by meaning. Titles equal to the query come first, then
+        relevance (hybrid: full text and meaning fused). Returns hits (source, doc_id, title,
+        snippet), `total` (exact unless `total_is_lower_bound`), `retrieval` (keyword,
+        semantic, hybrid, or keyword-fallback when meaning search ran out of time) and `order`.
         Follow up with `doc` for the hits you need."""
         return service.search(
-            query, source, limit=limit, offset=offset, tags=tag, attrs=attr
-        ).to_dict()
+            query, source, limit=limit, offset=offset, tags=tag, attrs=attr, feature=feature,
+            area=area, near=near, near_doc=near_doc, radius_km=radius_km, mode=mode,
+            top_n=top_n, explain=explain,
+        ).to_dict()  # fmt: skip
 
     @server.tool(annotations=READ)
     @_reported

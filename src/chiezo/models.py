@@ -50,17 +50,25 @@ class Hit:
     rank_score: float
     url: str | None = None
     title_match: bool = False
+    distance_km: float | None = None  # with near: great-circle distance
+    explain: dict[str, Any] | None = None  # with explain: ranks and scores on each side
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        for optional in ("distance_km", "explain"):
+            if out[optional] is None:
+                del out[optional]
+        return out
 
 
 @dataclass
 class SearchResult:
     """A page of hits plus how they were found.
 
-    ``mode`` names the plan that produced them (see search/fts.py); ``total_is_lower_bound`` is
-    true when counting every match would have cost more than the answer is worth.
+    ``retrieval`` says which side(s) found them (keyword, semantic, hybrid, or keyword-fallback
+    when semantic search ran out of time); ``mode`` names the full-text plan (see
+    search/fts.py) or "semantic"; ``total_is_lower_bound`` is true when counting every match
+    would have cost more than the answer is worth.
     """
 
     query: str
@@ -72,6 +80,8 @@ class SearchResult:
     total_is_lower_bound: bool = False
     notes: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    retrieval: str = "keyword"  # keyword, semantic, hybrid, keyword-fallback
+    order: str = "relevance"
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

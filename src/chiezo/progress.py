@@ -90,7 +90,7 @@ class RichProgress:
         rate = self._done / elapsed
         amount = _bytes if self._unit == "B" else (lambda n: f"{n:,}")
         fields = {"rate": f"{amount(int(rate))}/s" if self._unit == "B" else
-                  f"{rate:,.0f} {self._unit}/s"}  # fmt: skip
+                  f"{rate:,.{1 if rate < 10 else 0}f} {self._unit}/s"}  # fmt: skip
         if self._total:
             fields["count"] = f"{amount(self._done)}/{amount(self._total)}"
             remaining = max(self._total - self._done, 0) / rate if rate else 0

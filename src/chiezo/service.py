@@ -8,18 +8,20 @@ runs under the query deadline (QueryTimeout → 504).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from . import browse, db, notes
 from .build import BuildReport
 from .config import Settings
-from .errors import BadQuery, NotFound, QueryTimeout
+from .errors import BadQuery, ChiezoError, NotFound, QueryTimeout
 from .library import NOTES, Library, Source
 from .models import SearchResult
 from .search.filters import Filters, Near, parse_near
-from .search.fts import check_window, search_source
+from .search.fts import check_window
 from .search.rank import reciprocal_rank_fusion
+from .search.retrieval import DEFAULT_TOP_N, RetrievalOptions, default_mode, retrieve
 from .sources import KINDS
 
 MAX_LIMIT = 50
@@ -44,10 +46,26 @@ class Service:
     def sources(self) -> list[dict[str, Any]]:
         return self.library.infos()
 
-    def ingest(self, kind: str, path: Path, name: str, **kwargs) -> BuildReport:
+    def ingest(
+        self, kind: str, path: Path, name: str, *, embed: str | bool | None = None, **kwargs
+    ) -> BuildReport:
+        """Build a source; then embed it with ``embed`` (a model name), or — by default — with
+        the model its previous generation had (cached passages are not embedded again), so a
+        rebuild does not silently lose semantic search. ``embed=False`` skips that."""
         if kind not in KINDS:
             raise BadQuery(f"unknown source kind: {kind!r}", known_kinds=sorted(KINDS))
-        return KINDS[kind](self.settings, Path(path), name, **kwargs)
+        report = KINDS[kind](self.settings, Path(path), name, **kwargs)
+        if embed is False:
+            return report
+        from .embed import previous_embedding
+
+        carried = previous_embedding(report.previous)
+        model = embed if isinstance(embed, str) else (carried[0] if carried else None)
+        if model:
+            limit = carried[1] if carried and carried[0] == model else None
+            done = self.embed(report.name, model, max_chunks=limit, progress=kwargs.get("progress"))
+            report.embedding = done.to_dict()
+        return report
 
     # -- search ------------------------------------------------------------------------------
 
@@ -63,28 +81,59 @@ class Service:
         feature: list[str] | None = None,
         area: list[str] | None = None,
         wikidata: list[str] | None = None,
+        bbox: str | None = None,
+        near: str | None = None,
+        near_doc: str | None = None,
+        radius_km: float | None = None,
+        mode: str | None = None,
+        keyword_weight: float | None = None,
+        fusion: str | None = None,
+        top_n: int | None = None,
+        explain: bool = False,
+        min_score: float | None = None,
     ) -> SearchResult:
+        """Search one source (or all, fused) by keyword, meaning or both (search/retrieval.py)."""
         limit = check_limit(limit)
         check_window(limit, offset)
-        filters = Filters.parse(tags, attrs, feature=feature, area=area, wikidata=wikidata)
+        point = self._near(near, near_doc, radius_km)
+        filters = Filters.parse(tags, attrs, feature=feature, area=area, wikidata=wikidata,
+                                bbox=bbox, near=point if point and point.radius_km else None)  # fmt: skip
+        options = RetrievalOptions(
+            mode=mode,
+            keyword_weight=self.settings.keyword_weight
+            if keyword_weight is None
+            else keyword_weight,
+            fusion=fusion or self.settings.fusion,
+            top_n=top_n or DEFAULT_TOP_N,
+            explain=explain,
+            min_score=min_score,
+            near=point,
+        ).checked()
         if source:
-            return search_source(
-                self.library.get(source),
-                q,
-                limit=limit,
-                offset=offset,
-                timeout=self.settings.query_timeout,
-                filters=filters,
-                others=self._sources_having,
-            )
-        if filters:
+            return retrieve(self.library.get(source), q, limit=limit, offset=offset,
+                            timeout=self.settings.query_timeout, filters=filters,
+                            others=self._sources_having, options=options)  # fmt: skip
+        if filters or point:
             raise BadQuery(
-                "tag and attribute filters apply to one source",
+                "filters and near apply to one source",
                 hint="search one source (/v1/{source}/search) to filter",
             )
-        return self._search_all(q, limit, offset)
+        return self._search_all(q, limit, offset, options)
 
-    def _search_all(self, q: str, limit: int, offset: int) -> SearchResult:
+    def _near(self, near: str | None, near_doc: str | None, radius_km: float | None) -> Near | None:
+        if near and near_doc:
+            raise BadQuery("give near or near_doc, not both")
+        if near:
+            return parse_near(near, radius_km)
+        if near_doc:
+            return self._point_of(near_doc, radius_km)
+        if radius_km is not None:
+            raise BadQuery("radius_km needs near or near_doc")
+        return None
+
+    def _search_all(
+        self, q: str, limit: int, offset: int, options: RetrievalOptions
+    ) -> SearchResult:
         """Every source searched for the first offset+limit hits, fused by reciprocal rank
         (bm25 values from different files are not comparable)."""
         sources = self.library.sources()
@@ -102,9 +151,13 @@ class Service:
             try:
                 if remaining <= 0:
                     raise QueryTimeout("no time left")
-                results[src.name] = search_source(
-                    src, q, limit=offset + limit, offset=0, timeout=remaining
-                )
+                if options.mode in ("semantic", "hybrid") and default_mode(src) == "keyword":
+                    notes_.append(f"{src.name}: no vectors, searched by keyword")
+                    per_source = replace(options, mode="keyword")
+                else:
+                    per_source = options
+                results[src.name] = retrieve(src, q, limit=offset + limit, offset=0,
+                                             timeout=remaining, options=per_source)  # fmt: skip
             except QueryTimeout:
                 timed_out = True
                 notes_.append(f"{src.name}: timed out; its results are missing")
@@ -224,13 +277,7 @@ class Service:
         if offset > MAX_FILTER_OFFSET:
             raise BadQuery(f"offset may not exceed {MAX_FILTER_OFFSET:,} (got {offset:,})")
         wanted = browse.check_fields(fields) if fields else None
-        if near and near_doc:
-            raise BadQuery("give near or near_doc, not both")
-        point = parse_near(near, radius_km) if near else None
-        if near_doc:
-            point = self._point_of(near_doc, radius_km)
-        elif radius_km is not None and point is None:
-            raise BadQuery("radius_km needs near or near_doc")
+        point = self._near(near, near_doc, radius_km)
         filters = Filters.parse(
             tags, attrs, feature=feature, area=area, wikidata=wikidata, bbox=bbox, near=point
         )
@@ -286,6 +333,36 @@ class Service:
                 src, prefix=prefix, contains=contains,
                 limit=check_limit(limit, MAX_LIST_LIMIT), offset=offset,
             )  # fmt: skip
+
+    # -- vectors -----------------------------------------------------------------------------
+
+    def warm(self) -> dict[str, float]:
+        """Load every embedding model in use and pre-read every vector index, so the first
+        semantic queries after start are as fast as the rest. Returns seconds per item."""
+        from .embedders import get_embedder
+        from .search.vectors import vector_info
+
+        spent: dict[str, float] = {}
+        for src in self.library.sources():
+            info = vector_info(src.meta)
+            if info is None or not info.count:
+                continue
+            started = time.monotonic()
+            try:
+                get_embedder(info.model).embed(["warm up"], "query")
+                src.vectors.warm()
+            except ChiezoError:
+                continue  # reported on first use; a missing model must not stop the server
+            spent[src.name] = round(time.monotonic() - started, 3)
+        return spent
+
+    def embed(self, source: str, model: str | None = None, *, max_chunks: int | None = None,
+              progress=None):  # fmt: skip
+        """Vectors for a source's chunks, as a new generation (embed.py)."""
+        from .embed import embed_source
+
+        return embed_source(self.settings, self.library, source, model, max_chunks=max_chunks,
+                            progress=progress)  # fmt: skip
 
     # -- notes -------------------------------------------------------------------------------
 

@@ -28,6 +28,21 @@ Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"1-{MAX_LIMIT}")]
 ListLimit = Annotated[int, Query(ge=1, le=500)]
 Offset = Annotated[int, Query(ge=0)]
 SourceName = Annotated[str, Path(description="a source name from /v1/sources")]
+Mode = Annotated[
+    str | None,
+    Query(description="keyword, semantic or hybrid (default: hybrid where the source has vectors)"),
+]
+KeywordWeight = Annotated[
+    float | None, Query(ge=0, le=1, description="hybrid: weight of the keyword side, 0..1")
+]
+Fusion = Annotated[str | None, Query(description="hybrid: minmax (weighted) or rrf")]
+TopN = Annotated[
+    int | None, Query(ge=1, le=1000, description="candidates from each side (and before near)")
+]
+Explain = Annotated[bool, Query(description="each hit's keyword rank, semantic rank, fused score")]
+MinScore = Annotated[
+    float | None, Query(description="semantic: cosine floor (default: the model's own)")
+]
 
 
 class NoteIn(BaseModel):
@@ -95,6 +110,8 @@ def create_app(settings: Settings | None = None, *, bind_host: str = "127.0.0.1"
     async def lifespan(app: FastAPI):
         # Each worker thread keeps a connection per source: bound the threads, bound memory.
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.serve_threads
+        # Models loaded and vector indexes read before the first request, not during it.
+        app.state.warmed = await anyio.to_thread.run_sync(service.warm)
         async with mcp.session_manager.run():
             yield
         service.notes.close()
@@ -171,9 +188,17 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         return _json({"sources": service.sources()})
 
     @app.get("/v1/search", tags=["search"])
-    def search_all(q: str, limit: Limit = 10, offset: Offset = 0) -> JSONResponse:
-        """Search every source; rankings fused by reciprocal rank."""
-        return _json(service.search(q, None, limit=limit, offset=offset).to_dict())
+    def search_all(
+        q: str,
+        limit: Limit = 10,
+        offset: Offset = 0,
+        mode: Mode = None,
+        explain: Explain = False,
+    ) -> JSONResponse:
+        """Search every source; rankings fused by reciprocal rank. Sources without vectors are
+        searched by keyword whatever ``mode`` asks (the response notes say which)."""
+        found = service.search(q, None, limit=limit, offset=offset, mode=mode, explain=explain)
+        return _json(found.to_dict())
 
     # -- notes (declared before /v1/{source}/... so that /v1/notes/recall is not a source) ---
 
@@ -228,12 +253,25 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         area: Annotated[list[str] | None, Query(description="admin area (places)")] = None,
         wikidata: Annotated[list[str] | None, Query(description="Q-id")] = None,
         attr: Annotated[list[str] | None, Query(description="name=value")] = None,
+        bbox: Annotated[str | None, Query(description="south,west,north,east")] = None,
+        near: Annotated[str | None, Query(description="lat,lon: order by distance")] = None,
+        near_doc: Annotated[str | None, Query(description="source:title, as near")] = None,
+        radius_km: Annotated[float | None, Query(gt=0)] = None,
+        mode: Mode = None,
+        keyword_weight: KeywordWeight = None,
+        fusion: Fusion = None,
+        top_n: TopN = None,
+        explain: Explain = False,
+        min_score: MinScore = None,
     ) -> JSONResponse:
-        """Full-text search in one source, optionally within tags/attributes the source has
-        (a comma inside one value means OR)."""
+        """Search one source by keyword, meaning or both (``mode``), optionally within
+        tags/attributes/areas/a radius the source has (a comma inside one value means OR).
+        With ``near``/``near_doc`` the first ``top_n`` by relevance are ordered by distance."""
         found = service.search(
             q, source, limit=limit, offset=offset, tags=tag, attrs=attr, feature=feature,
-            area=area, wikidata=wikidata,
+            area=area, wikidata=wikidata, bbox=bbox, near=near, near_doc=near_doc,
+            radius_km=radius_km, mode=mode, keyword_weight=keyword_weight, fusion=fusion,
+            top_n=top_n, explain=explain, min_score=min_score,
         )  # fmt: skip
         return _json(found.to_dict())
 

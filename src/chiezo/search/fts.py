@@ -27,7 +27,16 @@ from ..library import Source
 from ..models import Hit, SearchResult
 from ..textnorm import normalise_title
 from .filters import Filters, check_filters, filter_ids
-from .query import ParsedQuery, like_pattern, match_all, match_any, parse_query, text_grams
+from .query import (
+    MIN_FTS_CHARS,
+    ParsedQuery,
+    like_pattern,
+    match_all,
+    match_any,
+    parse_query,
+    text_grams,
+    text_segments,
+)
 from .rank import Candidate, rank_page
 from .scoring import BM25, score_candidates, split_by_cost
 from .snippet import make_snippet
@@ -157,7 +166,7 @@ def _sentence(
     total, lower_bound = _count(conn, where, params)
     notes = [
         "no document contains every term, so documents sharing the most distinctive "
-        f"3-character pieces of the query are shown ({len(grams)} pieces used)"
+        f"words and 3-character pieces of the query are shown ({len(grams)} pieces used)"
     ]
     return _page(
         source, query, ordered, total, "trigram_or", limit, offset, grams, lower_bound, notes
@@ -165,9 +174,21 @@ def _sentence(
 
 
 def choose_grams(conn: db.Connection, text: str, doc_count: int) -> list[str]:
-    """The trigrams of ``text`` worth OR-ing: present in the index, not noise, rarest first,
-    within a postings budget so the cost stays bounded at any corpus size."""
-    grams = text_grams(text)
+    """The pieces of ``text`` worth OR-ing: present in the index, not noise, rarest first,
+    within a postings budget so the cost stays bounded at any corpus size.
+
+    A run of CJK text (a question typed without spaces) gives its trigrams. A word of a spaced
+    script stays whole: OR-ing its trigrams would match any word sharing three letters, so
+    "qzxvbnm plorkwidget fnargle" found every page with "widget" or "large" in it."""
+    pieces: dict[str, list[str]] = {}  # piece → its trigrams
+    for segment in text_segments(text):
+        if _spaced_word(segment):
+            if len(segment) >= MIN_FTS_CHARS:
+                pieces[segment] = text_grams(segment)
+        else:
+            for gram in text_grams(segment):
+                pieces[gram] = [gram]
+    grams = list(dict.fromkeys(g for gs in pieces.values() for g in gs))
     if not grams:
         return []
     df: dict[str, int] = {}
@@ -175,17 +196,38 @@ def choose_grams(conn: db.Connection, text: str, doc_count: int) -> list[str]:
         part = grams[start : start + 500]
         marks = ",".join("?" * len(part))
         df.update(conn.execute(f"SELECT gram, df FROM gram_df WHERE gram IN ({marks})", part))
+    # a word occurs in at most as many documents as its rarest trigram; finding it walks all
+    docs = {p: min(df.get(g, 0) for g in gs) for p, gs in pieces.items()}
+    cost = {p: sum(df.get(g, 0) for g in gs) for p, gs in pieces.items()}
     noise = max(SENTENCE_NOISE_SHARE * doc_count, 1)
-    usable = sorted((g for g in grams if 0 < df.get(g, 0) <= noise), key=lambda g: df[g])
+    usable = sorted((p for p in pieces if 0 < docs[p] <= noise), key=lambda p: docs[p])
     chosen, postings = [], 0
-    for gram in usable:
+    for piece in usable:
         if len(chosen) >= SENTENCE_MAX_GRAMS:
             break
-        if chosen and postings + df[gram] > SENTENCE_POSTINGS_BUDGET:
+        if chosen and postings + cost[piece] > SENTENCE_POSTINGS_BUDGET:
             break
-        chosen.append(gram)
-        postings += df[gram]
+        chosen.append(piece)
+        postings += cost[piece]
     return chosen
+
+
+def _spaced_word(segment: str) -> bool:
+    """Letters of scripts written with spaces between words (no Han, kana or Hangul)."""
+    return not any(_unspaced_char(c) for c in segment)
+
+
+def _unspaced_char(char: str) -> bool:
+    code = ord(char)
+    return (
+        0x3040 <= code <= 0x30FF  # hiragana, katakana
+        or 0x3400 <= code <= 0x9FFF  # CJK ideographs
+        or 0xAC00 <= code <= 0xD7AF  # Hangul syllables
+        or 0xF900 <= code <= 0xFAFF
+        or 0xFF66 <= code <= 0xFF9F  # half-width katakana
+        or 0x20000 <= code <= 0x2FFFF
+        or 0x0E00 <= code <= 0x0EFF  # Thai, Lao: no spaces between words either
+    )
 
 
 def _short_only(

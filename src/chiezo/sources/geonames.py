@@ -29,7 +29,7 @@ from .. import db
 from ..build import BuildOptions, BuildReport, GenerationBuilder
 from ..config import Settings
 from ..errors import InputError
-from ..models import Doc
+from ..models import Chunk, Doc
 from ..progress import NullProgress, Progress
 
 KIND = "geonames"
@@ -289,11 +289,16 @@ def _doc(place: Place, lookups: Lookups, top_population: int) -> Doc:
     if qid:
         attrs["wikidata"] = [qid]
     rank = math.log1p(place.population) / math.log1p(top_population) if top_population else 0.0
+    description = _describe(place, display, area)
+    opening = description.split("\n", 1)[0]
+    # What it is and where, for vectors: not the coordinates or the 60 other names.
+    passage = f"{opening}\nPopulation {place.population:,}." if place.population else opening
     return Doc(
         key=str(place.geonameid),
         title=title,
-        body=_describe(place, display, area),
-        opening=_describe(place, display, area).split("\n", 1)[0],
+        body=description,
+        opening=opening,
+        chunks=[Chunk(text=passage)],
         url=f"https://www.geonames.org/{place.geonameid}",
         rank_score=rank,
         aliases=aliases,

@@ -31,7 +31,7 @@ from .. import db
 from ..build import BuildOptions, BuildReport, GenerationBuilder, check_disk, check_memory
 from ..config import Settings
 from ..errors import InputError
-from ..models import Doc
+from ..models import Chunk, Doc
 from ..progress import NullProgress, Progress
 
 KIND = "osm"
@@ -163,6 +163,7 @@ class _Handler:
                 attrs=attrs,
                 point=point,
                 extra={"osm": f"{kind}/{oid}", "tags": raw},
+                chunks=[Chunk(text=place_passage(name, found, raw))],
             )
         )
 
@@ -285,6 +286,20 @@ def ingest_osm(
         return builder.finish()
 
 
+def place_passage(name: str, found: list[str], tags: dict[str, str]) -> str:
+    """The short text a place is embedded as: what it is in words, where, and what it says of
+    itself — so "a museum near the harbour" has something to match. Its admin areas are
+    appended by assign_areas()."""
+    kinds = ", ".join(
+        f"{v.replace('_', ' ')} ({k}={v})" for k, v in (f.split("=", 1) for f in found)
+    )
+    lines = [f"{name}: {kinds}."]
+    for key in ("description", "addr:street", "addr:suburb", "addr:city", "operator", "cuisine"):
+        if tags.get(key):
+            lines.append(f"{key.removeprefix('addr:').capitalize()}: {tags[key]}")
+    return "\n".join(lines)
+
+
 def assign_areas(conn: db.Connection, areas: list[AdminArea]) -> None:
     """Point-in-polygon for every staged point, against the admin polygons; candidates come
     from an in-memory R*Tree of the polygons' bounding boxes."""
@@ -304,6 +319,13 @@ def assign_areas(conn: db.Connection, areas: list[AdminArea]) -> None:
                 rows.append((seq, "area", areas[i].name))
     conn.executemany("INSERT INTO stage.attrs VALUES (?, ?, ?)", rows)
     index.close()
+    within: dict[int, list[str]] = {}
+    for seq, _, area in rows:
+        within.setdefault(seq, []).append(area)
+    conn.executemany(
+        "UPDATE stage.chunks SET text = text || ? WHERE seq = ? AND ord = 0",
+        [("\nIn: " + ", ".join(names), seq) for seq, names in within.items()],
+    )
 
 
 def _identity(path: Path, osm: OsmOptions) -> dict[str, Any]:

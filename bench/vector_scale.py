@@ -1,0 +1,194 @@
+"""Vector search at scale: the HNSW index Chiezo writes (usearch, cosine, float16) against exact
+search, at 100k and 1M vectors; and what float16 / int8 storage costs in recall on real
+embeddings.
+
+    python bench/vector_scale.py                    # 100k and 1M (about 15 minutes on 2 cores)
+    python bench/vector_scale.py --sizes 100000     # quicker
+
+Part 1 (synthetic, clustered like real embeddings: 2,000 topics, unit vectors, 512-d like
+use-m): build the index with the production parameters, open it the way the server does
+(a memory-mapped view through ``VectorIndex``), and for held-out queries report recall@10
+against exact float32 search, p50/p99 latency for k=10 and for k=200 (what a hybrid query
+over-fetches: top_n 50 × 4 chunks per document), build time and file size. Baseline in the
+same run: exact search (usearch ``exact=True`` over the same file).
+
+Part 2 (real): the JaQuAD dev paragraphs and questions embedded with use-m in float32; top-20
+overlap and recall@10 of float16 and int8 storage against float32.
+Writes JSON to bench/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from chiezo.search import vectors as vec  # noqa: E402
+from chiezo.search.vectors import VectorIndex, VectorInfo, index_path  # noqa: E402
+
+from corpus import jaquad_paragraphs, jaquad_questions  # noqa: E402
+
+DIM = 512
+TOPICS = 2000
+QUERIES = 500
+console = Console(width=130)
+
+
+def clustered(n: int, rng: np.random.Generator, centres: np.ndarray) -> np.ndarray:
+    """Unit vectors around topic centres: nearest neighbours are meaningful, as in text."""
+    out = np.empty((n, DIM), dtype=np.float32)
+    for start in range(0, n, 100_000):
+        m = min(100_000, n - start)
+        topic = rng.integers(0, len(centres), m)
+        block = centres[topic] + rng.normal(0, 0.045, (m, DIM)).astype(np.float32)
+        out[start : start + m] = block / np.linalg.norm(block, axis=1, keepdims=True)
+    return out
+
+
+def exact_top(data: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
+    """Exact float32 top-k by inner product (vectors are unit length), in blocks."""
+    best_scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
+    best_ids = np.zeros((len(queries), k), dtype=np.int64)
+    for start in range(0, len(data), 200_000):
+        scores = queries @ data[start : start + 200_000].T
+        part = np.argpartition(-scores, k, axis=1)[:, :k]
+        part_scores = np.take_along_axis(scores, part, axis=1)
+        merged_scores = np.concatenate([best_scores, part_scores], axis=1)
+        merged_ids = np.concatenate([best_ids, part + start], axis=1)
+        order = np.argsort(-merged_scores, axis=1)[:, :k]
+        best_scores = np.take_along_axis(merged_scores, order, axis=1)
+        best_ids = np.take_along_axis(merged_ids, order, axis=1)
+    return best_ids
+
+
+def latencies(index: VectorIndex, queries: np.ndarray, k: int) -> tuple[list[float], list]:
+    times, results = [], []
+    for q in queries:
+        started = time.perf_counter()
+        results.append(index.search(q, k))
+        times.append((time.perf_counter() - started) * 1000)
+    return times, results
+
+
+def p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def scale(n: int, workdir: Path) -> list[dict]:
+    from usearch.index import Index
+
+    rng = np.random.default_rng(n)
+    centres = rng.normal(0, 1, (TOPICS, DIM)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    data = clustered(n, rng, centres)
+    queries = clustered(QUERIES, rng, centres)  # held out: not in the index
+    truth = exact_top(data, queries, 10)
+
+    generation = workdir / f"bench-{n}.db"
+    started = time.monotonic()
+    index = Index(ndim=DIM, metric="cos", dtype="f16", connectivity=vec.CONNECTIVITY,
+                  expansion_add=vec.EXPANSION_ADD, expansion_search=vec.EXPANSION_SEARCH)  # fmt: skip
+    for start in range(0, n, 20_000):
+        keys = np.arange(start + 1, min(start + 20_000, n) + 1, dtype=np.uint64)
+        index.add(keys, data[start : start + 20_000], threads=0)
+    index.save(str(index_path(generation)))
+    build_s = time.monotonic() - started
+    size = index_path(generation).stat().st_size
+    del index, data
+
+    view = VectorIndex(generation, VectorInfo("bench", DIM, n, n))
+    started = time.monotonic()
+    view.warm()
+    warm_s = time.monotonic() - started
+    rows = []
+    original = vec.EXACT_BELOW
+    for label, exact in (("HNSW (usearch f16, M=16, ef=96)", False), ("exact (same file)", True)):
+        vec.EXACT_BELOW = n + 1 if exact else 0
+        for k in (10, 200):
+            times, results = latencies(view, queries[: 100 if exact else QUERIES], k)
+            hits = [
+                len({key - 1 for key, _ in r[:10]} & set(t.tolist())) / 10
+                for r, t in zip(results, truth, strict=False)
+            ]
+            rows.append({
+                "vectors": n, "method": label, "k": k,
+                "recall@10": round(statistics.mean(hits), 4),
+                "p50_ms": round(p(times, 0.5), 3), "p99_ms": round(p(times, 0.99), 3),
+                "build_s": round(build_s, 1) if not exact else None,
+                "index_mib": round(size / 2**20, 1), "warm_s": round(warm_s, 2),
+            })  # fmt: skip
+            console.print(rows[-1])
+    vec.EXACT_BELOW = original
+    index_path(generation).unlink()
+    return rows
+
+
+def storage() -> list[dict]:
+    """float32 vs float16 vs int8 on real use-m embeddings of JaQuAD dev."""
+    from chiezo.embedders import get_embedder
+
+    model = get_embedder("use-m")
+    passages = [f"{p.title}\n{p.text}" for p in jaquad_paragraphs("dev")]
+    questions = [q for q, _, _ in jaquad_questions("dev")]
+    data = model.embed(passages, "passage")
+    queries = model.embed(questions, "query")
+    truth20 = np.argsort(-(queries @ data.T), axis=1)[:, :20]
+    as_f16 = data.astype(np.float16).astype(np.float32)
+    scale_ = 127.0 / np.abs(data).max(axis=1, keepdims=True)
+    as_i8 = np.round(data * scale_).astype(np.int8).astype(np.float32) / scale_
+    rows = []
+    for label, stored, size in (("float32", data, 4), ("float16", as_f16, 2),
+                                ("int8 (per-vector scale)", as_i8, 1)):  # fmt: skip
+        top = np.argsort(-(queries @ stored.T), axis=1)[:, :20]
+        overlap = np.mean([len(set(a) & set(b)) / 20 for a, b in zip(top, truth20, strict=True)])
+        top1 = np.mean(top[:, 0] == truth20[:, 0])
+        rows.append({"storage": label, "bytes_per_vector": DIM * size + (4 if size == 1 else 0),
+                     "top20_overlap": round(float(overlap), 4), "top1_same": round(float(top1), 4),
+                     "passages": len(passages), "queries": len(questions)})  # fmt: skip
+        console.print(rows[-1])
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="100000,1000000")
+    parser.add_argument("--skip-storage", action="store_true")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="vector-scale-", dir=HERE / "work") as tmp:
+        for n in (int(s) for s in args.sizes.split(",")):
+            rows += scale(n, Path(tmp))
+    table = Table(title="ANN vs exact (held-out queries, recall@10 against exact float32)")
+    columns = ("vectors", "method", "k", "recall@10", "p50_ms", "p99_ms", "build_s", "index_mib")
+    for column in columns:
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(*(str(row[c]) for c in columns))
+    console.print(table)
+    stored = [] if args.skip_storage else storage()
+    if stored:
+        table = Table(title="storage precision on real embeddings (use-m, JaQuAD dev)")
+        for column in stored[0]:
+            table.add_column(column, justify="right")
+        for row in stored:
+            table.add_row(*(str(v) for v in row.values()))
+        console.print(table)
+    out = HERE / "results" / f"vector_scale-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps({"ann": rows, "storage": stored}, indent=2))
+    console.print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""One search over one source in any of the three modes.
+
+``keyword``   full text only (search/fts.py).
+``semantic``  the nearest chunks by meaning (search/semantic.py), best chunk per document.
+``hybrid``    both, over-fetching ``top_n`` from each side and fusing (search/hybrid.py).
+
+The default is hybrid where the source has vectors, keyword elsewhere. Title-exact documents
+come first in every mode that runs the keyword side. With ``near``, the first ``top_n`` by
+relevance are reordered by distance — and the result says so. If embedding the query or the
+vector search runs past its budget, keyword results come back marked as a fallback rather than
+a failure or a wait.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from dataclasses import dataclass, replace
+
+from ..embedders import get_embedder
+from ..errors import BadQuery
+from ..library import Source
+from ..models import Hit, SearchResult
+from .filters import Filters, Near
+from .fts import MAX_WINDOW, read_hits, search_source
+from .hybrid import Fused, fuse
+from .rank import Candidate
+from .semantic import SemanticHit, embed_query, require_vectors, semantic_candidates
+from .vectors import vector_info
+
+MODES = ("keyword", "semantic", "hybrid")
+FUSIONS = ("minmax", "rrf")
+DEFAULT_KEYWORD_WEIGHT = 0.5
+DEFAULT_TOP_N = 50
+SEMANTIC_BUDGET = 3.0  # seconds for embedding the query and searching vectors
+_pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="semantic")
+
+
+@dataclass(frozen=True)
+class RetrievalOptions:
+    mode: str | None = None
+    keyword_weight: float = DEFAULT_KEYWORD_WEIGHT
+    fusion: str = "minmax"
+    top_n: int = DEFAULT_TOP_N
+    explain: bool = False
+    min_score: float | None = None
+    near: Near | None = None
+
+    def checked(self) -> RetrievalOptions:
+        if self.mode is not None and self.mode not in MODES:
+            raise BadQuery(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.fusion not in FUSIONS:
+            raise BadQuery(f"fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}")
+        if not 0.0 <= self.keyword_weight <= 1.0:
+            raise BadQuery(f"keyword_weight must be within 0..1, got {self.keyword_weight}")
+        if not 1 <= self.top_n <= 1000:
+            raise BadQuery(f"top_n must be within 1..1000, got {self.top_n}")
+        return self
+
+
+def default_mode(source: Source) -> str:
+    info = vector_info(source.meta)
+    return "hybrid" if info is not None and info.count else "keyword"
+
+
+def retrieve(
+    source: Source,
+    text: str,
+    *,
+    limit: int,
+    offset: int,
+    timeout: float | None,
+    filters: Filters | None = None,
+    others=None,
+    options: RetrievalOptions | None = None,
+) -> SearchResult:
+    options = (options or RetrievalOptions()).checked()
+    mode = options.mode or default_mode(source)
+    near = options.near
+    want = offset + limit
+    if mode == "keyword" and near is None and not options.explain:
+        result = search_source(source, text, limit=limit, offset=offset, timeout=timeout,
+                               filters=filters, others=others)  # fmt: skip
+        result.retrieval = "keyword"
+        return result
+    n = max(options.top_n, want)
+    notes: list[str] = []
+    semantic: list[SemanticHit] | None = None
+    if mode in ("semantic", "hybrid"):
+        semantic = _semantic_within_budget(source, text, n, filters, options, timeout)
+        if semantic is None:
+            notes.append("semantic search took longer than its budget; keyword results only")
+            mode = "keyword-fallback"
+    keyword = None
+    if mode != "semantic":
+        keyword = search_source(source, text, limit=min(n, MAX_WINDOW), offset=0, timeout=timeout,
+                                filters=filters, others=others)  # fmt: skip
+        notes += keyword.notes
+    fused = _fuse(keyword, semantic, options)
+    total, lower = _total(keyword, semantic, fused, n)
+    order = "relevance"
+    distances: dict[int, float] = {}
+    if near is not None:
+        fused, distances = _by_distance(source, fused[: options.top_n], near)
+        order = f"top {options.top_n} by relevance, then by distance"
+        notes.append(f"the first {options.top_n} by relevance, ordered by distance")
+    page = fused[offset : offset + limit]
+    hits = _hits(source, page, keyword, semantic, text, options.explain, distances)
+    return SearchResult(
+        query=text.strip(),
+        hits=hits,
+        total=total,
+        mode=keyword.mode if keyword is not None else "semantic",
+        offset=offset,
+        limit=limit,
+        total_is_lower_bound=lower,
+        notes=notes,
+        sources=[source.name],
+        retrieval=mode,
+        order=order,
+    )
+
+
+def _semantic_within_budget(source, text, n, filters, options, timeout):
+    budget = min(SEMANTIC_BUDGET, timeout) if timeout else SEMANTIC_BUDGET
+    # Loading the model and opening the index happen once per process, here, outside the
+    # budget: a cold start is not a slow query (and a missing model is an error, not a
+    # fallback). The server does both before its first request (Service.warm).
+    get_embedder(require_vectors(source).model)
+    _ = source.vectors
+
+    def run():
+        vector = embed_query(source, text)
+        return semantic_candidates(source, vector, n, filters=filters, min_score=options.min_score)
+
+    future = _pool.submit(run)
+    try:
+        return future.result(timeout=budget)
+    except concurrent.futures.TimeoutError:
+        return None
+
+
+def _fuse(keyword: SearchResult | None, semantic: list[SemanticHit] | None, options) -> list[Fused]:
+    k_pairs = [(h.doc_id, -h.score) for h in keyword.hits] if keyword else []
+    s_pairs = [(h.doc_id, h.score) for h in semantic] if semantic is not None else []
+    first = [h.doc_id for h in keyword.hits if h.title_match] if keyword else []
+    if semantic is None:  # keyword only (or the fallback)
+        return fuse(k_pairs, [], keyword_weight=1.0, first=first)
+    if keyword is None:
+        return fuse([], s_pairs, keyword_weight=0.0)
+    return fuse(k_pairs, s_pairs, keyword_weight=options.keyword_weight, method=options.fusion,
+                first=first)  # fmt: skip
+
+
+def _total(keyword, semantic, fused, n) -> tuple[int, bool]:
+    if keyword is None:
+        return len(fused), len(fused) >= n
+    extra = len({f.doc_id for f in fused} - {h.doc_id for h in keyword.hits})
+    return keyword.total + extra, keyword.total_is_lower_bound or (
+        semantic is not None and len(semantic) >= n
+    )
+
+
+def _by_distance(source: Source, fused: list[Fused], near: Near):
+    ids = [f.doc_id for f in fused]
+    if not ids:
+        return [], {}
+    marks = ",".join("?" * len(ids))
+    points = {
+        d: near.distance(lat, lon)
+        for d, lat, lon in source.conn.execute(
+            f"SELECT doc_id, lat, lon FROM doc_points WHERE doc_id IN ({marks})", ids
+        )
+    }
+    located = [f for f in fused if f.doc_id in points]
+    located.sort(key=lambda f: (points[f.doc_id], f.doc_id))
+    return located, points
+
+
+def _hits(source, page, keyword, semantic, text, explain, distances) -> list[Hit]:
+    known = {h.doc_id: h for h in keyword.hits} if keyword else {}
+    chunks = {h.doc_id: h.chunk_id for h in semantic} if semantic else {}
+    missing = [f.doc_id for f in page if f.doc_id not in known]
+    if missing:
+        read = read_hits(source, [Candidate(d, 0.0, source.rank_of(d)) for d in missing],
+                         text.split())  # fmt: skip
+        known.update({h.doc_id: h for h in read})
+        _chunk_snippets(source, [h for h in read if h.doc_id in chunks], chunks)
+    out = []
+    for f in page:
+        hit = known.get(f.doc_id)
+        if hit is None:
+            continue
+        hit = replace(hit, score=round(f.score, 6))
+        if f.doc_id in distances:
+            hit.distance_km = round(distances[f.doc_id], 3)
+        if explain:
+            hit.explain = {
+                "keyword_rank": f.keyword_rank, "semantic_rank": f.semantic_rank,
+                "keyword_score": f.keyword_score, "semantic_score": f.semantic_score,
+                "fused": round(f.score, 6),
+            }  # fmt: skip
+        out.append(hit)
+    return out
+
+
+def _chunk_snippets(source: Source, hits: list[Hit], chunks: dict[int, int]) -> None:
+    """A document found by meaning shows the passage that matched, not its first lines."""
+    for hit in hits:
+        row = source.conn.execute(
+            "SELECT heading_path, text FROM chunks WHERE chunk_id = ?", (chunks[hit.doc_id],)
+        ).fetchone()
+        if row:
+            heading, passage = row
+            piece = " ".join(passage.split())[:200]
+            hit.snippet = f"[{heading}] {piece}" if heading else piece
