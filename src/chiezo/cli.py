@@ -20,7 +20,7 @@ from rich.markup import escape
 from . import __version__
 from .build import BuildOptions
 from .config import Settings, is_loopback
-from .errors import EXIT_NOT_FOUND, ChiezoError
+from .errors import EXIT_NOT_FOUND, EXIT_UNCITED, ChiezoError
 from .mcp_config import MCP_CLIENTS
 from .models import SearchResult
 from .progress import NullProgress, RichProgress
@@ -386,8 +386,9 @@ def sources(ctx, as_json) -> None:
         vectors = info.get("vectors")
         if vectors:
             out.print(
-                f"    vectors: {vectors['model']} ({vectors['dim']}-d), {vectors['count']:,} "
-                f"chunks = {vectors['coverage']:.1%} coverage, embedded {vectors['embedded_at']}"
+                f"    vectors: {vectors['model']} ({vectors['dim']}-d), {vectors['count']:,} for "
+                f"{vectors['embedded_chunks']:,} chunks = {vectors['coverage']:.1%} coverage, "
+                f"{_units_label(vectors['unit_chars'])}, embedded {vectors['embedded_at']}"
             )
         elif info.get("name") != "notes":
             out.print(f"    [dim]no vectors (keyword search only; `chiezo embed "
@@ -574,6 +575,128 @@ def filter_command(ctx, source, tags, feature, area, wikidata, attrs, bbox, near
         sys.exit(EXIT_NOT_FOUND)
 
 
+# -- answers ---------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("question", nargs=-1, required=True)
+@click.option("--source", "-s", default=None, help="Answer from this source only.")
+@click.option("--strict", is_flag=True, help="An answer that cites no source fails (exit 4).")
+@click.option("--budget", type=click.IntRange(300), default=None,
+              help="Characters of excerpts given to the model (default CHIEZO_ANSWER_BUDGET).")  # fmt: skip
+@click.option("--mode", type=click.Choice(["rag", "agent"]), default="rag",
+              help="rag: plan, search, excerpts, answer; agent: the model calls the tools.")  # fmt: skip
+@click.option("--steps", type=click.IntRange(1, 20), default=6, help="Agent: tool-call steps.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
+@click.pass_context
+@handles_errors
+def ask(ctx, question, source, strict, budget, mode, steps, as_json) -> None:
+    """Answer QUESTION only from what the library holds, citing numbered sources.
+
+    Needs an OpenAI-compatible endpoint (CHIEZO_LLM_URL, CHIEZO_LLM_MODEL). Exit codes: 0
+    answered, 2 usage/config, 3 nothing found, 4 uncited answer with --strict, 5 no model
+    reachable (the excerpts found are printed anyway)."""
+    code, _ = _answer_turn(_service(ctx), " ".join(question), [], source=source, budget=budget,
+                           mode=mode, steps=steps, strict=strict, as_json=as_json)  # fmt: skip
+    sys.exit(code)
+
+
+@cli.command()
+@click.option("--source", "-s", default=None, help="Answer from this source only.")
+@click.option("--mode", type=click.Choice(["rag", "agent"]), default="rag")
+@click.option("--steps", type=click.IntRange(1, 20), default=6, help="Agent: tool-call steps.")
+@click.pass_context
+@handles_errors
+def chat(ctx, source, mode, steps) -> None:
+    """A conversation with citations: one question per line, an empty line or Ctrl-D ends it.
+    Follow-up questions see the recent turns (not their sources)."""
+    service = _service(ctx)
+    history: list[dict] = []
+    while True:
+        try:
+            line = click.prompt("?", prompt_suffix=" ", default="", show_default=False,
+                                err=True)  # fmt: skip
+        except (EOFError, click.Abort):
+            break
+        if not line.strip():
+            break
+        code, answer = _answer_turn(service, line, history, source=source, mode=mode, steps=steps)
+        if code == 0:
+            history += [{"role": "user", "content": line}, {"role": "assistant", "content": answer}]
+
+
+def _answer_turn(service, text, history, *, source=None, budget=None, mode="rag", steps=6,
+                 strict=False, as_json=False):  # fmt: skip
+    """One question answered and printed: (exit code, the answer text for a chat's history)."""
+    from .answer.agent import Budgets
+    from .answer.rag import NO_BASIS
+    from .llm import LLMNotConfigured, LLMUnavailable
+
+    try:
+        result = service.ask(text, source=source, budget=budget, history=history, mode=mode,
+                             budgets=Budgets(steps=steps),
+                             on_event=lambda name, data: err.print(
+                                 f"[dim]step {data['step']}: {data['tool']}[/]"))  # fmt: skip
+    except (LLMUnavailable, LLMNotConfigured) as exc:
+        if as_json:
+            _emit_json(exc.to_dict())
+        else:
+            _print_error(exc)
+            _print_excerpts(exc.extras.get("excerpts") or [])
+        return exc.exit_code, ""
+    for warning in result.warnings:
+        err.print(f"[yellow]warning:[/] {escape(warning)}")
+    if as_json:
+        _emit_json(result.to_dict())
+    else:
+        out.print(escape(result.answer))
+        for ref in result.references:
+            url = f" — {ref['url']}" if ref.get("url") else ""
+            out.print(
+                f"[{ref['n']}] {escape(ref['title'])}{escape(url)}  [dim]({ref['source']})[/]"
+            )
+    if not result.references and result.answer in NO_BASIS.values():
+        err.print("[dim]hint: try simpler keywords (a name, a title), or run `chiezo doctor`[/]")
+        return EXIT_NOT_FOUND, result.answer
+    if strict and not result.cited:
+        err.print("[bold red]error:[/] the answer cites no source (--strict)")
+        return EXIT_UNCITED, result.answer
+    return 0, result.answer
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+@click.pass_context
+@handles_errors
+def doctor(ctx, as_json) -> None:
+    """Check the data directory, sources, model endpoints, memory and disk; exit 1 on a
+    problem."""
+    from .doctor import check
+
+    rows = check(_service(ctx))
+    if as_json:
+        _emit_json({"ok": all(r["ok"] for r in rows), "checks": rows})
+    else:
+        for row in rows:
+            mark = "[green]ok[/]  " if row["ok"] else "[bold red]FAIL[/]"
+            out.print(f"{mark} {escape(row['check'])}: {escape(row['detail'])}")
+            if row.get("hint"):
+                out.print(f"      [dim]{escape(row['hint'])}[/]")
+    if not all(r["ok"] for r in rows):
+        sys.exit(1)
+
+
+def _print_excerpts(excerpts: list[dict]) -> None:
+    """What was found, when no model could turn it into an answer: the lookup is not wasted."""
+    if not excerpts:
+        return
+    out.print("[bold]Found in the library:[/]")
+    for e in excerpts:
+        url = f" — {e['url']}" if e.get("url") else ""
+        out.print(f"[{e['n']}] [bold]{escape(e['title'])}[/]{escape(url)}  [dim]({e['source']})[/]")
+        out.print(f"    {escape(e['text'])}")
+
+
 # -- vectors and evaluation --------------------------------------------------------------------
 
 
@@ -590,16 +713,24 @@ def filter_command(ctx, source, tags, feature, area, wikidata, attrs, bbox, near
     default=None,
     help="Embed only the first N chunks (most popular documents first).",
 )
+@click.option(
+    "--unit-chars",
+    type=click.IntRange(0),
+    default=None,
+    help="Embed sentences grouped up to N characters (0: whole chunks). Default: as before, "
+    "else 60 — or whole chunks for sources over 200,000 chunks.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
 @handles_errors
-def embed(ctx, source, model, max_chunks, as_json) -> None:
+def embed(ctx, source, model, max_chunks, unit_chars, as_json) -> None:
     """Add vectors to SOURCE for semantic and hybrid search (a new generation). Resumable and
     incremental: vectors are cached by chunk text, so an interrupted run or a rebuild only
     embeds what is new. The source stays searchable by text meanwhile."""
     progress = NullProgress() if as_json else RichProgress(err)
     try:
-        report = _service(ctx).embed(source, model, max_chunks=max_chunks, progress=progress)
+        report = _service(ctx).embed(source, model, max_chunks=max_chunks, unit_chars=unit_chars,
+                                     progress=progress)  # fmt: skip
     finally:
         progress.close()
     data = report.to_dict()
@@ -607,10 +738,15 @@ def embed(ctx, source, model, max_chunks, as_json) -> None:
         _emit_json(data)
         return
     out.print(
-        f"[bold]{escape(source)}[/]: {data['vectors']:,} of {data['chunks']:,} chunks have "
-        f"{escape(data['model'])} vectors ({data['embedded']:,} embedded now at "
+        f"[bold]{escape(source)}[/]: {data['embedded_chunks']:,} of {data['chunks']:,} chunks "
+        f"have {escape(data['model'])} vectors — {data['vectors']:,} vectors, "
+        f"{_units_label(data['unit_chars'])} ({data['embedded']:,} embedded now at "
         f"{data['passages_per_s']:,} passages/s, {data['reused']:,} reused) in {data['seconds']} s"
     )
+
+
+def _units_label(unit_chars: int) -> str:
+    return f"units of ≤ {unit_chars} chars" if unit_chars else "whole chunks"
 
 
 @cli.command("eval")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 
-def _env_float(name: str, default: float) -> float:
+def _env_float(name: str, default: float | None) -> float | None:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
@@ -44,11 +44,18 @@ class Settings:
         separated, ``name:*`` for any port).
     keyword_weight, fusion
         Hybrid search: the keyword side's weight after min-max normalisation
-        (``CHIEZO_HYBRID_KEYWORD_WEIGHT``) and the fusion (``CHIEZO_HYBRID_FUSION``: minmax or
-        rrf); measured defaults in docs/design.md.
+        (``CHIEZO_HYBRID_KEYWORD_WEIGHT``; unset: the measured default for the source's model)
+        and the fusion (``CHIEZO_HYBRID_FUSION``: minmax or rrf); docs/design.md §18.
     serve_threads
         Worker threads answering requests (``CHIEZO_SERVE_THREADS``); each keeps one read-only
         connection per source.
+    llm_url, llm_model, llm_key, llm_timeout
+        OpenAI-compatible chat endpoints for ``ask``/``chat`` (``CHIEZO_LLM_URL``, comma
+        separated, tried in order; ``CHIEZO_LLM_MODEL``; ``CHIEZO_LLM_KEY``;
+        ``CHIEZO_LLM_TIMEOUT`` seconds). Unset: answering is off, everything else works.
+    answer_budget
+        Characters of excerpts an answer's prompt may hold (``CHIEZO_ANSWER_BUDGET``): sized
+        for small context windows.
     """
 
     data_dir: Path = field(default_factory=lambda: Path("./data"))
@@ -57,8 +64,13 @@ class Settings:
     token: str | None = None
     allowed_hosts: tuple[str, ...] = ()
     serve_threads: int = 4
-    keyword_weight: float = 0.5
+    keyword_weight: float | None = None
     fusion: str = "minmax"
+    llm_url: str | None = None
+    llm_model: str | None = None
+    llm_key: str | None = None
+    llm_timeout: float = 120.0
+    answer_budget: int = 4000
 
     @classmethod
     def from_env(cls, **overrides) -> Settings:
@@ -75,8 +87,13 @@ class Settings:
                 if h.strip()
             ),
             serve_threads=int(_env_float("CHIEZO_SERVE_THREADS", 4)),
-            keyword_weight=_env_float("CHIEZO_HYBRID_KEYWORD_WEIGHT", 0.5),
+            keyword_weight=_env_float("CHIEZO_HYBRID_KEYWORD_WEIGHT", None),
             fusion=os.environ.get("CHIEZO_HYBRID_FUSION") or "minmax",
+            llm_url=os.environ.get("CHIEZO_LLM_URL") or None,
+            llm_model=os.environ.get("CHIEZO_LLM_MODEL") or None,
+            llm_key=os.environ.get("CHIEZO_LLM_KEY") or None,
+            llm_timeout=_env_float("CHIEZO_LLM_TIMEOUT", 120.0),
+            answer_budget=int(_env_float("CHIEZO_ANSWER_BUDGET", 4000)),
         )
         return replace(settings, **overrides) if overrides else settings
 

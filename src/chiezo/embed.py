@@ -10,6 +10,13 @@ Embedding is the slow part (e5-small: ~3.6 passages/s on 2 cores), so it is
 * **partial if asked** — ``--max-chunks N`` embeds the chunks of the most popular documents
   first; the source reports its vector coverage and stays fully searchable by text.
 
+A chunk is embedded as **units** of a few sentences (up to ``unit_chars`` characters, each led
+by the chunk's breadcrumb), not as one vector: a question is usually about one sentence, and one
+vector for 500 characters blurs it. On JaQuAD dev this raised USE-multilingual's semantic
+recall@1 from .52 to .64 (docs/design.md §18). It multiplies the vectors (≈6 per paragraph), so
+sources with more than ``UNITS_UP_TO_CHUNKS`` chunks embed whole chunks unless told otherwise
+(``unit_chars=0``). A document's semantic score is its best unit's.
+
 When the cache holds a vector for every chunk wanted, the source gets a new generation: the
 current file copied, ``chunk_vectors`` filled, the HNSW index file written next to it, then
 switched in like any build (the file readers have open is never changed).
@@ -31,11 +38,19 @@ from .embedders import DEFAULT_MODEL, get_embedder
 from .errors import BadQuery
 from .library import NOTES, Library
 from .progress import NullProgress, Progress
-from .search.vectors import VECTOR_TABLE, index_path
+from .search.vectors import VECTOR_SCHEMA, index_path
 
 BATCH = 64
 MAX_PASSAGE_CHARS = 2000
 INDEX_BATCH = 20_000
+SENTENCE_UNIT_CHARS = 60  # best of 1–150 on JaQuAD dev (docs/design.md §18)
+UNITS_UP_TO_CHUNKS = 200_000
+# A unit shorter than this joins its neighbour: a heading line ("# 百済") or "注釈" alone carries
+# no meaning, and such near-empty vectors were where generated nonsense landed (design.md §18).
+MIN_UNIT_CHARS = 16
+# Where a sentence ends: Japanese and Western end marks (with closing quotes), a period before
+# white space, a line break.
+_SENTENCE_END = re.compile(r"[。！？!?]+[」』）)\"'’”]*|\.(?=\s)|\n")
 
 
 @dataclass
@@ -43,7 +58,9 @@ class EmbedReport:
     source: str
     model: str
     chunks: int
+    embedded_chunks: int
     vectors: int
+    unit_chars: int
     embedded: int  # newly computed in this run
     reused: int  # found in the cache
     seconds: float
@@ -64,6 +81,51 @@ def passage_text(title: str, heading_path: str, text: str) -> str:
     if title and not crumb.startswith(title):
         crumb = f"{title} > {crumb}"
     return f"{crumb}\n{text}"[:MAX_PASSAGE_CHARS]
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence, surrounding white space left out."""
+    spans, start = [], 0
+    for match in _SENTENCE_END.finditer(text):
+        spans.append((start, match.end()))
+        start = match.end()
+    spans.append((start, len(text)))
+    out = []
+    for a, b in spans:
+        piece = text[a:b]
+        a += len(piece) - len(piece.lstrip())
+        b -= len(piece) - len(piece.rstrip())
+        if b > a:
+            out.append((a, b))
+    return out
+
+
+def unit_spans(text: str, unit_chars: int) -> list[tuple[int, int]]:
+    """Consecutive sentences grouped up to ``unit_chars`` (a longer sentence stays whole, a
+    shorter than ``MIN_UNIT_CHARS`` joins the next); ``unit_chars=0``: the whole chunk."""
+    if unit_chars <= 0:
+        return [(0, len(text))]
+    units: list[tuple[int, int]] = []
+    current: tuple[int, int] | None = None
+    for a, b in sentence_spans(text):
+        if current and b - current[0] > unit_chars and current[1] - current[0] >= MIN_UNIT_CHARS:
+            units.append(current)
+            current = None
+        current = (current[0], b) if current else (a, b)
+    if current and units and current[1] - current[0] < MIN_UNIT_CHARS:
+        units[-1] = (units[-1][0], current[1])
+    elif current:
+        units.append(current)
+    return units or [(0, len(text))]
+
+
+def choose_unit_chars(requested: int | None, meta: dict[str, str], chunks: int) -> int:
+    """As asked; else as the source was embedded before; else sentences unless it is huge."""
+    if requested is not None:
+        return requested
+    if meta.get("embedding_unit_chars"):
+        return int(meta["embedding_unit_chars"])
+    return SENTENCE_UNIT_CHARS if chunks <= UNITS_UP_TO_CHUNKS else 0
 
 
 def text_hash(model: str, text: str) -> str:
@@ -104,87 +166,110 @@ def embed_source(
     model: str | None = None,
     *,
     max_chunks: int | None = None,
+    unit_chars: int | None = None,
     progress: Progress | None = None,
 ) -> EmbedReport:
     progress = progress or NullProgress()
     if name == NOTES:
         raise BadQuery("the notes source is not embedded (it changes with every write)")
+    if unit_chars is not None and unit_chars < 0:
+        raise BadQuery(f"unit_chars must be 0 (whole chunks) or more, got {unit_chars}")
     source = library.get(name)
     model = model or source.meta.get("embedding_model") or DEFAULT_MODEL
     embedder = get_embedder(model)
     started = time.monotonic()
     total = source.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
     wanted = min(total, max_chunks) if max_chunks is not None else total
+    unit_chars = choose_unit_chars(unit_chars, source.meta, total)
     cache = VectorCache(settings, embedder.name)
     embedded = reused = 0
     try:
         progress.phase(f"embedding with {embedder.name}", wanted, "chunks")
-        for batch in _chunk_batches(source.conn, wanted):
-            hashes = [text_hash(embedder.name, text) for _, text in batch]
+        for batch, chunk_count in _unit_batches(source.conn, wanted, unit_chars):
+            hashes = [text_hash(embedder.name, unit.passage) for unit in batch]
             known = cache.known(hashes)
-            todo = [(h, text) for h, (_, text) in zip(hashes, batch, strict=True) if h not in known]
+            todo = {
+                h: unit.passage for h, unit in zip(hashes, batch, strict=True) if h not in known
+            }
             if todo:
-                vectors = embedder.embed([text for _, text in todo], "passage")
-                cache.put([(h, v.astype("<f2").tobytes()) for (h, _), v in zip(todo, vectors, strict=True)])  # fmt: skip
+                vectors = embedder.embed(list(todo.values()), "passage")
+                cache.put([(h, v.astype("<f2").tobytes()) for h, v in zip(todo, vectors, strict=True)])  # fmt: skip
             embedded += len(todo)
             reused += len(batch) - len(todo)
-            progress.advance(len(batch))
+            progress.advance(chunk_count)
         progress.phase("writing vectors and index", None, "steps")
+        counts: dict[str, int] = {}
         report = derive_generation(
             settings, name,
-            lambda conn, final: _write_vectors(conn, final, cache, embedder, wanted),
+            lambda conn, final: counts.update(
+                _write_vectors(conn, final, cache, embedder, wanted, unit_chars)),
             what="embed",
         )  # fmt: skip
     finally:
         cache.close()
-    return EmbedReport(name, embedder.name, total, wanted, embedded, reused,
+    return EmbedReport(name, embedder.name, total, counts.get("embedded_chunks", 0),
+                       counts.get("vector_count", 0), unit_chars, embedded, reused,
                        time.monotonic() - started, str(report.path))  # fmt: skip
 
 
-def _chunk_batches(conn: db.Connection, wanted: int):
-    """(chunk_id, passage text) in batches, most popular documents first."""
+@dataclass(frozen=True)
+class Unit:
+    chunk_id: int
+    start: int
+    end: int
+    passage: str  # what is embedded: breadcrumb + the unit's text
+
+
+def _unit_batches(conn: db.Connection, wanted: int, unit_chars: int):
+    """(units, chunks they came from) in batches of about ``BATCH`` units, most popular
+    documents first; the same units in the same order every time (the index keys follow it)."""
     rows = conn.execute(
         "SELECT c.chunk_id, d.title, c.heading_path, c.text FROM chunks c "
         "JOIN docs d ON d.doc_id = c.doc_id ORDER BY c.doc_id, c.ord LIMIT ?",
         (wanted,),
     )
-    batch: list[tuple[int, str]] = []
+    batch: list[Unit] = []
+    chunk_count = 0
     for chunk_id, title, heading_path, text in rows:
-        batch.append((chunk_id, passage_text(title, heading_path, text)))
+        chunk_count += 1
+        for a, b in unit_spans(text, unit_chars):
+            batch.append(Unit(chunk_id, a, b, passage_text(title, heading_path, text[a:b])))
         if len(batch) >= BATCH:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+            yield batch, chunk_count
+            batch, chunk_count = [], 0
+    if batch or chunk_count:
+        yield batch, chunk_count
 
 
 def _write_vectors(
-    conn: db.Connection, final: Path, cache: VectorCache, embedder, wanted: int
-) -> None:
+    conn: db.Connection, final: Path, cache: VectorCache, embedder, wanted: int, unit_chars: int
+) -> dict[str, int]:
     import numpy as np
 
-    conn.execute(VECTOR_TABLE)
-    conn.execute("DELETE FROM chunk_vectors")
+    conn.execute("DROP TABLE IF EXISTS chunk_vectors")  # a layout from an older embed goes too
+    for statement in VECTOR_SCHEMA:
+        conn.execute(statement)
     conn.execute("ATTACH DATABASE ? AS cache", (str(cache.path),))
-    rows = []
-    for batch in _chunk_batches(conn, wanted):
-        hashes = [text_hash(embedder.name, text) for _, text in batch]
+    for batch, _ in _unit_batches(conn, wanted, unit_chars):
+        hashes = [text_hash(embedder.name, unit.passage) for unit in batch]
         marks = ",".join("?" * len(hashes))
         found = dict(conn.execute(f"SELECT hash, v FROM cache.vec WHERE hash IN ({marks})", hashes))
-        rows = [
-            (chunk_id, found[h])
-            for (chunk_id, _), h in zip(batch, hashes, strict=True)
-            if h in found
-        ]
-        conn.executemany("INSERT INTO chunk_vectors VALUES (?, ?)", rows)
+        conn.executemany(
+            "INSERT INTO chunk_vectors (chunk_id, span_start, span_end, vec) VALUES (?, ?, ?, ?)",
+            [(u.chunk_id, u.start, u.end, found[h])
+             for u, h in zip(batch, hashes, strict=True) if h in found],
+        )  # fmt: skip
     conn.execute("DETACH DATABASE cache")
     count = conn.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0]
+    chunks = conn.execute("SELECT count(DISTINCT chunk_id) FROM chunk_vectors").fetchone()[0]
     meta = {
         "embedding_model": embedder.name,
         "embedding_dim": embedder.dim,
         "embedding_normalised": 1,
         "embedding_dtype": "float16",
+        "embedding_unit_chars": unit_chars,
         "vector_count": count,
+        "embedded_chunks": chunks,
         "embedding_max_chunks": "" if wanted >= _chunk_total(conn) else wanted,
         "embedded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -195,6 +280,7 @@ def _write_vectors(
     if floor is not None:
         conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('semantic_floor', ?)",
                      (str(round(floor, 4)),))  # fmt: skip
+    return {"vector_count": count, "embedded_chunks": chunks}
 
 
 def _calibrate(embedder, index) -> float | None:
@@ -215,8 +301,9 @@ def _chunk_total(conn: db.Connection) -> int:
     return conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
 
 
-def previous_embedding(path: Path | None) -> tuple[str, int | None] | None:
-    """(model, max_chunks) of a generation that had vectors — what a rebuild carries over."""
+def previous_embedding(path: Path | None) -> tuple[str, int | None, int | None] | None:
+    """(model, max_chunks, unit_chars) of a generation that had vectors — what a rebuild
+    carries over."""
     if path is None or not path.exists():
         return None
     conn = db.open_readonly(path)
@@ -227,7 +314,9 @@ def previous_embedding(path: Path | None) -> tuple[str, int | None] | None:
     if not meta.get("embedding_model"):
         return None
     limit = meta.get("embedding_max_chunks") or None
-    return meta["embedding_model"], int(limit) if limit else None
+    units = meta.get("embedding_unit_chars")
+    return (meta["embedding_model"], int(limit) if limit else None,
+            int(units) if units not in (None, "") else None)  # fmt: skip
 
 
 def _write_index(conn: db.Connection, final: Path, dim: int, np):
@@ -241,7 +330,7 @@ def _write_index(conn: db.Connection, final: Path, dim: int, np):
     last = 0
     while True:
         rows = conn.execute(
-            "SELECT chunk_id, vec FROM chunk_vectors WHERE chunk_id > ? ORDER BY chunk_id LIMIT ?",
+            "SELECT vec_id, vec FROM chunk_vectors WHERE vec_id > ? ORDER BY vec_id LIMIT ?",
             (last, INDEX_BATCH),
         ).fetchall()
         if not rows:

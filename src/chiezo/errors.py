@@ -82,3 +82,10 @@ class InputError(BuildError):
     """The input to an ingest is missing or unusable (missing folder, malformed dump)."""
 
     exit_code = EXIT_USAGE
+
+
+class Uncited(ChiezoError):
+    """A strict answer that cites none of its sources."""
+
+    status = 422
+    exit_code = EXIT_UNCITED

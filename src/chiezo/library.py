@@ -164,8 +164,11 @@ class Source:
         info = vector_info(self.meta)
         if info is None:
             return None
+        units = self.meta.get("embedding_unit_chars")
         return {"model": info.model, "dim": info.dim, "count": info.count,
-                "coverage": round(info.coverage, 4), "embedded_at": self.meta.get("embedded_at")}  # fmt: skip
+                "embedded_chunks": info.embedded_chunks, "coverage": round(info.coverage, 4),
+                "unit_chars": int(units) if units not in (None, "") else 0,
+                "embedded_at": self.meta.get("embedded_at")}  # fmt: skip
 
 
 class NotesSource(Source):

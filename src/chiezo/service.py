@@ -62,8 +62,10 @@ class Service:
         carried = previous_embedding(report.previous)
         model = embed if isinstance(embed, str) else (carried[0] if carried else None)
         if model:
-            limit = carried[1] if carried and carried[0] == model else None
-            done = self.embed(report.name, model, max_chunks=limit, progress=kwargs.get("progress"))
+            same = carried is not None and carried[0] == model
+            done = self.embed(report.name, model, max_chunks=carried[1] if same else None,
+                              unit_chars=carried[2] if same else None,
+                              progress=kwargs.get("progress"))  # fmt: skip
             report.embedding = done.to_dict()
         return report
 
@@ -357,12 +359,64 @@ class Service:
         return spent
 
     def embed(self, source: str, model: str | None = None, *, max_chunks: int | None = None,
-              progress=None):  # fmt: skip
+              unit_chars: int | None = None, progress=None):  # fmt: skip
         """Vectors for a source's chunks, as a new generation (embed.py)."""
         from .embed import embed_source
 
         return embed_source(self.settings, self.library, source, model, max_chunks=max_chunks,
-                            progress=progress)  # fmt: skip
+                            unit_chars=unit_chars, progress=progress)  # fmt: skip
+
+    # -- answers ---------------------------------------------------------------------------
+
+    def llm(self):
+        """The configured model client, or None when answering is off (no CHIEZO_LLM_URL)."""
+        from .llm import LLMClient, endpoints_from
+
+        s = self.settings
+        endpoints = endpoints_from(s.llm_url, s.llm_model, s.llm_key)
+        return LLMClient(endpoints, timeout=s.llm_timeout) if endpoints else None
+
+    def prepare_answer(self, question: str, *, source: str | None = None,
+                       history: list[dict] | None = None, budget: int | None = None):  # fmt: skip
+        """Plan, retrieve and excerpt (answer/rag.py) — everything before the model answers."""
+        from .answer import rag
+
+        return rag.prepare(self, question, source=source, history=history, llm=self.llm(),
+                           budget=budget or self.settings.answer_budget)  # fmt: skip
+
+    def ask(self, question: str, *, source: str | None = None, history: list[dict] | None = None,
+            budget: int | None = None, grounded: bool = True, mode: str = "rag",
+            budgets=None, on_event=None):  # fmt: skip
+        """An answer from numbered sources with citations: ``rag`` (plan, search, excerpts,
+        answer) or ``agent`` (the model calls the read-only tools itself, within budgets)."""
+        from .answer import rag
+        from .llm import LLMNotConfigured
+
+        if mode not in ("rag", "agent"):
+            raise BadQuery(f"mode must be rag or agent, got {mode!r}")
+        if mode == "agent":
+            from .answer.agent import run_agent
+
+            llm = self.llm()
+            if llm is None:
+                raise LLMNotConfigured("agent mode needs a language model endpoint",
+                                       hint="set CHIEZO_LLM_URL (and CHIEZO_LLM_MODEL)")  # fmt: skip
+            if not (question or "").strip():
+                raise BadQuery("the question is empty")
+            return run_agent(self, question.strip(), llm, history=history, budgets=budgets,
+                             on_event=on_event)  # fmt: skip
+        prepared = self.prepare_answer(question, source=source, history=history, budget=budget)
+        llm = self.llm()
+        if llm is None:
+            if not prepared.excerpts and grounded:
+                return rag.no_basis(prepared)
+            raise LLMNotConfigured(
+                "answering needs a language model endpoint, and none is configured",
+                hint="set CHIEZO_LLM_URL (and CHIEZO_LLM_MODEL); the excerpts found are included",
+                excerpts=[{**e.reference(), "text": e.text} for e in prepared.excerpts],
+                queries=prepared.plan.queries,
+            )
+        return rag.answer(prepared, llm, grounded=grounded)
 
     # -- notes -------------------------------------------------------------------------------
 

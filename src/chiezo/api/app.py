@@ -8,17 +8,18 @@ filter that is ignored returns wrong results with a straight face.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from typing import Annotated, Any
 
 import anyio.to_thread
 from fastapi import Depends, FastAPI, Path, Query, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import __version__
 from ..config import Settings
-from ..errors import BadQuery
+from ..errors import BadQuery, Uncited
 from ..mcp_server import build_mcp
 from ..service import MAX_LIMIT, Service
 from . import errors
@@ -50,6 +51,23 @@ class NoteIn(BaseModel):
     text: str = Field(description="the content itself: names, numbers, dates, items")
     title: str | None = Field(default=None, description="default: the first line")
     tags: list[str] | None = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: str = Field(description="user or assistant")
+    content: str
+
+
+class ChatIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    messages: list[ChatMessage] = Field(description="the conversation; the last is the question")
+    source: str | None = None
+    strict: bool = False
+    stream: bool = False
+    budget: int | None = Field(default=None, ge=300, description="characters of excerpts")
+    mode: str = Field(default="rag", description="rag or agent")
+    steps: int = Field(default=6, ge=1, le=20, description="agent: tool-call steps")
 
 
 class NotePatch(BaseModel):
@@ -85,6 +103,72 @@ def _json(data: Any, status: int = 200) -> JSONResponse:
     """Answer with the service's data as is: it is plain JSON already, so FastAPI's response
     validation and encoding walk (about a third of a small request's time) is skipped."""
     return JSONResponse(data, status_code=status)
+
+
+def _answer(service: Service, question, history, source, strict, stream, budget, mode="rag",
+            steps=6):  # fmt: skip
+    from ..answer import rag
+    from ..answer.agent import Budgets
+    from ..errors import ChiezoError
+    from ..llm import LLMNotConfigured
+
+    budgets = Budgets(steps=steps)
+    if mode == "agent" and stream:
+        return StreamingResponse(_agent_events(service, question, history, budgets),
+                                 media_type="text/event-stream")  # fmt: skip
+    if not stream:
+        result = service.ask(question, source=source, history=history, budget=budget, mode=mode,
+                             budgets=budgets)  # fmt: skip
+        if strict and result.references and not result.cited:
+            raise Uncited("the answer cites no source (strict)", answer=result.answer,
+                                 references=result.references)  # fmt: skip
+        return _json(result.to_dict())
+    prepared = service.prepare_answer(question, source=source, history=history, budget=budget)
+    llm = service.llm()
+    if llm is None and prepared.excerpts:
+        raise LLMNotConfigured("answering needs a language model endpoint, and none is configured",
+                               hint="set CHIEZO_LLM_URL (and CHIEZO_LLM_MODEL)")  # fmt: skip
+
+    def events():
+        try:
+            for name, data in rag.stream_answer(prepared, llm):
+                yield _sse(name, data)
+        except ChiezoError as exc:  # after the first byte: the stream says what went wrong
+            yield _sse("error", exc.to_dict())
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+def _sse(name: str, data: Any) -> str:
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+def _agent_events(service: Service, question, history, budgets):
+    """Agent progress as server-sent events: one ``step`` per tool call, then ``done`` (or
+    ``error``). The agent runs in a thread; its events cross over a queue."""
+    import queue
+    import threading
+
+    from ..errors import ChiezoError
+
+    events: queue.Queue = queue.Queue()
+
+    def work():
+        try:
+            result = service.ask(question, history=history, mode="agent", budgets=budgets,
+                                 on_event=lambda name, data: events.put((name, data)))  # fmt: skip
+            events.put(("done", result.to_dict()))
+        except ChiezoError as exc:
+            events.put(("error", exc.to_dict()))
+        except Exception as exc:  # noqa: BLE001 - reported in the stream, not swallowed
+            events.put(("error", {"error": f"internal error: {type(exc).__name__}", "status": 500}))
+
+    threading.Thread(target=work, daemon=True).start()
+    while True:
+        name, data = events.get()
+        yield _sse(name, data)
+        if name in ("done", "error"):
+            return
 
 
 def _split(values: list[str] | None) -> list[str] | None:
@@ -199,6 +283,34 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         searched by keyword whatever ``mode`` asks (the response notes say which)."""
         found = service.search(q, None, limit=limit, offset=offset, mode=mode, explain=explain)
         return _json(found.to_dict())
+
+    # -- answers -------------------------------------------------------------------------------
+
+    @app.get("/v1/ask", tags=["answers"])
+    def ask(
+        q: str,
+        source: str | None = None,
+        strict: bool = False,
+        stream: bool = False,
+        budget: Annotated[int | None, Query(ge=300)] = None,
+        mode: Annotated[str, Query(description="rag (default) or agent")] = "rag",
+        steps: Annotated[int, Query(ge=1, le=20, description="agent: tool-call steps")] = 6,
+    ):
+        """Answer ``q`` only from the library, citing numbered sources (needs CHIEZO_LLM_URL).
+        Nothing found: a fixed "no basis" reply, the model not called. ``strict``: an answer
+        citing nothing is a 422. ``stream``: server-sent events ``references``, ``delta``…,
+        ``done`` — planning and retrieval finish before the first byte."""
+        return _answer(service, q, [], source, strict, stream, budget, mode, steps)
+
+    @app.post("/v1/chat", tags=["answers"])
+    def chat(body: ChatIn):
+        """A conversation turn: the last message is the question; the recent turns inform the
+        plan and the answer (their sources are not replayed)."""
+        if not body.messages or body.messages[-1].role != "user":
+            raise BadQuery("the last message must be the user's question")
+        history = [m.model_dump() for m in body.messages[:-1]]
+        return _answer(service, body.messages[-1].content, history, body.source, body.strict,
+                       body.stream, body.budget, body.mode, body.steps)  # fmt: skip
 
     # -- notes (declared before /v1/{source}/... so that /v1/notes/recall is not a source) ---
 

@@ -5,7 +5,10 @@
 ``hybrid``    both, over-fetching ``top_n`` from each side and fusing (search/hybrid.py).
 
 The default is hybrid where the source has vectors, keyword elsewhere. Title-exact documents
-come first in every mode that runs the keyword side. With ``near``, the first ``top_n`` by
+come first in every mode that runs the keyword side. The semantic floor (search/semantic.py)
+keeps a document out that *only* the semantic side found below it; in hybrid, a document the
+keyword side found keeps its semantic score whatever it is — the floor guards against adding the
+nearest junk, not against re-ranking real matches (docs/design.md §18). With ``near``, the first ``top_n`` by
 relevance are reordered by distance — and the result says so. If embedding the query or the
 vector search runs past its budget, keyword results come back marked as a fallback rather than
 a failure or a wait.
@@ -24,13 +27,24 @@ from .filters import Filters, Near
 from .fts import MAX_WINDOW, read_hits, search_source
 from .hybrid import Fused, fuse
 from .rank import Candidate
-from .semantic import SemanticHit, embed_query, require_vectors, semantic_candidates
+from .semantic import (
+    NO_FLOOR,
+    SemanticHit,
+    default_floor,
+    embed_query,
+    require_vectors,
+    semantic_candidates,
+)
 from .vectors import vector_info
 
 MODES = ("keyword", "semantic", "hybrid")
 FUSIONS = ("minmax", "rrf")
-DEFAULT_KEYWORD_WEIGHT = 0.5
+# The keyword side's weight in min-max fusion, per model: a weaker semantic model earns less
+# weight. Chosen on JaQuAD train, confirmed on dev (docs/design.md §18).
+KEYWORD_WEIGHT = {"use-m": 0.7, "e5-small": 0.5}
+DEFAULT_KEYWORD_WEIGHT = 0.6
 DEFAULT_TOP_N = 50
+SNIPPET_CHARS = 200
 SEMANTIC_BUDGET = 3.0  # seconds for embedding the query and searching vectors
 _pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="semantic")
 
@@ -38,7 +52,7 @@ _pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix=
 @dataclass(frozen=True)
 class RetrievalOptions:
     mode: str | None = None
-    keyword_weight: float = DEFAULT_KEYWORD_WEIGHT
+    keyword_weight: float | None = None  # None: KEYWORD_WEIGHT of the source's model
     fusion: str = "minmax"
     top_n: int = DEFAULT_TOP_N
     explain: bool = False
@@ -50,7 +64,7 @@ class RetrievalOptions:
             raise BadQuery(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.fusion not in FUSIONS:
             raise BadQuery(f"fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}")
-        if not 0.0 <= self.keyword_weight <= 1.0:
+        if self.keyword_weight is not None and not 0.0 <= self.keyword_weight <= 1.0:
             raise BadQuery(f"keyword_weight must be within 0..1, got {self.keyword_weight}")
         if not 1 <= self.top_n <= 1000:
             raise BadQuery(f"top_n must be within 1..1000, got {self.top_n}")
@@ -86,7 +100,7 @@ def retrieve(
     notes: list[str] = []
     semantic: list[SemanticHit] | None = None
     if mode in ("semantic", "hybrid"):
-        semantic = _semantic_within_budget(source, text, n, filters, options, timeout)
+        semantic = _semantic_within_budget(source, text, n, filters, options, timeout, mode)
         if semantic is None:
             notes.append("semantic search took longer than its budget; keyword results only")
             mode = "keyword-fallback"
@@ -95,7 +109,12 @@ def retrieve(
         keyword = search_source(source, text, limit=min(n, MAX_WINDOW), offset=0, timeout=timeout,
                                 filters=filters, others=others)  # fmt: skip
         notes += keyword.notes
-    fused = _fuse(keyword, semantic, options)
+    if keyword is not None and semantic:
+        semantic = _floored(source, semantic, keyword, options)
+    weight = keyword_weight(source, options) if semantic is not None else 1.0
+    fused = _fuse(keyword, semantic, options, weight)
+    if options.explain and mode == "hybrid":
+        notes.append(f"hybrid: {options.fusion} fusion, keyword weight {weight}")
     total, lower = _total(keyword, semantic, fused, n)
     order = "relevance"
     distances: dict[int, float] = {}
@@ -120,7 +139,7 @@ def retrieve(
     )
 
 
-def _semantic_within_budget(source, text, n, filters, options, timeout):
+def _semantic_within_budget(source, text, n, filters, options, timeout, mode):
     budget = min(SEMANTIC_BUDGET, timeout) if timeout else SEMANTIC_BUDGET
     # Loading the model and opening the index happen once per process, here, outside the
     # budget: a cold start is not a slow query (and a missing model is an error, not a
@@ -128,9 +147,12 @@ def _semantic_within_budget(source, text, n, filters, options, timeout):
     get_embedder(require_vectors(source).model)
     _ = source.vectors
 
+    # hybrid fetches below the floor too; _floored decides per document
+    min_score = NO_FLOOR if mode == "hybrid" else options.min_score
+
     def run():
         vector = embed_query(source, text)
-        return semantic_candidates(source, vector, n, filters=filters, min_score=options.min_score)
+        return semantic_candidates(source, vector, n, filters=filters, min_score=min_score)
 
     future = _pool.submit(run)
     try:
@@ -139,7 +161,17 @@ def _semantic_within_budget(source, text, n, filters, options, timeout):
         return None
 
 
-def _fuse(keyword: SearchResult | None, semantic: list[SemanticHit] | None, options) -> list[Fused]:
+def _floored(source, semantic: list[SemanticHit], keyword: SearchResult, options):
+    """Semantic hits at or above the floor, and any the keyword side found too."""
+    floor = options.min_score
+    if floor is None:
+        floor = default_floor(source, require_vectors(source).model)
+    found = {h.doc_id for h in keyword.hits}
+    return [h for h in semantic if h.score >= floor or h.doc_id in found]
+
+
+def _fuse(keyword: SearchResult | None, semantic: list[SemanticHit] | None, options,
+          weight: float = DEFAULT_KEYWORD_WEIGHT) -> list[Fused]:  # fmt: skip
     k_pairs = [(h.doc_id, -h.score) for h in keyword.hits] if keyword else []
     s_pairs = [(h.doc_id, h.score) for h in semantic] if semantic is not None else []
     first = [h.doc_id for h in keyword.hits if h.title_match] if keyword else []
@@ -147,8 +179,14 @@ def _fuse(keyword: SearchResult | None, semantic: list[SemanticHit] | None, opti
         return fuse(k_pairs, [], keyword_weight=1.0, first=first)
     if keyword is None:
         return fuse([], s_pairs, keyword_weight=0.0)
-    return fuse(k_pairs, s_pairs, keyword_weight=options.keyword_weight, method=options.fusion,
+    return fuse(k_pairs, s_pairs, keyword_weight=weight, method=options.fusion,
                 first=first)  # fmt: skip
+
+
+def keyword_weight(source: Source, options: RetrievalOptions) -> float:
+    if options.keyword_weight is not None:
+        return options.keyword_weight
+    return KEYWORD_WEIGHT.get(require_vectors(source).model, DEFAULT_KEYWORD_WEIGHT)
 
 
 def _total(keyword, semantic, fused, n) -> tuple[int, bool]:
@@ -178,7 +216,7 @@ def _by_distance(source: Source, fused: list[Fused], near: Near):
 
 def _hits(source, page, keyword, semantic, text, explain, distances) -> list[Hit]:
     known = {h.doc_id: h for h in keyword.hits} if keyword else {}
-    chunks = {h.doc_id: h.chunk_id for h in semantic} if semantic else {}
+    chunks = {h.doc_id: h for h in semantic} if semantic else {}
     missing = [f.doc_id for f in page if f.doc_id not in known]
     if missing:
         read = read_hits(source, [Candidate(d, 0.0, source.rank_of(d)) for d in missing],
@@ -203,13 +241,16 @@ def _hits(source, page, keyword, semantic, text, explain, distances) -> list[Hit
     return out
 
 
-def _chunk_snippets(source: Source, hits: list[Hit], chunks: dict[int, int]) -> None:
-    """A document found by meaning shows the passage that matched, not its first lines."""
+def _chunk_snippets(source: Source, hits: list[Hit], matched: dict[int, SemanticHit]) -> None:
+    """A document found by meaning shows the passage that matched — from the start of the unit
+    that matched — not its first lines."""
     for hit in hits:
+        found = matched[hit.doc_id]
         row = source.conn.execute(
-            "SELECT heading_path, text FROM chunks WHERE chunk_id = ?", (chunks[hit.doc_id],)
+            "SELECT heading_path, text FROM chunks WHERE chunk_id = ?", (found.chunk_id,)
         ).fetchone()
         if row:
             heading, passage = row
-            piece = " ".join(passage.split())[:200]
+            start = found.span[0] if found.span else 0
+            piece = " ".join(passage[start:].split())[:SNIPPET_CHARS]
             hit.snippet = f"[{heading}] {piece}" if heading else piece

@@ -1,5 +1,5 @@
-"""Semantic candidates: the query embedded with the source's own model, nearest chunks, best
-chunk per document.
+"""Semantic candidates: the query embedded with the source's own model, nearest vectors (units
+of chunks, see embed.py), best unit per document.
 
 With filters, the candidates must come from the filtered set. A set up to ``EXACT_SET`` documents
 is searched exhaustively (its chunk vectors read from the source file, one matrix product); a
@@ -11,21 +11,26 @@ query has nearest neighbours too.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from ..embedders import get_embedder
 from ..library import Source
 from .filters import Filters, filter_ids
 from .setplan import run_filters
-from .vectors import VectorsUnavailable, chunk_docs, vector_info
+from .vectors import VectorsUnavailable, vector_info, vector_owners
 
 EXACT_SET = 20_000
-OVERFETCH = 4  # chunks fetched per document wanted: documents have several chunks
+# Vectors fetched per document wanted (documents have several): at least this many, more where
+# the source has more vectors per document, at most MAX_FETCH in all.
+OVERFETCH = 4
 FILTERED_OVERFETCH = 40
+MAX_FETCH = 5_000
 # Cosine floors below which a document is not a semantic match, per model; measured on JaQuAD
 # dev against nonsense queries (docs/design.md).
 MIN_SCORE = {"use-m": 0.25, "e5-small": 0.80}
 DEFAULT_MIN_SCORE = 0.3
+NO_FLOOR = -1.0  # cosine similarity is never below it
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,7 @@ class SemanticHit:
     doc_id: int
     score: float
     chunk_id: int
+    span: tuple[int, int] | None = None  # the unit of the chunk that matched
 
 
 def require_vectors(source: Source):
@@ -50,7 +56,7 @@ def embed_query(source: Source, text: str):
     """The query as a vector of the source's own model; a model that now gives vectors of
     another size than the source's is an error, not a silent comparison of unrelated spaces."""
     info = require_vectors(source)
-    vector = get_embedder(info.model).embed([text], "query")[0]
+    vector = _query_vector(info.model, text)
     if info.dim and len(vector) != info.dim:
         raise VectorsUnavailable(
             f"the model {info.model!r} now gives {len(vector)}-d vectors, but {source.name!r} "
@@ -58,6 +64,15 @@ def embed_query(source: Source, text: str):
             source=source.name,
             hint=f"re-embed: `chiezo embed {source.name} --model {info.model}`",
         )
+    return vector
+
+
+@functools.lru_cache(maxsize=8192)
+def _query_vector(model: str, text: str):
+    """Repeated queries (paging, a chat's follow-ups, an evaluation's configurations) are
+    embedded once; e5-small takes ~100 ms a query on 2 cores."""
+    vector = get_embedder(model).embed([text], "query")[0]
+    vector.setflags(write=False)
     return vector
 
 
@@ -84,14 +99,17 @@ def semantic_candidates(
         allowed = run_filters(source, filters, EXACT_SET + 1, 0).ids
         if len(allowed) <= EXACT_SET:
             return _exact(source, query_vector, allowed, n, floor)
-    fetch = n * (FILTERED_OVERFETCH if filters else OVERFETCH)
-    chunks = source.vectors.search(query_vector, fetch)
-    owners = chunk_docs(source.conn, [c for c, _ in chunks])
+    per_doc = max(OVERFETCH, round(2 * info.vectors_per_doc))
+    fetch = min(MAX_FETCH, n * (FILTERED_OVERFETCH if filters else 1) * per_doc)
+    found = [
+        (v, score) for v, score in source.vectors.search(query_vector, fetch) if score >= floor
+    ]
+    owners = vector_owners(source.conn, [v for v, _ in found])
     best: dict[int, SemanticHit] = {}
-    for chunk_id, score in chunks:
-        doc_id = owners.get(chunk_id)
-        if doc_id is not None and score >= floor and doc_id not in best:
-            best[doc_id] = SemanticHit(doc_id, score, chunk_id)
+    for vec_id, score in found:
+        owner = owners.get(vec_id)
+        if owner is not None and owner.doc_id not in best:
+            best[owner.doc_id] = SemanticHit(owner.doc_id, score, owner.chunk_id, owner.span)
     hits = list(best.values())
     if filters:
         keep = set(filter_ids(source.conn, filters, [h.doc_id for h in hits]))
@@ -107,27 +125,27 @@ def _exact(
     if not doc_ids:
         return []
     dim = len(query_vector)
-    rows: list[tuple[int, int, bytes]] = []
+    rows: list[tuple[int, int, int, int, bytes]] = []
     for start in range(0, len(doc_ids), 500):
         part = doc_ids[start : start + 500]
         marks = ",".join("?" * len(part))
         rows += source.conn.execute(
-            f"SELECT c.chunk_id, c.doc_id, v.vec FROM chunks c JOIN chunk_vectors v "
-            f"ON v.chunk_id = c.chunk_id WHERE c.doc_id IN ({marks})",
+            f"SELECT c.chunk_id, c.doc_id, v.span_start, v.span_end, v.vec FROM chunks c "
+            f"JOIN chunk_vectors v ON v.chunk_id = c.chunk_id WHERE c.doc_id IN ({marks})",
             part,
         ).fetchall()
     if not rows:
         return []
-    matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f2").reshape(len(rows), dim)
+    matrix = np.frombuffer(b"".join(r[4] for r in rows), dtype="<f2").reshape(len(rows), dim)
     scores = matrix.astype(np.float32) @ np.asarray(query_vector, dtype=np.float32)
     best: dict[int, SemanticHit] = {}
     for i in np.argsort(-scores):
-        chunk_id, doc_id, _ = rows[i]
+        chunk_id, doc_id, a, b, _ = rows[i]
         score = float(scores[i])
         if score < floor:
             break
         if doc_id not in best:
-            best[doc_id] = SemanticHit(doc_id, score, chunk_id)
+            best[doc_id] = SemanticHit(doc_id, score, chunk_id, (a, b))
             if len(best) >= n:
                 break
     return list(best.values())

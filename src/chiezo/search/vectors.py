@@ -1,9 +1,11 @@
 """Chunk vectors: stored in the source file, searched through an index file next to it.
 
-* ``chunk_vectors(chunk_id, vec)`` in the generation file holds every vector as float16 (half
-  the size of float32; the top-20 results kept ≥ 95% of their members in the design notes'
-  study, re-measured in docs/design.md). The model, dimension and normalisation are in ``meta``;
-  a query is always embedded with the source's own model.
+* ``chunk_vectors(vec_id, chunk_id, span_start, span_end, vec)`` in the generation file holds
+  every vector as float16 (half the size of float32; the top-20 results kept ≥ 95% of their
+  members in the design notes' study, re-measured in docs/design.md). A vector stands for a
+  *unit* of a chunk — a few sentences, ``chunk.text[span_start:span_end]`` — or the whole
+  chunk (embed.py says which and why). The model, dimension, normalisation and unit size are in
+  ``meta``; a query is always embedded with the source's own model.
 * ``gen-….db.usearch`` next to it is an HNSW index (usearch, cosine, float16), opened as a
   memory-mapped *view*: nothing is loaded into the process heap, the OS page cache holds it, and
   it is warmed (touched) when the server starts so the first queries are not slow.
@@ -26,12 +28,16 @@ CONNECTIVITY = 16
 EXPANSION_ADD = 128
 EXPANSION_SEARCH = 96
 
-VECTOR_TABLE = """
-CREATE TABLE IF NOT EXISTS chunk_vectors (
-    chunk_id INTEGER PRIMARY KEY,
-    vec      BLOB NOT NULL
+VECTOR_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS chunk_vectors (
+        vec_id     INTEGER PRIMARY KEY,
+        chunk_id   INTEGER NOT NULL,
+        span_start INTEGER NOT NULL,
+        span_end   INTEGER NOT NULL,
+        vec        BLOB NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS chunk_vectors_by_chunk ON chunk_vectors (chunk_id)",
 )
-"""
 
 
 class VectorsUnavailable(ChiezoError):
@@ -43,12 +49,18 @@ class VectorsUnavailable(ChiezoError):
 class VectorInfo:
     model: str
     dim: int
-    count: int
-    chunks: int
+    count: int  # vectors
+    chunks: int  # chunks in the source
+    embedded_chunks: int  # chunks with at least one vector
+    docs: int
 
     @property
     def coverage(self) -> float:
-        return self.count / self.chunks if self.chunks else 0.0
+        return self.embedded_chunks / self.chunks if self.chunks else 0.0
+
+    @property
+    def vectors_per_doc(self) -> float:
+        return self.count / self.docs if self.docs else 1.0
 
 
 def vector_info(meta: dict[str, str]) -> VectorInfo | None:
@@ -59,6 +71,8 @@ def vector_info(meta: dict[str, str]) -> VectorInfo | None:
         dim=int(meta.get("embedding_dim", 0)),
         count=int(meta.get("vector_count", 0)),
         chunks=int(meta.get("chunk_count", 0)),
+        embedded_chunks=int(meta.get("embedded_chunks") or meta.get("vector_count", 0)),
+        docs=int(meta.get("doc_count", 0)),
     )
 
 
@@ -88,7 +102,7 @@ class VectorIndex:
         return len(self._index)
 
     def search(self, query, k: int) -> list[tuple[int, float]]:
-        """(chunk_id, cosine similarity), best first."""
+        """(vec_id, cosine similarity), best first."""
         if not len(self._index):
             return []
         exact = len(self._index) < EXACT_BELOW
@@ -114,10 +128,24 @@ class VectorIndex:
         self.search(probe, 10)
 
 
-def chunk_docs(conn: db.Connection, chunk_ids: list[int]) -> dict[int, int]:
-    """chunk_id → doc_id."""
-    if not chunk_ids:
-        return {}
-    marks = ",".join("?" * len(chunk_ids))
-    return dict(conn.execute(f"SELECT chunk_id, doc_id FROM chunks WHERE chunk_id IN ({marks})",
-                             chunk_ids))  # fmt: skip
+@dataclass(frozen=True)
+class VectorOwner:
+    chunk_id: int
+    doc_id: int
+    span: tuple[int, int]
+
+
+def vector_owners(conn: db.Connection, vec_ids: list[int]) -> dict[int, VectorOwner]:
+    """vec_id → the chunk, document and text span it stands for."""
+    out: dict[int, VectorOwner] = {}
+    for start in range(0, len(vec_ids), 500):
+        part = vec_ids[start : start + 500]
+        marks = ",".join("?" * len(part))
+        for vec_id, chunk_id, doc_id, a, b in conn.execute(
+            f"SELECT v.vec_id, v.chunk_id, c.doc_id, v.span_start, v.span_end "
+            f"FROM chunk_vectors v JOIN chunks c ON c.chunk_id = v.chunk_id "
+            f"WHERE v.vec_id IN ({marks})",
+            part,
+        ):
+            out[vec_id] = VectorOwner(chunk_id, doc_id, (a, b))
+    return out

@@ -1,0 +1,188 @@
+"""Planning: a question (and a chat's recent turns) → up to three search queries.
+
+The model is asked for JSON, but small models wrap it in fences, add prose, or stop
+mid-object. So the reply is read leniently — JSON, then the first ``{…}``, then the fields
+scraped one by one — and when nothing usable comes back (or there is no model), the queries
+come from :func:`keyword_queries`, which needs no model. Whatever was used is reported, so a
+degraded plan is visible.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+MAX_QUERIES = 3
+MAX_QUERY_CHARS = 200
+
+PLAN_PROMPT = """You turn a question into search queries for an encyclopedia-like library.
+Reply with JSON only: {"queries": ["...", "..."], "source": null}
+- at most 3 short queries, most specific first; the first is the main subject's title if the
+  question names one (e.g. "浅草寺はどこにある？" -> ["浅草寺"])
+- keep the question's language; no explanations
+- "source": one of the listed source names if the question is clearly about it, else null"""
+
+
+@dataclass
+class Plan:
+    queries: list[str]
+    source: str | None = None
+    planner: str = "keywords"  # "model", or "keywords" (no model, or its reply was unusable)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"queries": self.queries, "source": self.source, "planner": self.planner,
+                "notes": self.notes}  # fmt: skip
+
+
+# -- reading a model's reply -------------------------------------------------------------------
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)(?:```|$)", re.S)
+_QUERIES_FIELD = re.compile(r'"queries"\s*:\s*\[(.*?)(?:\]|$)', re.S)
+_SOURCE_FIELD = re.compile(r'"source"\s*:\s*"([^"]*)"')
+_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def parse_plan_reply(reply: str, sources: list[str] | None = None) -> tuple[list[str], str | None]:
+    """(queries, source) from a model's reply, however it is wrapped; ``([], None)`` if
+    nothing usable is in it."""
+    text = strip_reasoning(reply or "")
+    fenced = _FENCE.search(text)
+    candidates = [fenced.group(1)] if fenced else []
+    candidates.append(text)
+    for candidate in candidates:
+        data = _as_json_object(candidate)
+        if data is not None:
+            return _checked(data.get("queries"), data.get("source"), sources)
+    for candidate in candidates:  # truncated or invalid JSON: scrape the fields
+        found = _QUERIES_FIELD.search(candidate)
+        if found:
+            queries = [_unescape(s) for s in _STRING.findall(found.group(1))]
+            source = _SOURCE_FIELD.search(candidate)
+            return _checked(queries, source.group(1) if source else None, sources)
+    return [], None
+
+
+def _as_json_object(text: str) -> dict | None:
+    text = text.strip()
+    for attempt in (text, _first_object(text)):
+        if not attempt:
+            continue
+        try:
+            data = json.loads(attempt)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            return data
+    return None
+
+
+def _first_object(text: str) -> str | None:
+    """The first balanced ``{…}`` (strings respected), or None."""
+    start = text.find("{")
+    if start < 0:
+        return None
+    depth, in_string, escaped = 0, False, False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_string:
+            escaped = ch == "\\" and not escaped
+            if ch == '"' and not escaped:
+                in_string = False
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1]
+    return None
+
+
+def _unescape(s: str) -> str:
+    try:
+        return json.loads(f'"{s}"')
+    except ValueError:
+        return s
+
+
+def _checked(queries, source, sources: list[str] | None) -> tuple[list[str], str | None]:
+    if isinstance(queries, str):
+        queries = [queries]
+    if not isinstance(queries, list):
+        queries = []
+    cleaned: list[str] = []
+    for q in queries:
+        if isinstance(q, str) and q.strip() and q.strip() not in cleaned:
+            cleaned.append(q.strip()[:MAX_QUERY_CHARS])
+    if not isinstance(source, str) or (sources is not None and source not in sources):
+        source = None
+    return cleaned[:MAX_QUERIES], source
+
+
+_THINK = re.compile(r"<think>.*?</think>", re.S)
+
+
+def strip_reasoning(text: str) -> str:
+    """Reasoning-model residue out: ``<think>…</think>`` blocks, and everything up to a stray
+    ``</think>`` (its opening tag was in the prompt or cut off)."""
+    text = _THINK.sub("", text)
+    if "</think>" in text:
+        text = text.rsplit("</think>", 1)[1]
+    return text.replace("<think>", "").strip()
+
+
+# -- no model: keywords from the question itself ------------------------------------------------
+
+# Runs of kanji and katakana (東京タワー), and Latin words: the content of a question. Hiragana
+# between them is mostly particles and inflection (は, いつ, ましたか), so it separates terms.
+_CONTENT_RUN = re.compile(
+    r"[\u4e00-\u9fff\u3400-\u4dbf々〆ヶ\u30a0-\u30ffー]+|[A-Za-z0-9][A-Za-z0-9'’.\-]*"
+)
+_QUOTED = re.compile(r"「([^」]+)」|『([^』]+)』|\"([^\"]+)\"|“([^”]+)”")
+_CAPITALISED = re.compile(r"\b[A-Z][\w'’\-]*(?:\s+(?:of|de|the|von|van|la|le|du|[A-Z][\w'’\-]*))*")
+# Question words, copulas and weak verbs in Japanese and English: they tell what is asked, not
+# what to look up.
+_STOP = frozenset(
+    ["いつ", "どこ", "どこで", "どこに", "どこへ", "どなた", "だれ", "誰", "なに", "なん", "何", "何年", "何時", "何処", "どの", "どれ", "どんな", "どう", "どうして", "なぜ", "何故", "いくつ", "いくら", "ですか", "ますか", "ましたか", "でしたか", "でしょうか", "だった", "である", "ある", "いる", "する", "した", "される", "された", "なる", "なった", "ください", "教えて", "教え", "知りたい", "について", "とは", "という", "what", "when", "where", "which", "who", "whom", "whose", "why", "how", "is", "are", "was", "were", "be", "been", "being", "do", "does", "did", "the", "a", "an", "of", "in", "on", "at", "to", "for", "from", "by", "with", "about", "as", "and", "or", "not", "it", "its", "this", "that", "these", "those", "there", "their", "his", "her", "he", "she", "they", "them", "i", "you", "we", "me", "my", "your", "our", "can", "could", "would", "should", "will", "shall", "may", "might", "must", "have", "has", "had", "tell", "please", "know", "explain", "give", "find", "show", "born"]
+)
+
+
+def keyword_queries(question: str) -> list[str]:
+    """Up to three queries without a model: quoted and capitalised phrases first (they are
+    likely titles), then the remaining content words in their original order."""
+    text = strip_reasoning(question)
+    phrases: list[str] = []
+    for match in _QUOTED.finditer(text):
+        phrases.append(next(g for g in match.groups() if g))
+    for match in _CAPITALISED.finditer(text):
+        words = match.group(0).split()
+        while words and words[0].lower() in _STOP:  # "When", "What is" opening a sentence
+            words.pop(0)
+        while words and words[-1].lower() in _STOP:
+            words.pop()
+        if words:
+            phrases.append(" ".join(words))
+    words = [w for w in _CONTENT_RUN.findall(text) if _is_content(w)]
+    if not words:  # all kana (ひまわり): the hiragana runs are all there is
+        words = [w for w in re.findall(r"[\u3041-\u309f]{2,}", text) if w not in _STOP]
+    candidates = phrases + [" ".join(words)]
+    if not phrases and len(words) > 1:
+        candidates.append(words[0])  # the first named thing, as a title guess
+    out: list[str] = []
+    for query in candidates:
+        if query and query not in out:
+            out.append(query)
+    if not out and text.strip():
+        out.append(text.strip()[:MAX_QUERY_CHARS])
+    return [q[:MAX_QUERY_CHARS] for q in out[:MAX_QUERIES]]
+
+
+def _is_content(word: str) -> bool:
+    if word.lower() in _STOP:
+        return False
+    # one kanji alone (生 of 生まれ, 何) rarely names a thing
+    return not re.fullmatch(r"[\u4e00-\u9fff々]", word)

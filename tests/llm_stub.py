@@ -1,0 +1,86 @@
+"""A small scripted OpenAI-compatible server on loopback — the one allowed stand-in.
+
+Real HTTP, so the real client code runs. ``reply(body) -> dict`` decides each answer:
+``{"content": "..."}``, ``{"tool_calls": [...]}``, ``{"status": 500}``, ``{"delay": 2.0, ...}``;
+every request body is kept in ``requests`` for assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class ScriptedLLM:
+    def __init__(self, reply: Callable[[dict], dict] | None = None, models=("stub-model",)):
+        self.reply = reply or (lambda body: {"content": "ok [1]"})
+        self.models = list(models)
+        self.requests: list[dict[str, Any]] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_GET(self):
+                if self.path.rstrip("/").endswith("/models"):
+                    self._json(200, {"object": "list",
+                                     "data": [{"id": m, "object": "model"} for m in stub.models]})  # fmt: skip
+                else:
+                    self._json(404, {"error": "not found"})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                stub.requests.append(body)
+                if body.get("model") and body["model"] not in stub.models:
+                    self._json(404, {"error": {"message": f"model {body['model']} not found"}})
+                    return
+                answer = stub.reply(body)
+                time.sleep(answer.get("delay", 0))
+                if answer.get("status", 200) != 200:
+                    self._json(answer["status"], {"error": {"message": "scripted failure"}})
+                elif body.get("stream"):
+                    self._stream(answer.get("content", ""))
+                else:
+                    message = {"role": "assistant", "content": answer.get("content")}
+                    if answer.get("tool_calls"):
+                        message["tool_calls"] = answer["tool_calls"]
+                    self._json(200, {
+                        "id": "stub", "object": "chat.completion", "model": stub.models[0],
+                        "choices": [{"index": 0, "message": message,
+                                     "finish_reason": "tool_calls" if answer.get("tool_calls") else "stop"}],
+                    })  # fmt: skip
+
+            def _json(self, status, data):
+                payload = json.dumps(data).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def _stream(self, text):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for i in range(0, len(text), 4):
+                    chunk = {"choices": [{"index": 0, "delta": {"content": text[i : i + 4]}}]}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> ScriptedLLM:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
