@@ -87,7 +87,7 @@ def p(values: list[float], q: float) -> float:
 
 
 def scale(n: int, workdir: Path) -> list[dict]:
-    from usearch.index import Index
+    Index = vec.usearch_index_class()  # noqa: N806 - onnxruntime first: see its docstring
 
     rng = np.random.default_rng(n)
     centres = rng.normal(0, 1, (TOPICS, DIM)).astype(np.float32)
@@ -114,7 +114,8 @@ def scale(n: int, workdir: Path) -> list[dict]:
     warm_s = time.monotonic() - started
     rows = []
     original = vec.EXACT_BELOW
-    for label, exact in (("HNSW (usearch f16, M=16, ef=96)", False), ("exact (same file)", True)):
+    hnsw = f"HNSW (usearch f16, M={vec.CONNECTIVITY}, ef={vec.EXPANSION_SEARCH})"
+    for label, exact in ((hnsw, False), ("exact (same file)", True)):
         vec.EXACT_BELOW = n + 1 if exact else 0
         for k in (10, 200, 600):
             times, results = latencies(view, queries[: 100 if exact else QUERIES], k)
@@ -163,12 +164,12 @@ def storage() -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="100000,1000000")
+    parser.add_argument("--sizes", default="100000,1000000", help="'' for the storage part only")
     parser.add_argument("--skip-storage", action="store_true")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="vector-scale-", dir=HERE / "work") as tmp:
-        for n in (int(s) for s in args.sizes.split(",")):
+        for n in (int(s) for s in args.sizes.split(",") if s.strip()):
             rows += scale(n, Path(tmp))
     table = Table(title="ANN vs exact (held-out queries, recall@10 against exact float32)")
     columns = ("vectors", "method", "k", "recall@10", "p50_ms", "p99_ms", "build_s", "index_mib")

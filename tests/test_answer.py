@@ -71,7 +71,10 @@ def answer_requests(stub: ScriptedLLM) -> list[dict]:
 )
 def test_keyword_plans_need_no_model(question, first):
     queries = keyword_queries(question)
-    assert queries[0] == first and len(queries) <= 3
+    assert first in queries and len(queries) <= 3
+    assert question in queries  # as typed, too: the sentence fallback ranks it well
+    if any(mark in question for mark in '「"') or question.isascii():
+        assert queries[0] == first  # quoted and capitalised phrases are tried first
 
 
 @pytest.mark.parametrize(
@@ -131,7 +134,7 @@ def test_an_answer_cites_the_documents_it_came_from(library):
 def test_an_unusable_plan_falls_back_to_keywords_visibly(library):
     with ScriptedLLM(scripted("I think you should search the web.", "港区にある [1]")) as stub:
         result = service_with(library, stub.url).ask("東京タワーはどこにある？")
-    assert result.planner == "keywords" and result.queries[0] == "東京タワー"
+    assert result.planner == "keywords" and "東京タワー" in result.queries
     assert result.references[0]["title"] == "東京タワー"
     assert any("unusable" in w for w in result.warnings)
 

@@ -70,7 +70,7 @@ class Settings:
     llm_model: str | None = None
     llm_key: str | None = None
     llm_timeout: float = 120.0
-    answer_budget: int = 4000
+    answer_budget: int = 2500
 
     @classmethod
     def from_env(cls, **overrides) -> Settings:
@@ -93,7 +93,7 @@ class Settings:
             llm_model=os.environ.get("CHIEZO_LLM_MODEL") or None,
             llm_key=os.environ.get("CHIEZO_LLM_KEY") or None,
             llm_timeout=_env_float("CHIEZO_LLM_TIMEOUT", 120.0),
-            answer_budget=int(_env_float("CHIEZO_ANSWER_BUDGET", 4000)),
+            answer_budget=int(_env_float("CHIEZO_ANSWER_BUDGET", 2500)),
         )
         return replace(settings, **overrides) if overrides else settings
 

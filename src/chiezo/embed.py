@@ -321,9 +321,9 @@ def previous_embedding(path: Path | None) -> tuple[str, int | None, int | None] 
 
 def _write_index(conn: db.Connection, final: Path, dim: int, np):
     """The HNSW file, filled in batches so memory holds one batch of raw vectors at a time."""
-    from usearch.index import Index
-
     from .search import vectors as vec
+
+    Index = vec.usearch_index_class()  # noqa: N806 - a class
 
     index = Index(ndim=dim, metric="cos", dtype="f16", connectivity=vec.CONNECTIVITY,
                   expansion_add=vec.EXPANSION_ADD, expansion_search=vec.EXPANSION_SEARCH)  # fmt: skip

@@ -147,7 +147,130 @@ _CAPITALISED = re.compile(r"\b[A-Z][\w'’\-]*(?:\s+(?:of|de|the|von|van|la|le|d
 # Question words, copulas and weak verbs in Japanese and English: they tell what is asked, not
 # what to look up.
 _STOP = frozenset(
-    ["いつ", "どこ", "どこで", "どこに", "どこへ", "どなた", "だれ", "誰", "なに", "なん", "何", "何年", "何時", "何処", "どの", "どれ", "どんな", "どう", "どうして", "なぜ", "何故", "いくつ", "いくら", "ですか", "ますか", "ましたか", "でしたか", "でしょうか", "だった", "である", "ある", "いる", "する", "した", "される", "された", "なる", "なった", "ください", "教えて", "教え", "知りたい", "について", "とは", "という", "what", "when", "where", "which", "who", "whom", "whose", "why", "how", "is", "are", "was", "were", "be", "been", "being", "do", "does", "did", "the", "a", "an", "of", "in", "on", "at", "to", "for", "from", "by", "with", "about", "as", "and", "or", "not", "it", "its", "this", "that", "these", "those", "there", "their", "his", "her", "he", "she", "they", "them", "i", "you", "we", "me", "my", "your", "our", "can", "could", "would", "should", "will", "shall", "may", "might", "must", "have", "has", "had", "tell", "please", "know", "explain", "give", "find", "show", "born"]
+    [
+        "いつ",
+        "どこ",
+        "どこで",
+        "どこに",
+        "どこへ",
+        "どなた",
+        "だれ",
+        "誰",
+        "なに",
+        "なん",
+        "何",
+        "何年",
+        "何時",
+        "何処",
+        "どの",
+        "どれ",
+        "どんな",
+        "どう",
+        "どうして",
+        "なぜ",
+        "何故",
+        "いくつ",
+        "いくら",
+        "ですか",
+        "ますか",
+        "ましたか",
+        "でしたか",
+        "でしょうか",
+        "だった",
+        "である",
+        "ある",
+        "いる",
+        "する",
+        "した",
+        "される",
+        "された",
+        "なる",
+        "なった",
+        "ください",
+        "教えて",
+        "教え",
+        "知りたい",
+        "について",
+        "とは",
+        "という",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "why",
+        "how",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "do",
+        "does",
+        "did",
+        "the",
+        "a",
+        "an",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "from",
+        "by",
+        "with",
+        "about",
+        "as",
+        "and",
+        "or",
+        "not",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "there",
+        "their",
+        "his",
+        "her",
+        "he",
+        "she",
+        "they",
+        "them",
+        "i",
+        "you",
+        "we",
+        "me",
+        "my",
+        "your",
+        "our",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "have",
+        "has",
+        "had",
+        "tell",
+        "please",
+        "know",
+        "explain",
+        "give",
+        "find",
+        "show",
+        "born",
+    ]
 )
 
 
@@ -169,7 +292,10 @@ def keyword_queries(question: str) -> list[str]:
     words = [w for w in _CONTENT_RUN.findall(text) if _is_content(w)]
     if not words:  # all kana (ひまわり): the hiragana runs are all there is
         words = [w for w in re.findall(r"[\u3041-\u309f]{2,}", text) if w not in _STOP]
-    candidates = phrases + [" ".join(words)]
+    # The question as typed is one of the queries: the keyword side's sentence fallback ranks
+    # its rarest pieces well (on the 92 jawiki questions, keywords alone found the right page
+    # for 90% of them, the question as typed for 98%; design.md §19).
+    candidates = phrases + [text.strip(), " ".join(words)]
     if not phrases and len(words) > 1:
         candidates.append(words[0])  # the first named thing, as a title guess
     out: list[str] = []
@@ -181,8 +307,17 @@ def keyword_queries(question: str) -> list[str]:
     return [q[:MAX_QUERY_CHARS] for q in out[:MAX_QUERIES]]
 
 
+_WEAK_KANJI = frozenset("何誰年月日時後前中上下内外的等")
+
+
 def _is_content(word: str) -> bool:
+    """Not a stop word; a lone kanji only if it can be a name (桂, 京), not 生 of 生まれ."""
     if word.lower() in _STOP:
         return False
-    # one kanji alone (生 of 生まれ, 何) rarely names a thing
-    return not re.fullmatch(r"[\u4e00-\u9fff々]", word)
+    return not (len(word) == 1 and (word in _WEAK_KANJI or _is_verb_stem(word)))
+
+
+def _is_verb_stem(char: str) -> bool:
+    # a kanji followed by okurigana in the question was split off it; such stems (生, 書, 建)
+    # are verbs. Without the context we keep lone kanji except the commonest verb stems.
+    return char in "生書建作言見行来出入有在成始終読"

@@ -18,7 +18,7 @@ from ..llm import LLMClient, LLMUnavailable
 from .excerpt import Excerpt, excerpt_text
 from .plan import PLAN_PROMPT, Plan, keyword_queries, parse_plan_reply, strip_reasoning
 
-DEFAULT_BUDGET_CHARS = 4000
+DEFAULT_BUDGET_CHARS = 2500
 DEFAULT_MAX_DOCS = 5
 HITS_PER_QUERY = 5
 HISTORY_TURNS = 4

@@ -41,8 +41,8 @@ MODES = ("keyword", "semantic", "hybrid")
 FUSIONS = ("minmax", "rrf")
 # The keyword side's weight in min-max fusion, per model: a weaker semantic model earns less
 # weight. Chosen on JaQuAD train, confirmed on dev (docs/design.md §18).
-KEYWORD_WEIGHT = {"use-m": 0.7, "e5-small": 0.5}
-DEFAULT_KEYWORD_WEIGHT = 0.6
+KEYWORD_WEIGHT = {"use-m": 0.6, "e5-small": 0.4}
+DEFAULT_KEYWORD_WEIGHT = 0.5
 DEFAULT_TOP_N = 50
 SNIPPET_CHARS = 200
 SEMANTIC_BUDGET = 3.0  # seconds for embedding the query and searching vectors

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ EXACT_BELOW = 50_000
 INDEX_SUFFIX = ".usearch"
 CONNECTIVITY = 16
 EXPANSION_ADD = 128
-EXPANSION_SEARCH = 96
+EXPANSION_SEARCH = 200  # at 1M vectors ef=96 kept recall@10 at .91; ef=200 .985 (design.md §18)
 
 VECTOR_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS chunk_vectors (
@@ -76,6 +77,21 @@ def vector_info(meta: dict[str, str]) -> VectorInfo | None:
     )
 
 
+def usearch_index_class():
+    """usearch's ``Index``, imported safely.
+
+    Importing ``onnxruntime`` *after* ``usearch`` kills the process with SIGSEGV in libstdc++
+    (reproduced: ``python -c "import usearch.index; import onnxruntime"`` → exit 139; the other
+    order is fine). A process that opens an index and later loads the use-m embedder — an
+    evaluation, a server whose first semantic query comes after an e5 source was opened — hit
+    it. So onnxruntime, when installed, is always imported first."""
+    with contextlib.suppress(ImportError):
+        import onnxruntime  # noqa: F401  (import order matters: see above)
+    from usearch.index import Index
+
+    return Index
+
+
 def index_path(generation: Path) -> Path:
     return generation.with_name(generation.name + INDEX_SUFFIX)
 
@@ -84,7 +100,7 @@ class VectorIndex:
     """The index view of one generation, opened once, shared by threads."""
 
     def __init__(self, generation: Path, info: VectorInfo):
-        from usearch.index import Index
+        Index = usearch_index_class()  # noqa: N806 - a class
 
         self.info = info
         path = index_path(generation)
