@@ -365,3 +365,45 @@ def test_cli_agent_mode_and_chat(library):
     assert chat.exit_code == 0 and chat.stdout.count("台東区です [1]") == 2
     second = answer_requests(stub)[-1]["messages"]
     assert any(m["content"] == "浅草寺はどこ？" for m in second)  # the earlier turn is there
+
+
+def test_ungrounded_asks_the_model_even_without_sources(library):
+    with ScriptedLLM(scripted('{"queries": ["qzxvbnm"]}', "(not from the library) 42")) as stub:
+        result = service_with(library, stub.url).ask("qzxvbnm とは？", grounded=False)
+    assert result.answer == "(not from the library) 42" and result.grounded is False
+    (request,) = answer_requests(stub)
+    assert "not from the library" in request["messages"][0]["content"]
+
+
+def test_a_slow_endpoint_times_out_and_the_next_one_answers(library):
+    slow = ScriptedLLM(lambda body: {"delay": 3, "content": "too late"})
+    with slow, ScriptedLLM(scripted('{"queries": ["浅草寺"]}', "台東区 [1]")) as fast:
+        settings = Settings(data_dir=library / "data", llm_url=f"{slow.url},{fast.url}",
+                            llm_model="stub-model", llm_timeout=1)  # fmt: skip
+        result = Service(settings).ask("浅草寺はどこ？")
+    assert result.answer == "台東区 [1]" and result.planner == "model"
+
+
+def test_rest_agent_mode_streams_one_event_per_step(library):
+    import httpx
+
+    from chiezo.api import create_app
+
+    from helpers import RunningServer
+
+    script = agent_script(
+        {"tool_calls": [tool_call("search", {"query": "浅草寺", "source": "jawiki"})]},
+        {"tool_calls": [tool_call("doc", {"source": "jawiki", "title": "浅草寺"}, "c2")]},
+        {"content": "台東区にある [1]。"},
+    )
+    with ScriptedLLM(script) as stub:
+        settings = service_with(library, stub.url).settings
+        with RunningServer(create_app(settings)) as server, httpx.stream(
+            "GET", f"{server.url}/v1/ask", timeout=30,
+            params={"q": "浅草寺はどこ？", "mode": "agent", "stream": 1},
+        ) as response:  # fmt: skip
+            lines = list(response.iter_lines())
+    events = [line[7:] for line in lines if line.startswith("event: ")]
+    assert events == ["step", "step", "done"]
+    done = json.loads([line for line in lines if line.startswith("data: ")][-1][6:])
+    assert done["answer"] == "台東区にある [1]。" and done["references"][0]["title"] == "浅草寺"

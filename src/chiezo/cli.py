@@ -587,17 +587,20 @@ def filter_command(ctx, source, tags, feature, area, wikidata, attrs, bbox, near
 @click.option("--mode", type=click.Choice(["rag", "agent"]), default="rag",
               help="rag: plan, search, excerpts, answer; agent: the model calls the tools.")  # fmt: skip
 @click.option("--steps", type=click.IntRange(1, 20), default=6, help="Agent: tool-call steps.")
+@click.option("--ungrounded", is_flag=True,
+              help="Let the model answer beyond the sources (marked so), even when none is found.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
 @click.pass_context
 @handles_errors
-def ask(ctx, question, source, strict, budget, mode, steps, as_json) -> None:
+def ask(ctx, question, source, strict, budget, mode, steps, ungrounded, as_json) -> None:
     """Answer QUESTION only from what the library holds, citing numbered sources.
 
     Needs an OpenAI-compatible endpoint (CHIEZO_LLM_URL, CHIEZO_LLM_MODEL). Exit codes: 0
     answered, 2 usage/config, 3 nothing found, 4 uncited answer with --strict, 5 no model
     reachable (the excerpts found are printed anyway)."""
     code, _ = _answer_turn(_service(ctx), " ".join(question), [], source=source, budget=budget,
-                           mode=mode, steps=steps, strict=strict, as_json=as_json)  # fmt: skip
+                           mode=mode, steps=steps, strict=strict, as_json=as_json,
+                           grounded=not ungrounded)  # fmt: skip
     sys.exit(code)
 
 
@@ -626,7 +629,7 @@ def chat(ctx, source, mode, steps) -> None:
 
 
 def _answer_turn(service, text, history, *, source=None, budget=None, mode="rag", steps=6,
-                 strict=False, as_json=False):  # fmt: skip
+                 strict=False, as_json=False, grounded=True):  # fmt: skip
     """One question answered and printed: (exit code, the answer text for a chat's history)."""
     from .answer.agent import Budgets
     from .answer.rag import NO_BASIS
@@ -634,7 +637,7 @@ def _answer_turn(service, text, history, *, source=None, budget=None, mode="rag"
 
     try:
         result = service.ask(text, source=source, budget=budget, history=history, mode=mode,
-                             budgets=Budgets(steps=steps),
+                             budgets=Budgets(steps=steps), grounded=grounded,
                              on_event=lambda name, data: err.print(
                                  f"[dim]step {data['step']}: {data['tool']}[/]"))  # fmt: skip
     except (LLMUnavailable, LLMNotConfigured) as exc:

@@ -35,6 +35,11 @@ ANSWER_PROMPT = """Answer the question using ONLY the numbered sources below.
 - If the sources do not contain the answer, say that the library does not say.
 - Answer briefly, in the language of the question."""
 
+# grounded=False (asked for explicitly): the model may fall back on what it knows, and must say so
+UNGROUNDED_PROMPT = """Answer the question. Prefer the numbered sources below and cite them as
+[1] or [2]; if they do not contain the answer, you may answer from your own knowledge but must
+begin that part with "(not from the library)". Answer briefly, in the language of the question."""
+
 _CITATION = re.compile(r"\[(\d{1,2})\]")
 
 
@@ -142,9 +147,11 @@ def make_excerpts(service, hits, question: str, budget: int) -> list[Excerpt]:
     return out
 
 
-def answer_messages(question: str, excerpts: list[Excerpt], history: list[dict] | None = None):
-    sources = "\n\n".join(f"[{e.n}] {e.title}\n{e.text}" for e in excerpts)
-    messages: list[dict[str, Any]] = [{"role": "system", "content": ANSWER_PROMPT}]
+def answer_messages(question: str, excerpts: list[Excerpt], history: list[dict] | None = None,
+                    grounded: bool = True):  # fmt: skip
+    sources = "\n\n".join(f"[{e.n}] {e.title}\n{e.text}" for e in excerpts) or "(none found)"
+    system = ANSWER_PROMPT if grounded else UNGROUNDED_PROMPT
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
     for turn in (history or [])[-HISTORY_TURNS:]:
         messages.append({"role": turn["role"], "content": turn["content"]})
     messages.append({"role": "user", "content": f"Sources:\n{sources}\n\nQuestion: {question}"})
@@ -198,7 +205,8 @@ def answer(prepared: Prepared, llm: LLMClient, *, grounded: bool = True) -> Answ
     if not prepared.excerpts and grounded:
         return no_basis(prepared)
     try:
-        reply = llm.chat(answer_messages(prepared.question, prepared.excerpts, prepared.history))
+        reply = llm.chat(answer_messages(prepared.question, prepared.excerpts, prepared.history,
+                                         grounded))  # fmt: skip
     except LLMUnavailable as exc:
         exc.extras["excerpts"] = [{**e.reference(), "text": e.text} for e in prepared.excerpts]
         exc.extras["queries"] = prepared.plan.queries

@@ -67,6 +67,7 @@ class ChatIn(BaseModel):
     stream: bool = False
     budget: int | None = Field(default=None, ge=300, description="characters of excerpts")
     mode: str = Field(default="rag", description="rag or agent")
+    grounded: bool = Field(default=True, description="false: may answer beyond the sources")
     steps: int = Field(default=6, ge=1, le=20, description="agent: tool-call steps")
 
 
@@ -106,7 +107,7 @@ def _json(data: Any, status: int = 200) -> JSONResponse:
 
 
 def _answer(service: Service, question, history, source, strict, stream, budget, mode="rag",
-            steps=6):  # fmt: skip
+            steps=6, grounded=True):  # fmt: skip
     from ..answer import rag
     from ..answer.agent import Budgets
     from ..errors import ChiezoError
@@ -118,7 +119,7 @@ def _answer(service: Service, question, history, source, strict, stream, budget,
                                  media_type="text/event-stream")  # fmt: skip
     if not stream:
         result = service.ask(question, source=source, history=history, budget=budget, mode=mode,
-                             budgets=budgets)  # fmt: skip
+                             budgets=budgets, grounded=grounded)  # fmt: skip
         if strict and result.references and not result.cited:
             raise Uncited("the answer cites no source (strict)", answer=result.answer,
                                  references=result.references)  # fmt: skip
@@ -295,12 +296,15 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         budget: Annotated[int | None, Query(ge=300)] = None,
         mode: Annotated[str, Query(description="rag (default) or agent")] = "rag",
         steps: Annotated[int, Query(ge=1, le=20, description="agent: tool-call steps")] = 6,
+        grounded: Annotated[
+            bool, Query(description="0: the model may answer beyond the sources, marked so")
+        ] = True,
     ):
         """Answer ``q`` only from the library, citing numbered sources (needs CHIEZO_LLM_URL).
         Nothing found: a fixed "no basis" reply, the model not called. ``strict``: an answer
         citing nothing is a 422. ``stream``: server-sent events ``references``, ``delta``…,
         ``done`` — planning and retrieval finish before the first byte."""
-        return _answer(service, q, [], source, strict, stream, budget, mode, steps)
+        return _answer(service, q, [], source, strict, stream, budget, mode, steps, grounded)
 
     @app.post("/v1/chat", tags=["answers"])
     def chat(body: ChatIn):
@@ -310,7 +314,7 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
             raise BadQuery("the last message must be the user's question")
         history = [m.model_dump() for m in body.messages[:-1]]
         return _answer(service, body.messages[-1].content, history, body.source, body.strict,
-                       body.stream, body.budget, body.mode, body.steps)  # fmt: skip
+                       body.stream, body.budget, body.mode, body.steps, body.grounded)  # fmt: skip
 
     # -- notes (declared before /v1/{source}/... so that /v1/notes/recall is not a source) ---
 
