@@ -76,12 +76,12 @@ def test_a_real_model_is_not_asked_when_nothing_is_found(enwiki):
     assert result.references == [] and "no basis" in result.answer
 
 
-def test_a_missing_model_name_is_reported_as_such(enwiki):
-    from dataclasses import replace
+def test_doctor_names_a_model_the_real_server_does_not_have(enwiki):
+    # llama.cpp's server answers whatever model name a request carries, so the name is checked
+    # against GET /v1/models, where a wrong one is named with the models there are
+    from chiezo.llm import Endpoint, LLMClient
 
-    from chiezo.llm import ModelMissing
-
-    wrong = Service(replace(enwiki.settings, llm_model="qwen3-8b"))
-    with pytest.raises(ModelMissing) as caught:
-        wrong.ask("Where is Alabama?", budget=800)
-    assert ALIAS in caught.value.to_dict()["models"]
+    url = enwiki.settings.llm_url
+    found = LLMClient([Endpoint(url, "qwen3-8b")]).check(Endpoint(url, "qwen3-8b"))
+    assert not found["ok"] and "no model named 'qwen3-8b'" in found["problem"]
+    assert ALIAS in found["models"]
