@@ -161,8 +161,9 @@ def _print_report(report, as_json: bool) -> None:
         out.print(f"[dim]previous generation kept: {report.previous.name}[/]")
     if report.embedding:
         e = report.embedding
-        out.print(f"[green]embedded[/] {e['vectors']:,} of {e['chunks']:,} chunks with "
-                  f"{escape(e['model'])} ({e['embedded']:,} new, {e['reused']:,} from the cache)")  # fmt: skip
+        out.print(f"[green]embedded[/] {e['embedded_chunks']:,} of {e['chunks']:,} chunks with "
+                  f"{escape(e['model'])}: {e['vectors']:,} vectors, {_units_label(e['unit_chars'])} "
+                  f"({e['embedded']:,} new, {e['reused']:,} from the cache)")  # fmt: skip
 
 
 @ingest.command("wikipedia")
