@@ -1,4 +1,7 @@
-"""Source kind ``docs``: a folder of Markdown and plain-text files (one file = one document).
+"""Source kind ``docs``: a folder of documents — Markdown and plain text, and PDF, Word, Excel,
+PowerPoint, HTML and CSV/TSV through sources/formats.py (one file = one document; one sheet of
+a workbook = one document). Each records its path, format, size, modified time and content
+hash; its url is the file's ``file://`` URL.
 
 A file that cannot be used (unreadable, binary, not decodable) is named in a warning and
 skipped; ``strict=True`` turns any such warning into a failed build. YAML front matter gives the
@@ -23,6 +26,8 @@ import yaml
 
 from ..errors import BuildError, InputError
 from ..models import Chunk, Doc
+from .formats import SUFFIXES as FORMAT_SUFFIXES
+from .formats import Unreadable, convert
 from .markdown import (
     Section,
     chunk_sections,
@@ -35,8 +40,9 @@ from .markdown import (
 KIND = "docs"
 MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd", ".mdx"}
 TEXT_SUFFIXES = {".txt", ".text"}
-SUFFIXES = MARKDOWN_SUFFIXES | TEXT_SUFFIXES
+SUFFIXES = MARKDOWN_SUFFIXES | TEXT_SUFFIXES | FORMAT_SUFFIXES
 MAX_FILE_BYTES = 50 * 2**20
+MAX_CONVERTED_BYTES = 200 * 2**20  # PDFs and workbooks are bigger than text for the same words
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
 _TAG_KEYS = ("tags", "categories", "category", "keywords")
@@ -110,9 +116,13 @@ class DocumentFolder:
             self.on_warning(message)
 
     def docs(self) -> Iterator[Doc]:
-        """Yield one Doc per usable file; each skipped file is reported through ``_warn``."""
+        """Yield one Doc per usable file (per sheet of a workbook); each skipped file is
+        reported through ``_warn`` with the reason."""
         for path in self.files:
             key = self._key(path)
+            if path.suffix.lower() in FORMAT_SUFFIXES:
+                yield from self._converted(path, key)
+                continue
             try:
                 text = read_text(path)
             except SkipFile as exc:
@@ -121,7 +131,21 @@ class DocumentFolder:
             (front, body), front_problem = split_front_matter(text)
             if front_problem:
                 self._warn(f"{path}: {front_problem}; front matter read as text")
-            yield document_from_text(key, path, body, front)
+            yield _with_file_facts(document_from_text(key, path, body, front), path)
+
+    def _converted(self, path: Path, key: str) -> Iterator[Doc]:
+        try:
+            if path.stat().st_size > MAX_CONVERTED_BYTES:
+                raise Unreadable(f"larger than {MAX_CONVERTED_BYTES // 2**20} MiB")
+            parts = convert(path)
+        except (Unreadable, SkipFile, OSError) as exc:
+            self._warn(f"{path}: {exc}; skipped")
+            return
+        for part in parts:
+            front = {"title": part.title} if part.title else {}
+            doc = document_from_text(key + part.key_suffix, path, part.text, front, markdown=True)
+            doc.extra.update(part.extra, format=path.suffix.lower().lstrip("."))
+            yield _with_file_facts(doc, path)
 
     def _key(self, path: Path) -> str:
         if self.root.is_file():
@@ -182,8 +206,27 @@ def split_front_matter(text: str) -> tuple[tuple[dict[str, Any], str], str | Non
     return (fields, text[match.end() :]), None
 
 
-def document_from_text(key: str, path: Path, body: str, front: dict[str, Any]) -> Doc:
-    is_markdown = path.suffix.lower() in MARKDOWN_SUFFIXES
+def _with_file_facts(doc: Doc, path: Path) -> Doc:
+    """Path, size, modified time, content hash and a ``file://`` url (``#page=N`` for a PDF is
+    added per hit by the page in its breadcrumb)."""
+    import hashlib
+
+    with contextlib.suppress(OSError):
+        stat = path.stat()
+        doc.extra.update(
+            size=stat.st_size,
+            modified=dt.datetime.fromtimestamp(stat.st_mtime, dt.UTC).isoformat(),
+            sha1=hashlib.sha1(path.read_bytes()).hexdigest(),
+        )
+    if not doc.url:
+        doc.url = path.resolve().as_uri() + (doc.key.partition("#")[1] + doc.key.partition("#")[2]
+                                              if "#" in doc.key else "")  # fmt: skip
+    return doc
+
+
+def document_from_text(key: str, path: Path, body: str, front: dict[str, Any],
+                       *, markdown: bool | None = None) -> Doc:  # fmt: skip
+    is_markdown = path.suffix.lower() in MARKDOWN_SUFFIXES if markdown is None else markdown
     sections = parse_sections(body) if is_markdown else _text_sections(body)
     title = _scalar(front.get("title")) or (document_title(sections) if is_markdown else None)
     title = title or _title_from_filename(path)

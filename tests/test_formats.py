@@ -1,0 +1,97 @@
+"""Office, PDF, HTML and CSV files in `ingest docs`, built from the real files in
+../shared/data/docs and asserted on their real content."""
+
+import zipfile
+
+import pytest
+
+from chiezo.config import Settings
+from chiezo.service import Service
+
+from helpers import build_docs, shared, write_files
+
+
+@pytest.fixture(scope="module")
+def office(tmp_path_factory):
+    service = Service(Settings(data_dir=tmp_path_factory.mktemp("office") / "data"))
+    report = build_docs(service, shared("docs/office"), "office")
+    return service, report
+
+
+@pytest.fixture(scope="module")
+def pdfs(tmp_path_factory):
+    service = Service(Settings(data_dir=tmp_path_factory.mktemp("pdf") / "data"))
+    report = build_docs(service, shared("docs/pdf"), "pdf")
+    return service, report
+
+
+def test_a_gazette_pdf_is_read_as_japanese_text(pdfs):
+    service, _ = pdfs
+    (hit,) = service.search("道路交通法施行令の一部を改正する政令", "pdf").hits[:1]
+    assert hit.title == "kampo" and hit.url.endswith("/kampo.pdf")
+    body = service.doc("pdf", doc_id=hit.doc_id, fields=["body"])["body"]
+    assert "政令第百四十九号" in body
+
+
+def test_a_pdf_hit_knows_its_page(pdfs):
+    service, _ = pdfs
+    doc = service.search("固有表現", "pdf").hits[0]
+    assert doc.title == "nlp2004slides"
+    chunks = service.doc("pdf", doc_id=doc.doc_id, fields=["chunks"])["chunks"]
+    assert chunks[0]["heading_path"] == "p. 1"  # the page, for a citation that says "p. 1"
+    pages = [c["heading_path"] for c in chunks]
+    assert len(pages) > 3 and all(p.startswith("p. ") for p in pages)
+
+
+def test_a_spreadsheet_row_is_found_by_a_place_in_it(office):
+    service, _ = office
+    hit = service.search("高松市番町", "office").hits[0]
+    assert hit.title == "yaizu-aed location — Sheet1" and hit.url.endswith(
+        "aed_location.xlsx#Sheet1"
+    )
+    body = service.doc("office", doc_id=hit.doc_id, fields=["body"])["body"]
+    assert "name: 健康増進施設サラマンダー" in body  # a row reads as header: value lines
+
+
+def test_a_slide_deck_and_a_word_file_keep_their_titles(office):
+    service, _ = office
+    titles = {h.title for h in service.search("AutoGen", "office", limit=10).hits}
+    assert "AutoGen: Enabling Next-Gen LLM Applications via Multi-Agent Conversation" in titles
+    deck = next(h for h in service.search("AutoGen", "office", limit=10).hits
+                if h.url.endswith(".pptx"))  # fmt: skip
+    chunks = service.doc("office", doc_id=deck.doc_id, fields=["chunks"])["chunks"]
+    assert any("Slide 1" in c["heading_path"] for c in chunks)
+
+
+def test_a_shift_jis_csv_is_decoded(office):
+    service, _ = office
+    hit = service.search("髙橋淳", "office").hits[0]
+    assert hit.url.endswith("mskanji.csv")
+    assert "住所: 名古屋" in service.doc("office", doc_id=hit.doc_id, fields=["body"])["body"]
+
+
+def test_every_document_records_its_file_facts(office):
+    service, _ = office
+    hit = service.search("高松市番町", "office").hits[0]
+    extra = service.doc("office", doc_id=hit.doc_id)["extra"]
+    assert extra["format"] == "xlsx" and extra["size"] > 0 and len(extra["sha1"]) == 40
+    assert extra["modified"].startswith("20")
+
+
+def test_broken_files_are_reported_and_the_rest_is_built(tmp_path):
+    folder = write_files(tmp_path / "docs", {
+        "ok.md": "# 使える文書\n\n本文。\n",
+        "broken.docx": b"PK\x03\x04 not really a zip",
+        "page.html": "<html><head><title>案内</title></head><body><nav>menu</nav>"
+                     "<main><h1>利用案内</h1><p>開館時間は九時から。</p></main></body></html>",
+    })  # fmt: skip
+    with zipfile.ZipFile(folder / "empty.xlsx", "w") as z:
+        z.writestr("nothing.txt", "not a workbook")
+    service = Service(Settings(data_dir=tmp_path / "data"))
+    report = build_docs(service, folder, "mixed")
+    assert report.docs == 2
+    assert any("broken.docx" in w for w in report.warnings)
+    assert any("empty.xlsx" in w for w in report.warnings)
+    hit = service.search("開館時間", "mixed").hits[0]
+    assert hit.title == "案内"
+    assert "menu" not in service.doc("mixed", doc_id=hit.doc_id, fields=["body"])["body"]
