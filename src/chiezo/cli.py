@@ -141,6 +141,30 @@ def ingest_docs(ctx, path, name, strict, allow_shrink, min_docs, language, embed
     _print_report(report, as_json)
 
 
+@ingest.command("zim")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--name", default=None, help="Source name (default: zim_<the file's Name>).")
+@click.option(
+    "--allow-shrink", is_flag=True, help="Accept a generation under half the current size."
+)
+@embed_options
+@click.option("--json", "as_json", is_flag=True, help="Print the build report as JSON.")
+@click.pass_context
+@handles_errors
+def ingest_zim(ctx, file, name, allow_shrink, embed_model, no_embed, as_json) -> None:
+    """Build a source from a Kiwix ZIM file: every article a document, redirects as aliases,
+    old and new namespace schemes."""
+    progress = NullProgress() if as_json else RichProgress(err)
+    try:
+        report = _service(ctx).ingest(
+            "zim", file, name, options=BuildOptions(allow_shrink=allow_shrink),
+            progress=progress, embed=_embed_choice(embed_model, no_embed),
+        )  # fmt: skip
+    finally:
+        progress.close()
+    _print_report(report, as_json)
+
+
 def _embed_choice(model: str | None, skip: bool) -> str | bool | None:
     if model and skip:
         raise click.UsageError("--embed and --no-embed contradict each other")

@@ -62,9 +62,17 @@ def ingest_osm(settings: Settings, path: Path, name: str | None, **kwargs) -> Bu
     return osm.ingest_osm(settings, path, name, **kwargs)
 
 
+def ingest_zim(settings: Settings, path: Path, name: str | None, **kwargs) -> BuildReport:
+    """Build a ``zim_<name>`` source from a Kiwix ZIM file (see sources/zim.py)."""
+    from . import zim
+
+    return zim.ingest_zim(settings, path, name, **kwargs)
+
+
 KINDS = {
     documents.KIND: ingest_documents,
     "wikipedia": ingest_wikipedia,
     "geonames": ingest_geonames,
     "osm": ingest_osm,
+    "zim": ingest_zim,
 }

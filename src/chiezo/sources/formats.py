@@ -228,11 +228,19 @@ _DROP = ("script", "style", "noscript", "nav", "header", "footer", "aside", "for
 
 
 def html(path: Path) -> list[Converted]:
-    import lxml.html
-
     from .documents import read_text
 
-    tree = lxml.html.fromstring(read_text(path))
+    title, text, _ = html_to_markdown(read_text(path))
+    return [Converted(text, title)]
+
+
+def html_to_markdown(markup: str) -> tuple[str | None, str, list[str]]:
+    """(title, Markdown-shaped main text, link targets) of an HTML page."""
+    import lxml.html
+
+    if not markup.strip():
+        return None, "", []
+    tree = lxml.html.fromstring(markup)
     title = (tree.findtext(".//title") or "").strip() or None
     for element in tree.xpath("//" + " | //".join(_DROP)):
         element.drop_tree()
@@ -247,7 +255,8 @@ def html(path: Path) -> list[Converted]:
             lines.append(f"{'#' * int(element.tag[1])} {text}")
         elif not any(a.tag in ("li", "td", "th", "p") for a in element.iterancestors()):
             lines.append(f"- {text}" if element.tag == "li" else text)
-    return [Converted("\n\n".join(lines), title)]
+    links = [href for href in main[0].xpath(".//a/@href") if href]
+    return title, "\n\n".join(lines), links
 
 
 def decode_bytes(data: bytes) -> str:
