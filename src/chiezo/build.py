@@ -88,6 +88,7 @@ class BuildReport:
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     embedding: dict[str, Any] | None = None  # the embed step that followed, if any
+    conversions: dict[str, int] | None = None  # documents: files converted vs from the cache
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -102,6 +103,7 @@ class BuildReport:
             "warnings": self.warnings,
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
             "embedding": self.embedding,
+            "conversions": self.conversions,
         }
 
 

@@ -6,6 +6,7 @@ configuration error (including an unknown source), 3 nothing found.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -121,24 +122,52 @@ def ingest() -> None:
 )
 @click.option("--min-docs", type=int, default=1, show_default=True)
 @click.option("--language", default=None, help="Main language of the documents, e.g. ja.")
+@click.option("--watch", is_flag=True, help="Keep running; rebuild when files change.")
+@click.option("--interval", type=click.FloatRange(0.2), default=2.0, show_default=True,
+              help="--watch: seconds between looks at the folder.")  # fmt: skip
 @embed_options
 @click.option("--json", "as_json", is_flag=True, help="Print the build report as JSON.")
 @click.pass_context
 @handles_errors
-def ingest_docs(ctx, path, name, strict, allow_shrink, min_docs, language, embed_model,
-                no_embed, as_json) -> None:  # fmt: skip
-    """Build source NAME from a folder of Markdown and text files (one file = one document,
-    chunked along its headings)."""
-    progress = NullProgress() if as_json else RichProgress(err)
+def ingest_docs(ctx, path, name, strict, allow_shrink, min_docs, language, watch, interval,
+                embed_model, no_embed, as_json) -> None:  # fmt: skip
+    """Build source NAME from a folder of documents — Markdown, text, PDF, Word, Excel,
+    PowerPoint, HTML, CSV (one file = one document, chunked along its structure). A rebuild
+    converts only changed files; --watch keeps rebuilding as files change."""
     options = BuildOptions(min_docs=min_docs, allow_shrink=allow_shrink, language=language)
-    try:
-        report = _service(ctx).ingest(
-            "docs", path, name, strict=strict, options=options, progress=progress,
-            embed=_embed_choice(embed_model, no_embed),
-        )  # fmt: skip
-    finally:
-        progress.close()
-    _print_report(report, as_json)
+
+    def build() -> None:
+        progress = NullProgress() if as_json else RichProgress(err)
+        try:
+            report = _service(ctx).ingest(
+                "docs", path, name, strict=strict, options=options, progress=progress,
+                embed=_embed_choice(embed_model, no_embed),
+            )  # fmt: skip
+        finally:
+            progress.close()
+        _print_report(report, as_json)
+
+    build()
+    if watch:
+        from .sources.watch import snapshot
+        from .sources.watch import watch as watch_folder
+
+        err.print(f"[dim]watching {escape(str(path))} (Ctrl-C to stop)[/]")
+        with contextlib.suppress(KeyboardInterrupt):
+            watch_folder(lambda: snapshot(path), _keep_serving(build), interval=interval)
+
+
+def _keep_serving(build):
+    """A rebuild that fails (a file mid-copy, a broken new file under --strict) is reported
+    and the watch goes on; the previous generation keeps serving."""
+
+    def run() -> None:
+        try:
+            build()
+        except ChiezoError as exc:
+            _print_error(exc)
+
+    return run
 
 
 @ingest.command("zim")

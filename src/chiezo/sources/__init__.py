@@ -22,7 +22,10 @@ def ingest_documents(
     options: BuildOptions | None = None,
     progress: Progress | None = None,
 ) -> BuildReport:
-    """Build source ``name`` from a folder of Markdown and text files."""
+    """Build source ``name`` from a folder of documents (Markdown, text, PDF, Office, HTML, CSV);
+    converted files come from the conversion cache when their bytes did not change."""
+    from .conversions import ConversionCache
+
     folder = documents.DocumentFolder(Path(path), strict=strict)
     builder = GenerationBuilder(
         settings,
@@ -33,12 +36,18 @@ def ingest_documents(
         progress=progress,
         expected_bytes=folder.total_bytes,
     )
-    with builder:
-        folder.on_warning = builder.warn
-        builder.start_reading(len(folder.files))
-        for doc in folder.docs():
-            builder.add(doc)
-        return builder.finish()
+    folder.cache = ConversionCache(settings.data_dir / "cache")
+    try:
+        with builder:
+            folder.on_warning = builder.warn
+            builder.start_reading(len(folder.files))
+            for doc in folder.docs():
+                builder.add(doc)
+            report = builder.finish()
+    finally:
+        folder.cache.close()
+    report.conversions = {"converted": folder.cache.misses, "reused": folder.cache.hits}
+    return report
 
 
 def ingest_wikipedia(settings: Settings, path: Path, name: str | None, **kwargs) -> BuildReport:

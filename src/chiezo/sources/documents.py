@@ -61,6 +61,7 @@ class DocumentFolder:
     strict: bool = False
     on_warning: Callable[[str], None] | None = None
     warnings: list[str] = field(default_factory=list)
+    cache: Any = None  # a ConversionCache (sources/conversions.py), or None
 
     def __post_init__(self) -> None:
         self.root = Path(self.root).expanduser()
@@ -134,16 +135,24 @@ class DocumentFolder:
             yield _with_file_facts(document_from_text(key, path, body, front), path)
 
     def _converted(self, path: Path, key: str) -> Iterator[Doc]:
+        import hashlib
+
         try:
             if path.stat().st_size > MAX_CONVERTED_BYTES:
                 raise Unreadable(f"larger than {MAX_CONVERTED_BYTES // 2**20} MiB")
-            parts = convert(path)
+            digest = hashlib.sha1(path.read_bytes()).hexdigest()
+            parts = self.cache.get(digest) if self.cache is not None else None
+            if parts is None:
+                parts = convert(path)
+                if self.cache is not None:
+                    self.cache.put(digest, parts)
         except (Unreadable, SkipFile, OSError) as exc:
             self._warn(f"{path}: {exc}; skipped")
             return
         for part in parts:
             front = {"title": part.title} if part.title else {}
-            doc = document_from_text(key + part.key_suffix, path, part.text, front, markdown=True)
+            doc = document_from_text(key + part.key_suffix, path, part.text, front, markdown=True,
+                                     merge=not part.one_chunk_per_section)  # fmt: skip
             doc.extra.update(part.extra, format=path.suffix.lower().lstrip("."))
             yield _with_file_facts(doc, path)
 
@@ -225,12 +234,12 @@ def _with_file_facts(doc: Doc, path: Path) -> Doc:
 
 
 def document_from_text(key: str, path: Path, body: str, front: dict[str, Any],
-                       *, markdown: bool | None = None) -> Doc:  # fmt: skip
+                       *, markdown: bool | None = None, merge: bool = True) -> Doc:  # fmt: skip
     is_markdown = path.suffix.lower() in MARKDOWN_SUFFIXES if markdown is None else markdown
     sections = parse_sections(body) if is_markdown else _text_sections(body)
     title = _scalar(front.get("title")) or (document_title(sections) if is_markdown else None)
     title = title or _title_from_filename(path)
-    chunks = chunk_sections(sections)
+    chunks = chunk_sections(sections, merge=merge)
     if not chunks and body.strip():
         chunks = [Chunk(text=body.strip()[:1600])]
     return Doc(

@@ -32,6 +32,7 @@ class Converted:
     title: str | None = None
     key_suffix: str = ""  # "#Sheet1" for one sheet of a workbook
     extra: dict = field(default_factory=dict)
+    one_chunk_per_section: bool = False  # PDF pages and slides stay apart, to be cited
 
 
 class Unreadable(Exception):
@@ -74,7 +75,8 @@ def pdf(path: Path) -> list[Converted]:
     if not pages:
         raise Unreadable("no text layer (a scanned PDF?)")
     return [Converted("\n\n".join(pages), _pdf_title(path) or _stem(path),
-                      extra={"pages": number, "pages_without_text": empty})]  # fmt: skip
+                      extra={"pages": number, "pages_without_text": empty},
+                      one_chunk_per_section=True)]  # fmt: skip
 
 
 def _pdf_title(path: Path) -> str | None:
@@ -219,7 +221,8 @@ def pptx(path: Path) -> list[Converted]:
         body = "\n\n".join(texts + ([f"Notes: {notes}"] if notes else []))
         parts.append(f"## Slide {number}" + (f": {title}" if title else "") + f"\n\n{body}")
     title = (deck.core_properties.title or "").strip() or first_title
-    return [Converted("\n\n".join(parts), title, extra={"slides": len(deck.slides)})]
+    return [Converted("\n\n".join(parts), title, extra={"slides": len(deck.slides)},
+                      one_chunk_per_section=True)]  # fmt: skip
 
 
 # -- HTML ------------------------------------------------------------------------------------------

@@ -122,8 +122,16 @@ def document_title(sections: list[Section]) -> str | None:
 
 
 def chunk_sections(
-    sections: list[Section], target: int = TARGET_CHARS, max_chars: int = MAX_CHARS
+    sections: list[Section],
+    target: int = TARGET_CHARS,
+    max_chars: int = MAX_CHARS,
+    *,
+    merge: bool = True,
 ) -> list[Chunk]:
+    """Chunks along the headings; ``merge=False`` keeps every section its own chunk (a PDF
+    page, a slide: a citation must be able to name it)."""
+    if not merge:
+        return [c for section in sections for c in _emit([section], max_chars, target)]
     chunks: list[Chunk] = []
     group: list[Section] = []
     size = 0
