@@ -28,7 +28,7 @@ def pdfs(tmp_path_factory):
 def test_a_gazette_pdf_is_read_as_japanese_text(pdfs):
     service, _ = pdfs
     (hit,) = service.search("道路交通法施行令の一部を改正する政令", "pdf").hits[:1]
-    assert hit.title == "kampo" and hit.url.endswith("/kampo.pdf")
+    assert hit.title == "kampo" and hit.url.endswith("/kampo.pdf#page=1")
     body = service.doc("pdf", doc_id=hit.doc_id, fields=["body"])["body"]
     assert "政令第百四十九号" in body
 
@@ -137,3 +137,11 @@ def test_watch_rebuilds_once_after_a_change_settles(tmp_path):
     count = watch(lambda: snapshot(folder), lambda: rebuilt.append(True), interval=0,
                   debounce=1.5, sleep=sleep, clock=clock, rounds=10)  # fmt: skip
     assert count == 1 and rebuilt == [True]
+
+
+def test_a_pdf_hit_links_to_its_page(pdfs):
+    service, _ = pdfs
+    hit = service.search("字句的な知識を構築する方法", "pdf").hits[0]
+    assert hit.title == "nlp2004slides" and hit.url.endswith("nlp2004slides.pdf#page=3")
+    other = service.search("固有表現", "pdf").hits[0]
+    assert other.url.endswith("#page=1")

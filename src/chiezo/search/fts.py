@@ -27,6 +27,7 @@ from ..library import Source
 from ..models import Hit, SearchResult
 from ..textnorm import normalise_title
 from .filters import Filters, check_filters, filter_ids
+from .pages import is_pdf_url, page_for_words, with_page
 from .query import (
     MIN_FTS_CHARS,
     ParsedQuery,
@@ -443,6 +444,8 @@ def read_hits(source: Source, page: list[Candidate], needles: list[str]) -> list
         if row is None:
             continue
         _, key, title, url, opening, body = row
+        if is_pdf_url(url):
+            url = with_page(url, page_for_words(source.conn, cand.doc_id, needles))
         hits.append(
             Hit(
                 source=source.name,

@@ -26,6 +26,7 @@ from ..models import Hit, SearchResult
 from .filters import Filters, Near
 from .fts import MAX_WINDOW, read_hits, search_source
 from .hybrid import Fused, fuse
+from .pages import is_pdf_url, page_of_heading, with_page
 from .rank import Candidate
 from .semantic import (
     NO_FLOOR,
@@ -251,6 +252,8 @@ def _chunk_snippets(source: Source, hits: list[Hit], matched: dict[int, Semantic
         ).fetchone()
         if row:
             heading, passage = row
+            if is_pdf_url(hit.url):  # the page of the passage that matched
+                hit.url = with_page(hit.url, page_of_heading(heading))
             start = found.span[0] if found.span else 0
             piece = " ".join(passage[start:].split())[:SNIPPET_CHARS]
             hit.snippet = f"[{heading}] {piece}" if heading else piece
