@@ -708,10 +708,7 @@ def _answer_turn(service, text, history, *, source=None, budget=None, mode="rag"
     else:
         out.print(escape(result.answer))
         for ref in result.references:
-            url = f" — {ref['url']}" if ref.get("url") else ""
-            out.print(
-                f"[{ref['n']}] {escape(ref['title'])}{escape(url)}  [dim]({ref['source']})[/]"
-            )
+            out.print(_reference_line(ref))
     if not result.references and result.answer in NO_BASIS.values():
         err.print("[dim]hint: try simpler keywords (a name, a title), or run `chiezo doctor`[/]")
         return EXIT_NOT_FOUND, result.answer
@@ -743,14 +740,20 @@ def doctor(ctx, as_json) -> None:
         sys.exit(1)
 
 
+def _reference_line(ref: dict) -> str:
+    """``[1] title — url  (source)``, escaped: "[1]" is not rich markup here."""
+    url = f" — {ref['url']}" if ref.get("url") else ""
+    label = escape("[{}]".format(ref["n"]))
+    return f"{label} {escape(ref['title'])}{escape(url)}  [dim]({escape(ref['source'])})[/]"
+
+
 def _print_excerpts(excerpts: list[dict]) -> None:
     """What was found, when no model could turn it into an answer: the lookup is not wasted."""
     if not excerpts:
         return
     out.print("[bold]Found in the library:[/]")
     for e in excerpts:
-        url = f" — {e['url']}" if e.get("url") else ""
-        out.print(f"[{e['n']}] [bold]{escape(e['title'])}[/]{escape(url)}  [dim]({e['source']})[/]")
+        out.print(_reference_line(e))
         out.print(f"    {escape(e['text'])}")
 
 

@@ -376,6 +376,24 @@ class Service:
         endpoints = endpoints_from(s.llm_url, s.llm_model, s.llm_key)
         return LLMClient(endpoints, timeout=s.llm_timeout) if endpoints else None
 
+    def require_llm(self, prepared=None):
+        """The model client, or a configuration error that still hands over what was found."""
+        from .llm import LLMNotConfigured
+
+        llm = self.llm()
+        if llm is None:
+            found = {} if prepared is None else {
+                "excerpts": [e.to_dict() for e in prepared.excerpts],
+                "queries": prepared.plan.queries,
+            }  # fmt: skip
+            raise LLMNotConfigured(
+                "answering needs a language model endpoint, and none is configured",
+                hint="set CHIEZO_LLM_URL (and CHIEZO_LLM_MODEL)"
+                + ("; the excerpts found are included" if found else ""),
+                **found,
+            )
+        return llm
+
     def prepare_answer(self, question: str, *, source: str | None = None,
                        history: list[dict] | None = None, budget: int | None = None):  # fmt: skip
         """Plan, retrieve and excerpt (answer/rag.py) — everything before the model answers."""
@@ -390,33 +408,21 @@ class Service:
         """An answer from numbered sources with citations: ``rag`` (plan, search, excerpts,
         answer) or ``agent`` (the model calls the read-only tools itself, within budgets)."""
         from .answer import rag
-        from .llm import LLMNotConfigured
 
         if mode not in ("rag", "agent"):
             raise BadQuery(f"mode must be rag or agent, got {mode!r}")
         if mode == "agent":
             from .answer.agent import run_agent
 
-            llm = self.llm()
-            if llm is None:
-                raise LLMNotConfigured("agent mode needs a language model endpoint",
-                                       hint="set CHIEZO_LLM_URL (and CHIEZO_LLM_MODEL)")  # fmt: skip
+            llm = self.require_llm()
             if not (question or "").strip():
                 raise BadQuery("the question is empty")
             return run_agent(self, question.strip(), llm, history=history, budgets=budgets,
                              on_event=on_event)  # fmt: skip
         prepared = self.prepare_answer(question, source=source, history=history, budget=budget)
-        llm = self.llm()
-        if llm is None:
-            if not prepared.excerpts and grounded:
-                return rag.no_basis(prepared)
-            raise LLMNotConfigured(
-                "answering needs a language model endpoint, and none is configured",
-                hint="set CHIEZO_LLM_URL (and CHIEZO_LLM_MODEL); the excerpts found are included",
-                excerpts=[{**e.reference(), "text": e.text} for e in prepared.excerpts],
-                queries=prepared.plan.queries,
-            )
-        return rag.answer(prepared, llm, grounded=grounded)
+        if not prepared.excerpts and grounded:
+            return rag.no_basis(prepared)  # the model is not asked without sources
+        return rag.answer(prepared, self.require_llm(prepared), grounded=grounded)
 
     # -- notes -------------------------------------------------------------------------------
 

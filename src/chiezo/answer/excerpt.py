@@ -30,6 +30,10 @@ class Excerpt:
         return {"n": self.n, "source": self.source, "title": self.title, "doc_id": self.doc_id,
                 "url": self.url}  # fmt: skip
 
+    def to_dict(self) -> dict:
+        """The reference with its text: what is shown when no model could answer."""
+        return {**self.reference(), "text": self.text}
+
 
 def excerpt_text(body: str, pieces: list[str], budget: int) -> str:
     """The lead plus the best window for ``pieces`` (rarest first), within ``budget`` chars."""

@@ -63,7 +63,7 @@ class Answer:
             "grounded": self.grounded, "cited": self.cited, "warnings": self.warnings,
         }  # fmt: skip
         if with_excerpts:
-            out["excerpts"] = [{**e.reference(), "text": e.text} for e in self.excerpts]
+            out["excerpts"] = [e.to_dict() for e in self.excerpts]
         return out
 
 
@@ -179,6 +179,13 @@ class Prepared:
     warnings: list[str]
     history: list[dict]
 
+    def result(self, reply: str, model: str | None, grounded: bool = True) -> Answer:
+        """The answer to return for the model's ``reply`` (reasoning residue stripped)."""
+        text = strip_reasoning(reply)
+        return Answer(self.question, text, [e.reference() for e in self.excerpts],
+                      self.plan.queries, self.plan.planner, model, grounded,
+                      citations(text, len(self.excerpts)), self.warnings, self.excerpts)  # fmt: skip
+
 
 def prepare(service, question: str, *, source=None, history=None, llm=None,
             budget: int = DEFAULT_BUDGET_CHARS, max_docs: int = DEFAULT_MAX_DOCS) -> Prepared:  # fmt: skip
@@ -208,15 +215,10 @@ def answer(prepared: Prepared, llm: LLMClient, *, grounded: bool = True) -> Answ
         reply = llm.chat(answer_messages(prepared.question, prepared.excerpts, prepared.history,
                                          grounded))  # fmt: skip
     except LLMUnavailable as exc:
-        exc.extras["excerpts"] = [{**e.reference(), "text": e.text} for e in prepared.excerpts]
+        exc.extras["excerpts"] = [e.to_dict() for e in prepared.excerpts]
         exc.extras["queries"] = prepared.plan.queries
         raise
-    text = strip_reasoning(reply.content)
-    return Answer(
-        prepared.question, text, [e.reference() for e in prepared.excerpts], prepared.plan.queries,
-        prepared.plan.planner, reply.model, grounded, citations(text, len(prepared.excerpts)),
-        prepared.warnings, prepared.excerpts,
-    )  # fmt: skip
+    return prepared.result(reply.content, reply.model, grounded)
 
 
 def stream_answer(prepared: Prepared, llm: LLMClient) -> Iterator[tuple[str, Any]]:
@@ -233,8 +235,4 @@ def stream_answer(prepared: Prepared, llm: LLMClient) -> Iterator[tuple[str, Any
                                             prepared.history)):  # fmt: skip
         parts.append(delta)
         yield "delta", {"text": delta}
-    text = strip_reasoning("".join(parts))
-    result = Answer(prepared.question, text, [e.reference() for e in prepared.excerpts],
-                    prepared.plan.queries, prepared.plan.planner, None, True,
-                    citations(text, len(prepared.excerpts)), prepared.warnings)  # fmt: skip
-    yield "done", result.to_dict()
+    yield "done", prepared.result("".join(parts), None).to_dict()

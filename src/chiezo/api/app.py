@@ -111,7 +111,6 @@ def _answer(service: Service, question, history, source, strict, stream, budget,
     from ..answer import rag
     from ..answer.agent import Budgets
     from ..errors import ChiezoError
-    from ..llm import LLMNotConfigured
 
     budgets = Budgets(steps=steps)
     if mode == "agent" and stream:
@@ -125,10 +124,8 @@ def _answer(service: Service, question, history, source, strict, stream, budget,
                                  references=result.references)  # fmt: skip
         return _json(result.to_dict())
     prepared = service.prepare_answer(question, source=source, history=history, budget=budget)
-    llm = service.llm()
-    if llm is None and prepared.excerpts:
-        raise LLMNotConfigured("answering needs a language model endpoint, and none is configured",
-                               hint="set CHIEZO_LLM_URL (and CHIEZO_LLM_MODEL)")  # fmt: skip
+    # without sources the model is not asked (stream_answer sends the fixed reply)
+    llm = service.require_llm(prepared) if prepared.excerpts else None
 
     def events():
         try:

@@ -154,7 +154,7 @@ class DocumentFolder:
             doc = document_from_text(key + part.key_suffix, path, part.text, front, markdown=True,
                                      merge=not part.one_chunk_per_section)  # fmt: skip
             doc.extra.update(part.extra, format=path.suffix.lower().lstrip("."))
-            yield _with_file_facts(doc, path)
+            yield _with_file_facts(doc, path, digest)
 
     def _key(self, path: Path) -> str:
         if self.root.is_file():
@@ -215,9 +215,10 @@ def split_front_matter(text: str) -> tuple[tuple[dict[str, Any], str], str | Non
     return (fields, text[match.end() :]), None
 
 
-def _with_file_facts(doc: Doc, path: Path) -> Doc:
-    """Path, size, modified time, content hash and a ``file://`` url (``#page=N`` for a PDF is
-    added per hit by the page in its breadcrumb)."""
+def _with_file_facts(doc: Doc, path: Path, digest: str | None = None) -> Doc:
+    """Path, size, modified time, content hash (``digest`` when the caller already hashed the
+    bytes) and a ``file://`` url, with the key's ``#Sheet`` part (``#page=N`` for a PDF is added
+    per hit, search/pages.py)."""
     import hashlib
 
     with contextlib.suppress(OSError):
@@ -225,11 +226,11 @@ def _with_file_facts(doc: Doc, path: Path) -> Doc:
         doc.extra.update(
             size=stat.st_size,
             modified=dt.datetime.fromtimestamp(stat.st_mtime, dt.UTC).isoformat(),
-            sha1=hashlib.sha1(path.read_bytes()).hexdigest(),
+            sha1=digest or hashlib.sha1(path.read_bytes()).hexdigest(),
         )
     if not doc.url:
-        doc.url = path.resolve().as_uri() + (doc.key.partition("#")[1] + doc.key.partition("#")[2]
-                                              if "#" in doc.key else "")  # fmt: skip
+        _, mark, part = doc.key.partition("#")
+        doc.url = path.resolve().as_uri() + mark + part
     return doc
 
 
