@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 CHIEZO_DATA ?= ./data
 export CHIEZO_DATA
 
-.PHONY: install sample run test lint bench bench-quick bench-serve clean
+.PHONY: install browser sample run test lint bench bench-quick bench-serve clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Chiezo needs Python 3.11 or newer")'
@@ -23,6 +23,17 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Headless Chromium and a Japanese font for the web UI's browser tests, from Debian: Playwright
+# (a dev dependency) drives this browser and never downloads one of its own. Not fatal: where
+# packages cannot be installed the browser tests are skipped, saying why.
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+BROWSER_PACKAGES := chromium fonts-ipafont-gothic
+browser:
+	@[ -x $(CHROMIUM) ] || $(SUDO) apt-get install -y $(BROWSER_PACKAGES) \
+	  || ($(SUDO) apt-get update && $(SUDO) apt-get install -y $(BROWSER_PACKAGES)) \
+	  || echo "could not install $(BROWSER_PACKAGES): the browser tests will be skipped"
+
 # Build the bundled sample sources: the project's own guide (sample/) and its docs (docs/),
 # with vectors for search by meaning (the small guide with the best model, the docs with the fast one).
 sample: install
@@ -30,11 +41,11 @@ sample: install
 	$(BIN)/chiezo ingest docs docs --name chiezo-docs --embed use-m
 
 # The main job: set up, build the samples, then serve them on 127.0.0.1:8080
-# (REST API under /v1 with docs at /docs, MCP at /mcp).
+# (web UI at /, REST API under /v1 with docs at /docs, MCP at /mcp).
 run: sample
 	$(BIN)/chiezo serve
 
-test: install
+test: install browser
 	$(BIN)/python -m pytest -q
 
 lint: install

@@ -412,6 +412,34 @@ def ingest_osm(ctx, extract, name, admin_levels, fetch_region, mirror, allow_shr
     _print_report(report, as_json)
 
 
+@cli.command()
+@click.argument("source")
+@click.option(
+    "--no-embed",
+    is_flag=True,
+    help="Do not re-embed (by default a source that had vectors is re-embedded with its model; "
+    "unchanged passages come from the cache).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the build report as JSON.")
+@click.pass_context
+@handles_errors
+def rebuild(ctx, source, no_embed, as_json) -> None:
+    """Rebuild SOURCE from the input it was built from, with the options recorded then (also
+    a source that needs a rebuild after an upgrade). The current generation keeps serving
+    until the new one is complete."""
+    from .jobs import rebuild_call_for
+
+    service = _service(ctx)
+    kind, path, kwargs = rebuild_call_for(service, source)
+    progress = NullProgress() if as_json else RichProgress(err)
+    try:
+        report = service.ingest(kind, path, source, progress=progress,
+                                embed=False if no_embed else None, **kwargs)  # fmt: skip
+    finally:
+        progress.close()
+    _print_report(report, as_json)
+
+
 # -- sources -----------------------------------------------------------------------------------
 
 

@@ -186,10 +186,12 @@ def _load(name: str) -> Embedder:
         return _OnnxStrings(directory / "model.onnx", name, _prefixes(directory))
     if kind == "st":
         return _SentenceTransformers(directory, name)
-    raise ModelUnavailable(
-        f"unknown embedding model {name!r}",
-        known_models=sorted(BUILT_IN) + ["onnx:/path/to/dir", "st:/path/to/dir"],
-    )
+    raise ModelUnavailable(f"unknown embedding model {name!r}", known_models=known_models())
+
+
+def known_models() -> list[str]:
+    """The model names ``get_embedder`` takes: the built-in ones and the directory forms."""
+    return sorted(BUILT_IN) + ["onnx:/path/to/dir", "st:/path/to/dir"]
 
 
 def _cpu_session(path: Path, name: str, *, custom_ops: bool = False):

@@ -64,6 +64,13 @@ class SchemaMismatch(ChiezoError):
     exit_code = EXIT_USAGE
 
 
+class Conflict(ChiezoError):
+    """The request collides with work in progress (a build job is already running)."""
+
+    status = 409
+    exit_code = EXIT_FAILURE
+
+
 class QueryTimeout(ChiezoError):
     """The query ran past its deadline and was interrupted."""
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import db, generations
+from .attribution import attribution
 from .config import Settings
 from .errors import ChiezoError, SchemaMismatch, UnknownSource
 from .schema import REQUIRED_TABLES, SCHEMA_VERSION
@@ -90,7 +91,8 @@ class Source:
             path = json.loads(self.meta.get("input", "{}")).get("path", "INPUT")
         except ValueError:
             path = "INPUT"
-        return f"rebuild it: chiezo ingest {kind} {path} --name {self.name}"
+        return (f"rebuild it: chiezo rebuild {self.name} (or the admin page's Rebuild), "
+                f"which runs chiezo ingest {kind} {path} --name {self.name}")  # fmt: skip
 
     # -- cached projections -----------------------------------------------------------------
 
@@ -139,7 +141,7 @@ class Source:
 
     def info(self) -> dict[str, Any]:
         m = self.meta
-        return {
+        info = {
             "name": self.name,
             "kind": m.get("kind", ""),
             "language": m.get("language") or None,
@@ -157,6 +159,8 @@ class Source:
             "vectors": self._vector_summary(),
             "status": "ok",
         }
+        info["attribution"] = attribution(info)
+        return info
 
     def _vector_summary(self) -> dict[str, Any] | None:
         from .search.vectors import vector_info

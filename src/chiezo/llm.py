@@ -76,6 +76,7 @@ class LLMClient:
             )
         self.endpoints = endpoints
         self.timeout = timeout
+        self.streamed_model: str | None = None  # the model that answered the last stream
 
     # -- plain requests ------------------------------------------------------------------------
 
@@ -129,7 +130,10 @@ class LLMClient:
                             self._raise_for_model(endpoint, response)
                         failures.append(f"{endpoint.url}: HTTP {response.status_code}")
                         continue
-                    yield from _deltas(response)
+                    self.streamed_model = endpoint.model
+                    for text, model in _deltas(response):
+                        self.streamed_model = model or self.streamed_model
+                        yield text
                     return
             except httpx.HTTPError as exc:
                 failures.append(f"{endpoint.url}: {_describe(exc)}")
@@ -205,7 +209,8 @@ def _reply(endpoint: Endpoint, response: httpx.Response) -> ChatReply:
     )
 
 
-def _deltas(response: httpx.Response) -> Iterator[str]:
+def _deltas(response: httpx.Response) -> Iterator[tuple[str, str | None]]:
+    """(text, the model named in that chunk) for each streamed piece of text."""
     for line in response.iter_lines():
         if not line.startswith("data:"):
             continue
@@ -213,12 +218,13 @@ def _deltas(response: httpx.Response) -> Iterator[str]:
         if payload == "[DONE]":
             return
         try:
-            choice = json.loads(payload)["choices"][0]
+            chunk = json.loads(payload)
+            choice = chunk["choices"][0]
         except (ValueError, KeyError, IndexError, TypeError):
             continue
         text = (choice.get("delta") or {}).get("content")
         if text:
-            yield text
+            yield text, chunk.get("model")
 
 
 def _describe(exc: Exception) -> str:

@@ -55,17 +55,18 @@ class Service:
         if kind not in KINDS:
             raise BadQuery(f"unknown source kind: {kind!r}", known_kinds=sorted(KINDS))
         report = KINDS[kind](self.settings, Path(path), name, **kwargs)
-        if embed is False:
-            return report
-        from .embed import previous_embedding
+        return self.embed_after_build(report, embed, progress=kwargs.get("progress"))
 
-        carried = previous_embedding(report.previous)
-        model = embed if isinstance(embed, str) else (carried[0] if carried else None)
-        if model:
-            same = carried is not None and carried[0] == model
-            done = self.embed(report.name, model, max_chunks=carried[1] if same else None,
-                              unit_chars=carried[2] if same else None,
-                              progress=kwargs.get("progress"))  # fmt: skip
+    def embed_after_build(
+        self, report: BuildReport, embed: str | bool | None = None, *, progress=None
+    ) -> BuildReport:
+        """The embed step of ``ingest`` (also run on its own by background jobs, so that a
+        build that succeeded is reported even when embedding then fails)."""
+        step = embedding_after_build(report.previous, embed)
+        if step is not None:
+            model, max_chunks, unit_chars = step
+            done = self.embed(report.name, model, max_chunks=max_chunks, unit_chars=unit_chars,
+                              progress=progress)  # fmt: skip
             report.embedding = done.to_dict()
         return report
 
@@ -424,6 +425,38 @@ class Service:
             return rag.no_basis(prepared)  # the model is not asked without sources
         return rag.answer(prepared, self.require_llm(prepared), grounded=grounded)
 
+    def llm_status(self) -> dict[str, Any]:
+        """Is answering on, and does each configured endpoint answer with the model?"""
+        from .llm import LLMClient, endpoints_from
+
+        s = self.settings
+        endpoints = endpoints_from(s.llm_url, s.llm_model, s.llm_key)
+        if not endpoints:
+            return {"configured": False, "model": None, "endpoints": []}
+        client = LLMClient(endpoints, timeout=min(s.llm_timeout, 10))
+        checked = [client.check(endpoint) for endpoint in endpoints]
+        usable = next((c for c in checked if c["ok"]), None)
+        return {"configured": True, "model": (usable or {}).get("model") or s.llm_model,
+                "endpoints": checked}  # fmt: skip
+
+    def points(self, hits: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[float, float]]:
+        """Coordinates of the given (source, doc_id) pairs that have them (for a map)."""
+        wanted: dict[str, list[int]] = {}
+        for name, doc_id in hits:
+            wanted.setdefault(name, []).append(doc_id)
+        out: dict[tuple[str, int], tuple[float, float]] = {}
+        for name, ids in wanted.items():
+            src, deadline = self._read(name, "points")
+            if not int(src.meta.get("point_count", 0) or 0):
+                continue
+            marks = ",".join("?" * len(ids))
+            with deadline:
+                for doc_id, lat, lon in src.conn.execute(
+                    f"SELECT doc_id, lat, lon FROM doc_points WHERE doc_id IN ({marks})", ids
+                ):
+                    out[(name, doc_id)] = (lat, lon)
+        return out
+
     # -- notes -------------------------------------------------------------------------------
 
     def remember(
@@ -486,6 +519,24 @@ class Service:
     def _notes_source(self) -> Source:
         self.notes.ensure()  # an empty notes file is a valid, empty source
         return self.library.get(NOTES)
+
+
+def embedding_after_build(
+    previous: Path | None, embed: str | bool | None = None
+) -> tuple[str, int | None, int | None] | None:
+    """(model, max_chunks, unit_chars) of the embed step after a build whose previous
+    generation is ``previous``: ``embed`` (a model name), or by default the previous
+    generation's model with its coverage and unit size; None when nothing is embedded."""
+    if embed is False:
+        return None
+    from .embed import previous_embedding
+
+    carried = previous_embedding(previous)
+    model = embed if isinstance(embed, str) else (carried[0] if carried else None)
+    if not model:
+        return None
+    same = carried is not None and carried[0] == model
+    return model, carried[1] if same else None, carried[2] if same else None
 
 
 def check_limit(limit: int, maximum: int = MAX_LIMIT) -> int:

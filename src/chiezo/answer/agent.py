@@ -144,7 +144,8 @@ def run_agent(
                          "tool_calls": reply.tool_calls})  # fmt: skip
         for call in reply.tool_calls:
             name, text = _run_call(server, call, allowed, done_calls, references, budgets)
-            emit("step", {"step": step, "tool": name, "result_chars": len(text)})
+            emit("step", {"step": step, "tool": name, "arguments": _arguments(call),
+                          "result_chars": len(text)})  # fmt: skip
             messages.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": text})
     else:
         warnings.append(f"the step budget ({budgets.steps}) ran out; answered from what was found")
@@ -156,6 +157,17 @@ def run_agent(
     text = strip_reasoning(final or "")
     return Answer(question, text, references.items, [], "agent", model, True,
                   citations(text, len(references.items)), warnings)  # fmt: skip
+
+
+def _arguments(call: dict) -> dict | str:
+    """A tool call's arguments for a progress event: the object, or the raw text if broken."""
+    raw = (call.get("function") or {}).get("arguments") or "{}"
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw[:200]
 
 
 def _run_call(server, call, allowed, done_calls, references, budgets) -> tuple[str, str]:

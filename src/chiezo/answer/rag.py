@@ -221,18 +221,20 @@ def answer(prepared: Prepared, llm: LLMClient, *, grounded: bool = True) -> Answ
     return prepared.result(reply.content, reply.model, grounded)
 
 
-def stream_answer(prepared: Prepared, llm: LLMClient) -> Iterator[tuple[str, Any]]:
-    """Events: ``references``, then ``delta``…, then ``done`` with the whole answer."""
+def stream_answer(prepared: Prepared, llm: LLMClient | None,
+                  grounded: bool = True) -> Iterator[tuple[str, Any]]:  # fmt: skip
+    """Events: ``references``, then ``delta``…, then ``done`` with the whole answer (and the
+    name of the model that wrote it: a UI shows it as the speaker)."""
     yield "references", {"references": [e.reference() for e in prepared.excerpts],
                          "queries": prepared.plan.queries, "planner": prepared.plan.planner}  # fmt: skip
-    if not prepared.excerpts:
+    if not prepared.excerpts and grounded:
         result = no_basis(prepared)
         yield "delta", {"text": result.answer}
         yield "done", result.to_dict()
         return
     parts: list[str] = []
     for delta in llm.stream(answer_messages(prepared.question, prepared.excerpts,
-                                            prepared.history)):  # fmt: skip
+                                            prepared.history, grounded)):  # fmt: skip
         parts.append(delta)
         yield "delta", {"text": delta}
-    yield "done", prepared.result("".join(parts), None).to_dict()
+    yield "done", prepared.result("".join(parts), llm.streamed_model, grounded).to_dict()

@@ -17,12 +17,12 @@ from fastapi import Depends, FastAPI, Path, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from .. import __version__
+from .. import __version__, web
 from ..config import Settings
 from ..errors import BadQuery, Uncited
 from ..mcp_server import build_mcp
 from ..service import MAX_LIMIT, Service
-from . import errors
+from . import errors, jobs_routes
 from .security import Security
 
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"1-{MAX_LIMIT}")]
@@ -80,6 +80,8 @@ class NotePatch(BaseModel):
 
 def reject_unknown_parameters(request: Request) -> None:
     """A query parameter the route does not declare is an error naming the allowed ones."""
+    if not request.url.path.startswith("/v1/"):
+        return  # web pages read their own query strings (and keep ?lang= on every link)
     route = request.scope.get("route")
     dependant = getattr(route, "dependant", None)
     if dependant is None:
@@ -125,11 +127,11 @@ def _answer(service: Service, question, history, source, strict, stream, budget,
         return _json(result.to_dict())
     prepared = service.prepare_answer(question, source=source, history=history, budget=budget)
     # without sources the model is not asked (stream_answer sends the fixed reply)
-    llm = service.require_llm(prepared) if prepared.excerpts else None
+    llm = service.require_llm(prepared) if prepared.excerpts or not grounded else None
 
     def events():
         try:
-            for name, data in rag.stream_answer(prepared, llm):
+            for name, data in rag.stream_answer(prepared, llm, grounded):
                 yield _sse(name, data)
         except ChiezoError as exc:  # after the first byte: the stream says what went wrong
             yield _sse("error", exc.to_dict())
@@ -213,6 +215,7 @@ def create_app(settings: Settings | None = None, *, bind_host: str = "127.0.0.1"
         security.check_write(request)
 
     _routes(app, service, writer)
+    web.install(app, service)
     if security.token_required:
         app.router.routes.extend(_guarded(mcp_app.routes, security))
     else:
@@ -313,6 +316,12 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         return _answer(service, body.messages[-1].content, history, body.source, body.strict,
                        body.stream, body.budget, body.mode, body.steps, body.grounded)  # fmt: skip
 
+    @app.get("/v1/llm", tags=["answers"])
+    def llm_status() -> JSONResponse:
+        """The answer layer: configured or not, and for each endpoint whether it answers and
+        with which model (and which models it has when the configured one is missing)."""
+        return _json(service.llm_status())
+
     # -- notes (declared before /v1/{source}/... so that /v1/notes/recall is not a source) ---
 
     @app.post("/v1/notes", status_code=201, tags=["notes"], dependencies=write)
@@ -352,6 +361,8 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
     @app.delete("/v1/notes/{note_id:int}", tags=["notes"], dependencies=write)
     def forget(note_id: int) -> JSONResponse:
         return _json(service.forget(note_id))
+
+    jobs_routes.install(app, service, write)  # /v1/jobs: background rebuild and embed jobs
 
     # -- one source ---------------------------------------------------------------------------
 

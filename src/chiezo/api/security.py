@@ -5,6 +5,9 @@
 * Beyond loopback (``--host 0.0.0.0`` or an address): writes — REST note endpoints and the MCP
   endpoint, which carries the write tools — need ``Authorization: Bearer $CHIEZO_TOKEN``. With no
   token configured, REST writes are refused and the MCP server is built without write tools.
+* A write whose browser ``Origin`` is another site is refused (403) whatever the token: a page
+  on the web must not be able to rebuild sources or write notes through a local browser
+  (forms and plain POSTs cross origins without a preflight).
 * The MCP endpoint checks the Host header against the loopback names, the bound address and
   ``CHIEZO_ALLOWED_HOSTS`` (DNS-rebinding protection): a web page cannot make a browser talk
   to it through a hostile DNS name.
@@ -56,6 +59,12 @@ class Security:
         return bool(self.token)
 
     def check_write(self, request: Request) -> None:
+        origin = request.headers.get("origin")
+        if origin is not None and not self.same_site(origin, request.headers.get("host", "")):
+            raise Forbidden(
+                f"a write from another site ({origin}) is refused",
+                hint="write from Chiezo's own pages, the CLI, or a client that sends no Origin",
+            )
         if not self.writes_enabled:
             raise Forbidden(
                 "writes are disabled: the server listens beyond loopback and no token is set",
@@ -66,6 +75,13 @@ class Security:
                 "this endpoint needs Authorization: Bearer <CHIEZO_TOKEN>",
                 hint="send the token configured in CHIEZO_TOKEN",
             )
+
+    def same_site(self, origin: str, host: str) -> bool:
+        """The Origin names the host the request was sent to (or a configured allowed host)."""
+        from urllib.parse import urlsplit
+
+        netloc = urlsplit(origin).netloc.lower()
+        return bool(netloc) and (netloc == host.lower() or netloc in self.allowed_hosts)
 
     def authorized(self, header: str | None) -> bool:
         if not self.token:

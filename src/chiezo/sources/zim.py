@@ -25,7 +25,7 @@ from .documents import document_from_text
 from .formats import html_to_markdown
 
 KIND = "zim"
-METADATA = ("Title", "Name", "Language", "Date", "Creator", "Publisher", "Description")
+METADATA = ("Title", "Name", "Language", "Date", "Creator", "Publisher", "Description", "License")
 
 
 def open_archive(path: Path):

@@ -1,0 +1,273 @@
+"""The web UI's words in Japanese and English, and which language a request gets.
+
+The language follows, in order: ``?lang=`` (remembered in a cookie), the cookie, the browser's
+``Accept-Language`` (the first of ja/en it prefers), and otherwise Japanese — the first language
+of the project. Messages are ``{name}`` templates; the scripts get the same catalog as JSON so a
+string is written once for both server and browser.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+
+LANGUAGES = ("ja", "en")
+DEFAULT = "ja"
+COOKIE = "chiezo_lang"
+
+# name: (Japanese, English)
+MESSAGES: dict[str, tuple[str, str]] = {
+    # navigation and frame
+    "nav.search": ("検索", "Search"),
+    "nav.chat": ("チャット", "Chat"),
+    "nav.admin": ("管理", "Admin"),
+    "tagline": ("手元で引けるAIのための知識ベース", "An offline knowledge base for AI"),
+    "footer": (
+        "すべてこのマシンの中で動いています。外部には何も送りません。",
+        "Everything runs on this machine; nothing is sent anywhere.",
+    ),  # fmt: skip
+    "lang.switch": ("English", "日本語"),
+    # search
+    "search.placeholder": (
+        "調べたいこと（例: 浅草寺、夏目漱石 生年）",
+        "What to look up (e.g. Senso-ji, Natsume Soseki born)",
+    ),  # fmt: skip
+    "search.button": ("検索", "Search"),
+    "search.all_sources": ("すべてのソース", "All sources"),
+    "search.source": ("ソース", "Source"),
+    "search.mode": ("方式", "Mode"),
+    "mode.auto": ("自動", "Automatic"),
+    "mode.keyword": ("キーワード", "Keyword"),
+    "mode.semantic": ("意味", "Semantic"),
+    "mode.hybrid": ("ハイブリッド", "Hybrid"),
+    "mode.no_vectors": (
+        "このソースにはベクトルがないため、キーワード検索のみです",
+        "This source has no vectors: keyword search only",
+    ),  # fmt: skip
+    "filters": ("絞り込み", "Filters"),
+    "filter.tag": ("タグ", "Tag"),
+    "filter.feature": ("種類 (key=value)", "Feature (key=value)"),
+    "filter.area": ("地域", "Area"),
+    "filter.near": ("近く (緯度,経度 または 記事名)", "Near (lat,lon or a title)"),
+    "filter.radius": ("半径 km", "Radius km"),
+    "filter.only_one_source": (
+        "絞り込みはソースを一つ選ぶと使えます",
+        "Choose one source to filter",
+    ),  # fmt: skip
+    "results.count": ("{total}件", "{total} results"),
+    "results.count_at_least": ("{total}件以上", "at least {total} results"),
+    "results.range": ("{first}–{last}件目", "{first}–{last}"),
+    "results.none": ("見つかりませんでした。", "Nothing found."),
+    "results.browse": ("条件に合う文書", "Documents matching the filters"),
+    "results.prev": ("← 前へ", "← Previous"),
+    "results.next": ("次へ →", "Next →"),
+    "results.found_by": ("検索方式: {how}", "Found by: {how}"),
+    "how.keyword": ("キーワード", "keyword"),
+    "how.semantic": ("意味", "meaning"),
+    "how.hybrid": ("ハイブリッド（キーワード＋意味）", "hybrid (keyword + meaning)"),
+    "how.keyword-fallback": (
+        "キーワード（意味検索が時間切れ）",
+        "keyword (search by meaning ran out of time)",
+    ),
+    "how.filter": ("絞り込み（全件を正確に数えています）", "filters (every match counted)"),
+    "map.more": ("ほか{n}地点を小さな点で表示", "{n} more matches shown as small dots"),
+    "results.distance": ("{km} km", "{km} km"),
+    "results.nearest_first": ("近い順", "nearest first"),
+    "home.sources": ("ソース", "Sources"),
+    "home.docs": ("{docs}件の文書", "{docs} documents"),
+    "home.empty": (
+        "まだソースがありません。`chiezo ingest docs PATH --name NAME` で作れます。",
+        "No sources yet. Build one with `chiezo ingest docs PATH --name NAME`.",
+    ),  # fmt: skip
+    # map
+    "map.title": ("地図", "Map"),
+    "map.points": ("{n}地点", "{n} places"),
+    "map.offline": (
+        "オフライン地図（経緯線のみ、タイルなし）",
+        "Offline map (graticule only, no tiles)",
+    ),  # fmt: skip
+    # doc page
+    "doc.opening": ("冒頭", "Opening"),
+    "doc.body": ("本文", "Text"),
+    "doc.tags": ("タグ", "Tags"),
+    "doc.links": ("リンク", "Links"),
+    "doc.links_in": ("この文書へのリンク", "Linked from"),
+    "doc.attributes": ("属性", "Attributes"),
+    "doc.aliases": ("別名", "Also known as"),
+    "doc.coordinates": ("座標", "Coordinates"),
+    "doc.nearby": ("近くを探す", "Find nearby"),
+    "doc.original": ("元の文書", "Original"),
+    "doc.source_line": ("出典", "Source"),
+    "doc.not_found": ("文書が見つかりません", "Document not found"),
+    "doc.did_you_mean": ("もしかして:", "Did you mean:"),
+    "doc.truncated": (
+        "（長いため {shown} / {total} 文字を表示）",
+        "(long: showing {shown} of {total} characters)",
+    ),  # fmt: skip
+    "doc.show_all": ("全文を表示", "Show everything"),
+    # errors
+    "error.title": ("エラー", "Error"),
+    # admin
+    "admin.title": ("管理", "Administration"),
+    "admin.sources": ("長期保存のソース", "Long-term sources"),
+    "admin.col.name": ("名前", "Name"),
+    "admin.col.kind": ("種類", "Kind"),
+    "admin.col.docs": ("文書数", "Documents"),
+    "admin.col.size": ("サイズ", "Size"),
+    "admin.col.generation": ("世代", "Generation"),
+    "admin.col.built_at": ("作成日時", "Built at"),
+    "admin.col.schema": ("スキーマ", "Schema"),
+    "admin.col.vectors": ("ベクトル", "Vectors"),
+    "admin.col.input": ("入力", "Input"),
+    "admin.col.actions": ("操作", "Actions"),
+    "admin.no_vectors": ("なし", "none"),
+    "admin.needs_rebuild": ("要再構築", "needs a rebuild"),
+    "admin.rebuild": ("再構築", "Rebuild"),
+    "admin.embed": ("再埋め込み", "Re-embed"),
+    "admin.model": ("モデル", "Model"),
+    "admin.confirm.title": ("実行内容の確認", "What will happen"),
+    "admin.confirm.rebuild": (
+        "ソース「{source}」を {path} から新しい世代として作り直します（種類: {kind}）。",
+        "Source “{source}” is rebuilt from {path} as a new generation (kind: {kind}).",
+    ),  # fmt: skip
+    "admin.confirm.embed": (
+        "ソース「{source}」の文書をモデル {model} で埋め込み直します（既に計算済みの文はキャッシュを再利用）。",
+        "The documents of “{source}” are embedded again with {model} (passages already computed come from the cache).",
+    ),  # fmt: skip
+    "admin.confirm.then_embed": (
+        "その後、モデル {model} で埋め込みます（既に計算済みの文はキャッシュを再利用）。",
+        "Then they are embedded with {model} (passages already computed come from the cache).",
+    ),  # fmt: skip
+    "admin.confirm.no_embed": (
+        "ベクトルは作りません（前の世代にもありません）。",
+        "No vectors are made (the current generation has none either).",
+    ),  # fmt: skip
+    "admin.confirm.serving": (
+        "完成するまで現在の世代（{generation}、{docs}件）がそのまま応答し、完成した時点で切り替わります。失敗した場合は現在の世代が残ります。",
+        "The current generation ({generation}, {docs} documents) keeps answering until the new one is complete, then it switches; if the build fails, the current one stays.",
+    ),  # fmt: skip
+    "admin.confirm.input_missing": (
+        "入力 {path} が見つからないため実行できません。",
+        "The input {path} is missing: this cannot run.",
+    ),  # fmt: skip
+    "admin.confirm.go": ("実行する", "Run it"),
+    "admin.cancel": ("キャンセル", "Cancel"),
+    "admin.job": ("ジョブ", "Job"),
+    "admin.jobs": ("最近のジョブ", "Recent jobs"),
+    "admin.job.running": ("実行中", "running"),
+    "admin.job.done": ("完了", "done"),
+    "admin.job.failed": ("失敗", "failed"),
+    "admin.job.log": ("ログ", "Log"),
+    "admin.job.elapsed": ("{s} 秒", "{s} s"),
+    "admin.job.none": ("まだジョブはありません。", "No jobs yet."),
+    "admin.notes": ("メモ（書き込める唯一のソース）", "Notes (the one writable source)"),
+    "admin.notes.hint": (
+        "メモは追加・編集・削除するとその場で反映されます。再構築はありません。",
+        "Notes change in place when added, edited or forgotten: there is no rebuild.",
+    ),  # fmt: skip
+    "admin.notes.none": ("メモはまだありません。", "No notes yet."),
+    "note.title": ("題名（省略時は1行目）", "Title (default: the first line)"),
+    "note.text": ("内容", "Text"),
+    "note.tags": ("タグ（カンマ区切り）", "Tags (comma-separated)"),
+    "note.add": ("メモを追加", "Add note"),
+    "note.edit": ("編集", "Edit"),
+    "note.save": ("保存", "Save"),
+    "note.forget": ("削除", "Forget"),
+    "note.confirm_forget": (
+        "メモ「{title}」を削除します。元に戻せません。",
+        "Note “{title}” will be forgotten. This cannot be undone.",
+    ),  # fmt: skip
+    "note.saved": ("保存しました", "Saved"),
+    "admin.model_endpoint": ("言語モデルのエンドポイント", "Language model endpoint"),
+    "admin.llm.off": (
+        "未設定: 回答機能はオフです（検索は使えます）。CHIEZO_LLM_URL を設定してください。",
+        "Not configured: answering is off (search works). Set CHIEZO_LLM_URL.",
+    ),  # fmt: skip
+    "admin.llm.ok": ("接続できます — モデル: {model}", "Reachable — model: {model}"),
+    "admin.llm.bad": ("問題あり: {problem}", "Problem: {problem}"),
+    "admin.llm.checking": ("確認中…", "Checking…"),
+    "admin.token": ("トークン", "Token"),
+    "admin.token.hint": (
+        "このサーバーへの書き込み（再構築・メモ）には CHIEZO_TOKEN が必要です。",
+        "Writes to this server (rebuilds, notes) need CHIEZO_TOKEN.",
+    ),  # fmt: skip
+    "admin.token.save": ("このタブで使う", "Use in this tab"),
+    "admin.writes_off": (
+        "このサーバーはループバック以外で待ち受けていてトークンが未設定のため、書き込みはできません。",
+        "This server listens beyond loopback with no token set: writes are disabled.",
+    ),  # fmt: skip
+    # chat
+    "chat.title": ("チャット", "Chat"),
+    "chat.placeholder": (
+        "質問を入力（例: 夏目漱石はいつ生まれましたか？）",
+        "Ask a question (e.g. When was Natsume Soseki born?)",
+    ),  # fmt: skip
+    "chat.send": ("送信", "Send"),
+    "chat.you": ("あなた", "You"),
+    "chat.mode": ("方式", "Mode"),
+    "chat.mode.rag": ("検索して回答 (RAG)", "Search then answer (RAG)"),
+    "chat.mode.agent": ("エージェント（モデルが道具を使う）", "Agent (the model uses the tools)"),
+    "chat.grounded": ("出典の範囲だけで答える", "Answer only from the sources"),
+    "chat.sources": ("出典", "Sources"),
+    "chat.step": ("手順 {step}: {tool}", "Step {step}: {tool}"),
+    "chat.searching": ("調べています…", "Looking it up…"),
+    "chat.uncited": ("この回答は出典を引用していません。", "This answer cites no source."),
+    "chat.ungrounded": (
+        "出典外の知識も使ってよい回答です。",
+        "This answer may go beyond the sources.",
+    ),
+    "chat.off": (
+        "回答機能はオフです（言語モデルのエンドポイントが設定されていません）。検索はそのまま使えます:",
+        "The answer layer is off (no language model endpoint is configured). Search works as always:",
+    ),  # fmt: skip
+    "chat.off_hint": (
+        "CHIEZO_LLM_URL と CHIEZO_LLM_MODEL を設定してサーバーを起動し直すと回答できます。",
+        "Set CHIEZO_LLM_URL and CHIEZO_LLM_MODEL and restart the server to get answers.",
+    ),  # fmt: skip
+    "chat.model_unknown": ("言語モデル", "Language model"),
+    "chat.error": ("エラー: {error}", "Error: {error}"),
+    "chat.new": ("新しい会話", "New conversation"),
+}
+
+
+def pick_language(request: Request) -> str:
+    asked = request.query_params.get("lang")
+    if asked in LANGUAGES:
+        return asked
+    remembered = request.cookies.get(COOKIE)
+    if remembered in LANGUAGES:
+        return remembered
+    return from_accept_language(request.headers.get("accept-language", ""))
+
+
+def from_accept_language(header: str) -> str:
+    """The supported language the browser ranks highest (``en-US,en;q=0.9,ja;q=0.8`` → en)."""
+    ranked = []
+    for position, part in enumerate(header.split(",")):
+        tag, _, params = part.strip().partition(";")
+        quality = 1.0
+        if params.strip().startswith("q="):
+            try:
+                quality = float(params.strip()[2:])
+            except ValueError:
+                quality = 0.0
+        base = tag.strip().lower().split("-")[0]
+        if base in LANGUAGES and quality > 0:
+            ranked.append((-quality, position, base))
+    return min(ranked)[2] if ranked else DEFAULT
+
+
+class Translator:
+    """``t("results.count", total=3)`` in the request's language."""
+
+    def __init__(self, language: str):
+        self.language = language
+        self._index = LANGUAGES.index(language)
+
+    def __call__(self, name: str, **values) -> str:
+        text = MESSAGES[name][self._index]
+        return text.format(**values) if values else text
+
+    def catalog(self, prefixes: tuple[str, ...] = ()) -> dict[str, str]:
+        """The messages whose names start with one of ``prefixes``, for a page's script."""
+        return {name: pair[self._index] for name, pair in MESSAGES.items()
+                if name.startswith(prefixes)}  # fmt: skip

@@ -1,0 +1,134 @@
+// Chat: the conversation goes to POST /v1/chat as a stream. The model is the speaker (its name
+// heads each answer); the library only supplies the numbered sources the answer cites.
+"use strict";
+(() => {
+  const { t, api, events, el } = Chiezo;
+  const $ = (selector) => document.querySelector(selector);
+  const history = [];
+  let modelName = $("#chat").dataset.model || "";
+
+  async function learnModel() {
+    try {
+      const status = await api("GET", "/v1/llm");
+      modelName = status.model || modelName;
+      const bad = status.endpoints.filter((e) => !e.ok).map((e) => `${e.url}: ${e.problem}`);
+      $("#chat-model-line").textContent = [modelName, ...bad].filter(Boolean).join(" · ");
+    } catch (error) {
+      $("#chat-model-line").textContent = error.message;
+    }
+  }
+
+  function message(role, speaker) {
+    const body = el("div", { class: "text" });
+    const item = el("li", { class: `message ${role}` }, el("div", { class: "speaker", text: speaker }), body);
+    $("#messages").append(item);
+    return { item, body };
+  }
+
+  // The answer's text with each [n] turned into a link to source n's document page.
+  function withCitations(text, references) {
+    const byNumber = new Map(references.map((r) => [String(r.n), r]));
+    const out = document.createDocumentFragment();
+    let last = 0;
+    for (const match of text.matchAll(/\[(\d+(?:\s*[,，、]\s*\d+)*)\]/g)) {
+      out.append(text.slice(last, match.index));
+      const numbers = match[1].split(/\s*[,，、]\s*/);
+      out.append("[");
+      numbers.forEach((n, i) => {
+        const ref = byNumber.get(n);
+        if (i) out.append(", ");
+        out.append(ref ? el("a", { class: "cite", href: docHref(ref), title: ref.title, text: n }) : n);
+      });
+      out.append("]");
+      last = match.index + match[0].length;
+    }
+    out.append(text.slice(last));
+    return out;
+  }
+
+  const docHref = (ref) => (ref.doc_id ? `/doc/${encodeURIComponent(ref.source)}/${ref.doc_id}` : ref.url || "#");
+
+  function sourceList(references, cited = []) {
+    const list = el("ol", { class: "references" });
+    for (const ref of references) {
+      const link = el("a", { href: docHref(ref), text: ref.title });
+      const item = el("li", { value: String(ref.n), id: `ref-${ref.n}` }, link, el("span", { class: "badge", text: ref.source }));
+      if (cited.includes(ref.n)) item.classList.add("cited");
+      list.append(item);
+    }
+    return el("details", { class: "sources", open: "" }, el("summary", { text: t("chat.sources") }), list);
+  }
+
+  async function ask(question) {
+    history.push({ role: "user", content: question });
+    message("user", t("chat.you")).body.textContent = question;
+    const mode = $("#chat-mode").value;
+    const grounded = $("#chat-grounded").checked;
+    const { item, body } = message("assistant", modelName || t("chat.model_unknown"));
+    item.dataset.state = "streaming";
+    const status = el("p", { class: "status muted", text: t("chat.searching") });
+    const steps = el("ol", { class: "steps" });
+    const text = el("div", { class: "answer" });
+    body.append(status, steps, text);
+    let references = [];
+    let written = "";
+    const request = { messages: history.slice(), stream: true, mode, grounded };
+    if ($("#chat-source").value) request.source = $("#chat-source").value;
+    $("#chat-send").disabled = true;
+    try {
+      for await (const [name, data] of events("/v1/chat", request)) {
+        if (name === "references") {
+          references = data.references || [];
+          status.textContent = (data.queries || []).join(" · ");
+        } else if (name === "step") {
+          const args = typeof data.arguments === "object" ? JSON.stringify(data.arguments) : data.arguments || "";
+          steps.append(el("li", { text: `${t("chat.step", { step: data.step, tool: data.tool })} ${args}` }));
+        } else if (name === "delta") {
+          written += data.text;
+          text.textContent = written;
+        } else if (name === "done") {
+          references = data.references || references;
+          written = data.answer;
+          text.replaceChildren(withCitations(written, references));
+          if (data.model) item.querySelector(".speaker").textContent = data.model;
+          if (references.length) body.append(sourceList(references, data.cited || []));
+          if (references.length && !(data.cited || []).length) body.append(el("p", { class: "warn small", text: t("chat.uncited") }));
+          if (data.grounded === false) body.append(el("p", { class: "muted small", text: t("chat.ungrounded") }));
+          for (const warning of data.warnings || []) body.append(el("p", { class: "muted small", text: warning }));
+          history.push({ role: "assistant", content: written });
+        } else if (name === "error") {
+          body.append(el("p", { class: "error", role: "alert", text: t("chat.error", { error: data.error }) }));
+          if (data.hint) body.append(el("p", { class: "muted small", text: data.hint }));
+          const found = data.excerpts || references;
+          if (found.length) body.append(sourceList(found));
+        }
+      }
+    } catch (error) {
+      body.append(el("p", { class: "error", role: "alert", text: t("chat.error", { error: error.message }) }));
+    } finally {
+      status.remove();
+      item.dataset.state = "done";
+      $("#chat-send").disabled = false;
+    }
+  }
+
+  $("#chat-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const input = $("#chat-input");
+    const question = input.value.trim();
+    if (!question) return;
+    input.value = "";
+    ask(question);
+  });
+  $("#chat-input").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      $("#chat-form").requestSubmit();
+    }
+  });
+  $("#chat-new").addEventListener("click", () => {
+    history.length = 0;
+    $("#messages").replaceChildren();
+  });
+  learnModel();
+})();

