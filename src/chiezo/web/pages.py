@@ -130,7 +130,7 @@ def install(app: FastAPI, service: Service) -> None:
                       sources=[i for i in infos if i.get("kind") != "notes"],
                       notes=service.recall(limit=50, max_chars=None),
                       jobs=[j.to_dict() for j in jobs][:10],
-                      models=_embedding_models())  # fmt: skip
+                      models=_embedding_models(), default_model=_default_model())  # fmt: skip
 
     @app.get("/chat", include_in_schema=False)
     def chat_page(request: Request) -> HTMLResponse:
@@ -285,6 +285,12 @@ def _embedding_models() -> list[str]:
     from ..embedders import BUILT_IN
 
     return sorted(BUILT_IN)
+
+
+def _default_model() -> str:
+    from ..embedders import DEFAULT_MODEL
+
+    return DEFAULT_MODEL
 
 
 def _url_with(request: Request, **changes) -> str:
