@@ -135,3 +135,9 @@ def test_a_tiny_preamble_leads_into_the_first_section_instead_of_standing_alone(
     assert chunks[0].text.startswith("<!--")
     assert chunks[0].heading_path == "日本語の題"
     assert all(c.heading_path for c in chunks)
+
+
+def test_the_continuation_lines_of_a_list_item_are_not_the_opening():
+    text = ("# Searching\n\n1. Exact titles come first. Searching `浅草寺`\n"
+            "   shows the article before longer ones.\n2. Then bm25.\n\nOrdinary prose here.\n")  # fmt: skip
+    assert opening_paragraph(parse_sections(text)) == "Ordinary prose here."

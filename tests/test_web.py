@@ -43,6 +43,11 @@ def library(tmp_path_factory):
     files = {
         f"note{i}.md": f"# 文書{i}\n\n検索用の文書 {i} 番。共通語 りんご。\n" for i in range(25)
     }
+    files["sub/manual.md"] = (
+        "# 手引き\n\n表と見出しのある文書。\n\n## 表\n\n| 項目 | 値 |\n|---|---|\n| 休暇 | 20日 |\n\n"
+        "<script>alert(1)</script>\n\n![地図の画像](https://example.com/map.png)\n\n"
+        "[最初の文書](../note0.md) と [外のページ](https://example.com/)。\n"
+    )
     build_docs(service, write_files(root / "docs", files), "papers")
     return settings
 
@@ -214,6 +219,18 @@ def test_sources_carry_their_attribution_in_the_api(web):
     assert sources["papers"]["attribution"]["text"].startswith("your documents")
 
 
+def test_a_markdown_document_is_shown_rendered_and_safe(web):
+    found = web.get("/doc/papers", params={"key": "sub/manual.md"}, follow_redirects=False)
+    page = web.get(found.headers["location"]).text
+    body = re.search(r'<section class="body markdown".*?</section>', page, re.S).group(0)
+    assert "<h2>表</h2>" in body and "<td>20日</td>" in body and "## " not in body
+    assert "<script>" not in body and "&lt;script&gt;" in body  # the file cannot script the page
+    assert "<img" not in body and "[地図の画像]" in body  # nothing is fetched from elsewhere
+    first = re.search(r'<a href="(/doc/papers[?]key=note0.md)">最初の文書</a>', body).group(1)
+    assert "文書0" in web.get(first, follow_redirects=True).text  # opens that file's document
+    assert 'href="https://example.com/" rel="noopener"' in body
+
+
 # -- admin, chat and the write rules ----------------------------------------------------------
 
 
@@ -224,10 +241,13 @@ def test_admin_shows_every_fact_of_a_source_and_the_notes(web):
         r'<article class="source-card" data-source="papers">(.*?)</article>', page, re.S
     )
     facts = text_of(card.group(1))
-    for expected in ("25", "gen-", "/docs", "25 files", "スキーマ", "ベクトル", "なし"):
+    for expected in ("26", "gen-", "/docs", "26 files", "スキーマ", "ベクトル", "なし"):
         assert expected in facts
     assert "管理画面に出るメモ" in page and 'data-action="rebuild"' in page
     assert 'data-source="notes"' not in page  # notes have no rebuild button
+    found = web.get("/admin", params={"notes_q": "管理画面"}).text
+    assert "管理画面に出るメモ" in found and 'id="no-notes"' not in found
+    assert 'id="no-notes"' in web.get("/admin", params={"notes_q": "qzxv存在しない"}).text
 
 
 def test_chat_without_a_model_says_the_answer_layer_is_off_and_offers_search(web):

@@ -262,7 +262,7 @@ def opening_paragraph(sections: list[Section], limit: int = 400) -> str:
     """The first paragraph of prose: not a heading, fence, list, table or HTML line."""
     for section in sections:
         paragraph: list[str] = []
-        fence = False
+        fence = skipping = False
         for line in section.lines:
             stripped = line.strip()
             if _FENCE.match(line):
@@ -273,8 +273,11 @@ def opening_paragraph(sections: list[Section], limit: int = 400) -> str:
             if not stripped:
                 if paragraph:
                     break
+                skipping = False
                 continue
-            if _NOT_PARAGRAPH.match(line) and not paragraph:
+            # a list item or table row, and the lines that continue it, are not prose
+            if not paragraph and (skipping or _NOT_PARAGRAPH.match(line)):
+                skipping = True
                 continue
             paragraph.append(stripped)
         if paragraph:

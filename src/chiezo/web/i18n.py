@@ -164,6 +164,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "メモは追加・編集・削除するとその場で反映されます。再構築はありません。",
         "Notes change in place when added, edited or forgotten: there is no rebuild.",
     ),  # fmt: skip
+    "admin.notes.search": ("メモを検索", "Search the notes"),
+    "admin.notes.range": ("{total}件中 {first}–{last}件目", "{first}–{last} of {total}"),
     "admin.notes.none": ("メモはまだありません。", "No notes yet."),
     "note.title": ("題名（省略時は1行目）", "Title (default: the first line)"),
     "note.text": ("内容", "Text"),

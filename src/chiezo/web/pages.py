@@ -22,10 +22,12 @@ from ..errors import ChiezoError
 from ..service import Service
 from .i18n import COOKIE, LANGUAGES, MESSAGES, Translator, pick_language
 from .mapview import MapPoint, render_map
+from .markdown_view import render_markdown
 
 PAGE_SIZE = 10
 DOC_BODY_CHARS = 60_000  # a long article is cut here unless asked for whole (``?full=1``)
 SHOWN_LINKS = 300
+NOTES_PAGE = 50
 MAP_POINTS = 500  # filtered places drawn beyond the page's own (as small unnumbered dots)
 _POINT = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*$")
 
@@ -83,9 +85,10 @@ def install(app: FastAPI, service: Service) -> None:
 
     @app.get("/doc/{source}", include_in_schema=False)
     def doc_by_title(request: Request, source: str) -> HTMLResponse:
-        title = request.query_params.get("title", "")
+        title, key = request.query_params.get("title"), request.query_params.get("key")
         try:
-            found = service.doc(source, title=title, fields=["doc_id"])
+            found = service.doc(source, title=None if key else title or "", key=key,
+                                fields=["doc_id"])  # fmt: skip
         except ChiezoError as exc:
             return render(request, "doc.html", exc.status, doc=None, error=exc.to_dict(),
                           source=source)  # fmt: skip
@@ -99,7 +102,7 @@ def install(app: FastAPI, service: Service) -> None:
         full = request.query_params.get("full") == "1"
         try:
             doc = service.doc(source, doc_id=doc_id, fields=[
-                "source", "doc_id", "key", "title", "url", "aliases", "opening", "tags",
+                "source", "doc_id", "key", "title", "url", "aliases", "opening", "tags", "extra",
                 "attrs", "point", "chunks", "body"],
                 max_chars=None if full else DOC_BODY_CHARS)  # fmt: skip
             info = service.library.get(source).info()
@@ -113,22 +116,31 @@ def install(app: FastAPI, service: Service) -> None:
         sections, shown, total = _sections(chunks, None if full else DOC_BODY_CHARS)
         if not doc.get("chunks"):
             total = doc.get("body_chars", total)
+        body_html = None
+        if (doc.get("extra") or {}).get("format") == "markdown":
+            body_html = render_markdown(doc.get("body") or "", source, doc["key"])
+            total = doc.get("body_chars", 0)
+            shown = min(total, DOC_BODY_CHARS) if not full else total
         point = doc.get("point")
         map_svg = ""
         if point:
             map_svg = Markup(render_map([MapPoint(point["lat"], point["lon"], doc["title"])],
                                         title=doc["title"], width=440, max_height=300))  # fmt: skip
-        return render(request, "doc.html", doc=doc, info=info, sections=sections,
+        return render(request, "doc.html", doc=doc, info=info, sections=sections, body_html=body_html,
                       shown_chars=shown, total_chars=total, full=full, map_svg=map_svg,
                       outgoing=outgoing, incoming=incoming, error=None, source=source)  # fmt: skip
 
     @app.get("/admin", include_in_schema=False)
     def admin_page(request: Request) -> HTMLResponse:
         infos = service.sources()
+        notes_q = (request.query_params.get("notes_q") or "").strip()
+        notes_offset = _offset(request.query_params.get("notes_offset"))
         jobs = request.app.state.jobs.list() if hasattr(request.app.state, "jobs") else []
         return render(request, "admin.html", script_words=("admin.", "note."),
                       sources=[i for i in infos if i.get("kind") != "notes"],
-                      notes=service.recall(limit=50, max_chars=None),
+                      notes=service.recall(q=notes_q or None, limit=NOTES_PAGE,
+                                           offset=notes_offset, max_chars=None),
+                      notes_q=notes_q, notes_page=NOTES_PAGE,
                       jobs=[j.to_dict() for j in jobs][:10],
                       models=_embedding_models(), default_model=_default_model())  # fmt: skip
 
@@ -152,11 +164,7 @@ class SearchForm:
     def read(cls, request: Request) -> SearchForm:
         params = request.query_params
         values = {f: (params.get(f) or "").strip() for f in cls.FIELDS}
-        try:
-            offset = max(0, int(params.get("offset") or 0))
-        except ValueError:
-            offset = 0
-        return cls(values, offset)
+        return cls(values, _offset(params.get("offset")))
 
     def __getattr__(self, name: str) -> str:
         if name in SearchForm.FIELDS:
@@ -249,14 +257,14 @@ def _map(items: list[dict], extra: dict | None, others: list[MapPoint] = ()) -> 
     return Markup(render_map(points, center=center))
 
 
-def _suggestions(service: Service, info: dict) -> dict[str, list[str]]:
-    """Values for the filter boxes' drop-downs: the source's commonest tags and features."""
-    out: dict[str, list[str]] = {"tags": [], "features": []}
+def _suggestions(service: Service, info: dict) -> dict[str, list[dict]]:
+    """The source's commonest tags and features with their counts: the filter boxes'
+    drop-downs, and the ways into a source before anything is searched."""
+    out: dict[str, list[dict]] = {"tags": [], "features": []}
     if info.get("tags"):
-        out["tags"] = [t["tag"] for t in service.tags(info["name"], limit=200)["tags"]]
+        out["tags"] = service.tags(info["name"], limit=200)["tags"]
     if "feature" in info.get("attributes", []):
-        found = service.features(info["name"], limit=200)
-        out["features"] = [f["feature"] for f in found.get("features", [])]
+        out["features"] = service.features(info["name"], limit=200).get("features", [])
     return out
 
 
@@ -275,6 +283,13 @@ def _sections(chunks: list[dict], limit: int | None) -> tuple[list[dict], int, i
         shown += len(text)
         sections[-1]["paragraphs"].extend(p for p in re.split(r"\n\s*\n", text) if p.strip())
     return sections, min(shown, total), total
+
+
+def _offset(text: str | None) -> int:
+    try:
+        return max(0, int(text or 0))
+    except ValueError:
+        return 0
 
 
 def _ready(infos: list[dict]) -> list[dict]:
