@@ -324,3 +324,16 @@ def test_a_single_point_still_gets_a_frame_and_no_points_no_map():
     svg = render_map([MapPoint(60.17, 24.94, "one")])
     assert 'class="map-grid"' in svg and "°N" in svg
     assert render_map([]) == ""
+
+
+def test_highlighting_marks_whole_words_and_never_lets_markup_through():
+    from chiezo.web.pages import highlight
+
+    marked = str(
+        highlight("A build that fails changes nothing. Rebuilding a source", "a rebuild source")
+    )
+    assert marked.count("<mark>") == 2 and "<mark>Rebuilding</mark>" in marked
+    assert (
+        str(highlight("浅草寺は寺 <b>", "浅草寺 <b>"))
+        == "<mark>浅草寺</mark>は寺 <mark>&lt;b&gt;</mark>"
+    )

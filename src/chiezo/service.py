@@ -184,6 +184,8 @@ class Service:
             total_is_lower_bound=timed_out or any(r.total_is_lower_bound for r in results.values()),
             notes=notes_,
             sources=sorted(results),
+            # how each source was searched, e.g. "hybrid+keyword" (one without vectors)
+            retrieval="+".join(sorted({r.retrieval for r in results.values()})) or "keyword",
         )
 
     # -- documents and browsing ---------------------------------------------------------------

@@ -39,7 +39,8 @@ def install(app: FastAPI, service: Service) -> None:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    templates.filters.update(highlight=highlight, size=human_size, number=lambda n: f"{n:,}")
+    templates.filters.update(highlight=highlight, size=human_size, number=lambda n: f"{n:,}",
+                             describe_how=describe_how)  # fmt: skip
 
     def render(request: Request, name: str, status: int = 200, script_words: tuple[str, ...] = (),
                **context) -> HTMLResponse:  # fmt: skip
@@ -49,7 +50,7 @@ def install(app: FastAPI, service: Service) -> None:
         t = Translator(language)
         security = request.app.state.security
         page = templates.get_template(name).render(
-            request=request, t=t, known_messages=MESSAGES, lang=language, other_lang=_other(language), version=__version__,
+            request=request, t=t, lang=language, other_lang=_other(language), version=__version__,
             url_with=lambda **changes: _url_with(request, **changes),
             config={"lang": language, "messages": t.catalog(script_words),
                     "token_required": security.token_required,
@@ -335,14 +336,28 @@ def _cut(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
+def describe_how(how: str, t: Translator) -> str:
+    """``hybrid+keyword`` → the words for each way the sources were searched."""
+    return " + ".join(t(f"how.{part}") if f"how.{part}" in MESSAGES else part
+                      for part in how.split("+"))  # fmt: skip
+
+
 def highlight(text: str, query: str) -> Markup:
-    """``text`` escaped, with the query's words marked (case-insensitive)."""
-    words = sorted({w for w in re.split(r"[\s\u3000]+", query or "") if len(w) >= 1}, key=len,
-                   reverse=True)  # fmt: skip
+    """``text`` escaped, with the query's words marked: Latin words whole (from their start,
+    three letters or more: "a" and "I" everywhere is noise), other scripts as substrings of
+    two characters or more."""
+    patterns = []
+    for word in sorted(set(re.split(r"[\s\u3000]+", query or "")), key=len, reverse=True):
+        escaped_word = re.escape(str(escape(word)))
+        if re.fullmatch(r"[\w'-]+", word, re.ASCII):
+            if len(word) >= 3:
+                patterns.append(rf"\b{escaped_word}\w*")
+        elif len(word) >= 2:
+            patterns.append(escaped_word)
     escaped = str(escape(text))
-    if not words:
+    if not patterns:
         return Markup(escaped)
-    pattern = re.compile("|".join(re.escape(str(escape(w))) for w in words), re.IGNORECASE)
+    pattern = re.compile("|".join(patterns), re.IGNORECASE)
     return Markup(pattern.sub(lambda m: f"<mark>{m.group(0)}</mark>", escaped))
 
 
