@@ -337,3 +337,11 @@ def test_highlighting_marks_whole_words_and_never_lets_markup_through():
         str(highlight("浅草寺は寺 <b>", "浅草寺 <b>"))
         == "<mark>浅草寺</mark>は寺 <mark>&lt;b&gt;</mark>"
     )
+
+
+def test_a_documents_own_url_is_a_link_only_when_it_is_safe():
+    from chiezo.web.pages import safe_url
+
+    assert safe_url("https://ja.wikipedia.org/wiki/浅草寺") and safe_url("file:///d/a.pdf#page=2")
+    assert safe_url("javascript:alert(1)") is None and safe_url("JavaScript:x") is None
+    assert safe_url(None) is None and safe_url("data:text/html,x") is None

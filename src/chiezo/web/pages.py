@@ -40,7 +40,7 @@ def install(app: FastAPI, service: Service) -> None:
         lstrip_blocks=True,
     )
     templates.filters.update(highlight=highlight, size=human_size, number=lambda n: f"{n:,}",
-                             describe_how=describe_how)  # fmt: skip
+                             describe_how=describe_how, safe_url=safe_url)  # fmt: skip
 
     def render(request: Request, name: str, status: int = 200, script_words: tuple[str, ...] = (),
                **context) -> HTMLResponse:  # fmt: skip
@@ -334,6 +334,15 @@ def _is_number(text: str) -> bool:
 def _cut(text: str, chars: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
+def safe_url(url: str | None) -> str | None:
+    """A document's own url as a link only when it is one a page may open (never
+    ``javascript:``: a document's metadata must not run in the page)."""
+    if not url:
+        return None
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    return url if scheme in ("http", "https", "file") else None
 
 
 def describe_how(how: str, t: Translator) -> str:

@@ -46,7 +46,8 @@
     return out;
   }
 
-  const docHref = (ref) => (ref.doc_id ? `/doc/${encodeURIComponent(ref.source)}/${ref.doc_id}` : ref.url || "#");
+  const docHref = (ref) => (ref.doc_id ? `/doc/${encodeURIComponent(ref.source)}/${ref.doc_id}`
+                                        : /^https?:/i.test(ref.url || "") ? ref.url : "#");
 
   function sourceList(references, cited = []) {
     const list = el("ol", { class: "references" });
