@@ -90,3 +90,17 @@ def test_allowed_hosts_extend_the_host_check(settings):
     with RunningServer(create_app(settings)) as server:
         headers = {**MCP_HEADERS, "host": "kb.example.com"}
         assert httpx.post(f"{server.url}/mcp", json=INITIALIZE, headers=headers).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "origin, host, allowed, same",
+    [("http://127.0.0.1:8080", "127.0.0.1:8080", (), True),
+     ("https://evil.example", "127.0.0.1:8080", (), False),
+     ("null", "127.0.0.1:8080", (), False),
+     ("http://kb.lan:8080", "10.0.0.2:8080", ("kb.lan:*",), True),
+     ("http://kb.lan.evil:8080", "10.0.0.2:8080", ("kb.lan:*",), False)],
+)  # fmt: skip
+def test_a_write_from_a_browser_must_come_from_this_site(origin, host, allowed, same):
+    from chiezo.api.security import Security
+
+    assert Security("0.0.0.0", "t", allowed).same_site(origin, host) is same

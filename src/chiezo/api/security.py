@@ -81,7 +81,13 @@ class Security:
         from urllib.parse import urlsplit
 
         netloc = urlsplit(origin).netloc.lower()
-        return bool(netloc) and (netloc == host.lower() or netloc in self.allowed_hosts)
+        if not netloc:
+            return False
+        if netloc == host.lower():
+            return True
+        name = netloc.rsplit(":", 1)[0] if not netloc.endswith("]") else netloc
+        return any(netloc == allowed or (allowed.endswith(":*") and name == allowed[:-2])
+                   for allowed in (a.lower() for a in self.allowed_hosts))  # fmt: skip
 
     def authorized(self, header: str | None) -> bool:
         if not self.token:
