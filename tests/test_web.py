@@ -345,3 +345,31 @@ def test_a_documents_own_url_is_a_link_only_when_it_is_safe():
     assert safe_url("https://ja.wikipedia.org/wiki/浅草寺") and safe_url("file:///d/a.pdf#page=2")
     assert safe_url("javascript:alert(1)") is None and safe_url("JavaScript:x") is None
     assert safe_url(None) is None and safe_url("data:text/html,x") is None
+
+
+def test_a_source_that_needs_a_rebuild_is_listed_with_its_reason_and_a_rebuild_button(tmp_path):
+    import sqlite3
+
+    from fastapi.testclient import TestClient
+
+    from chiezo import generations
+
+    settings = Settings(data_dir=tmp_path / "data")
+    build_docs(Service(settings), write_files(tmp_path / "docs", {"a.md": "# A\n\n本文。\n"}), "kb")
+    directory = settings.corpus_dir / "kb"
+    old = directory / "gen-29990101T000000-ffffff.db"
+    with sqlite3.connect(generations.current_path(directory)) as src, sqlite3.connect(old) as dst:
+        src.backup(dst)
+        dst.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
+    src.close()
+    dst.close()
+    generations.switch_current(directory, old)
+    with TestClient(create_app(settings)) as client:
+        page = client.get("/admin", headers=JA)
+        assert page.status_code == 200
+        card = re.search(r'data-source="kb">(.*?)</article>', page.text, re.S).group(1)
+        assert (
+            "要再構築" in card and "chiezo rebuild kb" in card and 'data-action="rebuild"' in card
+        )
+        assert '<span class="badge">docs</span>' in card and str(tmp_path / "docs") in card
+        assert client.get("/", headers=JA).status_code == 200  # search still lists the others

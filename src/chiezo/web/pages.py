@@ -19,6 +19,7 @@ from markupsafe import Markup, escape
 
 from .. import __version__
 from ..errors import ChiezoError
+from ..library import NOTES
 from ..service import Service
 from .i18n import COOKIE, LANGUAGES, MESSAGES, Translator, pick_language
 from .mapview import MapPoint, render_map
@@ -138,7 +139,8 @@ def install(app: FastAPI, service: Service) -> None:
         notes_offset = _offset(request.query_params.get("notes_offset"))
         jobs = request.app.state.jobs.list() if hasattr(request.app.state, "jobs") else []
         return render(request, "admin.html", script_words=("admin.", "note."),
-                      sources=[i for i in infos if i.get("kind") != "notes"],
+                      sources=[_admin_facts(service, i) for i in infos
+                               if i.get("kind") != "notes" and i.get("name") != NOTES],
                       notes=service.recall(q=notes_q or None, limit=NOTES_PAGE,
                                            offset=notes_offset, max_chars=None),
                       notes_q=notes_q, notes_page=NOTES_PAGE,
@@ -293,6 +295,18 @@ def _offset(text: str | None) -> int:
         return 0
 
 
+def _admin_facts(service: Service, info: dict) -> dict:
+    """A source that needs a rebuild still shows what it was built from (its raw meta)."""
+    if info.get("status") == "ok":
+        return info
+    from ..jobs import source_info
+
+    try:
+        return {**source_info(service, info["name"]), "hint": info.get("hint")}
+    except ChiezoError:
+        return info
+
+
 def _ready(infos: list[dict]) -> list[dict]:
     return [i for i in infos if i.get("status") == "ok"]
 
@@ -371,7 +385,7 @@ def highlight(text: str, query: str) -> Markup:
 
 
 def human_size(n: int | None) -> str:
-    if n is None:
+    if not isinstance(n, int | float):  # None, or missing for a source that needs a rebuild
         return "—"
     size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
