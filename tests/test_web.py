@@ -373,3 +373,29 @@ def test_a_source_that_needs_a_rebuild_is_listed_with_its_reason_and_a_rebuild_b
         )
         assert '<span class="badge">docs</span>' in card and str(tmp_path / "docs") in card
         assert client.get("/", headers=JA).status_code == 200  # search still lists the others
+
+
+def test_a_local_file_is_served_as_the_original_at_the_hits_page(tmp_path):
+    from fastapi.testclient import TestClient
+
+    folder = tmp_path / "files"
+    folder.mkdir()
+    (folder / "slides.pdf").write_bytes(shared("docs/pdf/nlp2004slides.pdf").read_bytes())
+    settings = Settings(data_dir=tmp_path / "data")
+    build_docs(Service(settings), folder, "pdf")
+    with TestClient(create_app(settings)) as client:
+        page = client.get("/", params={"q": "字句的な知識を構築する方法", "source": "pdf"}).text
+        link = re.search(r'class="original small" href="([^"]+)"', page).group(1)
+        assert re.fullmatch(r"/doc/pdf/\d+/original#page=3", link) and "p. 3" in page
+        served = client.get(link.split("#")[0])
+        assert served.status_code == 200 and served.headers["content-type"] == "application/pdf"
+        assert served.content == (folder / "slides.pdf").read_bytes()
+        doc_page = client.get(link.split("/original")[0]).text
+        assert f'href="{link.split("#")[0]}"' in doc_page  # the doc page's "Original" link
+        (folder / "slides.pdf").unlink()
+        assert client.get(link.split("#")[0]).status_code == 404  # gone: said, not a 500
+
+
+def test_only_a_documents_sources_files_are_served(web):
+    doc = web.get("/v1/jawiki/doc", params={"title": "浅草寺", "fields": "doc_id"}).json()
+    assert web.get(f"/doc/jawiki/{doc['doc_id']}/original").status_code == 404

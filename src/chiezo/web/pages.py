@@ -9,16 +9,17 @@ public REST API, so the UI has no private back door (and obeys the same token ru
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import unquote, urlencode, urlsplit
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from .. import __version__
-from ..errors import ChiezoError
+from ..errors import ChiezoError, NotFound
 from ..library import NOTES
 from ..service import Service
 from .i18n import COOKIE, LANGUAGES, MESSAGES, Translator, pick_language
@@ -129,8 +130,20 @@ def install(app: FastAPI, service: Service) -> None:
             map_svg = Markup(render_map([MapPoint(point["lat"], point["lon"], doc["title"])],
                                         title=doc["title"], width=440, max_height=300))  # fmt: skip
         return render(request, "doc.html", doc=doc, info=info, sections=sections, body_html=body_html,
+                      original=original_href(doc),
                       shown_chars=shown, total_chars=total, full=full, map_svg=map_svg,
                       outgoing=outgoing, incoming=incoming, error=None, source=source)  # fmt: skip
+
+    @app.get("/doc/{source}/{doc_id:int}/original", include_in_schema=False)
+    def original_file(request: Request, source: str, doc_id: int):
+        """The file a document was read from (a browser will not open ``file://`` links from
+        an http page): only for a documents source, only inside the folder it was built from."""
+        try:
+            path = original_path(service, source, doc_id)
+        except ChiezoError as exc:
+            return render(request, "doc.html", exc.status, doc=None, error=exc.to_dict(),
+                          source=source)  # fmt: skip
+        return FileResponse(path, content_disposition_type="inline")
 
     @app.get("/admin", include_in_schema=False)
     def admin_page(request: Request) -> HTMLResponse:
@@ -206,9 +219,13 @@ def _search(service: Service, form: SearchForm) -> dict[str, Any]:
     items = []
     for number, hit in enumerate(result.hits, start=form.offset + 1):
         point = points.get((hit.source, hit.doc_id))
+        original = None
+        if (hit.url or "").startswith("file://"):  # a local file: served, at the hit's page
+            original = original_href({"source": hit.source, "doc_id": hit.doc_id, "url": hit.url})
         items.append({"number": number, "source": hit.source, "doc_id": hit.doc_id,
                       "title": hit.title, "snippet": hit.snippet, "url": hit.url,
-                      "distance_km": hit.distance_km, "point": point})  # fmt: skip
+                      "distance_km": hit.distance_km, "point": point,
+                      "original": original})  # fmt: skip
     summary = {"total": result.total, "at_least": result.total_is_lower_bound,
                "notes": result.notes, "how": result.retrieval, "order": result.order}  # fmt: skip
     return {"result": summary, "items": items, "map_svg": _map(items, extra)}
@@ -293,6 +310,34 @@ def _offset(text: str | None) -> int:
         return max(0, int(text or 0))
     except ValueError:
         return 0
+
+
+def original_path(service: Service, source: str, doc_id: int) -> Path:
+    """The file behind a document of a documents source, checked to lie inside the folder the
+    source was built from (its url is build output, but a page must never serve other files)."""
+    doc = service.doc(source, doc_id=doc_id, fields=["url"])
+    info = service.library.get(source).info()
+    url = doc.get("url") or ""
+    root = (info.get("input") or {}).get("path")
+    if info.get("kind") != "docs" or not url.startswith("file://") or not root:
+        raise NotFound(f"{source} document {doc_id} has no original file to show")
+    path = Path(unquote(urlsplit(url).path)).resolve()
+    if not path.is_relative_to(Path(root).resolve()) or not path.is_file():
+        raise NotFound(f"the original file of {source} document {doc_id} is not there any more",
+                       hint="rebuild the source if its folder changed")  # fmt: skip
+    return path
+
+
+def original_href(doc: dict) -> str | None:
+    """Where the page's "Original" link goes: the served file (keeping ``#page=N``) for a
+    local file, the document's own url otherwise (when it is safe to link)."""
+    url = doc.get("url") or ""
+    if url.startswith("file://"):
+        fragment = urlsplit(url).fragment
+        return f"/doc/{doc['source']}/{doc['doc_id']}/original" + (
+            f"#{fragment}" if fragment.startswith("page=") else ""
+        )
+    return safe_url(url)
 
 
 def _admin_facts(service: Service, info: dict) -> dict:
