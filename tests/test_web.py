@@ -327,7 +327,7 @@ def test_a_single_point_still_gets_a_frame_and_no_points_no_map():
 
 
 def test_highlighting_marks_whole_words_and_never_lets_markup_through():
-    from chiezo.web.pages import highlight
+    from chiezo.web.formatting import highlight
 
     marked = str(
         highlight("A build that fails changes nothing. Rebuilding a source", "a rebuild source")
@@ -340,7 +340,7 @@ def test_highlighting_marks_whole_words_and_never_lets_markup_through():
 
 
 def test_a_documents_own_url_is_a_link_only_when_it_is_safe():
-    from chiezo.web.pages import safe_url
+    from chiezo.web.formatting import safe_url
 
     assert safe_url("https://ja.wikipedia.org/wiki/浅草寺") and safe_url("file:///d/a.pdf#page=2")
     assert safe_url("javascript:alert(1)") is None and safe_url("JavaScript:x") is None

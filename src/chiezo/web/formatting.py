@@ -1,0 +1,54 @@
+"""Template filters: marked query words, sizes, safe links, how a search was made."""
+
+from __future__ import annotations
+
+import re
+
+from markupsafe import Markup, escape
+
+from .i18n import MESSAGES, Translator
+
+
+def safe_url(url: str | None) -> str | None:
+    """A document's own url as a link only when it is one a page may open (never
+    ``javascript:``: a document's metadata must not run in the page)."""
+    if not url:
+        return None
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    return url if scheme in ("http", "https", "file") else None
+
+
+def describe_how(how: str, t: Translator) -> str:
+    """``hybrid+keyword`` → the words for each way the sources were searched."""
+    return " + ".join(t(f"how.{part}") if f"how.{part}" in MESSAGES else part
+                      for part in how.split("+"))  # fmt: skip
+
+
+def highlight(text: str, query: str) -> Markup:
+    """``text`` escaped, with the query's words marked: Latin words whole (from their start,
+    three letters or more: "a" and "I" everywhere is noise), other scripts as substrings of
+    two characters or more."""
+    patterns = []
+    for word in sorted(set(re.split(r"[\s\u3000]+", query or "")), key=len, reverse=True):
+        escaped_word = re.escape(str(escape(word)))
+        if re.fullmatch(r"[\w'-]+", word, re.ASCII):
+            if len(word) >= 3:
+                patterns.append(rf"\b{escaped_word}\w*")
+        elif len(word) >= 2:
+            patterns.append(escaped_word)
+    escaped = str(escape(text))
+    if not patterns:
+        return Markup(escaped)
+    pattern = re.compile("|".join(patterns), re.IGNORECASE)
+    return Markup(pattern.sub(lambda m: f"<mark>{m.group(0)}</mark>", escaped))
+
+
+def human_size(n: int | None) -> str:
+    if not isinstance(n, int | float):  # None, or missing for a source that needs a rebuild
+        return "—"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return f"{size:,.1f} GiB"

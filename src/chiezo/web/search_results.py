@@ -1,0 +1,163 @@
+"""The search page's query string and what it shows: hits or filtered documents, and the map.
+
+Words search (``Service.search``); filters without words list every match with the exact
+total (``Service.filter``), as the API's ``/filter`` does. Either way the items carry what a
+page shows: number, title, snippet, source, distance, coordinates, a served original.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from markupsafe import Markup
+from starlette.requests import Request
+
+from ..service import Service
+from .documents import original_href
+from .mapview import MapPoint, render_map
+
+PAGE_SIZE = 10
+MAP_POINTS = 500  # filtered places drawn beyond the page's own (as small unnumbered dots)
+_POINT = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*$")
+
+
+class SearchForm:
+    """The search page's query string, read once and checked for shape."""
+
+    FIELDS = ("q", "source", "mode", "tag", "feature", "area", "near", "radius_km")
+
+    def __init__(self, values: dict[str, str], offset: int):
+        self.values = values
+        self.offset = offset
+
+    @classmethod
+    def read(cls, request: Request) -> SearchForm:
+        params = request.query_params
+        values = {f: (params.get(f) or "").strip() for f in cls.FIELDS}
+        return cls(values, read_offset(params.get("offset")))
+
+    def __getattr__(self, name: str) -> str:
+        if name in SearchForm.FIELDS:
+            return self.values[name]
+        raise AttributeError(name)
+
+    @property
+    def has_filters(self) -> bool:
+        return any(self.values[f] for f in ("tag", "feature", "area", "near"))
+
+    def near_arguments(self) -> dict[str, Any]:
+        """``near`` is a point (``lat,lon``), ``source:title`` or a title in this source."""
+        text = self.near
+        if not text:
+            return {}
+        radius = float(self.radius_km) if _is_number(self.radius_km) else None
+        if _POINT.match(text):
+            return {"near": text, "radius_km": radius}
+        reference = text if ":" in text else f"{self.source}:{text}"
+        return {"near_doc": reference, "radius_km": radius}
+
+    def filter_arguments(self) -> dict[str, Any]:
+        return {
+            "feature": [self.feature] if self.feature else None,
+            "area": [self.area] if self.area else None,
+            **self.near_arguments(),
+        }
+
+
+def search_results(service: Service, form: SearchForm) -> dict[str, Any]:
+    extra = form.filter_arguments() if form.source else {}
+    result = service.search(form.q, form.source or None, limit=PAGE_SIZE, offset=form.offset,
+                            mode=form.mode or None, tags=[form.tag] if form.tag else None,
+                            **extra)  # fmt: skip
+    points = service.points([(h.source, h.doc_id) for h in result.hits])
+    items = []
+    for number, hit in enumerate(result.hits, start=form.offset + 1):
+        point = points.get((hit.source, hit.doc_id))
+        original = None
+        if (hit.url or "").startswith("file://"):  # a local file: served, at the hit's page
+            original = original_href({"source": hit.source, "doc_id": hit.doc_id, "url": hit.url})
+        items.append({"number": number, "source": hit.source, "doc_id": hit.doc_id,
+                      "title": hit.title, "snippet": hit.snippet, "url": hit.url,
+                      "distance_km": hit.distance_km, "point": point,
+                      "original": original})  # fmt: skip
+    summary = {"total": result.total, "at_least": result.total_is_lower_bound,
+               "notes": result.notes, "how": result.retrieval, "order": result.order}  # fmt: skip
+    return {"result": summary, "items": items, "map_svg": _map(items, extra)}
+
+
+def browse_results(service: Service, form: SearchForm) -> dict[str, Any]:
+    """Filters without words: every document meeting them (exact total), as the API's filter."""
+    found = service.filter(form.source, tags=[form.tag] if form.tag else None,
+                           fields=["doc_id", "key", "title", "url", "point", "opening"],
+                           limit=PAGE_SIZE, offset=form.offset,
+                           **form.filter_arguments())  # fmt: skip
+    items = []
+    for number, doc in enumerate(found["docs"], start=form.offset + 1):
+        point = doc.get("point")
+        items.append({"number": number, "source": form.source, "doc_id": doc["doc_id"],
+                      "title": doc["title"], "snippet": _cut(doc.get("opening") or "", 160),
+                      "url": doc.get("url"), "distance_km": doc.get("distance_km"),
+                      "point": (point["lat"], point["lon"]) if point else None})  # fmt: skip
+    summary = {"total": found["total"], "at_least": found["total_is_lower_bound"],
+               "notes": found["notes"], "how": "filter", "order": found["order"],
+               "browse": True}  # fmt: skip
+    near = found.get("near")
+    center = (near["lat"], near["lon"]) if near else None
+    others = _more_points(service, form, found["total"], {i["doc_id"] for i in items})
+    return {"result": summary, "items": items, "map_more": len(others),
+            "map_svg": _map(items, {"center": center}, others)}  # fmt: skip
+
+
+def _more_points(service: Service, form: SearchForm, total: int, shown: set[int]) -> list:
+    """Beyond the page: up to MAP_POINTS of the other matches, so the map shows the spread."""
+    if total <= len(shown):
+        return []
+    found = service.filter(form.source, tags=[form.tag] if form.tag else None,
+                           fields=["doc_id", "title", "point"], limit=MAP_POINTS,
+                           **form.filter_arguments())  # fmt: skip
+    return [MapPoint(d["point"]["lat"], d["point"]["lon"], d["title"],
+                     href=f"/doc/{form.source}/{d['doc_id']}")
+            for d in found["docs"] if d.get("point") and d["doc_id"] not in shown]  # fmt: skip
+
+
+def _map(items: list[dict], extra: dict | None, others: list[MapPoint] = ()) -> Markup:
+    points = list(others) + [MapPoint(i["point"][0], i["point"][1], i["title"],
+                       href=f"/doc/{i['source']}/{i['doc_id']}", number=i["number"])
+              for i in items if i.get("point")]  # fmt: skip
+    center = (extra or {}).get("center")
+    if center is None and (extra or {}).get("near"):
+        lat, lon = _POINT.match(extra["near"]).groups()
+        center = (float(lat), float(lon))
+    return Markup(render_map(points, center=center))
+
+
+def suggestions(service: Service, info: dict) -> dict[str, list[dict]]:
+    """The source's commonest tags and features with their counts: the filter boxes'
+    drop-downs, and the ways into a source before anything is searched."""
+    out: dict[str, list[dict]] = {"tags": [], "features": []}
+    if info.get("tags"):
+        out["tags"] = service.tags(info["name"], limit=200)["tags"]
+    if "feature" in info.get("attributes", []):
+        out["features"] = service.features(info["name"], limit=200).get("features", [])
+    return out
+
+
+def read_offset(text: str | None) -> int:
+    try:
+        return max(0, int(text or 0))
+    except ValueError:
+        return 0
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _cut(text: str, chars: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= chars else text[: chars - 1] + "…"
