@@ -1,7 +1,8 @@
 """A small scripted OpenAI-compatible server on loopback — the one allowed stand-in.
 
 Real HTTP, so the real client code runs. ``reply(body) -> dict`` decides each answer:
-``{"content": "..."}``, ``{"tool_calls": [...]}``, ``{"status": 500}``, ``{"delay": 2.0, ...}``;
+``{"content": "..."}``, ``{"tool_calls": [...]}``, ``{"status": 500}``, ``{"delay": 2.0, ...}``,
+``{"chunk_delay": 0.1, ...}`` (a pause after each streamed piece);
 every request body is kept in ``requests`` for assertions.
 """
 
@@ -44,7 +45,7 @@ class ScriptedLLM:
                 if answer.get("status", 200) != 200:
                     self._json(answer["status"], {"error": {"message": "scripted failure"}})
                 elif body.get("stream"):
-                    self._stream(answer.get("content", ""))
+                    self._stream(answer.get("content", ""), answer.get("chunk_delay", 0))
                 else:
                     message = {"role": "assistant", "content": answer.get("content")}
                     if answer.get("tool_calls"):
@@ -63,7 +64,7 @@ class ScriptedLLM:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            def _stream(self, text):
+            def _stream(self, text, chunk_delay=0.0):
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
@@ -71,6 +72,7 @@ class ScriptedLLM:
                     chunk = {"choices": [{"index": 0, "delta": {"content": text[i : i + 4]}}]}
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.flush()
+                    time.sleep(chunk_delay)
                 self.wfile.write(b"data: [DONE]\n\n")
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

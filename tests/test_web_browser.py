@@ -45,7 +45,8 @@ def scripted_model(body: dict) -> dict:
         return {"content": '{"queries": ["浅草寺"]}'}
     if body.get("tools") and not any(m["role"] == "tool" for m in body["messages"]):
         return {"tool_calls": [tool_call("search", {"query": "浅草寺", "source": "jawiki"})]}
-    return {"content": "浅草寺は東京都台東区浅草にある寺です [1]。"}
+    # streamed in pieces with a pause, so that a test can see the answer grow
+    return {"content": "浅草寺は東京都台東区浅草にある寺です [1]。", "chunk_delay": 0.1}
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +176,14 @@ def test_chat_streams_a_cited_answer_and_the_citation_opens_the_doc(page):
     page.fill("#chat-input", "浅草寺はどこにありますか？")
     page.press("#chat-input", "Enter")
     answer = page.locator("li.message.assistant").last
+    page.wait_for_function(  # part of the answer is shown while the rest is still coming
+        """() => { const m = document.querySelector("li.message.assistant");
+                   return m && m.dataset.state === "streaming"
+                          && m.querySelector(".answer").textContent.length > 0; }"""
+    )
+    partial = answer.locator(".answer").inner_text()
     page.wait_for_selector("li.message.assistant[data-state=done]")
+    assert len(partial) < len(answer.locator(".answer").inner_text())
     assert answer.locator(".speaker").inner_text() == "stub-model"  # the model speaks
     assert "台東区" in answer.locator(".answer").inner_text()
     assert answer.locator(".references li.cited").count() == 1
