@@ -171,7 +171,7 @@ def test_rebuild_a_source_and_watch_it_finish(page, site):
     assert page.locator("#jobs .state-done").count() >= 1
 
 
-def test_chat_streams_a_cited_answer_and_the_citation_opens_the_doc(page):
+def test_chat_streams_a_cited_answer_and_the_citation_opens_the_doc(page, site):
     page.goto(page.base + "/chat")
     page.fill("#chat-input", "浅草寺はどこにありますか？")
     page.press("#chat-input", "Enter")
@@ -190,6 +190,20 @@ def test_chat_streams_a_cited_answer_and_the_citation_opens_the_doc(page):
     page.screenshot(path=str(SCREENSHOTS / "chat-answer.png"), full_page=True)
     answer.locator("a.cite").first.click()
     assert page.locator("h1#doc-title").inner_text() == "浅草寺"
+    page.go_back()  # the conversation is still there, and goes on from where it was
+    assert page.locator("li.message.assistant a.cite").count() == 1
+    page.fill("#chat-input", "山号は？")
+    page.press("#chat-input", "Enter")
+    page.wait_for_selector("li.message.assistant >> nth=1")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('li.message.assistant')].every(m => m.dataset.state === 'done')"
+    )
+    assert page.locator("li.message.user").count() == 2
+    sent = json.dumps(site["llm"].requests[-1]["messages"], ensure_ascii=False)
+    assert "浅草寺はどこにありますか" in sent  # the earlier turn went with the follow-up
+    page.click("#chat-new")
+    page.reload()
+    assert page.locator("li.message").count() == 0
 
 
 def test_the_agent_shows_its_steps_as_they_happen(page):

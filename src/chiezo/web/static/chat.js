@@ -6,6 +6,20 @@
   const $ = (selector) => document.querySelector(selector);
   const history = [];
   let modelName = $("#chat").dataset.model || "";
+  const SAVED = "chiezo-chat";
+
+  // The conversation survives leaving the page (a citation opens its document; Back returns
+  // here): kept for this tab only, as the messages' own markup and the turns sent to the model.
+  function save() {
+    sessionStorage.setItem(SAVED, JSON.stringify({ history, html: $("#messages").innerHTML }));
+  }
+
+  function restore() {
+    const saved = JSON.parse(sessionStorage.getItem(SAVED) || "null");
+    if (!saved) return;
+    history.push(...saved.history);
+    $("#messages").innerHTML = saved.html;
+  }
 
   async function learnModel() {
     try {
@@ -110,6 +124,7 @@
       status.remove();
       item.dataset.state = "done";
       $("#chat-send").disabled = false;
+      save();
     }
   }
 
@@ -130,6 +145,8 @@
   $("#chat-new").addEventListener("click", () => {
     history.length = 0;
     $("#messages").replaceChildren();
+    sessionStorage.removeItem(SAVED);
   });
+  restore();
   learnModel();
 })();
