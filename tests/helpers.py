@@ -43,6 +43,23 @@ def build_docs(service: Service, folder: Path, name: str, **options):
     return service.ingest("docs", folder, name, strict=strict, options=BuildOptions(**options))
 
 
+def switch_in_an_old_schema(settings, name: str) -> None:
+    """Switch in a copy of source ``name`` marked with schema version 0, as a build by an
+    older Chiezo would have left it."""
+    import sqlite3
+
+    from chiezo import generations
+
+    directory = settings.corpus_dir / name
+    old = directory / "gen-29990101T000000-ffffff.db"
+    with sqlite3.connect(generations.current_path(directory)) as src, sqlite3.connect(old) as dst:
+        src.backup(dst)
+        dst.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
+    src.close()
+    dst.close()
+    generations.switch_current(directory, old)
+
+
 def titles(result) -> list[str]:
     return [h.title for h in result.hits]
 

@@ -1,18 +1,16 @@
 """The REST API, served for real by uvicorn on a loopback port and called over HTTP."""
 
 import os
-import sqlite3
 
 import httpx
 import pytest
 
-from chiezo import generations
 from chiezo.api import create_app
 from chiezo.build import build_source
 from chiezo.config import Settings
 from chiezo.models import Doc
 
-from helpers import RunningServer, build_docs, write_files
+from helpers import RunningServer, build_docs, switch_in_an_old_schema, write_files
 
 FILES = {
     "sensoji.md": "---\ntitle: 浅草寺\naliases: [せんそうじ]\ntags: [寺院, 東京]\nrank: 0.9\n"
@@ -152,14 +150,7 @@ def test_a_new_generation_and_new_sources_are_served_without_restart(api, settin
 def test_a_source_with_an_old_schema_is_a_409(api, settings):
     """A generation written by an older schema is switched in (as an old build would be):
     the server refuses to read it and says how to rebuild."""
-    directory = settings.corpus_dir / "temples"
-    old = directory / "gen-29990101T000000-ffffff.db"
-    with sqlite3.connect(generations.current_path(directory)) as src, sqlite3.connect(old) as dst:
-        src.backup(dst)
-        dst.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
-    src.close()
-    dst.close()
-    generations.switch_current(directory, old)
+    switch_in_an_old_schema(settings, "temples")
     response = api.get("/v1/temples/search", params={"q": "浅草寺"})
     assert response.status_code == 409
     assert response.json()["schema_version"] == 0

