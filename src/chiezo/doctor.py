@@ -9,7 +9,6 @@ import shutil
 from typing import Any
 
 from .build import available_memory
-from .llm import LLMClient, endpoints_from
 
 MIN_FREE_DISK = 2 * 2**30
 MIN_FREE_MEMORY = 512 * 2**20
@@ -50,18 +49,15 @@ def _sources(service) -> list[dict[str, Any]]:
 
 
 def _models(service) -> list[dict[str, Any]]:
-    s = service.settings
-    endpoints = endpoints_from(s.llm_url, s.llm_model, s.llm_key)
-    if not endpoints:
+    status = service.llm_status()
+    if not status["configured"]:
         return [{"check": "language model", "ok": True,
                  "detail": "none configured: ask/chat are off, search works",
                  "hint": "set CHIEZO_LLM_URL and CHIEZO_LLM_MODEL to answer questions"}]  # fmt: skip
-    client = LLMClient(endpoints, timeout=10)
     out = []
-    for endpoint in endpoints:
-        found = client.check(endpoint)
+    for found in status["endpoints"]:
         detail = found.get("problem") or f"model {found.get('model')!r} available"
-        row = {"check": f"model endpoint {endpoint.url}", "ok": found["ok"], "detail": detail}
+        row = {"check": f"model endpoint {found['url']}", "ok": found["ok"], "detail": detail}
         if found.get("models") is not None and not found["ok"]:
             row["hint"] = "models there: " + (", ".join(found["models"]) or "(none)")
         out.append(row)

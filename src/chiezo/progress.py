@@ -88,7 +88,7 @@ class RichProgress:
         self._done += n
         elapsed = max(time.monotonic() - self._started, 1e-6)
         rate = self._done / elapsed
-        amount = _bytes if self._unit == "B" else (lambda n: f"{n:,}")
+        amount = format_bytes if self._unit == "B" else (lambda n: f"{n:,}")
         fields = {"rate": f"{amount(int(rate))}/s" if self._unit == "B" else
                   f"{rate:,.{1 if rate < 10 else 0}f} {self._unit}/s"}  # fmt: skip
         if self._total:
@@ -114,7 +114,8 @@ class RichProgress:
         self._bar.stop()
 
 
-def _bytes(n: int) -> str:
+def format_bytes(n: float) -> str:
+    """``1536`` → ``1.5 KiB`` (bytes without decimals)."""
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"

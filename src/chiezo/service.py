@@ -428,17 +428,14 @@ class Service:
         return rag.answer(prepared, self.require_llm(prepared), grounded=grounded)
 
     def llm_status(self) -> dict[str, Any]:
-        """Is answering on, and does each configured endpoint answer with the model?"""
-        from .llm import LLMClient, endpoints_from
-
-        s = self.settings
-        endpoints = endpoints_from(s.llm_url, s.llm_model, s.llm_key)
-        if not endpoints:
+        """Is answering on, and does each configured endpoint answer with the model? (The web
+        UI's status line and ``chiezo doctor`` both read this.)"""
+        client = self.llm()
+        if client is None:
             return {"configured": False, "model": None, "endpoints": []}
-        client = LLMClient(endpoints, timeout=min(s.llm_timeout, 10))
-        checked = [client.check(endpoint) for endpoint in endpoints]
+        checked = [client.check(endpoint) for endpoint in client.endpoints]
         usable = next((c for c in checked if c["ok"]), None)
-        return {"configured": True, "model": (usable or {}).get("model") or s.llm_model,
+        return {"configured": True, "model": (usable or {}).get("model") or self.settings.llm_model,
                 "endpoints": checked}  # fmt: skip
 
     def points(self, hits: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[float, float]]:

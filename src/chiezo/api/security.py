@@ -18,6 +18,7 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from fastapi import Request
 
@@ -78,8 +79,6 @@ class Security:
 
     def same_site(self, origin: str, host: str) -> bool:
         """The Origin names the host the request was sent to (or a configured allowed host)."""
-        from urllib.parse import urlsplit
-
         netloc = urlsplit(origin).netloc.lower()
         if not netloc:
             return False

@@ -6,6 +6,7 @@ import re
 
 from markupsafe import Markup, escape
 
+from ..progress import format_bytes
 from .i18n import MESSAGES, Translator
 
 
@@ -46,9 +47,4 @@ def highlight(text: str, query: str) -> Markup:
 def human_size(n: int | None) -> str:
     if not isinstance(n, int | float):  # None, or missing for a source that needs a rebuild
         return "—"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
-        size /= 1024
-    return f"{size:,.1f} GiB"
+    return format_bytes(n)

@@ -57,7 +57,6 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "results.count_at_least": ("{total}件以上", "at least {total} results"),
     "results.range": ("{first}–{last}件目", "{first}–{last}"),
     "results.none": ("見つかりませんでした。", "Nothing found."),
-    "results.browse": ("条件に合う文書", "Documents matching the filters"),
     "results.prev": ("← 前へ", "← Previous"),
     "results.next": ("次へ →", "Next →"),
     "results.found_by": ("検索方式: {how}", "Found by: {how}"),
@@ -109,8 +108,6 @@ MESSAGES: dict[str, tuple[str, str]] = {
     # admin
     "admin.title": ("管理", "Administration"),
     "admin.sources": ("長期保存のソース", "Long-term sources"),
-    "admin.col.name": ("名前", "Name"),
-    "admin.col.kind": ("種類", "Kind"),
     "admin.col.docs": ("文書数", "Documents"),
     "admin.col.size": ("サイズ", "Size"),
     "admin.col.generation": ("世代", "Generation"),
@@ -118,7 +115,6 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "admin.col.schema": ("スキーマ", "Schema"),
     "admin.col.vectors": ("ベクトル", "Vectors"),
     "admin.col.input": ("入力", "Input"),
-    "admin.col.actions": ("操作", "Actions"),
     "admin.no_vectors": ("なし", "none"),
     "admin.needs_rebuild": ("要再構築", "needs a rebuild"),
     "admin.rebuild": ("再構築", "Rebuild"),
@@ -178,7 +174,6 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "メモ「{title}」を削除します。元に戻せません。",
         "Note “{title}” will be forgotten. This cannot be undone.",
     ),  # fmt: skip
-    "note.saved": ("保存しました", "Saved"),
     "admin.model_endpoint": ("言語モデルのエンドポイント", "Language model endpoint"),
     "admin.llm.off": (
         "未設定: 回答機能はオフです（検索は使えます）。CHIEZO_LLM_URL を設定してください。",

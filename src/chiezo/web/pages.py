@@ -154,6 +154,7 @@ def install(app: FastAPI, service: Service) -> None:
         infos = service.sources()
         notes_q = (request.query_params.get("notes_q") or "").strip()
         notes_offset = read_offset(request.query_params.get("notes_offset"))
+        models, default_model = _embedding_models()
         jobs = request.app.state.jobs.list() if hasattr(request.app.state, "jobs") else []
         return render(request, "admin.html", script_words=("admin.", "note."),
                       sources=[_admin_facts(service, i) for i in infos
@@ -162,7 +163,7 @@ def install(app: FastAPI, service: Service) -> None:
                                            offset=notes_offset, max_chars=None),
                       notes_q=notes_q, notes_page=NOTES_PAGE,
                       jobs=[j.to_dict() for j in jobs][:10],
-                      models=_embedding_models(), default_model=_default_model())  # fmt: skip
+                      models=models, default_model=default_model)  # fmt: skip
 
     @app.get("/chat", include_in_schema=False)
     def chat_page(request: Request) -> HTMLResponse:
@@ -187,16 +188,11 @@ def _ready(infos: list[dict]) -> list[dict]:
     return [i for i in infos if i.get("status") == "ok"]
 
 
-def _embedding_models() -> list[str]:
-    from ..embedders import BUILT_IN
+def _embedding_models() -> tuple[list[str], str]:
+    """The built-in models to offer for re-embedding, and the one preselected."""
+    from ..embedders import BUILT_IN, DEFAULT_MODEL
 
-    return sorted(BUILT_IN)
-
-
-def _default_model() -> str:
-    from ..embedders import DEFAULT_MODEL
-
-    return DEFAULT_MODEL
+    return sorted(BUILT_IN), DEFAULT_MODEL
 
 
 def _url_with(request: Request, **changes) -> str:

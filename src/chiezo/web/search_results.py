@@ -7,6 +7,7 @@ page shows: number, title, snippet, source, distance, coordinates, a served orig
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -134,13 +135,28 @@ def _map(items: list[dict], extra: dict | None, others: list[MapPoint] = ()) -> 
 
 def suggestions(service: Service, info: dict) -> dict[str, list[dict]]:
     """The source's commonest tags and features with their counts: the filter boxes'
-    drop-downs, and the ways into a source before anything is searched."""
+    drop-downs, and the ways into a source before anything is searched. Ranking every tag by
+    count scans the whole count table, so a built generation's answer is kept (it cannot
+    change); the notes, written in place, are read each time."""
+    if info.get("writable"):
+        return _commonest(service, info["name"], bool(info.get("tags")), info.get("attributes", []))
+    return _commonest_cached(service, info["name"], info.get("generation"), bool(info.get("tags")),
+                             tuple(info.get("attributes", [])))  # fmt: skip
+
+
+def _commonest(service: Service, name: str, has_tags: bool, attributes) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {"tags": [], "features": []}
-    if info.get("tags"):
-        out["tags"] = service.tags(info["name"], limit=200)["tags"]
-    if "feature" in info.get("attributes", []):
-        out["features"] = service.features(info["name"], limit=200).get("features", [])
+    if has_tags:
+        out["tags"] = service.tags(name, limit=200)["tags"]
+    if "feature" in attributes:
+        out["features"] = service.features(name, limit=200).get("features", [])
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _commonest_cached(service: Service, name: str, generation: str | None, has_tags: bool,
+                      attributes: tuple[str, ...]) -> dict[str, list[dict]]:  # fmt: skip
+    return _commonest(service, name, has_tags, attributes)
 
 
 def read_offset(text: str | None) -> int:
