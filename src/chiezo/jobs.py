@@ -234,7 +234,7 @@ class JobProgress:
     def snapshot(self, log_from: int = 0, *, with_log: bool = True) -> dict[str, Any]:
         with self._lock:
             dropped = self._written - len(self._lines)
-            start = min(max(log_from, dropped), self._written)
+            start, lines = log_window(list(self._lines), dropped, self._written, log_from)
             out: dict[str, Any] = {
                 "phase": dict(self._current) if self._current else None,
                 "log_from": start,
@@ -243,9 +243,15 @@ class JobProgress:
                 "warnings": len(self.warnings),
             }
             if with_log:
-                lines = list(self._lines)
-                out["log"] = lines[start - dropped :]
+                out["log"] = lines
             return out
+
+
+def log_window(kept: list, dropped: int, written: int, log_from: int) -> tuple[int, list]:
+    """(first line number returned, the lines from ``log_from`` on) of a log that has
+    ``written`` lines in all, of which the first ``dropped`` are no longer kept."""
+    start = min(max(log_from, dropped), written)
+    return start, kept[start - dropped :]
 
 
 # -- jobs ---------------------------------------------------------------------------------------
@@ -272,10 +278,6 @@ class Job:
         self._started = time.monotonic()
         self._elapsed: float | None = None
         self._finished = threading.Event()
-
-    @property
-    def running(self) -> bool:
-        return self.state == "running"
 
     @property
     def elapsed_s(self) -> float:
@@ -317,28 +319,21 @@ class SavedJob:
     belongs to a process that is gone, and says so."""
 
     def __init__(self, data: dict[str, Any], age_s: float) -> None:
-        self.data = data
         self.id = data["id"]
-        self.source, self.action = data["source"], data["action"]
-        self.state = data["state"]
-        if self.state == "running" and age_s > STALE_S:
-            self.state = "failed"
+        self.data = data
+        if data["state"] == "running" and age_s > STALE_S:
             self.data = {**data, "state": "failed", "error": {
                 "error": "the server process running this job stopped before it finished",
                 "hint": "the current generation keeps serving; start the job again"}}  # fmt: skip
 
-    @property
-    def running(self) -> bool:
-        return self.state == "running"
-
     def to_dict(self, log_from: int = 0, *, with_log: bool = True) -> dict[str, Any]:
         out = dict(self.data)
-        lines = out.pop("log", [])
-        dropped, written = out.get("log_dropped", 0), out.get("log_next", len(lines))
-        start = min(max(log_from, dropped), written)
+        kept = out.pop("log", [])
+        dropped = out.get("log_dropped", 0)
+        start, lines = log_window(kept, dropped, out.get("log_next", len(kept)), log_from)
         out["log_from"] = start
         if with_log:
-            out["log"] = lines[start - dropped :]
+            out["log"] = lines
         return out
 
 
@@ -441,7 +436,7 @@ class JobRunner:
         for old in on_disk[self.keep :]:
             with contextlib.suppress(OSError):
                 old.unlink()
-        latest = max([int(on_disk[0].stem)] if on_disk else [0])
+        latest = int(on_disk[0].stem) if on_disk else 0
         return max(latest, self._next_id - 1) + 1
 
     def running(self) -> Job | None:
