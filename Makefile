@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 CHIEZO_DATA ?= ./data
 export CHIEZO_DATA
 
-.PHONY: install browser sample run test lint bench bench-quick bench-serve clean
+.PHONY: install browser sample run test lint fuzz bench bench-quick bench-serve clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Chiezo needs Python 3.11 or newer")'
@@ -50,6 +50,11 @@ test: install browser
 
 lint: install
 	$(BIN)/ruff check src tests bench
+
+# Schemathesis against a real `chiezo serve`: every operation of /openapi.json, every check,
+# about four minutes (the fuzzing in `make test` is the short, hand-written kind).
+fuzz: install
+	$(BIN)/python bench/api_fuzz.py
 
 # Search latency and build throughput at 10k / 100k / 1M documents (long: about an hour).
 bench: install

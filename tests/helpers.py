@@ -60,6 +60,11 @@ def switch_in_an_old_schema(settings, name: str) -> None:
     generations.switch_current(directory, old)
 
 
+# What an in-process TestClient must name as its host: its default, "testserver", is a host
+# name the server does not answer to (DNS-rebinding protection, api/security.py).
+LOCAL = "http://127.0.0.1"
+
+
 def titles(result) -> list[str]:
     return [h.title for h in result.hits]
 

@@ -19,7 +19,7 @@ from chiezo.errors import BadQuery
 from chiezo.jobs import JobProgress, rebuild_call, rebuild_call_for, source_info
 from chiezo.sources import KINDS
 
-from helpers import build_docs, write_files
+from helpers import LOCAL, build_docs, write_files
 
 FILES = {
     "sensoji.md": "---\ntitle: 浅草寺\ntags: [寺院, 東京]\n---\n東京都台東区にある寺。\n",
@@ -38,7 +38,7 @@ def folder(tmp_path):
 @pytest.fixture
 def client(settings, service, folder):
     build_docs(service, folder, "kb", language="ja")
-    return TestClient(create_app(settings))
+    return TestClient(create_app(settings), base_url=LOCAL)
 
 
 def _finished(client, job_id: int, **headers) -> dict:
@@ -102,7 +102,7 @@ def test_bad_requests_are_refused_with_the_reason(client):
     assert client.get("/v1/jobs/plan", params={"source": "nope"}).status_code == 404
     assert "kb" in client.get("/v1/jobs/plan", params={"source": "nope"}).json()["known_sources"]
     wrong = client.get("/v1/jobs/plan", params={"source": "kb", "action": "delete"})
-    assert wrong.status_code == 400 and "rebuild or embed" in wrong.json()["error"]
+    assert wrong.status_code == 400 and "'rebuild' or 'embed'" in wrong.json()["error"]
     unknown = client.get("/v1/jobs/plan", params={"source": "kb", "colour": "red"})
     assert unknown.status_code == 400 and "colour" in unknown.json()["error"]
     extra = client.post("/v1/jobs", json={"source": "kb", "action": "rebuild", "force": True})
@@ -279,12 +279,13 @@ def test_notes_cannot_be_rebuilt(client, service):
 def test_beyond_loopback_starting_a_job_needs_the_token(settings, service, folder):
     build_docs(service, folder, "kb")
     body = {"source": "kb", "action": "rebuild"}
-    closed = TestClient(create_app(settings, bind_host="0.0.0.0"))
+    closed = TestClient(create_app(settings, bind_host="0.0.0.0"), base_url=LOCAL)
     assert closed.post("/v1/jobs", json=body).status_code == 403
     assert closed.get("/v1/jobs").status_code == 200  # reading jobs and plans is not a write
     assert closed.get("/v1/jobs/plan", params={"source": "kb"}).status_code == 200
 
-    guarded = TestClient(create_app(replace(settings, token="s3cret"), bind_host="0.0.0.0"))
+    guarded = TestClient(create_app(replace(settings, token="s3cret"), bind_host="0.0.0.0"),
+                         base_url=LOCAL)
     assert guarded.post("/v1/jobs", json=body).status_code == 401
     wrong = guarded.post("/v1/jobs", json=body, headers={"authorization": "Bearer nope"})
     assert wrong.status_code == 401

@@ -17,6 +17,7 @@ from chiezo.web.mapview import MapPoint, render_map
 from llm_stub import ScriptedLLM
 
 from helpers import (
+    LOCAL,
     RunningServer,
     build_docs,
     shared,
@@ -360,7 +361,7 @@ def test_a_source_that_needs_a_rebuild_is_listed_with_its_reason_and_a_rebuild_b
     settings = Settings(data_dir=tmp_path / "data")
     build_docs(Service(settings), write_files(tmp_path / "docs", {"a.md": "# A\n\n本文。\n"}), "kb")
     switch_in_an_old_schema(settings, "kb")
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url=LOCAL) as client:
         page = client.get("/admin", headers=JA)
         assert page.status_code == 200
         card = re.search(r'data-source="kb">(.*?)</article>', page.text, re.S).group(1)
@@ -379,7 +380,7 @@ def test_a_local_file_is_served_as_the_original_at_the_hits_page(tmp_path):
     (folder / "slides.pdf").write_bytes(shared("docs/pdf/nlp2004slides.pdf").read_bytes())
     settings = Settings(data_dir=tmp_path / "data")
     build_docs(Service(settings), folder, "pdf")
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url=LOCAL) as client:
         page = client.get("/", params={"q": "字句的な知識を構築する方法", "source": "pdf"}).text
         link = re.search(r'class="original small" href="([^"]+)"', page).group(1)
         assert re.fullmatch(r"/doc/pdf/\d+/original#page=3", link) and "p. 3" in page

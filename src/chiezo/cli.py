@@ -994,6 +994,7 @@ def serve(ctx, host, port, workers) -> None:
     # Worker processes rebuild the app from the environment: hand the settings over there.
     os.environ["CHIEZO_DATA"] = str(settings.data_dir)
     os.environ["CHIEZO_BIND_HOST"] = host
+    os.environ["CHIEZO_SUPERVISOR_PID"] = str(os.getpid())  # workers stop when this process dies
     err.print(f"Chiezo on http://{host}:{port}  (API docs /docs, MCP /mcp)")
     uvicorn.run(
         "chiezo.api.app:app_from_env",

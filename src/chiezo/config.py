@@ -24,6 +24,10 @@ def _env_float(name: str, default: float | None) -> float | None:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from exc
 
 
+def _env_list(name: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in os.environ.get(name, "").split(",") if item.strip())
+
+
 @dataclass(frozen=True)
 class Settings:
     """Process-wide settings.
@@ -40,8 +44,13 @@ class Settings:
     token
         Bearer token for writes (``CHIEZO_TOKEN``); required beyond loopback.
     allowed_hosts
-        Extra Host header values the MCP endpoint accepts (``CHIEZO_ALLOWED_HOSTS``, comma
-        separated, ``name:*`` for any port).
+        Extra host names the server answers to (``CHIEZO_ALLOWED_HOSTS``, comma separated:
+        ``name`` or ``name:*`` for any port, ``name:8080`` for one); loopback names and IP
+        addresses are always accepted (api/security.py: DNS-rebinding protection).
+    job_models
+        Embedding models, beyond the built-in ones and those sources already use, that jobs
+        started over HTTP may name (``CHIEZO_JOB_MODELS``, comma separated, e.g.
+        ``onnx:/srv/models/e5-base``): a client never chooses a path on the server.
     keyword_weight, fusion
         Hybrid search: the keyword side's weight after min-max normalisation
         (``CHIEZO_HYBRID_KEYWORD_WEIGHT``; unset: the measured default for the source's model)
@@ -63,6 +72,7 @@ class Settings:
     notes_dir: Path | None = None  # default <data_dir>/notes
     token: str | None = None
     allowed_hosts: tuple[str, ...] = ()
+    job_models: tuple[str, ...] = ()
     serve_threads: int = 4
     keyword_weight: float | None = None
     fusion: str = "minmax"
@@ -81,11 +91,8 @@ class Settings:
             if os.environ.get("CHIEZO_NOTES_DIR")
             else None,
             token=os.environ.get("CHIEZO_TOKEN") or None,
-            allowed_hosts=tuple(
-                h.strip()
-                for h in os.environ.get("CHIEZO_ALLOWED_HOSTS", "").split(",")
-                if h.strip()
-            ),
+            allowed_hosts=_env_list("CHIEZO_ALLOWED_HOSTS"),
+            job_models=_env_list("CHIEZO_JOB_MODELS"),
             serve_threads=int(_env_float("CHIEZO_SERVE_THREADS", 4)),
             keyword_weight=_env_float("CHIEZO_HYBRID_KEYWORD_WEIGHT", None),
             fusion=os.environ.get("CHIEZO_HYBRID_FUSION") or "minmax",

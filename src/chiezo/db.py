@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
-from .errors import QueryTimeout
+from .errors import Busy, ChiezoError, QueryTimeout, StorageFull
 
 Connection = sqlite3.Connection
 Error = sqlite3.Error
@@ -80,6 +80,22 @@ def statements(script: str) -> list[str]:
     if buffer.strip():
         out.append(buffer.strip())
     return out
+
+
+def storage_problem(exc: BaseException, what: str) -> ChiezoError | None:
+    """A full disk or a lock held too long, said as such (a raw OperationalError would be a
+    traceback or a 500); None for any other error."""
+    if not isinstance(exc, sqlite3.Error):
+        return None
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code == sqlite3.SQLITE_FULL or "disk is full" in str(exc):
+        return StorageFull(
+            f"{what}: the disk is full",
+            hint="free some space and try again; nothing already saved was lost",
+        )
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "is locked" in str(exc):
+        return Busy(f"{what}: another writer holds the lock", hint="try again in a moment")
+    return None
 
 
 def is_interrupt(exc: BaseException) -> bool:

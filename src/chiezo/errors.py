@@ -78,6 +78,20 @@ class QueryTimeout(ChiezoError):
     exit_code = EXIT_FAILURE
 
 
+class StorageFull(ChiezoError):
+    """The disk filled up during a write; nothing acknowledged is lost, the write is not done."""
+
+    status = 507
+    exit_code = EXIT_FAILURE
+
+
+class Busy(ChiezoError):
+    """Another writer held the lock past the wait; retrying later succeeds."""
+
+    status = 503
+    exit_code = EXIT_FAILURE
+
+
 class BuildError(ChiezoError):
     """An ingest failed; the previous generation keeps serving."""
 

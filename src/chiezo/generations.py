@@ -70,6 +70,19 @@ def generation_files(directory: Path) -> list[Path]:
     return sorted(directory.glob(f"{GEN_PREFIX}*{GEN_SUFFIX}"))
 
 
+def install(building: Path, final: Path) -> Path | None:
+    """Make the finished file ``building`` the current generation ``final``; return the one it
+    replaced. Builds write with ``synchronous=OFF`` (a failed build is thrown away, so nothing
+    is gained by syncing as it goes), so the order matters for a power cut: the file and its
+    sidecars reach the disk before the rename, and the rename before ``current`` names it —
+    ``current`` never points at a file whose pages were still only in the page cache."""
+    for path in dict.fromkeys((building, *sidecars(final))):  # the building file matches too
+        _fsync_file(path)
+    os.replace(building, final)
+    _fsync_dir(final.parent)
+    return switch_current(final.parent, final)
+
+
 def switch_current(directory: Path, generation: Path) -> Path | None:
     """Point ``current`` at ``generation`` atomically; return the generation it replaced."""
     previous = current_path(directory)
@@ -143,6 +156,14 @@ class BuildLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(directory: Path) -> None:

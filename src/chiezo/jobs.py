@@ -459,6 +459,29 @@ class JobRunner:
         plan["ready"] = plan["problem"] is None and running is None
         return plan
 
+    def models(self) -> list[str]:
+        """The embedding models a job may name: the built-in ones, those the sources already
+        use (chosen by whoever ran ``chiezo embed`` on this machine) and CHIEZO_JOB_MODELS.
+        A client never names a path: ``model=onnx:/etc`` once told whether a server folder
+        exists, and would have loaded a model from anywhere on the disk."""
+        from .embedders import BUILT_IN
+
+        in_use = {
+            info["vectors"]["model"] for info in self.service.sources() if info.get("vectors")
+        }
+        return sorted(set(BUILT_IN) | in_use | set(self.service.settings.job_models))
+
+    def _check_model(self, model: str) -> None:
+        from .embedders import ModelUnavailable
+
+        offered = self.models()
+        if model not in offered:
+            raise ModelUnavailable(
+                f"{model!r} is not one of this server's embedding models",
+                known_models=offered,
+                hint="name one of known_models; an operator adds others with CHIEZO_JOB_MODELS",
+            )
+
     def _prepare(self, source: str, action: str, model: str | None):
         """(plan, what _run needs, the error that stops it or None)."""
         if action not in ACTIONS:
@@ -466,7 +489,7 @@ class JobRunner:
         if source == NOTES:
             raise BadQuery(NO_REBUILD if action == "rebuild" else NO_EMBED, source=source)
         if model is not None:
-            _check_model(model)
+            self._check_model(model)
         info = source_info(self.service, source)
         current = generations.current_path(self.service.settings.corpus_dir / source)
         plan: dict[str, Any] = {
@@ -507,7 +530,6 @@ class JobRunner:
 
     def _prepare_embed(self, plan, info, current, model):
         from .embed import choose_unit_chars
-        from .embedders import known_models
         from .service import embedding_after_build
 
         vectors = info.get("vectors")
@@ -515,7 +537,7 @@ class JobRunner:
         if model is None and not vectors:
             raise BadQuery(
                 f"{plan['source']!r} has no vectors yet: name the model to embed it with",
-                known_models=known_models(),
+                known_models=self.models(),
                 hint="e.g. model=use-m (fast) or e5-small (best for Japanese, slow)",
             )
         model_, max_chunks, unit_chars = embedding_after_build(current, model)
@@ -635,17 +657,3 @@ def _error(exc: ChiezoError) -> dict[str, Any]:
     if exc.extras.get("hint"):
         out["hint"] = exc.extras["hint"]
     return out
-
-
-def _check_model(model: str) -> None:
-    """Refuse a model name ``get_embedder`` would refuse, without loading the model."""
-    from .embedders import BUILT_IN, ModelUnavailable, known_models
-
-    if model in BUILT_IN:
-        return
-    kind, sep, location = model.partition(":")
-    if sep and kind in ("onnx", "st"):
-        if not Path(location).expanduser().is_dir():
-            raise ModelUnavailable(f"no model directory at {location}", known_models=known_models())
-        return
-    raise ModelUnavailable(f"unknown embedding model {model!r}", known_models=known_models())

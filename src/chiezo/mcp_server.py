@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import logging
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
@@ -23,6 +24,8 @@ from pydantic import Field
 from . import __version__
 from .errors import ChiezoError
 from .service import MAX_LIMIT, Service
+
+log = logging.getLogger("chiezo.mcp")
 
 INSTRUCTIONS = """\
 Chiezo is an offline library of sources (encyclopedias, place databases, the user's own
@@ -71,7 +74,8 @@ SourceName = Annotated[str, Field(description="a source name from `sources`")]
 
 
 def _reported(fn):
-    """Turn a ChiezoError into an MCP tool error whose text is the REST API's JSON body."""
+    """Turn a ChiezoError into an MCP tool error whose text is the REST API's JSON body, and a
+    bug into the same shape (never the library's bare "Error executing tool")."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -79,6 +83,11 @@ def _reported(fn):
             return fn(*args, **kwargs)
         except ChiezoError as exc:
             raise ToolError(json.dumps(exc.to_dict(), ensure_ascii=False)) from exc
+        except Exception as exc:
+            log.exception("tool %s failed", fn.__name__)
+            body = {"error": f"internal error ({type(exc).__name__})", "status": 500,
+                    "hint": "this is a bug; the server log has the details"}  # fmt: skip
+            raise ToolError(json.dumps(body)) from exc
 
     wrapper.__doc__ = inspect.cleandoc(fn.__doc__ or "")
     return wrapper

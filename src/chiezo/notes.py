@@ -19,6 +19,7 @@ document frequencies (``gram_df``) and tag counts are refreshed for what each wr
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import threading
@@ -29,13 +30,24 @@ from . import db
 from .errors import BadQuery, NotFound
 from .schema import INDEXES, SCHEMA_VERSION, TABLES
 from .search.fts import choose_grams
-from .search.query import MIN_FTS_CHARS, like_pattern, match_all, match_any, parse_query
+from .search.query import (
+    MIN_FTS_CHARS,
+    has_terms,
+    like_pattern,
+    match_all,
+    match_any,
+    parse_query,
+)
 from .textnorm import normalise_title
 
 NAME = "notes"
 KIND = "notes"
 MAX_NOTE_CHARS = 200_000
 MAX_TITLE_CHARS = 200
+# A note's tags are labels, not content: 4,000,000 tags in one request once held the write
+# lock for ~23 s (the other worker's writer timed out) and grew /admin to 65 MB.
+MAX_TAGS = 50
+MAX_TAG_CHARS = 100
 
 NOTES_TABLES = """
 CREATE TABLE note_times (
@@ -72,7 +84,13 @@ def now_iso() -> str:
     return _stamp(dt.datetime.now(dt.UTC))
 
 
+_EARLIEST = dt.datetime.min.replace(tzinfo=dt.UTC)
+_LATEST = dt.datetime.max.replace(tzinfo=dt.UTC)
+
+
 def _parse_moment(value: str, name: str) -> dt.datetime:
+    """An ISO date or date-time as a UTC moment. Moments past the calendar's ends (year 1 at
+    +01:00 is still year 0 in UTC) are clamped to them: ``until=9999-12-31`` means "no end"."""
     text = str(value).strip().replace("Z", "+00:00")
     try:
         moment = dt.datetime.fromisoformat(text)
@@ -81,7 +99,17 @@ def _parse_moment(value: str, name: str) -> dt.datetime:
             f"{name} must be an ISO date or date-time, got {value!r}",
             hint="e.g. 2026-11-01 or 2026-11-01T09:00:00+09:00",
         ) from exc
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=dt.UTC)
+    return _shifted(moment, dt.timedelta(0))
+
+
+def _shifted(moment: dt.datetime, delta: dt.timedelta) -> dt.datetime:
+    """``moment + delta`` in UTC, clamped to the representable range instead of overflowing."""
+    try:
+        return (moment + delta).astimezone(dt.UTC)
+    except OverflowError:
+        return _LATEST if moment.year > 5000 else _EARLIEST
 
 
 def parse_time(value: str | None, name: str) -> str | None:
@@ -107,10 +135,15 @@ class NotesStore:
     def _writer(self) -> db.Connection:
         if self._conn is None:
             self.directory.mkdir(parents=True, exist_ok=True)
-            conn = db.open_for_writing(self.path)
-            has_schema = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone()
-            if not has_schema:
-                self._create(conn)
+            try:
+                conn = db.open_for_writing(self.path)
+                has_schema = conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE name = 'meta'"
+                ).fetchone()
+                if not has_schema:
+                    self._create(conn)
+            except db.Error as exc:
+                raise db.storage_problem(exc, "opening the notes") or exc from exc
             self._conn = conn
         return self._conn
 
@@ -247,14 +280,26 @@ class _transaction:
         self.conn = conn
 
     def __enter__(self) -> db.Connection:
-        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except db.Error as exc:
+            raise db.storage_problem(exc, "saving the note") or exc from exc
         return self.conn
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
-            self.conn.execute("COMMIT")
-        else:
+            try:
+                self.conn.execute("COMMIT")
+                return
+            except db.Error as failed:
+                exc = failed
+        with contextlib.suppress(db.Error):  # SQLite may have rolled back already (SQLITE_FULL)
             self.conn.execute("ROLLBACK")
+        problem = db.storage_problem(exc, "saving the note")
+        if problem is not None:
+            raise problem from exc
+        if exc_type is None:
+            raise exc
 
 
 def _title_and_text(conn: db.Connection, note_id: int) -> tuple[str, str]:
@@ -325,8 +370,18 @@ def _check_tags(tags: list[str] | None) -> list[str]:
         return []
     if isinstance(tags, str):
         tags = [tags]
-    cleaned = [str(t).strip() for t in tags if str(t).strip()]
-    return list(dict.fromkeys(cleaned))
+    if len(tags) > MAX_TAGS * 4:  # refused before any work, duplicates or not
+        raise BadQuery(f"a note may have at most {MAX_TAGS} tags, got {len(tags):,}")
+    cleaned = list(dict.fromkeys(str(t).strip() for t in tags if str(t).strip()))
+    if len(cleaned) > MAX_TAGS:
+        raise BadQuery(f"a note may have at most {MAX_TAGS} tags, got {len(cleaned):,}")
+    long = next((t for t in cleaned if len(t) > MAX_TAG_CHARS), None)
+    if long is not None:
+        raise BadQuery(
+            f"a tag may be at most {MAX_TAG_CHARS} characters, got {len(long):,}",
+            hint="a tag is a short label; put the content in the text",
+        )
+    return cleaned
 
 
 def _opening(text: str) -> str:
@@ -393,7 +448,7 @@ def recall(
         clauses.append("t.doc_id IN (SELECT doc_id FROM doc_tags WHERE tag = ?)")
         params.append(tag)
     mode = "time"
-    if q is not None and q.strip():
+    if q is not None and has_terms(q):  # a q of spaces or control characters narrows nothing
         query = parse_query(q)
         text_clauses, text_params = [], []
         if query.long_terms:
@@ -439,4 +494,5 @@ def _until(value: str | None) -> str | None:
         return None
     moment = _parse_moment(value, "until")
     is_date = len(str(value).strip()) == 10
-    return _stamp(moment + (dt.timedelta(days=1) if is_date else dt.timedelta(microseconds=1)))
+    step = dt.timedelta(days=1) if is_date else dt.timedelta(microseconds=1)
+    return _stamp(_shifted(moment, step))

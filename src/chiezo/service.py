@@ -16,18 +16,20 @@ from . import browse, db, notes
 from .build import BuildReport
 from .config import Settings
 from .errors import BadQuery, ChiezoError, NotFound, QueryTimeout
+from .inputs import check_id, check_length, check_offset, checked_text
 from .library import NOTES, Library, Source
 from .models import SearchResult
 from .search.filters import Filters, Near, parse_near
 from .search.fts import check_window
+from .search.query import MAX_QUERY_CHARS, has_terms
 from .search.rank import reciprocal_rank_fusion
 from .search.retrieval import DEFAULT_TOP_N, RetrievalOptions, default_mode, retrieve
 from .sources import KINDS
 
 MAX_LIMIT = 50
+MAX_QUESTION_CHARS = 20_000  # a question, or a chat message; a longer one is a document
 MAX_LIST_LIMIT = 500
 MAX_FILTER_LIMIT = 500
-MAX_FILTER_OFFSET = 1_000_000  # an index range skips entries without reading rows
 
 
 class Service:
@@ -72,6 +74,7 @@ class Service:
 
     # -- search ------------------------------------------------------------------------------
 
+    @checked_text
     def search(
         self,
         q: str,
@@ -190,6 +193,7 @@ class Service:
 
     # -- documents and browsing ---------------------------------------------------------------
 
+    @checked_text
     def doc(
         self,
         source: str,
@@ -201,6 +205,7 @@ class Service:
         max_chars: int | None = None,
     ) -> dict[str, Any]:
         wanted = browse.check_fields(fields)
+        _check_lookup(title, key, doc_id)
         if max_chars is not None and max_chars < 0:
             raise BadQuery("max_chars must not be negative")
         src, deadline = self._read(source, "doc")
@@ -211,11 +216,14 @@ class Service:
             out["alternatives"] = alternatives
         return out
 
+    @checked_text
     def titles(self, source: str, prefix: str, *, limit: int = 20) -> dict[str, Any]:
+        check_length(prefix, "prefix")
         src, deadline = self._read(source, "titles")
         with deadline:
             return browse.titles_by_prefix(src, prefix, check_limit(limit, MAX_LIST_LIMIT))
 
+    @checked_text
     def tags(
         self,
         source: str,
@@ -225,7 +233,8 @@ class Service:
         limit: int = 50,
         offset: int = 0,
     ) -> dict[str, Any]:
-        _check_offset(offset)
+        check_offset(offset)
+        check_length(prefix, "prefix"), check_length(contains, "contains")
         src, deadline = self._read(source, "tags")
         with deadline:
             return browse.list_tags(
@@ -236,6 +245,7 @@ class Service:
                 offset=offset,
             )
 
+    @checked_text
     def links(
         self,
         source: str,
@@ -247,7 +257,8 @@ class Service:
         limit: int = 50,
         offset: int = 0,
     ) -> dict[str, Any]:
-        _check_offset(offset)
+        check_offset(offset)
+        _check_lookup(title, key, doc_id)
         src, deadline = self._read(source, "links")
         with deadline:
             found, _ = browse.find_doc(src, title=title, doc_id=doc_id, key=key)
@@ -259,6 +270,7 @@ class Service:
                 offset=offset,
             )
 
+    @checked_text
     def filter(
         self,
         source: str,
@@ -278,9 +290,7 @@ class Service:
     ) -> dict[str, Any]:
         """List every document meeting all conditions (see search/filters.py)."""
         limit = check_limit(limit, MAX_FILTER_LIMIT)
-        _check_offset(offset)
-        if offset > MAX_FILTER_OFFSET:
-            raise BadQuery(f"offset may not exceed {MAX_FILTER_OFFSET:,} (got {offset:,})")
+        check_offset(offset)
         wanted = browse.check_fields(fields) if fields else None
         point = self._near(near, near_doc, radius_km)
         filters = Filters.parse(
@@ -299,6 +309,7 @@ class Service:
     def _point_of(self, reference: str, radius_km: float | None) -> Near:
         """``source:title`` → that document's coordinates (resolved server-side, so "the
         stations nearest to 浅草寺" is one call)."""
+        check_length(reference, "near_doc")
         name, sep, title = reference.partition(":")
         if not sep or not name or not title.strip():
             raise BadQuery(
@@ -322,6 +333,7 @@ class Service:
             if info.get("status") == "ok"
         ]
 
+    @checked_text
     def features(
         self,
         source: str,
@@ -331,7 +343,8 @@ class Service:
         limit: int = 50,
         offset: int = 0,
     ) -> dict[str, Any]:
-        _check_offset(offset)
+        check_offset(offset)
+        check_length(prefix, "prefix"), check_length(contains, "contains")
         src, deadline = self._read(source, "features")
         with deadline:
             return browse.list_features(
@@ -397,14 +410,17 @@ class Service:
             )
         return llm
 
+    @checked_text
     def prepare_answer(self, question: str, *, source: str | None = None,
                        history: list[dict] | None = None, budget: int | None = None):  # fmt: skip
         """Plan, retrieve and excerpt (answer/rag.py) — everything before the model answers."""
         from .answer import rag
 
+        _check_question(question)
         return rag.prepare(self, question, source=source, history=history, llm=self.llm(),
                            budget=budget or self.settings.answer_budget)  # fmt: skip
 
+    @checked_text
     def ask(self, question: str, *, source: str | None = None, history: list[dict] | None = None,
             budget: int | None = None, grounded: bool = True, mode: str = "rag",
             budgets=None, on_event=None):  # fmt: skip
@@ -417,9 +433,8 @@ class Service:
         if mode == "agent":
             from .answer.agent import run_agent
 
+            _check_question(question)
             llm = self.require_llm()
-            if not (question or "").strip():
-                raise BadQuery("the question is empty")
             return run_agent(self, question.strip(), llm, history=history, budgets=budgets,
                              on_event=on_event)  # fmt: skip
         prepared = self.prepare_answer(question, source=source, history=history, budget=budget)
@@ -458,6 +473,7 @@ class Service:
 
     # -- notes -------------------------------------------------------------------------------
 
+    @checked_text
     def remember(
         self, text: str, *, title: str | None = None, tags: list[str] | None = None
     ) -> dict[str, Any]:
@@ -465,6 +481,7 @@ class Service:
         return self.note(note_id)
 
     def note(self, note_id: int, *, max_chars: int | None = None) -> dict[str, Any]:
+        check_id(note_id, "note")
         src, deadline = self._read(self._notes_source(), "note")
         with deadline:
             found = notes.note_row(src.conn, note_id, max_chars)
@@ -472,6 +489,7 @@ class Service:
             raise NotFound(f"there is no note {note_id}")
         return found
 
+    @checked_text
     def recall(
         self,
         *,
@@ -484,7 +502,8 @@ class Service:
         max_chars: int | None = 2000,
     ) -> dict[str, Any]:
         limit = check_limit(limit)
-        _check_offset(offset)
+        check_offset(offset)
+        check_length(q, "the query", MAX_QUERY_CHARS)
         if max_chars is not None and max_chars < 0:
             raise BadQuery("max_chars must not be negative")
         src, deadline = self._read(self._notes_source(), "recall")
@@ -500,6 +519,7 @@ class Service:
                 max_chars=max_chars,
             )
 
+    @checked_text
     def update_note(
         self,
         note_id: int,
@@ -508,11 +528,12 @@ class Service:
         title: str | None = None,
         tags: list[str] | None = None,
     ) -> dict[str, Any]:
+        check_id(note_id, "note")
         self.notes.update(note_id, text=text, title=title, tags=tags)
         return self.note(note_id)
 
     def forget(self, note_id: int) -> dict[str, Any]:
-        self.notes.forget(note_id)
+        self.notes.forget(check_id(note_id, "note"))
         return {"deleted": note_id}
 
     def _notes_source(self) -> Source:
@@ -544,6 +565,13 @@ def check_limit(limit: int, maximum: int = MAX_LIMIT) -> int:
     return limit
 
 
-def _check_offset(offset: int) -> None:
-    if offset < 0:
-        raise BadQuery(f"offset must not be negative, got {offset}")
+def _check_question(question: str | None) -> None:
+    if question is None or not has_terms(question):  # spaces or control characters only
+        raise BadQuery("the question is empty", hint="ask something in words")
+    check_length(question, "the question", MAX_QUESTION_CHARS)
+
+
+def _check_lookup(title: str | None, key: str | None, doc_id: int | None) -> None:
+    check_length(title, "title"), check_length(key, "key")
+    if doc_id is not None:
+        check_id(doc_id, "document")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import anyio.to_thread
 from fastapi import Depends, FastAPI, Path, Query, Request, Response
@@ -18,25 +18,91 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import __version__, web
+from ..browse import DOC_FIELDS
 from ..config import Settings
 from ..errors import BadQuery, Uncited
+from ..inputs import MAX_OFFSET, MAX_SQL_INT, MAX_TEXT_CHARS
 from ..mcp_server import build_mcp
-from ..service import MAX_LIMIT, Service
-from . import errors, jobs_routes
-from .security import Security
+from ..notes import MAX_NOTE_CHARS, MAX_TAG_CHARS, MAX_TAGS
+from ..search.fts import MAX_WINDOW
+from ..search.query import MAX_QUERY_CHARS, NOT_BLANK
+from ..service import MAX_LIMIT, MAX_QUESTION_CHARS, Service
+from . import errors, jobs_routes, openapi
+from .limits import BodyLimit
+from .openapi import errors as documented
+from .patterns import ATTR, BOX, FEATURES, FIELD_LIST, ISO_MOMENT, NEAR_DOC, POINT
+from .security import HostGuard, Security
 
+SOURCE_RESPONSES = documented(404, 409, 504)
+ANSWER_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "the answer; with `stream` the events instead (text/event-stream)",
+        "content": {"application/json": {}, "text/event-stream": {"schema": {
+            "type": "object", "required": ["data"],
+            "properties": {"event": {"enum": ["references", "delta", "step", "done", "error"]},
+                           "data": {"type": "string", "description": "JSON"}}}}},
+    },
+    **documented(404, 409, 422, 503, 504),
+}
+
+
+
+def stated(**constraints) -> dict[str, Any]:
+    """Constraints the OpenAPI document states but the service checks, so that a request
+    breaking one gets the service's reason ("latitude must be between -90 and 90", "the query
+    is 1,204 characters long; the limit is 1,000") instead of a bare regex."""
+    names = {"min_length": "minLength", "max_length": "maxLength"}
+    return {"json_schema_extra": {names.get(k, k): v for k, v in constraints.items()}}
+
+
+Box = Annotated[str | None, Query(description="south,west,north,east", **stated(pattern=BOX))]
+Near = Annotated[str | None, Query(description="lat,lon: nearest first", **stated(pattern=POINT))]
+NearDoc = Annotated[
+    str | None,
+    Query(description="source:title, e.g. jawiki:浅草寺: near its point",
+          **stated(max_length=MAX_TEXT_CHARS, pattern=NEAR_DOC)),
+]  # fmt: skip
+Radius = Annotated[float | None, Query(gt=0, le=20_000, description="km; needs near or near_doc")]
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"1-{MAX_LIMIT}")]
 ListLimit = Annotated[int, Query(ge=1, le=500)]
-Offset = Annotated[int, Query(ge=0)]
+Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET)]
+# a search's offset + limit stays within its window (fts.MAX_WINDOW) whatever the limit
+SearchOffset = Annotated[int, Query(ge=0, le=MAX_WINDOW - MAX_LIMIT)]
+Fields = Annotated[
+    list[str] | None,
+    Query(description="comma-separated: " + ", ".join(DOC_FIELDS),
+          json_schema_extra={"items": {"type": "string", "pattern": FIELD_LIST}}),  # fmt: skip
+]
+Feature = Annotated[
+    list[str] | None,
+    Query(description="key=value, e.g. tourism=museum (places; comma = OR)",
+          json_schema_extra={"items": {"type": "string", "pattern": FEATURES}}),
+]  # fmt: skip
+Attr = Annotated[
+    list[str] | None,
+    Query(description="name=value", json_schema_extra={"items": {"type": "string",
+                                                                 "pattern": ATTR}}),
+]  # fmt: skip
+Since = Annotated[str | None, Query(description="ISO date or date-time",
+                                    json_schema_extra=ISO_MOMENT)]  # fmt: skip
+Until = Annotated[str | None, Query(description="ISO date or date-time, inclusive",
+                                    json_schema_extra=ISO_MOMENT)]  # fmt: skip
+SearchText = Annotated[
+    str, Query(**stated(min_length=1, max_length=MAX_QUERY_CHARS, pattern=NOT_BLANK))
+]
+ShortText = Annotated[str | None, Query(**stated(max_length=MAX_TEXT_CHARS))]
+DocId = Annotated[int, Path(ge=0, le=MAX_SQL_INT)]
 SourceName = Annotated[str, Path(description="a source name from /v1/sources")]
 Mode = Annotated[
-    str | None,
-    Query(description="keyword, semantic or hybrid (default: hybrid where the source has vectors)"),
+    Literal["keyword", "semantic", "hybrid"] | None,
+    Query(description="default: hybrid where the source has vectors, keyword elsewhere"),
 ]
 KeywordWeight = Annotated[
     float | None, Query(ge=0, le=1, description="hybrid: weight of the keyword side, 0..1")
 ]
-Fusion = Annotated[str | None, Query(description="hybrid: minmax (weighted) or rrf")]
+Fusion = Annotated[
+    Literal["minmax", "rrf"] | None, Query(description="hybrid: minmax (weighted) or rrf")
+]
 TopN = Annotated[
     int | None, Query(ge=1, le=1000, description="candidates from each side (and before near)")
 ]
@@ -46,36 +112,52 @@ MinScore = Annotated[
 ]
 
 
+NoteText = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_NOTE_CHARS, pattern=NOT_BLANK,
+          description="the content itself: names, numbers, dates, items"),
+]  # fmt: skip
+NoteTagList = Annotated[
+    list[Annotated[str, Field(max_length=MAX_TAG_CHARS)]],
+    Field(max_length=MAX_TAGS, description=f"at most {MAX_TAGS} short labels"),
+]
+NoteTags = Annotated[NoteTagList | None, Field(default=None)]
+
+
 class NoteIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    text: str = Field(description="the content itself: names, numbers, dates, items")
-    title: str | None = Field(default=None, description="default: the first line")
-    tags: list[str] | None = None
+    model_config = ConfigDict(extra="forbid", strict=True)
+    text: NoteText
+    title: str | None = Field(default=None, description="default: the first line (cut at 200)")
+    tags: NoteTags = None
 
 
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    role: str = Field(description="user or assistant")
-    content: str
+    model_config = ConfigDict(extra="forbid", strict=True)
+    role: Literal["user", "assistant"]
+    content: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS, pattern=NOT_BLANK)
 
 
 class ChatIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    messages: list[ChatMessage] = Field(description="the conversation; the last is the question")
+    model_config = ConfigDict(extra="forbid", strict=True)
+    messages: list[ChatMessage] = Field(
+        min_length=1, max_length=200, description="the conversation; the last is the question"
+    )
     source: str | None = None
     strict: bool = False
     stream: bool = False
     budget: int | None = Field(default=None, ge=300, description="characters of excerpts")
-    mode: str = Field(default="rag", description="rag or agent")
+    mode: Literal["rag", "agent"] = "rag"
     grounded: bool = Field(default=True, description="false: may answer beyond the sources")
     steps: int = Field(default=6, ge=1, le=20, description="agent: tool-call steps")
 
 
 class NotePatch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    text: str | None = None
-    title: str | None = None
-    tags: list[str] | None = None
+    """Only the fields sent change (at least one); null is not a value of any of them."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"minProperties": 1})
+    text: NoteText = None  # type: ignore[assignment] - absent, never null
+    title: str = None  # type: ignore[assignment]
+    tags: NoteTagList = None  # type: ignore[assignment]
 
 
 def reject_unknown_parameters(request: Request) -> None:
@@ -210,6 +292,12 @@ def create_app(settings: Settings | None = None, *, bind_host: str = "127.0.0.1"
     app.state.service = service
     app.state.security = security
     errors.install(app)
+    openapi.install(app)
+    # Outermost last: a bug anywhere answers 500 without dropping the connection; a foreign
+    # Host is refused before anything else runs; an oversized body before it is read.
+    app.add_middleware(BodyLimit)
+    app.add_middleware(HostGuard, security=security)
+    app.add_middleware(errors.UnexpectedErrors)
 
     def writer(request: Request) -> None:
         security.check_write(request)
@@ -226,6 +314,9 @@ def create_app(settings: Settings | None = None, *, bind_host: str = "127.0.0.1"
 def app_from_env() -> FastAPI:
     """Factory for uvicorn worker processes (``chiezo serve --workers N``): each worker builds
     its own app from the environment the CLI prepared."""
+    from .supervision import follow_supervisor
+
+    follow_supervisor()
     return create_app(
         Settings.from_env(), bind_host=os.environ.get("CHIEZO_BIND_HOST", "127.0.0.1")
     )
@@ -266,17 +357,17 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
             {"status": "ok", "version": __version__, "sources": len(service.library.names())}
         )
 
-    @app.get("/v1/sources", tags=["sources"])
+    @app.get("/v1/sources", tags=["sources"], responses=documented(409))
     def sources() -> JSONResponse:
         """Every source: kind, language, documents, build time, schema version, attributes,
         input identity. Sources built or removed while the server runs appear here at once."""
         return _json({"sources": service.sources()})
 
-    @app.get("/v1/search", tags=["search"])
+    @app.get("/v1/search", tags=["search"], responses=documented(404, 504))
     def search_all(
-        q: str,
+        q: SearchText,
         limit: Limit = 10,
-        offset: Offset = 0,
+        offset: SearchOffset = 0,
         mode: Mode = None,
         explain: Explain = False,
     ) -> JSONResponse:
@@ -287,14 +378,16 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
 
     # -- answers -------------------------------------------------------------------------------
 
-    @app.get("/v1/ask", tags=["answers"])
+    @app.get("/v1/ask", tags=["answers"], responses=ANSWER_RESPONSES)
     def ask(
-        q: str,
+        q: Annotated[
+            str, Query(**stated(min_length=1, max_length=MAX_QUESTION_CHARS, pattern=NOT_BLANK))
+        ],
         source: str | None = None,
         strict: bool = False,
         stream: bool = False,
         budget: Annotated[int | None, Query(ge=300)] = None,
-        mode: Annotated[str, Query(description="rag (default) or agent")] = "rag",
+        mode: Annotated[Literal["rag", "agent"], Query(description="rag (default) or agent")] = "rag",
         steps: Annotated[int, Query(ge=1, le=20, description="agent: tool-call steps")] = 6,
         grounded: Annotated[
             bool, Query(description="0: the model may answer beyond the sources, marked so")
@@ -306,7 +399,7 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         ``done`` — planning and retrieval finish before the first byte."""
         return _answer(service, q, [], source, strict, stream, budget, mode, steps, grounded)
 
-    @app.post("/v1/chat", tags=["answers"])
+    @app.post("/v1/chat", tags=["answers"], responses=ANSWER_RESPONSES)
     def chat(body: ChatIn):
         """A conversation turn: the last message is the question; the recent turns inform the
         plan and the answer (their sources are not replayed)."""
@@ -324,16 +417,17 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
 
     # -- notes (declared before /v1/{source}/... so that /v1/notes/recall is not a source) ---
 
-    @app.post("/v1/notes", status_code=201, tags=["notes"], dependencies=write)
+    @app.post("/v1/notes", status_code=201, tags=["notes"], dependencies=write,
+              responses=documented(401, 403, 503, 507))  # fmt: skip
     def remember(note: NoteIn) -> JSONResponse:
         """Store a note; the answer is the note as stored (durable once acknowledged)."""
         return _json(service.remember(note.text, title=note.title, tags=note.tags), 201)
 
-    @app.get("/v1/notes/recall", tags=["notes"])
+    @app.get("/v1/notes/recall", tags=["notes"], responses=documented(504))
     def recall(
-        q: str | None = None,
-        since: Annotated[str | None, Query(description="ISO date/time")] = None,
-        until: Annotated[str | None, Query(description="ISO date/time, inclusive")] = None,
+        q: Annotated[str | None, Query(**stated(max_length=MAX_QUERY_CHARS))] = None,
+        since: Since = None,
+        until: Until = None,
         tag: str | None = None,
         limit: Limit = 10,
         offset: Offset = 0,
@@ -346,41 +440,43 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         )
         return _json(found)
 
-    @app.get("/v1/notes/{note_id:int}", tags=["notes"])
+    @app.get("/v1/notes/{note_id:int}", tags=["notes"], responses=documented(404, 504))
     def get_note(
-        note_id: int, max_chars: Annotated[int | None, Query(ge=0)] = None
+        note_id: DocId, max_chars: Annotated[int | None, Query(ge=0)] = None
     ) -> JSONResponse:
         return _json(service.note(note_id, max_chars=max_chars))
 
-    @app.patch("/v1/notes/{note_id:int}", tags=["notes"], dependencies=write)
-    def update_note(note_id: int, patch: NotePatch) -> JSONResponse:
+    @app.patch("/v1/notes/{note_id:int}", tags=["notes"], dependencies=write,
+               responses=documented(401, 403, 404, 503, 507))  # fmt: skip
+    def update_note(note_id: DocId, patch: NotePatch) -> JSONResponse:
         """Change a note: only the fields sent change."""
         sent = patch.model_dump(exclude_unset=True)
         return _json(service.update_note(note_id, **sent))
 
-    @app.delete("/v1/notes/{note_id:int}", tags=["notes"], dependencies=write)
-    def forget(note_id: int) -> JSONResponse:
+    @app.delete("/v1/notes/{note_id:int}", tags=["notes"], dependencies=write,
+                responses=documented(401, 403, 404, 503, 507))  # fmt: skip
+    def forget(note_id: DocId) -> JSONResponse:
         return _json(service.forget(note_id))
 
     jobs_routes.install(app, service, write)  # /v1/jobs: background rebuild and embed jobs
 
     # -- one source ---------------------------------------------------------------------------
 
-    @app.get("/v1/{source}/search", tags=["search"])
+    @app.get("/v1/{source}/search", tags=["search"], responses=SOURCE_RESPONSES)
     def search(
         source: SourceName,
-        q: str,
+        q: SearchText,
         limit: Limit = 10,
-        offset: Offset = 0,
+        offset: SearchOffset = 0,
         tag: Annotated[list[str] | None, Query(description="documents with this tag")] = None,
-        feature: Annotated[list[str] | None, Query(description="key=value (places)")] = None,
+        feature: Feature = None,
         area: Annotated[list[str] | None, Query(description="admin area (places)")] = None,
         wikidata: Annotated[list[str] | None, Query(description="Q-id")] = None,
-        attr: Annotated[list[str] | None, Query(description="name=value")] = None,
-        bbox: Annotated[str | None, Query(description="south,west,north,east")] = None,
-        near: Annotated[str | None, Query(description="lat,lon: order by distance")] = None,
-        near_doc: Annotated[str | None, Query(description="source:title, as near")] = None,
-        radius_km: Annotated[float | None, Query(gt=0)] = None,
+        attr: Attr = None,
+        bbox: Box = None,
+        near: Near = None,
+        near_doc: NearDoc = None,
+        radius_km: Radius = None,
         mode: Mode = None,
         keyword_weight: KeywordWeight = None,
         fusion: Fusion = None,
@@ -399,12 +495,12 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         )  # fmt: skip
         return _json(found.to_dict())
 
-    @app.get("/v1/{source}/doc", tags=["documents"])
+    @app.get("/v1/{source}/doc", tags=["documents"], responses=SOURCE_RESPONSES)
     def doc_by_title(
         source: SourceName,
-        title: str | None = None,
-        key: str | None = None,
-        fields: Annotated[list[str] | None, Query(description="comma-separated")] = None,
+        title: ShortText = None,
+        key: ShortText = None,
+        fields: Fields = None,
         max_chars: Annotated[int | None, Query(ge=0)] = None,
     ) -> JSONResponse:
         """One document by exact title (through aliases) or key; 404 lists close titles."""
@@ -414,24 +510,24 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
             service.doc(source, title=title, key=key, fields=_split(fields), max_chars=max_chars)
         )
 
-    @app.get("/v1/{source}/doc/{doc_id:int}", tags=["documents"])
+    @app.get("/v1/{source}/doc/{doc_id:int}", tags=["documents"], responses=SOURCE_RESPONSES)
     def doc_by_id(
         source: SourceName,
-        doc_id: int,
-        fields: Annotated[list[str] | None, Query(description="comma-separated")] = None,
+        doc_id: DocId,
+        fields: Fields = None,
         max_chars: Annotated[int | None, Query(ge=0)] = None,
     ) -> JSONResponse:
         return _json(service.doc(source, doc_id=doc_id, fields=_split(fields), max_chars=max_chars))
 
-    @app.get("/v1/{source}/titles", tags=["documents"])
-    def titles(source: SourceName, prefix: str, limit: ListLimit = 20) -> JSONResponse:
+    @app.get("/v1/{source}/titles", tags=["documents"], responses=SOURCE_RESPONSES)
+    def titles(source: SourceName, prefix: SearchText, limit: ListLimit = 20) -> JSONResponse:
         return _json(service.titles(source, prefix, limit=limit))
 
-    @app.get("/v1/{source}/tags", tags=["documents"])
+    @app.get("/v1/{source}/tags", tags=["documents"], responses=SOURCE_RESPONSES)
     def tags(
         source: SourceName,
-        prefix: str | None = None,
-        contains: str | None = None,
+        prefix: ShortText = None,
+        contains: ShortText = None,
         limit: ListLimit = 50,
         offset: Offset = 0,
     ) -> JSONResponse:
@@ -440,12 +536,12 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
             service.tags(source, prefix=prefix, contains=contains, limit=limit, offset=offset)
         )
 
-    @app.get("/v1/{source}/links", tags=["documents"])
+    @app.get("/v1/{source}/links", tags=["documents"], responses=SOURCE_RESPONSES)
     def links(
         source: SourceName,
-        title: str | None = None,
-        doc_id: int | None = None,
-        key: str | None = None,
+        title: ShortText = None,
+        doc_id: Annotated[int | None, Query(ge=0, le=MAX_SQL_INT)] = None,
+        key: ShortText = None,
         direction: Annotated[str, Query(pattern="^(in|out)$")] = "out",
         limit: ListLimit = 50,
         offset: Offset = 0,
@@ -457,23 +553,19 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         )  # fmt: skip
         return _json(found)
 
-    @app.get("/v1/{source}/filter", tags=["search"])
+    @app.get("/v1/{source}/filter", tags=["search"], responses=SOURCE_RESPONSES)
     def filter_docs(
         source: SourceName,
         tag: Annotated[list[str] | None, Query(description="tag (comma = OR)")] = None,
-        feature: Annotated[
-            list[str] | None, Query(description="key=value, e.g. tourism=museum (comma = OR)")
-        ] = None,
+        feature: Feature = None,
         area: Annotated[list[str] | None, Query(description="admin area name")] = None,
         wikidata: Annotated[list[str] | None, Query(description="Q-id, e.g. Q90")] = None,
-        attr: Annotated[list[str] | None, Query(description="name=value")] = None,
-        bbox: Annotated[str | None, Query(description="south,west,north,east")] = None,
-        near: Annotated[str | None, Query(description="lat,lon: nearest first")] = None,
-        radius_km: Annotated[float | None, Query(gt=0)] = None,
-        near_doc: Annotated[
-            str | None, Query(description="source:title, e.g. jawiki:浅草寺: near its point")
-        ] = None,
-        fields: Annotated[list[str] | None, Query(description="comma-separated")] = None,
+        attr: Attr = None,
+        bbox: Box = None,
+        near: Near = None,
+        radius_km: Radius = None,
+        near_doc: NearDoc = None,
+        fields: Fields = None,
         limit: ListLimit = 10,
         offset: Offset = 0,
     ) -> JSONResponse:
@@ -486,11 +578,11 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         )  # fmt: skip
         return _json(found)
 
-    @app.get("/v1/{source}/features", tags=["documents"])
+    @app.get("/v1/{source}/features", tags=["documents"], responses=SOURCE_RESPONSES)
     def features(
         source: SourceName,
-        prefix: str | None = None,
-        contains: str | None = None,
+        prefix: ShortText = None,
+        contains: ShortText = None,
         limit: ListLimit = 50,
         offset: Offset = 0,
     ) -> JSONResponse:

@@ -7,27 +7,35 @@ its one-job-at-a-time rule and its list.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fastapi import FastAPI, Query
+from fastapi import FastAPI, Path, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..inputs import MAX_SQL_INT, MAX_TEXT_CHARS
 from ..jobs import JobRunner
+from .openapi import errors
 
-Action = Annotated[str, Query(description="rebuild (from the recorded input) or embed")]
+JobSource = Annotated[str, Query(max_length=MAX_TEXT_CHARS, description="a source name")]
+Action = Annotated[
+    Literal["rebuild", "embed"], Query(description="rebuild (from the recorded input) or embed")
+]
 Model = Annotated[
     str | None,
-    Query(description="embed: the model (default: the source's); rebuild: embed after with it"),
-]
+    Query(max_length=MAX_TEXT_CHARS,
+          description="embed: the model (default: the source's); rebuild: embed after with it; "
+          "one of the server's models (built-in, already in use, or CHIEZO_JOB_MODELS)"),
+]  # fmt: skip
 
 
 class JobIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     source: str = Field(description="a source name from /v1/sources")
-    action: str = Field(description="rebuild or embed")
+    action: Literal["rebuild", "embed"]
     model: str | None = Field(
         default=None,
+        max_length=MAX_TEXT_CHARS,
         description="embed: the model (default: the source's); rebuild: the model to embed "
         "with afterwards (default: the previous generation's, if it had vectors)",
     )
@@ -49,24 +57,27 @@ def install(app: FastAPI, service, write_dependencies: list) -> None:
             }
         )
 
-    @app.get("/v1/jobs/plan", tags=["jobs"])
-    def plan_job(source: str, action: Action = "rebuild", model: Model = None) -> JSONResponse:
+    @app.get("/v1/jobs/plan", tags=["jobs"], responses=errors(404, 409))
+    def plan_job(source: JobSource, action: Action = "rebuild", model: Model = None) -> JSONResponse:
         """What starting this job would do: the input and whether it is still there, the
         current generation, the embedding model that runs, whether a job is running."""
         return JSONResponse(jobs.plan(source, action, model))
 
-    @app.get("/v1/jobs/{job_id:int}", tags=["jobs"])
+    @app.get("/v1/jobs/{job_id:int}", tags=["jobs"], responses=errors(404))
     def get_job(
-        job_id: int,
+        job_id: Annotated[int, Path(ge=0, le=MAX_SQL_INT)],
         log_from: Annotated[
-            int, Query(ge=0, description="log lines from this number on (log_next of the last)")
+            int,
+            Query(ge=0, le=MAX_SQL_INT,
+                  description="log lines from this number on (log_next of the last)"),
         ] = 0,
     ) -> JSONResponse:
         """One job: state, current phase with its progress, the log from ``log_from``,
         the report when done, the error when failed."""
         return JSONResponse(jobs.get(job_id).to_dict(log_from))
 
-    @app.post("/v1/jobs", status_code=202, tags=["jobs"], dependencies=write_dependencies)
+    @app.post("/v1/jobs", status_code=202, tags=["jobs"], dependencies=write_dependencies,
+              responses=errors(401, 403, 404, 409))  # fmt: skip
     def start_job(body: JobIn) -> JSONResponse:
         """Start a rebuild or embed job in the background: 202 with the job to poll; 409
         while another job runs."""

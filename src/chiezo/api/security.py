@@ -1,34 +1,45 @@
-"""Who may do what, decided by where the server listens.
+"""Who may do what, decided by where the server listens and by the Host a request names.
 
+* **Host (every route, every binding)**: a request naming a host by a *name* is answered only
+  when that name is a loopback name (``localhost``), the name given to ``--host``, this
+  machine's own hostname (when serving beyond loopback) or in ``CHIEZO_ALLOWED_HOSTS``;
+  otherwise 421. A Host that is an IP address is always accepted. This is the DNS-rebinding
+  defence: a page from ``evil.example`` whose name is re-pointed at 127.0.0.1 reaches this
+  server with ``Host: evil.example`` (the browser sends the name of the page's own origin),
+  so Origin and Host agree and the same-site check alone let it write notes, start rebuilds
+  and read every note (issue #14). A browser sends an IP Host only for a page loaded from that
+  IP, which no DNS answer can re-point. Checking every route, not only the writes, also keeps
+  such a page from reading the user's own documents.
 * Loopback (the default): everything is open to local programs, unless ``CHIEZO_TOKEN`` is set,
   in which case writes need it too.
-* Beyond loopback (``--host 0.0.0.0`` or an address): writes — REST note endpoints and the MCP
-  endpoint, which carries the write tools — need ``Authorization: Bearer $CHIEZO_TOKEN``. With no
-  token configured, REST writes are refused and the MCP server is built without write tools.
-* A write whose browser ``Origin`` is another site is refused (403) whatever the token: a page
-  on the web must not be able to rebuild sources or write notes through a local browser
-  (forms and plain POSTs cross origins without a preflight).
-* The MCP endpoint checks the Host header against the loopback names, the bound address and
-  ``CHIEZO_ALLOWED_HOSTS`` (DNS-rebinding protection): a web page cannot make a browser talk
-  to it through a hostile DNS name.
+* Beyond loopback (``--host 0.0.0.0`` or an address): writes — REST note endpoints, jobs and the
+  MCP endpoint, which carries the write tools — need ``Authorization: Bearer $CHIEZO_TOKEN``.
+  With no token configured, REST writes are refused and the MCP server is built without write
+  tools.
+* A write (and any ``/mcp`` request) whose browser ``Origin`` is another site is refused (403)
+  whatever the token: a page on the web must not be able to rebuild sources or write notes
+  through a local browser (forms and plain POSTs cross origins without a preflight).
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
+import socket
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from fastapi import Request
+from fastapi.responses import JSONResponse
 
 from ..config import is_loopback
 from ..errors import ChiezoError
+from .errors import error_response
 
 if TYPE_CHECKING:  # importing mcp costs ~50 MB: the CLI's supervisor process never needs it
     from mcp.server.transport_security import TransportSecuritySettings
-
-LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 
 
 class Unauthorized(ChiezoError):
@@ -82,11 +93,37 @@ class Security:
         netloc = urlsplit(origin).netloc.lower()
         if not netloc:
             return False
-        if netloc == host.lower():
-            return True
-        name = netloc.rsplit(":", 1)[0] if not netloc.endswith("]") else netloc
-        return any(netloc == allowed or (allowed.endswith(":*") and name == allowed[:-2])
-                   for allowed in (a.lower() for a in self.allowed_hosts))  # fmt: skip
+        return netloc == host.lower() or self._configured(netloc)
+
+    def host_allowed(self, host: str) -> bool:
+        """Whether a request with this Host header is answered (see the module's first rule)."""
+        if not host:
+            return True  # HTTP/1.0 and raw clients; every browser sends a Host
+        name = _name_of(host)
+        if _is_ip(name) or name == "localhost" or name.endswith(".localhost"):
+            return True  # browsers resolve *.localhost to loopback themselves, never by DNS
+        return name in self._own_names or self._configured(host.lower())
+
+    @cached_property
+    def _own_names(self) -> frozenset[str]:
+        names = set()
+        if not _is_ip(self.bind_host.strip("[]")):
+            names.add(self.bind_host.lower())  # --host myhost.lan
+        if not self.loopback:  # a LAN server is reached by this machine's own name
+            hostname = socket.gethostname().lower()
+            names |= {hostname, hostname + ".local"}
+        return frozenset(names)
+
+    def _configured(self, netloc: str) -> bool:
+        """``netloc`` (host[:port]) matches CHIEZO_ALLOWED_HOSTS: ``name`` or ``name:*`` for
+        any port, ``name:port`` for one."""
+        name = _name_of(netloc)
+        for allowed in (a.lower() for a in self.allowed_hosts):
+            if allowed.endswith(":*"):
+                allowed = allowed[:-2]
+            if netloc == allowed or (":" not in allowed.strip("[]") and name == _name_of(allowed)):
+                return True
+        return False
 
     def authorized(self, header: str | None) -> bool:
         if not self.token:
@@ -95,14 +132,65 @@ class Security:
         return scheme.lower() == "bearer" and hmac.compare_digest(value.strip(), self.token)
 
     def transport_security(self) -> TransportSecuritySettings:
+        """The MCP library's own Host/Origin check is off: HostGuard applies this module's one
+        rule to /mcp and every other route (the library's list would refuse a LAN client that
+        names the server by its IP address)."""
         from mcp.server.transport_security import TransportSecuritySettings
 
-        hosts = list(LOOPBACK_HOSTS)
-        if not self.loopback and self.bind_host not in ("0.0.0.0", "::"):
-            name = f"[{self.bind_host}]" if ":" in self.bind_host else self.bind_host
-            hosts += [f"{name}:*", name]
-        hosts += list(self.allowed_hosts)
-        origins = [f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts]
-        return TransportSecuritySettings(
-            enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
-        )
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+
+def _name_of(netloc: str) -> str:
+    """``Host`` header → host name, lowercased, without port, brackets or a final dot."""
+    netloc = netloc.strip().lower()
+    if netloc.startswith("["):
+        return netloc[1 : netloc.find("]")] if "]" in netloc else netloc[1:]
+    if netloc.count(":") == 1:
+        netloc = netloc.split(":", 1)[0]
+    return netloc.rstrip(".")
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+class HostGuard:
+    """ASGI middleware in front of every route: refuses foreign Host names (421) and, on
+    ``/mcp`` (whose tools write and read notes), a browser Origin from another site (403)."""
+
+    def __init__(self, app, security: Security):
+        self.app, self.security = app, security
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        refusal = self._refusal(scope)
+        if refusal is None:
+            await self.app(scope, receive, send)
+        elif scope["type"] == "http":
+            await refusal(scope, receive, send)
+        else:  # a websocket: closed before it is accepted
+            await send({"type": "websocket.close", "code": 1008})
+
+    def _refusal(self, scope) -> JSONResponse | None:
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers") or []}
+        host, origin = headers.get("host", ""), headers.get("origin")
+        if not self.security.host_allowed(host):
+            return error_response(
+                421,
+                f"this server does not answer to the host name {_name_of(host)!r}",
+                hint="a page under another name may be trying to reach it (DNS rebinding); if "
+                "clients really use this name, add it to CHIEZO_ALLOWED_HOSTS",
+            )
+        mcp = scope["path"] == "/mcp" or scope["path"].startswith("/mcp/")
+        if mcp and origin is not None and not self.security.same_site(origin, host):
+            return error_response(
+                403, f"a request from another site ({origin}) is refused",
+                hint="MCP clients send no Origin; a web page may not use this endpoint",
+            )  # fmt: skip
+        return None

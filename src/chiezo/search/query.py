@@ -20,6 +20,12 @@ MIN_FTS_CHARS = 3  # the trigram tokenizer cannot index anything shorter
 MAX_QUERY_CHARS = 1000
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# A regular expression for "has something to search for": one character that is neither a
+# control character nor what Python's str.split() takes for a space. Spelt out character by
+# character because \s differs between regex dialects (ECMAScript's excludes U+0085), and
+# /openapi.json states it for clients and fuzzers written in any of them.
+_BLANK = sorted({chr(c) for c in range(0x3001) if chr(c).isspace()} | {*map(chr, range(0x20)), "\x7f"})
+NOT_BLANK = "[^" + "".join(f"\\u{ord(c):04x}" for c in _BLANK) + "]"
 
 
 @dataclass(frozen=True)
@@ -48,9 +54,16 @@ def parse_query(text: str) -> ParsedQuery:
     return ParsedQuery(cleaned.strip(), terms, long_terms, short_terms, normalise_title(cleaned))
 
 
+def has_terms(text: str) -> bool:
+    """Whether ``text`` holds anything to search for (parse_query would not call it empty)."""
+    return bool(split_terms(_CONTROL.sub(" ", text)))
+
+
 def phrase(term: str) -> str:
-    """A term as an FTS5 string literal: the only escape inside is a doubled quote."""
-    return '"' + term.replace('"', '""') + '"'
+    """A term as an FTS5 string literal: the only escape inside is a doubled quote. Control
+    characters become spaces: FTS5 reads a NUL as the end of the expression ("unterminated
+    string"), whichever caller built the term."""
+    return '"' + _CONTROL.sub(" ", term).replace('"', '""') + '"'
 
 
 def match_all(terms: tuple[str, ...] | list[str]) -> str:

@@ -39,6 +39,8 @@ def ingest_documents(
     folder.cache = ConversionCache(settings.data_dir / "cache")
     try:
         with builder:
+            for message in folder.warnings:  # said while scanning (links leading out...)
+                builder.warn(message)
             folder.on_warning = builder.warn
             builder.start_reading(len(folder.files))
             for doc in folder.docs():

@@ -75,13 +75,29 @@ class DocumentFolder:
         if self.root.is_file():
             return [self.root]
         found = []
+        root = self.root.resolve()
         for directory, dirnames, filenames in os.walk(self.root, onerror=self._walk_error):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in dirnames:  # os.walk does not follow links: say so when one leads out
+                self._outside(Path(directory) / name, root)
             for filename in sorted(filenames):
                 path = Path(directory) / filename
-                if not filename.startswith(".") and path.suffix.lower() in SUFFIXES:
+                if filename.startswith(".") or path.suffix.lower() not in SUFFIXES:
+                    continue
+                if not self._outside(path, root):
                     found.append(path)
         return found
+
+    def _outside(self, path: Path, root: Path) -> bool:
+        """A symbolic link leading out of the folder is not indexed (said in the report): the
+        folder is what the user chose to share, and a link to /etc/passwd is not part of it."""
+        if not path.is_symlink():
+            return False
+        target = path.resolve()
+        if target.is_relative_to(root):
+            return False
+        self._warn(f"{path}: a link to {target}, outside the folder; not indexed")
+        return True
 
     def _walk_error(self, exc: OSError) -> None:
         self._warn(f"{exc.filename}: cannot list folder ({exc.strerror})")

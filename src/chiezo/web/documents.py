@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import mimetypes
 import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
+
+from fastapi.responses import FileResponse
 
 from ..errors import NotFound
 from ..service import Service
@@ -56,3 +59,41 @@ def original_href(doc: dict) -> str | None:
             f"#{fragment}" if fragment.startswith("page=") else ""
         )
     return safe_url(url)
+
+
+# An indexed file is the user's, not Chiezo's: served on Chiezo's origin, an HTML, SVG or XML
+# file's scripts would run with the right to call the API (issue #14: an indexed page's
+# fetch('/v1/notes', {method: 'POST'}) succeeded). So every original is sandboxed — a unique
+# origin, no scripts, nothing fetched from anywhere (inline styles and data: images only, so a
+# page still reads as a page) — and never sniffed into something more dangerous than it says.
+# PDFs are the exception: Chromium does not render a PDF in a sandboxed document at all, and
+# its viewer runs a PDF's scripts outside the page's origin.
+SANDBOX = "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+SHOWN_AS_TEXT = {".md", ".markdown", ".txt", ".text", ".csv", ".tsv", ".rst", ".json", ".yaml",
+                 ".yml"}  # fmt: skip
+SHOWN_INLINE = ("application/pdf", "text/html", "application/xhtml+xml", "image/")
+
+
+def original_response(path: Path) -> FileResponse:
+    """The original file as a browser may safely open it: PDFs, pages and pictures inline,
+    text as plain text, everything else (Office files, archives) as a download."""
+    media_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    if path.suffix.lower() in SHOWN_AS_TEXT:
+        media_type = "text/plain; charset=utf-8" if _is_utf8(path) else "text/plain"
+    inline = media_type.startswith(SHOWN_INLINE) or media_type.startswith("text/plain")
+    headers = {"X-Content-Type-Options": "nosniff"}
+    if media_type != "application/pdf":
+        headers["Content-Security-Policy"] = SANDBOX
+    return FileResponse(path, media_type=media_type, headers=headers,
+                        content_disposition_type="inline" if inline else "attachment")  # fmt: skip
+
+
+def _is_utf8(path: Path, sample: int = 1 << 20) -> bool:
+    """Whether the file reads as UTF-8 (else the browser picks the encoding: Shift_JIS text)."""
+    with path.open("rb") as handle:
+        head = handle.read(sample)
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return len(head) == sample and exc.start > sample - 4  # cut by the sample's end
+    return True

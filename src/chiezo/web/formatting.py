@@ -28,20 +28,23 @@ def describe_how(how: str, t: Translator) -> str:
 def highlight(text: str, query: str) -> Markup:
     """``text`` escaped, with the query's words marked: Latin words whole (from their start,
     three letters or more: "a" and "I" everywhere is noise), other scripts as substrings of
-    two characters or more."""
+    two characters or more. Words are found in the text itself and each piece escaped after,
+    so a word never matches inside an entity ("amp" in ``&amp;``)."""
     patterns = []
     for word in sorted(set(re.split(r"[\s\u3000]+", query or "")), key=len, reverse=True):
-        escaped_word = re.escape(str(escape(word)))
         if re.fullmatch(r"[\w'-]+", word, re.ASCII):
             if len(word) >= 3:
-                patterns.append(rf"\b{escaped_word}\w*")
+                patterns.append(rf"\b{re.escape(word)}\w*")
         elif len(word) >= 2:
-            patterns.append(escaped_word)
-    escaped = str(escape(text))
+            patterns.append(re.escape(word))
     if not patterns:
-        return Markup(escaped)
-    pattern = re.compile("|".join(patterns), re.IGNORECASE)
-    return Markup(pattern.sub(lambda m: f"<mark>{m.group(0)}</mark>", escaped))
+        return Markup(escape(text))
+    pieces, last = [], 0
+    for match in re.finditer("|".join(patterns), text, re.IGNORECASE):
+        pieces += [escape(text[last : match.start()]), Markup("<mark>%s</mark>") % match.group(0)]
+        last = match.end()
+    pieces.append(escape(text[last:]))
+    return Markup("").join(pieces)
 
 
 def human_size(n: int | None) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
@@ -20,7 +20,13 @@ from .. import __version__
 from ..errors import ChiezoError
 from ..library import NOTES
 from ..service import Service
-from .documents import DOC_BODY_CHARS, original_href, original_path, sections_of
+from .documents import (
+    DOC_BODY_CHARS,
+    original_href,
+    original_path,
+    original_response,
+    sections_of,
+)
 from .formatting import describe_how, highlight, human_size, safe_url
 from .i18n import COOKIE, LANGUAGES, Translator, pick_language
 from .mapview import MapPoint, render_map
@@ -36,6 +42,14 @@ from .search_results import (
 
 SHOWN_LINKS = 300
 NOTES_PAGE = 50
+# No other site may frame a page (a framed admin page could be clicked into a rebuild or a
+# forget), and following a link out does not tell the other site what was searched here.
+PAGE_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
 
 
 def install(app: FastAPI, service: Service) -> None:
@@ -63,7 +77,7 @@ def install(app: FastAPI, service: Service) -> None:
                     "writes_enabled": security.writes_enabled},
             **context,
         )  # fmt: skip
-        response = HTMLResponse(page, status_code=status)
+        response = HTMLResponse(page, status_code=status, headers=PAGE_HEADERS)
         if request.query_params.get("lang") in LANGUAGES:
             response.set_cookie(COOKIE, language, max_age=365 * 86400, samesite="lax")
         return response
@@ -147,20 +161,25 @@ def install(app: FastAPI, service: Service) -> None:
         except ChiezoError as exc:
             return render(request, "doc.html", exc.status, doc=None, error=exc.to_dict(),
                           source=source)  # fmt: skip
-        return FileResponse(path, content_disposition_type="inline")
+        return original_response(path)
 
     @app.get("/admin", include_in_schema=False)
     def admin_page(request: Request) -> HTMLResponse:
         infos = service.sources()
         notes_q = (request.query_params.get("notes_q") or "").strip()
         notes_offset = read_offset(request.query_params.get("notes_offset"))
-        models, default_model = _embedding_models()
-        jobs = request.app.state.jobs.list() if hasattr(request.app.state, "jobs") else []
+        try:
+            notes = service.recall(q=notes_q or None, limit=NOTES_PAGE, offset=notes_offset,
+                                   max_chars=None)  # fmt: skip
+        except ChiezoError as exc:  # e.g. a search text over the limit: said above the list
+            notes = {"total": 0, "offset": 0, "notes": [], "error": exc.message}
+        runner = getattr(request.app.state, "jobs", None)
+        models, default_model = _embedding_models(runner)
+        jobs = runner.list() if runner is not None else []
         return render(request, "admin.html", script_words=("admin.", "note."),
                       sources=[_admin_facts(service, i) for i in infos
                                if i.get("kind") != "notes" and i.get("name") != NOTES],
-                      notes=service.recall(q=notes_q or None, limit=NOTES_PAGE,
-                                           offset=notes_offset, max_chars=None),
+                      notes=notes,
                       notes_q=notes_q, notes_page=NOTES_PAGE,
                       jobs=[j.to_dict() for j in jobs][:10],
                       models=models, default_model=default_model)  # fmt: skip
@@ -188,11 +207,11 @@ def _ready(infos: list[dict]) -> list[dict]:
     return [i for i in infos if i.get("status") == "ok"]
 
 
-def _embedding_models() -> tuple[list[str], str]:
-    """The built-in models to offer for re-embedding, and the one preselected."""
+def _embedding_models(runner) -> tuple[list[str], str]:
+    """The models a re-embed job may use (the server's list), and the one preselected."""
     from ..embedders import BUILT_IN, DEFAULT_MODEL
 
-    return sorted(BUILT_IN), DEFAULT_MODEL
+    return (runner.models() if runner is not None else sorted(BUILT_IN)), DEFAULT_MODEL
 
 
 def _url_with(request: Request, **changes) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 from markupsafe import Markup
 from starlette.requests import Request
 
+from ..inputs import MAX_OFFSET
 from ..service import Service
 from .documents import original_href
 from .mapview import MapPoint, render_map
@@ -160,8 +161,10 @@ def _commonest_cached(service: Service, name: str, generation: str | None, has_t
 
 
 def read_offset(text: str | None) -> int:
+    """A page's offset from the query string: a bad or negative one is the first page, one
+    beyond the deepest page the last that can be asked for (never an OverflowError)."""
     try:
-        return max(0, int(text or 0))
+        return min(max(0, int(text or 0)), MAX_OFFSET)
     except ValueError:
         return 0
 
