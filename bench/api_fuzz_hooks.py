@@ -19,8 +19,8 @@ MODELS = ["e5-small", "use-m"]
 
 
 def _floats(text: str) -> list[float]:
-    try:
-        return [float(part) for part in str(text).split(",")]
+    try:  # the spaces around a number are what str.strip() removes (filters._degrees)
+        return [float(part.strip()) for part in str(text).split(",")]
     except ValueError:
         return []
 

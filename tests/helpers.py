@@ -107,6 +107,24 @@ class RunningServer:
         self.thread.join(timeout=15)
 
 
+# Two temples of Tokyo with coordinates, links and a category, in the real wikitext form
+TEMPLE_PAGES = [
+    (1, "浅草寺", "'''浅草寺'''は東京都台東区浅草にある寺。{{Coord|35|42|53|N|139|47|48|E}}"
+     "[[雷門]]が有名である。\n== 歴史 ==\n628年に創建された。\n[[Category:東京都の寺]]"),
+    (2, "雷門", "'''雷門'''は[[浅草寺]]の山門。{{Coord|35|42|39|N|139|47|47|E}}"
+     "\n[[Category:東京都の寺]]"),
+]  # fmt: skip
+
+
+# An indexed HTML page that would write a note through the API if its script ran on Chiezo's origin
+PAGE_WITH_A_SCRIPT = (
+    "<html><head><title>Special offer</title></head><body><h1>Special offer</h1>"
+    "<p>Everything half price this week.</p><script>document.title = 'ran';"
+    "fetch('/v1/notes', {method: 'POST', headers: {'content-type': 'application/json'},"
+    " body: JSON.stringify({text: 'written by an indexed page'})});</script></body></html>"
+)
+
+
 def wiki_dump(pages: list[tuple[int, str, str]], redirects: list[tuple[int, str, str]] = ()) -> str:
     """A small MediaWiki export in the real format."""
     out = [

@@ -23,13 +23,10 @@ from chiezo.config import Settings
 from chiezo.service import Service
 from llm_stub import ScriptedLLM
 
-from helpers import RunningServer, build_docs, wiki_dump, write_files
+from helpers import TEMPLE_PAGES, RunningServer, build_docs, wiki_dump, write_files
 
 PAGES = [
-    (1, "浅草寺", "'''浅草寺'''は東京都台東区浅草にある寺。{{Coord|35|42|53|N|139|47|48|E}}"
-     "[[雷門]]が有名である。\n== 歴史 ==\n628年に創建された。\n[[Category:東京都の寺]]"),
-    (2, "雷門", "'''雷門'''は[[浅草寺]]の山門。{{Coord|35|42|39|N|139|47|47|E}}"
-     "\n[[Category:東京都の寺]]"),
+    *TEMPLE_PAGES,
     (3, "Helsinki", "'''Helsinki''' is the capital of Finland. {{Coord|60|10|N|24|56|E}}"),
 ]  # fmt: skip
 FILES = {

@@ -21,15 +21,9 @@ from chiezo.cli import cli
 from chiezo.errors import BadQuery, BuildError
 from chiezo.web.formatting import highlight
 
-from helpers import RunningServer, build_docs, free_port, write_files
+from helpers import PAGE_WITH_A_SCRIPT, RunningServer, build_docs, free_port, write_files
 
 HUGE = "99999999999999999999"  # beyond SQLite's 64-bit integers
-PAGE_WITH_A_SCRIPT = (
-    "<html><head><title>Special offer</title></head><body><h1>Special offer</h1>"
-    "<p>Everything half price this week.</p><script>document.title = 'ran';"
-    "fetch('/v1/notes', {method: 'POST', headers: {'content-type': 'application/json'},"
-    " body: JSON.stringify({text: 'written by an indexed page'})});</script></body></html>"
-)
 FILES = {
     "guide.md": "# Getting started\n\nChiezo keeps each source in one SQLite file.\n",
     "offer.html": PAGE_WITH_A_SCRIPT,
@@ -520,3 +514,34 @@ def test_highlighting_never_marks_inside_an_entity():
     assert str(highlight("fish & chips", "amp")) == "fish &amp; chips"
     assert str(highlight('say "hello"', "quot hello")) == "say &#34;<mark>hello</mark>&#34;"
     assert str(highlight("<b>浅草寺</b>", "浅草")) == "&lt;b&gt;<mark>浅草</mark>寺&lt;/b&gt;"
+
+
+# -- the document states what the service accepts ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["35.7,139.8", "90,180", "-0090.000,-180", "90.01,0", "0,180.5", "1e1,0", "5.,3", "1_0,2",
+     "inf,0", " 4 , 5 ", "\x1e4\u3000,5\x85", "\x0c4,5", "a,b", "1,2,3", "+1,+2", "00,00"],
+)  # fmt: skip
+def test_the_stated_point_pattern_accepts_what_near_accepts(text):
+    import re
+
+    from chiezo.api.patterns import POINT
+    from chiezo.search.filters import parse_near
+
+    try:
+        parse_near(text)
+        accepted = True
+    except BadQuery:
+        accepted = False
+    assert bool(re.search(POINT, text)) == accepted
+
+
+@pytest.mark.parametrize("text", ["a", " a ", "\x85\x85", "\u3000", "\x19", "\u200b", "\x1c x"])
+def test_the_stated_not_blank_pattern_is_what_the_service_calls_empty(text):
+    import re
+
+    from chiezo.search.query import NOT_BLANK, has_terms
+
+    assert bool(re.search(NOT_BLANK, text)) == has_terms(text)

@@ -17,15 +17,20 @@ from chiezo.config import Settings
 from chiezo.service import Service
 from llm_stub import ScriptedLLM
 
-from helpers import RunningServer, build_docs, shared, wiki_dump, write_files
+from helpers import (
+    PAGE_WITH_A_SCRIPT,
+    TEMPLE_PAGES,
+    RunningServer,
+    build_docs,
+    shared,
+    wiki_dump,
+    write_files,
+)
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "test-output" / "screenshots"
 PAGES = [
-    (1, "浅草寺", "'''浅草寺'''は東京都台東区浅草にある寺。{{Coord|35|42|53|N|139|47|48|E}}"
-     "[[雷門]]が有名である。\n== 歴史 ==\n628年に創建された。\n[[Category:東京都の寺]]"),
-    (2, "雷門", "'''雷門'''は[[浅草寺]]の山門。{{Coord|35|42|39|N|139|47|47|E}}"
-     "\n[[Category:東京都の寺]]"),
+    *TEMPLE_PAGES,
     (3, "夏目漱石", "'''夏目漱石'''は日本の小説家。1867年2月9日に生まれた。"),
 ]  # fmt: skip
 HANDBOOK = {
@@ -33,13 +38,6 @@ HANDBOOK = {
     "leave.md": "# 休暇\n\n年次休暇は20日。申請は一週間前まで。\n",
 }
 
-# An indexed page that would write a note through the API if its script ran on Chiezo's origin
-PAGE_WITH_A_SCRIPT = (
-    "<html><head><title>Special offer</title></head><body><h1>Special offer</h1>"
-    "<p>Everything half price this week.</p><script>document.title = 'ran';"
-    "fetch('/v1/notes', {method: 'POST', headers: {'content-type': 'application/json'},"
-    " body: JSON.stringify({text: 'written by an indexed page'})});</script></body></html>"
-)
 
 
 def tool_call(name: str, args: dict) -> dict:

@@ -77,9 +77,9 @@ def install(building: Path, final: Path) -> Path | None:
     sidecars reach the disk before the rename, and the rename before ``current`` names it —
     ``current`` never points at a file whose pages were still only in the page cache."""
     for path in dict.fromkeys((building, *sidecars(final))):  # the building file matches too
-        _fsync_file(path)
+        _fsync(path)
     os.replace(building, final)
-    _fsync_dir(final.parent)
+    _fsync(final.parent)
     return switch_current(final.parent, final)
 
 
@@ -93,7 +93,7 @@ def switch_current(directory: Path, generation: Path) -> Path | None:
     except BaseException:
         tmp_link.unlink(missing_ok=True)
         raise
-    _fsync_dir(directory)
+    _fsync(directory)
     return previous
 
 
@@ -158,16 +158,10 @@ class BuildLock:
             self._fd = None
 
 
-def _fsync_file(path: Path) -> None:
+def _fsync(path: Path) -> None:
+    """Flush a file's data, or a directory's entries (a rename is durable once its directory
+    is synced), to the disk."""
     fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:

@@ -234,7 +234,8 @@ class Service:
         offset: int = 0,
     ) -> dict[str, Any]:
         check_offset(offset)
-        check_length(prefix, "prefix"), check_length(contains, "contains")
+        check_length(prefix, "prefix")
+        check_length(contains, "contains")
         src, deadline = self._read(source, "tags")
         with deadline:
             return browse.list_tags(
@@ -344,7 +345,8 @@ class Service:
         offset: int = 0,
     ) -> dict[str, Any]:
         check_offset(offset)
-        check_length(prefix, "prefix"), check_length(contains, "contains")
+        check_length(prefix, "prefix")
+        check_length(contains, "contains")
         src, deadline = self._read(source, "features")
         with deadline:
             return browse.list_features(
@@ -572,6 +574,7 @@ def _check_question(question: str | None) -> None:
 
 
 def _check_lookup(title: str | None, key: str | None, doc_id: int | None) -> None:
-    check_length(title, "title"), check_length(key, "key")
+    check_length(title, "title")
+    check_length(key, "key")
     if doc_id is not None:
         check_id(doc_id, "document")

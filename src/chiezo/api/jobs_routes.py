@@ -30,7 +30,7 @@ Model = Annotated[
 
 
 class JobIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid")
     source: str = Field(description="a source name from /v1/sources")
     action: Literal["rebuild", "embed"]
     model: str | None = Field(

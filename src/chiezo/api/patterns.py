@@ -18,9 +18,9 @@ WS = f"[{_SPACES}]"  # one space, as str.strip() sees it
 NOT_WS = f"[^{_SPACES}]"
 ANY = r"[\s\S]"  # any character (a dialect's \s does not matter here)
 
-# -90..90 and -180..180 written as decimals: what near= and bbox= take (parse_near, parse_bbox)
-LAT = r"[-+]?(?:90(?:\.0+)?|[1-8]?[0-9](?:\.[0-9]+)?)"
-LON = r"[-+]?(?:180(?:\.0+)?|(?:1[0-7][0-9]|[1-9]?[0-9])(?:\.[0-9]+)?)"
+# -90..90 and -180..180 written as plain decimals: what near= and bbox= take (filters._degrees)
+LAT = r"[-+]?0*(?:90(?:\.0+)?|[1-8]?[0-9](?:\.[0-9]+)?)"
+LON = r"[-+]?0*(?:180(?:\.0+)?|(?:1[0-7][0-9]|[1-9]?[0-9])(?:\.[0-9]+)?)"
 POINT = rf"^$|^{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*$"
 BOX = rf"^$|^{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*,{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*$"
 

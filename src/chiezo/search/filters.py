@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from dataclasses import dataclass, field
 
 from .. import db
@@ -300,7 +301,7 @@ def parse_attr(text: str) -> tuple[str, str]:
 
 def parse_bbox(text: str) -> BoxCondition:
     try:
-        south, west, north, east = (float(v) for v in text.split(","))
+        south, west, north, east = (_degrees(v) for v in text.split(","))
     except ValueError as exc:
         raise BadQuery(
             f"bbox is south,west,north,east in degrees, got {text!r}",
@@ -313,9 +314,22 @@ def parse_bbox(text: str) -> BoxCondition:
     return BoxCondition(south, west, north, east)
 
 
+_DECIMAL = re.compile(r"[-+]?[0-9]+(?:\.[0-9]+)?")
+
+
+def _degrees(text: str) -> float:
+    """A number of degrees written as a plain decimal, between the spaces ``str.strip``
+    removes: exactly what the API's documented patterns (api/patterns.py) describe. ``float``
+    alone would also take "1e1", "1_0", "inf" and "5.", and keep U+001C–U+001F."""
+    stripped = text.strip()
+    if not _DECIMAL.fullmatch(stripped):
+        raise ValueError(text)
+    return float(stripped)
+
+
 def parse_near(text: str, radius_km: float | None = None) -> Near:
     try:
-        lat, lon = (float(v) for v in text.split(","))
+        lat, lon = (_degrees(v) for v in text.split(","))
     except ValueError as exc:
         raise BadQuery(
             f"near is lat,lon in degrees, got {text!r}", hint="e.g. near=35.71,139.80"
