@@ -542,6 +542,7 @@ def test_the_stated_point_pattern_accepts_what_near_accepts(text):
 def test_the_stated_not_blank_pattern_is_what_the_service_calls_empty(text):
     import re
 
-    from chiezo.search.query import NOT_BLANK, has_terms
+    from chiezo.api.patterns import NOT_BLANK
+    from chiezo.search.query import has_terms
 
     assert bool(re.search(NOT_BLANK, text)) == has_terms(text)

@@ -189,9 +189,7 @@ class Prepared:
 
 def prepare(service, question: str, *, source=None, history=None, llm=None,
             budget: int = DEFAULT_BUDGET_CHARS, max_docs: int = DEFAULT_MAX_DOCS) -> Prepared:  # fmt: skip
-    question = (question or "").strip()
-    if not question:
-        raise BadQuery("the question is empty")
+    question = question.strip()  # Service.prepare_answer refused an empty one
     if source is not None:
         service.library.get(source)  # unknown source: a 404 with the known ones, now
     names = [s["name"] for s in service.sources()]

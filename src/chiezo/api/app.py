@@ -30,8 +30,6 @@ from .params import (
     Attr,
     Box,
     ChatIn,
-    DocId,
-    DocIdParam,
     Explain,
     Feature,
     Fields,
@@ -46,6 +44,8 @@ from .params import (
     NoteIn,
     NotePatch,
     Offset,
+    PathId,
+    QueryId,
     Question,
     Radius,
     RecallText,
@@ -340,20 +340,20 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
 
     @app.get("/v1/notes/{note_id:int}", tags=["notes"], responses=documented(404, 504))
     def get_note(
-        note_id: DocId, max_chars: Annotated[int | None, Query(ge=0)] = None
+        note_id: PathId, max_chars: Annotated[int | None, Query(ge=0)] = None
     ) -> JSONResponse:
         return _json(service.note(note_id, max_chars=max_chars))
 
     @app.patch("/v1/notes/{note_id:int}", tags=["notes"], dependencies=write,
                responses=documented(401, 403, 404, 503, 507))  # fmt: skip
-    def update_note(note_id: DocId, patch: NotePatch) -> JSONResponse:
+    def update_note(note_id: PathId, patch: NotePatch) -> JSONResponse:
         """Change a note: only the fields sent change."""
         sent = patch.model_dump(exclude_unset=True)
         return _json(service.update_note(note_id, **sent))
 
     @app.delete("/v1/notes/{note_id:int}", tags=["notes"], dependencies=write,
                 responses=documented(401, 403, 404, 503, 507))  # fmt: skip
-    def forget(note_id: DocId) -> JSONResponse:
+    def forget(note_id: PathId) -> JSONResponse:
         return _json(service.forget(note_id))
 
     jobs_routes.install(app, service, write)  # /v1/jobs: background rebuild and embed jobs
@@ -411,7 +411,7 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
     @app.get("/v1/{source}/doc/{doc_id:int}", tags=["documents"], responses=SOURCE_RESPONSES)
     def doc_by_id(
         source: SourceName,
-        doc_id: DocId,
+        doc_id: PathId,
         fields: Fields = None,
         max_chars: Annotated[int | None, Query(ge=0)] = None,
     ) -> JSONResponse:
@@ -438,7 +438,7 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
     def links(
         source: SourceName,
         title: ShortText = None,
-        doc_id: DocIdParam = None,
+        doc_id: QueryId = None,
         key: ShortText = None,
         direction: Annotated[str, Query(pattern="^(in|out)$")] = "out",
         limit: ListLimit = 50,

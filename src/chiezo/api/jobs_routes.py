@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import FastAPI, Path, Query
+from fastapi import FastAPI, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..inputs import MAX_SQL_INT, MAX_TEXT_CHARS
 from ..jobs import JobRunner
 from .openapi import errors
+from .params import PathId
 
 JobSource = Annotated[str, Query(max_length=MAX_TEXT_CHARS, description="a source name")]
 Action = Annotated[
@@ -65,7 +66,7 @@ def install(app: FastAPI, service, write_dependencies: list) -> None:
 
     @app.get("/v1/jobs/{job_id:int}", tags=["jobs"], responses=errors(404))
     def get_job(
-        job_id: Annotated[int, Path(ge=0, le=MAX_SQL_INT)],
+        job_id: PathId,
         log_from: Annotated[
             int,
             Query(ge=0, le=MAX_SQL_INT,

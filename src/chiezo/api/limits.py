@@ -14,7 +14,8 @@ MAX_BODY_BYTES = 2 * 2**20
 
 class BodyLimit:
     """ASGI middleware: a declared ``Content-Length`` over the limit is refused at once; a
-    chunked body is read up to the limit and handed on only if it fits."""
+    chunked body is read up to the limit and handed on only if it fits. Everything else (most
+    requests: a GET has no body) passes untouched."""
 
     def __init__(self, app, limit: int = MAX_BODY_BYTES):
         self.app, self.limit = app, limit
@@ -23,12 +24,13 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None:
-            if not declared.isdigit() or int(declared) > self.limit:
-                await self._refuse(scope, receive, send)
-                return
-            await self.app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await self._refuse(scope, receive, send)
+            return
+        if b"chunked" not in headers.get(b"transfer-encoding", b"").lower():
+            await self.app(scope, receive, send)  # no body, or one of a declared length that fits
             return
         body, message = b"", {"more_body": True}
         while message.get("more_body"):

@@ -13,10 +13,10 @@ from ..browse import DOC_FIELDS
 from ..inputs import MAX_OFFSET, MAX_SQL_INT, MAX_TEXT_CHARS
 from ..notes import MAX_NOTE_CHARS, MAX_TAG_CHARS, MAX_TAGS
 from ..search.fts import MAX_WINDOW
-from ..search.query import MAX_QUERY_CHARS, NOT_BLANK
+from ..search.query import MAX_QUERY_CHARS
 from ..service import MAX_LIMIT, MAX_QUESTION_CHARS
 from .openapi import errors as documented
-from .patterns import ATTR, BOX, FEATURES, FIELD_LIST, ISO_MOMENT, NEAR_DOC, POINT
+from .patterns import ATTR, BOX, FEATURES, FIELD_LIST, ISO_MOMENT, NEAR_DOC, NOT_BLANK, POINT
 
 SOURCE_RESPONSES = documented(404, 409, 504)
 ANSWER_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -33,8 +33,9 @@ ANSWER_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 def stated(**constraints) -> dict[str, Any]:
     """Constraints the OpenAPI document states but the service checks, so that a request
-    breaking one gets the service's reason ("latitude must be between -90 and 90", "the query
-    is 1,204 characters long; the limit is 1,000") instead of a bare regex."""
+    breaking one gets the service's reason ("near '91,0' is outside ±90 latitude / ±180
+    longitude", "title is 50,000 characters long; the limit is 1,000") instead of a bare
+    regex."""
     names = {"min_length": "minLength", "max_length": "maxLength"}
     return {"json_schema_extra": {names.get(k, k): v for k, v in constraints.items()}}
 
@@ -79,8 +80,9 @@ RecallText = Annotated[str | None, Query(**stated(max_length=MAX_QUERY_CHARS))]
 Question = Annotated[
     str, Query(**stated(min_length=1, max_length=MAX_QUESTION_CHARS, pattern=NOT_BLANK))
 ]
-DocId = Annotated[int, Path(ge=0, le=MAX_SQL_INT)]
-DocIdParam = Annotated[int | None, Query(ge=0, le=MAX_SQL_INT)]
+# a document, note or job id: within SQLite's integers (beyond them an id names nothing)
+PathId = Annotated[int, Path(ge=0, le=MAX_SQL_INT)]
+QueryId = Annotated[int | None, Query(ge=0, le=MAX_SQL_INT)]
 SourceName = Annotated[str, Path(description="a source name from /v1/sources")]
 Mode = Annotated[
     Literal["keyword", "semantic", "hybrid"] | None,

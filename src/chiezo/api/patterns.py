@@ -11,11 +11,13 @@ is accepted where the service treats it as absent.
 from __future__ import annotations
 
 from ..browse import DOC_FIELDS
-from ..search.query import NOT_BLANK
 
 _SPACES = "".join(f"\\u{c:04x}" for c in range(0x3001) if chr(c).isspace())
+_CONTROLS = r"\u0000-\u001f\u007f"  # what search.query turns into spaces
 WS = f"[{_SPACES}]"  # one space, as str.strip() sees it
 NOT_WS = f"[^{_SPACES}]"
+# something to search for (search.query.has_terms): neither a space nor a control character
+NOT_BLANK = f"[^{_CONTROLS}{_SPACES}]"
 ANY = r"[\s\S]"  # any character (a dialect's \s does not matter here)
 
 # -90..90 and -180..180 written as plain decimals: what near= and bbox= take (filters._degrees)

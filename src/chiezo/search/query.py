@@ -20,12 +20,6 @@ MIN_FTS_CHARS = 3  # the trigram tokenizer cannot index anything shorter
 MAX_QUERY_CHARS = 1000
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-# A regular expression for "has something to search for": one character that is neither a
-# control character nor what Python's str.split() takes for a space. Spelt out character by
-# character because \s differs between regex dialects (ECMAScript's excludes U+0085), and
-# /openapi.json states it for clients and fuzzers written in any of them.
-_BLANK = sorted({chr(c) for c in range(0x3001) if chr(c).isspace()} | {*map(chr, range(0x20)), "\x7f"})
-NOT_BLANK = "[^" + "".join(f"\\u{ord(c):04x}" for c in _BLANK) + "]"
 
 
 @dataclass(frozen=True)
