@@ -15,7 +15,7 @@ from . import db, generations
 from .attribution import attribution
 from .config import Settings
 from .errors import ChiezoError, SchemaMismatch, UnknownSource
-from .schema import REQUIRED_TABLES, SCHEMA_VERSION
+from .schema import REQUIRED_TABLES, SCHEMA_VERSION, WORDS_AND_TRIGRAMS
 
 NOTES = "notes"  # the writable source's reserved name
 
@@ -99,6 +99,12 @@ class Source:
     @property
     def doc_count(self) -> int:
         return int(self.meta.get("doc_count", 0))
+
+    @property
+    def has_words(self) -> bool:
+        """Whether this generation has the word index beside the trigram one (and folded text
+        in both); sources built before it search by trigrams, as text was written."""
+        return self.meta.get("text_index") == WORDS_AND_TRIGRAMS
 
     @property
     def attributes(self) -> list[str]:

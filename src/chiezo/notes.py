@@ -28,7 +28,7 @@ from typing import Any
 
 from . import db
 from .errors import BadQuery, NotFound
-from .schema import INDEXES, SCHEMA_VERSION, TABLES
+from .schema import INDEXES, SCHEMA_VERSION, TABLES, WRITABLE_TEXT_INDEX
 from .search.fts import choose_grams
 from .search.query import (
     MIN_FTS_CHARS,
@@ -156,7 +156,7 @@ class NotesStore:
         if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
             conn.execute("COMMIT")  # another process created it meanwhile
             return
-        for statement in db.statements(TABLES + INDEXES + NOTES_TABLES):
+        for statement in db.statements(TABLES + WRITABLE_TEXT_INDEX + INDEXES + NOTES_TABLES):
             conn.execute(statement)
         meta = {
             "schema_version": SCHEMA_VERSION,

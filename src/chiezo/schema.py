@@ -46,12 +46,6 @@ CREATE TABLE titles (
     PRIMARY KEY (norm, doc_id)
 ) WITHOUT ROWID;
 
-CREATE VIRTUAL TABLE docs_fts USING fts5(
-    title, aliases, body,
-    content = 'docs', content_rowid = 'doc_id',
-    tokenize = 'trigram'
-);
-
 -- Document frequency of every trigram in docs_fts, copied from the FTS vocabulary at build time:
 -- the sentence fallback and the planner need it per query, and fts5vocab would walk a whole
 -- doclist to count it.
@@ -119,6 +113,39 @@ CREATE TABLE chunks (
     text         TEXT NOT NULL
 );
 """
+
+# The text indexes of a built source. Both hold *folded* text (words.fold: NFKC, case), so
+# width variants match each other (ＪＲ = JR, ｱｲｽ = アイス) while docs keeps the text as written;
+# hence contentless (content = ''): an external-content index must tokenize to what its content
+# table holds. The word index holds words.index_text() (Sudachi words for Japanese, stemmed
+# words elsewhere), already split, so unicode61 keeps each token as it is.
+TEXT_INDEXES = """
+CREATE VIRTUAL TABLE docs_fts USING fts5(title, aliases, body, content = '', tokenize = 'trigram');
+
+CREATE VIRTUAL TABLE words_fts USING fts5(
+    title, aliases, body, content = '', tokenize = 'unicode61 remove_diacritics 0'
+);
+
+-- Document frequency of every word, as gram_df is for trigrams.
+CREATE TABLE word_df (
+    word TEXT PRIMARY KEY,
+    df   INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
+# The writable source (notes) keeps its trigram index in step with docs through triggers, over
+# the text as written (no word index, no folding: see notes.py).
+WRITABLE_TEXT_INDEX = """
+CREATE VIRTUAL TABLE docs_fts USING fts5(
+    title, aliases, body,
+    content = 'docs', content_rowid = 'doc_id',
+    tokenize = 'trigram'
+);
+"""
+
+# meta "text_index" of a source with both indexes; a source without it has the trigram index
+# only (built before the word index, or notes).
+WORDS_AND_TRIGRAMS = "trigram+words"
 
 INDEXES = """
 CREATE UNIQUE INDEX idx_docs_key ON docs(key);

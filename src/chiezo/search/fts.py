@@ -21,6 +21,8 @@ In every plan, documents whose title or alias equals the whole query come first.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .. import db
 from ..errors import BadQuery
 from ..library import Source
@@ -57,6 +59,33 @@ SENTENCE_NOISE_SHARE = 0.1  # a trigram in more than this share of documents is 
 SENTENCE_POSTINGS_BUDGET = 10_000  # doclist entries scored at most, whatever the corpus size
 
 
+@dataclass
+class Planned:
+    """A plan's outcome before any row is read: the first candidates in display order."""
+
+    query: ParsedQuery
+    ordered: list[Candidate]
+    total: int
+    mode: str
+    lower_bound: bool
+    notes: list[str]
+    needles: list[str]  # what snippets look for
+
+    def result(self, source: Source, offset: int, limit: int) -> SearchResult:
+        """Stage two: read the rows of the page that is shown."""
+        return SearchResult(
+            query=self.query.text,
+            hits=read_hits(source, self.ordered[offset : offset + limit], self.needles),
+            total=self.total,
+            mode=self.mode,
+            offset=offset,
+            limit=limit,
+            total_is_lower_bound=self.lower_bound,
+            notes=self.notes,
+            sources=[source.name],
+        )
+
+
 def search_source(
     source: Source,
     text: str,
@@ -69,21 +98,28 @@ def search_source(
 ) -> SearchResult:
     """Search one source, optionally within a tag/attribute filter. ``timeout`` bounds the
     whole query (QueryTimeout → 504)."""
-    query = parse_query(text)
     check_window(limit, offset)
-    filters = filters or Filters()
     with db.deadline(source.conn, timeout, what=f"search in {source.name!r}"):
-        check = check_filters(source, filters, others)
-        if check.impossible:
-            return SearchResult(
-                query.text, [], 0, "filter", offset, limit, notes=check.notes, sources=[source.name]
-            )
-        if not query.long_terms:
-            return _short_only(source, query, limit, offset, filters)
-        result = _fulltext(source, query, limit, offset, filters)
-        if result.total == 0:
-            result = _sentence(source, query, limit, offset, filters) or result
-        return result
+        planned = plan_search(source, text, want=offset + limit, filters=filters, others=others)
+        return planned.result(source, offset, limit)
+
+
+def plan_search(
+    source: Source, text: str, *, want: int, filters: Filters | None = None, others=None
+) -> Planned:
+    """The first ``want`` candidates of the trigram planner, unread (the caller holds the
+    deadline)."""
+    query = parse_query(text, folded=source.has_words)
+    filters = filters or Filters()
+    check = check_filters(source, filters, others)
+    if check.impossible:
+        return Planned(query, [], 0, "filter", False, check.notes, [])
+    if not query.long_terms:
+        return _short_only(source, query, want, 0, filters)
+    planned = _fulltext(source, query, want, 0, filters)
+    if planned.total == 0:
+        planned = _sentence(source, query, want, 0, filters) or planned
+    return planned
 
 
 def check_window(limit: int, offset: int) -> None:
@@ -103,7 +139,7 @@ def check_window(limit: int, offset: int) -> None:
 
 def _fulltext(
     source: Source, query: ParsedQuery, limit: int, offset: int, filters: Filters
-) -> SearchResult:
+) -> Planned:
     conn = source.conn
     expr = match_all(query.long_terms)
     where, params = _where(expr, query.short_terms, filters)
@@ -150,9 +186,9 @@ def _fulltext(
 
 def _sentence(
     source: Source, query: ParsedQuery, limit: int, offset: int, filters: Filters
-) -> SearchResult | None:
+) -> Planned | None:
     conn = source.conn
-    grams = choose_grams(conn, query.text, source.doc_count)
+    grams = choose_grams(conn, query.index_form(query.text), source.doc_count)
     if not grams:
         return None
     expr = match_any(grams)
@@ -233,7 +269,7 @@ def _unspaced_char(char: str) -> bool:
 
 def _short_only(
     source: Source, query: ParsedQuery, limit: int, offset: int, filters: Filters
-) -> SearchResult:
+) -> Planned:
     """Only 1-2 character terms. Titles starting with the first term (exact title first) come
     first; then, for 2-character terms, documents containing them anywhere, found through the
     index's trigrams that begin with each term (京都 → 京都市, 京都府, 京都の, ...)."""
@@ -251,7 +287,9 @@ def _short_only(
         f"starting with {query.terms[0]!r} come first"
     ]
     mode = "title_prefix"
-    expr, expansion_complete = _expand_short_terms(conn, query.terms)
+    expr, expansion_complete = _expand_short_terms(
+        conn, tuple(query.index_form(t) for t in query.terms)
+    )
     if expr is not None:
         walk = max(CANDIDATE_WALK, 2 * (offset + limit))
         extra, extra_params = filters.where()
@@ -345,14 +383,14 @@ def _expand_short_terms(conn: db.Connection, terms: tuple[str, ...]) -> tuple[st
 
 
 def _where(expr: str, short_terms: tuple[str, ...], filters: Filters) -> tuple[str, tuple]:
-    """The MATCH plus, for each short term, "it occurs in title, aliases or body", plus the
-    filter conditions."""
+    """The MATCH plus, for each short term, "it occurs in title, aliases or body" (read from
+    docs: the index of a built source holds no text), plus the filter conditions."""
     clauses, params = ["docs_fts MATCH ?"], [expr]
     for term in short_terms:
         pattern = like_pattern(term)
         clauses.append(
-            "(docs_fts.title LIKE ? ESCAPE '\\' OR docs_fts.aliases LIKE ? ESCAPE '\\' "
-            "OR docs_fts.body LIKE ? ESCAPE '\\')"
+            "EXISTS (SELECT 1 FROM docs d WHERE d.doc_id = docs_fts.rowid AND (d.title LIKE ? "
+            "ESCAPE '\\' OR d.aliases LIKE ? ESCAPE '\\' OR d.body LIKE ? ESCAPE '\\'))"
         )
         params += [pattern, pattern, pattern]
     extra, extra_params = filters.where()
@@ -411,19 +449,8 @@ def _page(
     needles: list[str],
     lower_bound: bool,
     notes: list[str],
-) -> SearchResult:
-    page = ordered[offset : offset + limit]
-    return SearchResult(
-        query=query.text,
-        hits=read_hits(source, page, needles),
-        total=total,
-        mode=mode,
-        offset=offset,
-        limit=limit,
-        total_is_lower_bound=lower_bound,
-        notes=notes,
-        sources=[source.name],
-    )
+) -> Planned:
+    return Planned(query, ordered[: offset + limit], total, mode, lower_bound, notes, needles)
 
 
 def read_hits(source: Source, page: list[Candidate], needles: list[str]) -> list[Hit]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..errors import BadQuery
 from ..textnorm import normalise_title, split_terms
+from ..words import fold
 
 MIN_FTS_CHARS = 3  # the trigram tokenizer cannot index anything shorter
 MAX_QUERY_CHARS = 1000
@@ -26,12 +27,17 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 class ParsedQuery:
     text: str  # the query as given, control characters removed
     terms: tuple[str, ...]
-    long_terms: tuple[str, ...]  # usable by the trigram index
-    short_terms: tuple[str, ...]  # 1-2 characters: checked another way
+    long_terms: tuple[str, ...]  # usable by the trigram index, in the index's form
+    short_terms: tuple[str, ...]  # 1-2 characters: checked another way (as typed)
     norm: str  # normalise_title(text): what an exact title must equal
+    folded: bool = False  # the index holds folded text (words.fold): so do long_terms
+
+    def index_form(self, text: str) -> str:
+        """``text`` as the source's trigram index holds text."""
+        return fold(text) if self.folded else text
 
 
-def parse_query(text: str) -> ParsedQuery:
+def parse_query(text: str, *, folded: bool = False) -> ParsedQuery:
     if text is None:
         raise BadQuery("the query is empty", hint="pass some text to search for")
     cleaned = _CONTROL.sub(" ", str(text))
@@ -43,9 +49,13 @@ def parse_query(text: str) -> ParsedQuery:
     terms = tuple(dict.fromkeys(split_terms(cleaned)))  # de-duplicated, order kept
     if not terms:
         raise BadQuery("the query is empty", hint="pass some text to search for")
-    long_terms = tuple(t for t in terms if len(t) >= MIN_FTS_CHARS)
+    long_terms = tuple(
+        dict.fromkeys(fold(t) if folded else t for t in terms if len(t) >= MIN_FTS_CHARS)
+    )
     short_terms = tuple(t for t in terms if len(t) < MIN_FTS_CHARS)
-    return ParsedQuery(cleaned.strip(), terms, long_terms, short_terms, normalise_title(cleaned))
+    return ParsedQuery(
+        cleaned.strip(), terms, long_terms, short_terms, normalise_title(cleaned), folded
+    )
 
 
 def has_terms(text: str) -> bool:

@@ -19,13 +19,15 @@ from __future__ import annotations
 import concurrent.futures
 from dataclasses import dataclass, replace
 
+from .. import db
 from ..embedders import get_embedder
 from ..errors import BadQuery
 from ..library import Source
 from ..models import Hit, SearchResult
 from .filters import Filters, Near
-from .fts import MAX_WINDOW, read_hits, search_source
+from .fts import MAX_WINDOW, read_hits
 from .hybrid import Fused, fuse
+from .keyword import KeywordPlan, keyword_search, plan_keyword
 from .pages import is_pdf_url, page_of_heading, with_page
 from .rank import Candidate
 from .semantic import (
@@ -93,8 +95,8 @@ def retrieve(
     near = options.near
     want = offset + limit
     if mode == "keyword" and near is None and not options.explain:
-        result = search_source(source, text, limit=limit, offset=offset, timeout=timeout,
-                               filters=filters, others=others)  # fmt: skip
+        result = keyword_search(source, text, limit=limit, offset=offset, timeout=timeout,
+                                filters=filters, others=others)  # fmt: skip
         result.retrieval = "keyword"
         return result
     n = max(options.top_n, want)
@@ -107,8 +109,9 @@ def retrieve(
             mode = "keyword-fallback"
     keyword = None
     if mode != "semantic":
-        keyword = search_source(source, text, limit=min(n, MAX_WINDOW), offset=0, timeout=timeout,
-                                filters=filters, others=others)  # fmt: skip
+        with db.deadline(source.conn, timeout, what=f"search in {source.name!r}"):
+            keyword = plan_keyword(source, text, want=min(n, MAX_WINDOW), filters=filters,
+                                   others=others)  # fmt: skip
         notes += keyword.notes
     if keyword is not None and semantic:
         semantic = _floored(source, semantic, keyword, options)
@@ -167,15 +170,15 @@ def _floored(source, semantic: list[SemanticHit], keyword: SearchResult, options
     floor = options.min_score
     if floor is None:
         floor = default_floor(source, require_vectors(source).model)
-    found = {h.doc_id for h in keyword.hits}
+    found = {d for d, _ in keyword.ranked}
     return [h for h in semantic if h.score >= floor or h.doc_id in found]
 
 
-def _fuse(keyword: SearchResult | None, semantic: list[SemanticHit] | None, options,
+def _fuse(keyword: KeywordPlan | None, semantic: list[SemanticHit] | None, options,
           weight: float = DEFAULT_KEYWORD_WEIGHT) -> list[Fused]:  # fmt: skip
-    k_pairs = [(h.doc_id, -h.score) for h in keyword.hits] if keyword else []
+    k_pairs = keyword.ranked if keyword else []
     s_pairs = [(h.doc_id, h.score) for h in semantic] if semantic is not None else []
-    first = [h.doc_id for h in keyword.hits if h.title_match] if keyword else []
+    first = keyword.first if keyword else []
     if semantic is None:  # keyword only (or the fallback)
         return fuse(k_pairs, [], keyword_weight=1.0, first=first)
     if keyword is None:
@@ -193,8 +196,8 @@ def keyword_weight(source: Source, options: RetrievalOptions) -> float:
 def _total(keyword, semantic, fused, n) -> tuple[int, bool]:
     if keyword is None:
         return len(fused), len(fused) >= n
-    extra = len({f.doc_id for f in fused} - {h.doc_id for h in keyword.hits})
-    return keyword.total + extra, keyword.total_is_lower_bound or (
+    extra = len({f.doc_id for f in fused} - {d for d, _ in keyword.ranked})
+    return keyword.total + extra, keyword.lower_bound or (
         semantic is not None and len(semantic) >= n
     )
 
@@ -216,14 +219,17 @@ def _by_distance(source: Source, fused: list[Fused], near: Near):
 
 
 def _hits(source, page, keyword, semantic, text, explain, distances) -> list[Hit]:
-    known = {h.doc_id: h for h in keyword.hits} if keyword else {}
+    """Read the rows of the page: a document the keyword side found shows where its words
+    are; one found by meaning alone, the passage that matched."""
     chunks = {h.doc_id: h for h in semantic} if semantic else {}
-    missing = [f.doc_id for f in page if f.doc_id not in known]
-    if missing:
-        read = read_hits(source, [Candidate(d, 0.0, source.rank_of(d)) for d in missing],
-                         text.split())  # fmt: skip
-        known.update({h.doc_id: h for h in read})
-        _chunk_snippets(source, [h for h in read if h.doc_id in chunks], chunks)
+    by_words = {d for d, _ in keyword.ranked} if keyword else set()
+    first = set(keyword.first) if keyword else set()
+    needles = keyword.needles if keyword else text.split()
+    read = read_hits(source, [Candidate(f.doc_id, 0.0, source.rank_of(f.doc_id), f.doc_id in first)
+                              for f in page], needles)  # fmt: skip
+    known = {h.doc_id: h for h in read}
+    _chunk_snippets(source, [h for h in read if h.doc_id in chunks and h.doc_id not in by_words],
+                    chunks)  # fmt: skip
     out = []
     for f in page:
         hit = known.get(f.doc_id)

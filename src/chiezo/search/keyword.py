@@ -1,0 +1,231 @@
+"""Keyword search: the word index and the trigram index of one source, fused.
+
+The trigram planner (fts.py) finds any substring and keeps title-exact first; the word index
+(words.py, ``words_fts``) ranks by content words. Each side ranks its own candidates
+(bm25 × popularity, rank.py); the two lists are fused by min-max with the word side weighted
+``WORD_WEIGHT`` (measured on JaQuAD dev, docs/design.md §24: words alone R@1 .842, trigrams
+.795, fused .861). A source built before the word index, or a query with no content words
+("the", "は"), is searched by trigrams alone.
+
+Word plans, like the trigram ones, read a bounded number of postings:
+
+``words``     every word occurs: matches walked in popularity order (doc_id), at most
+              ``CANDIDATE_WALK``, bm25 over the words cheap enough to weigh (scoring.py).
+``words_or``  no document has them all (a question): the rarest words within a postings
+              budget, OR-ed, best bm25 first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .. import db
+from ..library import Source
+from ..models import SearchResult
+from ..words import query_words
+from .filters import Filters
+from .fts import CANDIDATE_WALK, COUNT_CAP, check_window, plan_search, read_hits
+from .hybrid import fuse
+from .query import match_all, match_any
+from .rank import Candidate, rank_page
+
+WORD_WEIGHT = 0.7
+WORDS_BM25 = "bm25(words_fts, 8.0, 4.0, 1.0)"  # title, aliases, body — as the trigram index
+PHRASE_POSTINGS_BUDGET = 50_000  # as scoring.py: a word's IDF walks its whole doclist
+OR_POSTINGS_BUDGET = 60_000  # postings an OR of words may walk, whatever the corpus size
+OR_MAX_WORDS = 16
+NOISE_SHARE = 0.2
+FUSION_POOL = 50  # candidates fused from each side (retrieval.DEFAULT_TOP_N)  # a word in more than this share of documents does not help an OR
+
+
+@dataclass
+class WordMatches:
+    """The word side's ranked candidates (best first) and how many documents match."""
+
+    candidates: list[Candidate]
+    total: int
+    plan: str
+    lower_bound: bool = False
+    words: list[str] = field(default_factory=list)  # the words searched for
+
+
+@dataclass
+class KeywordPlan:
+    """The keyword side of one source, before any row is read: ``ranked`` (doc_id, score) best
+    first, higher better, title-exact documents (``first``) leading."""
+
+    ranked: list[tuple[int, float]]
+    first: list[int]
+    total: int
+    lower_bound: bool
+    mode: str
+    notes: list[str]
+    needles: list[str]
+    query: str
+
+    def result(self, source: Source, offset: int, limit: int) -> SearchResult:
+        page = self.ranked[offset : offset + limit]
+        first = set(self.first)
+        hits = read_hits(source, [Candidate(d, 0.0, source.rank_of(d), d in first)
+                                  for d, _ in page], self.needles)  # fmt: skip
+        scores = dict(page)
+        return SearchResult(
+            query=self.query,
+            hits=[replace(h, score=round(scores[h.doc_id], 6)) for h in hits],
+            total=self.total,
+            mode=self.mode,
+            offset=offset,
+            limit=limit,
+            total_is_lower_bound=self.lower_bound,
+            notes=self.notes,
+            sources=[source.name],
+        )
+
+
+def keyword_search(
+    source: Source,
+    text: str,
+    *,
+    limit: int,
+    offset: int,
+    timeout: float | None,
+    filters: Filters | None = None,
+    others=None,
+) -> SearchResult:
+    check_window(limit, offset)
+    with db.deadline(source.conn, timeout, what=f"search in {source.name!r}"):
+        plan = plan_keyword(source, text, want=offset + limit, filters=filters, others=others)
+        return plan.result(source, offset, limit)
+
+
+def plan_keyword(
+    source: Source, text: str, *, want: int, filters: Filters | None = None, others=None
+) -> KeywordPlan:
+    """Words and trigrams fused where the source has words; trigrams alone elsewhere. At least
+    ``FUSION_POOL`` candidates of each side are fused, so that the first ``want`` are right.
+    The caller holds the deadline."""
+    filters = filters or Filters()
+    pool = max(want, FUSION_POOL)
+    trigrams = plan_search(source, text, want=pool, filters=filters, others=others)
+    words = query_words(text) if source.has_words and trigrams.mode != "filter" else []
+    matches = word_matches(source, words, pool, filters) if words else None
+    first = [c.doc_id for c in trigrams.ordered if c.title_match]
+    if matches is None or not matches.candidates:
+        return KeywordPlan([(c.doc_id, -c.score) for c in trigrams.ordered], first,
+                           trigrams.total, trigrams.lower_bound, trigrams.mode, trigrams.notes,
+                           trigrams.needles, trigrams.query.text)  # fmt: skip
+    fused = fuse(
+        [(c.doc_id, -c.score) for c in matches.candidates],
+        [(c.doc_id, -c.score) for c in trigrams.ordered],
+        keyword_weight=WORD_WEIGHT,
+        first=first,
+    )
+    total, lower = _union_total(trigrams, matches, len(fused))
+    notes = trigrams.notes
+    return KeywordPlan(
+        [(f.doc_id, f.score) for f in fused], first, total, lower,
+        f"{matches.plan}+{trigrams.mode}", notes,
+        [*trigrams.needles, *matches.words], trigrams.query.text,
+    )  # fmt: skip
+
+
+def _union_total(trigrams, matches: WordMatches, fused: int) -> tuple[int, bool]:
+    """How many documents either side matches: exact when each side's every match was fused,
+    else the larger total, as a lower bound."""
+    complete = (not trigrams.lower_bound and trigrams.total == len(trigrams.ordered)
+                and not matches.lower_bound and matches.total == len(matches.candidates))  # fmt: skip
+    if complete:
+        return fused, False
+    return max(trigrams.total, matches.total, fused), True
+
+
+def word_matches(source: Source, words: list[str], pool: int, filters: Filters) -> WordMatches:
+    conn = source.conn
+    df = word_frequencies(conn, words)
+    present = [w for w in words if df.get(w, 0) > 0]
+    if not present:
+        return WordMatches([], 0, "words", words=words)
+    extra, extra_params = filters.where()
+    if len(present) == len(words):
+        found = _all_words(source, present, df, pool, extra, extra_params)
+        if found.candidates:
+            return found
+    if len(present) < 2 and len(words) > 1:  # one word of several: the trigram side knows more
+        return WordMatches([], 0, "words_or", words=words)
+    return _any_words(source, present, df, pool, extra, extra_params)
+
+
+def word_frequencies(conn: db.Connection, words: list[str]) -> dict[str, int]:
+    marks = ",".join("?" * len(words))
+    return dict(conn.execute(f"SELECT word, df FROM word_df WHERE word IN ({marks})", words))
+
+
+def _all_words(source, words, df, pool, extra, extra_params) -> WordMatches:
+    conn = source.conn
+    where, params = "words_fts MATCH ?" + extra, (match_all(words), *extra_params)
+    walk = max(CANDIDATE_WALK, pool)
+    cheap = [w for w in words if df[w] <= PHRASE_POSTINGS_BUDGET]
+    if len(cheap) == len(words):
+        rows = conn.execute(
+            f"SELECT rowid, {WORDS_BM25} FROM words_fts WHERE {where} ORDER BY rowid LIMIT ?",
+            (*params, walk),
+        ).fetchall()
+    else:  # some word is too common to weigh: walk by popularity, weigh the rare ones
+        ids = [r[0] for r in conn.execute(
+            f"SELECT rowid FROM words_fts WHERE {where} ORDER BY rowid LIMIT ?", (*params, walk)
+        )]  # fmt: skip
+        rows = _weigh(conn, ids, cheap)
+    total, lower = len(rows), False
+    if len(rows) >= walk:
+        total, lower = _count(conn, where, params)
+    candidates = rank_page(rows, source.ranks, (), pool)
+    return WordMatches(candidates, total, "words", lower, words)
+
+
+def _weigh(conn, ids: list[int], cheap: list[str]) -> list[tuple[int, float]]:
+    """(doc_id, bm25 over the ``cheap`` words), in walk order; 0 when there are none."""
+    if not cheap or not ids:
+        return [(i, 0.0) for i in ids]
+    marks = ",".join("?" * len(ids))
+    scored = dict(conn.execute(
+        f"SELECT rowid, {WORDS_BM25} FROM words_fts WHERE words_fts MATCH ? "
+        f"AND +rowid IN ({marks})", (match_any(cheap), *ids)
+    ))  # fmt: skip
+    return [(i, scored.get(i, 0.0)) for i in ids]
+
+
+def _any_words(source, present, df, pool, extra, extra_params) -> WordMatches:
+    chosen = choose_words(present, df, source.doc_count)
+    if not chosen:
+        return WordMatches([], 0, "words_or", words=present)
+    conn = source.conn
+    where, params = "words_fts MATCH ?" + extra, (match_any(chosen), *extra_params)
+    rows = conn.execute(
+        f"SELECT rowid, {WORDS_BM25} FROM words_fts WHERE {where} ORDER BY {WORDS_BM25} LIMIT ?",
+        (*params, pool),
+    ).fetchall()
+    total, lower = _count(conn, where, params)
+    return WordMatches(rank_page(rows, source.ranks, (), pool), total, "words_or", lower, chosen)
+
+
+def choose_words(words: list[str], df: dict[str, int], doc_count: int) -> list[str]:
+    """The words worth OR-ing: not noise, rarest first, within the postings budget."""
+    noise = max(NOISE_SHARE * doc_count, 1)
+    usable = sorted((w for w in words if df[w] <= noise), key=lambda w: df[w])
+    chosen, postings = [], 0
+    for word in usable[:OR_MAX_WORDS]:
+        if chosen and postings + df[word] > OR_POSTINGS_BUDGET:
+            break
+        chosen.append(word)
+        postings += df[word]
+    return chosen
+
+
+def _count(conn, where: str, params: tuple) -> tuple[int, bool]:
+    n = conn.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM words_fts WHERE {where} LIMIT ?)",
+        (*params, COUNT_CAP + 1),
+    ).fetchone()[0]
+    return (COUNT_CAP, True) if n > COUNT_CAP else (n, False)
+
+
