@@ -17,6 +17,7 @@ not fitted to the questions they are measured on. Writes JSON to bench/results/.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -97,6 +98,19 @@ def configs_for(name: str, sweep: bool) -> list[dict]:
     return out
 
 
+@contextlib.contextmanager
+def trigrams_only():
+    """Keyword search as before the word index: the word side finds no words."""
+    from chiezo.search import keyword
+
+    saved = keyword.query_words
+    keyword.query_words = lambda text: []
+    try:
+        yield
+    finally:
+        keyword.query_words = saved
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", choices=("jaquad", "jawiki"), default="jaquad")
@@ -110,6 +124,8 @@ def main() -> None:
         default="60",
         help="comma-separated embedding unit sizes to compare (0: whole chunks)",
     )
+    parser.add_argument("--baseline", action="store_true",
+                        help="also run every config with the word index switched off")  # fmt: skip
     args = parser.parse_args()
 
     service = Service(Settings(data_dir=WORK / "data", query_timeout=60.0))
@@ -136,6 +152,14 @@ def main() -> None:
         scores = evaluate.run(service, config["source"], questions, config)
         rows.append(scores.summary())
         console.print(rows[-1])
+    if args.baseline:  # the same configs with the trigram index alone, in the same run
+        with trigrams_only():
+            for config in configs:
+                scores = evaluate.run(service, config["source"], questions, config)
+                rows.append(
+                    {**scores.summary(), "config": "trigrams only: " + scores.summary()["config"]}
+                )
+                console.print(rows[-1])
     table = Table(title=f"{len(questions)} questions, {corpus}")
     columns = ("config", "R@1", "R@5", "R@10", "MRR", "nDCG@10", "ms_per_query")
     for column in columns:

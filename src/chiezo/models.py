@@ -52,9 +52,12 @@ class Hit:
     title_match: bool = False
     distance_km: float | None = None  # with near: great-circle distance
     explain: dict[str, Any] | None = None  # with explain: ranks and scores on each side
+    # found by meaning: how far above the source's semantic floor, 0..1 (search/evidence.py)
+    semantic: float | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        del out["semantic"]
         for optional in ("distance_km", "explain"):
             if out[optional] is None:
                 del out[optional]

@@ -19,12 +19,19 @@ from .errors import BadQuery, ChiezoError, NotFound, QueryTimeout
 from .inputs import check_id, check_length, check_offset, checked_text
 from .library import NOTES, Library, Source
 from .models import SearchResult
+from .search import evidence
 from .search.filters import Filters, Near, parse_near
 from .search.fts import check_window
 from .search.query import MAX_QUERY_CHARS, has_terms
-from .search.rank import reciprocal_rank_fusion
-from .search.retrieval import DEFAULT_TOP_N, RetrievalOptions, default_mode, retrieve
+from .search.retrieval import (
+    DEFAULT_TOP_N,
+    RetrievalOptions,
+    default_mode,
+    keyword_weight,
+    retrieve,
+)
 from .sources import KINDS
+from .words import query_words
 
 MAX_LIMIT = 50
 MAX_QUESTION_CHARS = 20_000  # a question, or a chat message; a longer one is a document
@@ -171,15 +178,12 @@ class Service:
             raise QueryTimeout(
                 f"searching every source took longer than {self.settings.query_timeout:g} s"
             )
-        hits = {(h.source, h.doc_id): h for r in results.values() for h in r.hits}
-        fused = reciprocal_rank_fusion(
-            [(h.source, h.doc_id) for h in r.hits] for r in results.values()
-        )
+        merged = self._merged(q, results, options)
         for name, r in results.items():
             notes_.extend(f"{name}: {n}" for n in r.notes)
         return SearchResult(
             query=q.strip(),
-            hits=[hits[key] for key, _ in fused[offset : offset + limit]],
+            hits=merged[offset : offset + limit],
             total=sum(r.total for r in results.values()),
             mode="fused:" + ",".join(sorted({r.mode for r in results.values()})),
             offset=offset,
@@ -190,6 +194,20 @@ class Service:
             # how each source was searched, e.g. "hybrid+keyword" (one without vectors)
             retrieval="+".join(sorted({r.retrieval for r in results.values()})) or "keyword",
         )
+
+    def _merged(self, q: str, results: dict[str, SearchResult], options: RetrievalOptions):
+        """Every source's hits in one order of evidence (search/evidence.py)."""
+        words = query_words(q)
+        lists = []
+        for name, result in results.items():
+            src = self.library.get(name)
+            covered = evidence.coverage(src, words, [h.doc_id for h in result.hits])
+            weight = keyword_weight(src, options) if default_mode(src) == "hybrid" else 1.0
+            lists.append([
+                evidence.Weighed(h, evidence.relevance(h, covered.get(h.doc_id), weight), i)
+                for i, h in enumerate(result.hits)
+            ])  # fmt: skip
+        return evidence.merge(lists)
 
     # -- documents and browsing ---------------------------------------------------------------
 

@@ -225,6 +225,7 @@ def _hits(source, page, keyword, semantic, text, explain, distances) -> list[Hit
     by_words = {d for d, _ in keyword.ranked} if keyword else set()
     first = set(keyword.first) if keyword else set()
     needles = keyword.needles if keyword else text.split()
+    floor = default_floor(source, require_vectors(source).model) if semantic else None
     read = read_hits(source, [Candidate(f.doc_id, 0.0, source.rank_of(f.doc_id), f.doc_id in first)
                               for f in page], needles)  # fmt: skip
     known = {h.doc_id: h for h in read}
@@ -235,7 +236,7 @@ def _hits(source, page, keyword, semantic, text, explain, distances) -> list[Hit
         hit = known.get(f.doc_id)
         if hit is None:
             continue
-        hit = replace(hit, score=round(f.score, 6))
+        hit = replace(hit, score=round(f.score, 6), semantic=calibrated(f.semantic_score, floor))
         if f.doc_id in distances:
             hit.distance_km = round(distances[f.doc_id], 3)
         if explain:
@@ -246,6 +247,13 @@ def _hits(source, page, keyword, semantic, text, explain, distances) -> list[Hit
             }  # fmt: skip
         out.append(hit)
     return out
+
+
+def calibrated(cosine: float | None, floor: float | None) -> float | None:
+    """A cosine as how far it is above the source's floor (unrelated text), 0..1."""
+    if cosine is None or floor is None or floor >= 1.0:
+        return None
+    return min(max((cosine - floor) / (1.0 - floor), 0.0), 1.0)
 
 
 def _chunk_snippets(source: Source, hits: list[Hit], matched: dict[int, SemanticHit]) -> None:

@@ -1,0 +1,157 @@
+"""Search across sources: does the default search find what searching the right source finds?
+
+    python bench/cross_source.py             # the 92 jawiki-excerpt questions
+    python bench/cross_source.py --jaquad    # also JaQuAD dev (3,939 questions) as one more source
+
+Builds (once, under bench/work/cross_source) a library from ../shared/data: the jawiki excerpt
+with use-m vectors, GeoNames cities15000 + admin1, the enwiki excerpt, the Japanese Rust book
+(docs) and the Ray Charles ZIM — with --jaquad, JaQuAD dev (one document per paragraph, use-m
+vectors) too. Each question set is asked three ways in the same run: of its own source alone,
+of all sources in the evidence order (search/evidence.py), and of all sources fused by
+reciprocal rank (the order before it, as the baseline). Prints a table, writes JSON to
+bench/results/, and shows the first hits of a few everyday queries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from chiezo import evaluate  # noqa: E402
+from chiezo.config import Settings  # noqa: E402
+from chiezo.errors import NotFound  # noqa: E402
+from chiezo.search.rank import reciprocal_rank_fusion  # noqa: E402
+from chiezo.service import Service  # noqa: E402
+from chiezo.sources.geonames import GeoNamesOptions  # noqa: E402
+
+from corpus import SHARED  # noqa: E402
+from retrieval_eval import jaquad_folder  # noqa: E402
+
+WORK = HERE / "work" / "cross_source"
+DATA = SHARED / "data"
+LIBRARY = {  # name: (kind, input, ingest options, embedding model)
+    "jawiki": ("wikipedia", DATA / "wikipedia/jawiki-20230501-excerpt.xml.bz2", {}, "use-m"),
+    "geonames": ("geonames", DATA / "geonames/cities15000.zip",
+                 {"geo": GeoNamesOptions(admin1=DATA / "geonames/admin1CodesASCII.txt")}, None),
+    "enwiki": ("wikipedia", DATA / "wikipedia/enwiki-202207-excerpt.xml.bz2", {}, None),
+    "rust-book": ("docs", DATA / "docs/markdown/rust-book-ja", {}, None),
+    "raycharles": ("zim", DATA / "zim/wikipedia_en_ray_charles_2015-06.zim", {}, None),
+}  # fmt: skip
+EVERYDAY = ["Ray Charles", "Helsinki", "夏目漱石はいつ生まれましたか", "京都", "ＪＲ"]
+console = Console(width=150)
+
+
+def build(service: Service, name: str, kind: str, path: Path, options: dict, model) -> None:
+    try:
+        service.library.get(name)
+        return
+    except NotFound:
+        pass
+    started = time.monotonic()
+    service.ingest(kind, path, name, embed=model or False, **options)
+    console.print(f"built {name} ({time.monotonic() - started:.0f} s)")
+
+
+def rank_fused(service: Service):
+    """The order before evidence: reciprocal rank over each source's list."""
+
+    def merged(q, results, options):
+        hits = {(h.source, h.doc_id): h for r in results.values() for h in r.hits}
+        fused = reciprocal_rank_fusion([(h.source, h.doc_id) for h in r.hits]
+                                       for r in results.values())  # fmt: skip
+        return [hits[key] for key, _ in fused]
+
+    return merged
+
+
+@contextlib.contextmanager
+def merging(service: Service, how):
+    if how is None:
+        yield
+        return
+    saved = service._merged
+    service._merged = how
+    try:
+        yield
+    finally:
+        service._merged = saved
+
+
+def ask(service: Service, questions, source: str | None, label: str, target: str) -> dict:
+    """R@k where a hit counts only from the question's own source."""
+    hits_at = {1: 0, 5: 0, 10: 0}
+    mrr, started = 0.0, time.monotonic()
+    for question in questions:
+        result = service.search(question.text, source=source, limit=10)
+        for rank, hit in enumerate(result.hits, 1):
+            if hit.source == target and question.relevant(hit.key, hit.title):
+                for k in hits_at:
+                    hits_at[k] += rank <= k
+                mrr += 1 / rank
+                break
+    n = len(questions)
+    return {
+        "questions": f"{target} ({n})",
+        "search": label,
+        **{f"R@{k}": round(v / n, 3) for k, v in hits_at.items()},
+        "MRR": round(mrr / n, 3),
+        "ms_per_query": round(1000 * (time.monotonic() - started) / n, 1),
+    }
+
+
+def everyday(service: Service) -> dict:
+    shown = {}
+    for query in EVERYDAY:
+        result = service.search(query, limit=5)
+        shown[query] = [f"{h.source}: {h.title}" for h in result.hits]
+        console.print(f"[bold]{query}[/]: " + " | ".join(shown[query]))
+    return shown
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jaquad", action="store_true", help="add JaQuAD dev as a source")
+    parser.add_argument("--max-questions", type=int, default=None)
+    args = parser.parse_args()
+    service = Service(Settings(data_dir=WORK / "data", query_timeout=60.0))
+    for name, (kind, path, options, model) in LIBRARY.items():
+        build(service, name, kind, path, options, model)
+    sets = [("jawiki", DATA / "eval/ja/jawiki-excerpt-questions.jsonl")]
+    if args.jaquad:
+        docs, questions_path = jaquad_folder("dev", None)
+        build(service, "jaquad", "docs", docs, {}, "use-m")
+        sets.append(("jaquad", questions_path))
+    rows = []
+    for target, path in sets:
+        questions = evaluate.load_questions(path, args.max_questions)
+        rows.append(ask(service, questions, target, "its source alone", target))
+        rows.append(ask(service, questions, None, "all sources (evidence)", target))
+        with merging(service, rank_fused(service)):
+            rows.append(ask(service, questions, None, "all sources (rank fusion, before)", target))
+        for row in rows[-3:]:
+            console.print(row)
+    table = Table(title="search across sources: R@k counts the question's own document")
+    for column in rows[0]:
+        table.add_column(column, justify="left" if column in ("questions", "search") else "right")
+    for row in rows:
+        table.add_row(*(str(v) for v in row.values()))
+    console.print(table)
+    shown = everyday(service)
+    out = HERE / "results" / f"cross_source-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps({"sources": service.library.infos(), "results": rows,
+                               "everyday": shown}, ensure_ascii=False, indent=2, default=str))  # fmt: skip
+    console.print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
