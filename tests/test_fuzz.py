@@ -73,7 +73,8 @@ KINDS = {
 STRATEGY = {name: kind | value for kind, names in KINDS.items() for name in names}
 
 ROUTES = {  # path template → the parameters it takes
-    "/v1/search": ["q", "limit", "offset", "mode", "explain"],
+    "/v1/search": ["q", "limit", "offset", "mode", "keyword_weight", "fusion", "top_n", "explain",
+                   "min_score"],  # fmt: skip
     "/v1/{source}/search": ["q", "limit", "offset", "tag", "feature", "area", "wikidata", "attr",
                             "bbox", "near", "near_doc", "radius_km", "mode", "keyword_weight",
                             "fusion", "top_n", "explain", "min_score"],  # fmt: skip

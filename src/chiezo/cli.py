@@ -25,7 +25,8 @@ from .errors import EXIT_NOT_FOUND, EXIT_UNCITED, ChiezoError
 from .mcp_config import MCP_CLIENTS
 from .models import SearchResult
 from .progress import NullProgress, RichProgress
-from .service import MAX_LIMIT, Service
+from .request_models import MAX_LIMIT, FilterRequest, Param, Request, SearchRequest, params
+from .service import Service
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -480,73 +481,70 @@ def sources(ctx, as_json) -> None:
 # -- search ------------------------------------------------------------------------------------
 
 
+def request_options(model: type[Request]):
+    """The arguments and options of a command taking ``model``'s parameters (request_models.py):
+    ``--near-doc`` for ``near_doc``, a repeatable option for a list, click's ranges and choices
+    for the declared bounds, so the CLI offers what REST and MCP offer."""
+
+    def decorate(command):
+        for param in reversed(params(model)):
+            command = _click_param(param)(command)
+        return command
+
+    return decorate
+
+
+def _click_param(param: Param):
+    if param.surface.cli_argument == "words":
+        return click.argument(param.name, nargs=-1)
+    if param.surface.cli_argument:
+        return click.argument(param.name, required=param.required)
+    flags = ["--" + param.name.replace("_", "-"), *param.surface.cli_flags, param.name]
+    if param.kind is bool:
+        return click.option(*flags, is_flag=True, default=param.default, help=param.help)
+    shown = param.default is not None
+    return click.option(*flags, type=_click_type(param), multiple=param.many, default=param.default,
+                        show_default=shown, help=param.help)  # fmt: skip
+
+
+def _click_type(param: Param) -> click.ParamType:
+    if param.choices:
+        return click.Choice(param.choices)
+    bounds = param.bounds
+    if not bounds or param.kind not in (int, float):
+        return click.types.convert_type(param.kind)
+    low = bounds.get("ge", bounds.get("gt"))
+    ranged = click.IntRange if param.kind is int else click.FloatRange
+    return ranged(low, bounds.get("le"), min_open="gt" in bounds)
+
+
+def _request(model: type[Request], values: dict[str, Any]) -> Request:
+    """The model from a command's values (its other options, e.g. --json, left out)."""
+    taken = {}
+    for param in params(model):
+        value = values[param.name]
+        taken[param.name] = " ".join(value) if param.surface.cli_argument == "words" else value
+    return model.model_validate(taken)
+
+
 @cli.command()
-@click.argument("query", nargs=-1)
-@click.option("--source", "-s", default=None, help="Search one source (default: all, fused).")
-@click.option("--limit", "-n", type=click.IntRange(1, MAX_LIMIT), default=10, show_default=True)
-@click.option("--offset", type=click.IntRange(0), default=0, show_default=True)
-@click.option(
-    "--mode",
-    type=click.Choice(["keyword", "semantic", "hybrid"]),
-    default=None,
-    help="By words, by meaning, or both (default: hybrid where the source has vectors).",
-)
-@click.option(
-    "--keyword-weight",
-    type=click.FloatRange(0, 1),
-    default=None,
-    help="Hybrid: weight of the keyword side (default CHIEZO_HYBRID_KEYWORD_WEIGHT).",
-)
-@click.option(
-    "--fusion",
-    type=click.Choice(["minmax", "rrf"]),
-    default=None,
-    help="Hybrid: weighted min-max scores, or reciprocal rank fusion.",
-)
-@click.option(
-    "--top-n",
-    type=click.IntRange(1, 1000),
-    default=None,
-    help="Candidates from each side, and how many --near reorders (default 50).",
-)
-@click.option(
-    "--min-score",
-    type=float,
-    default=None,
-    help="Semantic: cosine floor (default: the model's measured one).",
-)
-@click.option("--explain", is_flag=True, help="Show keyword rank, semantic rank, fused score.")
-@click.option("--tag", "tags", multiple=True, help="Only documents with this tag (comma = OR).")
-@click.option("--attr", "attrs", multiple=True, help="Only documents with name=value.")
-@click.option("--feature", multiple=True, help="Places: key=value, e.g. tourism=museum.")
-@click.option("--area", multiple=True, help="Places: admin area name.")
-@click.option("--near", default=None, help="lat,lon: the top-N by relevance, nearest first.")
-@click.option("--near-doc", default=None, help="source:title: as --near, at that document.")
-@click.option("--radius-km", type=float, default=None, help="With --near/--near-doc: within.")
+@request_options(SearchRequest)
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--interactive", "-i", is_flag=True, help="Read queries from the terminal.")
 @click.pass_context
 @handles_errors
-def search(ctx, query, source, limit, offset, mode, keyword_weight, fusion, top_n, min_score,
-           explain, tags, attrs, feature, area, near, near_doc, radius_km, as_json,
-           interactive) -> None:  # fmt: skip
+def search(ctx, as_json, interactive, **values) -> None:
     """Search by words and by meaning. Titles equal to the query come first; then, where the
     source has vectors, full text and meaning fused (hybrid), else bm25 × popularity. A question
     typed as one sentence still finds its documents."""
     service = _service(ctx)
-    options = dict(
-        mode=mode, keyword_weight=keyword_weight, fusion=fusion, top_n=top_n,
-        min_score=min_score, explain=explain, tags=list(tags) or None,
-        attrs=list(attrs) or None, feature=list(feature) or None, area=list(area) or None,
-        near=near, near_doc=near_doc, radius_km=radius_km,
-    )  # fmt: skip
+    request = _request(SearchRequest, values)
     if interactive:
-        _interactive(service, source, limit, options)
+        _interactive(service, request)
         return
-    text = " ".join(query)
-    if not text.strip():
+    if not request.query.strip():
         raise click.UsageError("give a query, or --interactive")
-    result = service.search(text, source, limit=limit, offset=offset, **options)
+    result = service.search(request)
     if as_json:
         _emit_json(result.to_dict())
     else:
@@ -589,7 +587,8 @@ def _explained(explain: dict) -> str:
     return "  ".join(f"{k}={show(v)}" for k, v in explain.items())
 
 
-def _interactive(service: Service, source: str | None, limit: int, options: dict) -> None:
+def _interactive(service: Service, request: SearchRequest) -> None:
+    source = request.source
     names = [s["name"] for s in service.sources() if s.get("status") == "ok"]
     err.print(
         f"Chiezo search — sources: {', '.join(names) or '(none)'}. Type a query; "
@@ -610,38 +609,23 @@ def _interactive(service: Service, source: str | None, limit: int, options: dict
             source = None
             continue
         try:
-            _print_result(service.search(line, source, limit=limit, **options))
+            asked = request.model_copy(update={"query": line, "source": source})
+            _print_result(service.search(asked))
         except ChiezoError as exc:
             _print_error(exc)
 
 
 @cli.command("filter")
-@click.argument("source")
-@click.option("--tag", "tags", multiple=True, help="A tag (comma = OR); repeat for AND.")
-@click.option("--feature", multiple=True, help="key=value, e.g. tourism=museum.")
-@click.option("--area", multiple=True, help="Admin area name.")
-@click.option("--wikidata", multiple=True, help="Wikidata Q-id.")
-@click.option("--attr", "attrs", multiple=True, help="name=value.")
-@click.option("--bbox", default=None, help="south,west,north,east")
-@click.option("--near", default=None, help="lat,lon: nearest first.")
-@click.option("--near-doc", default=None, help="source:title of a document with coordinates.")
-@click.option("--radius-km", type=float, default=None)
-@click.option("--fields", default=None, help="Comma-separated fields per document.")
-@click.option("--limit", "-n", type=click.IntRange(1, 500), default=10, show_default=True)
-@click.option("--offset", type=click.IntRange(0), default=0)
+@request_options(FilterRequest)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def filter_command(ctx, source, tags, feature, area, wikidata, attrs, bbox, near, near_doc,
-                   radius_km, fields, limit, offset, as_json) -> None:  # fmt: skip
+def filter_command(ctx, as_json, **values) -> None:
     """List every document of SOURCE meeting all conditions, with the exact total: a category
     (--tag), places of a kind (--feature) in an --area or --bbox, or nearest to --near/--near-doc."""
-    field_list = [f.strip() for f in fields.split(",") if f.strip()] if fields else None
-    result = _service(ctx).filter(
-        source, tags=list(tags), attrs=list(attrs), feature=list(feature), area=list(area),
-        wikidata=list(wikidata), bbox=bbox, near=near, near_doc=near_doc, radius_km=radius_km,
-        fields=field_list, limit=limit, offset=offset,
-    )  # fmt: skip
+    request = _request(FilterRequest, values)
+    offset = request.offset
+    result = _service(ctx).filter(request)
     if as_json:
         _emit_json(result)
     else:

@@ -23,7 +23,8 @@ from pydantic import Field
 
 from . import __version__
 from .errors import ChiezoError
-from .service import MAX_LIMIT, Service
+from .request_models import MAX_LIMIT, FilterRequest, Param, Request, SearchRequest, params
+from .service import MAX_LIST_LIMIT, Service
 
 log = logging.getLogger("chiezo.mcp")
 
@@ -93,6 +94,30 @@ def _reported(fn):
     return wrapper
 
 
+def takes(model: type[Request]):
+    """A tool whose arguments are ``model``'s parameters (request_models.py), with their
+    descriptions and bounds in its input schema; the function receives the model."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def tool(**values: Any) -> dict[str, Any]:
+            return fn(model.model_validate(values))
+
+        tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [_tool_parameter(p) for p in params(model)], return_annotation=dict[str, Any]
+        )
+        return tool
+
+    return decorate
+
+
+def _tool_parameter(param: Param) -> inspect.Parameter:
+    default = inspect.Parameter.empty if param.required else param.default
+    return inspect.Parameter(param.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                             annotation=Annotated[param.annotation,
+                                                  Field(**param.constraints())])  # fmt: skip
+
+
 def build_mcp(service: Service, *, writable: bool = True) -> MCPServer:
     """The MCP server over ``service``; ``writable=False`` leaves out the note-writing tools
     (used when serving beyond loopback without a token)."""
@@ -114,56 +139,14 @@ def _read_tools(server: MCPServer, service: Service) -> None:
 
     @server.tool(annotations=READ)
     @_reported
-    def search(
-        query: Annotated[str, Field(description="words separated by spaces, or a question")],
-        source: Annotated[
-            str | None, Field(description="one source; omit to search all (fused ranking)")
-        ] = None,
-        limit: Limit = 10,
-        offset: Offset = 0,
-        tag: Annotated[
-            list[str] | None, Field(description="only documents with all these tags")
-        ] = None,
-        attr: Annotated[
-            list[str] | None, Field(description='only documents with these "name=value" attributes')
-        ] = None,
-        feature: Annotated[
-            list[str] | None, Field(description='places: "key=value", e.g. "tourism=museum"')
-        ] = None,
-        area: Annotated[list[str] | None, Field(description="places: admin area name")] = None,
-        near: Annotated[
-            str | None, Field(description='"lat,lon": the top_n most relevant, nearest first')
-        ] = None,
-        near_doc: Annotated[
-            str | None, Field(description='"jawiki:浅草寺": as near, at that document')
-        ] = None,
-        radius_km: Annotated[
-            float | None, Field(gt=0, description="with near/near_doc: only within it")
-        ] = None,
-        mode: Annotated[
-            str | None,
-            Field(
-                description="keyword, semantic (by meaning) or hybrid; default hybrid "
-                "where the source has vectors"
-            ),
-        ] = None,
-        top_n: Annotated[
-            int | None, Field(ge=1, le=1000, description="with near: how many to reorder")
-        ] = None,
-        explain: Annotated[
-            bool, Field(description="show each hit's keyword rank, semantic rank, fused score")
-        ] = False,
-    ) -> dict[str, Any]:
+    @takes(SearchRequest)
+    def search(request: SearchRequest) -> dict[str, Any]:
         """Search by words and by meaning. Titles equal to the query come first, then
         relevance (hybrid: full text and meaning fused). Returns hits (source, doc_id, title,
         snippet), `total` (exact unless `total_is_lower_bound`), `retrieval` (keyword,
         semantic, hybrid, or keyword-fallback when meaning search ran out of time) and `order`.
         Follow up with `doc` for the hits you need."""
-        return service.search(
-            query, source, limit=limit, offset=offset, tags=tag, attrs=attr, feature=feature,
-            area=area, near=near, near_doc=near_doc, radius_km=radius_km, mode=mode,
-            top_n=top_n, explain=explain,
-        ).to_dict()  # fmt: skip
+        return service.search(request).to_dict()
 
     @server.tool(annotations=READ)
     @_reported
@@ -195,7 +178,7 @@ def _read_tools(server: MCPServer, service: Service) -> None:
     def titles(
         source: SourceName,
         prefix: Annotated[str, Field(description="the start of a title")],
-        limit: Annotated[int, Field(ge=1, le=500)] = 20,
+        limit: Annotated[int, Field(ge=1, le=MAX_LIST_LIMIT)] = 20,
     ) -> dict[str, Any]:
         """Titles starting with `prefix` (case- and width-insensitive, aliases included): for
         finding the exact name of a document."""
@@ -207,7 +190,7 @@ def _read_tools(server: MCPServer, service: Service) -> None:
         source: SourceName,
         prefix: Annotated[str | None, Field(description="tags starting with this")] = None,
         contains: Annotated[str | None, Field(description="tags containing this")] = None,
-        limit: Annotated[int, Field(ge=1, le=500)] = 50,
+        limit: Annotated[int, Field(ge=1, le=MAX_LIST_LIMIT)] = 50,
         offset: Offset = 0,
     ) -> dict[str, Any]:
         """Tag (category) names with document counts, most used first. Use it to find the exact
@@ -223,7 +206,7 @@ def _read_tools(server: MCPServer, service: Service) -> None:
         direction: Annotated[
             str, Field(description="'out': what it links to; 'in': what links to it")
         ] = "out",
-        limit: Annotated[int, Field(ge=1, le=500)] = 50,
+        limit: Annotated[int, Field(ge=1, le=MAX_LIST_LIMIT)] = 50,
         offset: Offset = 0,
     ) -> dict[str, Any]:
         """Links of a document (by title or doc_id), to follow related documents."""
@@ -233,50 +216,20 @@ def _read_tools(server: MCPServer, service: Service) -> None:
 
     @server.tool(annotations=READ)
     @_reported
-    def filter(
-        source: SourceName,
-        tag: Annotated[list[str] | None, Field(description="tags, all required")] = None,
-        feature: Annotated[
-            list[str] | None,
-            Field(
-                description='feature as "key=value", e.g. "tourism=museum", '
-                '"railway=station" (list them with `features`); comma inside one = OR'
-            ),
-        ] = None,
-        area: Annotated[list[str] | None, Field(description="admin area name, e.g. 京都府")] = None,
-        wikidata: Annotated[list[str] | None, Field(description='Q-id, e.g. "Q90"')] = None,
-        attr: Annotated[
-            list[str] | None, Field(description='other "name=value" attributes')
-        ] = None,
-        bbox: Annotated[str | None, Field(description='"south,west,north,east"')] = None,
-        near: Annotated[str | None, Field(description='"lat,lon": nearest first')] = None,
-        near_doc: Annotated[
-            str | None,
-            Field(
-                description='"source:title" of a document with coordinates, e.g. '
-                '"jawiki:浅草寺": nearest to it, in one call'
-            ),
-        ] = None,
-        radius_km: Annotated[float | None, Field(gt=0, description="with near/near_doc")] = None,
-        limit: Annotated[int, Field(ge=1, le=500)] = 10,
-        offset: Offset = 0,
-    ) -> dict[str, Any]:
+    @takes(FilterRequest)
+    def filter(request: FilterRequest) -> dict[str, Any]:
         """List every document meeting all conditions with the exact `total` — the way to list
         or count a category's members (by tag), places of a kind (feature) in an area or a box,
         or the nearest places to a point or to another source's document (with distance_km).
         A condition the source cannot have is an error naming the sources that have it."""
-        return service.filter(
-            source, tags=tag, attrs=attr, feature=feature, area=area, wikidata=wikidata,
-            bbox=bbox, near=near, radius_km=radius_km, near_doc=near_doc, limit=limit,
-            offset=offset,
-        )  # fmt: skip
+        return service.filter(request)
 
     @server.tool(annotations=READ)
     @_reported
     def features(
         source: SourceName,
         contains: Annotated[str | None, Field(description="e.g. museum, station")] = None,
-        limit: Annotated[int, Field(ge=1, le=500)] = 50,
+        limit: Annotated[int, Field(ge=1, le=MAX_LIST_LIMIT)] = 50,
     ) -> dict[str, Any]:
         """Feature values ("key=value") of a place source with counts — look up the exact value
         (tourism=museum) before filtering instead of guessing (feature=博物館 matches nothing)."""

@@ -19,6 +19,7 @@ from .errors import BadQuery, ChiezoError, NotFound, QueryTimeout
 from .inputs import check_id, check_length, check_offset, checked_text
 from .library import NOTES, Library, Source
 from .models import SearchResult
+from .request_models import DEFAULT_LIMIT, MAX_FILTER_LIMIT, MAX_LIMIT, FilterRequest, SearchRequest
 from .search import evidence
 from .search.filters import Filters, Near, parse_near
 from .search.fts import check_window
@@ -33,10 +34,8 @@ from .search.retrieval import (
 from .sources import KINDS
 from .words import query_words
 
-MAX_LIMIT = 50
 MAX_QUESTION_CHARS = 20_000  # a question, or a chat message; a longer one is a document
 MAX_LIST_LIMIT = 500
-MAX_FILTER_LIMIT = 500
 
 
 class Service:
@@ -84,10 +83,10 @@ class Service:
     @checked_text
     def search(
         self,
-        q: str,
+        q: str | SearchRequest,
         source: str | None = None,
         *,
-        limit: int = 10,
+        limit: int = DEFAULT_LIMIT,
         offset: int = 0,
         tags: list[str] | None = None,
         attrs: list[str] | None = None,
@@ -105,7 +104,10 @@ class Service:
         explain: bool = False,
         min_score: float | None = None,
     ) -> SearchResult:
-        """Search one source (or all, fused) by keyword, meaning or both (search/retrieval.py)."""
+        """Search one source (or all, fused) by keyword, meaning or both (search/retrieval.py).
+        ``q`` may be a whole SearchRequest, as the surfaces build it."""
+        if isinstance(q, SearchRequest):
+            return self.search(**q.arguments())
         limit = check_limit(limit)
         check_window(limit, offset)
         point = self._near(near, near_doc, radius_km)
@@ -292,7 +294,7 @@ class Service:
     @checked_text
     def filter(
         self,
-        source: str,
+        source: str | FilterRequest,
         *,
         tags: list[str] | None = None,
         attrs: list[str] | None = None,
@@ -304,10 +306,13 @@ class Service:
         radius_km: float | None = None,
         near_doc: str | None = None,
         fields: list[str] | None = None,
-        limit: int = 10,
+        limit: int = DEFAULT_LIMIT,
         offset: int = 0,
     ) -> dict[str, Any]:
-        """List every document meeting all conditions (see search/filters.py)."""
+        """List every document meeting all conditions (see search/filters.py). ``source`` may
+        be a whole FilterRequest, as the surfaces build it."""
+        if isinstance(source, FilterRequest):
+            return self.filter(**source.arguments())
         limit = check_limit(limit, MAX_FILTER_LIMIT)
         check_offset(offset)
         wanted = browse.check_fields(fields) if fields else None

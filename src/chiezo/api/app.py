@@ -20,6 +20,7 @@ from .. import __version__, web
 from ..config import Settings
 from ..errors import BadQuery, Uncited
 from ..mcp_server import build_mcp
+from ..request_models import FilterRequest, SearchRequest, one_source_names
 from ..service import Service
 from . import errors, jobs_routes, openapi
 from .limits import BodyLimit
@@ -27,37 +28,33 @@ from .openapi import errors as documented
 from .params import (
     ANSWER_RESPONSES,
     SOURCE_RESPONSES,
-    Attr,
-    Box,
     ChatIn,
-    Explain,
-    Feature,
     Fields,
-    Fusion,
-    KeywordWeight,
     Limit,
     ListLimit,
-    MinScore,
-    Mode,
-    Near,
-    NearDoc,
     NoteIn,
     NotePatch,
     Offset,
     PathId,
     QueryId,
     Question,
-    Radius,
     RecallText,
-    SearchOffset,
     SearchText,
     ShortText,
     Since,
     SourceName,
-    TopN,
     Until,
+    query_parameters,
 )
 from .security import HostGuard, Security
+
+# search and filter read the parameters request_models.py declares (api/params.py)
+OneSourceSearch = Annotated[SearchRequest, Depends(query_parameters(SearchRequest))]
+AllSourcesSearch = Annotated[
+    SearchRequest,
+    Depends(query_parameters(SearchRequest, omit={"source"} | one_source_names(SearchRequest))),
+]
+Filter = Annotated[FilterRequest, Depends(query_parameters(FilterRequest))]
 
 
 def reject_unknown_parameters(request: Request) -> None:
@@ -264,17 +261,10 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         return _json({"sources": service.sources()})
 
     @app.get("/v1/search", tags=["search"], responses=documented(404, 504))
-    def search_all(
-        q: SearchText,
-        limit: Limit = 10,
-        offset: SearchOffset = 0,
-        mode: Mode = None,
-        explain: Explain = False,
-    ) -> JSONResponse:
+    def search_all(request: AllSourcesSearch) -> JSONResponse:
         """Search every source; rankings fused by reciprocal rank. Sources without vectors are
         searched by keyword whatever ``mode`` asks (the response notes say which)."""
-        found = service.search(q, None, limit=limit, offset=offset, mode=mode, explain=explain)
-        return _json(found.to_dict())
+        return _json(service.search(request).to_dict())
 
     # -- answers -------------------------------------------------------------------------------
 
@@ -361,37 +351,11 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
     # -- one source ---------------------------------------------------------------------------
 
     @app.get("/v1/{source}/search", tags=["search"], responses=SOURCE_RESPONSES)
-    def search(
-        source: SourceName,
-        q: SearchText,
-        limit: Limit = 10,
-        offset: SearchOffset = 0,
-        tag: Annotated[list[str] | None, Query(description="documents with this tag")] = None,
-        feature: Feature = None,
-        area: Annotated[list[str] | None, Query(description="admin area (places)")] = None,
-        wikidata: Annotated[list[str] | None, Query(description="Q-id")] = None,
-        attr: Attr = None,
-        bbox: Box = None,
-        near: Near = None,
-        near_doc: NearDoc = None,
-        radius_km: Radius = None,
-        mode: Mode = None,
-        keyword_weight: KeywordWeight = None,
-        fusion: Fusion = None,
-        top_n: TopN = None,
-        explain: Explain = False,
-        min_score: MinScore = None,
-    ) -> JSONResponse:
+    def search(request: OneSourceSearch) -> JSONResponse:
         """Search one source by keyword, meaning or both (``mode``), optionally within
         tags/attributes/areas/a radius the source has (a comma inside one value means OR).
         With ``near``/``near_doc`` the first ``top_n`` by relevance are ordered by distance."""
-        found = service.search(
-            q, source, limit=limit, offset=offset, tags=tag, attrs=attr, feature=feature,
-            area=area, wikidata=wikidata, bbox=bbox, near=near, near_doc=near_doc,
-            radius_km=radius_km, mode=mode, keyword_weight=keyword_weight, fusion=fusion,
-            top_n=top_n, explain=explain, min_score=min_score,
-        )  # fmt: skip
-        return _json(found.to_dict())
+        return _json(service.search(request).to_dict())
 
     @app.get("/v1/{source}/doc", tags=["documents"], responses=SOURCE_RESPONSES)
     def doc_by_title(
@@ -452,29 +416,10 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         return _json(found)
 
     @app.get("/v1/{source}/filter", tags=["search"], responses=SOURCE_RESPONSES)
-    def filter_docs(
-        source: SourceName,
-        tag: Annotated[list[str] | None, Query(description="tag (comma = OR)")] = None,
-        feature: Feature = None,
-        area: Annotated[list[str] | None, Query(description="admin area name")] = None,
-        wikidata: Annotated[list[str] | None, Query(description="Q-id, e.g. Q90")] = None,
-        attr: Attr = None,
-        bbox: Box = None,
-        near: Near = None,
-        radius_km: Radius = None,
-        near_doc: NearDoc = None,
-        fields: Fields = None,
-        limit: ListLimit = 10,
-        offset: Offset = 0,
-    ) -> JSONResponse:
+    def filter_docs(request: Filter) -> JSONResponse:
         """Every document meeting all conditions (AND; comma = OR within one), with the exact
         total; most popular first, or nearest first with distance_km when near/near_doc."""
-        found = service.filter(
-            source, tags=tag, attrs=attr, feature=feature, area=area, wikidata=wikidata,
-            bbox=bbox, near=near, radius_km=radius_km, near_doc=near_doc,
-            fields=_split(fields), limit=limit, offset=offset,
-        )  # fmt: skip
-        return _json(found)
+        return _json(service.filter(request))
 
     @app.get("/v1/{source}/features", tags=["documents"], responses=SOURCE_RESPONSES)
     def features(

@@ -1,9 +1,12 @@
 """What each parameter and body of the API accepts, stated so that /openapi.json tells the
 truth: types, ranges, lengths, enumerations, the patterns of api/patterns.py, and the errors
-each kind of route gives. Routes (app.py, jobs_routes.py) only name these."""
+each kind of route gives. Routes (app.py, jobs_routes.py) only name these; search and filter
+take theirs from request_models.py (``query_parameters``)."""
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any, Literal
 
 from fastapi import Path, Query
@@ -12,11 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from ..browse import DOC_FIELDS
 from ..inputs import MAX_OFFSET, MAX_SQL_INT, MAX_TEXT_CHARS
 from ..notes import MAX_NOTE_CHARS, MAX_TAG_CHARS, MAX_TAGS
-from ..search.fts import MAX_WINDOW
+from ..request_models import MAX_LIMIT, Param, Request, params, stated
 from ..search.query import MAX_QUERY_CHARS
-from ..service import MAX_LIMIT, MAX_QUESTION_CHARS
+from ..service import MAX_LIST_LIMIT, MAX_QUESTION_CHARS
 from .openapi import errors as documented
-from .patterns import ATTR, BOX, FEATURES, FIELD_LIST, ISO_MOMENT, NEAR_DOC, NOT_BLANK, POINT
+from .patterns import FIELD_LIST, ISO_MOMENT, NOT_BLANK
 
 SOURCE_RESPONSES = documented(404, 409, 504)
 ANSWER_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -31,43 +34,43 @@ ANSWER_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def stated(**constraints) -> dict[str, Any]:
-    """Constraints the OpenAPI document states but the service checks, so that a request
-    breaking one gets the service's reason ("near '91,0' is outside ±90 latitude / ±180
-    longitude", "title is 50,000 characters long; the limit is 1,000") instead of a bare
-    regex."""
-    names = {"min_length": "minLength", "max_length": "maxLength"}
-    return {"json_schema_extra": {names.get(k, k): v for k, v in constraints.items()}}
+def query_parameters(model: type[Request], *, omit: Iterable[str] = ()) -> Callable[..., Any]:
+    """A dependency reading ``model``'s parameters (request_models.py) from the query string
+    and the path, returning the model: routes declare none of them, and /openapi.json states
+    each with its bounds and patterns. ``omit``: parameters this route does not take."""
+    declared = [p for p in params(model) if p.name not in set(omit)]
+    names = {rest_name(p): p.name for p in declared}
+
+    def read(**values: Any) -> Request:
+        return model.model_validate({names[k]: v for k, v in values.items()})
+
+    read.__signature__ = inspect.Signature([_rest_parameter(p) for p in declared])  # type: ignore[attr-defined]
+    return read
 
 
-Box = Annotated[str | None, Query(description="south,west,north,east", **stated(pattern=BOX))]
-Near = Annotated[str | None, Query(description="lat,lon: nearest first", **stated(pattern=POINT))]
-NearDoc = Annotated[
-    str | None,
-    Query(description="source:title, e.g. jawiki:浅草寺: near its point",
-          **stated(max_length=MAX_TEXT_CHARS, pattern=NEAR_DOC)),
-]  # fmt: skip
-Radius = Annotated[float | None, Query(gt=0, le=20_000, description="km; needs near or near_doc")]
+def rest_name(param: Param) -> str:
+    return param.surface.rest or param.name
+
+
+def _rest_parameter(param: Param) -> inspect.Parameter:
+    if param.surface.rest_path:
+        annotation: Any = Annotated[str, Path(**param.constraints())]
+    else:
+        annotation = Annotated[param.annotation, Query(**param.constraints())]
+    required = param.required or param.surface.rest_path
+    default = inspect.Parameter.empty if required else param.default
+    return inspect.Parameter(rest_name(param), inspect.Parameter.KEYWORD_ONLY,
+                             annotation=annotation, default=default)  # fmt: skip
+
+
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"1-{MAX_LIMIT}")]
-ListLimit = Annotated[int, Query(ge=1, le=500)]
+ListLimit = Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)]
 Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET)]
-# a search's offset + limit stays within its window (fts.MAX_WINDOW) whatever the limit
-SearchOffset = Annotated[int, Query(ge=0, le=MAX_WINDOW - MAX_LIMIT)]
 Fields = Annotated[
     list[str] | None,
     Query(description="comma-separated: " + ", ".join(DOC_FIELDS),
           json_schema_extra={"items": {"type": "string", "pattern": FIELD_LIST}}),  # fmt: skip
 ]
-Feature = Annotated[
-    list[str] | None,
-    Query(description="key=value, e.g. tourism=museum (places; comma = OR)",
-          json_schema_extra={"items": {"type": "string", "pattern": FEATURES}}),
-]  # fmt: skip
-Attr = Annotated[
-    list[str] | None,
-    Query(description="name=value", json_schema_extra={"items": {"type": "string",
-                                                                 "pattern": ATTR}}),
-]  # fmt: skip
 Since = Annotated[str | None, Query(description="ISO date or date-time",
                                     json_schema_extra=ISO_MOMENT)]  # fmt: skip
 Until = Annotated[str | None, Query(description="ISO date or date-time, inclusive",
@@ -84,24 +87,6 @@ Question = Annotated[
 PathId = Annotated[int, Path(ge=0, le=MAX_SQL_INT)]
 QueryId = Annotated[int | None, Query(ge=0, le=MAX_SQL_INT)]
 SourceName = Annotated[str, Path(description="a source name from /v1/sources")]
-Mode = Annotated[
-    Literal["keyword", "semantic", "hybrid"] | None,
-    Query(description="default: hybrid where the source has vectors, keyword elsewhere"),
-]
-KeywordWeight = Annotated[
-    float | None, Query(ge=0, le=1, description="hybrid: weight of the keyword side, 0..1")
-]
-Fusion = Annotated[
-    Literal["minmax", "rrf"] | None, Query(description="hybrid: minmax (weighted) or rrf")
-]
-TopN = Annotated[
-    int | None, Query(ge=1, le=1000, description="candidates from each side (and before near)")
-]
-Explain = Annotated[bool, Query(description="each hit's keyword rank, semantic rank, fused score")]
-MinScore = Annotated[
-    float | None, Query(description="semantic: cosine floor (default: the model's own)")
-]
-
 
 NoteText = Annotated[
     str,

@@ -15,6 +15,7 @@ from markupsafe import Markup
 from starlette.requests import Request
 
 from ..inputs import MAX_OFFSET
+from ..request_models import SearchRequest, params
 from ..service import Service
 from .documents import original_href
 from .mapview import MapPoint, render_map
@@ -25,9 +26,12 @@ _POINT = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*$")
 
 
 class SearchForm:
-    """The search page's query string, read once and checked for shape."""
+    """The search page's query string, read once and checked for shape. Its fields are
+    parameters of the search operation (request_models.py), spelt as in the REST API; ``near``
+    also takes a title (sent as near_doc)."""
 
     FIELDS = ("q", "source", "mode", "tag", "feature", "area", "near", "radius_km")
+    MODES = next(p.choices for p in params(SearchRequest) if p.name == "mode")
 
     def __init__(self, values: dict[str, str], offset: int):
         self.values = values
