@@ -33,9 +33,9 @@ from chiezo.errors import NotFound  # noqa: E402
 from chiezo.search.rank import reciprocal_rank_fusion  # noqa: E402
 from chiezo.service import Service  # noqa: E402
 from chiezo.sources.geonames import GeoNamesOptions  # noqa: E402
+from retrieval_eval import jaquad_folder  # noqa: E402
 
 from corpus import SHARED  # noqa: E402
-from retrieval_eval import jaquad_folder  # noqa: E402
 
 WORK = HERE / "work" / "cross_source"
 DATA = SHARED / "data"
