@@ -9,9 +9,9 @@ The trigram planner (fts.py) finds any substring and keeps title-exact first; th
 
 Word plans, like the trigram ones, read a bounded number of postings:
 
-``words``     every word occurs: matches walked in popularity order (doc_id), at most
+``words``     every word occurs (a query of at most ``AND_MAX_WORDS`` words): matches walked in popularity order (doc_id), at most
               ``CANDIDATE_WALK``, bm25 over the words cheap enough to weigh (scoring.py).
-``words_or``  no document has them all (a question): the rarest words within a postings
+``words_or``  a longer query (a question), or no document has them all: the rarest words within a postings
               budget, OR-ed, best bm25 first.
 """
 
@@ -35,6 +35,10 @@ PHRASE_POSTINGS_BUDGET = 50_000  # as scoring.py: a word's IDF walks its whole d
 OR_POSTINGS_BUDGET = 60_000  # postings an OR of words may walk, whatever the corpus size
 OR_MAX_WORDS = 16
 NOISE_SHARE = 0.2
+# A query of more words than this is a question or a description: requiring all of them finds
+# the long article that happens to hold every word (鳥山明 for a question about 桂正和), so its
+# words are OR-ed and bm25 ranks by how many and how rare (§24).
+AND_MAX_WORDS = 3
 FUSION_POOL = 50  # candidates fused from each side (retrieval.DEFAULT_TOP_N)  # a word in more than this share of documents does not help an OR
 
 
@@ -146,7 +150,7 @@ def word_matches(source: Source, words: list[str], pool: int, filters: Filters) 
     if not present:
         return WordMatches([], 0, "words", words=words)
     extra, extra_params = filters.where()
-    if len(present) == len(words):
+    if len(present) == len(words) and len(words) <= AND_MAX_WORDS:
         found = _all_words(source, present, df, pool, extra, extra_params)
         if found.candidates:
             return found
