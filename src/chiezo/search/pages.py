@@ -1,7 +1,7 @@
 """A PDF hit's url points at its page: ``file:///…/manual.pdf#page=12``.
 
 Hits are per document, but a PDF's chunks are its pages (breadcrumb ``p. N``, see
-sources/formats.py), so the page is the first one whose text holds a searched word — or, for a
+sources/formats.py), so the page is the one whose text holds the most searched words — or, for a
 hit found by meaning, the page of the chunk that matched. Viewers (browsers, Acrobat, Preview)
 open ``#page=N`` at that page."""
 
@@ -28,14 +28,20 @@ def with_page(url: str, page: int | None) -> str:
 
 
 def page_for_words(conn: db.Connection, doc_id: int, needles: list[str]) -> int | None:
-    """The first page of the document holding any of ``needles`` (case-insensitive)."""
-    wanted = [n.lower() for n in needles if n.strip()]
+    """The page of the document holding the most of ``needles`` (case-insensitive), the first
+    such page on a tie: a query's rare words and common ones (方法, 知識) are all needles, and
+    the first page with any of them is often the table of contents."""
+    wanted = list(dict.fromkeys(n.lower() for n in needles if n.strip()))
     if not wanted:
         return None
+    best, best_count = None, 0
     for heading, text in conn.execute(
         "SELECT heading_path, text FROM chunks WHERE doc_id = ? ORDER BY ord", (doc_id,)
     ):
         lowered = text.lower()
-        if any(n in lowered for n in wanted):
-            return page_of_heading(heading)
-    return None
+        count = sum(n in lowered for n in wanted)
+        if count > best_count:
+            best, best_count = page_of_heading(heading), count
+            if count == len(wanted):
+                break
+    return best

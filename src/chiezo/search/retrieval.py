@@ -17,6 +17,7 @@ a failure or a wait.
 from __future__ import annotations
 
 import concurrent.futures
+import math
 from dataclasses import dataclass, replace
 
 from .. import db
@@ -24,9 +25,11 @@ from ..embedders import get_embedder
 from ..errors import BadQuery
 from ..library import Source
 from ..models import Hit, SearchResult
+from ..words import query_words
+from .evidence import coverage
 from .filters import Filters, Near
 from .fts import MAX_WINDOW, read_hits
-from .hybrid import Fused, fuse
+from .hybrid import Fused, fuse, scale_to_max
 from .keyword import KeywordPlan, keyword_search, plan_keyword
 from .pages import is_pdf_url, page_of_heading, with_page
 from .rank import Candidate
@@ -44,8 +47,8 @@ MODES = ("keyword", "semantic", "hybrid")
 FUSIONS = ("minmax", "rrf")
 # The keyword side's weight in min-max fusion, per model: a weaker semantic model earns less
 # weight. Chosen on JaQuAD train, confirmed on dev (docs/design.md §18); use-m's rose from 0.6
-# to 0.8 when the keyword side gained the word index (§24: train R@1 .882 at 0.6, .892 at 0.8;
-# e5-small's 0.4 was not re-measured).
+# to 0.8 when the keyword side gained the word index and coverage (§24; e5-small's 0.4 was not
+# re-measured).
 KEYWORD_WEIGHT = {"use-m": 0.8, "e5-small": 0.4}
 DEFAULT_KEYWORD_WEIGHT = 0.5
 DEFAULT_TOP_N = 50
@@ -117,6 +120,8 @@ def retrieve(
         notes += keyword.notes
     if keyword is not None and semantic:
         semantic = _floored(source, semantic, keyword, options)
+    if keyword is not None and semantic is not None and options.fusion == "minmax":
+        keyword = _by_coverage(source, text, keyword)
     weight = keyword_weight(source, options) if semantic is not None else 1.0
     fused = _fuse(keyword, semantic, options, weight)
     if options.explain and mode == "hybrid":
@@ -176,6 +181,22 @@ def _floored(source, semantic: list[SemanticHit], keyword: SearchResult, options
     return [h for h in semantic if h.score >= floor or h.doc_id in found]
 
 
+def _by_coverage(source: Source, text: str, keyword: KeywordPlan) -> KeywordPlan:
+    """The keyword side's scores (divided by the best, 0..1) times the square root of each document's
+    coverage of the query's words (search/evidence.py), kept on that scale in the fusion.
+    Min-max alone makes the best keyword match 1.0 even when it holds one word of six —
+    Sudachi's 使う in つかった — and it then outweighs the passage meaning found. JaQuAD train
+    R@1 .893 → .899, R@5 .983 → .984 (docs/design.md §24)."""
+    covered = coverage(source, query_words(text), [d for d, _ in keyword.ranked])
+    if not covered:
+        return keyword
+    ranked = dict(zip([d for d, _ in keyword.ranked],
+                      scale_to_max([s for _, s in keyword.ranked]), strict=True))  # fmt: skip
+    scaled = sorted(((d, s * math.sqrt(covered.get(d, 0.0))) for d, s in ranked.items()),
+                    key=lambda pair: -pair[1])  # fmt: skip
+    return replace(keyword, ranked=scaled, scaled=True)
+
+
 def _fuse(keyword: KeywordPlan | None, semantic: list[SemanticHit] | None, options,
           weight: float = DEFAULT_KEYWORD_WEIGHT) -> list[Fused]:  # fmt: skip
     k_pairs = keyword.ranked if keyword else []
@@ -186,7 +207,7 @@ def _fuse(keyword: KeywordPlan | None, semantic: list[SemanticHit] | None, optio
     if keyword is None:
         return fuse([], s_pairs, keyword_weight=0.0)
     return fuse(k_pairs, s_pairs, keyword_weight=weight, method=options.fusion,
-                first=first)  # fmt: skip
+                first=first, keyword_scaled=keyword.scaled)  # fmt: skip
 
 
 def keyword_weight(source: Source, options: RetrievalOptions) -> float:
