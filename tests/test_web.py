@@ -341,10 +341,20 @@ def test_highlighting_marks_whole_words_and_never_lets_markup_through():
         highlight("A build that fails changes nothing. Rebuilding a source", "a rebuild source")
     )
     assert marked.count("<mark>") == 2 and "<mark>Rebuilding</mark>" in marked
+    # markup in the text stays text; a query's markup is no word to mark
     assert (
         str(highlight("浅草寺は寺 <b>", "浅草寺 <b>"))
-        == "<mark>浅草寺</mark>は寺 <mark>&lt;b&gt;</mark>"
+        == "<mark>浅草寺</mark>は<mark>寺</mark> &lt;b&gt;"
     )
+
+
+def test_highlighting_marks_the_words_of_a_sentence_and_skips_stop_words():
+    from chiezo.web.formatting import highlight
+
+    marked = str(highlight("夏目漱石は1867年に江戸で生まれた。", "夏目漱石はいつ生まれましたか"))
+    assert marked == "<mark>夏目漱石</mark>は1867年に江戸で<mark>生まれ</mark>た。"
+    english = str(highlight("What is the capital of Alabama? Its capitol runs", "what the capital"))
+    assert english == "What is the <mark>capital</mark> of Alabama? Its <mark>capitol</mark> runs"
 
 
 def test_a_documents_own_url_is_a_link_only_when_it_is_safe():

@@ -10,6 +10,7 @@ from typing import Any
 from .errors import BadQuery, NotFound
 from .library import Source
 from .search.filters import Filters, check_filters
+from .search.notices import Notice
 from .search.query import MIN_FTS_CHARS, match_any, match_in_columns, phrase, text_grams
 from .search.setplan import run_filters
 from .textnorm import normalise_title
@@ -311,7 +312,7 @@ def filter_docs(
         docs.append(doc)
     notes = list(check.notes)
     if page.total_is_lower_bound:
-        notes.append(f"more matches than were counted: total is at least {page.total:,}")
+        notes.append(Notice("total_at_least", total=page.total))
     return {
         **out,
         "total": page.total,

@@ -548,12 +548,17 @@ def search(ctx, as_json, interactive, **values) -> None:
     if as_json:
         _emit_json(result.to_dict())
     else:
-        _print_result(result)
+        _print_result(result, explain=request.explain)
     if not result.hits:
         sys.exit(EXIT_NOT_FOUND)
 
 
-def _print_result(result: SearchResult) -> None:
+# how a search was made, in words (the web UI says the same through its i18n catalogue)
+_HOW = {"keyword": "by keyword", "semantic": "by meaning", "hybrid": "by keyword and meaning",
+        "keyword-fallback": "by keyword (meaning ran out of time)"}  # fmt: skip
+
+
+def _print_result(result: SearchResult, *, explain: bool = False) -> None:
     for i, hit in enumerate(result.hits, start=result.offset + 1):
         marker = " [green]= title[/]" if hit.title_match else ""
         out.print(
@@ -566,9 +571,11 @@ def _print_result(result: SearchResult) -> None:
             out.print(f"    {escape(hit.snippet)}")
         if hit.explain:
             out.print("    [dim]" + escape(_explained(hit.explain)) + "[/]")
-    bound = "≥ " if result.total_is_lower_bound else ""
-    how = f"{result.retrieval or 'keyword'} search, match mode {result.mode}"
-    summary = f"{bound}{result.total:,} match(es), {how}"
+    bound = "at least " if result.total_is_lower_bound else ""
+    how = " + ".join(dict.fromkeys(_HOW.get(p, p) for p in (result.retrieval or "keyword").split("+")))
+    if explain:
+        how += f" (match mode {result.mode})"
+    summary = f"{bound}{result.total:,} {'match' if result.total == 1 else 'matches'}, {how}"
     if result.order and result.order != "relevance":
         summary += f", order: {result.order}"
     if not result.hits:

@@ -89,4 +89,6 @@ class SearchResult:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["hits"] = [h.to_dict() for h in self.hits]
+        # the notes as codes with parameters (search/notices.py), for programs and translations
+        out["notices"] = [n.to_dict() for n in self.notes if hasattr(n, "to_dict")]
         return out

@@ -20,9 +20,10 @@ from .inputs import check_id, check_length, check_offset, checked_text
 from .library import NOTES, Library, Source
 from .models import SearchResult
 from .request_models import DEFAULT_LIMIT, MAX_FILTER_LIMIT, MAX_LIMIT, FilterRequest, SearchRequest
-from .search import evidence
+from .search import evidence, notices
 from .search.filters import Filters, Near, parse_near
 from .search.fts import check_window
+from .search.notices import Notice
 from .search.query import MAX_QUERY_CHARS, has_terms
 from .search.retrieval import (
     DEFAULT_TOP_N,
@@ -149,8 +150,9 @@ class Service:
     def _search_all(
         self, q: str, limit: int, offset: int, options: RetrievalOptions
     ) -> SearchResult:
-        """Every source searched for the first offset+limit hits, fused by reciprocal rank
-        (bm25 values from different files are not comparable)."""
+        """Every source searched for the first offset+limit hits, merged in one order of evidence
+        (search/evidence.py). Notes: one line per kind, naming the sources; how each source
+        planned its search only with ``explain``."""
         sources = self.library.sources()
         if not sources:
             raise NotFound(
@@ -159,7 +161,7 @@ class Service:
             )
         deadline = time.monotonic() + self.settings.query_timeout
         results: dict[str, SearchResult] = {}
-        notes_: list[str] = []
+        notes_: dict[str, list[str]] = {}
         timed_out = False
         for src in sources:
             remaining = deadline - time.monotonic()
@@ -167,7 +169,7 @@ class Service:
                 if remaining <= 0:
                     raise QueryTimeout("no time left")
                 if options.mode in ("semantic", "hybrid") and default_mode(src) == "keyword":
-                    notes_.append(f"{src.name}: no vectors, searched by keyword")
+                    notes_.setdefault(src.name, []).append(Notice("no_vectors", sources=[src.name]))
                     per_source = replace(options, mode="keyword")
                 else:
                     per_source = options
@@ -175,14 +177,15 @@ class Service:
                                              timeout=remaining, options=per_source)  # fmt: skip
             except QueryTimeout:
                 timed_out = True
-                notes_.append(f"{src.name}: timed out; its results are missing")
+                notes_.setdefault(src.name, []).append(Notice("source_timeout", sources=[src.name]))
         if not results and timed_out:
             raise QueryTimeout(
                 f"searching every source took longer than {self.settings.query_timeout:g} s"
             )
         merged = self._merged(q, results, options)
         for name, r in results.items():
-            notes_.extend(f"{name}: {n}" for n in r.notes)
+            shown = r.notes if options.explain else [n for n in r.notes if _about_sources(n)]
+            notes_.setdefault(name, []).extend(shown)
         return SearchResult(
             query=q.strip(),
             hits=merged[offset : offset + limit],
@@ -191,7 +194,7 @@ class Service:
             offset=offset,
             limit=limit,
             total_is_lower_bound=timed_out or any(r.total_is_lower_bound for r in results.values()),
-            notes=notes_,
+            notes=notices.merge(notes_),
             sources=sorted(results),
             # how each source was searched, e.g. "hybrid+keyword" (one without vectors)
             retrieval="+".join(sorted({r.retrieval for r in results.values()})) or "keyword",
@@ -582,6 +585,11 @@ def embedding_after_build(
         return None
     same = carried is not None and carried[0] == model
     return model, carried[1] if same else None, carried[2] if same else None
+
+
+def _about_sources(note: str) -> bool:
+    """Notes a search across sources shows without ``explain``: what the user can act on."""
+    return getattr(note, "code", None) in notices.ABOUT_SOURCES
 
 
 def check_limit(limit: int, maximum: int = MAX_LIMIT) -> int:

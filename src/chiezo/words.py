@@ -65,6 +65,46 @@ def query_words(text: str) -> list[str]:
     return list(dict.fromkeys(_words(fold(text))))
 
 
+def marked_words(text: str) -> tuple[list[str], list[str]]:
+    """What a reader should see marked for a query: (word stems of spaced scripts, to mark as
+    whole words from their start; pieces of Japanese as written, to mark wherever they occur).
+    Stop words, particles and auxiliaries are not marked: 「夏目漱石はいつ生まれましたか」 marks
+    夏目, 漱石 and 生まれ, not は or まし."""
+    folded = fold(text)
+    stems: list[str] = []
+    pieces: list[str] = []
+    position = 0
+    for run in _JAPANESE_RUN.finditer(folded):
+        stems += _marked_stems(folded[position : run.start()])
+        pieces += _marked_pieces(run.group(0))
+        position = run.end()
+    stems += _marked_stems(folded[position:])
+    return list(dict.fromkeys(stems)), list(dict.fromkeys(pieces))
+
+
+def _marked_stems(text: str) -> list[str]:
+    out = []
+    for token in _TOKEN.findall(text):
+        if len(token) < 3 or token in STOP_WORDS:
+            continue  # "a" and "I" everywhere is noise
+        stem = _stemmer().stemWord(token)
+        out.append(stem if token.startswith(stem) and len(stem) >= 3 else token)
+    return out
+
+
+def _marked_pieces(run: str) -> list[str]:
+    tokenizer, dropped = _sudachi()
+    out = []
+    for piece in _pieces(run, SUDACHI_MAX_CHARS):
+        for morpheme in tokenizer.tokenize(piece):
+            surface = morpheme.surface()
+            if dropped(morpheme) or not _TOKEN.search(surface):
+                continue
+            if len(surface) >= 2 or "\u4e00" <= surface <= "\u9fff":  # one kana is noise
+                out.append(surface)
+    return out
+
+
 def _words(folded: str) -> Iterator[str]:
     position = 0
     for run in _JAPANESE_RUN.finditer(folded):

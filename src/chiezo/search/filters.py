@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from .. import db
 from ..errors import BadQuery
 from ..library import Source
+from .notices import Notice
 
 MAX_CONDITIONS = 12
 BOX_ESTIMATE_CAP = 60_000  # above setplan.MATERIALIZE: a box this full is read page by page
@@ -388,10 +389,7 @@ def _check_tags(source: Source, condition: TagCondition, check: FilterCheck) -> 
     missing = [t for t in condition.tags if t not in present]
     for tag in missing:
         similar = similar_tags(conn, tag)
-        check.notes.append(
-            f"no document has the tag {tag!r}"
-            + (f"; similar tags: {', '.join(similar)}" if similar else "")
-        )
+        check.notes.append(Notice("no_such_tag", tag=tag, similar=similar))
     if not present:
         check.impossible = True
 
@@ -416,10 +414,7 @@ def _check_attr(source: Source, condition: AttrCondition, check: FilterCheck, ot
     missing = [v for v in condition.values if v not in present]
     if missing:
         values = similar_values(conn, name, missing[0])
-        check.notes.append(
-            f"no document has {name}={', '.join(missing)}"
-            + (f"; values that exist: {', '.join(values)}" if values else "")
-        )
+        check.notes.append(Notice("no_such_value", name=name, values=missing, similar=values))
     if not present:
         check.impossible = True
 

@@ -29,6 +29,7 @@ from ..library import Source
 from ..models import Hit, SearchResult
 from ..textnorm import normalise_title
 from .filters import Filters, check_filters, filter_ids
+from .notices import Notice
 from .pages import is_pdf_url, page_for_words, with_page
 from .query import (
     MIN_FTS_CHARS,
@@ -161,8 +162,7 @@ def _fulltext(
             )
         ]
         rows = score_candidates(conn, ids, cheap, query.long_terms)
-        how = "ranked by the other terms" if cheap else "titles containing them first"
-        notes.append(f"very common terms ({', '.join(costly)}) are not weighed: {how}")
+        notes.append(Notice("common_terms", terms=costly))
     title_ids = filter_ids(conn, filters, _title_exact(conn, query.norm))
     ordered = rank_page(rows, source.ranks, title_ids, offset + limit)
     if len(rows) < walk:  # every match was scored: the total is exact
@@ -178,7 +178,7 @@ def _fulltext(
             matched = walk + after
         outside = [i for i in title_ids if not _matches(conn, where, params, i)]
         total = matched + len(outside)
-        notes.append(f"more than {walk:,} documents match: ranked the {walk:,} most popular")
+        notes.append(Notice("many_matches", n=walk))
     mode = "fts+short" if query.short_terms else "fts"
     needles = [*query.long_terms, *query.short_terms]
     return _page(source, query, ordered, total, mode, limit, offset, needles, lower_bound, notes)
@@ -201,10 +201,7 @@ def _sentence(
     ).fetchall()
     ordered = rank_page(rows, source.ranks, (), offset + limit)
     total, lower_bound = _count(conn, where, params)
-    notes = [
-        "no document contains every term, so documents sharing the most distinctive "
-        f"words and 3-character pieces of the query are shown ({len(grams)} pieces used)"
-    ]
+    notes: list[str] = [Notice("partial_match")] if rows else []
     return _page(
         source, query, ordered, total, "trigram_or", limit, offset, grams, lower_bound, notes
     )
@@ -282,10 +279,7 @@ def _short_only(
         keep = set(filter_ids(conn, filters, [c.doc_id for c in ordered]))
         ordered = [c for c in ordered if c.doc_id in keep]
         total = len(ordered)
-    notes = [
-        "terms shorter than 3 characters cannot use the full-text index directly: titles "
-        f"starting with {query.terms[0]!r} come first"
-    ]
+    notes: list[str] = [Notice("short_terms", term=query.terms[0])]
     mode = "title_prefix"
     expr, expansion_complete = _expand_short_terms(
         conn, tuple(query.index_form(t) for t in query.terms)
@@ -304,7 +298,6 @@ def _short_only(
         body_ids = [d for (d,) in rows if d not in in_titles]
         if body_ids:
             mode = "title_prefix+fts"
-            notes.append("then documents containing the terms anywhere")
         titles_total = total
         need = max(want - len(ordered), 0)
         ordered = ordered + [Candidate(d, 0.0, source.rank_of(d)) for d in body_ids[:need]]

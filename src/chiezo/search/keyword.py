@@ -26,6 +26,7 @@ from ..words import query_words
 from .filters import Filters
 from .fts import CANDIDATE_WALK, COUNT_CAP, check_window, plan_search, read_hits
 from .hybrid import fuse
+from .notices import Notice
 from .query import match_all, match_any
 from .rank import Candidate, rank_page
 
@@ -115,6 +116,8 @@ def plan_keyword(
     words = query_words(text) if source.has_words and trigrams.mode != "filter" else []
     matches = word_matches(source, words, pool, filters) if words else None
     first = [c.doc_id for c in trigrams.ordered if c.title_match]
+    if not source.has_words and source.immutable:  # built before the word index
+        trigrams.notes.append(Notice("no_word_index", sources=[source.name]))
     if matches is None or not matches.candidates:
         return KeywordPlan([(c.doc_id, -c.score) for c in trigrams.ordered], first,
                            trigrams.total, trigrams.lower_bound, trigrams.mode, trigrams.notes,

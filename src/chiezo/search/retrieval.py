@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
+import time
 from dataclasses import dataclass, replace
 
 from .. import db
@@ -31,6 +32,7 @@ from .filters import Filters, Near
 from .fts import MAX_WINDOW, read_hits
 from .hybrid import Fused, fuse, scale_to_max
 from .keyword import KeywordPlan, keyword_search, plan_keyword
+from .notices import Notice
 from .pages import is_pdf_url, page_of_heading, with_page
 from .rank import Candidate
 from .semantic import (
@@ -107,16 +109,19 @@ def retrieve(
     n = max(options.top_n, want)
     notes: list[str] = []
     semantic: list[SemanticHit] | None = None
-    if mode in ("semantic", "hybrid"):
-        semantic = _semantic_within_budget(source, text, n, filters, options, timeout, mode)
-        if semantic is None:
-            notes.append("semantic search took longer than its budget; keyword results only")
-            mode = "keyword-fallback"
+    # the two sides run at once: embedding (ONNX) and SQLite both release the GIL
+    pending = _start_semantic(source, text, n, filters, options, timeout, mode)
     keyword = None
-    if mode != "semantic":
-        with db.deadline(source.conn, timeout, what=f"search in {source.name!r}"):
-            keyword = plan_keyword(source, text, want=min(n, MAX_WINDOW), filters=filters,
-                                   others=others)  # fmt: skip
+    if mode == "hybrid":
+        keyword = _keyword_side(source, text, n, timeout, filters, others)
+    if pending is not None:
+        semantic = pending.result()
+        if semantic is None:
+            notes.append(Notice("semantic_timeout"))
+            mode = "keyword-fallback"
+    if mode != "semantic" and keyword is None:
+        keyword = _keyword_side(source, text, n, timeout, filters, others)
+    if keyword is not None:
         notes += keyword.notes
     if keyword is not None and semantic:
         semantic = _floored(source, semantic, keyword, options)
@@ -125,14 +130,14 @@ def retrieve(
     weight = keyword_weight(source, options) if semantic is not None else 1.0
     fused = _fuse(keyword, semantic, options, weight)
     if options.explain and mode == "hybrid":
-        notes.append(f"hybrid: {options.fusion} fusion, keyword weight {weight}")
+        notes.append(Notice("fusion", fusion=options.fusion, weight=weight))
     total, lower = _total(keyword, semantic, fused, n)
     order = "relevance"
     distances: dict[int, float] = {}
     if near is not None:
         fused, distances = _by_distance(source, fused[: options.top_n], near)
         order = f"top {options.top_n} by relevance, then by distance"
-        notes.append(f"the first {options.top_n} by relevance, ordered by distance")
+        notes.append(Notice("by_distance", n=options.top_n))
     page = fused[offset : offset + limit]
     hits = _hits(source, page, keyword, semantic, text, options.explain, distances)
     return SearchResult(
@@ -150,7 +155,28 @@ def retrieve(
     )
 
 
-def _semantic_within_budget(source, text, n, filters, options, timeout, mode):
+def _keyword_side(source, text, n, timeout, filters, others) -> KeywordPlan:
+    with db.deadline(source.conn, timeout, what=f"search in {source.name!r}"):
+        return plan_keyword(source, text, want=min(n, MAX_WINDOW), filters=filters,
+                            others=others)  # fmt: skip
+
+
+@dataclass
+class _PendingSemantic:
+    future: concurrent.futures.Future
+    deadline: float
+
+    def result(self) -> list[SemanticHit] | None:
+        """The semantic candidates, or None when they took longer than their budget."""
+        try:
+            return self.future.result(timeout=max(self.deadline - time.monotonic(), 0.0))
+        except concurrent.futures.TimeoutError:
+            return None
+
+
+def _start_semantic(source, text, n, filters, options, timeout, mode) -> _PendingSemantic | None:
+    if mode not in ("semantic", "hybrid"):
+        return None
     budget = min(SEMANTIC_BUDGET, timeout) if timeout else SEMANTIC_BUDGET
     # Loading the model and opening the index happen once per process, here, outside the
     # budget: a cold start is not a slow query (and a missing model is an error, not a
@@ -165,11 +191,7 @@ def _semantic_within_budget(source, text, n, filters, options, timeout, mode):
         vector = embed_query(source, text)
         return semantic_candidates(source, vector, n, filters=filters, min_score=min_score)
 
-    future = _pool.submit(run)
-    try:
-        return future.result(timeout=budget)
-    except concurrent.futures.TimeoutError:
-        return None
+    return _PendingSemantic(_pool.submit(run), time.monotonic() + budget)
 
 
 def _floored(source, semantic: list[SemanticHit], keyword: SearchResult, options):

@@ -7,6 +7,7 @@ import re
 from markupsafe import Markup, escape
 
 from ..progress import format_bytes
+from ..words import marked_words
 from .i18n import MESSAGES, Translator
 
 
@@ -26,25 +27,34 @@ def describe_how(how: str, t: Translator) -> str:
 
 
 def highlight(text: str, query: str) -> Markup:
-    """``text`` escaped, with the query's words marked: Latin words whole (from their start,
-    three letters or more: "a" and "I" everywhere is noise), other scripts as substrings of
-    two characters or more. Words are found in the text itself and each piece escaped after,
-    so a word never matches inside an entity ("amp" in ``&amp;``)."""
-    patterns = []
-    for word in sorted(set(re.split(r"[\s\u3000]+", query or "")), key=len, reverse=True):
-        if re.fullmatch(r"[\w'-]+", word, re.ASCII):
-            if len(word) >= 3:
-                patterns.append(rf"\b{re.escape(word)}\w*")
-        elif len(word) >= 2:
-            patterns.append(re.escape(word))
+    """``text`` escaped, with the query's content words marked (words.marked_words): words of
+    spaced scripts from their stem on ("running" marks "runs"), stop words never ("the",
+    "what"); Japanese by its words even when typed as one unspaced sentence, particles never.
+    Words are found in the text itself and each piece escaped after, so a word never matches
+    inside an entity ("amp" in ``&amp;``)."""
+    stems, pieces = marked_words(query or "")
+    patterns = [rf"\b{re.escape(s)}\w*" for s in stems]
+    patterns += [re.escape(p) for p in sorted(pieces, key=len, reverse=True)]
     if not patterns:
         return Markup(escape(text))
-    pieces, last = [], 0
+    spans: list[list[int]] = []
     for match in re.finditer("|".join(patterns), text, re.IGNORECASE):
-        pieces += [escape(text[last : match.start()]), Markup("<mark>%s</mark>") % match.group(0)]
-        last = match.end()
+        if spans and spans[-1][1] == match.start():  # 夏目 + 漱石: one mark
+            spans[-1][1] = match.end()
+        else:
+            spans.append([match.start(), match.end()])
+    pieces, last = [], 0
+    for start, end in spans:
+        pieces += [escape(text[last:start]), Markup("<mark>%s</mark>") % text[start:end]]
+        last = end
     pieces.append(escape(text[last:]))
     return Markup("").join(pieces)
+
+
+def say(note: str, t: Translator) -> str:
+    """A search note in the page's language: a notice by its code (search/notices.py)."""
+    text = getattr(note, "text", None)
+    return text(t.language) if callable(text) else note
 
 
 def human_size(n: int | None) -> str:

@@ -27,7 +27,7 @@ from .documents import (
     original_response,
     sections_of,
 )
-from .formatting import describe_how, highlight, human_size, safe_url
+from .formatting import describe_how, highlight, human_size, safe_url, say
 from .i18n import COOKIE, LANGUAGES, Translator, pick_language
 from .mapview import MapPoint, render_map
 from .markdown_view import render_markdown
@@ -59,7 +59,7 @@ def install(app: FastAPI, service: Service) -> None:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    templates.filters.update(highlight=highlight, size=human_size, number=lambda n: f"{n:,}",
+    templates.filters.update(highlight=highlight, size=human_size, say=say, number=lambda n: f"{n:,}",
                              describe_how=describe_how, safe_url=safe_url)  # fmt: skip
 
     def render(request: Request, name: str, status: int = 200, script_words: tuple[str, ...] = (),
