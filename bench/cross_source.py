@@ -109,6 +109,36 @@ def ask(service: Service, questions, source: str | None, label: str, target: str
     }
 
 
+def latency(service: Service, source: str, questions, rounds: int = 3) -> list[dict]:
+    """p50/p95 of each mode over the same questions, in-process (no HTTP), interleaved so
+    that a busy moment of the machine hits every mode alike. Target (issue 15): the default
+    (hybrid) p95 at most 1.2 × (keyword p95 + semantic p95)."""
+    modes = ("keyword", "semantic", "hybrid")
+    samples: dict[str, list[float]] = {m: [] for m in modes}
+    for question in questions[:20]:  # warm-up
+        for mode in modes:
+            service.search(question.text, source=source, mode=mode)
+    for _ in range(rounds):
+        for question in questions:
+            for mode in modes:
+                started = time.perf_counter()
+                service.search(question.text, source=source, mode=mode)
+                samples[mode].append((time.perf_counter() - started) * 1000)
+    rows = []
+    for mode in modes:
+        ordered = sorted(samples[mode])
+        rows.append({"source": source, "mode": mode, "queries": len(ordered),
+                     "p50_ms": _at(ordered, 0.5), "p95_ms": _at(ordered, 0.95)})  # fmt: skip
+    bound = 1.2 * (rows[0]["p95_ms"] + rows[1]["p95_ms"])
+    rows[2]["target_p95_ms"] = round(bound, 2)
+    rows[2]["meets_target"] = rows[2]["p95_ms"] <= bound
+    return rows
+
+
+def _at(ordered: list[float], share: float) -> float:
+    return round(ordered[min(len(ordered) - 1, int(share * len(ordered)))], 2)
+
+
 def everyday(service: Service) -> dict:
     shown = {}
     for query in EVERYDAY:
@@ -146,10 +176,29 @@ def main() -> None:
     for row in rows:
         table.add_row(*(str(v) for v in row.values()))
     console.print(table)
+    speeds = []
+    for target, path in sets:
+        speeds += latency(service, target, evaluate.load_questions(path, 300))
+    speed = Table(title="latency by mode, same run (ms, in-process)")
+    for column in (
+        "source",
+        "mode",
+        "queries",
+        "p50_ms",
+        "p95_ms",
+        "target_p95_ms",
+        "meets_target",
+    ):
+        speed.add_column(column, justify="right")
+    for row in speeds:
+        speed.add_row(*(str(row.get(c, "")) for c in ("source", "mode", "queries", "p50_ms",
+                                                       "p95_ms", "target_p95_ms", "meets_target")))  # fmt: skip
+    console.print(speed)
     shown = everyday(service)
     out = HERE / "results" / f"cross_source-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps({"sources": service.library.infos(), "results": rows,
-                               "everyday": shown}, ensure_ascii=False, indent=2, default=str))  # fmt: skip
+                               "latency": speeds, "everyday": shown},
+                              ensure_ascii=False, indent=2, default=str))  # fmt: skip
     console.print(f"wrote {out}")
 
 

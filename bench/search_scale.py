@@ -47,8 +47,10 @@ BASELINE_QUERIES = 20
 DEEP_OFFSET = 1000
 
 
-def build(settings: Settings, name: str, size: int, pool, full_validation: bool) -> dict:
-    options = BuildOptions(min_docs=size, allow_shrink=True, full_validation=full_validation)
+def build(settings: Settings, name: str, size: int, pool, full_validation: bool,
+          word_index: bool = True) -> dict:  # fmt: skip
+    options = BuildOptions(min_docs=size, allow_shrink=True, full_validation=full_validation,
+                           word_index=word_index)  # fmt: skip
     builder = GenerationBuilder(
         settings,
         name,
@@ -228,6 +230,11 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="reuse sources already built")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument(
+        "--trigram-baseline",
+        action="store_true",
+        help="also build and query each size without the word index (its cost, same run)",
+    )
+    parser.add_argument(
         "--quick-validation",
         action="store_true",
         help="quick_check instead of full integrity checks at build",
@@ -239,6 +246,17 @@ def main() -> None:
     pool = paragraph_pool()
     report = {"pool_paragraphs": len(pool), "sizes": {}}
     for size in sizes:
+        if args.trigram_baseline:  # before the word index: same documents, trigrams only
+            name = f"scale-{size}-trigram"
+            entry = report["sizes"].setdefault(f"{size} trigrams only", {})
+            if not (args.reuse and name in service.library.names()):
+                console.rule(f"building {size:,} documents, trigram index only")
+                entry["build"] = build(settings, name, size, pool, not args.quick_validation,
+                                       word_index=False)  # fmt: skip
+            conn = service.library.get(name).conn
+            classes = query_classes(conn, size, pool, random.Random(size))
+            entry["search"] = time_classes(service, name, classes, False)
+            entry["question_recall"] = question_recall(service, name, random.Random(1))
         name = f"scale-{size}"
         entry = report["sizes"].setdefault(str(size), {})
         if not (args.reuse and name in service.library.names()):

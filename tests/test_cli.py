@@ -45,7 +45,9 @@ def test_ingest_reports_what_it_built(tmp_path):
 def test_search_prints_hits_and_exits_zero(runner):
     result = runner("search", "浅草寺")
     assert result.exit_code == 0
-    assert "浅草寺" in result.stdout and "mode" in result.stdout
+    assert "浅草寺" in result.stdout and "2 matches, by keyword" in result.stdout
+    assert "mode" not in result.stdout  # the plan's name only with --explain
+    assert "match mode" in runner("search", "浅草寺", "--explain").stdout
 
 
 def test_search_json_has_hits_total_and_mode(runner):

@@ -76,6 +76,8 @@ class BuildOptions:
     shrink_ratio: float = 0.5  # refuse a generation with fewer docs than this share of current
     full_validation: bool = True  # integrity_check + FTS integrity-check; quick_check otherwise
     language: str | None = None
+    # the word index beside the trigram one (wordindex.py); off only to measure its cost
+    word_index: bool = True
 
 
 @dataclass
@@ -388,8 +390,9 @@ class GenerationBuilder:
             "SELECT seq, row_number() OVER (ORDER BY rank_score DESC, seq) FROM stage.docs"
         )
         # doc_ids are final: words can be split on the other core from here (wordindex.py)
-        words_path = self.path.with_name(self.path.name + ".words")
-        self._splitter = WordSplitter(self.stage_path, words_path).start()
+        if self.options.word_index:
+            words_path = self.path.with_name(self.path.name + ".words")
+            self._splitter = WordSplitter(self.stage_path, words_path, docs).start()
         self._phase("writing documents", docs)
         for low in range(1, docs + 1, COPY_BATCH):
             high = low + COPY_BATCH - 1
@@ -429,7 +432,8 @@ class GenerationBuilder:
         conn.execute("CREATE VIRTUAL TABLE temp.fts_vocab USING fts5vocab(main, docs_fts, row)")
         conn.execute("INSERT INTO gram_df (gram, df) SELECT term, doc FROM temp.fts_vocab")
         conn.execute("DROP TABLE temp.fts_vocab")
-        self._index_words(conn, docs)
+        if self.options.word_index:
+            self._index_words(conn, docs)
         conn.execute(
             "INSERT INTO tag_counts (tag, n) SELECT tag, count(*) FROM doc_tags GROUP BY tag"
         )
@@ -478,7 +482,7 @@ class GenerationBuilder:
             "source": self.name,
             "kind": self.kind,
             "language": self.options.language or "",
-            "text_index": WORDS_AND_TRIGRAMS,
+            "text_index": WORDS_AND_TRIGRAMS if self.options.word_index else "trigram",
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "generation": self.final_path.name,
             "input": json.dumps(self.identity, ensure_ascii=False, sort_keys=True),
@@ -588,7 +592,7 @@ def validate_generation(
         raise BuildError(
             "the new generation failed SQLite's integrity check: " + "; ".join(problems)
         )
-    for index in ("docs_fts", "words_fts"):
+    for index in ("docs_fts", "words_fts") if options.word_index else ("docs_fts",):
         indexed = conn.execute(f"SELECT count(*) FROM {index}_docsize").fetchone()[0]
         if indexed != docs:
             raise BuildError(f"the text index {index} holds {indexed} documents, the table {docs}")
