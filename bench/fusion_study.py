@@ -1,11 +1,11 @@
-"""How to fuse keyword and semantic candidates: every fusion rule on the same candidate lists.
+"""How to fuse the word index, the trigram index and meaning: every rule on the same lists.
 
     python bench/fusion_study.py --split train --max-paragraphs 1500   # tune here
     python bench/fusion_study.py --split dev                           # then confirm here
 
-Each question is searched once per side (keyword top-50 with its scores, semantic top-50 with
-its cosine similarities — the lists hybrid search fuses); the rules are then applied offline, so
-dozens of variants cost seconds. Needs the sources bench/retrieval_eval.py builds. Writes JSON
+Each question is searched once per side (words top-50, trigrams top-50, semantic top-50 with
+its cosine similarities, and each keyword candidate's coverage of the query's words — the lists
+hybrid search fuses); the rules are then applied offline, so dozens of variants cost seconds. Needs the sources bench/retrieval_eval.py builds. Writes JSON
 to bench/results/.
 """
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -26,10 +25,14 @@ sys.path.insert(0, str(HERE))
 
 from chiezo import evaluate  # noqa: E402
 from chiezo.config import Settings  # noqa: E402
-from chiezo.search.fts import search_source  # noqa: E402
-from chiezo.search.hybrid import fuse  # noqa: E402
+from chiezo.search.evidence import coverage  # noqa: E402
+from chiezo.search.filters import Filters  # noqa: E402
+from chiezo.search.fts import plan_search  # noqa: E402
+from chiezo.search.hybrid import minmax, scale_to_max  # noqa: E402
+from chiezo.search.keyword import word_matches  # noqa: E402
 from chiezo.search.semantic import embed_query, semantic_candidates  # noqa: E402
 from chiezo.service import Service  # noqa: E402
+from chiezo.words import query_words  # noqa: E402
 
 WORK = HERE / "work" / "retrieval_eval"
 console = Console(width=130)
@@ -37,71 +40,73 @@ TOP = 50
 
 
 def candidates(service, name: str, questions) -> list[dict]:
+    """Per question, every list hybrid search fuses: the word index's and the trigram index's
+    top candidates (each bm25 × popularity), the semantic top-50 cosines, the title-exact
+    documents, and each candidate's coverage of the query's words (search/evidence.py)."""
     source = service.library.get(name)
     keys = dict(source.conn.execute("SELECT doc_id, key FROM docs"))
     out = []
     for q in questions:
-        kw = search_source(source, q.text, limit=TOP, offset=0, timeout=60)
+        trigrams = plan_search(source, q.text, want=TOP)
+        words = query_words(q.text)
+        found = word_matches(source, words, TOP, Filters()) if words else None
         sem = semantic_candidates(source, embed_query(source, q.text), TOP, min_score=-1.0)
-        out.append({
-            "keyword": [(h.doc_id, -h.score) for h in kw.hits],
-            "title": [h.doc_id for h in kw.hits if h.title_match],
+        case = {
+            "words": [(c.doc_id, -c.score) for c in found.candidates] if found else [],
+            "trigrams": [(c.doc_id, -c.score) for c in trigrams.ordered],
+            "title": [c.doc_id for c in trigrams.ordered if c.title_match],
             "semantic": [(h.doc_id, h.score) for h in sem],
             "relevant": {d for d, k in keys.items() if q.relevant(k, "")},
-        })  # fmt: skip
+        }
+        ids = {d for side in ("words", "trigrams") for d, _ in case[side]}
+        case["coverage"] = coverage(source, words, sorted(ids)) if words else {}
+        out.append(case)
     return out
 
 
-def zscore(pairs):
-    if len(pairs) < 2:
-        return {d: 1.0 for d, _ in pairs}
-    values = [s for _, s in pairs]
-    mean, sd = statistics.mean(values), statistics.pstdev(values) or 1.0
-    return {d: (s - mean) / sd for d, s in pairs}
+def scaled(pairs, how):
+    values = (minmax if how == "minmax" else scale_to_max)([s for _, s in pairs])
+    return dict(zip([d for d, _ in pairs], values, strict=True))
 
 
-def rules(weights):
-    """name → f(keyword, semantic, title) returning doc ids best first."""
+def rank(scores: dict, first: list) -> list:
+    return first + sorted((d for d in scores if d not in first), key=lambda d: -scores[d])
+
+
+def rule(inner: str, word_weight: float, keyword_weight: float, power: float | None):
+    """Keyword = words and trigrams, each scaled (``inner``: minmax or max) and summed with
+    ``word_weight``; times coverage ** ``power`` (None: not at all, then min-max again as
+    before); then summed with the min-max semantic side at ``keyword_weight``."""
+
+    def ranked(case):
+        w, t = scaled(case["words"], inner), scaled(case["trigrams"], inner)
+        keyword = {d: word_weight * w.get(d, 0) + (1 - word_weight) * t.get(d, 0)
+                   for d in set(w) | set(t)}  # fmt: skip
+        if power is None:
+            keyword = scaled(list(keyword.items()), "minmax")
+        else:
+            top = max(keyword.values(), default=1.0) or 1.0
+            keyword = {d: v / top * case["coverage"].get(d, 0.0) ** power
+                       for d, v in keyword.items()} if case["coverage"] else keyword  # fmt: skip
+        s = scaled(case["semantic"], "minmax")
+        fused = {d: keyword_weight * keyword.get(d, 0) + (1 - keyword_weight) * s.get(d, 0)
+                 for d in set(keyword) | set(s)}  # fmt: skip
+        return rank(fused, case["title"])
+
+    return ranked
+
+
+def rules() -> dict:
     out = {}
-    for w in weights:
-        out[f"minmax w={w}"] = lambda k, s, t, w=w: [
-            f.doc_id for f in fuse(k, s, keyword_weight=w, first=t)
-        ]
-        out[f"rrf w={w}"] = lambda k, s, t, w=w: [
-            f.doc_id for f in fuse(k, s, keyword_weight=w, method="rrf", first=t)
-        ]
-
-        def z(k, s, t, w=w):
-            kz, sz = zscore(k), zscore(s)
-            low_k, low_s = min(kz.values(), default=0), min(sz.values(), default=0)
-            ids = set(kz) | set(sz)
-            score = {d: w * kz.get(d, low_k) + (1 - w) * sz.get(d, low_s) for d in ids}
-            return t + sorted((d for d in ids if d not in t), key=lambda d: -score[d])
-
-        out[f"zscore w={w}"] = z
-
-        def mnz(k, s, t, w=w):
-            """CombMNZ: the min-max sum, times the number of sides that found the document."""
-            fused = fuse(k, s, keyword_weight=w, first=t)
-            both = {d for d, _ in k} & {d for d, _ in s}
-            lead = [f.doc_id for f in fused[: len(t)]]
-            rest = sorted(fused[len(t) :], key=lambda f: -f.score * (2 if f.doc_id in both else 1))
-            return lead + [f.doc_id for f in rest]
-
-        out[f"combmnz w={w}"] = mnz
-
-        def maxnorm(k, s, t, w=w):
-            """Each side divided by its best score (no arbitrary minimum of the pool)."""
-            kmax = max((v for _, v in k), default=1.0) or 1.0
-            smax = max((v for _, v in s), default=1.0) or 1.0
-            kn, sn = {d: v / kmax for d, v in k}, {d: v / smax for d, v in s}
-            ids = set(kn) | set(sn)
-            score = {d: w * kn.get(d, 0.0) + (1 - w) * sn.get(d, 0.0) for d in ids}
-            return t + sorted((d for d in ids if d not in t), key=lambda d: -score[d])
-
-        out[f"maxnorm w={w}"] = maxnorm
-    out["keyword only"] = lambda k, s, t: t + [d for d, _ in k if d not in t]
-    out["semantic only"] = lambda k, s, t: [d for d, _ in s]
+    for kw in (0.6, 0.7, 0.8, 0.9):
+        out[f"words+trigrams min-max, then min-max; kw={kw}"] = rule("minmax", 0.7, kw, None)
+        for power in (0.5, 1.0):
+            out[f"max-scaled × coverage^{power}; kw={kw}"] = rule("max", 0.7, kw, power)
+    out["keyword only (words+trigrams, max-scaled)"] = rule("max", 0.7, 1.0, None)
+    out["trigrams only, then min-max; kw=0.6 (before the word index)"] = rule(
+        "minmax", 0.0, 0.6, None
+    )
+    out["semantic only"] = lambda case: [d for d, _ in case["semantic"]]
     return out
 
 
@@ -122,24 +127,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--split", default="dev")
     parser.add_argument("--max-paragraphs", type=int, default=None)
-    parser.add_argument("--models", default="use,e5")
+    parser.add_argument("--models", default="use")
     args = parser.parse_args()
     corpus = f"jaquad-{args.split}" + (f"-{args.max_paragraphs}" if args.max_paragraphs else "")
     folder = WORK / f"jaquad-{args.split}-{args.max_paragraphs or 'all'}"
     questions = evaluate.load_questions(folder / "questions.jsonl")
     service = Service(Settings(data_dir=WORK / "data", query_timeout=60.0))
-    weights = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
     report = {}
     for model in args.models.split(","):
         started = time.monotonic()
-        cases = candidates(service, f"{corpus}-{model}", questions)
+        cases = candidates(service, f"{corpus}-{model}-u60", questions)
         console.print(f"{model}: candidates for {len(cases)} questions in "
                       f"{time.monotonic() - started:.0f} s")  # fmt: skip
         table = Table(title=f"{corpus} · {model} · {len(cases)} questions")
         for column in ("rule", "R@1", "R@5", "R@10", "MRR", "nDCG@10"):
             table.add_column(column, justify="right")
-        for name, rule in rules(weights).items():
-            ranked = [rule(c["keyword"], c["semantic"], c["title"]) for c in cases]
+        for name, ranked_by in rules().items():
+            ranked = [ranked_by(c) for c in cases]
             row = measure(ranked, cases)
             report[f"{model} {name}"] = row
             table.add_row(name, *(str(v) for v in row.values()))

@@ -1,0 +1,153 @@
+"""The word index beside the trigram index, and one order of evidence across sources."""
+
+import sqlite3
+
+from chiezo.build import BuildOptions, build_source
+from chiezo.generations import current_path, source_dir
+from chiezo.models import Doc
+from chiezo.schema import WRITABLE_TEXT_INDEX
+from chiezo.search.fts import search_source
+from chiezo.search.notices import Notice
+from chiezo.words import fold, index_text, marked_words, query_words
+
+from helpers import titles
+
+ARTICLES = [
+    Doc(key="soseki", title="夏目漱石", rank_score=0.5,
+        body="夏目漱石は日本の小説家。1867年2月9日、江戸の牛込に生まれた。代表作は『吾輩は猫である』。"),
+    Doc(key="ogai", title="森鴎外", rank_score=0.6,
+        body="森鴎外は明治の小説家で軍医。石見国津和野に生まれた。"),
+    Doc(key="hotel", title="ＪＲホテルクレメント高松", rank_score=0.1,
+        body="香川県高松市にあるホテル。高松駅に隣接する。"),
+    Doc(key="ice", title="アイスクリーム", rank_score=0.2, body="牛乳を凍らせた菓子。"),
+    Doc(key="trip", title="修学旅行", rank_score=0.3,
+        body="多くの中学校では三年生の秋に京都と奈良を訪れる。古い寺を見学する。"),
+    Doc(key="tokyo", title="東京都", rank_score=0.9, body="日本の首都。"),
+]  # fmt: skip
+# a book whose chapters share a question's grammar (生まれました, 含まれます) but not its content
+CHAPTERS = [
+    Doc(key=f"ch{i}", title=f"第{i}章 所有権とライフタイム", rank_score=0.5,
+        body="値が生まれるとき所有者が決まります。スコープに含まれます。生まれた値は破棄されます。" * 3)
+    for i in range(1, 6)
+] + [
+    Doc(key=f"other{i}", title=f"付録{i}", body=f"コンパイラの警告{i}とテストの書き方。")
+    for i in range(60)
+]  # fmt: skip
+
+
+def build(settings, name, docs, **options):
+    return build_source(settings, name, "test", docs, options=BuildOptions(**options))
+
+
+def test_japanese_is_split_into_content_words_and_folded():
+    assert query_words("夏目漱石はいつ生まれましたか？") == ["夏目", "漱石", "生まれる"]
+    assert query_words("ＪＲホテル") == query_words("JRホテル") == ["jr", "ホテル"]
+    assert query_words("ｱｲｽ") == ["アイス"]
+    assert query_words("What is the capital of Alabama?") == ["capit", "alabama"]
+    assert query_words("the は") == []  # nothing but stop words and particles
+    assert fold("ＡＢＣ　ｶﾞ") == "abc ガ"
+
+
+def test_text_sudachi_cannot_take_is_cleaned_or_split_never_an_error():
+    long_line = "日本語の文" * 40_000  # 200,000 characters, one line, no 。 to cut at
+    assert len(index_text(long_line).split()) > 50_000
+    assert index_text("壊れた\ud800文字\x00と制御\x07文字") == "壊れる 文字 制御 文字"
+    assert index_text("") == ""
+
+
+def test_words_find_width_variants_in_both_indexes(settings, service):
+    build(settings, "w", ARTICLES)
+    source = service.library.get("w")
+    for query, title in (("JRホテルクレメント", "ＪＲホテルクレメント高松"), ("ｱｲｽ", "アイスクリーム")):
+        assert titles(service.search(query, "w"))[0] == title
+        assert titles(search_source(source, query))[0] == title  # the trigram index alone
+
+
+def test_two_character_words_match_in_the_body(settings, service):
+    build(settings, "w", ARTICLES)
+    result = service.search("京都", "w")
+    assert titles(result) == ["修学旅行"] and result.mode.startswith("words")
+
+
+def test_a_query_without_content_words_falls_back_to_trigrams(settings, service):
+    build(settings, "w", ARTICLES)
+    result = service.search("生まれた", "w")  # one word: found by both
+    assert result.mode.startswith("words")
+    assert not service.search("は", "w").mode.startswith("words")  # a particle only
+
+
+def test_a_question_ranks_by_its_content_words(settings, service):
+    build(settings, "w", ARTICLES + CHAPTERS)
+    result = service.search("夏目漱石はいつ生まれましたか", "w")
+    assert titles(result)[0] == "夏目漱石"
+
+
+def test_across_sources_a_grammar_only_match_does_not_crowd_out_the_content(settings, service):
+    build(settings, "articles", ARTICLES)
+    build(settings, "a-book", CHAPTERS)  # listed first: rank fusion would put it first
+    result = service.search("夏目漱石はいつ生まれましたか")
+    ranked = [(h.source, h.title) for h in result.hits]
+    assert ranked[0] == ("articles", "夏目漱石")
+    assert any(source == "a-book" for source, _ in ranked)  # found, but after: 生まれる only
+    # and a title equal to the query comes first, from whichever source has it
+    assert titles(service.search("第3章 所有権とライフタイム"))[0] == "第3章 所有権とライフタイム"
+
+
+def test_a_source_built_before_the_word_index_still_serves_and_says_so(settings, service):
+    build(settings, "old", ARTICLES, word_index=False)
+    _downgrade(current_path(source_dir(settings.corpus_dir, "old")))
+    source = service.library.get("old")
+    assert not source.has_words
+    result = service.search("夏目漱石", "old")
+    assert titles(result)[0] == "夏目漱石" and not result.mode.startswith("words")
+    notice = next(n for n in result.notes if getattr(n, "code", "") == "no_word_index")
+    assert "rebuild" in notice and "old" in notice
+    assert notice.text("ja").startswith("oldは単語索引より前")
+    body = result.to_dict()
+    assert {"code": "no_word_index", "params": {"sources": ["old"]}, "text": str(notice)} in body[
+        "notices"
+    ]
+
+
+def _downgrade(path) -> None:
+    """Make a generation look like one built before the word index: no word tables, and the
+    trigram index over the text as written (external content)."""
+    with sqlite3.connect(path) as conn:
+        conn.executescript(
+            "DROP TABLE docs_fts; DROP TABLE words_fts; DROP TABLE word_df;"
+            + WRITABLE_TEXT_INDEX
+            + "INSERT INTO docs_fts (docs_fts) VALUES ('rebuild');"
+            "DELETE FROM meta WHERE key = 'text_index';"
+        )
+
+
+def test_notes_across_sources_are_one_line_per_kind(settings, service):
+    build(settings, "a", ARTICLES)
+    build(settings, "b", CHAPTERS)
+    result = service.search("小説家", mode="hybrid")  # neither has vectors
+    assert len(result.notes) == 1
+    (note,) = result.notes
+    assert note.code == "no_vectors" and note.params["sources"] == ["a", "b"]
+    assert note == "a, b: no vectors, searched by keyword"
+    assert note.text("ja") == "a、bにはベクトルがないため、キーワードで検索しました"
+
+
+def test_an_empty_result_never_says_documents_are_shown(settings, service):
+    build(settings, "w", ARTICLES)
+    result = service.search("存在しない言葉の並び", "w")
+    assert result.hits == [] and not any("shown" in n for n in result.notes)
+
+
+def test_marked_words_skip_particles_and_stop_words():
+    assert marked_words("夏目漱石はいつ生まれましたか") == ([], ["夏目", "漱石", "生まれ"])
+    assert marked_words("what is the capital") == (["capit"], [])
+
+
+def test_notices_survive_copies_and_pickles():
+    import copy
+    import pickle
+
+    notice = Notice("many_matches", n=2000)
+    assert notice == "more than 2,000 documents match: the 2,000 most popular were ranked"
+    for clone in (copy.deepcopy(notice), pickle.loads(pickle.dumps(notice))):
+        assert clone.code == "many_matches" and clone.params == {"n": 2000}
