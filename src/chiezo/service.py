@@ -29,7 +29,6 @@ from .search.retrieval import (
     DEFAULT_TOP_N,
     RetrievalOptions,
     default_mode,
-    keyword_weight,
     retrieve,
 )
 from .sources import KINDS
@@ -206,8 +205,8 @@ class Service:
         lists = []
         for name, result in results.items():
             src = self.library.get(name)
-            covered = evidence.coverage(src, words, [h.doc_id for h in result.hits])
-            weight = keyword_weight(src, options) if default_mode(src) == "hybrid" else 1.0
+            covered = evidence.covered(src, words, result.hits)
+            weight = evidence.MEANING_WEIGHT if result.retrieval == "hybrid" else 0.0
             lists.append([
                 evidence.Weighed(h, evidence.relevance(h, covered.get(h.doc_id), weight), i)
                 for i, h in enumerate(result.hits)

@@ -8,7 +8,8 @@ against .870 in the right source alone). Two measures do compare across sources:
 
 * **coverage** — the share of the query's content words (words.py) a document contains, each
   word weighted by its rarity *in that document's source* (idf), words in its title counting
-  more. A word no document of a source
+  more; averaged with the same share in the passage the hit shows, because a long article
+  holds most words of any question somewhere. A word no document of a source
   has weighs most there, so a Rust-book chapter that matches 生まれる but neither 夏目 nor 漱石
   covers little of 「夏目漱石はいつ生まれましたか」, however well it ranks in its own source.
 * **meaning** — a hit found by meaning has a cosine; above the source's semantic floor
@@ -28,8 +29,13 @@ from dataclasses import dataclass
 
 from ..library import Source
 from ..models import Hit
+from ..words import index_text
 from .query import phrase
 
+# A hit's relevance, in a source with vectors: this share is meaning, the rest coverage. Coverage
+# alone favours long documents (an article holds most words of any question), meaning is
+# measured on the best passage whatever the length.
+MEANING_WEIGHT = 0.35  # JaQuAD train among six sources: R@1 .872 at 0.2, 0.35 and 0.5
 # Of a hit's coverage, the share that counts only words in its title: of two documents that
 # both mention "Ray Charles", the one titled "Ray Charles (album)" is about it.
 TITLE_SHARE = 0.3
@@ -68,6 +74,39 @@ def coverage(source: Source, words: Sequence[str], doc_ids: Sequence[int]) -> di
             for d in doc_ids}  # fmt: skip
 
 
+def covered(source: Source, words: Sequence[str], hits: Sequence[Hit]) -> dict[int, float]:
+    """Each hit's coverage of the query: the mean of the whole document's and of the passage
+    it shows. JaQuAD train as one source among six, R@1 (alone .896): document .836, passage
+    .874, mean .872 with the best R@5 (.978) — docs/design.md §24."""
+    whole = coverage(source, words, [h.doc_id for h in hits])
+    shown = passage_coverage(source, words, hits)
+    return {d: (c + shown.get(d, 0.0)) / 2 for d, c in whole.items()}
+
+
+def passage_coverage(source: Source, words: Sequence[str], hits: Sequence[Hit]) -> dict[int, float]:
+    """Each hit's idf-weighted share of ``words`` found in what it shows: its title and its
+    snippet — the passage where the query's words are densest, or the one meaning matched.
+    A long document holds most words of any question somewhere; a passage that holds them
+    together is evidence (JaQuAD train as one source among six, docs/design.md §24)."""
+    if not words or not hits or not source.has_words:
+        return {}
+    weight = _weights(source, words)
+    total = sum(weight.values()) or 1.0
+    out = {}
+    for hit in hits:
+        shown = set(index_text(f"{hit.title}\n{hit.snippet}").split())
+        out[hit.doc_id] = sum(w for word, w in weight.items() if word in shown) / total
+    return out
+
+
+def _weights(source: Source, words: Sequence[str]) -> dict[str, float]:
+    marks = ",".join("?" * len(words))
+    df = dict(source.conn.execute(
+        f"SELECT word, df FROM word_df WHERE word IN ({marks})", list(words)))  # fmt: skip
+    n = max(source.doc_count, 1)
+    return {w: math.log(1 + n / (df.get(w, 0) + 1)) for w in words}
+
+
 def _holding(conn, expr: str, doc_ids: Sequence[int], walk: bool) -> list[int]:
     """Which of ``doc_ids`` match ``expr``: by walking its doclist when that is short, else by
     one seek per document (FTS5 runs ``rowid IN (…)`` as one lookup per value, ~15 µs each)."""
@@ -81,15 +120,14 @@ def _holding(conn, expr: str, doc_ids: Sequence[int], walk: bool) -> list[int]:
         (expr, *doc_ids))]  # fmt: skip
 
 
-def relevance(hit: Hit, covered: float | None, keyword_weight: float) -> float:
-    """0..1: the hit's coverage and meaning, mixed as its source mixes them. A source without
-    a word index (notes, or built before it) is judged by its own normalised score, halved:
-    it cannot show that it holds the query's words."""
+def relevance(hit: Hit, covered: float | None, meaning_weight: float) -> float:
+    """0..1: the hit's coverage and, in a source with vectors (``meaning_weight`` > 0), its
+    meaning — 0 when meaning did not find it. A source without a word index (notes, or built
+    before it) is judged by its own normalised score, halved: it cannot show that it holds the
+    query's words."""
     if covered is None:
         covered = 0.5 * min(max(hit.score, 0.0), 1.0) if hit.score > 0 else 0.25
-    if hit.semantic is None:
-        return covered
-    return keyword_weight * covered + (1 - keyword_weight) * hit.semantic
+    return (1 - meaning_weight) * covered + meaning_weight * (hit.semantic or 0.0)
 
 
 def merge(per_source: Sequence[Sequence[Weighed]]) -> list[Hit]:
