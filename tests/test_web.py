@@ -121,6 +121,22 @@ def test_search_across_every_source_names_each_hits_source(web):
     )
 
 
+def test_search_notes_are_one_line_in_the_pages_language(web):
+    # hybrid asked of sources without vectors: one note naming them, in Japanese or English
+    params = {"q": "文書", "mode": "hybrid"}
+    japanese = re.findall(r'<p class="note">([^<]+)</p>', web.get("/", params=params).text)
+    assert japanese == ["jawiki、notes、osm_helsinki、papersにはベクトルがないため、キーワードで検索しました"]
+    english = re.findall(r'<p class="note">([^<]+)</p>',
+                         web.get("/", params=params, headers=EN).text)  # fmt: skip
+    assert english == ["jawiki, notes, osm_helsinki, papers: no vectors, searched by keyword"]
+
+
+def test_a_question_typed_as_a_sentence_marks_its_words(web):
+    page = web.get("/", params={"q": "夏目漱石はいつ生まれましたか", "source": "jawiki"}).text
+    assert "<mark>夏目漱石</mark>" in page and "<mark>生まれ</mark>" in page
+    assert "<mark>は</mark>" not in page
+
+
 def test_paging_moves_through_the_results(web):
     first = web.get("/", params={"q": "りんご", "source": "papers"}).text
     assert re.search(r'id="total">25件<', first)

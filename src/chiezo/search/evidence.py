@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from ..library import Source
 from ..models import Hit
 from ..words import index_text
+from .keyword import word_frequencies
 from .query import phrase
 
 # A hit's relevance, in a source with vectors: this share is meaning, the rest coverage. Coverage
@@ -58,10 +59,8 @@ def coverage(source: Source, words: Sequence[str], doc_ids: Sequence[int]) -> di
     if not words or not doc_ids or not source.has_words:
         return {}
     conn = source.conn
-    marks = ",".join("?" * len(words))
-    df = dict(conn.execute(f"SELECT word, df FROM word_df WHERE word IN ({marks})", list(words)))
-    n = max(source.doc_count, 1)
-    weight = {w: math.log(1 + n / (df.get(w, 0) + 1)) for w in words}
+    df = word_frequencies(conn, list(words))
+    weight = _weights(source, words, df)
     total = sum(weight.values()) or 1.0
     anywhere = dict.fromkeys(doc_ids, 0.0)
     in_title = dict.fromkeys(doc_ids, 0.0)
@@ -99,10 +98,10 @@ def passage_coverage(source: Source, words: Sequence[str], hits: Sequence[Hit]) 
     return out
 
 
-def _weights(source: Source, words: Sequence[str]) -> dict[str, float]:
-    marks = ",".join("?" * len(words))
-    df = dict(source.conn.execute(
-        f"SELECT word, df FROM word_df WHERE word IN ({marks})", list(words)))  # fmt: skip
+def _weights(source: Source, words: Sequence[str], df: dict[str, int] | None = None):
+    """Each word's idf in ``source``: a word no document has weighs most."""
+    if df is None:
+        df = word_frequencies(source.conn, list(words))
     n = max(source.doc_count, 1)
     return {w: math.log(1 + n / (df.get(w, 0) + 1)) for w in words}
 

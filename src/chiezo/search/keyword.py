@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from .. import db
 from ..library import Source
 from ..models import SearchResult
-from ..words import query_words
+from ..words import marked_words, query_words
 from .filters import Filters
 from .fts import CANDIDATE_WALK, COUNT_CAP, check_window, plan_search, read_hits
 from .hybrid import fuse
@@ -130,11 +130,11 @@ def plan_keyword(
         first=first,
     )
     total, lower = _union_total(trigrams, matches, len(fused))
-    notes = trigrams.notes
+    stems, pieces = marked_words(text)  # as written in documents, for the snippets
     return KeywordPlan(
         [(f.doc_id, f.score) for f in fused], first, total, lower,
-        f"{matches.plan}+{trigrams.mode}", notes,
-        [*trigrams.needles, *matches.words], trigrams.query.text,
+        f"{matches.plan}+{trigrams.mode}", trigrams.notes,
+        [*trigrams.needles, *pieces, *stems], trigrams.query.text,
     )  # fmt: skip
 
 
