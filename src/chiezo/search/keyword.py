@@ -3,16 +3,18 @@
 The trigram planner (fts.py) finds any substring and keeps title-exact first; the word index
 (words.py, ``words_fts``) ranks by content words. Each side ranks its own candidates
 (bm25 × popularity, rank.py); each list is divided by its best score and the two are summed
-with the word side weighted ``WORD_WEIGHT`` (docs/design.md §24, JaQuAD train: R@1 .887 against
-.886 with min-max; the issue measured words alone .842, trigrams .795, fused .861 on dev). A source built before the word index, or a query with no content words
-("the", "は"), is searched by trigrams alone.
+with the word side weighted ``WORD_WEIGHT`` (docs/design.md §24, JaQuAD train: R@1 .887
+against .886 with min-max; the issue measured words alone .842, trigrams .795, fused .861 on
+dev). A source built before the word index, or a query with no content words ("the", "は"),
+is searched by trigrams alone.
 
 Word plans, like the trigram ones, read a bounded number of postings:
 
-``words``     every word occurs (a query of at most ``AND_MAX_WORDS`` words): matches walked in popularity order (doc_id), at most
-              ``CANDIDATE_WALK``, bm25 over the words cheap enough to weigh (scoring.py).
-``words_or``  a longer query (a question), or no document has them all: the rarest words within a postings
-              budget, OR-ed, best bm25 first.
+``words``     a query of at most ``AND_MAX_WORDS`` words, every one occurring: matches walked
+              in popularity order (doc_id), at most ``CANDIDATE_WALK``, bm25 over the words
+              cheap enough to weigh (scoring.py).
+``words_or``  a longer query (a question), or no document has them all: the rarest words
+              within a postings budget, OR-ed, best bm25 first.
 """
 
 from __future__ import annotations
@@ -38,12 +40,12 @@ PHRASE_POSTINGS_BUDGET = 50_000  # as scoring.py: a word's IDF walks its whole d
 # 20,000 lost recall (.855) — docs/design.md §24
 OR_POSTINGS_BUDGET = 30_000
 OR_MAX_WORDS = 16
-NOISE_SHARE = 0.2
+NOISE_SHARE = 0.2  # a word in more than this share of documents does not help an OR
 # A query of more words than this is a question or a description: requiring all of them finds
 # the long article that happens to hold every word (鳥山明 for a question about 桂正和), so its
 # words are OR-ed and bm25 ranks by how many and how rare (§24).
 AND_MAX_WORDS = 3
-FUSION_POOL = 50  # candidates fused from each side (retrieval.DEFAULT_TOP_N)  # a word in more than this share of documents does not help an OR
+FUSION_POOL = 50  # candidates fused from each side (retrieval.DEFAULT_TOP_N)
 
 
 @dataclass
