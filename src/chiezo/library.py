@@ -163,6 +163,8 @@ class Source:
             "input": json.loads(m.get("input", "{}")),
             "size_bytes": self.path.stat().st_size if self.path.exists() else None,
             "vectors": self._vector_summary(),
+            # "words+trigrams", or "trigrams" for a source built before the word index
+            "text_index": "words+trigrams" if self.has_words else "trigrams",
             "status": "ok",
         }
         info["attribution"] = attribution(info)

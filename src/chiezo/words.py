@@ -31,6 +31,9 @@ _JAPANESE = (
 )
 _JAPANESE_RUN = re.compile(f"[{_JAPANESE}]+")
 _TOKEN = re.compile(r"[^\W_]+")  # what unicode61 calls a token: letters and digits
+# Scripts written without spaces that no installed tokenizer splits (Thai, Lao, Myanmar, Khmer):
+# a run of them would be one "word" that matches nothing, so they stay with the trigram index.
+_UNSPLIT = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff]")
 _UNSAFE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 # Sudachi refuses a single input over ~49 KB of UTF-8; 12,000 characters is at most 36 KB.
 SUDACHI_MAX_CHARS = 12_000
@@ -118,7 +121,7 @@ def _spaced_words(text: str) -> Iterator[str]:
     if not text.strip():
         return
     plain = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
-    tokens = [t for t in _TOKEN.findall(plain) if t not in STOP_WORDS]
+    tokens = [t for t in _TOKEN.findall(plain) if t not in STOP_WORDS and not _UNSPLIT.search(t)]
     yield from _stemmer().stemWords(tokens)
 
 
