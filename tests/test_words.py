@@ -153,3 +153,26 @@ def test_notices_survive_copies_and_pickles():
     assert notice == "more than 2,000 documents match: the 2,000 most popular were ranked"
     for clone in (copy.deepcopy(notice), pickle.loads(pickle.dumps(notice))):
         assert clone.code == "many_matches" and clone.params == {"n": 2000}
+
+
+def test_a_large_source_is_split_into_words_by_processes_in_doc_id_ranges(
+    settings, service, monkeypatch
+):
+    from chiezo import wordindex
+
+    monkeypatch.setattr(wordindex, "PROCESS_MIN_DOCS", 1)  # as for a source of 20,000+
+    monkeypatch.setattr(wordindex, "splitter_processes", lambda: 3)
+    build(settings, "w", ARTICLES + CHAPTERS)
+    source = service.library.get("w")
+    assert titles(service.search("夏目漱石はいつ生まれましたか", "w"))[0] == "夏目漱石"
+    # every document's words are indexed under its own doc_id, whichever process split it
+    indexed = source.conn.execute("SELECT count(*) FROM words_fts_docsize").fetchone()[0]
+    assert indexed == source.doc_count == len(ARTICLES + CHAPTERS)
+    for doc_id, title in source.conn.execute("SELECT doc_id, title FROM docs"):
+        word = index_text(title).split()[0]
+        found = source.conn.execute(
+            "SELECT 1 FROM words_fts WHERE words_fts MATCH ? AND rowid = ?", (f'"{word}"', doc_id)
+        ).fetchone()
+        assert found, title
+    leftovers = [p.name for p in source.path.parent.iterdir() if ".words" in p.name]
+    assert leftovers == []

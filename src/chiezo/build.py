@@ -464,8 +464,8 @@ class GenerationBuilder:
 
         splitter.wait(advance_to)
         self._phase("indexing words", docs)
-        load_words(conn, splitter.words_path, docs, COPY_BATCH, self.progress.advance)
-        splitter.words_path.unlink(missing_ok=True)
+        load_words(conn, splitter.paths, docs, COPY_BATCH, self.progress.advance)
+        splitter.remove()
         self._splitter = None
 
     def _write_meta(self, conn: db.Connection, docs: int) -> None:
