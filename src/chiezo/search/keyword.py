@@ -178,7 +178,7 @@ def _all_words(source, words, df, pool, extra, extra_params) -> WordMatches:
     conn = source.conn
     where, params = "words_fts MATCH ?" + extra, (match_all(words), *extra_params)
     walk = max(CANDIDATE_WALK, pool)
-    cheap = [w for w in words if df[w] <= PHRASE_POSTINGS_BUDGET]
+    cheap = _cheap(words, df)
     if len(cheap) == len(words):
         rows = conn.execute(
             f"SELECT rowid, {WORDS_BM25} FROM words_fts WHERE {where} ORDER BY rowid LIMIT ?",
@@ -193,6 +193,18 @@ def _all_words(source, words, df, pool, extra, extra_params) -> WordMatches:
     total, lower = len(rows), len(rows) >= walk
     candidates = rank_page(rows, source.ranks, (), pool)
     return WordMatches(candidates, total, "words", lower, words)
+
+
+def _cheap(words: list[str], df: dict[str, int]) -> list[str]:
+    """The words bm25 can weigh within PHRASE_POSTINGS_BUDGET postings *in all* (rarest first):
+    each word's IDF walks its doclist, so three words of 50,000 postings cost three budgets."""
+    cheap, postings = [], 0
+    for word in sorted(words, key=lambda w: df[w]):
+        if postings + df[word] > PHRASE_POSTINGS_BUDGET:
+            break
+        cheap.append(word)
+        postings += df[word]
+    return cheap
 
 
 def _weigh(conn, ids: list[int], cheap: list[str]) -> list[tuple[int, float]]:
