@@ -74,17 +74,25 @@ class Planned:
 
     def result(self, source: Source, offset: int, limit: int) -> SearchResult:
         """Stage two: read the rows of the page that is shown."""
-        return SearchResult(
-            query=self.query.text,
-            hits=read_hits(source, self.ordered[offset : offset + limit], self.needles),
-            total=self.total,
-            mode=self.mode,
-            offset=offset,
-            limit=limit,
-            total_is_lower_bound=self.lower_bound,
-            notes=self.notes,
-            sources=[source.name],
-        )
+        hits = read_hits(source, self.ordered[offset : offset + limit], self.needles)
+        return page_result(source, self.query.text, hits, self, offset, limit)
+
+
+def page_result(source: Source, query: str, hits: list[Hit], plan, offset: int,
+                limit: int) -> SearchResult:  # fmt: skip
+    """One source's page of ``hits``, with how ``plan`` (total, lower_bound, mode, notes)
+    found them."""
+    return SearchResult(
+        query=query,
+        hits=hits,
+        total=plan.total,
+        mode=plan.mode,
+        offset=offset,
+        limit=limit,
+        total_is_lower_bound=plan.lower_bound,
+        notes=plan.notes,
+        sources=[source.name],
+    )
 
 
 def search_source(

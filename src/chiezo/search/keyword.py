@@ -26,7 +26,7 @@ from ..library import Source
 from ..models import SearchResult
 from ..words import marked_words, query_words
 from .filters import Filters
-from .fts import CANDIDATE_WALK, check_window, plan_search, read_hits
+from .fts import CANDIDATE_WALK, check_window, page_result, plan_search, read_hits
 from .hybrid import fuse
 from .notices import Notice
 from .query import match_all, match_any
@@ -80,17 +80,8 @@ class KeywordPlan:
         hits = read_hits(source, [Candidate(d, 0.0, source.rank_of(d), d in first)
                                   for d, _ in page], self.needles)  # fmt: skip
         scores = dict(page)
-        return SearchResult(
-            query=self.query,
-            hits=[replace(h, score=round(scores[h.doc_id], 6)) for h in hits],
-            total=self.total,
-            mode=self.mode,
-            offset=offset,
-            limit=limit,
-            total_is_lower_bound=self.lower_bound,
-            notes=self.notes,
-            sources=[source.name],
-        )
+        hits = [replace(h, score=round(scores[h.doc_id], 6)) for h in hits]
+        return page_result(source, self.query, hits, self, offset, limit)
 
 
 def keyword_search(
