@@ -176,3 +176,40 @@ def test_a_large_source_is_split_into_words_by_processes_in_doc_id_ranges(
         assert found, title
     leftovers = [p.name for p in source.path.parent.iterdir() if ".words" in p.name]
     assert leftovers == []
+
+
+def test_the_word_side_stops_at_the_requests_deadline(settings, service, monkeypatch):
+    """The word side runs in a helper thread on its own connection; a statement there is
+    interrupted at the request's deadline like one on the request's own thread (a 504, not
+    a helper left running)."""
+    import threading
+
+    from chiezo.errors import QueryTimeout
+    from chiezo.search import keyword
+
+    build(settings, "w", ARTICLES)
+    source = service.library.get("w")
+    threads = []
+
+    def endless_word_side(src, words, pool, filters):
+        threads.append(threading.current_thread().name)
+        src.conn.execute(  # counts for minutes unless interrupted
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+            "SELECT count(*) FROM n"
+        ).fetchone()
+
+    monkeypatch.setattr(keyword, "word_matches", endless_word_side)
+    raised = []
+
+    def search():
+        try:
+            keyword.keyword_search(source, "夏目漱石", limit=10, offset=0, timeout=0.3)
+        except QueryTimeout as exc:
+            raised.append(exc)
+
+    request = threading.Thread(target=search, daemon=True)  # a hang fails the test, not CI
+    request.start()
+    request.join(timeout=10)
+    assert not request.is_alive(), "the word side ran past the request's deadline"
+    assert raised and "took longer than 0.3 s" in str(raised[0])
+    assert threads and threads[0] != request.name

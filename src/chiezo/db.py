@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
@@ -102,26 +104,52 @@ def is_interrupt(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and "interrupt" in str(exc).lower()
 
 
+@dataclass(frozen=True)
+class Deadline:
+    """When the statements of one request must stop, and how to say so."""
+
+    stop_at: float
+    seconds: float
+    what: str
+
+
+_running = threading.local()  # the Deadline this thread's request runs under
+
+
+def current_deadline() -> Deadline | None:
+    """The deadline the calling thread runs under: a helper thread doing part of the same
+    request (search/keyword.py) takes it along with ``deadline(conn, inherit=...)``."""
+    return getattr(_running, "deadline", None)
+
+
 @contextlib.contextmanager
-def deadline(conn: Connection, seconds: float | None, what: str = "query") -> Iterator[None]:
-    """Interrupt any statement on ``conn`` that is still running ``seconds`` from now.
+def deadline(
+    conn: Connection, seconds: float | None, what: str = "query", *, inherit: Deadline | None = None
+) -> Iterator[None]:
+    """Interrupt any statement on ``conn`` that is still running ``seconds`` from now (or at
+    the ``inherit``-ed deadline of another thread's request).
 
     Raises QueryTimeout (HTTP 504) instead of SQLite's bare "interrupted".
     """
-    if not seconds or seconds <= 0:
-        yield
-        return
-    stop_at = time.monotonic() + seconds
+    if inherit is None:
+        if not seconds or seconds <= 0:
+            yield
+            return
+        inherit = Deadline(time.monotonic() + seconds, seconds, what)
+    stop_at = inherit.stop_at
+    previous = current_deadline()
+    _running.deadline = inherit
     conn.set_progress_handler(lambda: 1 if time.monotonic() > stop_at else 0, _PROGRESS_STEPS)
     try:
         yield
     except sqlite3.OperationalError as exc:
         if is_interrupt(exc):
             raise QueryTimeout(
-                f"{what} took longer than {seconds:g} s and was stopped",
+                f"{inherit.what} took longer than {inherit.seconds:g} s and was stopped",
                 hint="narrow the query (more or longer terms, a smaller offset) or raise "
                 "CHIEZO_QUERY_TIMEOUT",
             ) from exc
         raise
     finally:
+        _running.deadline = previous
         conn.set_progress_handler(None, 0)

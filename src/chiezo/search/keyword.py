@@ -19,6 +19,7 @@ Word plans, like the trigram ones, read a bounded number of postings:
 
 from __future__ import annotations
 
+import concurrent.futures
 from dataclasses import dataclass, field, replace
 
 from .. import db
@@ -46,6 +47,7 @@ NOISE_SHARE = 0.2  # a word in more than this share of documents does not help a
 # words are OR-ed and bm25 ranks by how many and how rare (§24).
 AND_MAX_WORDS = 3
 FUSION_POOL = 50  # candidates fused from each side (retrieval.DEFAULT_TOP_N)
+_word_pool = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="words")
 
 
 @dataclass
@@ -108,9 +110,12 @@ def plan_keyword(
     The caller holds the deadline."""
     filters = filters or Filters()
     pool = max(want, FUSION_POOL)
+    words = query_words(text) if source.has_words else []
+    pending = _start_word_side(source, words, pool, filters) if words else None
     trigrams = plan_search(source, text, want=pool, filters=filters, others=others)
-    words = query_words(text) if source.has_words and trigrams.mode != "filter" else []
-    matches = word_matches(source, words, pool, filters) if words else None
+    matches = pending.result() if pending is not None else None
+    if trigrams.mode == "filter":  # no text to match: the filters' own order
+        matches = None
     first = [c.doc_id for c in trigrams.ordered if c.title_match]
     if not source.has_words and source.immutable:  # built before the word index
         trigrams.notes.append(Notice("no_word_index", sources=[source.name]))
@@ -132,6 +137,19 @@ def plan_keyword(
         f"{matches.plan}+{trigrams.mode}", trigrams.notes,
         [*trigrams.needles, *pieces, *stems], trigrams.query.text,
     )  # fmt: skip
+
+
+def _start_word_side(source: Source, words: list[str], pool: int, filters: Filters):
+    """The word side, started in a helper thread on its own connection while this one plans
+    the trigram side: a question at 1M documents spends ~15 ms on each (p99 56 → docs/design.md
+    §24.7). The helper stops at this request's deadline."""
+    inherited = db.current_deadline()
+
+    def run() -> WordMatches:
+        with db.deadline(source.conn, None, inherit=inherited):
+            return word_matches(source, words, pool, filters)
+
+    return _word_pool.submit(run)
 
 
 def _union_total(trigrams, matches: WordMatches, fused: int) -> tuple[int, bool]:

@@ -36,7 +36,7 @@ from .notices import Notice
 from .pages import is_pdf_url, page_of_heading, with_page
 from .rank import Candidate
 from .semantic import (
-    NO_FLOOR,
+    BELOW_FLOOR_OWNERS,
     SemanticHit,
     default_floor,
     embed_query,
@@ -185,11 +185,12 @@ def _start_semantic(source, text, n, filters, options, timeout, mode) -> _Pendin
     _ = source.vectors
 
     # hybrid fetches below the floor too; _floored decides per document
-    min_score = NO_FLOOR if mode == "hybrid" else options.min_score
+    below = BELOW_FLOOR_OWNERS if mode == "hybrid" else 0
 
     def run():
         vector = embed_query(source, text)
-        return semantic_candidates(source, vector, n, filters=filters, min_score=min_score)
+        return semantic_candidates(source, vector, n, filters=filters,
+                                   min_score=options.min_score, below_floor=below)  # fmt: skip
 
     return _PendingSemantic(_pool.submit(run), time.monotonic() + budget)
 

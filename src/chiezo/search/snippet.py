@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import re
 
 SNIPPET_CHARS = 160
@@ -27,14 +26,28 @@ def make_snippet(text: str, needles: list[str], width: int = SNIPPET_CHARS) -> s
     if not hits:
         return _cut(text, 0, width)
     hits.sort()
-    positions = [p for p, _ in hits]
-    best_start, best_score = positions[0], -1
+    return _cut(text, max(_densest(hits, width - 20) - width // 4, 0), width)
+
+
+def _densest(hits: list[tuple[int, int]], span: int) -> int:
+    """The first position of the window of ``span`` characters, starting at a hit, that holds
+    the most distinct needles. One pass with counts: a set per window was quadratic in the hits
+    of a long article (8.6 of a 38 ms hybrid query on the jawiki excerpt)."""
+    counts = [0] * (max(n for _, n in hits) + 1)
+    distinct = end = 0
+    best_start, best_score = hits[0][0], -1
     for i, (pos, _) in enumerate(hits):
-        end = bisect.bisect_right(positions, pos + width - 20, lo=i)
-        distinct = len({needle for _, needle in hits[i:end]})
+        while end < len(hits) and hits[end][0] <= pos + span:
+            needle = hits[end][1]
+            distinct += counts[needle] == 0
+            counts[needle] += 1
+            end += 1
         if distinct > best_score:
             best_start, best_score = pos, distinct
-    return _cut(text, max(best_start - width // 4, 0), width)
+        needle = hits[i][1]
+        counts[needle] -= 1
+        distinct -= counts[needle] == 0
+    return best_start
 
 
 def _cut(text: str, start: int, width: int) -> str:
