@@ -244,12 +244,14 @@ def _any_words(source, present, df, pool, extra, extra_params) -> WordMatches:
 
 
 def choose_words(words: list[str], df: dict[str, int], doc_count: int) -> list[str]:
-    """The words worth OR-ing: not noise, rarest first, within the postings budget."""
+    """The words worth OR-ing: not noise, rarest first, within the postings budget. None when
+    even the rarest is over the budget: at 1M documents "20" (140,000 postings) ranked alone
+    took 120 ms, and the trigram side finds the query's text itself (docs/design.md §24.7)."""
     noise = max(NOISE_SHARE * doc_count, 1)
     usable = sorted((w for w in words if df[w] <= noise), key=lambda w: df[w])
     chosen, postings = [], 0
     for word in usable[:OR_MAX_WORDS]:
-        if chosen and postings + df[word] > OR_POSTINGS_BUDGET:
+        if postings + df[word] > OR_POSTINGS_BUDGET:
             break
         chosen.append(word)
         postings += df[word]
