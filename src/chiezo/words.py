@@ -18,10 +18,12 @@ is one lookup (``word_df``).
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import unicodedata
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 # Hiragana, katakana (incl. the phonetic extensions), CJK ideographs and their compatibility
 # forms, CJK punctuation: Sudachi sees a Japanese sentence whole, punctuation included.
@@ -65,7 +67,7 @@ def index_text(text: str) -> str:
 
 def query_words(text: str) -> list[str]:
     """The distinct content words of a query, in order."""
-    return list(dict.fromkeys(_words(fold(text))))
+    return list(_query(text).words)
 
 
 def marked_words(text: str) -> tuple[list[str], list[str]]:
@@ -73,16 +75,40 @@ def marked_words(text: str) -> tuple[list[str], list[str]]:
     whole words from their start; pieces of Japanese as written, to mark wherever they occur).
     Stop words, particles and auxiliaries are not marked: 「夏目漱石はいつ生まれましたか」 marks
     夏目, 漱石 and 生まれ, not は or まし."""
+    query = _query(text)
+    return list(query.stems), list(query.pieces)
+
+
+@dataclass(frozen=True)
+class _Query:
+    words: tuple[str, ...]  # as indexed (normalised, stemmed)
+    stems: tuple[str, ...]  # to mark in spaced scripts
+    pieces: tuple[str, ...]  # to mark in Japanese, as written
+
+
+# One search needs its query's words several times (the word side, coverage, snippets, each
+# source of a search across sources): one pass of Sudachi, ~1 ms, a fifth of a hybrid query on
+# JaQuAD dev, serves them all (docs/design.md §24.7).
+@functools.lru_cache(maxsize=256)
+def _query(text: str) -> _Query:
     folded = fold(text)
+    words: list[str] = []
     stems: list[str] = []
     pieces: list[str] = []
     position = 0
-    for run in _JAPANESE_RUN.finditer(folded):
-        stems += _marked_stems(folded[position : run.start()])
-        pieces += _marked_pieces(run.group(0))
+    for run in [*_JAPANESE_RUN.finditer(folded), None]:
+        spaced = folded[position : run.start() if run else len(folded)]
+        words += _spaced_words(spaced)
+        stems += _marked_stems(spaced)
+        if run is None:
+            break
+        for morpheme in _kept_morphemes(run.group(0)):
+            words += _TOKEN.findall(morpheme.normalized_form().casefold())
+            surface = morpheme.surface()
+            if _TOKEN.search(surface) and (len(surface) >= 2 or "\u4e00" <= surface <= "\u9fff"):
+                pieces.append(surface)  # one kana is noise
         position = run.end()
-    stems += _marked_stems(folded[position:])
-    return list(dict.fromkeys(stems)), list(dict.fromkeys(pieces))
+    return _Query(*(tuple(dict.fromkeys(x)) for x in (words, stems, pieces)))
 
 
 def _marked_stems(text: str) -> list[str]:
@@ -92,19 +118,6 @@ def _marked_stems(text: str) -> list[str]:
             continue  # "a" and "I" everywhere is noise
         stem = _stemmer().stemWord(token)
         out.append(stem if token.startswith(stem) and len(stem) >= 3 else token)
-    return out
-
-
-def _marked_pieces(run: str) -> list[str]:
-    tokenizer, dropped = _sudachi()
-    out = []
-    for piece in _pieces(run, SUDACHI_MAX_CHARS):
-        for morpheme in tokenizer.tokenize(piece):
-            surface = morpheme.surface()
-            if dropped(morpheme) or not _TOKEN.search(surface):
-                continue
-            if len(surface) >= 2 or "\u4e00" <= surface <= "\u9fff":  # one kana is noise
-                out.append(surface)
     return out
 
 
@@ -126,13 +139,18 @@ def _spaced_words(text: str) -> Iterator[str]:
 
 
 def _japanese_words(run: str) -> Iterator[str]:
+    for morpheme in _kept_morphemes(run):
+        # a normalised form may hold characters unicode61 would split on (・, symbols)
+        yield from _TOKEN.findall(morpheme.normalized_form().casefold())
+
+
+def _kept_morphemes(run: str) -> Iterator:
+    """Sudachi's morphemes of a run of Japanese, but for particles, auxiliaries, symbols."""
     tokenizer, dropped = _sudachi()
     for piece in _pieces(run, SUDACHI_MAX_CHARS):
         for morpheme in tokenizer.tokenize(piece):
-            if dropped(morpheme):
-                continue
-            # a normalised form may hold characters unicode61 would split on (・, symbols)
-            yield from _TOKEN.findall(morpheme.normalized_form().casefold())
+            if not dropped(morpheme):
+                yield morpheme
 
 
 def _pieces(text: str, size: int) -> Iterator[str]:
