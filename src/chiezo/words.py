@@ -88,7 +88,7 @@ class _Query:
 
 # One search needs its query's words several times (the word side, coverage, snippets, each
 # source of a search across sources): one pass of Sudachi, ~1 ms, a fifth of a hybrid query on
-# JaQuAD dev, serves them all (docs/design.md §24.7).
+# JaQuAD dev, serves them all (docs/design.md §24.6).
 @functools.lru_cache(maxsize=256)
 def _query(text: str) -> _Query:
     folded = fold(text)

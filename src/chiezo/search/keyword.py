@@ -142,7 +142,7 @@ def plan_keyword(
 def _start_word_side(source: Source, words: list[str], pool: int, filters: Filters):
     """The word side, started in a helper thread on its own connection while this one plans
     the trigram side: a question at 1M documents spends ~15 ms on each (p99 56 → docs/design.md
-    §24.7). The helper stops at this request's deadline."""
+    §24.6). The helper stops at this request's deadline."""
     inherited = db.current_deadline()
 
     def run() -> WordMatches:
@@ -246,7 +246,7 @@ def _any_words(source, present, df, pool, extra, extra_params) -> WordMatches:
 def choose_words(words: list[str], df: dict[str, int], doc_count: int) -> list[str]:
     """The words worth OR-ing: not noise, rarest first, within the postings budget. None when
     even the rarest is over the budget: at 1M documents "20" (140,000 postings) ranked alone
-    took 120 ms, and the trigram side finds the query's text itself (docs/design.md §24.7)."""
+    took 120 ms, and the trigram side finds the query's text itself (docs/design.md §24.6)."""
     noise = max(NOISE_SHARE * doc_count, 1)
     usable = sorted((w for w in words if df[w] <= noise), key=lambda w: df[w])
     chosen, postings = [], 0

@@ -34,7 +34,7 @@ NO_FLOOR = -1.0  # cosine similarity is never below it
 # Hybrid also weighs the meaning of keyword matches under the floor (retrieval._floored), but
 # which document a vector belongs to is a lookup per vector: the 5,000 a long-article source
 # fetches cost 13 ms of a 40 ms hybrid query on the jawiki excerpt, the first 1,000 under the
-# floor 2.6 ms, with the same recall on its 92 questions (docs/design.md §24.7).
+# floor 2.6 ms, with the same recall on its 92 questions (docs/design.md §24.6).
 BELOW_FLOOR_OWNERS = 1_000
 
 
