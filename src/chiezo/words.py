@@ -95,19 +95,14 @@ def _query(text: str) -> _Query:
     words: list[str] = []
     stems: list[str] = []
     pieces: list[str] = []
-    position = 0
-    for run in [*_JAPANESE_RUN.finditer(folded), None]:
-        spaced = folded[position : run.start() if run else len(folded)]
+    for spaced, japanese in _runs(folded):
         words += _spaced_words(spaced)
         stems += _marked_stems(spaced)
-        if run is None:
-            break
-        for morpheme in _kept_morphemes(run.group(0)):
+        for morpheme in _kept_morphemes(japanese):
             words += _TOKEN.findall(morpheme.normalized_form().casefold())
             surface = morpheme.surface()
             if _TOKEN.search(surface) and (len(surface) >= 2 or "\u4e00" <= surface <= "\u9fff"):
                 pieces.append(surface)  # one kana is noise
-        position = run.end()
     return _Query(*(tuple(dict.fromkeys(x)) for x in (words, stems, pieces)))
 
 
@@ -122,12 +117,19 @@ def _marked_stems(text: str) -> list[str]:
 
 
 def _words(folded: str) -> Iterator[str]:
+    for spaced, japanese in _runs(folded):
+        yield from _spaced_words(spaced)
+        yield from _japanese_words(japanese)
+
+
+def _runs(folded: str) -> Iterator[tuple[str, str]]:
+    """``folded`` as (text in spaced scripts, the run of Japanese after it) pairs, in order;
+    either may be empty."""
     position = 0
     for run in _JAPANESE_RUN.finditer(folded):
-        yield from _spaced_words(folded[position : run.start()])
-        yield from _japanese_words(run.group(0))
+        yield folded[position : run.start()], run.group(0)
         position = run.end()
-    yield from _spaced_words(folded[position:])
+    yield folded[position:], ""
 
 
 def _spaced_words(text: str) -> Iterator[str]:
