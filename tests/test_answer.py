@@ -8,7 +8,8 @@ import pytest
 
 from chiezo.answer.excerpt import excerpt_text
 from chiezo.answer.plan import keyword_queries, parse_plan_reply, strip_reasoning
-from chiezo.answer.rag import NO_BASIS, citations
+from chiezo.answer.rag import NO_BASIS
+from chiezo.answer.support import cited_numbers
 from chiezo.config import Settings
 from chiezo.llm import LLMNotConfigured, LLMUnavailable, ModelMissing
 from chiezo.service import Service
@@ -102,7 +103,7 @@ def test_reasoning_residue_is_stripped():
 
 
 def test_citations_are_the_numbers_that_exist_in_first_cited_order():
-    assert citations("A [2] and B [1][2], not [7]", 3) == [2, 1]
+    assert cited_numbers("A [2] and B [1][2], and [3, 7]") == [2, 1, 3, 7]
 
 
 def test_an_excerpt_keeps_the_lead_and_the_window_where_the_answer_is():
@@ -209,11 +210,15 @@ def test_cli_prints_the_answer_then_numbered_citations(library):
 
 
 def test_cli_exit_codes(library):
-    with ScriptedLLM(scripted('{"queries": ["夏目"]}', "わかりません")) as stub:
+    with ScriptedLLM(scripted('{"queries": ["夏目"]}', "夏目漱石は小説家である。")) as stub:
         uncited = run_ask(library, stub.url, "夏目とは？", "--strict")
+    with ScriptedLLM(scripted('{"queries": ["夏目"]}', "わかりません")) as stub:
+        unknown = run_ask(library, stub.url, "夏目とは？", "--strict")
     with ScriptedLLM(scripted('{"queries": ["qzxvbnm"]}', "invented")) as stub:
         nothing = run_ask(library, stub.url, "qzxvbnm plorkwidget fnargle")
-    assert uncited.exit_code == 4 and "cites no source" in uncited.stderr
+    assert uncited.exit_code == 4 and "1 sentence(s) uncited" in uncited.stderr
+    assert "uncited: “夏目漱石は小説家である。”" in uncited.stderr
+    assert unknown.exit_code == 3  # the model says the sources do not answer it
     assert "warning: skipped disambiguation page" in uncited.stderr
     assert nothing.exit_code == 3 and "simpler keywords" in nothing.stderr
     dead = run_ask(library, f"http://127.0.0.1:{free_port()}/v1", "浅草寺はどこにある？")
@@ -302,8 +307,6 @@ def test_agent_calls_read_only_tools_and_cites_what_it_saw(library):
 
 
 def test_agent_repeats_errors_and_budgets(library):
-    from chiezo.answer.agent import Budgets
-
     same = tool_call("search", {"query": "浅草寺", "source": "jawiki"})
     script = agent_script(
         {"tool_calls": [tool_call("search", {"query": "x", "source": "nope"})]},
@@ -314,7 +317,7 @@ def test_agent_repeats_errors_and_budgets(library):
     )
     with ScriptedLLM(script) as stub:
         result = service_with(library, stub.url).ask(
-            "浅草寺はどこ？", mode="agent", budgets=Budgets(steps=4, result_chars=300)
+            "浅草寺はどこ？", mode="agent", steps=4, result_chars=300
         )
     tool_texts = [m["content"] for m in stub.requests[-1]["messages"] if m["role"] == "tool"]
     assert "unknown source" in tool_texts[0] and "jawiki" in tool_texts[0]  # material, not a crash

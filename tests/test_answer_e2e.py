@@ -85,3 +85,16 @@ def test_doctor_names_a_model_the_real_server_does_not_have(enwiki):
     found = LLMClient([Endpoint(url, "qwen3-8b")]).check(Endpoint(url, "qwen3-8b"))
     assert not found["ok"] and "no model named 'qwen3-8b'" in found["problem"]
     assert ALIAS in found["models"]
+
+
+def test_a_real_model_in_agent_mode_never_returns_an_uncited_answer_labelled_grounded(enwiki):
+    # SmolLM2-135M often answers from its own weights without calling a tool (issue 16: "The
+    # capital of Alabama is Baton Rouge", grounded, exit 0): Chiezo looks it up itself first
+    result = enwiki.ask("What is the capital of Alabama?", mode="agent", source="enwiki",
+                        steps=3, max_tokens=128)  # fmt: skip
+    assert result.steps and result.steps[0]["tool"] == "search"
+    assert all(s["arguments"].get("source", "enwiki") == "enwiki" for s in result.steps
+               if isinstance(s["arguments"], dict))  # fmt: skip
+    body = result.to_dict()
+    assert not body["grounded"] or (body["cited"] and not body["unsupported"] and not body["uncited"])
+    assert body["answer"].strip()

@@ -19,9 +19,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from . import __version__
+from .answer.options import MAX_EXCERPTS, MAX_TOKENS, AnswerOptions
+from .answer.terminal import Turn
 from .build import BuildOptions
 from .config import Settings, is_loopback
-from .errors import EXIT_NOT_FOUND, EXIT_UNCITED, ChiezoError
+from .errors import EXIT_NOT_FOUND, ChiezoError
 from .mcp_config import MCP_CLIENTS
 from .models import SearchResult
 from .progress import NullProgress, RichProgress
@@ -651,42 +653,60 @@ def filter_command(ctx, as_json, **values) -> None:
 # -- answers ---------------------------------------------------------------------------------
 
 
+def answer_options(command):
+    """The options ``ask`` and ``chat`` share; unset ones take CHIEZO_ANSWER_* defaults."""
+    for option in reversed([
+        click.option("--source", "-s", default=None, help="Answer from this source only."),
+        click.option("--mode", type=click.Choice(["rag", "agent"]), default=None,
+                     help="rag: plan, search, excerpts, answer; agent: the model calls the "
+                     "tools (default CHIEZO_ANSWER_MODE, else rag)."),
+        click.option("--grounded/--ungrounded", default=None,
+                     help="Only from the sources (default), or let the model go beyond them, "
+                     "marked so (CHIEZO_ANSWER_GROUNDED)."),
+        click.option("--budget", type=click.IntRange(300, 200_000), default=None,
+                     help="Characters of excerpts given to the model (CHIEZO_ANSWER_BUDGET)."),
+        click.option("--excerpts", type=click.IntRange(1, MAX_EXCERPTS), default=None,
+                     help="Documents read for an answer (CHIEZO_ANSWER_EXCERPTS, else 5)."),
+        click.option("--max-tokens", type=click.IntRange(16, MAX_TOKENS), default=None,
+                     help="The answer's length cap (CHIEZO_ANSWER_MAX_TOKENS, else 512)."),
+        click.option("--steps", type=click.IntRange(1, 20), default=6,
+                     help="Agent: tool-call steps."),
+    ]):  # fmt: skip
+        command = option(command)
+    return command
+
+
 @cli.command()
 @click.argument("question", nargs=-1, required=True)
-@click.option("--source", "-s", default=None, help="Answer from this source only.")
-@click.option("--strict", is_flag=True, help="An answer that cites no source fails (exit 4).")
-@click.option("--budget", type=click.IntRange(300), default=None,
-              help="Characters of excerpts given to the model (default CHIEZO_ANSWER_BUDGET).")  # fmt: skip
-@click.option("--mode", type=click.Choice(["rag", "agent"]), default="rag",
-              help="rag: plan, search, excerpts, answer; agent: the model calls the tools.")  # fmt: skip
-@click.option("--steps", type=click.IntRange(1, 20), default=6, help="Agent: tool-call steps.")
-@click.option("--ungrounded", is_flag=True,
-              help="Let the model answer beyond the sources (marked so), even when none is found.")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
+@answer_options
+@click.option("--strict", is_flag=True,
+              help="Fail (exit 4) on any sentence that cites no source or that its sources do "
+              "not support.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON, at the end.")
 @click.pass_context
 @handles_errors
-def ask(ctx, question, source, strict, budget, mode, steps, ungrounded, as_json) -> None:
-    """Answer QUESTION only from what the library holds, citing numbered sources.
+def ask(ctx, question, strict, as_json, **choices) -> None:
+    """Answer QUESTION only from what the library holds, citing numbered sources; the answer
+    is streamed as it is written, and each sentence is checked against what it cites.
 
     Needs an OpenAI-compatible endpoint (CHIEZO_LLM_URL, CHIEZO_LLM_MODEL). Exit codes: 0
-    answered, 2 usage/config, 3 nothing found, 4 uncited answer with --strict, 5 no model
-    reachable (the excerpts found are printed anyway)."""
-    code, _ = _answer_turn(_service(ctx), " ".join(question), [], source=source, budget=budget,
-                           mode=mode, steps=steps, strict=strict, as_json=as_json,
-                           grounded=not ungrounded)  # fmt: skip
-    sys.exit(code)
+    answered, 2 usage/config, 3 nothing found, 4 an uncited or unsupported sentence with
+    --strict, 5 no model reachable (the excerpts found are printed anyway)."""
+    options = AnswerOptions.of(strict=strict, **choices)
+    turn = _answer_turn(_service(ctx), " ".join(question), [], options, as_json=as_json)
+    sys.exit(turn.code)
 
 
 @cli.command()
-@click.option("--source", "-s", default=None, help="Answer from this source only.")
-@click.option("--mode", type=click.Choice(["rag", "agent"]), default="rag")
-@click.option("--steps", type=click.IntRange(1, 20), default=6, help="Agent: tool-call steps.")
+@answer_options
 @click.pass_context
 @handles_errors
-def chat(ctx, source, mode, steps) -> None:
+def chat(ctx, **choices) -> None:
     """A conversation with citations: one question per line, an empty line or Ctrl-D ends it.
-    Follow-up questions see the recent turns (not their sources)."""
+    Follow-up questions see the recent turns and what they cited (not their text); the
+    agent may remember notes here."""
     service = _service(ctx)
+    options = AnswerOptions.of(writable=True, **choices)
     history: list[dict] = []
     while True:
         try:
@@ -696,45 +716,28 @@ def chat(ctx, source, mode, steps) -> None:
             break
         if not line.strip():
             break
-        code, answer = _answer_turn(service, line, history, source=source, mode=mode, steps=steps)
-        if code == 0:
-            history += [{"role": "user", "content": line}, {"role": "assistant", "content": answer}]
+        history += _answer_turn(service, line, history, options).history(line)
 
 
-def _answer_turn(service, text, history, *, source=None, budget=None, mode="rag", steps=6,
-                 strict=False, as_json=False, grounded=True):  # fmt: skip
-    """One question answered and printed: (exit code, the answer text for a chat's history)."""
-    from .answer.agent import Budgets
-    from .answer.rag import NO_BASIS
+def _answer_turn(service, text, history, options, *, as_json=False):
+    """One question answered and printed (streamed unless ``as_json``): its Turn."""
+    from .answer.terminal import Printer
     from .llm import LLMNotConfigured, LLMUnavailable
 
+    printer = Printer(out, err, strict=options.strict)
     try:
-        result = service.ask(text, source=source, budget=budget, history=history, mode=mode,
-                             budgets=Budgets(steps=steps), grounded=grounded,
-                             on_event=lambda name, data: err.print(
-                                 f"[dim]step {data['step']}: {data['tool']}[/]"))  # fmt: skip
+        if not as_json:
+            return printer.play(service.answer_events(text, options, history=history))
+        result = service.ask(text, options, history=history).to_dict()
     except (LLMUnavailable, LLMNotConfigured) as exc:
         if as_json:
             _emit_json(exc.to_dict())
         else:
-            _print_error(exc)
-            _print_excerpts(exc.extras.get("excerpts") or [])
-        return exc.exit_code, ""
-    for warning in result.warnings:
-        err.print(f"[yellow]warning:[/] {escape(warning)}")
-    if as_json:
-        _emit_json(result.to_dict())
-    else:
-        out.print(escape(result.answer))
-        for ref in result.references:
-            out.print(_reference_line(ref))
-    if not result.references and result.answer in NO_BASIS.values():
-        err.print("[dim]hint: try simpler keywords (a name, a title), or run `chiezo doctor`[/]")
-        return EXIT_NOT_FOUND, result.answer
-    if strict and not result.cited:
-        err.print("[bold red]error:[/] the answer cites no source (--strict)")
-        return EXIT_UNCITED, result.answer
-    return 0, result.answer
+            printer.failed(exc.to_dict())
+        return Turn(exc.exit_code)
+    _emit_json(result)
+    printer.warn(result)
+    return Turn(printer.code(result), result["answer"])
 
 
 @cli.command()
@@ -757,23 +760,6 @@ def doctor(ctx, as_json) -> None:
                 out.print(f"      [dim]{escape(row['hint'])}[/]")
     if not all(r["ok"] for r in rows):
         sys.exit(1)
-
-
-def _reference_line(ref: dict) -> str:
-    """``[1] title — url  (source)``, escaped: "[1]" is not rich markup here."""
-    url = f" — {ref['url']}" if ref.get("url") else ""
-    label = escape("[{}]".format(ref["n"]))
-    return f"{label} {escape(ref['title'])}{escape(url)}  [dim]({escape(ref['source'])})[/]"
-
-
-def _print_excerpts(excerpts: list[dict]) -> None:
-    """What was found, when no model could turn it into an answer: the lookup is not wasted."""
-    if not excerpts:
-        return
-    out.print("[bold]Found in the library:[/]")
-    for e in excerpts:
-        out.print(_reference_line(e))
-        out.print(f"    {escape(e['text'])}")
 
 
 # -- vectors and evaluation --------------------------------------------------------------------
@@ -986,6 +972,8 @@ def serve(ctx, host, port, workers) -> None:
     os.environ["CHIEZO_DATA"] = str(settings.data_dir)
     os.environ["CHIEZO_BIND_HOST"] = host
     os.environ["CHIEZO_SUPERVISOR_PID"] = str(os.getpid())  # workers stop when this process dies
+    # citations of documents without a web address link to this server's pages
+    os.environ.setdefault("CHIEZO_PUBLIC_URL", _own_address(host, port))
     err.print(f"Chiezo on http://{host}:{port}  (API docs /docs, MCP /mcp)")
     uvicorn.run(
         "chiezo.api.app:app_from_env",
@@ -995,6 +983,16 @@ def serve(ctx, host, port, workers) -> None:
         workers=workers,
         log_level="warning",
     )
+
+
+def _own_address(host: str, port: int) -> str:
+    """The address this server is reached at: its host, or this machine's name when it
+    listens on every interface."""
+    import socket
+
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.gethostname()
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 @cli.group(invoke_without_command=True)

@@ -24,6 +24,22 @@ def _env_float(name: str, default: float | None) -> float | None:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from exc
 
 
+def _env_choice(name: str, choices: tuple[str, ...], default: str) -> str:
+    raw = (os.environ.get(name) or "").strip().lower()
+    if not raw:
+        return default
+    if raw not in choices:
+        from .errors import ConfigError
+
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return raw
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = _env_choice(name, ("1", "0", "true", "false", "yes", "no", "on", "off"), "")
+    return default if not raw else raw in ("1", "true", "yes", "on")
+
+
 def _env_list(name: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in os.environ.get(name, "").split(",") if item.strip())
 
@@ -65,6 +81,16 @@ class Settings:
     answer_budget
         Characters of excerpts an answer's prompt may hold (``CHIEZO_ANSWER_BUDGET``): sized
         for small context windows.
+    answer_excerpts, answer_max_tokens
+        How many documents an answer reads (``CHIEZO_ANSWER_EXCERPTS``, default 5) and the
+        answer's length cap in tokens (``CHIEZO_ANSWER_MAX_TOKENS``, default 512): a small
+        machine's model is slow per token and has a small context.
+    answer_mode, answer_grounded
+        The default of ``ask``/``chat`` (``CHIEZO_ANSWER_MODE``: rag or agent) and whether
+        answers may go beyond the sources (``CHIEZO_ANSWER_GROUNDED``, default on).
+    public_url
+        The address people reach this server at (``CHIEZO_PUBLIC_URL``; ``chiezo serve`` uses
+        its own when unset): citations of documents with no web address link to its pages.
     """
 
     data_dir: Path = field(default_factory=lambda: Path("./data"))
@@ -81,6 +107,11 @@ class Settings:
     llm_key: str | None = None
     llm_timeout: float = 120.0
     answer_budget: int = 2500
+    answer_excerpts: int = 5
+    answer_max_tokens: int = 512
+    answer_mode: str = "rag"
+    answer_grounded: bool = True
+    public_url: str | None = None
 
     @classmethod
     def from_env(cls, **overrides) -> Settings:
@@ -101,6 +132,11 @@ class Settings:
             llm_key=os.environ.get("CHIEZO_LLM_KEY") or None,
             llm_timeout=_env_float("CHIEZO_LLM_TIMEOUT", 120.0),
             answer_budget=int(_env_float("CHIEZO_ANSWER_BUDGET", 2500)),
+            answer_excerpts=int(_env_float("CHIEZO_ANSWER_EXCERPTS", 5)),
+            answer_max_tokens=int(_env_float("CHIEZO_ANSWER_MAX_TOKENS", 512)),
+            answer_mode=_env_choice("CHIEZO_ANSWER_MODE", ("rag", "agent"), "rag"),
+            answer_grounded=_env_bool("CHIEZO_ANSWER_GROUNDED", True),
+            public_url=os.environ.get("CHIEZO_PUBLIC_URL") or None,
         )
         return replace(settings, **overrides) if overrides else settings
 

@@ -7,12 +7,15 @@ runs under the query deadline (QueryTimeout → 504).
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from . import browse, db, notes
+from .answer.options import AnswerOptions
 from .build import BuildReport
 from .config import Settings
 from .errors import BadQuery, ChiezoError, NotFound, QueryTimeout
@@ -33,6 +36,8 @@ from .search.retrieval import (
 )
 from .sources import KINDS
 from .words import query_words
+
+log = logging.getLogger("chiezo.service")
 
 MAX_QUESTION_CHARS = 20_000  # a question, or a chat message; a longer one is a document
 MAX_LIST_LIMIT = 500
@@ -438,36 +443,83 @@ class Service:
         return llm
 
     @checked_text
-    def prepare_answer(self, question: str, *, source: str | None = None,
-                       history: list[dict] | None = None, budget: int | None = None):  # fmt: skip
+    def prepare_answer(self, question: str, options: AnswerOptions | None = None, *,
+                       history: list[dict] | None = None):  # fmt: skip
         """Plan, retrieve and excerpt (answer/rag.py) — everything before the model answers."""
         from .answer import rag
 
         _check_question(question)
-        return rag.prepare(self, question, source=source, history=history, llm=self.llm(),
-                           budget=budget or self.settings.answer_budget)  # fmt: skip
+        options = (options or AnswerOptions()).resolved(self.settings)
+        return rag.prepare(self, question, options, history=history, llm=self.llm())
 
     @checked_text
-    def ask(self, question: str, *, source: str | None = None, history: list[dict] | None = None,
-            budget: int | None = None, grounded: bool = True, mode: str = "rag",
-            budgets=None, on_event=None):  # fmt: skip
-        """An answer from numbered sources with citations: ``rag`` (plan, search, excerpts,
-        answer) or ``agent`` (the model calls the read-only tools itself, within budgets)."""
+    def ask(self, question: str, options: AnswerOptions | None = None, *,
+            history: list[dict] | None = None, on_event=None, **choices):  # fmt: skip
+        """An answer from numbered sources with citations, its claims checked against them:
+        ``rag`` (plan, search, excerpts, answer) or ``agent`` (the model calls the read-only
+        tools itself, within budgets). ``choices`` are :class:`AnswerOptions` fields."""
         from .answer import rag
 
-        if mode not in ("rag", "agent"):
-            raise BadQuery(f"mode must be rag or agent, got {mode!r}")
-        if mode == "agent":
+        options = _answer_options(options, choices).resolved(self.settings)
+        if options.mode == "agent":
             from .answer.agent import run_agent
 
             _check_question(question)
-            llm = self.require_llm()
-            return run_agent(self, question.strip(), llm, history=history, budgets=budgets,
-                             on_event=on_event)  # fmt: skip
-        prepared = self.prepare_answer(question, source=source, history=history, budget=budget)
-        if not prepared.excerpts and grounded:
+            return run_agent(self, question.strip(), self.require_llm(), options,
+                             history=history, on_event=on_event)  # fmt: skip
+        prepared = self.prepare_answer(question, options, history=history)
+        if not prepared.needs_model:
             return rag.no_basis(prepared)  # the model is not asked without sources
-        return rag.answer(prepared, self.require_llm(prepared), grounded=grounded)
+        return rag.answer(prepared, self.require_llm(prepared))
+
+    @checked_text
+    def answer_events(self, question: str, options: AnswerOptions | None = None, *,
+                      history: list[dict] | None = None, **choices):  # fmt: skip
+        """The answer as it is written, as ``(event, data)`` pairs: rag gives ``references``,
+        ``delta``…, ``done``; agent gives a ``step`` per tool call, then ``done``; a failure
+        after the first event is an ``error`` event. Planning, retrieval and the check that a
+        model is configured happen *before* this returns, so their failures are plain errors
+        (an HTTP status, an exit code) rather than a broken stream."""
+        from .answer import rag
+
+        options = _answer_options(options, choices).resolved(self.settings)
+        if options.mode == "agent":
+            _check_question(question)
+            self.require_llm()
+            return _threaded_events(lambda emit: self.ask(question, options, history=history,
+                                                          on_event=emit).to_dict())  # fmt: skip
+        prepared = self.prepare_answer(question, options, history=history)
+        llm = self.require_llm(prepared) if prepared.needs_model else None
+        return _guarded_events(rag.stream_answer(prepared, llm))
+
+    def claim_embedder(self, names):
+        """``texts → unit vectors`` with the embedder of the first of these sources that has
+        vectors (claims are compared in the space their source was searched in), or None."""
+        from .embedders import get_embedder
+        from .search.vectors import vector_info
+
+        for name in dict.fromkeys(names):
+            try:
+                info = vector_info(self.library.get(name).meta)
+            except ChiezoError:
+                continue
+            if info is not None:
+                model = info.model
+                return lambda texts: get_embedder(model).embed(texts, "passage")
+        return None
+
+    def reference_link(self, source: str, doc_id: int, key: str | None, url: str | None):
+        """(where a person can open a cited document, its stable ``source:key``): the
+        original web address where the source has one (Wikipedia, OSM), else this server's
+        document page when its address is known (``CHIEZO_PUBLIC_URL``, or ``chiezo serve``'s
+        own), else the ``source:key`` itself."""
+        cite = f"{source}:{key if key is not None else doc_id}"
+        if url and url.startswith(("https://", "http://")):
+            return url, cite
+        if self.settings.public_url:
+            base = self.settings.public_url.rstrip("/")
+            return f"{base}/doc/{quote(source, safe='')}/{doc_id}", cite
+        return cite, cite
 
     def llm_status(self) -> dict[str, Any]:
         """Is answering on, and does each configured endpoint answer with the model? (The web
@@ -595,6 +647,45 @@ def check_limit(limit: int, maximum: int = MAX_LIMIT) -> int:
     if limit < 1 or limit > maximum:
         raise BadQuery(f"limit must be between 1 and {maximum}, got {limit}")
     return limit
+
+
+def _answer_options(options: AnswerOptions | None, choices: dict) -> AnswerOptions:
+    if options is not None and choices:
+        return replace(options, **choices)
+    return options or AnswerOptions.of(**choices)
+
+
+def _guarded_events(events):
+    """A stream whose failures after the first byte become an ``error`` event."""
+    try:
+        yield from events
+    except ChiezoError as exc:
+        yield "error", exc.to_dict()
+
+
+def _threaded_events(work):
+    """Run ``work(emit)`` (the agent) in a thread; its events, then ``done`` with what it
+    returns (or ``error``), cross over a queue as they happen."""
+    import queue
+    import threading
+
+    events: queue.Queue = queue.Queue()
+
+    def run():
+        try:
+            events.put(("done", work(lambda name, data: events.put((name, data)))))
+        except ChiezoError as exc:
+            events.put(("error", exc.to_dict()))
+        except Exception as exc:  # noqa: BLE001 - reported in the stream, not swallowed
+            log.exception("answering failed")
+            events.put(("error", {"error": f"internal error: {type(exc).__name__}", "status": 500}))
+
+    threading.Thread(target=run, daemon=True).start()
+    while True:
+        name, data = events.get()
+        yield name, data
+        if name in ("done", "error"):
+            return
 
 
 def _check_question(question: str | None) -> None:

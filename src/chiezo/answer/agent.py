@@ -1,12 +1,21 @@
 """Agent mode: the model calls the library's own tools, within budgets.
 
-The tools are the MCP server's read-only tools, converted to OpenAI function schemas with
-their descriptions (answering never writes notes). Budgets: steps, characters per tool result,
-an overall deadline; when one runs out the model is asked once more *without* tools for the
-final answer instead of stopping empty. An identical call repeated in a run gets the earlier
-result back, marked as a repeat. Tool errors (unknown source, unknown field, the 400 reasons)
-go back to the model as material. References are the documents seen in tool results, in
-order; each tool result ends with the numbers to cite them by.
+The tools are the MCP server's read-only tools (plus ``remember`` in a chat allowed to write,
+never in ``ask``), converted to OpenAI function schemas with their descriptions; the system
+prompt carries the MCP server's own instructions, so the model is told what an MCP client is
+told. Budgets: steps, characters per tool result, an overall deadline; when one runs out the
+model is asked once more *without* tools for the final answer instead of stopping empty. An
+identical call repeated in a run gets the earlier result back, marked as a repeat. Tool errors
+(unknown source, unknown field, the 400 reasons) go back to the model as material.
+
+Grounding is enforced here as in rag mode, not left to the model: with ``grounded`` on, a
+reply that comes before any lookup is not an answer — Chiezo runs the search itself and asks
+again; a run that found nothing ends in the fixed "no basis" reply; an answer citing nothing is
+asked once more for citations; every sentence is then checked against what the tools returned
+(support.py). ``source`` restricts every tool call to that source.
+
+References are the documents seen in tool results, numbered in the order first seen (the
+numbers each tool result tells the model to cite), with the text the model read of each.
 """
 
 from __future__ import annotations
@@ -15,49 +24,43 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from ..errors import BadQuery
 from ..llm import LLMClient
-from .plan import strip_reasoning
-from .rag import HISTORY_TURNS, Answer, citations
-
-DEFAULT_STEPS = 6
-DEFAULT_RESULT_CHARS = 3000
-DEFAULT_DEADLINE = 180.0
+from .options import AnswerOptions
+from .plan import keyword_queries, strip_reasoning
+from .rag import HISTORY_TURNS, NO_BASIS, Answer, language_of
 
 AGENT_PROMPT = """You answer questions by looking things up in a library with the tools given.
 Search first, read documents when a snippet is not enough, and answer ONLY from what the tools
 returned, citing documents as [n] with the numbers given after each tool result. If the library
 does not say, answer that it does not say. Answer briefly, in the language of the question."""
 
+UNGROUNDED_AGENT_PROMPT = """You answer questions, looking things up in a library with the
+tools given. Prefer what the tools return and cite it as [n] with the numbers given after each
+tool result; where they do not say, you may answer from your own knowledge but must begin that
+part with "(not from the library)". Answer briefly, in the language of the question."""
+
 FINAL_PROMPT = """No more tool calls. Answer the question now from the tool results above,
 citing [n]; if they do not contain the answer, say the library does not say."""
 
+CITE_PROMPT = """Your answer cites no source. Answer again using only the tool results above,
+citing each fact as [n] with the numbers given; if they do not contain the answer, say the
+library does not say."""
 
-@dataclass(frozen=True)
-class Budgets:
-    steps: int = DEFAULT_STEPS
-    result_chars: int = DEFAULT_RESULT_CHARS
-    deadline: float = DEFAULT_DEADLINE
-
-    def checked(self) -> Budgets:
-        if not 1 <= self.steps <= 20:
-            raise BadQuery(f"steps must be within 1..20, got {self.steps}")
-        if not 200 <= self.result_chars <= 20_000:
-            raise BadQuery(f"result_chars must be within 200..20000, got {self.result_chars}")
-        if not 1 <= self.deadline <= 600:
-            raise BadQuery(f"deadline must be within 1..600 seconds, got {self.deadline}")
-        return self
+SELF_SEARCH_ID = "chiezo-lookup"
+WRITE_TOOLS = ("remember",)  # offered when writes are allowed; update/forget never are
 
 
 class References:
-    """Documents seen in tool results, numbered in the order first seen."""
+    """Documents seen in tool results, numbered in the order first seen, with what of each
+    the model read (for checking its claims)."""
 
-    def __init__(self) -> None:
+    def __init__(self, link: Callable[[str, int, str | None, str | None], tuple[str, str]]):
         self.items: list[dict[str, Any]] = []
+        self.texts: dict[int, str] = {}
         self._index: dict[tuple[str, int], int] = {}
+        self._link = link
 
     def add(self, doc: dict[str, Any]) -> int | None:
         source, doc_id = doc.get("source"), doc.get("doc_id")
@@ -65,10 +68,14 @@ class References:
             return None
         key = (source, doc_id)
         if key not in self._index:
+            url, cite = self._link(source, doc_id, doc.get("key"), doc.get("url"))
             self.items.append({"n": len(self.items) + 1, "source": source, "doc_id": doc_id,
-                               "title": doc.get("title", ""), "url": doc.get("url")})  # fmt: skip
+                               "title": doc.get("title", ""), "url": url, "cite": cite})  # fmt: skip
             self._index[key] = len(self.items)
-        return self._index[key]
+        n = self._index[key]
+        seen = " ".join(v for k, v in doc.items() if isinstance(v, str) and k not in _NOT_TEXT)
+        self.texts[n] = f"{self.texts.get(n, '')}\n{seen}".strip()
+        return n
 
     def from_result(self, data: Any) -> list[int]:
         """Numbers of the documents in a tool's structured result (hits, docs, one doc)."""
@@ -88,115 +95,203 @@ class References:
         return found
 
 
-def tool_schemas(server) -> list[dict[str, Any]]:
+_NOT_TEXT = frozenset(["source", "key", "url", "retrieval", "match", "generation"])
+
+
+class Tools:
+    """The MCP tools offered to the model, called in-process, with the run's rules: the
+    source restriction, repeats answered from memory, results cut to the budget."""
+
+    def __init__(self, service, options: AnswerOptions, references: References):
+        from ..mcp_server import build_mcp
+
+        self.server = build_mcp(service, writable=options.writable)
+        self.options = options
+        self.references = references
+        self.schemas = [s for s in _schemas(self.server, options.writable) if self._allowed(s)]
+        self.names = {s["function"]["name"] for s in self.schemas}
+        self._sourced = {s["function"]["name"] for s in self.schemas
+                         if "source" in s["function"]["parameters"].get("properties", {})}  # fmt: skip
+        self._done: dict[str, str] = {}
+
+    def _allowed(self, schema: dict) -> bool:
+        """With a source named, only tools that take a source (and the list of sources)."""
+        function = schema["function"]
+        return (self.options.source is None or function["name"] == "sources"
+                or "source" in function["parameters"].get("properties", {}))  # fmt: skip
+
+    def call(self, call: dict) -> tuple[str, dict | str, str]:
+        """(tool name, its arguments, the text the model gets back)."""
+        function = call.get("function") or {}
+        name = function.get("name", "")
+        raw = function.get("arguments") or "{}"
+        try:
+            args = json.loads(raw) if isinstance(raw, str) else dict(raw)
+            if not isinstance(args, dict):
+                raise ValueError
+        except (ValueError, TypeError):
+            return name, str(raw)[:200], _error(f"the arguments are not a JSON object: {raw[:200]}")
+        if name not in self.names:
+            return name, args, _error(f"unknown tool {name!r}", tools=sorted(self.names))
+        problem = self._restrict(name, args)
+        if problem:
+            return name, args, _error(problem)
+        key = name + json.dumps(args, sort_keys=True, ensure_ascii=False)
+        if key in self._done:
+            return name, args, "(a repeat of an earlier call: the same result as before)\n" + self._done[key]
+        self._done[key] = text = self._run(name, args)
+        return name, args, text
+
+    def _restrict(self, name: str, args: dict) -> str | None:
+        wanted = self.options.source
+        if wanted is None or name not in self._sourced:
+            return None
+        if args.get("source") in (None, ""):
+            args["source"] = wanted  # "search everything" means this source here
+        elif args["source"] != wanted:
+            return f"this question is to be answered from the source {wanted!r} only"
+        return None
+
+    def _run(self, name: str, args: dict) -> str:
+        from mcp.server.mcpserver.exceptions import ToolError
+
+        try:
+            result = asyncio.run(self.server.call_tool(name, args))
+            text = "".join(getattr(c, "text", "") for c in result.content)
+            cited = [] if result.is_error else self.references.from_result(result.structured_content)
+        except ToolError as exc:  # a 400/404 reason: material for the model's next step
+            text, cited = str(exc), []
+        limit = self.options.result_chars
+        if len(text) > limit:
+            text = text[:limit] + f"\n… (cut at {limit} characters)"
+        if cited:
+            items = self.references.items
+            text += "\ncite as: " + ", ".join(f"[{n}] {items[n - 1]['title']}" for n in cited)
+        return text
+
+
+def _error(message: str, **extras) -> str:
+    return json.dumps({"error": message, **extras}, ensure_ascii=False)
+
+
+def _schemas(server, writable: bool) -> list[dict[str, Any]]:
     tools = asyncio.run(server.list_tools())
     return [
-        {
-            "type": "function",
-            "function": {
-                "name": t.name,
-                "description": t.description or "",
-                "parameters": t.input_schema,
-            },
-        }  # fmt: skip
+        {"type": "function",
+         "function": {"name": t.name, "description": t.description or "",
+                      "parameters": t.input_schema}}  # fmt: skip
         for t in tools
-        if t.annotations is not None and t.annotations.read_only_hint
+        if (t.annotations is not None and t.annotations.read_only_hint)
+        or (writable and t.name in WRITE_TOOLS)
     ]
 
 
-def run_agent(
-    service,
-    question: str,
-    llm: LLMClient,
-    *,
-    history: list[dict] | None = None,
-    budgets: Budgets | None = None,
-    on_event: Callable[[str, dict], None] | None = None,
-) -> Answer:
-    from ..mcp_server import build_mcp
+def system_prompt(options: AnswerOptions) -> str:
+    from ..mcp_server import INSTRUCTIONS
 
-    budgets = (budgets or Budgets()).checked()
-    emit = on_event or (lambda name, data: None)
-    server = build_mcp(service, writable=False)
-    schemas = tool_schemas(server)
-    allowed = {s["function"]["name"] for s in schemas}
-    messages: list[dict[str, Any]] = [{"role": "system", "content": AGENT_PROMPT}]
-    messages += [{"role": m["role"], "content": m["content"]}
-                 for m in (history or [])[-HISTORY_TURNS:]]  # fmt: skip
-    messages.append({"role": "user", "content": question})
-    references = References()
-    done_calls: dict[str, str] = {}
-    warnings: list[str] = []
-    started = time.monotonic()
-    final: str | None = None
-    model = None
-    for step in range(1, budgets.steps + 1):
-        left = budgets.deadline - (time.monotonic() - started)
-        if left <= 1:
-            warnings.append("the deadline ran out; answered from what was found")
-            break
-        reply = llm.chat(messages, tools=schemas, timeout=left)
-        model = reply.model or model
-        if not reply.tool_calls:
-            final = reply.content
-            break
-        messages.append({"role": "assistant", "content": reply.content or "",
-                         "tool_calls": reply.tool_calls})  # fmt: skip
-        for call in reply.tool_calls:
-            name, text = _run_call(server, call, allowed, done_calls, references, budgets)
-            emit("step", {"step": step, "tool": name, "arguments": _arguments(call),
-                          "result_chars": len(text)})  # fmt: skip
-            messages.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": text})
-    else:
-        warnings.append(f"the step budget ({budgets.steps}) ran out; answered from what was found")
+    prompt = AGENT_PROMPT if options.grounded else UNGROUNDED_AGENT_PROMPT
+    if options.source:
+        prompt += f"\nLook things up in the source {options.source!r} only."
+    return f"{prompt}\n\nAbout the library and its tools:\n{INSTRUCTIONS}"
+
+
+class Run:
+    """One agent run: the conversation with the model, the steps taken, the budgets left."""
+
+    def __init__(self, service, question, llm, options, history, on_event):
+        self.question, self.llm, self.options = question, llm, options
+        self.emit = on_event or (lambda name, data: None)
+        self.references = References(service.reference_link)
+        self.tools = Tools(service, options, self.references)
+        self.messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt(options)}]
+        self.messages += [{"role": m["role"], "content": m["content"]}
+                          for m in (history or [])[-HISTORY_TURNS:]]  # fmt: skip
+        self.messages.append({"role": "user", "content": question})
+        self.history = history or []
+        self.steps: list[dict[str, Any]] = []
+        self.warnings: list[str] = []
+        self.started = time.monotonic()
+        self.model: str | None = None
+
+    def left(self) -> float:
+        return self.options.deadline - (time.monotonic() - self.started)
+
+    def ask_model(self, *, tools: bool):
+        reply = self.llm.chat(self.messages, tools=self.tools.schemas if tools else None,
+                              max_tokens=self.options.max_tokens,
+                              timeout=max(5.0, self.left()))  # fmt: skip
+        self.model = reply.model or self.model
+        return reply
+
+    def take_step(self, step: int, calls: list[dict], content: str = "") -> None:
+        self.messages.append({"role": "assistant", "content": content, "tool_calls": calls})
+        for call in calls:
+            started = time.monotonic()
+            name, args, text = self.tools.call(call)
+            record = {"step": step, "tool": name, "arguments": args, "result_chars": len(text),
+                      "ms": round((time.monotonic() - started) * 1000, 1)}  # fmt: skip
+            if call.get("id") == SELF_SEARCH_ID:
+                record["by"] = "chiezo"  # the model answered before looking anything up
+            self.steps.append(record)
+            self.emit("step", record)
+            self.messages.append({"role": "tool", "tool_call_id": call.get("id", ""),
+                                  "content": text})  # fmt: skip
+
+    def self_search(self, step: int) -> None:
+        query = keyword_queries(self.question, self.history)[0]
+        args = {"query": query, **({"source": self.options.source} if self.options.source else {})}
+        self.take_step(step, [{"id": SELF_SEARCH_ID, "type": "function",
+                               "function": {"name": "search",
+                                            "arguments": json.dumps(args, ensure_ascii=False)}}])  # fmt: skip
+
+    def looked_up(self) -> bool:
+        return any(s["tool"] != "sources" for s in self.steps)
+
+
+def run_agent(service, question: str, llm: LLMClient, options: AnswerOptions, *,
+              history: list[dict] | None = None,
+              on_event: Callable[[str, dict], None] | None = None) -> Answer:  # fmt: skip
+    run = Run(service, question, llm, options, history, on_event)
+    final = _converse(run)
     if final is None:
-        messages.append({"role": "user", "content": FINAL_PROMPT})
-        left = max(5.0, budgets.deadline - (time.monotonic() - started))
-        reply = llm.chat(messages, timeout=left)
-        final, model = reply.content, reply.model or model
-    text = strip_reasoning(final or "")
-    return Answer(question, text, references.items, [], "agent", model, True,
-                  citations(text, len(references.items)), warnings)  # fmt: skip
+        run.messages.append({"role": "user", "content": FINAL_PROMPT})
+        final = run.ask_model(tools=False).content
+    return _finish(run, strip_reasoning(final or ""), service)
 
 
-def _arguments(call: dict) -> dict | str:
-    """A tool call's arguments for a progress event: the object, or the raw text if broken."""
-    raw = (call.get("function") or {}).get("arguments") or "{}"
-    if not isinstance(raw, str):
-        return raw
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw[:200]
+def _converse(run: Run) -> str | None:
+    """Tool calls until the model answers (None: a budget ran out first)."""
+    for step in range(1, run.options.steps + 1):
+        if run.left() <= 1:
+            run.warnings.append("the deadline ran out; answered from what was found")
+            return None
+        reply = run.ask_model(tools=True)
+        if reply.tool_calls:
+            run.take_step(step, reply.tool_calls, reply.content or "")
+        elif run.options.grounded and not run.looked_up():
+            run.self_search(step)  # an answer before any lookup rests on nothing
+        else:
+            return reply.content
+    run.warnings.append(f"the step budget ({run.options.steps}) ran out; answered from what "
+                        "was found")  # fmt: skip
+    return None
 
 
-def _run_call(server, call, allowed, done_calls, references, budgets) -> tuple[str, str]:
-    function = call.get("function") or {}
-    name = function.get("name", "")
-    raw = function.get("arguments") or "{}"
-    try:
-        args = json.loads(raw) if isinstance(raw, str) else dict(raw)
-        if not isinstance(args, dict):
-            raise ValueError
-    except (ValueError, TypeError):
-        return name, json.dumps({"error": f"the arguments are not a JSON object: {raw[:200]}"})
-    if name not in allowed:
-        return name, json.dumps({"error": f"unknown tool {name!r}", "tools": sorted(allowed)})
-    key = name + json.dumps(args, sort_keys=True, ensure_ascii=False)
-    if key in done_calls:
-        return name, "(a repeat of an earlier call: the same result as before)\n" + done_calls[key]
-    from mcp.server.mcpserver.exceptions import ToolError
-
-    try:
-        result = asyncio.run(server.call_tool(name, args))
-        text = "".join(getattr(c, "text", "") for c in result.content)
-        cited = [] if result.is_error else references.from_result(result.structured_content)
-    except ToolError as exc:  # a 400/404 reason: material for the model's next step
-        text, cited = str(exc), []
-    if len(text) > budgets.result_chars:
-        text = text[: budgets.result_chars] + f"\n… (cut at {budgets.result_chars} characters)"
-    if cited:
-        labels = ", ".join(f"[{n}] {references.items[n - 1]['title']}" for n in cited)
-        text += f"\ncite as: {labels}"
-    done_calls[key] = text
-    return name, text
+def _finish(run: Run, text: str, service) -> Answer:
+    refs = run.references
+    answer = Answer(run.question, text, refs.items, [], "agent", run.model,
+                    bool(run.options.grounded), list(run.warnings), steps=run.steps)  # fmt: skip
+    embed = service.claim_embedder([r["source"] for r in refs.items])
+    if run.options.grounded and not refs.items:
+        answer.answer, answer.no_basis = NO_BASIS[language_of(run.question)], True
+        return answer
+    answer.check(refs.texts, embed)
+    if run.options.grounded and not answer.cited and not answer.no_basis:
+        run.messages += [{"role": "assistant", "content": text},
+                         {"role": "user", "content": CITE_PROMPT}]  # fmt: skip
+        retry = strip_reasoning(run.ask_model(tools=False).content or "")
+        answer = Answer(run.question, retry, refs.items, [], "agent", run.model, True,
+                        run.warnings + ["the first answer cited nothing; asked again"],
+                        steps=run.steps)  # fmt: skip
+        answer.check(refs.texts, embed)
+    return answer

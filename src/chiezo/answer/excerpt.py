@@ -23,12 +23,13 @@ class Excerpt:
     source: str
     doc_id: int
     title: str
-    url: str | None
+    url: str | None  # where a person can open it (references.link)
     text: str
+    cite: str = ""  # "source:key", stable across rebuilds
 
     def reference(self) -> dict:
         return {"n": self.n, "source": self.source, "title": self.title, "doc_id": self.doc_id,
-                "url": self.url}  # fmt: skip
+                "url": self.url, "cite": self.cite}  # fmt: skip
 
     def to_dict(self) -> dict:
         """The reference with its text: what is shown when no model could answer."""

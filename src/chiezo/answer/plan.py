@@ -42,6 +42,7 @@ _FENCE = re.compile(r"```(?:json)?\s*(.*?)(?:```|$)", re.S)
 _QUERIES_FIELD = re.compile(r'"queries"\s*:\s*\[(.*?)(?:\]|$)', re.S)
 _SOURCE_FIELD = re.compile(r'"source"\s*:\s*"([^"]*)"')
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_PLAN_FIELDS = frozenset(["source", "sources", "queries", "reason", "notes"])
 
 
 def parse_plan_reply(reply: str, sources: list[str] | None = None) -> tuple[list[str], str | None]:
@@ -58,10 +59,24 @@ def parse_plan_reply(reply: str, sources: list[str] | None = None) -> tuple[list
     for candidate in candidates:  # truncated or invalid JSON: scrape the fields
         found = _QUERIES_FIELD.search(candidate)
         if found:
-            queries = [_unescape(s) for s in _STRING.findall(found.group(1))]
+            queries = _scraped_values(found.group(1))
             source = _SOURCE_FIELD.search(candidate)
             return _checked(queries, source.group(1) if source else None, sources)
     return [], None
+
+
+def _scraped_values(text: str) -> list[str]:
+    """The strings of a broken ``"queries": [...`` list, but never a key: in
+    ``["query": "when was he born?", "source": null}`` only the question is a query, and the
+    list ends at the next field."""
+    out: list[str] = []
+    for match in _STRING.finditer(text):
+        if text[match.end() :].lstrip().startswith(":"):
+            if match.group(1) in _PLAN_FIELDS:
+                break  # the next field of the plan: the list is over
+            continue
+        out.append(_unescape(match.group(1)))
+    return out
 
 
 def _as_json_object(text: str) -> dict | None:
@@ -274,10 +289,60 @@ _STOP = frozenset(
 )
 
 
-def keyword_queries(question: str) -> list[str]:
+def keyword_queries(question: str, history: list[dict] | None = None) -> list[str]:
     """Up to three queries without a model: quoted and capitalised phrases first (they are
-    likely titles), then the remaining content words in their original order."""
+    likely titles), then the remaining content words in their original order. A follow-up
+    that names no subject of its own ("When did he die?") is searched with the subject of the
+    conversation: the titles the last answer cited, or the previous question's names."""
     text = strip_reasoning(question)
+    phrases, words = _phrases(text), _content_words(text)
+    subject = conversation_subject(history) if history else None
+    if subject and _leans_on_context(text, phrases):
+        return _limited([f"{subject} {' '.join(words)}".strip(), subject, f"{subject} {text}"])
+    # The question as typed is one of the queries: the keyword side's sentence fallback ranks
+    # its rarest pieces well (on the 92 jawiki questions, keywords alone found the right page
+    # for 90% of them, the question as typed for 98%; design.md §19).
+    candidates = phrases + [text.strip(), " ".join(words)]
+    if not phrases and len(words) > 1:
+        candidates.append(words[0])  # the first named thing, as a title guess
+    out = _limited(candidates)
+    if not out and text.strip():
+        out.append(text.strip()[:MAX_QUERY_CHARS])
+    return out
+
+
+def conversation_subject(history: list[dict]) -> str | None:
+    """What the conversation is about: the first title the last answer cited (a client
+    passes them as ``cited_titles`` on the assistant's turn), else the names of the last
+    question, else its first content word."""
+    for turn in reversed(history):
+        if turn.get("role") == "assistant" and turn.get("cited_titles"):
+            return str(turn["cited_titles"][0])[:MAX_QUERY_CHARS]
+        if turn.get("role") == "user":
+            text = strip_reasoning(str(turn.get("content") or ""))
+            found = _phrases(text) or _content_words(text)[:1]
+            if found:
+                return found[0][:MAX_QUERY_CHARS]
+    return None
+
+
+# words that point back into the conversation instead of naming a subject
+_BACK_REFERENCE = re.compile(
+    r"\b(?:he|she|it|they|him|her|his|hers|its|their|them|this|that|these|those|there)\b"
+    r"|彼女?|それ|その|そこ|これ|この|あれ|あの|同(?:氏|社|市|町|村|寺|校|年)",
+    re.I,
+)
+
+
+def _leans_on_context(text: str, phrases: list[str]) -> bool:
+    """A follow-up needs the conversation's subject if it points back (he, その) or names
+    nothing itself (no phrase, no Japanese name)."""
+    from ..words import japanese_names
+
+    return bool(_BACK_REFERENCE.search(text)) or not (phrases or japanese_names(text))
+
+
+def _phrases(text: str) -> list[str]:
     phrases: list[str] = []
     for match in _QUOTED.finditer(text):
         phrases.append(next(g for g in match.groups() if g))
@@ -289,22 +354,23 @@ def keyword_queries(question: str) -> list[str]:
             words.pop()
         if words:
             phrases.append(" ".join(words))
+    return phrases
+
+
+def _content_words(text: str) -> list[str]:
     words = [w for w in _CONTENT_RUN.findall(text) if _is_content(w)]
     if not words:  # all kana (ひまわり): the hiragana runs are all there is
         words = [w for w in re.findall(r"[\u3041-\u309f]{2,}", text) if w not in _STOP]
-    # The question as typed is one of the queries: the keyword side's sentence fallback ranks
-    # its rarest pieces well (on the 92 jawiki questions, keywords alone found the right page
-    # for 90% of them, the question as typed for 98%; design.md §19).
-    candidates = phrases + [text.strip(), " ".join(words)]
-    if not phrases and len(words) > 1:
-        candidates.append(words[0])  # the first named thing, as a title guess
+    return words
+
+
+def _limited(candidates: list[str]) -> list[str]:
     out: list[str] = []
     for query in candidates:
+        query = query.strip()[:MAX_QUERY_CHARS]
         if query and query not in out:
             out.append(query)
-    if not out and text.strip():
-        out.append(text.strip()[:MAX_QUERY_CHARS])
-    return [q[:MAX_QUERY_CHARS] for q in out[:MAX_QUERIES]]
+    return out[:MAX_QUERIES]
 
 
 _WEAK_KANJI = frozenset("何誰年月日時後前中上下内外的等")

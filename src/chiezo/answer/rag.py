@@ -8,21 +8,34 @@ the references and whether the answer cites anything are all in the result.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import BadQuery, ChiezoError
 from ..llm import LLMClient, LLMUnavailable
+from ..textnorm import normalise_title
 from .excerpt import Excerpt, excerpt_text
+from .options import AnswerOptions
 from .plan import PLAN_PROMPT, Plan, keyword_queries, parse_plan_reply, strip_reasoning
+from .support import (
+    NO_CLAIM,
+    SUPPORTED,
+    UNCITED,
+    UNSUPPORTED,
+    Claim,
+    check_claims,
+    cited_numbers,
+    summary,
+)
 
 DEFAULT_BUDGET_CHARS = 2500
 DEFAULT_MAX_DOCS = 5
 HITS_PER_QUERY = 5
 HISTORY_TURNS = 4
-SKIPPED_FLAGS = ("disambiguation",)
+SKIPPED_FLAGS = {"disambiguation": "disambiguation page", "main": "main page"}
 DEMOTED_FLAGS = ("list", "date")
 
 NO_BASIS = {
@@ -40,9 +53,6 @@ UNGROUNDED_PROMPT = """Answer the question. Prefer the numbered sources below an
 [1] or [2]; if they do not contain the answer, you may answer from your own knowledge but must
 begin that part with "(not from the library)". Answer briefly, in the language of the question."""
 
-_CITATION = re.compile(r"\[(\d{1,2})\]")
-
-
 @dataclass
 class Answer:
     question: str
@@ -51,25 +61,48 @@ class Answer:
     queries: list[str]
     planner: str
     model: str | None
-    grounded: bool
-    cited: list[int] = field(default_factory=list)
+    only_from_sources: bool  # what was asked (grounded on); ``grounded`` is what came back
     warnings: list[str] = field(default_factory=list)
     excerpts: list[Excerpt] = field(default_factory=list)
+    cited: list[int] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
+    no_basis: bool = False  # the library holds nothing that answers it
+    steps: list[dict[str, Any]] = field(default_factory=list)  # agent: the tool calls made
+
+    @property
+    def grounded(self) -> bool:
+        """Every sentence that states something cites a source that supports it."""
+        return (not self.no_basis and bool(self.cited)
+                and all(c.status in (SUPPORTED, NO_CLAIM) for c in self.claims))  # fmt: skip
+
+    def check(self, texts: dict[int, str], embed=None) -> Answer:
+        """Citations and claims checked against ``texts`` (citation number → what the model
+        read). An answer that only says the sources do not answer it is a "no basis" reply."""
+        self.cited = [n for n in cited_numbers(self.answer) if n in texts]
+        self.claims = check_claims(self.answer, texts, embed)
+        if not any(c.status != NO_CLAIM for c in self.claims):
+            self.no_basis = True
+        return self
+
+    @property
+    def doubts(self) -> list[Claim]:
+        """The sentences a reader should not take on trust: uncited or unsupported."""
+        return [c for c in self.claims if c.status in (UNSUPPORTED, UNCITED)]
 
     def to_dict(self, with_excerpts: bool = False) -> dict[str, Any]:
         out = {
             "question": self.question, "answer": self.answer, "references": self.references,
             "queries": self.queries, "planner": self.planner, "model": self.model,
-            "grounded": self.grounded, "cited": self.cited, "warnings": self.warnings,
+            "grounded": self.grounded, "only_from_sources": self.only_from_sources,
+            "no_basis": self.no_basis, "cited": self.cited,
+            "claims": [c.to_dict() for c in self.claims], **summary(self.claims),
+            "warnings": self.warnings,
         }  # fmt: skip
+        if self.steps:
+            out["steps"] = self.steps
         if with_excerpts:
             out["excerpts"] = [e.to_dict() for e in self.excerpts]
         return out
-
-
-class NothingFound(ChiezoError):
-    status = 404
-    exit_code = 3
 
 
 def language_of(text: str) -> str:
@@ -79,9 +112,10 @@ def language_of(text: str) -> str:
 def plan_queries(
     question: str, llm: LLMClient | None, sources: list[str], history: list[dict] | None = None
 ) -> Plan:
-    """The model's plan if it gives a usable one; otherwise keywords from the question."""
+    """The model's plan if it gives a usable one; otherwise keywords from the question (with
+    the conversation's subject for a follow-up that names none)."""
     if llm is None:
-        return Plan(keyword_queries(question), planner="keywords")
+        return Plan(keyword_queries(question, history), planner="keywords")
     recent = "\n".join(f"{m['role']}: {m['content']}" for m in (history or [])[-HISTORY_TURNS:])
     user = (f"Sources: {', '.join(sources)}\n" + (f"Conversation so far:\n{recent}\n" if recent else "")
             + f"Question: {question}")  # fmt: skip
@@ -89,33 +123,36 @@ def plan_queries(
         reply = llm.chat([{"role": "system", "content": PLAN_PROMPT},
                           {"role": "user", "content": user}], max_tokens=200)  # fmt: skip
     except LLMUnavailable as exc:
-        return Plan(keyword_queries(question), planner="keywords",
+        return Plan(keyword_queries(question, history), planner="keywords",
                     notes=[f"planning without a model: {exc.message}"])  # fmt: skip
     queries, source = parse_plan_reply(reply.content, sources)
     if not queries:
-        return Plan(keyword_queries(question), planner="keywords",
+        return Plan(keyword_queries(question, history), planner="keywords",
                     notes=["the model's plan was unusable; keywords from the question"])  # fmt: skip
     return Plan(queries, source, planner="model")
 
 
-def retrieve(service, plan: Plan, question: str, source: str | None, max_docs: int):
-    """Documents for the plan's queries, in order, each once; disambiguation pages skipped,
-    list and date pages after the rest. Returns (hits, warnings)."""
+def retrieve(service, plan: Plan, source: str | None, max_docs: int):
+    """Documents for the plan's queries, in order, each article once (one title, one
+    excerpt); disambiguation and main pages skipped, list and date pages after the rest.
+    Returns (hits, warnings)."""
     chosen_source = source or plan.source
-    seen: dict[tuple[str, int], Any] = {}
+    seen: dict[tuple[str, str], Any] = {}
     for query in plan.queries:
         try:
             result = service.search(query, chosen_source, limit=HITS_PER_QUERY)
         except BadQuery:
             continue
         for hit in result.hits:
-            seen.setdefault((hit.source, hit.doc_id), hit)
+            # the same article under two entries (a ZIM page and its copy) is read once
+            seen.setdefault((hit.source, normalise_title(hit.title)), hit)
     warnings: list[str] = []
     kept, demoted = [], []
     for hit in seen.values():
         flags = _flags(service, hit)
-        if any(f in flags for f in SKIPPED_FLAGS):
-            warnings.append(f"skipped disambiguation page {hit.title}")
+        skipped = [f for f in flags if f in SKIPPED_FLAGS]
+        if skipped:
+            warnings.append(f"skipped {SKIPPED_FLAGS[skipped[0]]} {hit.title}")
             continue
         (demoted if any(f in flags for f in DEMOTED_FLAGS) else kept).append(hit)
     return (kept + demoted)[:max_docs], warnings
@@ -138,12 +175,15 @@ def make_excerpts(service, hits, question: str, budget: int) -> list[Excerpt]:
     share = max(300, budget // len(hits))
     out: list[Excerpt] = []
     for hit in hits:
-        doc = service.doc(hit.source, doc_id=hit.doc_id, fields=["body", "url"])
+        doc = service.doc(hit.source, doc_id=hit.doc_id, fields=["body", "url", "key"])
         source = service.library.get(hit.source)
         pieces = choose_grams(source.conn, question, int(source.meta.get("doc_count", 1)))
         text = excerpt_text(doc.get("body") or hit.snippet, pieces, share)
-        out.append(Excerpt(len(out) + 1, hit.source, hit.doc_id, hit.title,
-                           doc.get("url") or hit.url, text))  # fmt: skip
+        if any(e.text == text for e in out):
+            continue  # two entries with one text (a copy under another path)
+        url, cite = service.reference_link(hit.source, hit.doc_id, doc.get("key"),
+                                           doc.get("url") or hit.url)  # fmt: skip
+        out.append(Excerpt(len(out) + 1, hit.source, hit.doc_id, hit.title, url, text, cite))
     return out
 
 
@@ -158,16 +198,6 @@ def answer_messages(question: str, excerpts: list[Excerpt], history: list[dict] 
     return messages
 
 
-def citations(text: str, count: int) -> list[int]:
-    """The source numbers an answer cites, in first-cited order, only those that exist."""
-    out: list[int] = []
-    for match in _CITATION.finditer(text):
-        n = int(match.group(1))
-        if 1 <= n <= count and n not in out:
-            out.append(n)
-    return out
-
-
 @dataclass
 class Prepared:
     """Everything up to the answer: planning and retrieval are done before any byte of a
@@ -178,61 +208,83 @@ class Prepared:
     excerpts: list[Excerpt]
     warnings: list[str]
     history: list[dict]
+    options: AnswerOptions
+    embed: Callable | None = None  # the sources' embedder, for checking claims
 
-    def result(self, reply: str, model: str | None, grounded: bool = True) -> Answer:
-        """The answer to return for the model's ``reply`` (reasoning residue stripped)."""
+    def result(self, reply: str, model: str | None) -> Answer:
+        """The answer to return for the model's ``reply`` (reasoning residue stripped),
+        its citations and claims checked against the excerpts."""
         text = strip_reasoning(reply)
-        return Answer(self.question, text, [e.reference() for e in self.excerpts],
-                      self.plan.queries, self.plan.planner, model, grounded,
-                      citations(text, len(self.excerpts)), self.warnings, self.excerpts)  # fmt: skip
+        answer = Answer(self.question, text, [e.reference() for e in self.excerpts],
+                        self.plan.queries, self.plan.planner, model,
+                        bool(self.options.grounded), list(self.warnings),
+                        self.excerpts)  # fmt: skip
+        return answer.check({e.n: e.text for e in self.excerpts}, self.embed)
+
+    def messages(self) -> list[dict[str, Any]]:
+        return answer_messages(self.question, self.excerpts, self.history,
+                               bool(self.options.grounded))  # fmt: skip
+
+    @contextlib.contextmanager
+    def handing_over(self):
+        """No model could answer: the error carries what was found (the lookup is not
+        wasted; the CLI prints it, the API returns it)."""
+        try:
+            yield
+        except LLMUnavailable as exc:
+            exc.extras["excerpts"] = [e.to_dict() for e in self.excerpts]
+            exc.extras["queries"] = self.plan.queries
+            raise
+
+    @property
+    def needs_model(self) -> bool:
+        """Without excerpts a grounded answer is the fixed reply: the model is not asked."""
+        return bool(self.excerpts) or not self.options.grounded
 
 
-def prepare(service, question: str, *, source=None, history=None, llm=None,
-            budget: int = DEFAULT_BUDGET_CHARS, max_docs: int = DEFAULT_MAX_DOCS) -> Prepared:  # fmt: skip
+def prepare(service, question: str, options: AnswerOptions, history=None, llm=None) -> Prepared:
     question = question.strip()  # Service.prepare_answer refused an empty one
-    if source is not None:
-        service.library.get(source)  # unknown source: a 404 with the known ones, now
+    if options.source is not None:
+        service.library.get(options.source)  # unknown source: a 404 with the known ones, now
     names = [s["name"] for s in service.sources()]
     plan = plan_queries(question, llm, names, history)
-    hits, warnings = retrieve(service, plan, question, source, max_docs)
-    excerpts = make_excerpts(service, hits, question, budget)
-    return Prepared(question, plan, excerpts, plan.notes + warnings, list(history or []))
+    hits, warnings = retrieve(service, plan, options.source, options.excerpts)
+    excerpts = make_excerpts(service, hits, question, options.budget)
+    embed = service.claim_embedder([e.source for e in excerpts])
+    return Prepared(question, plan, excerpts, plan.notes + warnings, list(history or []), options,
+                    embed)  # fmt: skip
 
 
 def no_basis(prepared: Prepared) -> Answer:
     return Answer(prepared.question, NO_BASIS[language_of(prepared.question)], [],
-                  prepared.plan.queries, prepared.plan.planner, None, True,
-                  warnings=prepared.warnings)  # fmt: skip
+                  prepared.plan.queries, prepared.plan.planner, None,
+                  bool(prepared.options.grounded), list(prepared.warnings),
+                  no_basis=True)  # fmt: skip
 
 
-def answer(prepared: Prepared, llm: LLMClient, *, grounded: bool = True) -> Answer:
-    """The model's answer over the excerpts (``grounded``: none → the fixed reply, no call)."""
-    if not prepared.excerpts and grounded:
+def answer(prepared: Prepared, llm: LLMClient) -> Answer:
+    """The model's answer over the excerpts (grounded and none → the fixed reply, no call)."""
+    if not prepared.needs_model:
         return no_basis(prepared)
-    try:
-        reply = llm.chat(answer_messages(prepared.question, prepared.excerpts, prepared.history,
-                                         grounded))  # fmt: skip
-    except LLMUnavailable as exc:
-        exc.extras["excerpts"] = [e.to_dict() for e in prepared.excerpts]
-        exc.extras["queries"] = prepared.plan.queries
-        raise
-    return prepared.result(reply.content, reply.model, grounded)
+    with prepared.handing_over():
+        reply = llm.chat(prepared.messages(), max_tokens=prepared.options.max_tokens)
+    return prepared.result(reply.content, reply.model)
 
 
-def stream_answer(prepared: Prepared, llm: LLMClient | None,
-                  grounded: bool = True) -> Iterator[tuple[str, Any]]:  # fmt: skip
-    """Events: ``references``, then ``delta``…, then ``done`` with the whole answer (and the
-    name of the model that wrote it: a UI shows it as the speaker)."""
+def stream_answer(prepared: Prepared, llm: LLMClient | None) -> Iterator[tuple[str, Any]]:
+    """Events: ``references``, then ``delta``…, then ``done`` with the whole answer, its claims
+    checked (and the name of the model that wrote it: a UI shows it as the speaker)."""
     yield "references", {"references": [e.reference() for e in prepared.excerpts],
                          "queries": prepared.plan.queries, "planner": prepared.plan.planner}  # fmt: skip
-    if not prepared.excerpts and grounded:
+    if not prepared.needs_model:
         result = no_basis(prepared)
         yield "delta", {"text": result.answer}
         yield "done", result.to_dict()
         return
+    assert llm is not None
     parts: list[str] = []
-    for delta in llm.stream(answer_messages(prepared.question, prepared.excerpts,
-                                            prepared.history, grounded)):  # fmt: skip
-        parts.append(delta)
-        yield "delta", {"text": delta}
-    yield "done", prepared.result("".join(parts), llm.streamed_model, grounded).to_dict()
+    with prepared.handing_over():
+        for delta in llm.stream(prepared.messages(), max_tokens=prepared.options.max_tokens):
+            parts.append(delta)
+            yield "delta", {"text": delta}
+    yield "done", prepared.result("".join(parts), llm.streamed_model).to_dict()

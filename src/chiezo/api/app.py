@@ -10,13 +10,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from typing import Annotated, Any, Literal
+from dataclasses import replace
+from typing import Annotated, Any
 
 import anyio.to_thread
 from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from .. import __version__, web
+from ..answer.options import AnswerOptions
 from ..config import Settings
 from ..errors import BadQuery, Uncited
 from ..mcp_server import build_mcp
@@ -28,6 +30,7 @@ from .openapi import errors as documented
 from .params import (
     ANSWER_RESPONSES,
     SOURCE_RESPONSES,
+    AskParams,
     ChatIn,
     Fields,
     Limit,
@@ -44,6 +47,7 @@ from .params import (
     Since,
     SourceName,
     Until,
+    model_query,
     query_parameters,
 )
 from .security import HostGuard, Security
@@ -87,67 +91,26 @@ def _json(data: Any, status: int = 200) -> JSONResponse:
     return JSONResponse(data, status_code=status)
 
 
-def _answer(service: Service, question, history, source, strict, stream, budget, mode="rag",
-            steps=6, grounded=True):  # fmt: skip
-    from ..answer import rag
-    from ..answer.agent import Budgets
-    from ..errors import ChiezoError
-
-    budgets = Budgets(steps=steps)
-    if mode == "agent" and stream:
-        return StreamingResponse(_agent_events(service, question, history, budgets),
+def _answer(service: Service, question: str, history: list[dict], options: AnswerOptions,
+            stream: bool):  # fmt: skip
+    """One answer as JSON, or as server-sent events (``stream``): rag sends ``references``,
+    ``delta``…, ``done``; agent a ``step`` per tool call, then ``done``."""
+    if stream:
+        events = service.answer_events(question, options, history=history)
+        return StreamingResponse((_sse(name, data) for name, data in events),
                                  media_type="text/event-stream")  # fmt: skip
-    if not stream:
-        result = service.ask(question, source=source, history=history, budget=budget, mode=mode,
-                             budgets=budgets, grounded=grounded)  # fmt: skip
-        if strict and result.references and not result.cited:
-            raise Uncited("the answer cites no source (strict)", answer=result.answer,
-                                 references=result.references)  # fmt: skip
-        return _json(result.to_dict())
-    prepared = service.prepare_answer(question, source=source, history=history, budget=budget)
-    # without sources the model is not asked (stream_answer sends the fixed reply)
-    llm = service.require_llm(prepared) if prepared.excerpts or not grounded else None
-
-    def events():
-        try:
-            for name, data in rag.stream_answer(prepared, llm, grounded):
-                yield _sse(name, data)
-        except ChiezoError as exc:  # after the first byte: the stream says what went wrong
-            yield _sse("error", exc.to_dict())
-
-    return StreamingResponse(events(), media_type="text/event-stream")
+    result = service.ask(question, options, history=history)
+    if options.strict and not result.no_basis and not result.grounded:
+        body = result.to_dict()
+        raise Uncited("the answer has sentences that cite no source or that their sources do "
+                      "not support (strict)",
+                      **{k: body[k] for k in ("answer", "references", "cited", "claims",
+                                              "unsupported", "uncited")})  # fmt: skip
+    return _json(result.to_dict())
 
 
 def _sse(name: str, data: Any) -> str:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
-
-
-def _agent_events(service: Service, question, history, budgets):
-    """Agent progress as server-sent events: one ``step`` per tool call, then ``done`` (or
-    ``error``). The agent runs in a thread; its events cross over a queue."""
-    import queue
-    import threading
-
-    from ..errors import ChiezoError
-
-    events: queue.Queue = queue.Queue()
-
-    def work():
-        try:
-            result = service.ask(question, history=history, mode="agent", budgets=budgets,
-                                 on_event=lambda name, data: events.put((name, data)))  # fmt: skip
-            events.put(("done", result.to_dict()))
-        except ChiezoError as exc:
-            events.put(("error", exc.to_dict()))
-        except Exception as exc:  # noqa: BLE001 - reported in the stream, not swallowed
-            events.put(("error", {"error": f"internal error: {type(exc).__name__}", "status": 500}))
-
-    threading.Thread(target=work, daemon=True).start()
-    while True:
-        name, data = events.get()
-        yield _sse(name, data)
-        if name in ("done", "error"):
-            return
 
 
 def _split(values: list[str] | None) -> list[str] | None:
@@ -269,33 +232,26 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
     # -- answers -------------------------------------------------------------------------------
 
     @app.get("/v1/ask", tags=["answers"], responses=ANSWER_RESPONSES)
-    def ask(
-        q: Question,
-        source: str | None = None,
-        strict: bool = False,
-        stream: bool = False,
-        budget: Annotated[int | None, Query(ge=300)] = None,
-        mode: Annotated[Literal["rag", "agent"], Query(description="rag (default) or agent")] = "rag",
-        steps: Annotated[int, Query(ge=1, le=20, description="agent: tool-call steps")] = 6,
-        grounded: Annotated[
-            bool, Query(description="0: the model may answer beyond the sources, marked so")
-        ] = True,
-    ):
-        """Answer ``q`` only from the library, citing numbered sources (needs CHIEZO_LLM_URL).
-        Nothing found: a fixed "no basis" reply, the model not called. ``strict``: an answer
-        citing nothing is a 422. ``stream``: server-sent events ``references``, ``delta``…,
-        ``done`` — planning and retrieval finish before the first byte."""
-        return _answer(service, q, [], source, strict, stream, budget, mode, steps, grounded)
+    def ask(q: Question, choices: Annotated[AskParams, Depends(model_query(AskParams))]):
+        """Answer ``q`` only from the library, citing numbered sources (needs CHIEZO_LLM_URL);
+        every sentence is checked against the excerpts it cites (``claims``, ``unsupported``,
+        ``uncited``). Nothing found: a fixed "no basis" reply (``no_basis``), the model not
+        called. ``strict``: an answer with an uncited or unsupported sentence is a 422.
+        ``stream``: server-sent events ``references``, ``delta``…, ``done`` — planning and
+        retrieval finish before the first byte. Never offers the model a tool that writes."""
+        return _answer(service, q, [], choices.options(), choices.stream)
 
     @app.post("/v1/chat", tags=["answers"], responses=ANSWER_RESPONSES)
-    def chat(body: ChatIn):
+    def chat(body: ChatIn, request: Request):
         """A conversation turn: the last message is the question; the recent turns inform the
-        plan and the answer (their sources are not replayed)."""
+        plan and the answer (their sources are not replayed; an assistant turn's
+        ``cited_titles`` tell a follow-up what "he" or 「その」 refers to). In agent mode the
+        model may ``remember`` only where this request could write notes itself."""
         if not body.messages or body.messages[-1].role != "user":
             raise BadQuery("the last message must be the user's question")
-        history = [m.model_dump() for m in body.messages[:-1]]
-        return _answer(service, body.messages[-1].content, history, body.source, body.strict,
-                       body.stream, body.budget, body.mode, body.steps, body.grounded)  # fmt: skip
+        history = [m.model_dump(exclude_none=True) for m in body.messages[:-1]]
+        options = replace(body.options(), writable=request.app.state.security.may_write(request))
+        return _answer(service, body.messages[-1].content, history, options, body.stream)
 
     @app.get("/v1/llm", tags=["answers"])
     def llm_status() -> JSONResponse:

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from ..answer.options import MAX_EXCERPTS, MAX_TOKENS, AnswerOptions
 from ..browse import DOC_FIELDS
 from ..inputs import MAX_OFFSET, MAX_SQL_INT, MAX_TEXT_CHARS
 from ..notes import MAX_NOTE_CHARS, MAX_TAG_CHARS, MAX_TAGS
@@ -45,6 +46,22 @@ def query_parameters(model: type[Request], *, omit: Iterable[str] = ()) -> Calla
         return model.model_validate({names[k]: v for k, v in values.items()})
 
     read.__signature__ = inspect.Signature([_rest_parameter(p) for p in declared])  # type: ignore[attr-defined]
+    return read
+
+
+def model_query(model: type[BaseModel]) -> Callable[..., Any]:
+    """A dependency reading a plain pydantic model's fields from the query string (each
+    with its bounds and description in /openapi.json), returning the model."""
+
+    def read(**values: Any) -> BaseModel:
+        return model.model_validate(values)
+
+    read.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=field.default,
+                          annotation=Annotated[field.annotation, *field.metadata,
+                                               Query(description=field.description)])
+        for name, field in model.model_fields.items()
+    ])  # fmt: skip
     return read
 
 
@@ -111,21 +128,45 @@ class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
     role: Literal["user", "assistant"]
     content: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS, pattern=NOT_BLANK)
+    cited_titles: list[Annotated[str, Field(max_length=300)]] | None = Field(
+        default=None, max_length=20,
+        description="an assistant turn: the titles it cited (a follow-up's subject)",
+    )
 
 
-class ChatIn(BaseModel):
+class AnswerChoices(BaseModel):
+    """How to answer; unset fields take the configured defaults (CHIEZO_ANSWER_*)."""
+
     model_config = ConfigDict(extra="forbid")
+    source: str | None = Field(default=None, description="answer from this source only")
+    # JSON true/false only: 0 and "no" are not false here (lax parsing accepted them)
+    strict: StrictBool = Field(default=False, description="422 on an uncited or unsupported sentence")
+    stream: StrictBool = False
+    budget: int | None = Field(default=None, ge=300, le=200_000, description="characters of excerpts")
+    excerpts: int | None = Field(default=None, ge=1, le=MAX_EXCERPTS, description="documents read")
+    max_tokens: int | None = Field(default=None, ge=16, le=MAX_TOKENS,
+                                   description="the answer's length cap")  # fmt: skip
+    mode: Literal["rag", "agent"] | None = None
+    grounded: StrictBool | None = Field(default=None, description="false: may answer beyond the sources")
+    steps: int = Field(default=6, ge=1, le=20, description="agent: tool-call steps")
+
+    def options(self) -> AnswerOptions:
+        return AnswerOptions.of(**self.model_dump(exclude={"stream", "messages"}))
+
+
+class AskParams(AnswerChoices):
+    """``/v1/ask``'s query parameters (the same choices as a chat's body)."""
+
+    # a query string has no JSON booleans: ?strict=1 and ?grounded=0 are the documented forms
+    strict: bool = Field(default=False, description="422 on an uncited or unsupported sentence")
+    stream: bool = False
+    grounded: bool | None = Field(default=None, description="0: may answer beyond the sources")
+
+
+class ChatIn(AnswerChoices):
     messages: list[ChatMessage] = Field(
         min_length=1, max_length=200, description="the conversation; the last is the question"
     )
-    source: str | None = None
-    # JSON true/false only: 0 and "no" are not false here (lax parsing accepted them)
-    strict: StrictBool = False
-    stream: StrictBool = False
-    budget: int | None = Field(default=None, ge=300, description="characters of excerpts")
-    mode: Literal["rag", "agent"] = "rag"
-    grounded: StrictBool = Field(default=True, description="false: may answer beyond the sources")
-    steps: int = Field(default=6, ge=1, le=20, description="agent: tool-call steps")
 
 
 class NotePatch(BaseModel):

@@ -88,6 +88,14 @@ class Security:
                 hint="send the token configured in CHIEZO_TOKEN",
             )
 
+    def may_write(self, request: Request) -> bool:
+        """Whether ``request`` would be allowed a write (for tools offered on its behalf)."""
+        try:
+            self.check_write(request)
+        except (Forbidden, Unauthorized):
+            return False
+        return True
+
     def same_site(self, origin: str, host: str) -> bool:
         """The Origin names the host the request was sent to (or a configured allowed host)."""
         netloc = urlsplit(origin).netloc.lower()

@@ -94,6 +94,7 @@ def ingest_zim(
         options=options, progress=progress or NullProgress(),
         expected_bytes=path.stat().st_size * 6,
     )  # fmt: skip
+    main = _main_path(archive) if len(articles) > 1 else None
     with builder:
         builder.start_reading(len(articles))
         for entry_id in articles:
@@ -101,8 +102,18 @@ def ingest_zim(
             if doc is None:
                 builder.warn(f"{archive._get_entry_by_id(entry_id).path}: no text; skipped")
                 continue
+            if doc.key == main:
+                doc.attrs["flag"] = ["main"]  # a table of contents: never an answer's excerpt
             builder.add(doc)
         return builder.finish()
+
+
+def _main_path(archive) -> str | None:
+    """The path of the archive's main page (its welcome page, often a redirect to one)."""
+    if not archive.has_main_entry:
+        return None
+    entry = archive.main_entry
+    return entry.get_redirect_entry().path if entry.is_redirect else entry.path
 
 
 def _doc(entry, redirects: dict[str, list[str]], titles: dict[str, str]) -> Doc | None:

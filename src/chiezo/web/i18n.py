@@ -208,6 +208,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "chat.step": ("手順 {step}: {tool}", "Step {step}: {tool}"),
     "chat.searching": ("調べています…", "Looking it up…"),
     "chat.uncited": ("この回答は出典を引用していません。", "This answer cites no source."),
+    "chat.doubt.unsupported": (
+        "引用した出典に裏付けがありません", "Its cited sources do not support this",
+    ),  # fmt: skip
+    "chat.doubt.uncited": ("出典が示されていません", "This cites no source"),
+    "chat.doubts": (
+        "{count} 文が出典で確かめられません（印の付いた文）。",
+        "{count} sentence(s) could not be checked against the sources (marked).",
+    ),  # fmt: skip
     "chat.ungrounded": (
         "出典外の知識も使ってよい回答です。",
         "This answer may go beyond the sources.",

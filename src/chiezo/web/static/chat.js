@@ -39,8 +39,24 @@
     return { item, body };
   }
 
-  // The answer's text with each [n] turned into a link to source n's document page.
-  function withCitations(text, references) {
+  // The answer's text with each [n] turned into a link to source n's document page, and each
+  // sentence the claim check doubts marked, its reasons in the title.
+  function withCitations(text, references, claims = []) {
+    const out = document.createDocumentFragment();
+    let last = 0;
+    for (const claim of claims) {
+      const at = text.indexOf(claim.text, last);
+      if (at < 0 || !["unsupported", "uncited"].includes(claim.status)) continue;
+      out.append(citationLinks(text.slice(last, at), references));
+      const why = `${t(`chat.doubt.${claim.status}`)}: ${(claim.reasons || []).join("; ")}`;
+      out.append(el("mark", { class: `doubt ${claim.status}`, title: why }, citationLinks(claim.text, references)));
+      last = at + claim.text.length;
+    }
+    out.append(citationLinks(text.slice(last), references));
+    return out;
+  }
+
+  function citationLinks(text, references) {
     const byNumber = new Map(references.map((r) => [String(r.n), r]));
     const out = document.createDocumentFragment();
     let last = 0;
@@ -104,13 +120,17 @@
         } else if (name === "done") {
           references = data.references || references;
           written = data.answer;
-          text.replaceChildren(withCitations(written, references));
+          text.replaceChildren(withCitations(written, references, data.claims || []));
           if (data.model) item.querySelector(".speaker").textContent = data.model;
-          if (references.length) body.append(sourceList(references, data.cited || []));
-          if (references.length && !(data.cited || []).length) body.append(el("p", { class: "warn small", text: t("chat.uncited") }));
-          if (data.grounded === false) body.append(el("p", { class: "muted small", text: t("chat.ungrounded") }));
+          const cited = data.cited || [];
+          const doubts = (data.unsupported || []).length + (data.uncited || []).length;
+          if (references.length) body.append(sourceList(references, cited));
+          if (!data.no_basis && !cited.length) body.append(el("p", { class: "warn small", text: t("chat.uncited") }));
+          else if (doubts) body.append(el("p", { class: "warn small", text: t("chat.doubts", { count: doubts }) }));
+          if (data.only_from_sources === false) body.append(el("p", { class: "muted small", text: t("chat.ungrounded") }));
           for (const warning of data.warnings || []) body.append(el("p", { class: "muted small", text: warning }));
-          history.push({ role: "assistant", content: written });
+          history.push({ role: "assistant", content: written,
+                         cited_titles: references.filter((r) => cited.includes(r.n)).map((r) => r.title) });
         } else if (name === "error") {
           body.append(el("p", { class: "error", role: "alert", text: t("chat.error", { error: data.error }) }));
           if (data.hint) body.append(el("p", { class: "muted small", text: data.hint }));

@@ -1,0 +1,185 @@
+"""``chiezo ask`` / ``chiezo chat`` in a terminal: the answer streamed as it is written, then
+its references, then what the claim check doubts; and the exit code the result deserves.
+
+Layout: a line on stderr says which excerpts the model is answering from (as soon as they
+are chosen), the answer goes to stdout as it arrives, the numbered references follow it on
+stdout, and every doubt (an uncited or unsupported sentence, a skipped page) is a warning on
+stderr — so ``chiezo ask … > answer.txt`` keeps the answer and its sources only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from ..errors import EXIT_FAILURE, EXIT_NO_MODEL, EXIT_NOT_FOUND, EXIT_UNCITED, EXIT_USAGE
+
+# exit codes of errors that arrive inside a stream (after the first byte there is no
+# exception to carry one): by HTTP status
+_STATUS_EXIT = {503: EXIT_NO_MODEL, 404: EXIT_NOT_FOUND, 400: EXIT_USAGE}
+
+
+@dataclass
+class Turn:
+    """What one answered question leaves: its exit code and, for a chat's history, the
+    answer and the titles it cited."""
+
+    code: int
+    answer: str = ""
+    cited_titles: list[str] = field(default_factory=list)
+
+    def history(self, question: str) -> list[dict[str, Any]]:
+        if self.code != 0:
+            return []
+        return [{"role": "user", "content": question},
+                {"role": "assistant", "content": self.answer, "cited_titles": self.cited_titles}]  # fmt: skip
+
+
+class Printer:
+    def __init__(self, out: Console, err: Console, *, strict: bool = False):
+        self.out, self.err, self.strict = out, err, strict
+        self._visible = VisibleText()
+        self._streamed = False
+
+    def play(self, events) -> Turn:
+        """Print a stream of answer events; the turn it ends in."""
+        for name, data in events:
+            if name == "references":
+                self._answering_from(data.get("references") or [])
+            elif name == "step":
+                self._step(data)
+            elif name == "delta":
+                self._delta(data.get("text", ""))
+            elif name == "done":
+                return self.finish(data)
+            elif name == "error":
+                return self.failed(data)
+        return Turn(EXIT_FAILURE)
+
+    def finish(self, result: dict[str, Any]) -> Turn:
+        if self._streamed:
+            self.out.print(escape(self._visible.flush()), end="")
+            self.out.print()
+        else:
+            self.out.print(escape(result["answer"]))
+        for ref in result["references"]:
+            self.out.print(reference_line(ref))
+        self.warn(result)
+        cited = [r["title"] for r in result["references"] if r["n"] in result.get("cited", [])]
+        return Turn(self.code(result), result["answer"], cited)
+
+    def warn(self, result: dict[str, Any]) -> None:
+        """The run's warnings, then each sentence the claim check doubts, with its reasons."""
+        for warning in result.get("warnings", []):
+            self.err.print(f"[yellow]warning:[/] {escape(warning)}")
+        for claim in result.get("claims", []):
+            if claim["status"] in ("unsupported", "uncited"):
+                self.err.print(f"[yellow]warning: {claim['status']}:[/] “{escape(claim['text'])}” "
+                               f"[dim]({escape('; '.join(claim['reasons']))})[/]")  # fmt: skip
+
+    def code(self, result: dict[str, Any]) -> int:
+        if result.get("no_basis"):
+            self.err.print("[dim]hint: try simpler keywords (a name, a title), or run "
+                           "`chiezo doctor`[/]")  # fmt: skip
+            return EXIT_NOT_FOUND
+        if self.strict and not result.get("grounded"):
+            doubtful = len(result.get("unsupported", [])) + len(result.get("uncited", []))
+            why = (f"{doubtful} sentence(s) uncited or unsupported" if doubtful
+                   else "the answer cites no source")  # fmt: skip
+            self.err.print(f"[bold red]error:[/] {why} (--strict)")
+            return EXIT_UNCITED
+        return 0
+
+    def failed(self, error: dict[str, Any]) -> Turn:
+        if self._streamed:
+            self.out.print()
+        self.err.print(f"[bold red]error:[/] {escape(str(error.get('error', '')))}")
+        if error.get("hint"):
+            self.err.print(f"[dim]{escape(error['hint'])}[/]")
+        print_excerpts(self.out, error.get("excerpts") or [])
+        return Turn(_STATUS_EXIT.get(int(error.get("status", 500)), EXIT_FAILURE))
+
+    def _answering_from(self, references: list[dict]) -> None:
+        if references:
+            listed = ", ".join(f"[{r['n']}] {r['title']}" for r in references)
+            self.err.print(f"[dim]answering from {escape(listed)}[/]")
+
+    def _step(self, step: dict) -> None:
+        arguments = step.get("arguments")
+        shown = json.dumps(arguments, ensure_ascii=False) if isinstance(arguments, dict) else arguments
+        by = " (by chiezo: the model answered before looking up)" if step.get("by") else ""
+        self.err.print(f"[dim]step {step['step']}: {escape(step['tool'])} "
+                       f"{escape(str(shown or ''))[:200]} — {step.get('ms', 0):.0f} ms{by}[/]")  # fmt: skip
+
+    def _delta(self, text: str) -> None:
+        self._streamed = True
+        visible = self._visible.feed(text)
+        if visible:
+            self.out.print(escape(visible), end="")
+            self.out.file.flush()
+
+
+class VisibleText:
+    """A streamed answer without a reasoning model's ``<think>…</think>`` (the final answer
+    has it stripped too): text inside the block is held back, a tag split across two deltas
+    is recognised."""
+
+    OPEN, CLOSE = "<think>", "</think>"
+
+    def __init__(self) -> None:
+        self._pending = ""
+        self._thinking = False
+
+    def feed(self, text: str) -> str:
+        self._pending += text
+        shown: list[str] = []
+        while True:
+            tag = self.CLOSE if self._thinking else self.OPEN
+            at = self._pending.find(tag)
+            if at < 0:
+                break
+            if not self._thinking:
+                shown.append(self._pending[:at])
+            self._pending = self._pending[at + len(tag) :]
+            self._thinking = not self._thinking
+        if self._thinking:
+            self._pending = self._pending[-len(self.CLOSE) :]
+            return "".join(shown)
+        keep = _partial_tag(self._pending, self.OPEN)
+        cut = len(self._pending) - keep
+        shown.append(self._pending[:cut])
+        self._pending = self._pending[cut:]
+        return "".join(shown)
+
+    def flush(self) -> str:
+        rest, self._pending = ("" if self._thinking else self._pending), ""
+        return rest
+
+
+def _partial_tag(text: str, tag: str) -> int:
+    """How many characters at the end of ``text`` could be the start of ``tag``."""
+    for size in range(min(len(tag) - 1, len(text)), 0, -1):
+        if tag.startswith(text[-size:]):
+            return size
+    return 0
+
+
+def reference_line(ref: dict) -> str:
+    """``[1] title — url  (source)``, escaped: "[1]" is not rich markup here."""
+    url = f" — {ref['url']}" if ref.get("url") else ""
+    label = escape("[{}]".format(ref["n"]))
+    return f"{label} {escape(ref['title'])}{escape(url)}  [dim]({escape(ref['source'])})[/]"
+
+
+def print_excerpts(out: Console, excerpts: list[dict]) -> None:
+    """What was found, when no model could turn it into an answer: the lookup is not wasted."""
+    if not excerpts:
+        return
+    out.print("[bold]Found in the library:[/]")
+    for e in excerpts:
+        out.print(reference_line(e))
+        out.print(f"    {escape(e['text'])}")
