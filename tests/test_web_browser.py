@@ -52,6 +52,8 @@ def scripted_model(body: dict) -> dict:
         return {"content": '{"queries": ["浅草寺"]}'}
     if body.get("tools") and not any(m["role"] == "tool" for m in body["messages"]):
         return {"tool_calls": [tool_call("search", {"query": "浅草寺", "source": "jawiki"})]}
+    if "いつ" in body["messages"][-1]["content"]:  # a wrong year, and a sentence citing nothing
+        return {"content": "浅草寺は645年に創建された [1]。雷門が有名です。"}
     # streamed in pieces with a pause, so that a test can see the answer grow
     return {"content": "浅草寺は東京都台東区浅草にある寺です [1]。", "chunk_delay": 0.1}
 
@@ -223,6 +225,22 @@ def test_the_agent_shows_its_steps_as_they_happen(page):
     steps = page.locator("li.message.assistant .steps li")
     assert steps.count() == 1 and "search" in steps.first.inner_text()
     assert page.locator("li.message.assistant a.cite").count() == 1
+
+
+def test_the_chat_marks_the_sentences_its_sources_do_not_support(page):
+    page.goto(page.base + "/chat")
+    page.fill("#chat-input", "浅草寺はいつ創建された？")
+    page.press("#chat-input", "Enter")
+    page.wait_for_selector("li.message.assistant[data-state=done]")
+    answer = page.locator("li.message.assistant").last
+    marks = answer.locator("mark.doubt")
+    assert marks.count() == 2
+    assert marks.nth(0).inner_text() == "浅草寺は645年に創建された [1]。"
+    assert "645" in marks.nth(0).get_attribute("title")
+    assert "uncited" in marks.nth(1).get_attribute("class")
+    assert answer.locator("a.cite").count() == 1  # the citation inside a mark still links
+    assert "2" in answer.locator("p.warn").inner_text()
+    page.screenshot(path=str(SCREENSHOTS / "chat-doubts.png"), full_page=True)
 
 
 def test_an_indexed_pages_script_does_not_run_on_chiezos_origin(page, site):
