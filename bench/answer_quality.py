@@ -4,6 +4,7 @@ its citations point at it, does the answer contain the expected answer?
     python bench/answer_quality.py                         # retrieval + citations, no model
     python bench/answer_quality.py --llm-url http://127.0.0.1:8081/v1 --llm-model NAME
     python bench/answer_quality.py --smollm2               # start the packaged SmolLM2-135M
+    python bench/answer_quality.py --support [--limit N] [--embed use-m]   # claim checker
 
 Reported per run:
 
@@ -16,12 +17,21 @@ Reported per run:
   answer (needs a model; SmolLM2 is English-only, so on Japanese questions this measures the
   plumbing, not a usable model).
 
+``--support`` measures ``chiezo.answer.support.check_claims`` instead, with no model: over
+answers whose support is known (true restatements of an excerpt and the same answers with one
+number, date, name or citation changed; see ``bench/support_cases.py``), an answer is
+*flagged* when a claim comes back "unsupported" or "uncited". Reported per method (the
+checker, with ``--embed`` the checker with an embedder, and two baselines: "numbers only" and
+"word overlap"), language and split: precision and recall of the flags, recall per alteration
+kind, the false-positive rate on true answers, uncited answers caught, ms per answer.
+
 Writes JSON to bench/results/.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -34,6 +44,7 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from chiezo.answer.options import AnswerOptions  # noqa: E402
 from chiezo.config import Settings  # noqa: E402
 from chiezo.errors import NotFound  # noqa: E402
 from chiezo.service import Service  # noqa: E402
@@ -79,7 +90,16 @@ def main() -> None:
     parser.add_argument("--smollm2", action="store_true", help="serve the packaged SmolLM2-135M")
     parser.add_argument("--budget", type=int, default=1500)
     parser.add_argument("--max-questions", type=int, default=None)
+    parser.add_argument("--support", action="store_true",
+                        help="benchmark the claim checker on answers of known support (no LLM)")  # fmt: skip
+    parser.add_argument("--limit", type=int, default=None,
+                        help="--support: at most N cases per language and split")  # fmt: skip
+    parser.add_argument("--embed", default=None, help="--support: also with this embedder (use-m)")
+    parser.add_argument("--split", choices=("dev", "test", "both"), default="both")
     args = parser.parse_args()
+    if args.support:
+        support_main(args)
+        return
 
     keep = None
     if args.smollm2:
@@ -101,7 +121,8 @@ def main() -> None:
         relevant = set(row.get("relevant_titles_in_excerpt") or [])
         typed = service.search(row["question"], "jawiki", limit=5)
         base_hit = bool(relevant & {h.title for h in typed.hits})
-        prepared = service.prepare_answer(row["question"], source="jawiki", budget=args.budget)
+        options = AnswerOptions(source="jawiki", budget=args.budget)
+        prepared = service.prepare_answer(row["question"], options)
         titles = [e.title for e in prepared.excerpts]
         hit = bool(relevant & set(titles))
         baseline += base_hit
@@ -143,6 +164,288 @@ def main() -> None:
                               ensure_ascii=False, indent=2))  # fmt: skip
     console.print(f"wrote {out}")
     del keep
+
+
+# ---------------------------------------------------------------- --support: the claim checker
+
+SUPPORT_KINDS = ["number-same", "number-nearby", "date", "name-same", "name-other",
+                 "wrong-citation"]  # fmt: skip
+EXAMPLES = 30
+
+
+def support_main(args) -> None:
+    import support_cases
+
+    service = Service(Settings(data_dir=WORK / "support"))
+    conns = {}
+    for source, dump in (("enwiki", EN_DUMP), ("jawiki", DUMP)):
+        try:
+            conns[source] = service.library.get(source).conn
+        except NotFound:  # built once, reused by later runs
+            service.ingest("wikipedia", dump, source, embed=False)
+            conns[source] = service.library.get(source).conn
+    splits = ("dev", "test") if args.split == "both" else (args.split,)
+    cases = support_cases.build_cases(conns, splits, args.limit)
+    console.print(f"{len(cases):,} cases built")
+    methods = {"checker": checker_method(None)}
+    if args.embed:
+        from chiezo.embedders import get_embedder
+
+        embedder = get_embedder(args.embed)
+        # Embedder.embed returns L2-normalised float32 rows: ``row @ query`` is the cosine
+        methods[f"checker+{args.embed}"] = checker_method(lambda texts: embedder.embed(texts))
+    methods["numbers only"] = numbers_only
+    methods["word overlap"] = word_overlap
+    verdicts = {name: judged(method, cases) for name, method in methods.items()}
+    rows = [support_row(name, language, split, cases, verdicts[name])
+            for name in methods for language in ("ja", "en") for split in splits]  # fmt: skip
+    origins = [origin_row(name, origin, split, cases, verdicts[name])
+               for name in methods if name.startswith("checker")
+               for origin in sorted({c.origin for c in cases}) for split in splits]  # fmt: skip
+    print_support(rows, origins, len(cases))
+    examples = {name: support_examples(cases, verdicts[name])
+                for name in methods if name.startswith("checker")}  # fmt: skip
+    out = HERE / "results" / f"answer_support-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps({
+        "command": " ".join(sys.argv), "embedder": args.embed, "limit": args.limit,
+        "seed": support_cases.SEED, "rows": rows, "by_origin": origins,
+        "cases": {f"{c.language}/{c.split}/{c.label}": n for c, n in _counts(cases)},
+        "examples": examples}, ensure_ascii=False, indent=2))  # fmt: skip
+    console.print(f"wrote {out}")
+
+
+EN_DUMP = SHARED / "data/wikipedia/enwiki-202207-excerpt.xml.bz2"
+
+
+def _counts(cases):
+    seen: dict[str, list] = {}
+    for case in cases:
+        seen.setdefault(f"{case.language}/{case.split}/{case.label}", [case, 0])[1] += 1
+    return [tuple(v) for v in seen.values()]
+
+
+# A method takes a case and says (flagged, flagged as uncited, what it said).
+
+
+def checker_method(embed):
+    from chiezo.answer import support
+
+    def method(case):
+        claims = support.check_claims(case.answer, case.excerpts, embed=embed)
+        statuses = {c.status for c in claims}
+        flagged = bool(statuses & {support.UNSUPPORTED, support.UNCITED})
+        return flagged, support.UNCITED in statuses, [c.to_dict() for c in claims]
+
+    return method
+
+
+def _cited(case) -> tuple[str, list[str]]:
+    """The answer without its citation marks, and the texts of the excerpts it cites."""
+    import re
+
+    marks = [int(n) for n in re.findall(r"\[(\d+)\]", case.answer)]
+    plain = re.sub(r"\s*\[\d+\]", "", case.answer)
+    return plain, [case.excerpts[n] for n in marks if n in case.excerpts]
+
+
+def _baseline_numbers(text: str) -> set[str]:
+    import re
+
+    folded = unicodedata.normalize("NFKC", text)
+    return {n.replace(",", "") for n in re.findall(r"\d+(?:[.,]\d+)*", folded)}
+
+
+def numbers_only(case):
+    """Baseline: flagged iff a number of the answer is in none of the cited excerpts."""
+    plain, texts = _cited(case)
+    if not texts:
+        return True, True, "no citation"
+    held = set().union(*(_excerpt_numbers(t) for t in texts))
+    missing = sorted(_baseline_numbers(plain) - held)
+    return bool(missing), False, f"numbers not in the excerpt: {missing}" if missing else ""
+
+
+def word_overlap(case):
+    """Baseline: flagged iff under half the answer's content words are in the cited excerpts."""
+    from chiezo import words
+
+    plain, texts = _cited(case)
+    if not texts:
+        return True, True, "no citation"
+    mine = set(words.index_text(plain).split())
+    held = set().union(*(_excerpt_words(t) for t in texts))
+    share = len(mine & held) / len(mine) if mine else 1.0
+    return share < 0.5, False, f"word overlap {share:.0%}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _excerpt_numbers(text: str) -> frozenset[str]:
+    return frozenset(_baseline_numbers(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _excerpt_words(text: str) -> frozenset[str]:
+    from chiezo import words
+
+    return frozenset(words.index_text(text).split())
+
+
+def judged(method, cases) -> list[dict]:
+    """Every case through ``method``, timed one by one."""
+    out = []
+    for case in cases:
+        started = time.perf_counter()
+        flagged, uncited, said = method(case)
+        out.append({"flagged": flagged, "uncited": uncited, "said": said,
+                    "ms": (time.perf_counter() - started) * 1000,
+                    "embedded": isinstance(said, list)
+                    and any("similarity" in claim for claim in said)})  # fmt: skip
+    return out
+
+
+def _scores(pairs) -> dict:
+    """Precision, recall, F1 of the flags, the false-positive rate on true answers, and recall
+    per alteration kind, over (case, verdict) pairs; uncited answers are counted apart."""
+    scored = [(c, v) for c, v in pairs if c.kind != "uncited"]
+    tp = sum(c.altered and v["flagged"] for c, v in scored)
+    fp = sum(not c.altered and v["flagged"] for c, v in scored)
+    altered = sum(c.altered for c, _ in scored)
+    true = len(scored) - altered
+    precision = tp / (tp + fp) if tp + fp else None
+    recall = tp / altered if altered else None
+    f1 = 2 * precision * recall / (precision + recall) if precision and recall else None
+    # without the hard cases (a detail swapped for another of the same excerpt), which no
+    # lookup can catch: what the checker's rules are meant to find
+    easy = [v["flagged"] for c, v in scored if c.altered and not c.label.endswith("-same")]
+    embedded = [v["ms"] for _, v in pairs if v.get("embedded")]
+    uncited = [v["uncited"] for c, v in pairs if c.kind == "uncited"]
+    out = {"cases": len(scored), "true": true, "altered": altered,
+           "flagged": sum(v["flagged"] for _, v in scored), "precision": precision,
+           "recall": recall, "f1": f1, "fp_rate": fp / true if true else None,
+           "uncited_caught": sum(uncited) / len(uncited) if uncited else None,
+           "uncited_cases": len(uncited),
+           "recall_without_same_excerpt": sum(easy) / len(easy) if easy else None,
+           "embedder_used": len(embedded),
+           "ms_when_embedder_used": sum(embedded) / len(embedded) if embedded else None,
+           "ms_per_answer": sum(v["ms"] for _, v in pairs) / len(pairs) if pairs else None}  # fmt: skip
+    for kind in SUPPORT_KINDS:
+        of_kind = [v["flagged"] for c, v in scored if c.label == kind]
+        out[f"recall {kind}"] = sum(of_kind) / len(of_kind) if of_kind else None
+        out[f"n {kind}"] = len(of_kind)
+    # a changed date (or nearby number) may land on another date of the excerpt: apart, as
+    # lookup cannot catch those
+    for kind in ("date", "number-nearby"):
+        for held in (True, False):
+            found = [v["flagged"] for c, v in scored
+                     if c.label == kind and c.detail.get("in_excerpt") is held]  # fmt: skip
+            name = f"{kind} {'in' if held else 'not in'} excerpt"
+            out[f"recall {name}"] = sum(found) / len(found) if found else None
+            out[f"n {name}"] = len(found)
+    return out
+
+
+def support_row(method, language, split, cases, verdicts) -> dict:
+    pairs = [(c, v) for c, v in zip(cases, verdicts, strict=True)
+             if c.language == language and c.split == split]  # fmt: skip
+    return {"method": method, "language": language, "split": split, **_scores(pairs)}
+
+
+def origin_row(method, origin, split, cases, verdicts) -> dict:
+    pairs = [(c, v) for c, v in zip(cases, verdicts, strict=True)
+             if c.origin == origin and c.split == split]  # fmt: skip
+    return {"method": method, "origin": origin, "split": split, **_scores(pairs)}
+
+
+def _ms(value) -> str:
+    return "—" if value is None else f"{value:.1f}"
+
+
+def _pct(value) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def print_support(rows, origins, total) -> None:
+    wide = Console(width=220)
+    table = Table(title=f"claim checker: flags on {total:,} answers of known support")
+    for name in ("method", "lang", "split", "cases", "flagged", "P", "R", "F1", "FP rate",
+                 "R w/o same"):  # fmt: skip
+        table.add_column(name, justify="left" if name in ("method", "lang", "split") else "right")
+    for kind in SUPPORT_KINDS:
+        table.add_column(f"R {kind}", justify="right")
+    table.add_column("uncited caught", justify="right")
+    table.add_column("ms/answer", justify="right")
+    for row in rows:
+        table.add_row(row["method"], row["language"], row["split"], str(row["cases"]),
+                      str(row["flagged"]), _pct(row["precision"]), _pct(row["recall"]),
+                      _pct(row["f1"]), _pct(row["fp_rate"]),
+                      _pct(row["recall_without_same_excerpt"]),
+                      *[f"{_pct(row[f'recall {k}'])} ({row[f'n {k}']})" for k in SUPPORT_KINDS],
+                      _pct(row["uncited_caught"]), f"{row['ms_per_answer']:.1f}")  # fmt: skip
+    wide.print(table)
+    for row in rows:
+        if row["method"].startswith("checker+"):
+            wide.print(f"{row['method']} {row['language']} {row['split']}: embedder consulted on "
+                       f"{row['embedder_used']} answers, {_ms(row['ms_when_embedder_used'])} "
+                       "ms each")  # fmt: skip
+    for row in rows:
+        if row["method"].startswith("checker"):
+            wide.print(f"{row['method']} {row['language']} {row['split']}: recall when the new "
+                       "value is in / not in the excerpt: " + "; ".join(
+                           f"{kind} {_pct(row[f'recall {kind} in excerpt'])} "
+                           f"({row[f'n {kind} in excerpt']}) / "
+                           f"{_pct(row[f'recall {kind} not in excerpt'])} "
+                           f"({row[f'n {kind} not in excerpt']})"
+                           for kind in ("date", "number-nearby")))  # fmt: skip
+    table = Table(title="by origin of the true answers (checker)")
+    for name in ("method", "origin", "split", "true", "FP rate", "altered", "R", "P"):
+        table.add_column(name, justify="left" if name in ("method", "origin", "split") else "right")
+    for row in origins:
+        table.add_row(row["method"], row["origin"], row["split"], str(row["true"]),
+                      _pct(row["fp_rate"]), str(row["altered"]), _pct(row["recall"]),
+                      _pct(row["precision"]))  # fmt: skip
+    wide.print(table)
+
+
+def support_examples(cases, verdicts) -> dict:
+    """Up to ``EXAMPLES`` false positives and false negatives per language, kinds mixed."""
+    import random
+
+    rng = random.Random(7)
+    out = {}
+    for language in ("ja", "en"):
+        pairs = [(c, v) for c, v in zip(cases, verdicts, strict=True) if c.language == language]
+        wrong = {
+            "false_positives": [p for p in pairs if not p[0].altered and p[0].kind != "uncited"
+                                and p[1]["flagged"]],
+            "false_negatives": [p for p in pairs if p[0].altered and not p[1]["flagged"]],
+            "uncited_missed": [p for p in pairs if p[0].kind == "uncited" and not p[1]["uncited"]],
+        }  # fmt: skip
+        out[language] = {name: [_example(c, v) for c, v in _spread(found, rng)]
+                         for name, found in wrong.items()}  # fmt: skip
+    return out
+
+
+def _spread(pairs, rng):
+    """Up to ``EXAMPLES`` pairs, taken round-robin over kinds so no kind crowds out another."""
+    by_kind: dict[str, list] = {}
+    for pair in rng.sample(pairs, len(pairs)):
+        by_kind.setdefault(f"{pair[0].label}/{pair[0].origin}", []).append(pair)
+    out = []
+    while len(out) < EXAMPLES and any(by_kind.values()):
+        for found in by_kind.values():
+            if found and len(out) < EXAMPLES:
+                out.append(found.pop())
+    return out
+
+
+def _example(case, verdict) -> dict:
+    excerpt = case.excerpts[1]
+    anchor = case.detail.get("anchor", 0)
+    snippet = excerpt[max(0, anchor - 120) : anchor + 200].replace("\n", " ")
+    detail = {k: v for k, v in case.detail.items() if k != "anchor"}
+    return {"split": case.split, "origin": case.origin, "kind": case.label,
+            "answer": case.answer, "excerpt_snippet": snippet, "detail": detail,
+            "claims": verdict["said"]}  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -111,13 +111,17 @@ _KATAKANA_WORD = re.compile("[\u30a1-\u30fa\u30fc]{2,}")
 
 def japanese_names(text: str) -> list[str]:
     """The names in the Japanese runs of ``text``, folded, as written: Sudachi's proper nouns
-    (夏目, 漱石, 牛込) and katakana words (a foreign name Sudachi does not know, レイ, is a
-    common noun to it). What an answer must not change when it restates a source."""
+    (夏目, 漱石, 牛込) and katakana words its dictionary does not know (ヴァラーノ,
+    ツキヨタケ) — not the katakana common nouns it knows (タイプ, フルネーム), which an answer
+    may well use where its source does not. What an answer must not change when it restates
+    a source."""
     out: list[str] = []
     for _, japanese in _runs(fold(text)):
         for morpheme in _kept_morphemes(japanese):
             surface = morpheme.surface()
-            if morpheme.part_of_speech()[1] == "固有名詞" or _KATAKANA_WORD.fullmatch(surface):
+            if morpheme.part_of_speech()[1] == "固有名詞" or (
+                morpheme.is_oov() and _KATAKANA_WORD.fullmatch(surface)
+            ):
                 out.append(surface)
     return list(dict.fromkeys(out))
 

@@ -6,8 +6,8 @@ year off by one, the death date given as the birth date, a neighbouring town. So
 sentence is checked in the order a reader would distrust it:
 
 1. **numbers** (years, days, heights) in the sentence must occur in an excerpt it cites;
-2. **names** (capitalised words in spaced scripts, proper nouns and katakana words in
-   Japanese, month names) must occur there too;
+2. **names** (capitalised words in spaced scripts, month names among them; proper nouns and
+   katakana words unknown to the dictionary in Japanese) must occur there too;
 3. the **rest** must overlap the cited excerpts' words (``words.index_text``: stems and
    Sudachi's normalised forms, so 生まれ and 生まれる, "born" and "borne" meet) or, where the
    source has an embedder, be close in meaning to one of their sentences.
@@ -33,16 +33,23 @@ SUPPORTED, UNSUPPORTED, UNCITED, NO_CLAIM = "supported", "unsupported", "uncited
 # Below both, a sentence without a wrong number or name is still "not what the sources say".
 MIN_OVERLAP = 0.5
 MIN_SIMILARITY = 0.6
+# A number or name must stand in an excerpt sentence sharing at least this share of the words
+# the best-matching sentence shares with the answer's sentence (§25: moved details).
+ALIGN_SHARE = 0.5
+SUBJECT_CHARS = 40  # a name this close to an excerpt's start is its subject (its title)
 
 # [1], [1, 2], [1][2], ［1］: what a model writes for "source 1 (and 2)"
 CITATION = re.compile(r"[\[［]\s*(\d{1,2}(?:\s*[,，、]\s*\d{1,2})*)\s*[\]］]")
-_SENTENCE_END = re.compile(r"(?<=[。！？!?])|(?<=\.)(?=\s)")
-_ABBREVIATION = re.compile(r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|vs|etc|No|Co|Inc|Ltd|Mt|ca|approx))\.$")
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_CAPITALISED = re.compile(r"\b[A-Z][\w'’\-]*")
-_MONTHS = frozenset(
-    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"]
+# 。！？ end a sentence; ! ? . only before a space ("Spacewar!, Computer Space" goes on)
+_SENTENCE_END = re.compile(r"(?<=[。！？])|(?<=[.!?])(?=\s)")
+_ABBREVIATION = re.compile(
+    r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|vs|etc|No|Co|Inc|Ltd|Mt|ca|approx|e\.g|i\.e|cf))\.$"
 )
+# Japanese quotes and brackets: a 『よつばと！』 or 「…！」 inside them does not end the sentence
+_OPENING, _CLOSING = "「『（(〈《【", "」』）)〉》】"
+_EXCERPT_SENTENCE = re.compile(r"(?<=[。！？!?\n])|(?<=\.)\s+")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9'’\-]*")  # not into a Japanese run after it
 # "The library does not say", in the forms the prompts and small models use
 _NO_ANSWER = re.compile(
     r"(does not|doesn't|do not|don't|did not|cannot|can't|no)\s+(say|mention|contain|state|"
@@ -104,8 +111,8 @@ def split_sentences(answer: str) -> list[str]:
                 out[-1] += " " + lead.group(0).strip()  # "…1930. [1] He died…"
                 piece = piece[lead.end() :]
             pending += piece
-            if _ABBREVIATION.search(pending.rstrip()):
-                continue  # "U.S. Army", "Dr. Smith": not the end of a sentence
+            if _ABBREVIATION.search(pending.rstrip()) or _inside_brackets(pending):
+                continue  # "U.S. Army", "Dr. Smith", 『よつばと！』: not the end of a sentence
             if _has_words(pending):
                 out.append(pending.strip())
             elif out:
@@ -114,6 +121,10 @@ def split_sentences(answer: str) -> list[str]:
         if pending.strip():
             out.append(pending.strip())
     return out
+
+
+def _inside_brackets(text: str) -> bool:
+    return sum(text.count(c) for c in _OPENING) > sum(text.count(c) for c in _CLOSING)
 
 
 def check_claims(answer: str, excerpts: Mapping[int, str], embed: Embed | None = None
@@ -154,10 +165,11 @@ def _checked(sentence, plain, cites, evidence, embed) -> Claim:
 def _problems(plain: str, cited: Sequence[Evidence], embed: Embed | None):
     """(reasons it is not supported, word overlap, similarity) of one sentence."""
     facts = Facts(plain)
-    reasons = [f"the number {n} is in none of the cited excerpts"
-               for n in facts.numbers if not any(n in e.numbers for e in cited)]  # fmt: skip
-    reasons += [f"the name {name!r} is in none of the cited excerpts"
-                for name, key in facts.names if not any(e.has_name(key) for e in cited)]  # fmt: skip
+    reasons = [_detail_problem(f"the number {n}", facts, n, lambda e, n=n: e.number_at(n), cited)
+               for n in facts.numbers]  # fmt: skip
+    reasons += [_detail_problem(f"the name {name!r}", facts, key, lambda e, k=key: e.name_at(k),
+                                cited) for name, key in facts.names]  # fmt: skip
+    reasons = [r for r in reasons if r]
     found: set[str] = set().union(*(e.words for e in cited))
     overlap = len(facts.words & found) / len(facts.words) if facts.words else 1.0
     similarity = None
@@ -169,6 +181,21 @@ def _problems(plain: str, cited: Sequence[Evidence], embed: Embed | None):
     return reasons, overlap, similarity
 
 
+def _detail_problem(what: str, facts: Facts, key: str, places, cited) -> str | None:
+    """Why a number or name of the sentence is not borne out, or None: it must be in a cited
+    excerpt, and — where the excerpt has a sentence that restates the answer's — in that part
+    of it. A detail moved from elsewhere in the same excerpt (the death year given as the
+    birth year, the town one was raised in as the birthplace) is there, but not there."""
+    found = [(e, places(e)) for e in cited]
+    found = [(e, at) for e, at in found if at]
+    if not found:
+        return f"{what} is in none of the cited excerpts"
+    context = facts.context_without(key)
+    if any(e.aligned(context, at) for e, at in found):
+        return None
+    return f"{what} is in the cited excerpt, but not in the part that says the rest of it"
+
+
 class Facts:
     """What a sentence asserts that can be checked by lookup: numbers, names, content words."""
 
@@ -177,20 +204,67 @@ class Facts:
         self.numbers = list(dict.fromkeys(_numbers(folded)))
         self.names = _names(folded)
         self.words = {w for w in words.index_text(folded).split() if not w.isdigit()}
+        self._name_words = {key: set(words.index_text(key).split()) for _, key in self.names}
+
+    def context_without(self, key: str) -> set[str]:
+        """The sentence's words but those of one detail: what must surround that detail."""
+        return self.words - self._name_words.get(key, {key})
 
 
 class Evidence:
-    """One excerpt, indexed the same ways as a sentence (numbers, words, folded text)."""
+    """One excerpt, indexed the same ways as a sentence (numbers, words, folded text), and
+    by sentence, to tell where in it a detail stands."""
 
     def __init__(self, text: str):
         self.text = text
         self.folded = words.fold(text)
-        self.numbers = set(_numbers(unicodedata.normalize("NFKC", text)))
+        self.numbers = set(_numbers(unicodedata.normalize("NFKC", text))) | _written_numbers(text)
         self.words = set(words.index_text(text).split())
         self._vectors = None
+        self._parts: list[tuple[set[str], set[str], str]] | None = None
 
     def has_name(self, key: str) -> bool:
         return key in self.words or key in self.folded
+
+    @property
+    def parts(self) -> list[tuple[set[str], set[str], str]]:
+        """(words, numbers, folded text) of each sentence of the excerpt."""
+        if self._parts is None:
+            self._parts = []
+            for sentence in _EXCERPT_SENTENCE.split(self.text):
+                folded = unicodedata.normalize("NFKC", sentence)
+                self._parts.append((set(words.index_text(sentence).split()),
+                                    set(_numbers(folded)) | _written_numbers(sentence),
+                                    words.fold(sentence)))  # fmt: skip
+        return self._parts
+
+    def number_at(self, number: str) -> list[int]:
+        """The sentences holding ``number`` (empty: not in this excerpt)."""
+        if number not in self.numbers:
+            return []
+        return [i for i, (_, numbers, _) in enumerate(self.parts) if number in numbers] or [-1]
+
+    def name_at(self, key: str) -> list[int]:
+        """The sentences naming ``key``; [-1] (anywhere will do) when the excerpt opens with
+        it: that is the document's subject, which the sentence restating a fact of it ("He was
+        born…") does not repeat."""
+        if not self.has_name(key):
+            return []
+        opening = self.folded.find(key)
+        if 0 <= opening < SUBJECT_CHARS or (opening < 0 and key in self.words):
+            return [-1]
+        places = [i for i, (found, _, text) in enumerate(self.parts) if key in found or key in text]
+        return places or [-1]
+
+    def aligned(self, context: set[str], places: list[int]) -> bool:
+        """Whether a detail found at ``places`` stands where the excerpt says what the
+        sentence's other words say: in a sentence sharing at least ALIGN_SHARE of the best
+        any sentence of the excerpt shares with them. Nothing shared anywhere: no judgement."""
+        overlaps = [len(context & found) for found, _, _ in self.parts]
+        best = max(overlaps, default=0)
+        if best == 0 or -1 in places:
+            return True
+        return any(overlaps[i] >= max(1, ALIGN_SHARE * best) for i in places)
 
     def similarity(self, sentence: str, embed: Embed) -> float:
         if self._vectors is None:
@@ -213,22 +287,34 @@ def _numbers(text: str) -> list[str]:
     return out
 
 
+_SMALL_WORDS = {w: str(n) for n, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve".split())}  # noqa: SIM905
+_SMALL_KANA = {w: str(n + 1) for n, w in enumerate(
+    "ひとつ ふたつ みっつ よっつ いつつ むっつ ななつ やっつ ここのつ とお".split())}  # noqa: SIM905
+_KANJI_DIGITS = {c: str(n + 1) for n, c in enumerate("一二三四五六七八九十")}
+# a kanji numeral counts as a number before a counter (一つ, 二人, 三回), not inside a word (統一)
+_KANJI_COUNTED = re.compile("([一二三四五六七八九十])(?=[つ人回度個位本台匹頭冊枚名番階期代点社校曲作])")
+
+
+def _written_numbers(text: str) -> set[str]:
+    """Small numbers an excerpt writes in words (one, ひとつ, 二人) that an answer may give in
+    digits: "酵素のひとつ" supports "酵素の1つ"."""
+    lowered = text.lower()
+    found = {_SMALL_WORDS[w] for w in re.findall(r"[a-z]+", lowered) if w in _SMALL_WORDS}
+    found |= {n for w, n in _SMALL_KANA.items() if w in text}
+    found |= {_KANJI_DIGITS[c] for c in _KANJI_COUNTED.findall(text)}
+    return found
+
+
 def _names(text: str) -> list[tuple[str, str]]:
-    """(as written, the key an excerpt must hold): capitalised words that do not open the
-    sentence (or do, followed by another: "Ray Charles was…"), month names, Japanese names."""
+    """(as written, the key an excerpt must hold): capitalised words but stop words (a name
+    opening the sentence included: an excerpt holds it in any case, as it holds "born" of
+    "Born in …"), Japanese names."""
     out: list[tuple[str, str]] = []
-    tokens = [(m.start(), m.group(0)) for m in _CAPITALISED.finditer(text)]
-    opening = re.match(r"\W*", text).end()
-    for i, (position, token) in enumerate(tokens):
+    for token in _CAPITALISED.findall(text):
         lowered = token.lower().strip("'’-")
         if lowered in words.STOP_WORDS:
             continue
-        following = tokens[i + 1][0] if i + 1 < len(tokens) else None
-        next_word = re.match(r"\s+\S", text[position + len(token) :])
-        if position == opening and lowered not in _MONTHS and not (
-            next_word and following == position + len(token) + len(next_word.group(0)) - 1
-        ):
-            continue  # "Born in …", "During …": a sentence's first word is capitalised anyway
         key = words.index_text(token)
         if key:
             out.append((token, key.split()[0]))
