@@ -383,3 +383,14 @@ def test_mode_and_grounding_defaults_come_from_the_environment(library, monkeypa
     monkeypatch.setenv("CHIEZO_ANSWER_MODE", "oracle")
     with pytest.raises(ConfigError, match="CHIEZO_ANSWER_MODE must be one of rag, agent"):
         Settings.from_env()
+
+
+def test_an_answer_that_only_echoes_the_list_of_sources_states_nothing():
+    # SmolLM2-135M in agent mode answered "What is the capital of Alabama?" with the
+    # "cite as: [1] Alabama, [2] …" line of its tool result
+    titles = {1: "Alabama", 2: "Appellate court", 3: "Ada"}
+    (claim,) = check_claims("Alabama, [2] Appellate court, [3] Ada", EXCERPTS, titles=titles)
+    assert claim.status == "unsupported" and "states nothing" in claim.reasons[0]
+    (real,) = check_claims("Ray Charles was an American singer [1].", EXCERPTS,
+                           titles={1: "Ray Charles"})  # fmt: skip
+    assert real.status == "supported"

@@ -158,7 +158,10 @@ _CONTENT_RUN = re.compile(
     r"[\u4e00-\u9fff\u3400-\u4dbf々〆ヶ\u30a0-\u30ffー]+|[A-Za-z0-9][A-Za-z0-9'’.\-]*"
 )
 _QUOTED = re.compile(r"「([^」]+)」|『([^』]+)』|\"([^\"]+)\"|“([^”]+)”")
-_CAPITALISED = re.compile(r"\b[A-Z][\w'’\-]*(?:\s+(?:of|de|the|von|van|la|le|du|[A-Z][\w'’\-]*))*")
+# a connector must be a whole word: "Who developed" is not "Who de…"
+_CAPITALISED = re.compile(
+    r"\b[A-Z][\w'’\-]*(?:\s+(?:(?:of|de|da|di|del|der|dos|the|von|van|la|le|du)\b|[A-Z][\w'’\-]*))*"
+)
 # Question words, copulas and weak verbs in Japanese and English: they tell what is asked, not
 # what to look up.
 _STOP = frozenset(

@@ -3,7 +3,9 @@
 The model sees only the excerpts, numbered, and is told to cite them as [n]. When nothing was
 found, the model is **not called**: the reply is a fixed "no basis in the library" — a small
 model asked without sources invents. The queries actually used, the planner that made them,
-the references and whether the answer cites anything are all in the result.
+the references, what the answer cites and every sentence checked against the excerpts it
+cites (support.py) are all in the result; ``grounded`` is true only when every sentence that
+states something cites an excerpt that supports it.
 """
 
 from __future__ import annotations
@@ -23,16 +25,12 @@ from .plan import PLAN_PROMPT, Plan, keyword_queries, parse_plan_reply, strip_re
 from .support import (
     NO_CLAIM,
     SUPPORTED,
-    UNCITED,
-    UNSUPPORTED,
     Claim,
     check_claims,
     cited_numbers,
     summary,
 )
 
-DEFAULT_BUDGET_CHARS = 2500
-DEFAULT_MAX_DOCS = 5
 HITS_PER_QUERY = 5
 HISTORY_TURNS = 4
 SKIPPED_FLAGS = {"disambiguation": "disambiguation page", "main": "main page"}
@@ -79,15 +77,12 @@ class Answer:
         """Citations and claims checked against ``texts`` (citation number → what the model
         read). An answer that only says the sources do not answer it is a "no basis" reply."""
         self.cited = [n for n in cited_numbers(self.answer) if n in texts]
-        self.claims = check_claims(self.answer, texts, embed)
+        titles = {r["n"]: r["title"] for r in self.references}
+        self.claims = check_claims(self.answer, texts, embed, titles)
         if not any(c.status != NO_CLAIM for c in self.claims):
             self.no_basis = True
         return self
 
-    @property
-    def doubts(self) -> list[Claim]:
-        """The sentences a reader should not take on trust: uncited or unsupported."""
-        return [c for c in self.claims if c.status in (UNSUPPORTED, UNCITED)]
 
     def to_dict(self, with_excerpts: bool = False) -> dict[str, Any]:
         out = {

@@ -127,9 +127,10 @@ def _inside_brackets(text: str) -> bool:
     return sum(text.count(c) for c in _OPENING) > sum(text.count(c) for c in _CLOSING)
 
 
-def check_claims(answer: str, excerpts: Mapping[int, str], embed: Embed | None = None
-                 ) -> list[Claim]:  # fmt: skip
-    """Every sentence of ``answer`` checked against the excerpts it cites (``n`` → text)."""
+def check_claims(answer: str, excerpts: Mapping[int, str], embed: Embed | None = None,
+                 titles: Mapping[int, str] | None = None) -> list[Claim]:  # fmt: skip
+    """Every sentence of ``answer`` checked against the excerpts it cites (``n`` → text;
+    ``titles``: ``n`` → the title the model was told to cite it by)."""
     evidence = {n: Evidence(text) for n, text in excerpts.items() if text}
     claims: list[Claim] = []
     for sentence in split_sentences(answer):
@@ -137,9 +138,19 @@ def check_claims(answer: str, excerpts: Mapping[int, str], embed: Embed | None =
         plain = CITATION.sub(" ", sentence).strip()
         if _NO_ANSWER.search(plain) or not _has_words(plain):
             claims.append(Claim(sentence, cites, NO_CLAIM))
-            continue
-        claims.append(_checked(sentence, plain, cites, evidence, embed))
+        elif titles and not _has_words(_without_titles(plain, titles.values())):
+            # "Alabama, [2] Appellate court, [3] Ada": the list to cite by, echoed back
+            claims.append(Claim(sentence, cites, UNSUPPORTED,
+                                ["it only names sources; it states nothing"]))  # fmt: skip
+        else:
+            claims.append(_checked(sentence, plain, cites, evidence, embed))
     return claims
+
+
+def _without_titles(text: str, titles) -> str:
+    for title in sorted((t for t in titles if t), key=len, reverse=True):
+        text = text.replace(title, " ")
+    return text
 
 
 def _checked(sentence, plain, cites, evidence, embed) -> Claim:
