@@ -96,6 +96,9 @@ def main() -> None:
                         help="--support: at most N cases per language and split")  # fmt: skip
     parser.add_argument("--embed", default=None, help="--support: also with this embedder (use-m)")
     parser.add_argument("--split", choices=("dev", "test", "both"), default="both")
+    parser.add_argument("--grounding", type=int, default=None, metavar="N",
+                        help="with a model: N English questions (and N nonsense ones) in rag "
+                        "and agent mode — what is labelled grounded, then and now")  # fmt: skip
     args = parser.parse_args()
     if args.support:
         support_main(args)
@@ -105,6 +108,9 @@ def main() -> None:
     if args.smollm2:
         keep, args.llm_url = start_smollm2()
         args.llm_model = "smollm2"
+    if args.grounding:
+        grounding_main(args)
+        return
     settings = Settings(data_dir=WORK / "data", llm_url=args.llm_url, llm_model=args.llm_model,
                         llm_timeout=300)  # fmt: skip
     service = Service(settings)
@@ -164,6 +170,56 @@ def main() -> None:
                               ensure_ascii=False, indent=2))  # fmt: skip
     console.print(f"wrote {out}")
     del keep
+
+
+# ---------------------------------------------------------------- --grounding: a real model
+
+
+def grounding_main(args) -> None:
+    """A model answers "What is <title>?" for the N most linked enwiki-excerpt articles and N
+    questions of random letters, in rag and agent mode. The baseline in the same run is the
+    rule before issue 16: agent answers were all labelled grounded, rag answers whenever
+    excerpts were found; now only an answer whose every sentence is cited and supported is."""
+    import random
+
+    service = Service(Settings(data_dir=WORK / "support", llm_url=args.llm_url,
+                               llm_model=args.llm_model, llm_timeout=300))  # fmt: skip
+    titles = [t for (t,) in service.library.get("enwiki").conn.execute(
+        "SELECT title FROM docs ORDER BY rank_score DESC LIMIT ?", (args.grounding,))]  # fmt: skip
+    rng = random.Random(16)
+    nonsense = [" ".join("".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(7))
+                         for _ in range(2)) + "?" for _ in range(args.grounding)]  # fmt: skip
+    questions = [(f"What is {t}?", True) for t in titles] + [(q, False) for q in nonsense]
+    rows, answers = [], []
+    for mode in ("rag", "agent"):
+        counts = dict.fromkeys(["answers", "old rule: grounded", "grounded", "no basis",
+                                "with uncited", "with unsupported", "chiezo searched first",
+                                "grounded yet doubted"], 0)  # fmt: skip
+        started = time.monotonic()
+        for question, _answerable in questions:
+            result = service.ask(question, mode=mode, source="enwiki", budget=args.budget,
+                                 steps=3, max_tokens=160).to_dict()  # fmt: skip
+            answers.append({"mode": mode, **result})
+            counts["answers"] += 1
+            counts["old rule: grounded"] += mode == "agent" or bool(result["references"])
+            counts["grounded"] += result["grounded"]
+            counts["no basis"] += result["no_basis"]
+            counts["with uncited"] += bool(result["uncited"])
+            counts["with unsupported"] += bool(result["unsupported"])
+            counts["chiezo searched first"] += any(s.get("by") for s in result.get("steps", []))
+            counts["grounded yet doubted"] += result["grounded"] and bool(
+                result["uncited"] or result["unsupported"] or not result["cited"])
+        rows.append({"mode": mode, **counts, "seconds": round(time.monotonic() - started, 1)})
+    table = Table(title=f"grounding with {args.llm_model}: {len(questions)} questions per mode")
+    for column in rows[0]:
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(*(str(v) for v in row.values()))
+    console.print(table)
+    out = HERE / "results" / f"answer_grounding-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps({"command": " ".join(sys.argv), "model": args.llm_model,
+                               "rows": rows, "answers": answers}, ensure_ascii=False, indent=2))  # fmt: skip
+    console.print(f"wrote {out}")
 
 
 # ---------------------------------------------------------------- --support: the claim checker
