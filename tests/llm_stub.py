@@ -86,3 +86,22 @@ class ScriptedLLM:
     def __exit__(self, *exc) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def tool_call(name: str, args: dict, call_id: str = "c1") -> dict:
+    """A tool call as an OpenAI-compatible server sends it (arguments as a JSON string)."""
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}  # fmt: skip
+
+
+def in_turns(*turns):
+    """A ``reply`` giving ``turns`` in order (each a reply dict or a function of the request
+    body); the last repeats."""
+    state = {"i": 0}
+
+    def reply(body):
+        turn = turns[min(state["i"], len(turns) - 1)]
+        state["i"] += 1
+        return turn(body) if callable(turn) else turn
+
+    return reply

@@ -13,7 +13,7 @@ from chiezo.answer.support import cited_numbers
 from chiezo.config import Settings
 from chiezo.llm import LLMNotConfigured, LLMUnavailable, ModelMissing
 from chiezo.service import Service
-from llm_stub import ScriptedLLM
+from llm_stub import ScriptedLLM, in_turns, tool_call
 
 from helpers import free_port, wiki_dump
 
@@ -268,25 +268,8 @@ def test_rest_ask_chat_strict_and_streaming(library):
 # -- agent mode ----------------------------------------------------------------------------------
 
 
-def tool_call(name: str, args: dict, call_id: str = "c1") -> dict:
-    return {"id": call_id, "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}  # fmt: skip
-
-
-def agent_script(*turns):
-    """Answers in order; the last repeats."""
-    state = {"i": 0}
-
-    def reply(body):
-        turn = turns[min(state["i"], len(turns) - 1)]
-        state["i"] += 1
-        return turn(body) if callable(turn) else turn
-
-    return reply
-
-
 def test_agent_calls_read_only_tools_and_cites_what_it_saw(library):
-    script = agent_script(
+    script = in_turns(
         {"tool_calls": [tool_call("search", {"query": "夏目漱石", "source": "jawiki"})]},
         {"tool_calls": [tool_call("doc", {"source": "jawiki", "title": "夏目漱石"}, "c2")]},
         {"content": "1867年2月9日生まれ [1]。"},
@@ -308,7 +291,7 @@ def test_agent_calls_read_only_tools_and_cites_what_it_saw(library):
 
 def test_agent_repeats_errors_and_budgets(library):
     same = tool_call("search", {"query": "浅草寺", "source": "jawiki"})
-    script = agent_script(
+    script = in_turns(
         {"tool_calls": [tool_call("search", {"query": "x", "source": "nope"})]},
         {"tool_calls": [same]},
         {"tool_calls": [same]},
@@ -351,7 +334,7 @@ def test_cli_agent_mode_and_chat(library):
 
     from chiezo.cli import cli
 
-    script = agent_script(
+    script = in_turns(
         {"tool_calls": [tool_call("search", {"query": "東京タワー", "source": "jawiki"})]},
         {"content": "333メートル [1]"},
     )
@@ -394,7 +377,7 @@ def test_rest_agent_mode_streams_one_event_per_step(library):
 
     from helpers import RunningServer
 
-    script = agent_script(
+    script = in_turns(
         {"tool_calls": [tool_call("search", {"query": "浅草寺", "source": "jawiki"})]},
         {"tool_calls": [tool_call("doc", {"source": "jawiki", "title": "浅草寺"}, "c2")]},
         {"content": "台東区にある [1]。"},

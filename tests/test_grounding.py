@@ -19,7 +19,7 @@ from chiezo.answer.terminal import VisibleText
 from chiezo.cli import cli
 from chiezo.config import Settings
 from chiezo.service import Service
-from llm_stub import ScriptedLLM
+from llm_stub import ScriptedLLM, in_turns, tool_call
 
 from helpers import RunningServer, wiki_dump
 
@@ -44,23 +44,6 @@ def library(tmp_path_factory):
 def service_with(root, url, **settings) -> Service:
     return Service(Settings(data_dir=root / "data", llm_url=url, llm_model="stub-model",
                             llm_timeout=5, **settings))  # fmt: skip
-
-
-def tool_call(name: str, args: dict, call_id: str = "c1") -> dict:
-    return {"id": call_id, "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}  # fmt: skip
-
-
-def in_turns(*turns):
-    """Replies in order; the last repeats."""
-    state = {"i": 0}
-
-    def reply(body):
-        turn = turns[min(state["i"], len(turns) - 1)]
-        state["i"] += 1
-        return turn(body) if callable(turn) else turn
-
-    return reply
 
 
 def planned(plan: str, answer):
@@ -227,10 +210,11 @@ def test_each_sentence_is_checked_against_the_excerpts_it_cites(answer, status, 
 
 
 def test_sentences_keep_their_trailing_citations_and_abbreviations_do_not_split():
-    text = "He was born in 1930. [1] The U.S. Army drafted him [1].\n- 江戸で生まれた[2]。没年は1916年[2]。"
+    text = ("He was born in 1930. [1] The U.S. Army drafted him [1].\n- 江戸で生まれた[2]。"
+            "没年は1916年[2]。『よつばと!』を描いた [3]。\n1. Arabic [1]\n2. Algeria [2]")  # fmt: skip
     assert split_sentences(text) == [
         "He was born in 1930. [1]", "The U.S. Army drafted him [1].", "- 江戸で生まれた[2]。",
-        "没年は1916年[2]。",
+        "没年は1916年[2]。", "『よつばと!』を描いた [3]。", "1. Arabic [1]", "2. Algeria [2]",
     ]  # fmt: skip
 
 

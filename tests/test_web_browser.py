@@ -15,7 +15,7 @@ import pytest
 from chiezo.api import create_app
 from chiezo.config import Settings
 from chiezo.service import Service
-from llm_stub import ScriptedLLM
+from llm_stub import ScriptedLLM, tool_call
 
 from helpers import (
     PAGE_WITH_A_SCRIPT,
@@ -38,11 +38,6 @@ HANDBOOK = {
     "leave.md": "# 休暇\n\n年次休暇は20日。申請は一週間前まで。\n",
 }
 
-
-
-def tool_call(name: str, args: dict) -> dict:
-    return {"id": "c1", "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}  # fmt: skip
 
 
 def scripted_model(body: dict) -> dict:

@@ -45,6 +45,7 @@ _SENTENCE_END = re.compile(r"(?<=[。！？])|(?<=[.!?])(?=\s)")
 _ABBREVIATION = re.compile(
     r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|vs|etc|No|Co|Inc|Ltd|Mt|ca|approx|e\.g|i\.e|cf))\.$"
 )
+_LIST_MARK = re.compile(r"(?:.*\s)?\d{1,3}\.")  # "1." opening a list item
 # Japanese quotes and brackets: a 『よつばと！』 or 「…！」 inside them does not end the sentence
 _OPENING, _CLOSING = "「『（(〈《【", "」』）)〉》】"
 _EXCERPT_SENTENCE = re.compile(r"(?<=[。！？!?\n])|(?<=\.)\s+")
@@ -111,8 +112,9 @@ def split_sentences(answer: str) -> list[str]:
                 out[-1] += " " + lead.group(0).strip()  # "…1930. [1] He died…"
                 piece = piece[lead.end() :]
             pending += piece
-            if _ABBREVIATION.search(pending.rstrip()) or _inside_brackets(pending):
-                continue  # "U.S. Army", "Dr. Smith", 『よつばと！』: not the end of a sentence
+            if (_ABBREVIATION.search(pending.rstrip()) or _inside_brackets(pending)
+                    or _LIST_MARK.fullmatch(pending.strip())):  # fmt: skip
+                continue  # "U.S. Army", "Dr. Smith", 『よつばと！』, "1. Arabic": not an end
             if _has_words(pending):
                 out.append(pending.strip())
             elif out:

@@ -29,7 +29,8 @@ WHEN = {
     413: "the request body is larger than 2 MiB",
     421: "the Host names this server by a name it does not answer to (DNS-rebinding "
     "protection; see CHIEZO_ALLOWED_HOSTS)",
-    422: "`strict`: the answer cites none of its sources (`answer`, `references`)",
+    422: "`strict`: a sentence cites no source or its sources do not support it (`answer`, "
+         "`references`, `cited`, `claims`, `unsupported`, `uncited`)",
     503: "the model endpoint is not configured or not reachable (the excerpts found are "
     "included), or the notes are locked by another writer (retry)",
     504: "the query ran past CHIEZO_QUERY_TIMEOUT and was stopped",
