@@ -81,6 +81,7 @@ def test_an_agent_answer_before_any_lookup_is_not_returned_chiezo_searches_first
         result = service_with(library, stub.url).ask("When was Ray Charles born?", mode="agent")
     assert result.answer == "Ray Charles was born in 1930 [1]." and result.grounded
     assert result.steps[0]["tool"] == "search" and result.steps[0]["by"] == "chiezo"
+    assert result.queries == ["Ray Charles"]  # the question's named thing, not the sentence
     assert result.references[0]["title"] == "Ray Charles"
     assert "tool" in seen[1]  # the second request carried the search Chiezo made
 

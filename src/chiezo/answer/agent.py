@@ -247,6 +247,15 @@ class Run:
     def looked_up(self) -> bool:
         return any(s["tool"] != "sources" for s in self.steps)
 
+    def answer(self, text: str, *notes: str) -> Answer:
+        """The run's result for ``text``, its queries the searches made (claims unchecked)."""
+        queries = [s["arguments"]["query"] for s in self.steps
+                   if s["tool"] == "search" and isinstance(s["arguments"], dict)
+                   and isinstance(s["arguments"].get("query"), str)]  # fmt: skip
+        return Answer(self.question, text, self.references.items, list(dict.fromkeys(queries)),
+                      "agent", self.model, bool(self.options.grounded),
+                      [*self.warnings, *notes], steps=self.steps)  # fmt: skip
+
 
 def run_agent(service, question: str, llm: LLMClient, options: AnswerOptions, *,
               history: list[dict] | None = None,
@@ -279,19 +288,16 @@ def _converse(run: Run) -> str | None:
 
 def _finish(run: Run, text: str, service) -> Answer:
     refs = run.references
-    answer = Answer(run.question, text, refs.items, [], "agent", run.model,
-                    bool(run.options.grounded), list(run.warnings), steps=run.steps)  # fmt: skip
-    embed = service.claim_embedder([r["source"] for r in refs.items])
+    answer = run.answer(text)
     if run.options.grounded and not refs.items:
         answer.answer, answer.no_basis = NO_BASIS[language_of(run.question)], True
         return answer
+    embed = service.claim_embedder([r["source"] for r in refs.items])
     answer.check(refs.texts, embed)
     if run.options.grounded and not answer.cited and not answer.no_basis:
         run.messages += [{"role": "assistant", "content": text},
                          {"role": "user", "content": CITE_PROMPT}]  # fmt: skip
         retry = strip_reasoning(run.ask_model(tools=False).content or "")
-        answer = Answer(run.question, retry, refs.items, [], "agent", run.model, True,
-                        run.warnings + ["the first answer cited nothing; asked again"],
-                        steps=run.steps)  # fmt: skip
+        answer = run.answer(retry, "the first answer cited nothing; asked again")
         answer.check(refs.texts, embed)
     return answer
