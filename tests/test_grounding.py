@@ -21,7 +21,7 @@ from chiezo.config import Settings
 from chiezo.service import Service
 from llm_stub import ScriptedLLM, in_turns, tool_call
 
-from helpers import RunningServer, wiki_dump
+from helpers import RunningServer, build_docs, wiki_dump, write_files
 
 PAGES = [
     (1, "浅草寺", "'''浅草寺'''は東京都台東区浅草にある寺。628年に創建されたと伝わる。雷門が有名である。"),
@@ -329,6 +329,20 @@ def test_zim_answers_skip_the_main_page_read_an_article_once_and_link_to_this_se
     assert first["url"] == f"http://127.0.0.1:8080/doc/zim_ray/{first['doc_id']}"
     assert first["cite"].startswith("zim_ray:A/")
     assert offline.references[0]["url"] == offline.references[0]["cite"]
+
+
+def test_a_cited_document_never_shows_its_local_path(tmp_path):
+    folder = write_files(tmp_path / "handbook", {"leave.md": "# 休暇\n\n年次休暇は20日。\n"})
+    build_docs(Service(Settings(data_dir=tmp_path / "data")), folder, "handbook")
+    with ScriptedLLM(planned('{"queries": ["休暇"]}', "年次休暇は20日 [1]。")) as stub:
+        local = Service(Settings(data_dir=tmp_path / "data", llm_url=stub.url,
+                                 llm_model="stub-model")).ask("休暇は何日？")  # fmt: skip
+        served = Service(Settings(data_dir=tmp_path / "data", llm_url=stub.url,
+                                  llm_model="stub-model", public_url="http://kb.lan:8080/")
+                         ).ask("休暇は何日？")  # fmt: skip
+    assert local.references[0]["url"] == "handbook:leave.md" and local.grounded
+    assert served.references[0]["url"].startswith("http://kb.lan:8080/doc/handbook/")
+    assert "file:" not in json.dumps(local.to_dict() | served.to_dict())
 
 
 # -- settings a small machine needs ---------------------------------------------------------------
