@@ -38,6 +38,19 @@ from mwparserfromhell.nodes import (
     Wikilink,
 )
 
+from .wikitables import table_lines
+from .wikitemplates import (
+    DROP,
+    PROSE_KEYS,
+    UNIT_AFTER,
+    drop_marked,
+    is_data,
+    is_numeric,
+    is_prose,
+    parser_function,
+    prose,
+)
+
 BEHAVIOUR_SWITCHES = (
     "NOTOC", "FORCETOC", "TOC", "NOEDITSECTION", "NEWSECTIONLINK", "NONEWSECTIONLINK",
     "NOGALLERY", "HIDDENCAT", "EXPECTUNUSEDCATEGORY", "NOCONTENTCONVERT", "NOCC",
@@ -53,7 +66,7 @@ SILENT_TAGS = {
 SILENT_TEMPLATES = {
     "reflist", "notelist", "notelist2", "脚注ヘルプ", "normdaten", "authority control",
     "sfn", "sfnm", "sfnref", "harvnb", "harv", "efn", "efn2", "refnest", "r", "refn",
-    "要出典", "要出典範囲", "citation needed", "cn", "fact", "独自研究範囲", "要検証範囲",
+    "要出典", "citation needed", "cn", "fact",
     "main", "see also", "see", "otheruses", "other uses", "redirect", "about", "for",
     "節スタブ", "stub", "出典の明記", "独自研究", "リンク切れ", "dead link", "commonscat",
     "commons", "wikiquote", "wiktionary", "ウィキポータルリンク", "portal", "デフォルトソート",
@@ -64,7 +77,7 @@ SILENT_TEMPLATES = {
     "col-end", "div col", "div col end", "multicol", "multicol-break", "multicol-end",
     "legend", "bar percent", "flagicon", "flag", "isbn2", "wd", "kotobank", "official website",
 }  # fmt: skip
-SILENT_PREFIXES = ("cite", "citation", "infobox image", "navbox", "taxobox image")
+SILENT_PREFIXES = ("cite", "citation", "infobox image", "navbox", "taxobox image", "image label")
 INFOBOX_PREFIXES = ("infobox", "基礎情報", "taxobox", "chembox", "drugbox", "geobox")
 # Infobox parameters that are layout, pictures or raw coordinates (read separately), not facts.
 NOISE_KEY = re.compile(
@@ -80,10 +93,21 @@ DISAMBIGUATION = {
     "begriffsklärung", "homonymie", "消歧义", "동음이의",
 }  # fmt: skip
 LAYOUT_VALUE = re.compile(
-    r"^\d+(?:\.\d+)?\s*(?:px|em|%|pt)$|^(?:left|right|center|none|yes|no)$", re.I
+    r"^\d+(?:\.\d+)?\s*(?:px|em|%|pt)$|^(?:left|right|center|none|yes|no|y|n)$", re.I
 )
 IMAGE_VALUE = re.compile(r"\.(?:svg|png|jpe?g|gif|tiff?|webp|ogg|ogv|webm|pdf)\s*$", re.I)
-_LIST_MARKER = re.compile(r"^[*#:;]+\s*", re.M)
+_LIST_MARKER = re.compile(r"^(?:[*#:;]+|(?:- )+)[ \t]*", re.M)
+_EMPTY_ITEM = re.compile(r"^[ \t]*-[ \t]*(?:\n|$)", re.M)
+_BRACES = re.compile(r"\{\{|\}\}")
+_COMMENT = re.compile(r"<!--.*?(?:-->|(?=\n\n)|$)", re.S)
+_RAW_TABLE_ROW = re.compile(r"^[ \t]*(?:\{\||\|\}|\|-|\|\+|!|\|).*(?:\n|$)", re.M)
+# markup the parser left as text: unbalanced tags, runs of apostrophes, the [[ of a broken link
+_STRAY_MARKUP = re.compile(
+    r"</?(?:br|center|small|big|span|div|sup|sub|font|b|i|u|s|p|tt|code|abbr|nowiki|poem"
+    r"|blockquote|cite|hr|onlyinclude|includeonly|noinclude|references|ref)\b[^>]{0,200}/?\s*>"
+    r"|'{2,}|\[\[|\]\]",
+    re.I,
+)
 _HEADING_MARK = "\x00"
 _SPACES = re.compile(r"[ \t\u3000]+\n")
 _BLANKS = re.compile(r"\n{3,}")
@@ -97,6 +121,7 @@ class Namespaces:
     category: set[str] = field(default_factory=lambda: {"category"})
     other: set[str] = field(default_factory=set)  # every other namespace name
     languages: set[str] = field(default_factory=set)
+    language: str = ""  # the wiki's language: how dates are written
 
     @classmethod
     def for_wiki(cls, names: dict[int, str], language: str = "") -> Namespaces:
@@ -112,6 +137,7 @@ class Namespaces:
         ns.file |= LOCAL_FILE_ALIASES.get(language, set())
         ns.category |= LOCAL_CATEGORY_ALIASES.get(language, set())
         ns.languages = set(LANGUAGE_CODES)
+        ns.language = language
         return ns
 
 
@@ -142,7 +168,7 @@ def parse_article(wikitext: str, ns: Namespaces) -> Article:
     renderer = _Renderer(ns, links)  # one walk of the tree collects everything
     text = clean(renderer.render_article(code))
     lead = text.split("\n## ", 1)[0] if not text.startswith("## ") else ""
-    facts = "\n".join(box for box in renderer.infoboxes if box)
+    facts = clean("\n".join(box for box in renderer.infoboxes if box))
     if facts:  # after the prose: the lead stays a readable opening
         text = f"{text}\n\n## {INFOBOX_HEADING}\n\n{facts}"
     return Article(
@@ -163,8 +189,14 @@ def normalise_title(title: str) -> str:
 
 def clean(text: str) -> str:
     text = _SWITCHES.sub("", text)
-    text = _LIST_MARKER.sub(lambda m: "- " if m.group(0).strip()[:1] in "*#" else "", text)
+    text = _COMMENT.sub("", text)  # an unclosed one hides the rest of its paragraph here
+    text = _RAW_TABLE_ROW.sub("", text)  # a table the parser could not read: cells, no headers
+    text = _STRAY_MARKUP.sub("", text)
+    text = _BRACES.sub(DROP, text)  # a template the parser could not read: what it said is lost
+    text = _LIST_MARKER.sub(lambda m: "- " if m.group(0).strip()[:1] in "*#-" else "", text)
     text = text.replace(_HEADING_MARK, "#")  # headings were marked apart from list markers
+    text = drop_marked(text)
+    text = _EMPTY_ITEM.sub("", text)  # a list item whose content was a citation or a link box
     text = _SPACES.sub("\n", text)
     return _BLANKS.sub("\n\n", text).strip()
 
@@ -181,7 +213,9 @@ class _Renderer:
     def render(self, code) -> str:
         if code is None:
             return ""
-        return "".join(self.node(n) for n in code.nodes)
+        nodes = code.nodes
+        return "".join(self.node(n, nodes[i + 1] if i + 1 < len(nodes) else None)
+                       for i, n in enumerate(nodes))  # fmt: skip
 
     def render_article(self, code) -> str:
         """Like render(), except that templates above the first prose — hatnotes and
@@ -194,18 +228,18 @@ class _Renderer:
                 if not _is_infobox(name, node) and name not in DISAMBIGUATION:
                     self.templates.append(node)  # still a source of coordinates
                     continue
-            rendered = self.node(node)
+            rendered = self.node(node, None)
             started = started or (isinstance(node, Text | Tag | Wikilink) and rendered.strip())
             out.append(rendered)
         return "".join(out)
 
-    def node(self, node) -> str:
+    def node(self, node, following=None) -> str:
         if isinstance(node, Text):
             return node.value
         if isinstance(node, Wikilink):
             return self.wikilink(node)
         if isinstance(node, Template):
-            return self.template(node)
+            return self.template(node, following)
         if isinstance(node, Tag):
             return self.tag(node)
         if isinstance(node, Heading):
@@ -226,7 +260,7 @@ class _Renderer:
         return str(node)
 
     def wikilink(self, link: Wikilink) -> str:
-        target = str(link.title).strip()
+        target = _COMMENT.sub("", str(link.title)).strip()
         shown_namespace = target.startswith(":")
         bare = target.lstrip(":")
         prefix, sep, _ = bare.partition(":")
@@ -245,40 +279,59 @@ class _Renderer:
                 self.links.append(page)
         if link.text is not None:
             return self.render(link.text)
+        if sep and folded in self.ns.languages:
+            bare = bare.partition(":")[2]  # [[:en:Cheekha Dar]] shows the name, not "en:"
         return bare.split("#", 1)[0] if bare.split("#", 1)[0] else bare.lstrip("#")
 
-    def template(self, template: Template) -> str:
+    def template(self, template: Template, following=None) -> str:
+        """A template's prose, nothing, or DROP (wikitemplates.py says which)."""
         self.templates.append(template)
         name = " ".join(str(template.name).replace("_", " ").split()).casefold()
         if name in DISAMBIGUATION:
             self.disambiguation = True
             return ""
-        if ":" in name:  # parser function or magic word
-            head = name.partition(":")[0]
-            if head in ("formatnum", "lc", "uc", "lcfirst", "ucfirst"):
-                return self.render(template.name).partition(":")[2].strip()
-            return ""
+        if ":" in name or name.startswith("#"):  # parser function or magic word
+            head, _, argument = self.render(template.name).partition(":")
+            return parser_function(" ".join(head.split()).casefold(), argument.strip())
         if name in SILENT_TEMPLATES or name.startswith(SILENT_PREFIXES):
             return ""
         if _is_infobox(name, template):
             self.infoboxes.append(self.infobox(template))
             return ""
-        if (name in ("lang", "langwithname") or name.startswith("lang-")) and template.params:
-            return self.render(template.params[-1].value).strip()
-        if name in ("仮リンク", "interlanguage link", "ill") and template.params:
-            return self.render(template.params[0].value).strip()
-        if name in ("ruby", "ルビ") and template.params:
-            return self.render(template.params[0].value).strip()
-        values = []
+        if is_data(name):
+            return DROP
+        known = self.known_template(name, template)
+        if known is not None:
+            return known
+        text = " ".join(self.values(template))
+        if _unit_follows(following) and not is_numeric(text):
+            return DROP  # a number belongs here, and this does not render to one
+        return text
+
+    def known_template(self, name: str, template: Template) -> str | None:
+        """Prose templates that keep one parameter or shape their values; None otherwise."""
+        params = template.params
+        if (name in ("lang", "langwithname") or name.startswith("lang-")) and params:
+            return self.render(params[-1].value).strip()
+        if name in ("仮リンク", "interlanguage link", "ill", "ill2", "illm") and params:
+            return self.render(params[0].value).strip()
+        if name in ("ruby", "ルビ") and params:
+            return self.render(params[0].value).strip()
+        if is_prose(name):
+            return prose(name, self.values(template, named=False), self.ns.language)
+        return None
+
+    def values(self, template: Template, *, named: bool = True) -> list[str]:
+        """The rendered positional parameters (and prose-like named ones: ``text=``), without
+        pictures and layout values."""
+        out = []
         for param in template.params:
+            if param.showkey and not (named and str(param.name).strip().casefold() in PROSE_KEYS):
+                continue
             value = self.render(param.value).strip()
             if value and not IMAGE_VALUE.search(value) and not LAYOUT_VALUE.match(value):
-                values.append(value)
-        if not values:
-            return ""
-        # an infobox-like template (named parameters only) reads as one value per line
-        named = all(p.showkey for p in template.params)
-        return ("\n" if named and len(values) > 2 else " ").join(values)
+                out.append(value)
+        return out
 
     def infobox(self, template: Template) -> str:
         """An infobox as ``key: value`` lines (the facts people ask for: 人口, 市長, founded),
@@ -289,7 +342,7 @@ class _Renderer:
             if not param.showkey or NOISE_KEY.search(key):
                 continue
             value = " ".join(self.render(param.value).split())
-            if value and not IMAGE_VALUE.search(value):
+            if value and not IMAGE_VALUE.search(value) and not LAYOUT_VALUE.match(value):
                 lines.append(f"{key}: {value}")
         return "\n".join(lines)
 
@@ -299,15 +352,24 @@ class _Renderer:
             return ""
         if name == "br":
             return "\n"
-        if name in ("tr",):
-            return self.render(tag.contents) + "\n"
-        if name in ("td", "th"):
-            return self.render(tag.contents).strip() + " "
+        if name == "li" and tag.wiki_markup:
+            return "- "  # a list item's "*" or "#" (clean() folds "**" into one mark)
         if name == "table":
-            return "\n" + self.render(tag.contents) + "\n"
+            lines = table_lines(tag, self.render)
+            return "\n" + "\n".join(f"- {line}" for line in lines) + "\n" if lines else "\n"
         if tag.contents is None:
             return ""
         return self.render(tag.contents)
+
+
+def _unit_follows(node) -> bool:
+    """Whether ``node`` (what comes after a template) opens with a unit that only ever
+    follows a number. Only text and links are looked at: a unit is never inside a table."""
+    if isinstance(node, Text):
+        return bool(UNIT_AFTER.match(node.value[:40]))
+    if isinstance(node, Wikilink):
+        return bool(UNIT_AFTER.match(str(node)[:60]))
+    return False
 
 
 def _is_infobox(name: str, template: Template) -> bool:
