@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -194,3 +195,34 @@ class DumpSite:
 
     def close(self):
         self.server.shutdown()
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "test-output" / "screenshots"
+
+
+@contextlib.contextmanager
+def chromium():
+    """Debian's headless Chromium through Playwright (never a downloaded browser)."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}: `make install` installs Debian's chromium")
+    from playwright.sync_api import sync_playwright
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM),
+                                             args=["--no-sandbox", "--disable-gpu"])  # fmt: skip
+        yield browser
+        browser.close()
+
+
+def browser_page(browser, base: str):
+    """A Japanese-locale page at a fixed size whose script errors are collected in
+    ``page.errors``; ``page.base`` is the server's URL."""
+    context = browser.new_context(locale="ja-JP", viewport={"width": 1100, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.base = base
+    return page

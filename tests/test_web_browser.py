@@ -7,7 +7,6 @@ Each test leaves a screenshot in test-output/screenshots/ for a person to review
 import json
 import re
 import shutil
-from pathlib import Path
 
 import httpx
 import pytest
@@ -18,17 +17,19 @@ from chiezo.service import Service
 from llm_stub import ScriptedLLM, tool_call
 
 from helpers import (
+    CHROMIUM,
     PAGE_WITH_A_SCRIPT,
+    SCREENSHOTS,
     TEMPLE_PAGES,
     RunningServer,
+    browser_page,
     build_docs,
+    chromium,
     shared,
     wiki_dump,
     write_files,
 )
 
-CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOTS = Path(__file__).resolve().parents[1] / "test-output" / "screenshots"
 PAGES = [
     *TEMPLE_PAGES,
     (3, "夏目漱石", "'''夏目漱石'''は日本の小説家。1867年2月9日に生まれた。"),
@@ -73,28 +74,17 @@ def site(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser(site):
-    from playwright.sync_api import sync_playwright
-
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM),
-                                              args=["--no-sandbox", "--disable-gpu"])  # fmt: skip
-        yield chromium
-        chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture
 def page(browser, site, request):
-    context = browser.new_context(locale="ja-JP", viewport={"width": 1100, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.base = site["url"]
+    page = browser_page(browser, site["url"])
     yield page
     page.screenshot(path=str(SCREENSHOTS / f"{request.node.name}.png"), full_page=True)
-    context.close()
-    assert not errors, f"script errors on the page: {errors}"
+    page.context.close()
+    assert not page.errors, f"script errors on the page: {page.errors}"
 
 
 def test_search_then_open_a_doc_and_follow_its_link(page):

@@ -317,7 +317,8 @@ def ingest_wikipedia(ctx, dump, name, language, pageviews, page_props, allow_tru
     "--alternate-names",
     type=click.Path(path_type=Path),
     default=None,
-    help="alternateNamesV2 (zip/txt): Japanese names and Wikidata ids.",
+    help="alternateNamesV2 or a country's alternatenames/XX (zip/txt): Japanese names of "
+    "places and areas, Wikidata ids.",
 )
 @click.option(
     "--fetch",
@@ -325,16 +326,24 @@ def ingest_wikipedia(ctx, dump, name, language, pageviews, page_props, allow_tru
     default=None,
     help="Without EXPORT: the export to fetch, e.g. cities15000 or JP.",
 )
+@click.option(
+    "--fetch-alternate-names",
+    "fetch_names",
+    default=None,
+    metavar="CC",
+    help="Fetch a country's alternate names (e.g. JP: Japanese areas and titles for Japan).",
+)
 @click.option("--mirror", default=None, help="GeoNames download URL (default: geonames.org).")
 @click.option("--allow-shrink", is_flag=True)
 @embed_options
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def ingest_geonames(ctx, export, name, admin1, alternate_names, fetch_name, mirror, allow_shrink,
-                    embed_model, no_embed, as_json) -> None:  # fmt: skip
+def ingest_geonames(ctx, export, name, admin1, alternate_names, fetch_name, fetch_names, mirror,
+                    allow_shrink, embed_model, no_embed, as_json) -> None:  # fmt: skip
     """Build a place source from a GeoNames export (allCountries, XX, citiesNNNN; .zip or
-    .txt). Without EXPORT, --fetch NAME downloads it (with admin1 names)."""
+    .txt). Without EXPORT, --fetch NAME downloads it (with admin1 names);
+    --fetch-alternate-names JP downloads Japan's alternate names."""
     from .sources.geonames import GeoNamesOptions
 
     service = _service(ctx)
@@ -348,6 +357,13 @@ def ingest_geonames(ctx, export, name, admin1, alternate_names, fetch_name, mirr
             export, fetched_admin1 = fetch_geonames(service.settings, fetch_name, mirror=mirror,
                                                     progress=progress)  # fmt: skip
             admin1 = admin1 or fetched_admin1
+        if fetch_names:
+            if alternate_names:
+                raise click.UsageError("give --alternate-names FILE or --fetch-alternate-names")
+            from .sources.placefetch import fetch_alternate_names
+
+            alternate_names = fetch_alternate_names(service.settings, fetch_names, mirror=mirror,
+                                                    progress=progress)  # fmt: skip
         geo = GeoNamesOptions(admin1=admin1, alternate_names=alternate_names)
         report = service.ingest(
             "geonames",

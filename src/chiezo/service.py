@@ -130,8 +130,9 @@ class Service:
             near=point,
         ).checked()
         if source:
-            return retrieve(self.library.get(source), q, limit=limit, offset=offset,
-                            timeout=self.settings.query_timeout, filters=filters,
+            src = self.library.get(source)
+            return retrieve(src, q, limit=limit, offset=offset,
+                            timeout=self.settings.query_timeout, filters=filters.resolved(src),
                             others=self._sources_having, options=options)  # fmt: skip
         if filters or point:
             raise BadQuery(
@@ -330,8 +331,9 @@ class Service:
         src, deadline = self._read(source, "filter")
         with deadline:
             result = browse.filter_docs(
-                src, filters, limit=limit, offset=offset, fields=wanted, others=self._sources_having
-            )
+                src, filters.resolved(src), limit=limit, offset=offset, fields=wanted,
+                others=self._sources_having,
+            )  # fmt: skip
         if point is not None:
             result["near"] = {"lat": point.lat, "lon": point.lon, "from": point.label,
                               "radius_km": point.radius_km}  # fmt: skip

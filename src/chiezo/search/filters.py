@@ -15,6 +15,12 @@ popularity ordinal, an index range in doc_id order is already ranked.
 A condition the source can never satisfy (an attribute it does not have, tags on a source
 without tags) is an error that says why and which sources do have it: a model that gets 0
 results retries the same impossible query forever.
+
+Names of places are written many ways: an ``area`` matches its stored value or the source's
+``area_alias`` (the area's other names: Tokyo for 東京都), ignoring case, width and accents
+(kyoto, ＫＹＯＴＯ, Kyōto). ``Filters.resolved`` turns the values asked for into the ones stored, once per
+query, so each condition stays one index range. A value that matches nothing gets the closest
+values, by name.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 from .. import db
@@ -34,6 +41,12 @@ BOX_ESTIMATE_CAP = 60_000  # above setplan.MATERIALIZE: a box this full is read 
 BATCH = 500
 EARTH_KM = 6371.0088
 NAMED_ATTRIBUTES = ("feature", "area", "wikidata")
+# Attributes whose values are names, matched by ``fold``ed spelling and through "<name>_alias"
+# (another stored attribute holding the same places' other names).
+NAME_ATTRIBUTES = ("area",)
+ALIAS = "_alias"
+SIMILAR_POOL = 50_000  # values compared for "closest": ~0.1 s of difflib; more → same first letter
+SIMILAR_CUTOFF = 0.4
 
 
 @dataclass(frozen=True)
@@ -108,32 +121,39 @@ class TagCondition(Condition):
 class AttrCondition(Condition):
     name: str
     values: tuple[str, ...]
+    # the stored attributes read: ``(name,)`` unless resolved to its alias (area_alias)
+    within: tuple[str, ...] = ()
+
+    @property
+    def attributes(self) -> tuple[str, ...]:
+        return self.within or (self.name,)
+
+    def clause(self, table: str = "") -> tuple[str, tuple]:
+        """``name = ? AND value IN (...)`` over the columns of ``table`` (an alias + ".")."""
+        names, marks = self.attributes, _marks(self.values)
+        name = f"{table}name = ?" if len(names) == 1 else f"{table}name IN ({_marks(names)})"
+        return f"{name} AND {table}value IN ({marks})", (*names, *self.values)
 
     def select(self) -> tuple[str, tuple]:
-        marks = ",".join("?" * len(self.values))
-        distinct = "DISTINCT " if len(self.values) > 1 else ""
-        sql = f"SELECT {distinct}doc_id FROM doc_attrs WHERE name = ? AND value IN ({marks})"
-        return sql, (self.name, *self.values)
+        where, params = self.clause()
+        distinct = "" if self.ordered else "DISTINCT "  # a doc may carry two of them
+        return f"SELECT {distinct}doc_id FROM doc_attrs WHERE {where}", params
 
     def estimate(self, conn: db.Connection) -> int:
-        marks = ",".join("?" * len(self.values))
-        row = conn.execute(
-            f"SELECT sum(n) FROM attr_counts WHERE name = ? AND value IN ({marks})",
-            (self.name, *self.values),
-        ).fetchone()
+        where, params = self.clause()
+        row = conn.execute(f"SELECT sum(n) FROM attr_counts WHERE {where}", params).fetchone()
         return row[0] or 0
 
     def exists(self, column: str) -> tuple[str, tuple]:
-        marks = ",".join("?" * len(self.values))
+        where, params = self.clause("x.")
         return (
-            f"EXISTS (SELECT 1 FROM doc_attrs x WHERE x.name = ? AND x.value IN ({marks}) "
-            f"AND x.doc_id = {column})",
-            (self.name, *self.values),
+            f"EXISTS (SELECT 1 FROM doc_attrs x WHERE {where} AND x.doc_id = {column})",
+            params,
         )
 
     @property
     def ordered(self) -> bool:
-        return len(self.values) == 1
+        return len(self.values) == 1 and len(self.attributes) == 1
 
     def describe(self) -> str:
         return f"{self.name}=" + ",".join(self.values)
@@ -271,6 +291,15 @@ class Filters:
     def __bool__(self) -> bool:
         return bool(self.conditions or self.near)
 
+    def resolved(self, source: Source) -> Filters:
+        """These filters with each name value (``NAME_ATTRIBUTES``) written as ``source`` stores
+        it: 東京都, Tokyo, tokyo or ＴＯＫＹＯ all become the stored value(s). Values it does not
+        have stay as asked, for ``check_filters`` to report with the closest ones."""
+        if not any(_is_name(c) for c in self.conditions):
+            return self
+        conditions = [_resolve(source, c) if _is_name(c) else c for c in self.conditions]
+        return Filters(tuple(dict.fromkeys(conditions)), self.near)
+
     @property
     def indexed(self) -> tuple[Condition, ...]:
         return tuple(c for c in self.conditions if isinstance(c, TagCondition | AttrCondition))
@@ -284,6 +313,79 @@ class Filters:
             clauses.append(f" AND +{column} IN ({sql})")
             params += args
         return "".join(clauses), params
+
+
+_LATIN_MARKS = re.compile(r"[\u0300-\u036f]")
+
+
+def fold(text: str) -> str:
+    """A name compared without case, width, accents or spacing: ＫＹＯＴＯ, kyoto, Kyōto and
+    Kyoto are one. Only Latin/Greek/Cyrillic combining marks go: the kana voicing marks that
+    NFKD also splits off (が = か + ゙) are put back by NFC."""
+    bare = _LATIN_MARKS.sub("", unicodedata.normalize("NFKD", text))
+    return " ".join(unicodedata.normalize("NFKC", bare).casefold().split())
+
+
+def _is_name(condition: Condition) -> bool:
+    return isinstance(condition, AttrCondition) and condition.name in NAME_ATTRIBUTES
+
+
+def _name_attributes(source: Source, name: str) -> tuple[str, ...]:
+    """``name`` and its alias attribute, those the source has."""
+    return tuple(n for n in (name, name + ALIAS) if n in source.attributes)
+
+
+def _resolve(source: Source, condition: AttrCondition) -> AttrCondition:
+    names = _name_attributes(source, condition.name)
+    if condition.name not in names:
+        return condition  # check_filters says the source has no such attribute
+    found = stored_spellings(source.conn, names, condition.values)
+    values: list[str] = []
+    within: set[str] = set()
+    for asked in condition.values:
+        pairs = found.get(asked)
+        if not pairs:
+            values.append(asked)  # matches nothing: check_filters says so, with the closest
+            continue
+        values += [value for _, value in pairs]
+        within.update(attr for attr, _ in pairs)
+    # Reading every value in every attribute of ``within`` is harmless: a name stored as an
+    # area or as an area's other name denotes the same area.
+    within_names = tuple(sorted(within)) or (condition.name,)
+    return AttrCondition(condition.name, tuple(dict.fromkeys(values)), within_names)
+
+
+def stored_spellings(
+    conn: db.Connection, names: tuple[str, ...], values: tuple[str, ...]
+) -> dict[str, list[tuple[str, str]]]:
+    """Each value → the (attribute, value) pairs stored for it: the exact spelling where one
+    exists (one index seek), else every value equal to it once ``fold``ed (a scan of the
+    attribute's values, a few thousand admin areas)."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    for value in values:
+        exact = unicodedata.normalize("NFKC", value)
+        rows = conn.execute(
+            f"SELECT name, value FROM attr_counts WHERE name IN ({_marks(names)}) "
+            "AND value IN (?, ?)",
+            (*names, value, exact),
+        ).fetchall()
+        if rows:
+            found[value] = [tuple(r) for r in rows]
+    missing: dict[str, list[str]] = {}
+    for value in values:
+        if value not in found:
+            missing.setdefault(fold(value), []).append(value)
+    if missing:
+        for name, stored in conn.execute(
+            f"SELECT name, value FROM attr_counts WHERE name IN ({_marks(names)})", names
+        ):
+            for asked in missing.get(fold(stored), ()):
+                found.setdefault(asked, []).append((name, stored))
+    return found
+
+
+def _marks(items) -> str:
+    return ",".join("?" * len(items))
 
 
 def _split_or(value: str) -> tuple[str, ...]:
@@ -406,14 +508,13 @@ def _check_attr(source: Source, condition: AttrCondition, check: FilterCheck, ot
             sources_with_it=_having(others, lambda attrs, points: name in attrs),
             candidates=difflib.get_close_matches(name, sorted(known), n=5) or None,
         )
-    conn = source.conn
-    marks = ",".join("?" * len(condition.values))
-    present = {r[0] for r in conn.execute(
-        f"SELECT value FROM attr_counts WHERE name = ? AND value IN ({marks})",
-        (name, *condition.values))}  # fmt: skip
+    where, params = condition.clause()
+    present = {r[0] for r in source.conn.execute(
+        f"SELECT value FROM attr_counts WHERE {where}", params)}  # fmt: skip
     missing = [v for v in condition.values if v not in present]
     if missing:
-        values = similar_values(conn, name, missing[0])
+        names = _name_attributes(source, name) if name in NAME_ATTRIBUTES else (name,)
+        values = similar_values(source.conn, name, missing[0], names=names)
         check.notes.append(Notice("no_such_value", name=name, values=missing, similar=values))
     if not present:
         check.impossible = True
@@ -435,17 +536,33 @@ def similar_tags(conn: db.Connection, tag: str, n: int = 5) -> list[str]:
     return difflib.get_close_matches(tag, names, n=n, cutoff=0.3) or names[:n]
 
 
-def similar_values(conn: db.Connection, name: str, value: str, n: int = 8) -> list[str]:
-    """Values of an attribute close to ``value`` (same key for features), else the commonest."""
+def similar_values(
+    conn: db.Connection, name: str, value: str, n: int = 8, names: tuple[str, ...] = ()
+) -> list[str]:
+    """The values of an attribute (or of ``names``: an area and its other-language names)
+    closest in spelling to ``value``, closest first, compared ``fold``ed; a feature's within
+    its key (amenity=caffe → amenity=cafe). None when nothing is close: the commonest values
+    (England, California for 東京都) would only mislead."""
     key = value.split("=", 1)[0] + "=" if name == "feature" and "=" in value else ""
-    rows = conn.execute(
-        "SELECT value FROM attr_counts WHERE name = ? AND value >= ? AND value < ? "
-        "ORDER BY n DESC LIMIT 200",
-        (name, key, key + "\U0010ffff"),
-    ).fetchall()
-    values = [r[0] for r in rows]
-    close = difflib.get_close_matches(value, values, n=n, cutoff=0.4)
-    return close or values[:n]
+    by_fold: dict[str, list[str]] = {}
+    for stored in _value_pool(conn, names or (name,), key, fold(value[len(key) :])[:1]):
+        by_fold.setdefault(fold(stored), []).append(stored)
+    close = difflib.get_close_matches(fold(value), list(by_fold), n=n, cutoff=SIMILAR_CUTOFF)
+    return list(dict.fromkeys(v for f in close for v in by_fold[f]))[:n]
+
+
+def _value_pool(conn: db.Connection, names: tuple[str, ...], key: str, first: str) -> list[str]:
+    """The values to compare: all of them (starting with ``key``), or, past SIMILAR_POOL (a
+    Wikidata id per document), those whose next letter is ``first`` in either case."""
+    where = f"name IN ({_marks(names)}) AND value >= ? AND value < ?"
+    sql = f"SELECT value FROM attr_counts WHERE {where} LIMIT {SIMILAR_POOL + 1}"
+    pool = [r[0] for r in conn.execute(sql, (*names, key, key + "\U0010ffff"))]
+    if len(pool) <= SIMILAR_POOL or not first:
+        return pool
+    pool = []
+    for start in dict.fromkeys((key + first, key + first.upper())):
+        pool += [r[0] for r in conn.execute(sql, (*names, start, start + "\U0010ffff"))]
+    return pool
 
 
 def filter_ids(conn: db.Connection, filters: Filters, ids: list[int]) -> list[int]:

@@ -43,6 +43,7 @@ from .semantic import (
     require_vectors,
     semantic_candidates,
 )
+from .snippet import snippet_at
 from .vectors import vector_info
 
 MODES = ("keyword", "semantic", "hybrid")
@@ -315,5 +316,5 @@ def _chunk_snippets(source: Source, hits: list[Hit], matched: dict[int, Semantic
             if is_pdf_url(hit.url):  # the page of the passage that matched
                 hit.url = with_page(hit.url, page_of_heading(heading))
             start = found.span[0] if found.span else 0
-            piece = " ".join(passage[start:].split())[:SNIPPET_CHARS]
+            piece = snippet_at(passage, start, SNIPPET_CHARS)  # plain text, like the keyword side's snippets
             hit.snippet = f"[{heading}] {piece}" if heading else piece

@@ -18,7 +18,7 @@ from .. import db
 from .formats import Converted
 
 # Bump when a converter's output changes, so cached conversions are not reused across it.
-CONVERTER_VERSION = 2
+CONVERTER_VERSION = 3
 KEEP_DAYS = 90
 
 

@@ -166,6 +166,8 @@ class DocumentFolder:
             self._warn(f"{path}: {exc}; skipped")
             return
         for part in parts:
+            for warning in part.warnings:  # the file is indexed; the user should still know
+                self._warn(f"{path}: {warning}")
             front = {"title": part.title} if part.title else {}
             doc = document_from_text(key + part.key_suffix, path, part.text, front, markdown=True,
                                      merge=not part.one_chunk_per_section)  # fmt: skip

@@ -13,9 +13,13 @@ A file that cannot be read (a broken zip, an encrypted or scanned PDF) raises
 from __future__ import annotations
 
 import csv
+import functools
 import io
+import itertools
 import logging
 import re
+import statistics
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +37,7 @@ class Converted:
     key_suffix: str = ""  # "#Sheet1" for one sheet of a workbook
     extra: dict = field(default_factory=dict)
     one_chunk_per_section: bool = False  # PDF pages and slides stay apart, to be cited
+    warnings: list[str] = field(default_factory=list)  # for the build to report; file kept
 
 
 class Unreadable(Exception):
@@ -52,31 +57,312 @@ def convert(path: Path) -> list[Converted]:
 
 # -- PDF -------------------------------------------------------------------------------------------
 
+# One-letter text lines in a font this much larger than the page's median character are a
+# heading set letter by letter: kampo.pdf's 官報 masthead is 12 pt over an 8 pt body (1.5×).
+# Of the 72 one-character lines in the shared PDFs, the others this large are digits and a
+# bracket (section numbers, １ at 1.27×), not letters; 序 in jo.pdf is body size.
+LARGE_LETTER = 1.25
+# Letters of one such word lie at most this many letter sizes apart (官→報: 36 pt at 12 pt, 3.0×),
+# on one baseline or one column (ALIGN × size) and at one size (SAME_SIZE × size).
+JOIN_GAP = 4.0
+ALIGN = 0.2
+SAME_SIZE = 0.1
+# A page whose characters are mostly without a Unicode mapping is said to need OCR.
+MOSTLY_UNMAPPED = 0.5
+_GONE = "\x00"  # marks a dropped character until the line's spaces are tidied
+_CID = re.compile(r"\(cid:\d+\)")  # pdfminer's text for a code no map gives a character for
+
 
 def pdf(path: Path) -> list[Converted]:
     """Text per page with pdfminer.six: its CMaps decode Japanese CID fonts that pypdf turned
-    into mojibake on the shared 官報 and slide PDFs; ``detect_vertical`` reads 縦書き."""
-    from pdfminer.high_level import extract_pages
-    from pdfminer.layout import LAParams, LTTextContainer
+    into mojibake on the shared 官報 and slide PDFs; ``detect_vertical`` reads 縦書き. Large
+    one-letter lines become words (:func:`_join_large_letters`); characters without a Unicode
+    mapping are dropped (:class:`_FontUse`), and pages that were mostly such are reported."""
     from pdfminer.pdfdocument import PDFEncryptionError, PDFPasswordIncorrect
 
-    pages, empty, number = [], 0, 0
+    fonts: dict = {}
     try:
-        for number, layout in enumerate(
-            extract_pages(str(path), laparams=LAParams(detect_vertical=True)), start=1
-        ):
-            text = _clean("".join(e.get_text() for e in layout if isinstance(e, LTTextContainer)))
-            if len(text) < MIN_PAGE_TEXT:
-                empty += 1
-                continue
-            pages.append(f"## p. {number}\n\n{text}")
+        pages = [_page_runs(layout) for layout in _layouts(path, fonts)]
     except (PDFEncryptionError, PDFPasswordIncorrect) as exc:
         raise Unreadable("encrypted PDF (a password is needed)") from exc
+    texts, note = _document_text(pages)
+    if not texts:
+        raise Unreadable(note or "no text layer (a scanned PDF?)")
+    return [Converted("\n\n".join(texts), _pdf_title(path) or _stem(path),
+                      extra={"pages": len(pages), "pages_without_text": len(pages) - len(texts)},
+                      one_chunk_per_section=True, warnings=[note] if note else [])]  # fmt: skip
+
+
+def _document_text(pages: list) -> tuple[list[str], str]:
+    """Each page's ``## p. N`` section (pages without text left out), and what to tell the
+    user about characters dropped for want of a Unicode mapping ("" if nothing to tell)."""
+    texts, unmapped, dropped, total = [], [], 0, 0
+    for number, lines in enumerate(pages, start=1):
+        text, page_dropped, page_total = _page_text(lines)
+        dropped, total = dropped + page_dropped, total + page_total
+        if page_dropped and page_dropped > page_total * MOSTLY_UNMAPPED:
+            unmapped.append(number)
+        if len(text) >= MIN_PAGE_TEXT:
+            texts.append(f"## p. {number}\n\n{text}")
+    return texts, _unmapped_note(unmapped, dropped, total)
+
+
+def _unmapped_note(pages: list[int], dropped: int, total: int) -> str:
     if not pages:
-        raise Unreadable("no text layer (a scanned PDF?)")
-    return [Converted("\n\n".join(pages), _pdf_title(path) or _stem(path),
-                      extra={"pages": number, "pages_without_text": empty},
-                      one_chunk_per_section=True)]  # fmt: skip
+        return ""
+    where, one = ", ".join(map(str, pages)), len(pages) == 1
+    return (f"{dropped} of {total} characters have no Unicode mapping and were dropped; "
+            f"{'p.' if one else 'pp.'} {where} {'is' if one else 'are'} mostly such text and "
+            f"{'needs' if one else 'need'} OCR to be searchable")  # fmt: skip
+
+
+def _layouts(path: Path, fonts: dict):
+    """pdfminer's page layouts, as ``extract_pages`` makes them, with each LTChar tagged with
+    its font's :class:`_FontUse` (pdfminer keeps only the font's name, and kampo.pdf has two
+    Ryumin-Light fonts, horizontal and vertical)."""
+    from pdfminer.layout import LAParams
+    from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
+    from pdfminer.pdfpage import PDFPage
+
+    manager = PDFResourceManager(caching=True)
+    device = _font_noting_aggregator()(manager, laparams=LAParams(detect_vertical=True))
+    device.fonts = fonts
+    interpreter = PDFPageInterpreter(manager, device)
+    with open(path, "rb") as fh:
+        for page in PDFPage.get_pages(fh):
+            interpreter.process_page(page)
+            yield device.get_result()
+
+
+@functools.cache
+def _font_noting_aggregator():
+    from pdfminer.converter import PDFPageAggregator
+
+    class FontNotingAggregator(PDFPageAggregator):
+        fonts: dict
+
+        def render_char(self, matrix, font, fontsize, scaling, rise, cid, *rest):
+            advance = super().render_char(matrix, font, fontsize, scaling, rise, cid, *rest)
+            char = self.cur_item._objs[-1]  # the LTChar just made
+            use = self.fonts.get(font)
+            if use is None:
+                use = self.fonts[font] = _FontUse(_symbolic_simple(font))
+            use.note(cid, char.get_text())
+            char.font_use = use
+            return advance
+
+    return FontNotingAggregator
+
+
+def _symbolic_simple(font) -> bool:
+    """A one-byte font flagged Symbolic: its codes are the font's own, not a standard
+    encoding's (PDF 32000 §9.8.2), so only its ToUnicode or glyph names can say what it shows."""
+    from pdfminer.pdftypes import resolve1
+
+    flags = resolve1((getattr(font, "descriptor", None) or {}).get("Flags", 0))
+    return not font.is_multibyte() and isinstance(flags, int) and bool(flags & 4)
+
+
+@dataclass(eq=False)
+class _FontUse:
+    """How one PDF uses one font, over all its pages: the evidence that the font's characters
+    have no real Unicode mapping. Seen in kampo.pdf: the date and issue number of the running
+    head (平成 ™— 年 › 月 ™œ 日, 第 ›Ÿ˜(cid:1) 号) are digits of an embedded one-byte font,
+    DFHSMincho-W3G014, flagged Symbolic. It has a ToUnicode, but one made from glyph names
+    that are only PDFDocEncoding's names for the codes (0x92 trademark, 0x84 emdash, …); it
+    draws with codes 1, 31 and 132–156, never a printable ASCII one, where every text
+    encoding keeps letters and digits; 8 of its 10 characters come out as Latin letters or
+    punctuation (œ Ÿ ˜ — ›) or (cid:1); and 4 of its 5 runs sit between CJK characters. A
+    font is judged over the whole file, so one it spoils on one line goes on every line."""
+
+    symbolic_simple: bool
+    chars: int = 0  # characters drawn, blanks not counted
+    foreign: int = 0  # ... from a code outside printable ASCII, as :func:`_narrow_foreign`
+    runs: int = 0  # runs of this font within a text line
+    inside_cjk: int = 0  # ... with a wide (CJK) character on both sides
+
+    def note(self, code: int, text: str) -> None:
+        if text.strip():
+            self.chars += 1
+            if self.symbolic_simple and not 0x21 <= code <= 0x7E:
+                self.foreign += _narrow_foreign(text)
+
+    @property
+    def unmapped(self) -> bool:
+        return (self.symbolic_simple and 2 * self.foreign > self.chars
+                and 2 * self.inside_cjk > self.runs)  # fmt: skip
+
+
+def _narrow_foreign(text: str) -> bool:
+    """Latin-script letters and punctuation beyond ASCII (œ Ÿ ˜ — ›), or no mapping at all;
+    not symbols (○ ■ ✓ ±), which symbol fonts legitimately draw between CJK words."""
+    if _CID.fullmatch(text):
+        return True
+    return all(not c.isascii() and not _wide(c) and unicodedata.category(c) not in ("So", "Sm")
+               for c in text)  # fmt: skip
+
+
+def _wide(char: str) -> bool:
+    return bool(char) and unicodedata.east_asian_width(char) in ("W", "F")
+
+
+def _page_runs(layout) -> list[list[tuple[str, _FontUse | None]]]:
+    """The page's text lines in pdfminer's order, each as runs of (text, font); a character
+    without any mapping (``(cid:N)``) is already ``_GONE``. Counts each font's runs in CJK."""
+    lines = _join_large_letters(_text_lines(layout))
+    runs = [_runs(line) for line in lines]
+    for line in runs:
+        _note_context(line)
+    return runs
+
+
+def _text_lines(layout) -> list[list]:
+    """Each text line's characters and pdfminer's spaces, without its closing line break."""
+    from pdfminer.layout import LTAnno, LTTextBox, LTTextLine
+
+    lines = []
+    for element in layout:
+        for line in element if isinstance(element, LTTextBox) else [element]:
+            if isinstance(line, LTTextLine):
+                items = list(line)
+                if items and isinstance(items[-1], LTAnno) and items[-1].get_text() == "\n":
+                    items.pop()
+                lines.append(items)
+    return lines
+
+
+def _join_large_letters(lines: list[list]) -> list[list]:
+    """Lines of one large CJK letter next to each other become one line, the word they spell
+    (kampo.pdf's masthead: 官 and 報 were two lines, so 官報 matched nothing). A vertical text
+    column pdfminer reads already is one line, and a normal-size letter is left alone."""
+    from pdfminer.layout import LTChar
+
+    letters = {i: c for i, line in enumerate(lines) if (c := _lone_letter(line))}
+    if len(letters) < 2:
+        return lines
+    body = statistics.median(c.size for line in lines for c in line if isinstance(c, LTChar))
+    letters = {i: c for i, c in letters.items() if c.size >= body * LARGE_LETTER}
+    for group in _word_groups(letters, lines):
+        ordered = _reading_order([letters[i] for i in group])
+        lines[group[0]] = ordered
+        for i in group[1:]:
+            lines[i] = None
+    return [line for line in lines if line is not None]
+
+
+def _lone_letter(line: list):
+    """The line's only character, if it is a CJK letter (not a digit, not punctuation)."""
+    from pdfminer.layout import LTChar
+
+    found = None
+    for item in line:
+        if isinstance(item, LTChar) and item.get_text().strip():
+            if found is not None:
+                return None
+            found = item
+    text = found.get_text() if found is not None else ""
+    return found if len(text) == 1 and _wide(text) and text.isalpha() else None
+
+
+def _word_groups(letters: dict, lines: list[list]) -> list[list[int]]:
+    """Indices of lone letters that chain into words, each group in line order."""
+    parent = {i: i for i in letters}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    boxes = [_bbox(line) for line in lines]
+    keys = sorted(letters)
+    for n, a in enumerate(keys):
+        for b in keys[n + 1 :]:
+            if _neighbours(letters[a], letters[b], boxes, {a, b}):
+                parent[root(b)] = root(a)
+    groups: dict[int, list[int]] = {}
+    for i in keys:
+        groups.setdefault(root(i), []).append(i)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def _neighbours(a, b, boxes: list, own: set[int]) -> bool:
+    """Same size, on one baseline or one column, near, and no other text between them."""
+    size = max(a.size, b.size)
+    if abs(a.size - b.size) > size * SAME_SIZE:
+        return False
+    row = abs((a.y0 + a.y1) - (b.y0 + b.y1)) / 2 <= size * ALIGN
+    column = abs((a.x0 + a.x1) - (b.x0 + b.x1)) / 2 <= size * ALIGN
+    gap = max(a.x0, b.x0) - min(a.x1, b.x1) if row else max(a.y0, b.y0) - min(a.y1, b.y1)
+    if not (row or column) or gap > size * JOIN_GAP:
+        return False
+    between = (min(a.x1, b.x1), min(a.y0, b.y0), max(a.x0, b.x0), max(a.y1, b.y1)) if row else (
+        min(a.x0, b.x0), min(a.y1, b.y1), max(a.x1, b.x1), max(a.y0, b.y0))  # fmt: skip
+    return not any(_overlaps(box, between) for i, box in enumerate(boxes) if i not in own and box)
+
+
+def _overlaps(box, area) -> bool:
+    return box[0] < area[2] and area[0] < box[2] and box[1] < area[3] and area[1] < box[3]
+
+
+def _bbox(line: list):
+    shown = [c for c in line if hasattr(c, "bbox")]
+    if not shown:
+        return None
+    return (min(c.x0 for c in shown), min(c.y0 for c in shown),
+            max(c.x1 for c in shown), max(c.y1 for c in shown))  # fmt: skip
+
+
+def _reading_order(chars: list) -> list:
+    """Left to right for a row, top to bottom for a column (a 縦書き heading)."""
+    xs, ys = [c.x0 for c in chars], [c.y0 for c in chars]
+    if max(xs) - min(xs) >= max(ys) - min(ys):
+        return sorted(chars, key=lambda c: c.x0)
+    return sorted(chars, key=lambda c: -c.y1)
+
+
+def _runs(line: list) -> list[tuple[str, _FontUse | None]]:
+    """The line as runs of one font each (pdfminer's spaces have none)."""
+    runs = []
+    for _, items in itertools.groupby(line, key=lambda item: id(getattr(item, "font_use", None))):
+        items = list(items)
+        text = "".join(_GONE if _CID.fullmatch(t) else t.replace("\x00", "")
+                       for t in (item.get_text() for item in items))  # fmt: skip
+        runs.append((text, getattr(items[0], "font_use", None)))
+    return runs
+
+
+def _note_context(runs: list[tuple[str, _FontUse | None]]) -> None:
+    texts = [text.strip() for text, _ in runs]
+    for i, (_, use) in enumerate(runs):
+        if use is None or not texts[i]:
+            continue
+        before = next((t[-1] for t in reversed(texts[:i]) if t), "")
+        after = next((t[0] for t in texts[i + 1 :] if t), "")
+        use.runs += 1
+        use.inside_cjk += _wide(before) and _wide(after)
+
+
+def _page_text(lines: list[list[tuple[str, _FontUse | None]]]) -> tuple[str, int, int]:
+    """(the page's text, characters dropped, characters in all) once the fonts are judged."""
+    out, dropped, total = [], 0, 0
+    for runs in lines:
+        text = "".join(re.sub(r"\S", _GONE, t) if use and use.unmapped else t for t, use in runs)
+        gone = text.count(_GONE)
+        dropped, total = dropped + gone, total + len("".join(text.split()))
+        if not gone or text.strip(_GONE + " "):  # a line of dropped characters goes entirely
+            out.append(_close_gaps(text))
+    return _clean("\n".join(out)), dropped, total
+
+
+def _close_gaps(line: str) -> str:
+    """Dropped characters leave one space where pdfminer had put spaces round them (平成 年),
+    none at the line's ends or between characters that touched."""
+
+    def gap(m: re.Match) -> str:
+        edge = m.start() == 0 or m.end() == len(line)
+        return " " if " " in m.group() and not edge else ""
+
+    return re.sub(rf" *{_GONE}[{_GONE} ]*", gap, line)
 
 
 def _pdf_title(path: Path) -> str | None:

@@ -3,14 +3,18 @@ resumable, verifying downloader (``download.py``).
 
 * GeoNames (``https://download.geonames.org/export/dump/``, or ``--mirror`` /
   ``CHIEZO_GEONAMES_MIRROR``): ``<NAME>.zip`` (``cities15000``, ``JP``, ``allCountries``) and
-  ``admin1CodesASCII.txt``. GeoNames publishes no checksums, so a fetched zip is checked for
-  integrity instead (every member's CRC).
+  ``admin1CodesASCII.txt``; a country's alternate names (``alternatenames/JP.zip``: Japanese
+  names of Japan's places and areas without the 700 MB ``alternateNamesV2.zip``). GeoNames
+  publishes no checksums, so a fetched zip is checked for integrity instead (every member's
+  CRC) and the sha256 of what was fetched is recorded beside it (``JP.zip.sha256``): a copy
+  that no longer matches it (damaged on disk, cut short) is fetched again.
 * OpenStreetMap extracts (Geofabrik layout: ``<region>-latest.osm.pbf`` with a ``.md5`` beside
   it; ``--mirror`` / ``CHIEZO_OSM_MIRROR``), verified against that md5.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import zipfile
@@ -32,22 +36,80 @@ def fetch_geonames(
     progress = progress or NullProgress()
     if not re.fullmatch(r"[A-Za-z0-9_]+", name):
         raise InputError(f"not a GeoNames export name: {name!r}", hint="e.g. cities15000, JP")
-    base = (mirror or os.environ.get("CHIEZO_GEONAMES_MIRROR") or GEONAMES_MIRROR).rstrip("/")
-    target = settings.data_dir / "downloads" / "geonames"
-    target.mkdir(parents=True, exist_ok=True)
-    export = download(f"{base}/{name}.zip", target / f"{name}.zip", progress=progress)
-    try:
-        with zipfile.ZipFile(export) as archive:
-            broken = archive.testzip()
-    except zipfile.BadZipFile as exc:
-        export.unlink(missing_ok=True)
-        raise InputError(f"{export.name} is not a valid zip; deleted, fetch again") from exc
-    if broken:
-        export.unlink(missing_ok=True)
-        raise InputError(f"{export.name} is damaged ({broken}); deleted, fetch again")
+    base = _geonames_base(mirror)
+    target = _target(settings, "geonames")
+    export = _fetch_zip(f"{base}/{name}.zip", target / f"{name}.zip", progress)
     admin1 = download(f"{base}/admin1CodesASCII.txt", target / "admin1CodesASCII.txt",
                       progress=progress)  # fmt: skip
     return export, admin1
+
+
+def fetch_alternate_names(
+    settings: Settings, country: str, *, mirror: str | None = None, progress: Progress | None = None
+) -> Path:
+    """``alternatenames/<CC>.zip``: one country's alternate names (the alternateNamesV2
+    columns), in ``$CHIEZO_DATA/downloads/geonames/alternatenames`` (apart from the export of
+    the same name)."""
+    progress = progress or NullProgress()
+    if not re.fullmatch(r"[A-Za-z]{2}", country):
+        raise InputError(
+            f"not a country code: {country!r}", hint="two letters, e.g. JP (ISO 3166-1)"
+        )
+    code = country.upper()
+    url = f"{_geonames_base(mirror)}/alternatenames/{code}.zip"
+    target = _target(settings, "geonames/alternatenames")
+    return _fetch_zip(url, target / f"{code}.zip", progress)
+
+
+def _geonames_base(mirror: str | None) -> str:
+    return (mirror or os.environ.get("CHIEZO_GEONAMES_MIRROR") or GEONAMES_MIRROR).rstrip("/")
+
+
+def _target(settings: Settings, folder: str) -> Path:
+    target = settings.data_dir / "downloads" / folder
+    target.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def _fetch_zip(url: str, dest: Path, progress: Progress) -> Path:
+    """A GeoNames zip, whole (every member's CRC) and as fetched (its recorded sha256)."""
+    record = dest.with_name(dest.name + ".sha256")
+    if dest.exists() and record.exists() and _recorded(record) != _sha256(dest):
+        dest.unlink()  # changed since it was fetched: fetch it again
+        record.unlink()
+    download(url, dest, progress=progress)
+    try:
+        _check_zip(dest)
+    except InputError:
+        record.unlink(missing_ok=True)
+        raise
+    if not record.exists():
+        record.write_text(f"{_sha256(dest)}  {dest.name}\n", encoding="utf-8")
+    return dest
+
+
+def _check_zip(path: Path) -> None:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            broken = archive.testzip()
+    except zipfile.BadZipFile as exc:
+        path.unlink(missing_ok=True)
+        raise InputError(f"{path.name} is not a valid zip; deleted, fetch again") from exc
+    if broken:
+        path.unlink(missing_ok=True)
+        raise InputError(f"{path.name} is damaged ({broken}); deleted, fetch again")
+
+
+def _recorded(record: Path) -> str:
+    return record.read_text(encoding="utf-8").split(" ", 1)[0].strip()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def fetch_osm(

@@ -11,26 +11,72 @@ from fastapi.responses import FileResponse
 
 from ..errors import NotFound
 from ..service import Service
+from ..sources.markdown import parse_sections
 from .formatting import safe_url
+from .markdown_view import render_markdown
 
 DOC_BODY_CHARS = 60_000  # a long article is cut here unless asked for whole (``?full=1``)
 
 
-def sections_of(chunks: list[dict], limit: int | None) -> tuple[list[dict], int, int]:
-    """Chunks grouped under their headings, cut after ``limit`` characters."""
-    total = sum(len(c["text"]) for c in chunks)
-    sections: list[dict] = []
-    shown = 0
-    for chunk in chunks:
-        if limit is not None and shown >= limit:
-            break
-        heading = chunk.get("heading_path") or ""
-        if not sections or sections[-1]["heading"] != heading:
-            sections.append({"heading": heading, "paragraphs": []})
-        text = chunk["text"]
-        shown += len(text)
-        sections[-1]["paragraphs"].extend(p for p in re.split(r"\n\s*\n", text) if p.strip())
-    return sections, min(shown, total), total
+def body_parts(doc: dict, kind: str | None) -> dict:
+    """What the page shows of a document's stored body: the opening box, then the rest —
+    rendered Markdown, or sections of paragraphs under the body's own headings.
+
+    The page reads the body, not the chunks: the chunks were cut from the same text with the
+    last lines of a long passage repeated at the start of the next (sources/markdown.py,
+    ``split_long``), and a place's chunk is a shorter passage made for vectors — assembled
+    again, a paragraph showed twice (issue 17). The body is stored once, as written."""
+    body = doc.get("body") or ""
+    parts = {"opening": [], "sections": [], "body_html": None,
+             "shown_chars": len(body), "total_chars": doc.get("body_chars", len(body))}  # fmt: skip
+    if (doc.get("extra") or {}).get("format") == "markdown":
+        # the file is shown as written: its first paragraph stands where it is, not above it
+        parts["body_html"] = render_markdown(body, doc["source"], doc["key"])
+        return parts
+    opening, rest = split_opening(body, doc.get("opening") or "")
+    parts["opening"] = paragraphs(opening)
+    parts["sections"] = body_sections(rest, headed=kind == "wikipedia")
+    return parts
+
+
+def split_opening(body: str, opening: str) -> tuple[str, str]:
+    """(the opening as the box shows it, the body after it), so that it is shown once. The
+    body goes on after the opening where it starts with it and the opening ends at a line's
+    end; an opening cut short (a long lead is kept to 3,000 characters; a document's first
+    paragraph to 400 with ``…``) leaves the box out and the body whole; an opening the body
+    does not start with is shown above it."""
+    stem = opening.removesuffix("…")
+    words = stem.split()
+    if not words:
+        return "", body
+    # the opening's words in order, however the body spaced and broke them
+    match = re.match(r"\s*" + r"\s+".join(map(re.escape, words)), body)
+    if match is None:
+        return opening, body
+    rest = body[match.end() :]
+    if stem != opening or not (rest == "" or rest[0] in "\r\n"):
+        return "", body
+    return opening, rest
+
+
+def body_sections(text: str, headed: bool) -> list[dict]:
+    """``text`` as sections of paragraphs. ``headed``: the text marks its headings as Markdown
+    does (a Wikipedia article's ``## 歴史`` lines, sources/wikitext.py), read by the same parser
+    the chunks were cut with, so that a heading is shown as a heading of its level (the page
+    title is the h1: a level-1 heading shows as h2), never as ``##`` text."""
+    if not headed:
+        return [{"heading": "", "level": 0, "paragraphs": paragraphs(text)}] if text.strip() else []
+    sections = []
+    for section in parse_sections(text):
+        lines = section.lines[1:] if section.level else section.lines
+        sections.append({"heading": section.path[-1] if section.level else "",
+                         "level": min(max(section.level, 2), 6) if section.level else 0,
+                         "paragraphs": paragraphs("\n".join(lines))})  # fmt: skip
+    return sections
+
+
+def paragraphs(text: str) -> list[str]:
+    return [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
 
 
 def original_path(service: Service, source: str, doc_id: int) -> Path:

@@ -22,15 +22,14 @@ from ..library import NOTES
 from ..service import Service
 from .documents import (
     DOC_BODY_CHARS,
+    body_parts,
     original_href,
     original_path,
     original_response,
-    sections_of,
 )
 from .formatting import describe_how, highlight, human_size, safe_url, say
 from .i18n import COOKIE, LANGUAGES, Translator, pick_language
 from .mapview import MapPoint, render_map
-from .markdown_view import render_markdown
 from .search_results import (
     PAGE_SIZE,
     SearchForm,
@@ -124,7 +123,7 @@ def install(app: FastAPI, service: Service) -> None:
         try:
             doc = service.doc(source, doc_id=doc_id, fields=[
                 "source", "doc_id", "key", "title", "url", "aliases", "opening", "tags", "extra",
-                "attrs", "point", "chunks", "body"],
+                "attrs", "point", "body"],
                 max_chars=None if full else DOC_BODY_CHARS)  # fmt: skip
             info = service.library.get(source).info()
             outgoing = service.links(source, doc_id=doc_id, direction="out", limit=SHOWN_LINKS)
@@ -132,24 +131,13 @@ def install(app: FastAPI, service: Service) -> None:
         except ChiezoError as exc:
             return render(request, "doc.html", exc.status, doc=None, error=exc.to_dict(),
                           source=source)  # fmt: skip
-        # chunks carry the headings; a document stored without chunks shows its body
-        chunks = doc.get("chunks") or [{"heading_path": "", "text": doc.get("body") or ""}]
-        sections, shown, total = sections_of(chunks, None if full else DOC_BODY_CHARS)
-        if not doc.get("chunks"):
-            total = doc.get("body_chars", total)
-        body_html = None
-        if (doc.get("extra") or {}).get("format") == "markdown":
-            body_html = render_markdown(doc.get("body") or "", source, doc["key"])
-            total = doc.get("body_chars", 0)
-            shown = min(total, DOC_BODY_CHARS) if not full else total
         point = doc.get("point")
         map_svg = ""
         if point:
             map_svg = Markup(render_map([MapPoint(point["lat"], point["lon"], doc["title"])],
                                         title=doc["title"], width=440, max_height=300))  # fmt: skip
-        return render(request, "doc.html", doc=doc, info=info, sections=sections, body_html=body_html,
-                      original=original_href(doc),
-                      shown_chars=shown, total_chars=total, full=full, map_svg=map_svg,
+        return render(request, "doc.html", doc=doc, info=info, **body_parts(doc, info.get("kind")),
+                      original=original_href(doc), full=full, map_svg=map_svg,
                       outgoing=outgoing, incoming=incoming, error=None, source=source)  # fmt: skip
 
     @app.get("/doc/{source}/{doc_id:int}/original", include_in_schema=False)

@@ -16,6 +16,7 @@ from starlette.requests import Request
 
 from ..inputs import MAX_OFFSET
 from ..request_models import SearchRequest, params
+from ..search.snippet import plain_text
 from ..service import Service
 from .documents import original_href
 from .mapview import MapPoint, render_map
@@ -182,5 +183,7 @@ def _is_number(text: str) -> bool:
 
 
 def _cut(text: str, chars: int) -> str:
-    text = " ".join(text.split())
+    """An opening as a snippet: plain text like a search's (a Markdown file's first paragraph
+    keeps its backticks and emphasis marks), cut to ``chars``."""
+    text = plain_text(text)
     return text if len(text) <= chars else text[: chars - 1] + "…"

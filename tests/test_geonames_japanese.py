@@ -1,0 +1,254 @@
+"""Japanese names in GeoNames sources (issue 17): titles in Japanese forms rather than the
+Chinese ones GeoNames also lists, areas in either language, the closest values for one that
+does not exist, a country's alternate names fetched and checked — on the shared GeoNames
+files (cities15000/cities5000, admin1CodesASCII.txt) and a small alternate-names sample built
+from their rows (tests/data/README.md)."""
+
+import hashlib
+import json
+import re
+import shutil
+import zipfile
+from pathlib import Path
+
+import anyio
+import pytest
+from click.testing import CliRunner
+from mcp import Client
+
+from chiezo.cli import cli
+from chiezo.config import Settings
+from chiezo.errors import InputError
+from chiezo.mcp_server import build_mcp
+from chiezo.service import Service
+from chiezo.sources.geonames import GeoNamesOptions, Lookups, display_name, read_places
+
+from helpers import DumpSite, shared
+
+CITIES = "geonames/cities15000.zip"
+ADMIN1 = "geonames/admin1CodesASCII.txt"
+SAMPLE = Path(__file__).parent / "data" / "geonames" / "alternateNames-JP-sample.txt"
+KOBE, KASHIMA_IBARAKI, SAITAMA = "1859171", "1860748", "6940394"
+
+
+@pytest.fixture(scope="module")
+def english(tmp_path_factory):
+    """cities15000 + admin1: Japanese titles from the rows, English areas."""
+    service = Service(Settings(data_dir=tmp_path_factory.mktemp("en") / "data"))
+    service.ingest("geonames", shared(CITIES), "geonames", geo=GeoNamesOptions(shared(ADMIN1)))
+    return service
+
+
+def japan_rows(folder: Path) -> Path:
+    """The Japanese rows of cities15000, as a country export (JP.txt) holds them."""
+    with zipfile.ZipFile(shared(CITIES)) as archive:
+        rows = archive.read("cities15000.txt").decode().splitlines()
+    export = folder / "JP.txt"
+    export.write_text("\n".join(r for r in rows if r.split("\t")[8] == "JP") + "\n")
+    return export
+
+
+@pytest.fixture(scope="module")
+def japanese(tmp_path_factory):
+    """Japan's 761 cities + admin1 + Japanese alternate names: Japanese areas as well."""
+    folder = tmp_path_factory.mktemp("ja")
+    service = Service(Settings(data_dir=folder / "data"))
+    geo = GeoNamesOptions(shared(ADMIN1), SAMPLE)
+    service.ingest("geonames", japan_rows(folder), "geonames", geo=geo)
+    return service
+
+
+def japan_titles(export: str, tmp_path) -> dict[str, str]:
+    """geonameid → title of every Japanese row, without an alternate-names file."""
+    lookups = Lookups(tmp_path / f"{export}.db")
+    try:
+        rows = read_places(shared(f"geonames/{export}"), print)
+        return {str(p.geonameid): display_name(p, lookups) for p in rows if p.country == "JP"}
+    finally:
+        lookups.close()
+
+
+def total(service, **conditions) -> int:
+    return service.filter("geonames", **conditions)["total"]
+
+
+def keys(service, **conditions) -> set[str]:
+    found = service.filter("geonames", fields=["key"], limit=500, **conditions)
+    return {d["key"] for d in found["docs"]}
+
+
+# -- titles -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("export", ["cities15000.zip", "cities5000.zip"])
+def test_every_japanese_title_is_written_in_jis(export, tmp_path):
+    """The Chinese forms GeoNames lists beside the Japanese ones (神户市) do not encode in
+    JIS X 0208; no title of a Japanese row is one of them."""
+    titles = japan_titles(export, tmp_path)
+    cjk = [t for t in titles.values() if re.search(r"[\u3040-\u9fff]", t)]
+    assert len(cjk) > 0.9 * len(titles)
+    for title in cjk:
+        title.encode("iso2022_jp")  # raises on a Chinese form
+
+
+def test_the_japanese_form_is_the_title(tmp_path):
+    titles = japan_titles("cities15000.zip", tmp_path)
+    assert titles[KOBE] == "神戸市"  # not 神户市
+    assert titles["1860827"] == "鹿児島市"  # not 鹿儿岛市
+    assert titles["1857553"] == "松戸市" and titles["1852663"] == "瀬戸市"  # not 松戶市, 瀨戶市
+    assert titles[SAITAMA] == "さいたま"  # kana only: still Japanese, not "Saitama"
+    assert titles["1854093"] == "大村市"  # 大村 + 大村市: the city, not the bare name
+    assert titles["1847963"] == "厚木市"  # 厚木市 before the older 厚木町
+    assert titles["1863905"] == "本町"  # Honchō in Funabashi: not 船橋市
+
+
+def test_other_forms_still_find_the_place(english):
+    chinese = english.search("神户市", "geonames").hits[0]
+    assert chinese.key == KOBE and chinese.title == "神戸市"
+    assert english.search("Kobe", "geonames").hits[0].key == KOBE
+
+
+# -- areas without alternate names ------------------------------------------------------------
+
+
+def test_english_areas_match_whatever_the_case_width_or_accents(english):
+    kyoto = total(english, area=["Kyoto"])
+    assert kyoto > 5
+    assert total(english, area=["kyoto"]) == total(english, area=["ＫＹＯＴＯ"]) == kyoto
+    osaka = english.doc("geonames", title="大阪市", fields=["attrs"])["attrs"]
+    assert osaka["area"] == ["Ōsaka"] and osaka["area_alias"] == ["Osaka"]
+    assert keys(english, area=["osaka"]) == keys(english, area=["Ōsaka"])
+    result = english.filter("geonames", area=["kyoto"], limit=1)
+    assert result["plan"] == "range"  # resolved to the stored value: one index range
+
+
+def test_a_missing_area_lists_the_closest_names_not_the_commonest(english):
+    tokio = english.filter("geonames", area=["Tokio"])
+    assert tokio["total"] == 0
+    assert tokio["notes"][0].params["similar"][0] == "Tokyo"
+    typo = english.filter("geonames", area=["Caliphornia"])
+    assert typo["notes"][0].params["similar"][0] == "California"
+    japanese_name = english.filter("geonames", area=["東京都"])  # no Japanese areas here
+    assert japanese_name["total"] == 0
+    assert "England" not in japanese_name["notes"][0].params["similar"]
+    feature = english.filter("geonames", feature=["P=PPLAA"])
+    assert feature["notes"][0].params["similar"][0] == "P=PPLA"
+
+
+# -- with alternate names ---------------------------------------------------------------------
+
+
+def test_alternate_names_give_the_title_and_japanese_areas(japanese):
+    kashima = japanese.doc("geonames", key=KASHIMA_IBARAKI, fields=["title", "attrs", "aliases"])
+    assert kashima["title"] == "鹿嶋市"  # the file's preferred name; the row alone says 鹿島市
+    assert kashima["attrs"]["area"] == ["茨城県"] and kashima["attrs"]["area_alias"] == ["Ibaraki"]
+    assert "鹿島市" in kashima["aliases"]
+    assert japanese.doc("geonames", key=SAITAMA, fields=["title"])["title"] == "さいたま市"
+    kyoto = japanese.doc("geonames", key="1857910", fields=["title", "attrs", "aliases"])
+    assert kyoto["title"] == "京都市" and kyoto["attrs"]["wikidata"] == ["Q34600"]
+    assert not {"平安京", "みやこ"} & set(kyoto["aliases"])  # historic, colloquial: skipped
+
+
+def test_an_area_is_found_by_either_language(japanese):
+    tokyo = keys(japanese, area=["東京都"])
+    assert len(tokyo) > 10
+    assert keys(japanese, area=["Tokyo"]) == keys(japanese, area=["tokyo"]) == tokyo
+    assert keys(japanese, area=["東京"]) == tokyo  # the file's short name
+    assert keys(japanese, area=["京都府"]) == keys(japanese, area=["Kyoto"])
+    both = japanese.filter("geonames", area=["東京都,Kyoto"])
+    assert both["total"] == len(tokyo) + total(japanese, area=["京都府"])
+    assert japanese.search("市", "geonames", area=["tokyo"]).total > 0  # search filters too
+
+
+def mcp_area_examples(service) -> tuple[set[str], dict]:
+    """The area examples of the MCP instructions and filter tool, each run by that tool."""
+
+    async def go():
+        async with Client(build_mcp(service, writable=False)) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            described = client.instructions + tools["filter"].description
+            examples = {
+                m.group(1)
+                for m in re.finditer(r'\["([^"\]]+)"\]', described)
+                if "area" in described[max(0, m.start() - 60) : m.start()]
+            }
+            results = {}
+            for example in examples:
+                call = await client.call_tool("filter", {"source": "geonames", "area": [example]})
+                results[example] = call.structured_content["total"]
+            return examples, results
+
+    return anyio.run(go)
+
+
+def test_the_area_examples_in_the_mcp_descriptions_work(english, japanese):
+    """Every area example the MCP instructions and filter tool give returns places: all of
+    them where areas have Japanese names, the English ones on any GeoNames build."""
+    examples, totals = mcp_area_examples(japanese)
+    assert {"Kyoto", "京都府"} <= examples
+    assert all(n > 5 for n in totals.values()), totals
+    _, totals = mcp_area_examples(english)
+    assert all(n > 5 for e, n in totals.items() if e.isascii()), totals
+
+
+def test_a_file_that_is_not_alternate_names_is_a_clear_error(tmp_path):
+    service = Service(Settings(data_dir=tmp_path / "data"))
+    with pytest.raises(InputError, match="not an alternate-names file"):
+        service.ingest("geonames", shared(CITIES), "geonames",
+                       geo=GeoNamesOptions(shared(ADMIN1), shared(CITIES)))  # fmt: skip
+
+
+# -- fetching a country's alternate names -----------------------------------------------------
+
+
+@pytest.fixture
+def site(tmp_path):
+    """download.geonames.org's layout: alternatenames/JP.zip holding JP.txt."""
+    folder = tmp_path / "site" / "export" / "dump" / "alternatenames"
+    folder.mkdir(parents=True)
+    with zipfile.ZipFile(folder / "JP.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.write(SAMPLE, "JP.txt")
+    served = DumpSite(tmp_path / "site")
+    yield served, folder / "JP.zip"
+    served.close()
+
+
+def test_a_fetched_zip_is_checked_and_its_sha256_recorded(site, tmp_path):
+    from chiezo.sources.placefetch import fetch_alternate_names
+
+    served, original = site
+    settings = Settings(data_dir=tmp_path / "data")
+    mirror = f"{served.url}/export/dump"
+    fetched = fetch_alternate_names(settings, "jp", mirror=mirror)
+    assert fetched.read_bytes() == original.read_bytes()
+    record = fetched.with_name("JP.zip.sha256").read_text()
+    assert record.split()[0] == hashlib.sha256(original.read_bytes()).hexdigest()
+    asked = len(served.requests)
+    assert fetch_alternate_names(settings, "JP", mirror=mirror) == fetched
+    assert len(served.requests) == asked  # verified against the record: not fetched again
+    fetched.write_bytes(original.read_bytes()[:100])  # cut short on disk
+    again = fetch_alternate_names(settings, "JP", mirror=mirror)
+    assert again.read_bytes() == original.read_bytes()
+    assert len(served.requests) == asked + 1
+    with pytest.raises(InputError, match="not a country code"):
+        fetch_alternate_names(settings, "JPN", mirror=mirror)
+    original.write_bytes(b"<html>not found</html>")
+    shutil.rmtree(settings.data_dir / "downloads")
+    with pytest.raises(InputError, match="not a valid zip"):
+        fetch_alternate_names(settings, "JP", mirror=mirror)
+
+
+def test_ingest_fetches_japans_alternate_names(site, tmp_path):
+    served, _ = site
+    export = japan_rows(tmp_path)
+    data = str(tmp_path / "data")
+    args = ["--data", data, "ingest", "geonames", str(export), "--admin1", str(shared(ADMIN1)),
+            "--fetch-alternate-names", "JP", "--mirror", f"{served.url}/export/dump", "--json"]  # fmt: skip
+    built = CliRunner().invoke(cli, args)
+    assert built.exit_code == 0, built.output
+    found = CliRunner().invoke(cli, ["--data", data, "filter", "geonames", "--area", "京都府",
+                                     "--json"])  # fmt: skip
+    assert found.exit_code == 0, found.output
+    assert json.loads(found.stdout)["total"] > 5
+    both = CliRunner().invoke(cli, [*args[:-1], "--alternate-names", str(SAMPLE)])
+    assert both.exit_code == 2 and "--fetch-alternate-names" in both.output

@@ -1,0 +1,115 @@
+"""PDF text (issue 17, part 4), on the real PDFs in ../shared/data/docs/pdf: a masthead set
+letter by letter reads as its word, characters whose font has no real Unicode mapping are
+dropped rather than indexed as ™—›œ, and pages that were mostly such text are reported."""
+
+import shutil
+
+import pytest
+
+from chiezo.config import Settings
+from chiezo.service import Service
+from chiezo.sources import formats
+
+from helpers import build_docs, shared
+
+
+def _text(name: str) -> str:
+    return formats.pdf(shared(f"docs/pdf/{name}"))[0].text
+
+
+def _pdfminer_text(name: str) -> str:
+    """The text as pdfminer lays it out, box by box, with nothing joined or dropped."""
+    from pdfminer.high_level import extract_pages
+    from pdfminer.layout import LAParams, LTTextContainer
+
+    pages = []
+    for number, layout in enumerate(
+        extract_pages(str(shared(f"docs/pdf/{name}")), laparams=LAParams(detect_vertical=True)), 1
+    ):
+        text = formats._clean(
+            "".join(e.get_text() for e in layout if isinstance(e, LTTextContainer))
+        )
+        pages.append(f"## p. {number}\n\n{text}")
+    return "\n\n".join(pages)
+
+
+def test_the_gazette_masthead_reads_as_one_word():
+    lines = _text("kampo.pdf").splitlines()
+    assert "官報" in lines  # 12 pt letters 36 pt apart over an 8 pt body; were "官" and "報"
+    assert "官" not in lines and "報" not in lines
+
+
+def test_digits_of_a_font_without_a_real_unicode_map_are_dropped():
+    lines = _text("kampo.pdf").splitlines()
+    assert "平成 年 月 日 金曜日" in lines  # was 平成 ™— 年 › 月 ™œ 日 金曜日
+    assert "第 号" in lines  # was 第 ›Ÿ˜(cid:1) 号
+    text = "\n".join(lines)
+    assert not set("™—›œŸ˜") & set(text) and "(cid:" not in text
+    assert "政令第百四十九号\n道路交通法施行令の一部を改正する政令" in text  # its neighbours stay
+
+
+@pytest.mark.parametrize("name", ["issue-449-vertical.pdf", "jo.pdf", "markitdown-test.pdf",
+                                  "nlp2004slides.pdf", "simple3.pdf", "yaizu-datamap-manual.pdf",
+                                  "yaizu-opendatacatalog-kiyaku.pdf"])  # fmt: skip
+def test_every_other_shared_pdf_reads_as_pdfminer_lays_it_out(name):
+    # no other shared PDF has large one-letter lines or a font without a real mapping:
+    # 縦書き columns (issue-449-vertical.pdf, jo.pdf and its one-letter title 序) stay as read
+    assert _text(name) == _pdfminer_text(name)
+
+
+def test_vertical_text_and_a_normal_size_letter_stay_as_they_are():
+    assert _text("issue-449-vertical.pdf").endswith("Layout\nVertical\nTest")
+    assert _text("jo.pdf").startswith("## p. 1\n\n序\nわたくしといふ現象は\n")
+
+
+def test_only_the_gazette_digit_font_is_judged_unmapped():
+    judged = {}
+    for path in sorted(shared("docs/pdf").glob("*.pdf")):
+        fonts: dict = {}
+        for layout in formats._layouts(path, fonts):
+            formats._page_runs(layout)
+        judged.update({(path.name, font.fontname): use.unmapped for font, use in fonts.items()})
+    assert len(judged) > 30
+    assert [key for key, unmapped in judged.items() if unmapped] == [
+        ("kampo.pdf", "GMALPM+DFHSMincho-W3G014")
+    ]
+
+
+def _jo_without_unicode_map(folder):
+    """jo.pdf with its CID font's character collection renamed (Japan1 → Japanx, same
+    length): the same glyphs and codes, but no map from them to Unicode, as in a PDF whose
+    font carries none — pdfminer reads every character as (cid:N)."""
+    data = shared("docs/pdf/jo.pdf").read_bytes()
+    assert data.count(b"/Ordering(Japan1)") == 1
+    (folder / "jo-nomap.pdf").write_bytes(data.replace(b"/Ordering(Japan1)", b"/Ordering(Japanx)"))
+
+
+def test_a_pdf_with_no_unicode_mapping_is_reported_as_needing_ocr(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    _jo_without_unicode_map(folder)
+    shutil.copy(shared("docs/pdf/kampo.pdf"), folder / "kampo.pdf")
+    service = Service(Settings(data_dir=tmp_path / "data"))
+    report = build_docs(service, folder, "pdf")
+    assert report.docs == 1  # the build goes on with the readable file
+    (warning,) = [w for w in report.warnings if "jo-nomap.pdf" in w]
+    assert "898 of 898 characters have no Unicode mapping" in warning
+    assert "p. 1 is mostly such text and needs OCR" in warning and warning.endswith("skipped")
+    assert service.search("官報", "pdf").hits[0].title == "kampo"
+
+
+def test_a_page_mostly_without_mapping_is_named_and_its_document_kept(tmp_path, monkeypatch):
+    # kampo.pdf's page loses 10 of its 2,635 characters; with the bar below that share the
+    # same drop is reported, and the page is still indexed
+    monkeypatch.setattr(formats, "MOSTLY_UNMAPPED", 0.001)
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    shutil.copy(shared("docs/pdf/kampo.pdf"), folder / "kampo.pdf")
+    service = Service(Settings(data_dir=tmp_path / "data"))
+    report = build_docs(service, folder, "pdf")
+    assert report.docs == 1
+    (warning,) = [w for w in report.warnings if "kampo.pdf" in w]
+    assert "10 of 2635 characters have no Unicode mapping" in warning and "p. 1" in warning
+    assert service.search("官報", "pdf").hits[0].title == "kampo"
+    again = build_docs(service, folder, "pdf")  # from the conversion cache: said again
+    assert again.conversions == {"converted": 0, "reused": 1} and again.warnings == [warning]
