@@ -126,6 +126,18 @@ PAGE_WITH_A_SCRIPT = (
 )
 
 
+def wiki_library(root: Path, pages: list[tuple[int, str, str]], name: str = "jawiki") -> Path:
+    """A data directory under ``root`` holding one Wikipedia source built from ``pages``
+    (written as a real-format dump); returns ``root`` (the data is ``root / "data"``)."""
+    from chiezo.config import Settings
+    from chiezo.service import Service
+
+    dump = root / "wiki.xml"
+    dump.write_text(wiki_dump(pages))
+    Service(Settings(data_dir=root / "data")).ingest("wikipedia", dump, name, embed=False)
+    return root
+
+
 def wiki_dump(pages: list[tuple[int, str, str]], redirects: list[tuple[int, str, str]] = ()) -> str:
     """A small MediaWiki export in the real format."""
     out = [

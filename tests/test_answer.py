@@ -15,7 +15,7 @@ from chiezo.llm import LLMNotConfigured, LLMUnavailable, ModelMissing
 from chiezo.service import Service
 from llm_stub import ScriptedLLM, in_turns, tool_call
 
-from helpers import free_port, wiki_dump
+from helpers import free_port, wiki_library
 
 PAGES = [
     (1, "浅草寺", "'''浅草寺'''は東京都台東区浅草にある寺。山号は金龍山。本尊は聖観音。"
@@ -30,12 +30,7 @@ PAGES = [
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory):
-    root = tmp_path_factory.mktemp("answer")
-    dump = root / "wiki.xml"
-    dump.write_text(wiki_dump(PAGES))
-    service = Service(Settings(data_dir=root / "data"))
-    service.ingest("wikipedia", dump, "jawiki", embed=False)
-    return root
+    return wiki_library(tmp_path_factory.mktemp("answer"), PAGES)
 
 
 def service_with(root, url: str | None, model: str | None = "stub-model") -> Service:

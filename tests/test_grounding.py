@@ -21,7 +21,7 @@ from chiezo.config import Settings
 from chiezo.service import Service
 from llm_stub import ScriptedLLM, in_turns, tool_call
 
-from helpers import RunningServer, build_docs, wiki_dump, write_files
+from helpers import RunningServer, build_docs, wiki_library, write_files
 
 PAGES = [
     (1, "浅草寺", "'''浅草寺'''は東京都台東区浅草にある寺。628年に創建されたと伝わる。雷門が有名である。"),
@@ -34,11 +34,7 @@ PAGES = [
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory):
-    root = tmp_path_factory.mktemp("grounding")
-    dump = root / "wiki.xml"
-    dump.write_text(wiki_dump(PAGES))
-    Service(Settings(data_dir=root / "data")).ingest("wikipedia", dump, "jawiki", embed=False)
-    return root
+    return wiki_library(tmp_path_factory.mktemp("grounding"), PAGES)
 
 
 def service_with(root, url, **settings) -> Service:

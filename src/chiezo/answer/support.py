@@ -233,6 +233,7 @@ class Evidence:
         self.folded = words.fold(text)
         self.numbers = set(_numbers(unicodedata.normalize("NFKC", text))) | _written_numbers(text)
         self.words = set(words.index_text(text).split())
+        self._sentences: list[str] = []
         self._vectors = None
         self._parts: list[tuple[set[str], set[str], str]] | None = None
 
