@@ -27,7 +27,7 @@ import yaml
 from ..errors import BuildError, InputError
 from ..models import Chunk, Doc
 from .formats import SUFFIXES as FORMAT_SUFFIXES
-from .formats import Unreadable, convert
+from .formats import convert
 from .markdown import (
     Section,
     chunk_sections,
@@ -36,21 +36,17 @@ from .markdown import (
     opening_paragraph,
     parse_sections,
 )
+from .textdecode import Unreadable, read_text
 
 KIND = "docs"
 MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd", ".mdx"}
 TEXT_SUFFIXES = {".txt", ".text"}
 SUFFIXES = MARKDOWN_SUFFIXES | TEXT_SUFFIXES | FORMAT_SUFFIXES
-MAX_FILE_BYTES = 50 * 2**20
 MAX_CONVERTED_BYTES = 200 * 2**20  # PDFs and workbooks are bigger than text for the same words
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
 _TAG_KEYS = ("tags", "categories", "category", "keywords")
 _RESERVED_KEYS = {"title", "aliases", "alias", "rank_score", "rank", "url", *_TAG_KEYS}
-
-
-class SkipFile(Exception):
-    """This file cannot be used; the message says why."""
 
 
 @dataclass
@@ -142,7 +138,7 @@ class DocumentFolder:
                 continue
             try:
                 text = read_text(path)
-            except SkipFile as exc:
+            except Unreadable as exc:
                 self._warn(f"{path}: {exc}; skipped")
                 continue
             (front, body), front_problem = split_front_matter(text)
@@ -162,7 +158,7 @@ class DocumentFolder:
                 parts = convert(path)
                 if self.cache is not None:
                     self.cache.put(digest, parts)
-        except (Unreadable, SkipFile, OSError) as exc:
+        except (Unreadable, OSError) as exc:
             self._warn(f"{path}: {exc}; skipped")
             return
         for part in parts:
@@ -178,42 +174,6 @@ class DocumentFolder:
         if self.root.is_file():
             return path.name
         return path.relative_to(self.root).as_posix()
-
-
-def read_text(path: Path) -> str:
-    """The file's text: UTF-8 (with or without BOM), else Shift_JIS/CP932 when the bytes are
-    clearly Japanese text in that encoding; binary and undecodable files raise SkipFile."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise SkipFile(
-                f"{size / 2**20:,.0f} MiB is larger than the {MAX_FILE_BYTES // 2**20} MiB limit"
-            )
-        data = path.read_bytes()
-    except PermissionError as exc:
-        raise SkipFile("permission denied") from exc
-    except OSError as exc:
-        raise SkipFile(f"cannot read ({exc.strerror or exc})") from exc
-    if b"\x00" in data[:8192]:
-        raise SkipFile("looks binary (contains NUL bytes)")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        legacy = _decode_japanese_legacy(data)
-        if legacy is not None:
-            return legacy
-        raise SkipFile(
-            f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
-        ) from exc
-
-
-def _decode_japanese_legacy(data: bytes) -> str | None:
-    try:
-        text = data.decode("cp932")
-    except UnicodeDecodeError:
-        return None
-    kana = sum(1 for ch in text if "\u3040" <= ch <= "\u30ff")
-    return text if kana >= max(3, len(text) // 50) else None
 
 
 def split_front_matter(text: str) -> tuple[tuple[dict[str, Any], str], str | None]:

@@ -7,7 +7,8 @@ Word heading its level, a block of spreadsheet rows ``## rows 2–51``. Rows are
 ``header: value`` lines, so a row is findable by any value in it and reads on its own.
 
 A file that cannot be read (a broken zip, an encrypted or scanned PDF) raises
-:class:`~chiezo.sources.documents.SkipFile` with the reason; the build reports it and goes on.
+:class:`~chiezo.sources.textdecode.Unreadable` with the reason; the build reports it and goes
+on. Text files are decoded by the one policy of sources/textdecode.py.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import statistics
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .textdecode import Unreadable, decode_bytes, read_text
 
 # pdfminer and pypdf-style libraries log every odd font at WARNING; the build reports files
 logging.getLogger("pdfminer").setLevel(logging.ERROR)
@@ -38,10 +41,6 @@ class Converted:
     extra: dict = field(default_factory=dict)
     one_chunk_per_section: bool = False  # PDF pages and slides stay apart, to be cited
     warnings: list[str] = field(default_factory=list)  # for the build to report; file kept
-
-
-class Unreadable(Exception):
-    """The file cannot be converted; the message says why."""
 
 
 def convert(path: Path) -> list[Converted]:
@@ -517,8 +516,6 @@ _DROP = ("script", "style", "noscript", "nav", "header", "footer", "aside", "for
 
 
 def html(path: Path) -> list[Converted]:
-    from .documents import read_text
-
     title, text, _ = html_to_markdown(read_text(path))
     return [Converted(text, title)]
 
@@ -546,25 +543,6 @@ def html_to_markdown(markup: str) -> tuple[str | None, str, list[str]]:
             lines.append(f"- {text}" if element.tag == "li" else text)
     links = [href for href in main[0].xpath(".//a/@href") if href]
     return title, "\n\n".join(lines), links
-
-
-def decode_bytes(data: bytes) -> str:
-    """UTF-8 (BOM or not), else CP932 (Shift_JIS as Windows writes it — Japanese CSV exports
-    usually are), else what charset-normalizer finds."""
-    for encoding in ("utf-8-sig", "cp932"):
-        try:
-            return data.decode(encoding)
-        except UnicodeDecodeError:
-            continue
-    try:
-        from charset_normalizer import from_bytes
-
-        best = from_bytes(data).best()
-        if best is not None:
-            return str(best)
-    except ImportError:
-        pass
-    raise Unreadable("cannot tell the text encoding")
 
 
 def _clean(text: str) -> str:
