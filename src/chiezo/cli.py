@@ -6,22 +6,20 @@ configuration error (including an unknown source), 3 nothing found.
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
 from . import __version__
 from .answer.options import MAX_EXCERPTS, MAX_TOKENS, AnswerOptions
 from .answer.terminal import Turn
-from .build import BuildOptions
+from .cli_common import emit_json, err, handles_errors, out, print_error, service_of, units_label
+from .cli_ingest import ingest, rebuild
+from .cli_library import sources
 from .config import Settings, is_loopback
 from .errors import EXIT_NOT_FOUND, ChiezoError
 from .mcp_config import MCP_CLIENTS
@@ -29,50 +27,6 @@ from .models import SearchResult
 from .progress import NullProgress, RichProgress
 from .request_models import MAX_LIMIT, FilterRequest, Param, Request, SearchRequest, params
 from .service import Service
-
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-def _service(ctx: click.Context) -> Service:
-    return ctx.find_root().obj["service"]
-
-
-def _emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
-
-
-def handles_errors(command):
-    """Turn ChiezoError into a message on stderr (JSON on stdout with --json) and its exit
-    code; everything else is a bug and keeps its traceback."""
-
-    @functools.wraps(command)
-    def wrapper(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except ChiezoError as exc:
-            if kwargs.get("as_json"):
-                _emit_json(exc.to_dict())
-            else:
-                _print_error(exc)
-            sys.exit(exc.exit_code)
-
-    return wrapper
-
-
-def _print_error(exc: ChiezoError) -> None:
-    err.print(f"[bold red]error:[/] {escape(exc.message)}")
-    extras = exc.extras
-    if extras.get("candidates"):
-        err.print("did you mean: " + escape(", ".join(extras["candidates"])))
-    if "known_sources" in extras:
-        known = ", ".join(extras["known_sources"]) or "(none yet)"
-        err.print(f"known sources: {escape(known)}")
-    if extras.get("allowed_fields"):
-        err.print("allowed fields: " + ", ".join(extras["allowed_fields"]))
-    hint = extras.get("hint")
-    if hint and "known_sources" not in extras:
-        err.print(f"[dim]hint: {escape(hint)}[/]")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -91,409 +45,8 @@ def cli(ctx: click.Context, data: Path) -> None:
     ctx.obj = {"service": Service(Settings.from_env(data_dir=data))}
 
 
-# -- ingest ------------------------------------------------------------------------------------
-
-
-def embed_options(command):
-    """``--embed MODEL`` / ``--no-embed``, shared by every ingest command."""
-    command = click.option(
-        "--no-embed",
-        is_flag=True,
-        help="Do not re-embed (by default a source that had vectors is re-embedded with its "
-        "model; unchanged passages come from the cache).",
-    )(command)
-    return click.option(
-        "--embed",
-        "embed_model",
-        default=None,
-        metavar="MODEL",
-        help="Then add vectors with MODEL (see `chiezo embed`).",
-    )(command)
-
-
-@cli.group()
-def ingest() -> None:
-    """Build a source (a new generation, switched in only when it validates)."""
-
-
-@ingest.command("docs")
-@click.argument("path", type=click.Path(path_type=Path))
-@click.option("--name", required=True, help="Source name, e.g. handbook.")
-@click.option("--strict", is_flag=True, help="Fail the build on any unusable file.")
-@click.option(
-    "--allow-shrink", is_flag=True, help="Accept a generation under half the current size."
-)
-@click.option("--min-docs", type=int, default=1, show_default=True)
-@click.option("--language", default=None, help="Main language of the documents, e.g. ja.")
-@click.option("--watch", is_flag=True, help="Keep running; rebuild when files change.")
-@click.option("--interval", type=click.FloatRange(0.2), default=2.0, show_default=True,
-              help="--watch: seconds between looks at the folder.")  # fmt: skip
-@embed_options
-@click.option("--json", "as_json", is_flag=True, help="Print the build report as JSON.")
-@click.pass_context
-@handles_errors
-def ingest_docs(ctx, path, name, strict, allow_shrink, min_docs, language, watch, interval,
-                embed_model, no_embed, as_json) -> None:  # fmt: skip
-    """Build source NAME from a folder of documents — Markdown, text, PDF, Word, Excel,
-    PowerPoint, HTML, CSV (one file = one document, chunked along its structure). A rebuild
-    converts only changed files; --watch keeps rebuilding as files change."""
-    options = BuildOptions(min_docs=min_docs, allow_shrink=allow_shrink, language=language)
-
-    def build() -> None:
-        progress = NullProgress() if as_json else RichProgress(err)
-        try:
-            report = _service(ctx).ingest(
-                "docs", path, name, strict=strict, options=options, progress=progress,
-                embed=_embed_choice(embed_model, no_embed),
-            )  # fmt: skip
-        finally:
-            progress.close()
-        _print_report(report, as_json)
-
-    build()
-    if watch:
-        from .sources.watch import snapshot
-        from .sources.watch import watch as watch_folder
-
-        err.print(f"[dim]watching {escape(str(path))} (Ctrl-C to stop)[/]")
-        with contextlib.suppress(KeyboardInterrupt):
-            watch_folder(lambda: snapshot(path), _keep_serving(build), interval=interval)
-
-
-def _keep_serving(build):
-    """A rebuild that fails (a file mid-copy, a broken new file under --strict) is reported
-    and the watch goes on; the previous generation keeps serving."""
-
-    def run() -> None:
-        try:
-            build()
-        except ChiezoError as exc:
-            _print_error(exc)
-
-    return run
-
-
-@ingest.command("zim")
-@click.argument("file", type=click.Path(path_type=Path))
-@click.option("--name", default=None, help="Source name (default: zim_<the file's Name>).")
-@click.option(
-    "--allow-shrink", is_flag=True, help="Accept a generation under half the current size."
-)
-@embed_options
-@click.option("--json", "as_json", is_flag=True, help="Print the build report as JSON.")
-@click.pass_context
-@handles_errors
-def ingest_zim(ctx, file, name, allow_shrink, embed_model, no_embed, as_json) -> None:
-    """Build a source from a Kiwix ZIM file: every article a document, redirects as aliases,
-    old and new namespace schemes."""
-    progress = NullProgress() if as_json else RichProgress(err)
-    try:
-        report = _service(ctx).ingest(
-            "zim", file, name, options=BuildOptions(allow_shrink=allow_shrink),
-            progress=progress, embed=_embed_choice(embed_model, no_embed),
-        )  # fmt: skip
-    finally:
-        progress.close()
-    _print_report(report, as_json)
-
-
-def _embed_choice(model: str | None, skip: bool) -> str | bool | None:
-    if model and skip:
-        raise click.UsageError("--embed and --no-embed contradict each other")
-    return False if skip else model
-
-
-def _print_report(report, as_json: bool) -> None:
-    if as_json:
-        _emit_json(report.to_dict())
-        return
-    out.print(
-        f"[green]built[/] {escape(report.name)}: {report.docs:,} documents, "
-        f"{report.chunks:,} chunks, {report.size_bytes / 2**20:,.1f} MiB in {report.seconds:.1f} s"
-    )
-    if report.warnings:
-        out.print(f"[yellow]{len(report.warnings)} warning(s) while reading the input[/]")
-    if report.previous:
-        out.print(f"[dim]previous generation kept: {report.previous.name}[/]")
-    if report.embedding:
-        e = report.embedding
-        out.print(f"[green]embedded[/] {e['embedded_chunks']:,} of {e['chunks']:,} chunks with "
-                  f"{escape(e['model'])}: {e['vectors']:,} vectors, {_units_label(e['unit_chars'])} "
-                  f"({e['embedded']:,} new, {e['reused']:,} from the cache)")  # fmt: skip
-
-
-@ingest.command("wikipedia")
-@click.argument("dump", required=False, type=click.Path(path_type=Path))
-@click.option("--name", default=None, help="Source name (default: the dump's, e.g. jawiki).")
-@click.option("--lang", "language", default=None, help="Wiki language (default: the dump's).")
-@click.option(
-    "--pageviews",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Wikimedia pageviews file: popularity from page views.",
-)
-@click.option(
-    "--page-props",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="page_props SQL dump: Wikidata ids as the attribute 'wikidata'.",
-)
-@click.option(
-    "--allow-truncated", is_flag=True, help="Build from the complete pages of a cut-off dump."
-)
-@click.option("--workers", type=click.IntRange(1, 64), default=None, help="Parser processes.")
-@click.option(
-    "--chunk-chars",
-    type=click.IntRange(100, 5000),
-    default=500,
-    show_default=True,
-    help="Target passage size in characters (at most twice that) for snippets and vectors.",
-)
-@click.option("--date", default=None, help="Without DUMP: the dump date to fetch (YYYYMMDD).")
-@click.option("--mirror", default=None, help="Without DUMP: the dumps site or mirror URL.")
-@click.option(
-    "--with-extras",
-    is_flag=True,
-    help="Without DUMP: also fetch page views and page_props for popularity and Wikidata ids.",
-)
-@click.option("--allow-shrink", is_flag=True)
-@embed_options
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-@handles_errors
-def ingest_wikipedia(ctx, dump, name, language, pageviews, page_props, allow_truncated, workers,
-                     chunk_chars, date, mirror, with_extras, allow_shrink, embed_model, no_embed,
-                     as_json) -> None:  # fmt: skip
-    """Build a <lang>wiki source from a pages-articles XML dump (.xml, .xml.bz2, .xml.xz).
-    Without DUMP, the dump of --lang (default ja) is downloaded first — resumable, checked
-    against the published checksums — from the Wikimedia dumps site or --mirror."""
-    from .sources.wikipedia import WikiOptions
-
-    service = _service(ctx)
-    progress = NullProgress() if as_json else RichProgress(err)
-    try:
-        if dump is None:
-            from .sources.wikifetch import fetch_dump
-
-            fetched = fetch_dump(
-                service.settings,
-                language or "ja",
-                date=date,
-                mirror=mirror,
-                extras=with_extras,
-                progress=progress,
-            )
-            dump = fetched.dump
-            pageviews = pageviews or fetched.pageviews
-            page_props = page_props or fetched.page_props
-        wiki = WikiOptions(
-            language=language,
-            pageviews=pageviews,
-            page_props=page_props,
-            allow_truncated=allow_truncated,
-            workers=workers,
-            chunk_chars=chunk_chars,
-        )
-        options = BuildOptions(allow_shrink=allow_shrink)
-        report = service.ingest(
-            "wikipedia", dump, name, wiki=wiki, options=options, progress=progress,
-            embed=_embed_choice(embed_model, no_embed),
-        )  # fmt: skip
-    finally:
-        progress.close()
-    _print_report(report, as_json)
-
-
-@ingest.command("geonames")
-@click.argument("export", required=False, type=click.Path(path_type=Path))
-@click.option("--name", default="geonames", show_default=True)
-@click.option(
-    "--admin1",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="admin1CodesASCII.txt: names of first-level areas.",
-)
-@click.option(
-    "--alternate-names",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="alternateNamesV2 or a country's alternatenames/XX (zip/txt): Japanese names of "
-    "places and areas, Wikidata ids.",
-)
-@click.option(
-    "--fetch",
-    "fetch_name",
-    default=None,
-    help="Without EXPORT: the export to fetch, e.g. cities15000 or JP.",
-)
-@click.option(
-    "--fetch-alternate-names",
-    "fetch_names",
-    default=None,
-    metavar="CC",
-    help="Fetch a country's alternate names (e.g. JP: Japanese areas and titles for Japan).",
-)
-@click.option("--mirror", default=None, help="GeoNames download URL (default: geonames.org).")
-@click.option("--allow-shrink", is_flag=True)
-@embed_options
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-@handles_errors
-def ingest_geonames(ctx, export, name, admin1, alternate_names, fetch_name, fetch_names, mirror,
-                    allow_shrink, embed_model, no_embed, as_json) -> None:  # fmt: skip
-    """Build a place source from a GeoNames export (allCountries, XX, citiesNNNN; .zip or
-    .txt). Without EXPORT, --fetch NAME downloads it (with admin1 names);
-    --fetch-alternate-names JP downloads Japan's alternate names."""
-    from .sources.geonames import GeoNamesOptions
-
-    service = _service(ctx)
-    progress = NullProgress() if as_json else RichProgress(err)
-    try:
-        if export is None:
-            if not fetch_name:
-                raise click.UsageError("give an EXPORT file or --fetch NAME (e.g. cities15000)")
-            from .sources.placefetch import fetch_geonames
-
-            export, fetched_admin1 = fetch_geonames(service.settings, fetch_name, mirror=mirror,
-                                                    progress=progress)  # fmt: skip
-            admin1 = admin1 or fetched_admin1
-        if fetch_names:
-            if alternate_names:
-                raise click.UsageError("give --alternate-names FILE or --fetch-alternate-names")
-            from .sources.placefetch import fetch_alternate_names
-
-            alternate_names = fetch_alternate_names(service.settings, fetch_names, mirror=mirror,
-                                                    progress=progress)  # fmt: skip
-        geo = GeoNamesOptions(admin1=admin1, alternate_names=alternate_names)
-        report = service.ingest(
-            "geonames",
-            export,
-            name,
-            geo=geo,
-            options=BuildOptions(allow_shrink=allow_shrink),
-            progress=progress,
-            embed=_embed_choice(embed_model, no_embed),
-        )
-    finally:
-        progress.close()
-    _print_report(report, as_json)
-
-
-@ingest.command("osm")
-@click.argument("extract", required=False, type=click.Path(path_type=Path))
-@click.option("--name", default=None, help="Source name (default: osm_<file name>).")
-@click.option(
-    "--admin-levels",
-    default="4",
-    show_default=True,
-    help="Admin levels whose boundaries give 'area', comma-separated (e.g. 4,7).",
-)
-@click.option(
-    "--fetch",
-    "fetch_region",
-    default=None,
-    help="Without EXTRACT: a region of the extract server, e.g. asia/japan/kanto.",
-)
-@click.option("--mirror", default=None, help="Extract server URL (default: Geofabrik).")
-@click.option("--allow-shrink", is_flag=True)
-@embed_options
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-@handles_errors
-def ingest_osm(ctx, extract, name, admin_levels, fetch_region, mirror, allow_shrink,
-               embed_model, no_embed, as_json) -> None:  # fmt: skip
-    """Build an osm_<region> source from an OpenStreetMap extract (.osm.pbf). Without EXTRACT,
-    --fetch REGION downloads it from the extract server (checked against its .md5)."""
-    from .sources.osm import OsmOptions
-
-    service = _service(ctx)
-    progress = NullProgress() if as_json else RichProgress(err)
-    levels = tuple(v.strip() for v in admin_levels.split(",") if v.strip())
-    try:
-        if extract is None:
-            if not fetch_region:
-                raise click.UsageError("give an EXTRACT file or --fetch REGION (e.g. asia/japan)")
-            from .sources.placefetch import fetch_osm
-
-            extract = fetch_osm(service.settings, fetch_region, mirror=mirror, progress=progress)
-            name = name or "osm_" + fetch_region.rstrip("/").rsplit("/", 1)[-1].replace("-", "_")
-        report = service.ingest(
-            "osm",
-            extract,
-            name,
-            osm=OsmOptions(admin_levels=levels),
-            options=BuildOptions(allow_shrink=allow_shrink),
-            progress=progress,
-            embed=_embed_choice(embed_model, no_embed),
-        )
-    finally:
-        progress.close()
-    _print_report(report, as_json)
-
-
-@cli.command()
-@click.argument("source")
-@click.option(
-    "--no-embed",
-    is_flag=True,
-    help="Do not re-embed (by default a source that had vectors is re-embedded with its model; "
-    "unchanged passages come from the cache).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the build report as JSON.")
-@click.pass_context
-@handles_errors
-def rebuild(ctx, source, no_embed, as_json) -> None:
-    """Rebuild SOURCE from the input it was built from, with the options recorded then (also
-    a source that needs a rebuild after an upgrade). The current generation keeps serving
-    until the new one is complete."""
-    from .jobs import rebuild_call_for
-
-    service = _service(ctx)
-    kind, path, kwargs = rebuild_call_for(service, source)
-    progress = NullProgress() if as_json else RichProgress(err)
-    try:
-        report = service.ingest(kind, path, source, progress=progress,
-                                embed=False if no_embed else None, **kwargs)  # fmt: skip
-    finally:
-        progress.close()
-    _print_report(report, as_json)
-
-
-# -- sources -----------------------------------------------------------------------------------
-
-
-@cli.command()
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-@handles_errors
-def sources(ctx, as_json) -> None:
-    """List the sources and what they hold."""
-    infos = _service(ctx).sources()
-    if as_json:
-        _emit_json(infos)
-        return
-    if not infos:
-        err.print("no sources yet: build one with `chiezo ingest docs PATH --name NAME`")
-        return
-    for info in infos:
-        if info.get("status") != "ok":
-            out.print(f"[red]{escape(info['name'])}[/]  needs rebuild: {escape(info['error'])}")
-            continue
-        out.print(
-            f"[bold]{escape(info['name'])}[/]  {info['kind']}  {info['docs']:,} docs  "
-            f"{info['chunks']:,} chunks  built {info['built_at']}  "
-            f"[dim]{(info['size_bytes'] or 0) / 2**20:,.1f} MiB, schema {info['schema_version']}[/]"
-        )
-        vectors = info.get("vectors")
-        if vectors:
-            out.print(
-                f"    vectors: {vectors['model']} ({vectors['dim']}-d), {vectors['count']:,} for "
-                f"{vectors['embedded_chunks']:,} chunks = {vectors['coverage']:.1%} coverage, "
-                f"{_units_label(vectors['unit_chars'])}, embedded {vectors['embedded_at']}"
-            )
-        elif info.get("name") != "notes":
-            out.print(f"    [dim]no vectors (keyword search only; `chiezo embed "
-                      f"{escape(info['name'])}` adds them)[/]")  # fmt: skip
+for command in (ingest, rebuild, sources):
+    cli.add_command(command)
 
 
 # -- search ------------------------------------------------------------------------------------
@@ -555,7 +108,7 @@ def search(ctx, as_json, interactive, **values) -> None:
     """Search by words and by meaning. Titles equal to the query come first; then, where the
     source has vectors, full text and meaning fused (hybrid), else bm25 × popularity. A question
     typed as one sentence still finds its documents."""
-    service = _service(ctx)
+    service = service_of(ctx)
     request = _request(SearchRequest, values)
     if interactive:
         _interactive(service, request)
@@ -564,7 +117,7 @@ def search(ctx, as_json, interactive, **values) -> None:
         raise click.UsageError("give a query, or --interactive")
     result = service.search(request)
     if as_json:
-        _emit_json(result.to_dict())
+        emit_json(result.to_dict())
     else:
         _print_result(result, explain=request.explain)
     if not result.hits:
@@ -637,7 +190,7 @@ def _interactive(service: Service, request: SearchRequest) -> None:
             asked = request.model_copy(update={"query": line, "source": source})
             _print_result(service.search(asked))
         except ChiezoError as exc:
-            _print_error(exc)
+            print_error(exc)
 
 
 @cli.command("filter")
@@ -650,9 +203,9 @@ def filter_command(ctx, as_json, **values) -> None:
     (--tag), places of a kind (--feature) in an --area or --bbox, or nearest to --near/--near-doc."""
     request = _request(FilterRequest, values)
     offset = request.offset
-    result = _service(ctx).filter(request)
+    result = service_of(ctx).filter(request)
     if as_json:
-        _emit_json(result)
+        emit_json(result)
     else:
         for i, doc in enumerate(result["docs"], start=offset + 1):
             distance = f"  {doc['distance_km']:.2f} km" if "distance_km" in doc else ""
@@ -709,7 +262,7 @@ def ask(ctx, question, strict, as_json, **choices) -> None:
     answered, 2 usage/config, 3 nothing found, 4 an uncited or unsupported sentence with
     --strict, 5 no model reachable (the excerpts found are printed anyway)."""
     options = AnswerOptions.of(strict=strict, **choices)
-    turn = _answer_turn(_service(ctx), " ".join(question), [], options, as_json=as_json)
+    turn = _answer_turn(service_of(ctx), " ".join(question), [], options, as_json=as_json)
     sys.exit(turn.code)
 
 
@@ -721,7 +274,7 @@ def chat(ctx, **choices) -> None:
     """A conversation with citations: one question per line, an empty line or Ctrl-D ends it.
     Follow-up questions see the recent turns and what they cited (not their text); the
     agent may remember notes here."""
-    service = _service(ctx)
+    service = service_of(ctx)
     options = AnswerOptions.of(writable=True, **choices)
     history: list[dict] = []
     while True:
@@ -747,11 +300,11 @@ def _answer_turn(service, text, history, options, *, as_json=False):
         result = service.ask(text, options, history=history).to_dict()
     except (LLMUnavailable, LLMNotConfigured) as exc:
         if as_json:
-            _emit_json(exc.to_dict())
+            emit_json(exc.to_dict())
         else:
             printer.failed(exc.to_dict())
         return Turn(exc.exit_code)
-    _emit_json(result)
+    emit_json(result)
     printer.warn(result)
     return Turn(printer.code(result), result["answer"])
 
@@ -765,9 +318,9 @@ def doctor(ctx, as_json) -> None:
     problem."""
     from .doctor import check
 
-    rows = check(_service(ctx))
+    rows = check(service_of(ctx))
     if as_json:
-        _emit_json({"ok": all(r["ok"] for r in rows), "checks": rows})
+        emit_json({"ok": all(r["ok"] for r in rows), "checks": rows})
     else:
         for row in rows:
             mark = "[green]ok[/]  " if row["ok"] else "[bold red]FAIL[/]"
@@ -810,24 +363,20 @@ def embed(ctx, source, model, max_chunks, unit_chars, as_json) -> None:
     embeds what is new. The source stays searchable by text meanwhile."""
     progress = NullProgress() if as_json else RichProgress(err)
     try:
-        report = _service(ctx).embed(source, model, max_chunks=max_chunks, unit_chars=unit_chars,
+        report = service_of(ctx).embed(source, model, max_chunks=max_chunks, unit_chars=unit_chars,
                                      progress=progress)  # fmt: skip
     finally:
         progress.close()
     data = report.to_dict()
     if as_json:
-        _emit_json(data)
+        emit_json(data)
         return
     out.print(
         f"[bold]{escape(source)}[/]: {data['embedded_chunks']:,} of {data['chunks']:,} chunks "
         f"have {escape(data['model'])} vectors — {data['vectors']:,} vectors, "
-        f"{_units_label(data['unit_chars'])} ({data['embedded']:,} embedded now at "
+        f"{units_label(data['unit_chars'])} ({data['embedded']:,} embedded now at "
         f"{data['passages_per_s']:,} passages/s, {data['reused']:,} reused) in {data['seconds']} s"
     )
-
-
-def _units_label(unit_chars: int) -> str:
-    return f"units of ≤ {unit_chars} chars" if unit_chars else "whole chunks"
 
 
 @cli.command("eval")
@@ -863,7 +412,7 @@ def eval_command(ctx, source, questions, configs, ab, show, max_questions, as_js
     recall@1/5/10, MRR and nDCG@10 per configuration."""
     from . import evaluate
 
-    service = _service(ctx)
+    service = service_of(ctx)
     asked = evaluate.load_questions(questions, max_questions)
     notes: list[str] = []
     if ab:
@@ -878,7 +427,7 @@ def eval_command(ctx, source, questions, configs, ab, show, max_questions, as_js
     if ab:
         report["differences"] = evaluate.differing(runs[0], runs[1], asked, show)
     if as_json:
-        _emit_json(report)
+        emit_json(report)
         return
     _print_eval(report)
 
@@ -928,11 +477,11 @@ def doc(ctx, title, source, doc_id, key, fields, max_chars, as_json) -> None:
     if text is None and doc_id is None and key is None:
         raise click.UsageError("give a TITLE, --id or --key")
     field_list = [f.strip() for f in fields.split(",") if f.strip()] if fields else None
-    data = _service(ctx).doc(
+    data = service_of(ctx).doc(
         source, title=text, doc_id=doc_id, key=key, fields=field_list, max_chars=max_chars
     )
     if as_json:
-        _emit_json(data)
+        emit_json(data)
         return
     if "title" in data:
         out.print(
@@ -975,7 +524,7 @@ def serve(ctx, host, port, workers) -> None:
     """Serve the REST API (/v1, docs at /docs) and the MCP endpoint (/mcp) over HTTP."""
     import uvicorn
 
-    settings = _service(ctx).settings
+    settings = service_of(ctx).settings
     if not is_loopback(host):
         if settings.token:
             err.print(f"[yellow]listening on {host}: writes and /mcp need the bearer token[/]")
@@ -1018,7 +567,7 @@ def mcp(ctx) -> None:
     if ctx.invoked_subcommand is None:
         from .mcp_server import build_mcp
 
-        build_mcp(_service(ctx)).run("stdio")
+        build_mcp(service_of(ctx)).run("stdio")
 
 
 @mcp.command("config")
@@ -1036,7 +585,7 @@ def mcp_config(ctx, client, url) -> None:
     """Print the snippet that registers Chiezo with an MCP client."""
     from .mcp_config import snippet
 
-    data_dir = _service(ctx).settings.data_dir.resolve()
+    data_dir = service_of(ctx).settings.data_dir.resolve()
     click.echo(snippet(client, data_dir=data_dir, url=url))
 
 
@@ -1057,7 +606,7 @@ def notes() -> None:
 @handles_errors
 def notes_remember(ctx, text, title, tags, as_json) -> None:
     """Store TEXT as a note (write the content itself, not a label)."""
-    note = _service(ctx).remember(" ".join(text), title=title, tags=list(tags))
+    note = service_of(ctx).remember(" ".join(text), title=title, tags=list(tags))
     _print_note(note, as_json)
 
 
@@ -1074,7 +623,7 @@ def notes_remember(ctx, text, title, tags, as_json) -> None:
 @handles_errors
 def notes_recall(ctx, query, since, until, tag, limit, offset, max_chars, as_json) -> None:
     """Notes newest first, narrowed by words, time and tag."""
-    found = _service(ctx).recall(
+    found = service_of(ctx).recall(
         q=" ".join(query) or None,
         since=since,
         until=until,
@@ -1084,7 +633,7 @@ def notes_recall(ctx, query, since, until, tag, limit, offset, max_chars, as_jso
         max_chars=max_chars,
     )
     if as_json:
-        _emit_json(found)
+        emit_json(found)
     else:
         for note in found["notes"]:
             _print_note(note, False)
@@ -1103,7 +652,7 @@ def notes_recall(ctx, query, since, until, tag, limit, offset, max_chars, as_jso
 @handles_errors
 def notes_update(ctx, note_id, text, title, tags, as_json) -> None:
     """Change a note; only the options given change."""
-    note = _service(ctx).update_note(
+    note = service_of(ctx).update_note(
         note_id, text=text, title=title, tags=list(tags) if tags else None
     )
     _print_note(note, as_json)
@@ -1116,16 +665,16 @@ def notes_update(ctx, note_id, text, title, tags, as_json) -> None:
 @handles_errors
 def notes_forget(ctx, note_id, as_json) -> None:
     """Delete a note."""
-    result = _service(ctx).forget(note_id)
+    result = service_of(ctx).forget(note_id)
     if as_json:
-        _emit_json(result)
+        emit_json(result)
     else:
         out.print(f"deleted note {note_id}")
 
 
 def _print_note(note: dict, as_json: bool) -> None:
     if as_json:
-        _emit_json(note)
+        emit_json(note)
         return
     tags = f"  [dim]#{' #'.join(note['tags'])}[/]" if note["tags"] else ""
     out.print(f"[bold]{note['id']}. {escape(note['title'])}[/]  [dim]{note['updated_at']}[/]{tags}")
