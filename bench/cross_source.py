@@ -43,7 +43,7 @@ DATA = SHARED / "data"
 LIBRARY = {  # name: (kind, input, ingest options, embedding model)
     "jawiki": ("wikipedia", DATA / "wikipedia/jawiki-20230501-excerpt.xml.bz2", {}, "use-m"),
     "geonames": ("geonames", DATA / "geonames/cities15000.zip",
-                 {"geo": GeoNamesOptions(admin1=DATA / "geonames/admin1CodesASCII.txt")}, None),
+                 {"options": GeoNamesOptions(admin1=DATA / "geonames/admin1CodesASCII.txt")}, None),
     "enwiki": ("wikipedia", DATA / "wikipedia/enwiki-202207-excerpt.xml.bz2", {}, None),
     "rust-book": ("docs", DATA / "docs/markdown/rust-book-ja", {}, None),
     "raycharles": ("zim", DATA / "zim/wikipedia_en_ray_charles_2015-06.zim", {}, None),
@@ -238,7 +238,7 @@ def main() -> None:
     console.print(speed)
     shown = everyday(service)
     out = HERE / "results" / f"cross_source-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps({"sources": service.library.infos(), "results": rows,
+    out.write_text(json.dumps({"sources": service.sources(), "results": rows,
                                "latency": speeds, "everyday": shown},
                               ensure_ascii=False, indent=2, default=str))  # fmt: skip
     console.print(f"wrote {out}")

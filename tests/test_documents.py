@@ -118,7 +118,7 @@ def test_the_rust_book_builds_with_every_chapter(service):
     chapters = len(list(folder.glob("*.md")))
     assert report.docs == chapters and report.warnings == []
     assert report.chunks > chapters * 10
-    info = service.library.get("rust").info()
+    info = service.library.get("rust").info().to_dict()
     assert info["input"]["files"] == chapters
     doc = service.doc("rust", title="所有権とは？", fields=["chunks", "key"])
     assert doc["key"] == "ch04-01-what-is-ownership.md"

@@ -35,7 +35,7 @@ KOBE, KASHIMA_IBARAKI, SAITAMA = "1859171", "1860748", "6940394"
 def english(tmp_path_factory):
     """cities15000 + admin1: Japanese titles from the rows, English areas."""
     service = Service(Settings(data_dir=tmp_path_factory.mktemp("en") / "data"))
-    service.ingest("geonames", shared(CITIES), "geonames", geo=GeoNamesOptions(shared(ADMIN1)))
+    service.ingest("geonames", shared(CITIES), "geonames", options=GeoNamesOptions(shared(ADMIN1)))
     return service
 
 
@@ -54,7 +54,7 @@ def japanese(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ja")
     service = Service(Settings(data_dir=folder / "data"))
     geo = GeoNamesOptions(shared(ADMIN1), SAMPLE)
-    service.ingest("geonames", japan_rows(folder), "geonames", geo=geo)
+    service.ingest("geonames", japan_rows(folder), "geonames", options=geo)
     return service
 
 
@@ -195,7 +195,7 @@ def test_a_file_that_is_not_alternate_names_is_a_clear_error(tmp_path):
     service = Service(Settings(data_dir=tmp_path / "data"))
     with pytest.raises(InputError, match="not an alternate-names file"):
         service.ingest("geonames", shared(CITIES), "geonames",
-                       geo=GeoNamesOptions(shared(ADMIN1), shared(CITIES)))  # fmt: skip
+                       options=GeoNamesOptions(shared(ADMIN1), shared(CITIES)))  # fmt: skip
 
 
 # -- fetching a country's alternate names -----------------------------------------------------

@@ -130,7 +130,7 @@ def test_an_agent_keeps_to_the_source_it_was_given(library):
 
 
 def test_the_agent_is_told_how_to_use_the_library_and_steps_are_timed(library):
-    from chiezo.mcp_server import INSTRUCTIONS
+    from chiezo.tools import INSTRUCTIONS
 
     replies = in_turns(
         {"tool_calls": [tool_call("search", {"query": "夏目漱石"})]},

@@ -1,6 +1,5 @@
 """Background jobs: rebuild and re-embed real sources over REST, with live progress and a log."""
 
-import inspect
 import json
 import shutil
 import sqlite3
@@ -17,7 +16,8 @@ from chiezo.api import create_app
 from chiezo.cli import cli
 from chiezo.errors import BadQuery
 from chiezo.jobs import JobProgress, rebuild_call, rebuild_call_for, source_info
-from chiezo.sources import KINDS
+from chiezo.source_info import SourceInfo
+from chiezo.sources.kinds import kind_named
 
 from helpers import LOCAL, build_docs, write_files
 
@@ -67,8 +67,8 @@ def _titles(client, q: str) -> list[str]:
 def test_a_rebuild_plan_states_the_input_the_generation_and_what_keeps_serving(client, folder):
     plan = client.get("/v1/jobs/plan", params={"source": "kb"}).json()
     assert plan["action"] == "rebuild" and plan["kind"] == "docs" and plan["status"] == "ok"
-    assert plan["input"] == {"path": str(folder.resolve()), "exists": True,
-                             "bytes": plan["input"]["bytes"], "files": 4,
+    assert plan["input"] == {"path": str(folder.resolve()), "paths": [str(folder.resolve())],
+                             "exists": True, "bytes": plan["input"]["bytes"], "files": 4,
                              "options": {"language": "ja"}}  # fmt: skip
     assert plan["input"]["bytes"] > 0 and plan["docs"] == 4 and plan["built_at"]
     assert plan["generation"] == _generation(client)
@@ -160,13 +160,14 @@ def test_an_embed_job_adds_vectors(client):
 
 def test_a_second_start_while_one_runs_is_a_409_naming_it(client, monkeypatch):
     release = threading.Event()
-    build = KINDS["docs"]
+    docs = kind_named("docs")
+    build = docs.build
 
     def held_build(*args, **kwargs):  # the first job waits here until the test lets it go
         assert release.wait(30)
         return build(*args, **kwargs)
 
-    monkeypatch.setitem(KINDS, "docs", held_build)
+    monkeypatch.setattr(docs, "build", held_build)
     try:
         first = client.post("/v1/jobs", json={"source": "kb", "action": "rebuild"}).json()
         second = client.post("/v1/jobs", json={"source": "kb", "action": "rebuild"})
@@ -194,6 +195,7 @@ def test_a_failed_rebuild_is_reported_and_the_old_generation_keeps_serving(clien
     failed = _finished(client, job["id"])
     assert failed["state"] == "failed" and failed["result"] is None
     assert "shrink" in failed["error"]["error"] and "--allow-shrink" in failed["error"]["hint"]
+    assert failed["error"]["status"] == 500  # BuildError's, in the one error shape
     levels = [line["level"] for line in failed["log"]]
     assert "error" in levels and "validating" in [line["text"] for line in failed["log"]]
     assert "keeps serving" in failed["log"][-1]["text"]
@@ -203,7 +205,7 @@ def test_a_failed_rebuild_is_reported_and_the_old_generation_keeps_serving(clien
 
 def test_a_rebuild_whose_embedding_fails_keeps_the_build_and_says_so(client, service, monkeypatch):
     from chiezo import embed
-    from chiezo.embedders import ModelUnavailable
+    from chiezo.errors import ModelUnavailable
 
     service.embed("kb", MODEL)
 
@@ -220,15 +222,19 @@ def test_a_rebuild_whose_embedding_fails_keeps_the_build_and_says_so(client, ser
     assert _titles(client, "浅草寺") == ["浅草寺"]
 
 
-def test_an_unexpected_exception_fails_the_job_not_the_server(client, monkeypatch):
+def test_an_unexpected_exception_fails_the_job_not_the_server(client, monkeypatch, caplog):
     def broken(*args, **kwargs):
         raise RuntimeError("the disk caught fire")
 
-    monkeypatch.setitem(KINDS, "docs", broken)
+    monkeypatch.setattr(kind_named("docs"), "build", broken)
     job = client.post("/v1/jobs", json={"source": "kb", "action": "rebuild"}).json()
     failed = _finished(client, job["id"])
     assert failed["state"] == "failed"
-    assert failed["error"]["error"] == "internal error (RuntimeError): the disk caught fire"
+    assert failed["error"] == {"error": "internal error (RuntimeError): the disk caught fire",
+                               "status": 500,
+                               "hint": "this is a bug; the server log has the details"}  # fmt: skip
+    logged = [r for r in caplog.records if r.name == "chiezo.jobs" and r.exc_info]
+    assert str(logged[0].exc_info[1]) == "the disk caught fire"  # with its traceback
     assert client.get("/v1/jobs").json()["running"] is None
     assert _titles(client, "浅草寺") == ["浅草寺"]
 
@@ -313,15 +319,17 @@ def test_a_geonames_rebuild_keeps_its_admin1_and_alternate_names(service, tmp_pa
                           encoding="utf-8")  # fmt: skip
     from chiezo.sources.geonames import GeoNamesOptions
 
-    service.ingest("geonames", export, "jp", geo=GeoNamesOptions(admin1, alternates))
-    before = service.library.get("jp").info()["generation"]
+    service.ingest("geonames", export, "jp", options=GeoNamesOptions(admin1, alternates))
+    before = service.library.get("jp").info().generation
 
-    kind, path, kwargs = rebuild_call_for(service, "jp")
-    assert (kind, path) == ("geonames", export.resolve())
+    call = rebuild_call_for(service, "jp")
+    assert (call.kind, call.inputs) == ("geonames", [export.resolve()])
+    assert call.options.alternate_names == alternates.resolve()  # recorded absolute
     progress = JobProgress()
-    service.ingest(kind, path, "jp", progress=progress, **kwargs)
+    service.ingest(call.kind, call.inputs, "jp", options=call.options, build=call.build,
+                   progress=progress)  # fmt: skip
     assert "reading alternate names" in progress.phases
-    assert service.library.get("jp").info()["generation"] != before
+    assert service.library.get("jp").info().generation != before
     kyoto = service.doc("jp", title="京都市", fields=["attrs"])
     assert kyoto["attrs"]["area"] == ["京都府"]
 
@@ -331,36 +339,39 @@ def test_a_geonames_rebuild_keeps_its_admin1_and_alternate_names(service, tmp_pa
     assert refused.value.extras["path"] == str(alternates)
 
 
-def test_recorded_options_map_onto_the_real_ingest_keywords(settings, tmp_path):
-    """Each kind's recorded input becomes keywords its ingest function takes, with the values
-    recorded (checked against the functions' signatures, not by running huge builds)."""
-    from chiezo.sources import osm, wikipedia, zim
+def test_recorded_options_come_back_as_each_kinds_options(settings, tmp_path):
+    """Each kind's recorded input becomes its Options again, with the values recorded — also
+    for sources built before options were recorded under "options" (read from the identity)."""
+    from chiezo.sources.osm import OsmOptions
+    from chiezo.sources.wikipedia import WikiOptions
 
     dump = write_files(tmp_path, {"jawiki-20250301-pages-articles.xml.bz2": b"x",
                                   "pageviews": b"x", "extract.osm.pbf": b"x", "w.zim": b"x"})  # fmt: skip
-    wiki_info = {"name": "jawiki", "kind": "wikipedia", "language": "ja",
-                 "input": {"path": str(dump / "jawiki-20250301-pages-articles.xml.bz2"),
-                           "language": "ja", "pageviews": str(dump / "pageviews"),
-                           "page_props": None, "chunk_chars": 300, "truncated": "at byte 9"}}  # fmt: skip
-    kind, path, kwargs = rebuild_call(wiki_info)
-    inspect.signature(wikipedia.ingest_wikipedia).bind(settings, path, "jawiki", **kwargs)
-    wiki = kwargs["wiki"]
+    wiki_info = SourceInfo("jawiki", kind="wikipedia", language="ja",
+                           input={"path": str(dump / "jawiki-20250301-pages-articles.xml.bz2"),
+                                  "language": "ja", "pageviews": str(dump / "pageviews"),
+                                  "page_props": None, "chunk_chars": 300,
+                                  "truncated": "at byte 9"})  # fmt: skip
+    call = rebuild_call(wiki_info)
+    wiki = call.options
+    assert isinstance(wiki, WikiOptions) and call.inputs == [Path(wiki_info.input["path"])]
     assert (wiki.language, wiki.chunk_chars, wiki.allow_truncated) == ("ja", 300, True)
     assert wiki.pageviews == dump / "pageviews" and wiki.page_props is None
+    assert wiki.workers is None and wiki.date is None  # not recorded: defaults
 
-    osm_info = {"name": "osm_x", "kind": "osm",
-                "input": {"path": str(dump / "extract.osm.pbf"), "admin_levels": ["4", "7"]}}  # fmt: skip
-    kind, path, kwargs = rebuild_call(osm_info)
-    inspect.signature(osm.ingest_osm).bind(settings, path, "osm_x", **kwargs)
-    assert kwargs["osm"].admin_levels == ("4", "7")
+    osm_info = SourceInfo("osm_x", kind="osm", input={"path": str(dump / "extract.osm.pbf"),
+                                                      "admin_levels": ["4", "7"]})  # fmt: skip
+    assert rebuild_call(osm_info).options == OsmOptions(admin_levels=("4", "7"))
 
-    kind, path, kwargs = rebuild_call({"name": "zim_w", "kind": "zim",
-                                       "input": {"path": str(dump / "w.zim")}})  # fmt: skip
-    inspect.signature(zim.ingest_zim).bind(settings, path, "zim_w", **kwargs)
+    zim = rebuild_call(SourceInfo("zim_w", kind="zim", input={"path": str(dump / "w.zim")}))
+    assert (zim.kind, zim.inputs) == ("zim", [dump / "w.zim"])
 
     (dump / "pageviews").unlink()
     with pytest.raises(BadQuery, match="pageviews"):
         rebuild_call(wiki_info)
+    with pytest.raises(BadQuery, match="cannot be rebuilt") as unknown:
+        rebuild_call(SourceInfo("x", kind="gopher", input={"path": str(dump / "w.zim")}))
+    assert "docs" in unknown.value.extras["known_kinds"]
 
 
 def test_the_job_log_keeps_the_newest_lines_and_counts_the_dropped():
@@ -433,3 +444,4 @@ def test_a_running_record_left_by_a_dead_process_reads_as_failed(settings):
     os.utime(path, (old, old))
     job = JobRunner(Service(settings)).get(7).to_dict()
     assert job["state"] == "failed" and "stopped" in job["error"]["error"]
+    assert job["error"]["status"] == 500

@@ -25,7 +25,7 @@ def places(tmp_path_factory):
     settings = Settings(data_dir=tmp_path_factory.mktemp("places") / "data")
     service = Service(settings)
     geo = GeoNamesOptions(admin1=shared(ADMIN1))
-    service.ingest("geonames", shared(CITIES), "geonames", geo=geo)
+    service.ingest("geonames", shared(CITIES), "geonames", options=geo)
     service.ingest("osm", shared(HELSINKI), "osm_helsinki")
     dump = settings.data_dir.parent / "wiki.xml"
     dump.write_text(wiki_dump([
@@ -174,7 +174,7 @@ def test_areas_come_from_polygons_not_boxes(tmp_path):
         ("Outside both", {"amenity": "cafe"}, (3, 3)),
     ])  # fmt: skip
     service = Service(Settings(data_dir=tmp_path / "data"))
-    service.ingest("osm", path, "osm_test", osm=OsmOptions(admin_levels=("4",)))
+    service.ingest("osm", path, "osm_test", options=OsmOptions(admin_levels=("4",)))
     areas = {
         t: service.doc("osm_test", title=t, fields=["attrs"])["attrs"].get("area")
         for t in ("Inside ell", "Inside square", "Outside both")
@@ -251,7 +251,7 @@ def test_alternate_names_give_japanese_areas_and_wikidata_ids(tmp_path):
     )
     service = Service(Settings(data_dir=tmp_path / "data"))
     geo = GeoNamesOptions(admin1=admin1, alternate_names=alternates)
-    service.ingest("geonames", export, "jp", geo=geo)
+    service.ingest("geonames", export, "jp", options=geo)
     kyoto = service.doc("jp", title="京都市", fields=["attrs", "aliases"])
     assert kyoto["attrs"]["area"] == ["京都府"] and kyoto["attrs"]["wikidata"] == ["Q34600"]
     assert service.filter("jp", area=["京都府"])["total"] == 1

@@ -11,10 +11,9 @@ from chiezo import generations
 from chiezo.api import create_app
 from chiezo.cli import cli
 from chiezo.config import Settings
-from chiezo.embedders import ModelUnavailable, get_embedder
-from chiezo.errors import BadQuery
+from chiezo.embedders import get_embedder
+from chiezo.errors import BadQuery, ModelUnavailable, VectorsUnavailable
 from chiezo.search import retrieval
-from chiezo.search.vectors import VectorsUnavailable
 from chiezo.service import Service
 
 from helpers import RunningServer, build_docs, wiki_dump, write_files

@@ -45,7 +45,7 @@ def test_fetches_the_newest_finished_dump_verifies_and_builds(site, tmp_path):
     assert fetched.date == "20230501"
     assert fetched.dump.read_bytes() == shared(JA).read_bytes()
     service = Service(settings)
-    report = service.ingest("wikipedia", fetched.dump, None, wiki=WikiOptions())
+    report = service.ingest("wikipedia", fetched.dump, None, options=WikiOptions())
     assert report.name == "jawiki" and report.docs == 189
     # fetching again finds the verified file and downloads nothing
     before = len(site.requests)

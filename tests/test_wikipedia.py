@@ -39,7 +39,7 @@ def raw_pages():
 def test_the_build_keeps_articles_of_namespace_zero(jawiki, raw_pages):
     service, report = jawiki
     assert report.name == "jawiki" and report.docs == len(raw_pages) == 189
-    info = service.library.get("jawiki").info()
+    info = service.library.get("jawiki").info().to_dict()
     assert info["kind"] == "wikipedia" and info["language"] == "ja"
     assert info["input"]["dump_date"] == "20230501"
 
@@ -167,7 +167,7 @@ def test_a_truncated_dump_can_be_built_from_its_complete_pages(tmp_path):
     truncated = shared("wikipedia/jawiki-20230501-truncated.xml.xz")
     report = ingest_wikipedia(settings, truncated, "cut", wiki=WikiOptions(allow_truncated=True))
     assert report.docs > 10
-    info = Service(settings).library.get("cut").info()
+    info = Service(settings).library.get("cut").info().to_dict()
     assert "truncated" in info["input"]
     assert any("truncated" in w for w in report.warnings)
 

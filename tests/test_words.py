@@ -59,7 +59,7 @@ def test_text_sudachi_cannot_take_is_cleaned_or_split_never_an_error():
 def test_words_find_width_variants_in_both_indexes(settings, service):
     build(settings, "w", ARTICLES)
     source = service.library.get("w")
-    assert source.info()["text_index"] == "words+trigrams"
+    assert source.info().text_index == "words+trigrams"
     for query, title in (("JRホテルクレメント", "ＪＲホテルクレメント高松"), ("ｱｲｽ", "アイスクリーム")):
         assert titles(service.search(query, "w"))[0] == title
         assert titles(search_source(source, query))[0] == title  # the trigram index alone
@@ -99,7 +99,7 @@ def test_a_source_built_before_the_word_index_still_serves_and_says_so(settings,
     build(settings, "old", ARTICLES, word_index=False)
     _downgrade(current_path(source_dir(settings.corpus_dir, "old")))
     source = service.library.get("old")
-    assert not source.has_words and source.info()["text_index"] == "trigrams"
+    assert not source.has_words and source.info().text_index == "trigrams"
     result = service.search("夏目漱石", "old")
     assert titles(result)[0] == "夏目漱石" and not result.mode.startswith("words")
     notice = next(n for n in result.notes if getattr(n, "code", "") == "no_word_index")

@@ -7,7 +7,7 @@ import difflib
 import json
 from typing import Any
 
-from .errors import BadQuery, NotFound
+from .errors import BadQuery, NotFound, Operation
 from .library import Source
 from .search.filters import Filters, check_filters
 from .search.notices import Notice
@@ -57,7 +57,8 @@ def find_doc(
                 f"{source} has no document titled {title!r}",
                 source=source,
                 candidates=closest_titles(src, title),
-                hint="use one of the candidates, or search for it",
+                hint="use one of the candidates, or search for it: {see}",
+                see=Operation("search", source),
             )
         return ids[0], [_summary(src, i) for i in ids[1:]]
     raise BadQuery("give a title, a doc_id or a key")
@@ -334,7 +335,9 @@ def list_features(
             f"source {src.name!r} has no features",
             source=src.name,
             known_attributes=src.attributes,
-            hint="features come from place sources (osm, geonames)",
+            hint=f"features come from place sources ({', '.join(place_kinds())}); "
+            "{see} names each kind",
+            see=Operation("sources"),
         )
     total, rows = _counted(
         src.conn, "attr_counts", "value", "name = 'feature'", (), prefix, contains, limit, offset
@@ -366,3 +369,10 @@ def _counted(
         (*args, limit, offset),
     ).fetchall()
     return total, rows
+
+
+def place_kinds() -> list[str]:
+    """The kinds whose documents are places (their capability), e.g. osm, geonames, places."""
+    from .sources.kinds import kinds
+
+    return sorted(name for name, kind in kinds().items() if kind.capabilities.places)

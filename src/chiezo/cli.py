@@ -19,7 +19,7 @@ from .answer.options import MAX_EXCERPTS, MAX_TOKENS, AnswerOptions
 from .answer.terminal import Turn
 from .cli_common import emit_json, err, handles_errors, out, print_error, service_of, units_label
 from .cli_ingest import ingest, rebuild
-from .cli_library import sources
+from .cli_library import COMMANDS
 from .config import Settings, is_loopback
 from .errors import EXIT_NOT_FOUND, ChiezoError
 from .mcp_config import MCP_CLIENTS
@@ -45,7 +45,7 @@ def cli(ctx: click.Context, data: Path) -> None:
     ctx.obj = {"service": Service(Settings.from_env(data_dir=data))}
 
 
-for command in (ingest, rebuild, sources):
+for command in (ingest, rebuild, *COMMANDS):
     cli.add_command(command)
 
 
@@ -136,8 +136,13 @@ def _print_result(result: SearchResult, *, explain: bool = False) -> None:
             f"[bold]{i:>2}. {escape(hit.title)}[/]  [dim]{escape(hit.source)} · doc {hit.doc_id}"
             f" · {escape(hit.key)}[/]{marker}"
         )
-        if hit.distance_km is not None:
-            out.print(f"    [dim]{hit.distance_km:.2f} km[/]")
+        if hit.section:
+            out.print(f"    [dim]{escape(hit.section)}[/]")
+        place = [f"{hit.distance_km:.2f} km"] if hit.distance_km is not None else []
+        if hit.point:
+            place.append(f"{hit.point.lat:.5f}, {hit.point.lon:.5f}")
+        if place:
+            out.print("    [dim]" + " · ".join(place) + "[/]")
         if hit.snippet:
             out.print(f"    {escape(hit.snippet)}")
         if hit.explain:
@@ -291,7 +296,7 @@ def chat(ctx, **choices) -> None:
 def _answer_turn(service, text, history, options, *, as_json=False):
     """One question answered and printed (streamed unless ``as_json``): its Turn."""
     from .answer.terminal import Printer
-    from .llm import LLMNotConfigured, LLMUnavailable
+    from .errors import LLMNotConfigured, LLMUnavailable
 
     printer = Printer(out, err, strict=options.strict)
     try:

@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from .errors import ChiezoError
+from .errors import CLI, ChiezoError
 from .service import Service
 
 out = Console(highlight=False, soft_wrap=True)
@@ -37,27 +37,30 @@ def handles_errors(command):
         try:
             return command(*args, **kwargs)
         except ChiezoError as exc:
+            # the command's source completes a hint naming an operation on it
+            source = kwargs.get("source")
             if kwargs.get("as_json"):
-                emit_json(exc.to_dict())
+                emit_json(exc.to_dict(CLI, source=source))
             else:
-                print_error(exc)
+                print_error(exc, source=source)
             sys.exit(exc.exit_code)
 
     return wrapper
 
 
-def print_error(exc: ChiezoError) -> None:
+def print_error(exc: ChiezoError, *, source: str | None = None) -> None:
+    """The error on stderr, its hint naming commands (``chiezo features osm``), not routes."""
     err.print(f"[bold red]error:[/] {escape(exc.message)}")
-    extras = exc.extras
-    if extras.get("candidates"):
-        err.print("did you mean: " + escape(", ".join(extras["candidates"])))
-    if "known_sources" in extras:
-        known = ", ".join(extras["known_sources"]) or "(none yet)"
-        err.print(f"known sources: {escape(known)}")
-    if extras.get("allowed_fields"):
-        err.print("allowed fields: " + ", ".join(extras["allowed_fields"]))
-    hint = extras.get("hint")
-    if hint and "known_sources" not in extras:
+    shown = exc.to_dict(CLI, source=source)
+    if shown.get("candidates"):
+        err.print("did you mean: " + escape(", ".join(shown["candidates"])))
+    known = shown.get("known_sources")
+    if known is not None:
+        err.print(f"known sources: {escape(', '.join(known) or '(none yet)')}")
+    if shown.get("allowed_fields"):
+        err.print("allowed fields: " + ", ".join(shown["allowed_fields"]))
+    hint = shown.get("hint")
+    if hint and not known:  # an unknown source's hint only repeats the known ones
         err.print(f"[dim]hint: {escape(hint)}[/]")
 
 

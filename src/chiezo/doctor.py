@@ -31,7 +31,7 @@ def _data_dir(service) -> dict[str, Any]:
 
 def _sources(service) -> list[dict[str, Any]]:
     infos = service.sources()
-    if not [i for i in infos if i.get("name") != "notes"]:
+    if not [i for i in infos if not i.get("writable")]:
         return [{"check": "sources", "ok": False, "detail": "no sources built",
                  "hint": "`chiezo ingest docs PATH --name NAME` (or `make run` for the samples)"}]  # fmt: skip
     out = []

@@ -36,7 +36,7 @@ from .build import derive_generation
 from .config import Settings
 from .embedders import DEFAULT_MODEL, get_embedder
 from .errors import BadQuery
-from .library import NOTES, Library
+from .library import Library
 from .progress import NullProgress, Progress
 from .search.vectors import VECTOR_SCHEMA, index_path
 
@@ -170,11 +170,12 @@ def embed_source(
     progress: Progress | None = None,
 ) -> EmbedReport:
     progress = progress or NullProgress()
-    if name == NOTES:
-        raise BadQuery("the notes source is not embedded (it changes with every write)")
     if unit_chars is not None and unit_chars < 0:
         raise BadQuery(f"unit_chars must be 0 (whole chunks) or more, got {unit_chars}")
     source = library.get(name)
+    if source.writable:
+        raise BadQuery(f"the {name} source is not embedded (it changes with every write)",
+                       source=name)  # fmt: skip
     model = model or source.meta.get("embedding_model") or DEFAULT_MODEL
     embedder = get_embedder(model)
     started = time.monotonic()

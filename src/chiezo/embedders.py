@@ -24,15 +24,10 @@ import os
 import threading
 from pathlib import Path
 
-from .errors import ChiezoError
+from .errors import ModelUnavailable
 
 DEFAULT_MODEL = "use-m"
 BATCH = 32
-
-
-class ModelUnavailable(ChiezoError):
-    status = 400
-    exit_code = 2
 
 
 class Embedder:

@@ -3,6 +3,7 @@
     <corpus>/<name>/gen-20261129T120000-1a2b3c.db   one finished generation (immutable)
     <corpus>/<name>/current -> gen-....db           symlink, replaced with rename(2)
     <corpus>/<name>/.build.lock                     held while a build runs
+    <corpus>/.removed-<name>-1a2b3c/                a source being removed (``remove``)
 
 A reader resolves ``current`` each time it needs the source, so a new generation is seen
 without a restart; a reader still holding the previous file keeps reading it (the builder keeps
@@ -15,16 +16,20 @@ import fcntl
 import os
 import re
 import secrets
+import shutil
+import stat
 import time
 from pathlib import Path
+from typing import Any
 
-from .errors import BadQuery, BuildError
+from .errors import BadQuery, BuildError, Conflict
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 CURRENT = "current"
 GEN_PREFIX = "gen-"
 GEN_SUFFIX = ".db"
 BUILDING_SUFFIX = ".building"
+REMOVED_PREFIX = ".removed-"
 
 
 RESERVED = {"notes"}  # the writable notes source lives elsewhere (notes.py)
@@ -129,6 +134,77 @@ def remove_debris(directory: Path) -> list[Path]:
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
+
+
+def describe(directory: Path) -> dict[str, Any]:
+    """What removing the source in ``directory`` deletes: its generations (the current one
+    first), and every file with the bytes they take."""
+    current = current_path(directory)
+    generations = [p.name for p in generation_files(directory)]
+    if current is not None and current.name in generations:
+        generations.remove(current.name)
+        generations.insert(0, current.name)
+    sizes = [e.stat(follow_symlinks=False) for e in _entries(directory)
+             if not e.is_dir(follow_symlinks=False)]  # fmt: skip
+    return {
+        "directory": str(directory),
+        "current": current.name if current is not None else None,
+        "generations": generations,
+        "files": len(sizes),
+        "bytes": sum(s.st_size for s in sizes if stat.S_ISREG(s.st_mode)),
+    }
+
+
+def remove(directory: Path) -> dict[str, Any]:
+    """Delete the source in ``directory`` — ``current``, every generation and its sidecars,
+    build leftovers, the directory — and return what was deleted (``describe``).
+
+    Under the build lock, like a build's switch: while a build or an embed of the source runs,
+    removal is refused (Conflict), and one starting meanwhile is refused. ``current`` goes
+    first, so from that instant a reader resolving it finds no source, while one holding a
+    generation open reads on (an unlinked file's data lives until its last descriptor closes).
+    The directory is then renamed out of the name, so a build may start anew under it at once
+    and a crash midway leaves only a dot-directory that no listing reads (the next removal of
+    that name deletes it)."""
+    if directory.is_symlink() or not directory.is_dir():
+        raise BadQuery(f"{directory} is not a source's directory", hint="remove it by hand")
+    try:
+        lock = BuildLock(directory).__enter__()
+    except BuildError as exc:
+        raise Conflict(
+            f"a build of {directory.name!r} is running; it cannot be removed meanwhile",
+            source=directory.name,
+            hint="remove it once the build has finished",
+        ) from exc
+    try:
+        removed = describe(directory)
+        (directory / CURRENT).unlink(missing_ok=True)
+        _fsync(directory)
+        trash = directory.with_name(_trash_name(directory.name, secrets.token_hex(3)))
+        os.rename(directory, trash)
+        _fsync(directory.parent)
+    finally:
+        lock.__exit__(None, None, None)
+    shutil.rmtree(trash)
+    for leftover in directory.parent.glob(_trash_name(directory.name, "[0-9a-f]" * 6)):
+        shutil.rmtree(leftover, ignore_errors=True)  # an earlier removal that crashed
+    return removed
+
+
+def _trash_name(name: str, tag: str) -> str:
+    return f"{REMOVED_PREFIX}{name}-{tag}"
+
+
+def _entries(directory: Path) -> list[os.DirEntry]:
+    """Every file, link and folder under ``directory``, links never followed: what ``remove``
+    deletes is inside the directory, whatever a link in it points at."""
+    out: list[os.DirEntry] = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            out.append(entry)
+            if entry.is_dir(follow_symlinks=False):
+                out += _entries(Path(entry.path))
+    return out
 
 
 class BuildLock:

@@ -21,13 +21,23 @@ import os
 import threading
 import time
 from collections import OrderedDict, deque
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import db, generations
+from . import generations
 from .build import BuildOptions
-from .errors import BadQuery, ChiezoError, Conflict, NotFound, SchemaMismatch
-from .library import NOTES
+from .errors import (
+    BadQuery,
+    ChiezoError,
+    Conflict,
+    InternalError,
+    ModelUnavailable,
+    NotFound,
+    Operation,
+)
+from .source_info import SourceInfo
+from .sources.kinds import kind_named, recorded_options
 
 ACTIONS = ("rebuild", "embed")
 SERVING_DURING = "the current generation keeps serving until the new one is complete"
@@ -44,136 +54,70 @@ log = logging.getLogger("chiezo.jobs")
 # -- what a rebuild runs ------------------------------------------------------------------------
 
 
-def source_info(service, name: str) -> dict[str, Any]:
-    """``Source.info()`` of ``name``; for a source that no longer opens (``needs_rebuild``:
-    another schema version) the same facts read from its current file's meta table, so that
-    it can still be rebuilt. An unknown source is the library's own 404."""
-    try:
-        return service.library.get(name).info()
-    except SchemaMismatch as exc:
-        path = generations.current_path(service.settings.corpus_dir / name)
-        meta = _raw_meta(path) if path is not None else None
-        if not meta or not meta.get("kind"):
-            raise
-        try:
-            recorded = json.loads(meta.get("input") or "{}")
-        except ValueError:
-            recorded = {}
-        return {
-            "name": name,
-            "kind": meta["kind"],
-            "language": meta.get("language") or None,
-            "docs": int(meta.get("doc_count") or 0),
-            "built_at": meta.get("built_at"),
-            "generation": meta.get("generation") or path.name,
-            "input": recorded,
-            "vectors": None,
-            "status": "needs_rebuild",
-            "error": exc.message,
-        }
+def source_info(service, name: str) -> SourceInfo:
+    """What is known of ``name``, also when it needs a rebuild (``Library.info``)."""
+    return service.library.info(name)
 
 
-def _raw_meta(path: Path) -> dict[str, str] | None:
-    try:
-        conn = db.open_readonly(path)
-        try:
-            return dict(conn.execute("SELECT key, value FROM meta"))
-        finally:
-            conn.close()
-    except db.Error:
-        return None
+@dataclass
+class RebuildCall:
+    """``Service.ingest(kind, inputs, name, options=, build=)`` that rebuilds a source the way
+    it was built, read back from what its build recorded."""
+
+    kind: str
+    inputs: list[Path]
+    options: Any  # the kind's Options
+    build: BuildOptions
+    missing: list[str]  # recorded inputs that are no longer there
+
+    def recorded(self) -> dict[str, Any]:
+        """The options as the plan shows them (JSON), with the document language."""
+        language = {"language": self.build.language} if self.build.language else {}
+        return {**recorded_options(self.options), **language}
 
 
-def rebuild_call(info: dict[str, Any]) -> tuple[str, Path, dict[str, Any]]:
-    """``(kind, path, kwargs)`` for ``Service.ingest(kind, path, name, **kwargs)`` that
-    rebuilds the source described by ``info`` (``Source.info()``) the way it was built.
-    BadQuery (400) for the notes source and for an input that is no longer there."""
-    kind, path, kwargs, _, missing = _rebuild_parts(info)
-    if missing:
+def rebuild_call(info: SourceInfo) -> RebuildCall:
+    """How to rebuild the source described by ``info``. BadQuery (400) for a writable source
+    (notes) and for an input that is no longer there."""
+    call = _rebuild_parts(info)
+    if call.missing:
         raise BadQuery(
-            f"cannot rebuild {info.get('name')!r}: its input {missing[0]} no longer exists",
-            source=info.get("name"),
-            path=missing[0],
-            missing=missing,
-            hint="put it back there, or build the source anew with `chiezo ingest "
-            f"{kind} PATH --name {info.get('name')}`",
+            f"cannot rebuild {info.name!r}: its input {call.missing[0]} no longer exists",
+            source=info.name,
+            path=call.missing[0],
+            missing=call.missing,
+            hint="put it back there, or build the source anew: {see}",
+            see=Operation("ingest", info.name, kind=call.kind),
         )
-    return kind, path, kwargs
+    return call
 
 
-def rebuild_call_for(service, name: str) -> tuple[str, Path, dict[str, Any]]:
+def rebuild_call_for(service, name: str) -> RebuildCall:
     """``rebuild_call`` of the source called ``name``."""
-    if name == NOTES:
-        raise BadQuery(NO_REBUILD, source=name)
     return rebuild_call(source_info(service, name))
 
 
-def _rebuild_parts(info: dict[str, Any]):
-    """(kind, path, kwargs, options as JSON, missing input paths)."""
-    from .sources import KINDS
-
-    name = info.get("name")
-    if name == NOTES or info.get("writable"):
-        raise BadQuery(NO_REBUILD, source=name)
-    kind = info.get("kind") or ""
-    recorded = info.get("input") or {}
-    if kind not in KINDS:
+def _rebuild_parts(info: SourceInfo) -> RebuildCall:
+    if info.writable:
+        raise BadQuery(NO_REBUILD, source=info.name)
+    try:
+        kind = kind_named(info.kind)
+    except BadQuery as exc:
+        raise BadQuery(f"{info.name!r} is of kind {info.kind!r}, which cannot be rebuilt here",
+                       source=info.name, known_kinds=exc.extras.get("known_kinds")) from exc  # fmt: skip
+    inputs = kind.inputs_from_record(info.input)
+    if not inputs:
         raise BadQuery(
-            f"{name!r} is of kind {kind!r}, which cannot be rebuilt", known_kinds=sorted(KINDS)
+            f"{info.name!r} has no recorded input path",
+            source=info.name,
+            hint="build it anew: {see}",
+            see=Operation("ingest", info.name, kind=kind.name),
         )
-    if not recorded.get("path"):
-        raise BadQuery(
-            f"{name!r} has no recorded input path",
-            source=name,
-            hint=f"build it anew with `chiezo ingest {kind} PATH --name {name}`",
-        )
-    path = Path(recorded["path"])
-    inputs: list[Path | None] = [path]
-    options: dict[str, Any] = {}
-    kwargs: dict[str, Any]
-    if kind == "docs":
-        options = {"language": info.get("language")}
-        kwargs = {"options": BuildOptions(language=info.get("language"))}
-    elif kind == "wikipedia":
-        from .sources.wikipedia import WikiOptions
-
-        wiki = WikiOptions(
-            language=recorded.get("language"),
-            pageviews=_maybe_path(recorded.get("pageviews")),
-            page_props=_maybe_path(recorded.get("page_props")),
-            allow_truncated=bool(recorded.get("truncated")),
-            chunk_chars=int(recorded.get("chunk_chars") or WikiOptions.chunk_chars),
-        )
-        inputs += [wiki.pageviews, wiki.page_props]
-        options = {"language": wiki.language, "pageviews": recorded.get("pageviews"),
-                   "page_props": recorded.get("page_props"), "chunk_chars": wiki.chunk_chars,
-                   "allow_truncated": wiki.allow_truncated}  # fmt: skip
-        kwargs = {"wiki": wiki, "options": BuildOptions()}
-    elif kind == "geonames":
-        from .sources.geonames import GeoNamesOptions
-
-        geo = GeoNamesOptions(
-            admin1=_maybe_path(recorded.get("admin1")),
-            alternate_names=_maybe_path(recorded.get("alternate_names")),
-        )
-        inputs += [geo.admin1, geo.alternate_names]
-        options = {"admin1": recorded.get("admin1"),
-                   "alternate_names": recorded.get("alternate_names")}  # fmt: skip
-        kwargs = {"geo": geo, "options": BuildOptions()}
-    elif kind == "osm":
-        from .sources.osm import OsmOptions
-
-        levels = tuple(str(v) for v in recorded.get("admin_levels") or OsmOptions.admin_levels)
-        options = {"admin_levels": list(levels)}
-        kwargs = {"osm": OsmOptions(admin_levels=levels), "options": BuildOptions()}
-    else:  # zim: everything else comes from the file itself
-        kwargs = {"options": BuildOptions()}
-    missing = [str(p) for p in inputs if p is not None and not p.exists()]
-    return kind, path, kwargs, options, missing
-
-
-def _maybe_path(value: str | None) -> Path | None:
-    return Path(value) if value else None
+    options = kind.options_from_record(info.input)
+    build = BuildOptions(language=info.language) if "language" in kind.build_flags else BuildOptions()
+    needed = inputs + kind.extra_inputs(options)
+    missing = [str(p) for p in needed if not p.exists()]
+    return RebuildCall(kind.name, inputs, options, build, missing)
 
 
 # -- progress -----------------------------------------------------------------------------------
@@ -324,6 +268,7 @@ class SavedJob:
         if data["state"] == "running" and age_s > STALE_S:
             self.data = {**data, "state": "failed", "error": {
                 "error": "the server process running this job stopped before it finished",
+                "status": 500,
                 "hint": "the current generation keeps serving; start the job again"}}  # fmt: skip
 
     def to_dict(self, log_from: int = 0, *, with_log: bool = True) -> dict[str, Any]:
@@ -472,8 +417,6 @@ class JobRunner:
         return sorted(set(BUILT_IN) | in_use | set(self.service.settings.job_models))
 
     def _check_model(self, model: str) -> None:
-        from .embedders import ModelUnavailable
-
         offered = self.models()
         if model not in offered:
             raise ModelUnavailable(
@@ -486,20 +429,20 @@ class JobRunner:
         """(plan, what _run needs, the error that stops it or None)."""
         if action not in ACTIONS:
             raise BadQuery(f"action must be rebuild or embed, got {action!r}", actions=ACTIONS)
-        if source == NOTES:
+        info = source_info(self.service, source)
+        if info.writable:
             raise BadQuery(NO_REBUILD if action == "rebuild" else NO_EMBED, source=source)
         if model is not None:
             self._check_model(model)
-        info = source_info(self.service, source)
         current = generations.current_path(self.service.settings.corpus_dir / source)
         plan: dict[str, Any] = {
             "action": action,
             "source": source,
-            "kind": info.get("kind"),
-            "status": info.get("status"),
-            "generation": info.get("generation"),
-            "built_at": info.get("built_at"),
-            "docs": info.get("docs"),
+            "kind": info.kind,
+            "status": info.status,
+            "generation": info.generation,
+            "built_at": info.built_at,
+            "docs": info.docs,
             "serving_during": SERVING_DURING,
         }
         if action == "rebuild":
@@ -509,30 +452,31 @@ class JobRunner:
     def _prepare_rebuild(self, plan, info, current, model):
         from .service import embedding_after_build
 
-        kind, path, kwargs, options, missing = _rebuild_parts(info)
-        recorded = info.get("input") or {}
+        call = _rebuild_parts(info)
+        recorded = info.input
         plan["input"] = {
-            "path": str(path),
-            "exists": path.exists(),
+            "path": str(call.inputs[0]),
+            "paths": [str(p) for p in call.inputs],
+            "exists": not call.missing,
             "bytes": recorded.get("bytes"),
             "files": recorded.get("files"),
-            "options": options,
+            "options": call.recorded(),
         }
         step = embedding_after_build(current, model)
         plan["embed_model"] = step[0] if step else None
         plan["problem"] = refusal = None
-        if missing:
+        if call.missing:
             try:
                 rebuild_call(info)
             except BadQuery as exc:
                 plan["problem"], refusal = _error(exc), exc
-        return plan, (kind, path, kwargs, model), refusal
+        return plan, (call, model), refusal
 
     def _prepare_embed(self, plan, info, current, model):
         from .embed import choose_unit_chars
         from .service import embedding_after_build
 
-        vectors = info.get("vectors")
+        vectors = info.vectors
         meta = self.service.library.get(plan["source"]).meta  # needs_rebuild: the library's 409
         if model is None and not vectors:
             raise BadQuery(
@@ -542,12 +486,12 @@ class JobRunner:
             )
         model_, max_chunks, unit_chars = embedding_after_build(current, model)
         plan.update(
-            chunks=info.get("chunks"),
+            chunks=info.chunks,
             model=model_,
             current_model=vectors["model"] if vectors else None,
             vectors=vectors,
             max_chunks=max_chunks,
-            unit_chars=choose_unit_chars(unit_chars, meta, info.get("chunks") or 0),
+            unit_chars=choose_unit_chars(unit_chars, meta, info.chunks or 0),
             problem=None,
         )
         return plan, (model_, max_chunks, unit_chars), None
@@ -599,12 +543,8 @@ class JobRunner:
             else:
                 self._embed(job, call)
             state = "done"
-        except ChiezoError as exc:
-            error = _error(exc)
         except Exception as exc:  # noqa: BLE001 - a job reports, the server goes on
-            log.exception("job %s (%s %s) failed", job.id, job.action, job.source)
-            error = {"error": f"internal error ({type(exc).__name__}): {exc}",
-                     "hint": "this is a bug; the server log has the details"}  # fmt: skip
+            error = _failure(job, exc)
         finally:
             if error is not None:
                 if job.result is not None:  # rebuilt and switched in; the embed step failed
@@ -625,11 +565,10 @@ class JobRunner:
             job._finished.set()  # after the record is saved: other workers see the end too
 
     def _rebuild(self, job: Job, call) -> None:
-        kind, path, kwargs, model = call
+        rebuild, model = call
         progress = job.progress
-        report = self.service.ingest(
-            kind, path, job.source, embed=False, progress=progress, **kwargs
-        )
+        report = self.service.ingest(rebuild.kind, rebuild.inputs, job.source, options=rebuild.options,
+                                     build=rebuild.build, embed=False, progress=progress)  # fmt: skip
         job.result = report.to_dict()  # the build stands even if embedding then fails
         progress.log("info", f"built {report.docs:,} documents, {report.chunks:,} chunks, "
                      f"{report.size_bytes / 2**20:,.1f} MiB in {report.seconds:.1f} s; "
@@ -653,7 +592,15 @@ def _embedded(e: dict[str, Any]) -> str:
 
 
 def _error(exc: ChiezoError) -> dict[str, Any]:
-    out: dict[str, Any] = {"error": exc.message}
-    if exc.extras.get("hint"):
-        out["hint"] = exc.extras["hint"]
-    return out
+    """A failure as a job record or a plan states it: the one error shape, made plain JSON (the
+    record is saved as JSON, and a job whose record cannot be saved would never end)."""
+    return json.loads(json.dumps(exc.to_dict(), ensure_ascii=False, default=str))
+
+
+def _failure(job: Job, exc: Exception) -> dict[str, Any]:
+    """Why ``job`` failed; a bug is logged with its traceback and told with its message (the
+    job's record is read by whoever may run jobs, not by every client)."""
+    if isinstance(exc, ChiezoError):
+        return _error(exc)
+    log.exception("job %s (%s %s) failed", job.id, job.action, job.source)
+    return _error(InternalError.wrapping(exc, detail=True))

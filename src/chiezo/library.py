@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from . import db, generations
-from .attribution import attribution
 from .config import Settings
-from .errors import ChiezoError, SchemaMismatch, UnknownSource
+from .errors import ChiezoError, Operation, SchemaMismatch, UnknownSource
 from .schema import REQUIRED_TABLES, SCHEMA_VERSION, WORDS_AND_TRIGRAMS
+from .source_info import NEEDS_REBUILD, SourceInfo
+from .sources.kinds import Attribution, SourceKind, kinds
 
 NOTES = "notes"  # the writable source's reserved name
 
@@ -28,6 +29,7 @@ class Source:
     """
 
     immutable = True
+    writable = False  # built as a generation and served read-only
 
     def __init__(self, name: str, path: Path):
         self.name = name
@@ -55,7 +57,8 @@ class Source:
                 raise SchemaMismatch(
                     f"{self.path} is not a Chiezo source (no meta table)",
                     source=self.name,
-                    hint=f"remove it and rebuild {self.name!r}",
+                    hint="remove it ({0}) and build it anew ({1})",
+                    see=(Operation("remove", self.name), Operation("ingest", self.name)),
                 )
             meta = dict(self.conn.execute("SELECT key, value FROM meta"))
             meta["_missing_tables"] = ",".join(missing)
@@ -64,7 +67,8 @@ class Source:
             raise SchemaMismatch(
                 f"source {self.name!r} cannot be read ({exc})",
                 source=self.name,
-                hint=f"rebuild {self.name!r}",
+                hint="rebuild it: {see}",
+                see=Operation("rebuild", self.name),
             ) from exc
 
     def _check_schema(self) -> None:
@@ -82,17 +86,18 @@ class Source:
             source=self.name,
             schema_version=version,
             expected_schema_version=SCHEMA_VERSION,
-            hint="upgrade Chiezo" if newer else self.rebuild_hint(),
+            **({"hint": "upgrade Chiezo"} if newer else self.rebuild_hint()),
         )
 
-    def rebuild_hint(self) -> str:
-        kind = self.meta.get("kind", "KIND")
+    def rebuild_hint(self) -> dict[str, Any]:
+        """``hint`` and ``see`` extras: how to rebuild this source, and what that runs."""
         try:
-            path = json.loads(self.meta.get("input", "{}")).get("path", "INPUT")
+            path = json.loads(self.meta.get("input", "{}")).get("path")
         except ValueError:
-            path = "INPUT"
-        return (f"rebuild it: chiezo rebuild {self.name} (or the admin page's Rebuild), "
-                f"which runs chiezo ingest {kind} {path} --name {self.name}")  # fmt: skip
+            path = None
+        ingest = Operation("ingest", self.name, kind=self.meta.get("kind") or None, path=path)
+        return {"hint": "rebuild it: {0}, which runs {1}",
+                "see": (Operation("rebuild", self.name), ingest)}  # fmt: skip
 
     # -- cached projections -----------------------------------------------------------------
 
@@ -145,30 +150,20 @@ class Source:
         ranks = self.ranks
         return float(ranks[doc_id - 1]) if 0 < doc_id <= len(ranks) else 0.0
 
-    def info(self) -> dict[str, Any]:
-        m = self.meta
-        info = {
-            "name": self.name,
-            "kind": m.get("kind", ""),
-            "language": m.get("language") or None,
-            "docs": self.doc_count,
-            "chunks": int(m.get("chunk_count", 0)),
-            "tags": int(m.get("tag_count", 0)),
-            "links": int(m.get("link_count", 0)),
-            "points": int(m.get("point_count", 0)),
-            "attributes": self.attributes,
-            "built_at": m.get("built_at"),
-            "schema_version": int(m.get("schema_version", 0)),
-            "generation": m.get("generation") or self.path.name,
-            "input": json.loads(m.get("input", "{}")),
-            "size_bytes": self.path.stat().st_size if self.path.exists() else None,
-            "vectors": self._vector_summary(),
+    def info(self) -> SourceInfo:
+        info = SourceInfo.from_meta(
+            self.name, self.meta, self.path, vectors=self._vector_summary(),
             # "words+trigrams", or "trigrams" for a source built before the word index
-            "text_index": "words+trigrams" if self.has_words else "trigrams",
-            "status": "ok",
-        }
-        info["attribution"] = attribution(info)
+            text_index="words+trigrams" if self.has_words else "trigrams",
+            writable=self.writable,
+        )  # fmt: skip
+        info.attribution = attribution(info)
         return info
+
+    @property
+    def kind(self) -> SourceKind | None:
+        """The source's kind (sources/kinds.py); None for a kind no longer registered."""
+        return kinds().get(self.meta.get("kind", ""))
 
     def _vector_summary(self) -> dict[str, Any] | None:
         from .search.vectors import vector_info
@@ -188,6 +183,7 @@ class NotesSource(Source):
     in place), and its counts are read live instead of from build-time metadata."""
 
     immutable = False
+    writable = True
 
     @property
     def doc_count(self) -> int:
@@ -197,14 +193,10 @@ class NotesSource(Source):
     def ranks(self) -> array:
         return array("f")  # notes have no popularity
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> SourceInfo:
         info = super().info()
-        conn = self.conn
-        info.update(
-            docs=self.doc_count,
-            tags=conn.execute("SELECT count(*) FROM tag_counts").fetchone()[0],
-            writable=True,
-        )
+        info.docs = self.doc_count
+        info.tags = self.conn.execute("SELECT count(*) FROM tag_counts").fetchone()[0]
         return info
 
 
@@ -230,6 +222,8 @@ class Library:
             ]
         if self.settings.notes_path.exists():
             names.append(NOTES)
+        for gone in set(self._open) - set(names):  # removed by another process
+            self.forget(gone)
         return sorted(names)
 
     def get(self, name: str) -> Source:
@@ -242,13 +236,13 @@ class Library:
             else None
         )
         if path is None:
+            self.forget(name)  # removed since it was opened: its files are freed
             known = self.names()
             raise UnknownSource(
                 f"unknown source: {name!r}",
                 known_sources=known,
-                hint="known sources: " + ", ".join(known)
-                if known
-                else "build one with `chiezo ingest docs PATH --name NAME`",
+                hint="known sources: " + ", ".join(known) if known else "build one with {see}",
+                see=None if known else _building(name),
             )
         return self._cached(name, path, Source)
 
@@ -260,6 +254,12 @@ class Library:
                 self._open[name] = source
             return source
 
+    def forget(self, name: str) -> None:
+        """Drop ``name``'s open generation (a source removed): the space of its files is freed
+        once the last request still reading them is done."""
+        with self._lock:
+            self._open.pop(name, None)
+
     def sources(self) -> list[Source]:
         """Every source that opens cleanly (broken ones are reported by ``infos()``)."""
         out = []
@@ -270,11 +270,51 @@ class Library:
                 continue
         return out
 
-    def infos(self) -> list[dict[str, Any]]:
-        out = []
-        for name in self.names():
-            try:
-                out.append(self.get(name).info())
-            except ChiezoError as exc:
-                out.append({**exc.to_dict(), "name": name, "status": "needs_rebuild"})
-        return out
+    def infos(self) -> list[SourceInfo]:
+        return [self.info(name) for name in self.names()]
+
+    def info(self, name: str) -> SourceInfo:
+        """What is known of source ``name``; for one that no longer opens (another schema
+        version, a damaged file) the facts its current file's meta table still gives, with
+        status ``needs_rebuild`` and the reason — so that it can be listed and rebuilt.
+        An unknown source is UnknownSource."""
+        try:
+            return self.get(name).info()
+        except UnknownSource:
+            raise
+        except ChiezoError as exc:
+            path = generations.current_path(self.corpus_dir / name)
+            meta = _raw_meta(path) if path is not None else None
+            info = SourceInfo.from_meta(name, meta, path) if meta else SourceInfo(name=name)
+            info.status, info.error, info.hint = NEEDS_REBUILD, exc.message, exc.extras.get("hint")
+            return info
+
+
+def _building(name: str) -> Operation:
+    """How to build a source: under the name asked for, where that can be a source's name."""
+    try:
+        generations.check_name(name)
+    except ChiezoError:
+        name = "NAME"
+    return Operation("ingest", name, kind="docs")
+
+
+def _raw_meta(path: Path) -> dict[str, str] | None:
+    """The meta table of a file that may not open as a source."""
+    try:
+        conn = db.open_readonly(path)
+        try:
+            return dict(conn.execute("SELECT key, value FROM meta"))
+        finally:
+            conn.close()
+    except db.Error:
+        return None
+
+
+def attribution(info: SourceInfo) -> dict[str, str | None]:
+    """Whose data the source is and under which licence (its kind says; public dumps come
+    with obligations: Wikipedia CC BY-SA, OpenStreetMap ODbL, GeoNames CC BY)."""
+    kind = kinds().get(info.kind)
+    if kind is None:
+        return Attribution(f"a {info.kind or 'unknown'} source").to_dict()
+    return kind.attribution(info).to_dict()

@@ -17,25 +17,7 @@ from typing import Any
 
 import httpx
 
-from .errors import EXIT_NO_MODEL, EXIT_USAGE, ChiezoError
-
-
-class LLMUnavailable(ChiezoError):
-    """No configured endpoint could answer."""
-
-    status = 503
-    exit_code = EXIT_NO_MODEL
-
-
-class ModelMissing(LLMUnavailable):
-    """An endpoint answered, but it has no model of the configured name."""
-
-
-class LLMNotConfigured(ChiezoError):
-    """Answering is off: no endpoint is configured (a configuration matter, exit 2)."""
-
-    status = 503
-    exit_code = EXIT_USAGE
+from .errors import LLMNotConfigured, LLMUnavailable, ModelMissing
 
 
 @dataclass(frozen=True)
@@ -117,10 +99,11 @@ class LLMClient:
     ) -> Iterator[str]:
         """Text deltas. The first endpoint that accepts the request streams; a failure before
         the first delta moves on to the next endpoint, one after it ends the stream with an
-        error (what was sent cannot be taken back)."""
+        error (what was sent cannot be taken back, nor sent again by another endpoint)."""
         failures: list[str] = []
         for endpoint in self.endpoints:
             body = self._body(endpoint, messages, None, max_tokens, temperature, stream=True)
+            sent = False
             try:
                 with httpx.stream("POST", f"{endpoint.base}/chat/completions", json=body,
                                   headers=endpoint.headers(), timeout=self.timeout) as response:  # fmt: skip
@@ -133,9 +116,16 @@ class LLMClient:
                     self.streamed_model = endpoint.model
                     for text, model in _deltas(response):
                         self.streamed_model = model or self.streamed_model
+                        sent = True
                         yield text
                     return
-            except httpx.HTTPError as exc:
+            except (httpx.HTTPError, _CutShort) as exc:
+                if sent:
+                    raise LLMUnavailable(
+                        f"the endpoint {endpoint.url} stopped in the middle of the answer "
+                        f"({_describe(exc)})",
+                        hint="the text so far is incomplete; ask again",
+                    ) from exc
                 failures.append(f"{endpoint.url}: {_describe(exc)}")
                 continue
         raise LLMUnavailable("no language model endpoint answered", tried=failures,
@@ -209,8 +199,16 @@ def _reply(endpoint: Endpoint, response: httpx.Response) -> ChatReply:
     )
 
 
+class _CutShort(Exception):
+    """A streamed reply whose body ended before the model said it had finished."""
+
+
 def _deltas(response: httpx.Response) -> Iterator[tuple[str, str | None]]:
-    """(text, the model named in that chunk) for each streamed piece of text."""
+    """(text, the model named in that chunk) for each streamed piece of text. A stream must
+    end with ``[DONE]`` or a chunk carrying a ``finish_reason``: a server whose connection
+    drops mid-answer (the body simply ends, without either) raises _CutShort instead of
+    passing for a short answer."""
+    finished = False
     for line in response.iter_lines():
         if not line.startswith("data:"):
             continue
@@ -222,9 +220,12 @@ def _deltas(response: httpx.Response) -> Iterator[tuple[str, str | None]]:
             choice = chunk["choices"][0]
         except (ValueError, KeyError, IndexError, TypeError):
             continue
+        finished = finished or choice.get("finish_reason") is not None
         text = (choice.get("delta") or {}).get("content")
         if text:
             yield text, chunk.get("model")
+    if not finished:
+        raise _CutShort("the stream ended without [DONE]")
 
 
 def _describe(exc: Exception) -> str:
@@ -232,4 +233,6 @@ def _describe(exc: Exception) -> str:
         return "timed out"
     if isinstance(exc, httpx.ConnectError):
         return "connection refused or host unreachable"
+    if isinstance(exc, _CutShort):
+        return str(exc)
     return type(exc).__name__ + (f": {exc}" if str(exc) else "")

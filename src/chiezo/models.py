@@ -37,9 +37,20 @@ class Doc:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Point:
+    """A document's coordinates, as ``doc`` and ``filter`` give them: ``{"lat", "lon"}``."""
+
+    lat: float
+    lon: float
+
+
 @dataclass
 class Hit:
-    """One search result."""
+    """One search result. ``point``: the document's coordinates, where it has them;
+    ``distance_km``: with ``near``; ``section``: the heading path, inside the document, of the
+    passage the snippet shows (search/sections.py). Each is left out of ``to_dict`` when
+    absent."""
 
     source: str
     doc_id: int
@@ -51,6 +62,8 @@ class Hit:
     url: str | None = None
     title_match: bool = False
     distance_km: float | None = None  # with near: great-circle distance
+    point: Point | None = None
+    section: str | None = None  # e.g. "歴史 > 近代", "p. 12"
     explain: dict[str, Any] | None = None  # with explain: ranks and scores on each side
     # found by meaning: how far above the source's semantic floor, 0..1 (search/evidence.py)
     semantic: float | None = field(default=None, repr=False)
@@ -58,7 +71,7 @@ class Hit:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         del out["semantic"]
-        for optional in ("distance_km", "explain"):
+        for optional in ("distance_km", "point", "section", "explain"):
             if out[optional] is None:
                 del out[optional]
         return out

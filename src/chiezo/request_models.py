@@ -2,7 +2,7 @@
 
 Each parameter's name, type, default, bounds and help text live here; every surface derives
 its own from these models: the REST query parameters (api/app.py), the CLI options (cli.py),
-the MCP tool arguments (mcp_server.py) and the web form's choices. tests/test_request_models.py
+the MCP tool arguments (tools.py) and the web form's choices. tests/test_request_models.py
 reads the live surfaces and checks that each offers exactly these parameters with these
 bounds, so a parameter added here reaches every surface or fails that test.
 
@@ -35,6 +35,7 @@ from .search.retrieval import DEFAULT_TOP_N, FUSIONS, MODES
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 50  # hits of one search page
 MAX_FILTER_LIMIT = 500  # documents of one filter page (cheap rows, no ranking)
+MAX_LIST_LIMIT = 500  # names of one list page (titles, tags, links, features)
 MAX_TOP_N = 1000  # candidates from each side of a hybrid search (search/retrieval.py checks it)
 MAX_RADIUS_KM = 20_000  # half the Earth's circumference: any point is within it
 

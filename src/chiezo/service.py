@@ -9,20 +9,40 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from . import browse, db, notes
+from . import browse, db, generations, notes
 from .answer.options import AnswerOptions
-from .build import BuildReport
+from .build import BuildOptions, BuildReport
 from .config import Settings
-from .errors import BadQuery, ChiezoError, NotFound, QueryTimeout
+from .errors import (
+    BadQuery,
+    ChiezoError,
+    InputError,
+    InternalError,
+    LLMNotConfigured,
+    NotFound,
+    Operation,
+    Option,
+    QueryTimeout,
+    UnknownSource,
+)
 from .inputs import check_id, check_length, check_offset, checked_text
 from .library import NOTES, Library, Source
 from .models import SearchResult
-from .request_models import DEFAULT_LIMIT, MAX_FILTER_LIMIT, MAX_LIMIT, FilterRequest, SearchRequest
+from .progress import NullProgress, Progress
+from .request_models import (
+    DEFAULT_LIMIT,
+    MAX_FILTER_LIMIT,
+    MAX_LIMIT,
+    MAX_LIST_LIMIT,
+    FilterRequest,
+    SearchRequest,
+)
 from .search import evidence, notices
 from .search.filters import Filters, Near, parse_near
 from .search.fts import check_window
@@ -34,13 +54,13 @@ from .search.retrieval import (
     default_mode,
     retrieve,
 )
-from .sources import KINDS
+from .source_info import SourceInfo
+from .sources.kinds import kind_named
 from .words import query_words
 
 log = logging.getLogger("chiezo.service")
 
 MAX_QUESTION_CHARS = 20_000  # a question, or a chat message; a longer one is a document
-MAX_LIST_LIMIT = 500
 
 
 class Service:
@@ -57,18 +77,66 @@ class Service:
     # -- sources -----------------------------------------------------------------------------
 
     def sources(self) -> list[dict[str, Any]]:
-        return self.library.infos()
+        return [info.to_dict() for info in self.library.infos()]
+
+    def remove_source(self, name: str, *, dry_run: bool = False) -> dict[str, Any]:
+        """Delete a built source: every generation, its directory (generations.remove); with
+        ``dry_run`` only say what that would delete. A source that no longer opens (another
+        schema, a damaged file) is removable; the notes source is not built, so is not."""
+        if name == NOTES:
+            raise BadQuery("the notes source is not a built source and cannot be removed",
+                           source=NOTES, hint="forget notes one at a time: {see}",
+                           see=Operation("forget"))  # fmt: skip
+        try:
+            self.library.get(name)  # an unknown or malformed name: UnknownSource, known ones
+        except UnknownSource:
+            raise
+        except ChiezoError:
+            pass  # there, but unreadable: removing it is the way out
+        directory = generations.source_dir(self.settings.corpus_dir, name)
+        if dry_run:
+            return {"source": name, "removed": False, **generations.describe(directory)}
+        removed = generations.remove(directory)
+        self.library.forget(name)
+        return {"source": name, "removed": True, **removed}
 
     def ingest(
-        self, kind: str, path: Path, name: str, *, embed: str | bool | None = None, **kwargs
+        self,
+        kind: str,
+        inputs: str | Path | Sequence[str | Path] | None,
+        name: str | None = None,
+        *,
+        options: Any = None,
+        build: BuildOptions | None = None,
+        progress: Progress | None = None,
+        embed: str | bool | None = None,
     ) -> BuildReport:
-        """Build a source; then embed it with ``embed`` (a model name), or — by default — with
-        the model its previous generation had (cached passages are not embedded again), so a
-        rebuild does not silently lose semantic search. ``embed=False`` skips that."""
-        if kind not in KINDS:
-            raise BadQuery(f"unknown source kind: {kind!r}", known_kinds=sorted(KINDS))
-        report = KINDS[kind](self.settings, Path(path), name, **kwargs)
-        return self.embed_after_build(report, embed, progress=kwargs.get("progress"))
+        """Build source ``name`` of ``kind`` (sources/kinds.py) from ``inputs`` with the kind's
+        ``options``; without inputs, a kind that can fetch its input downloads it first. Then
+        embed it with ``embed`` (a model name), or — by default — with the model its previous
+        generation had (cached passages are not embedded again), so a rebuild does not silently
+        lose semantic search. ``embed=False`` skips that."""
+        spec = kind_named(kind)
+        if not spec.ingestable:
+            raise BadQuery(f"a {kind} source is not built from an input", kind=kind)
+        options = spec.Options() if options is None else options
+        if not isinstance(options, spec.Options):
+            raise BadQuery(f"options of a {kind} source are {spec.Options.__name__}, "
+                           f"not {type(options).__name__}", kind=kind)  # fmt: skip
+        paths = [Path(inputs)] if isinstance(inputs, str | Path) else [Path(p) for p in inputs or []]
+        progress = progress or NullProgress()
+        if not paths:
+            if not spec.fetches:
+                raise InputError(f"give the {spec.argument} to build a {kind} source from")
+            fetched = spec.fetch(self.settings, options, progress)
+            paths, options, name = fetched.inputs, fetched.options, name or fetched.name
+        if len(paths) > 1 and not spec.many_inputs:
+            raise InputError(f"a {kind} source is built from one {spec.argument}, not {len(paths)}")
+        name = name or spec.default_name
+        if not name and spec.needs_name():
+            raise BadQuery(f"name the {kind} source (--name)", kind=kind)
+        report = spec.build(self.settings, paths, name, options, build or BuildOptions(), progress)
+        return self.embed_after_build(report, embed, progress=progress)
 
     def embed_after_build(
         self, report: BuildReport, embed: str | bool | None = None, *, progress=None
@@ -137,7 +205,8 @@ class Service:
         if filters or point:
             raise BadQuery(
                 "filters and near apply to one source",
-                hint="search one source (/v1/{source}/search) to filter",
+                hint="search one source ({see}) to filter",
+                see=Operation("search"),
             )
         return self._search_all(q, limit, offset, options)
 
@@ -162,7 +231,8 @@ class Service:
         if not sources:
             raise NotFound(
                 "there are no sources yet",
-                hint="build one with `chiezo ingest docs PATH --name NAME`",
+                hint="build one with {see}",
+                see=Operation("ingest", kind="docs"),
             )
         deadline = time.monotonic() + self.settings.query_timeout
         results: dict[str, SearchResult] = {}
@@ -346,7 +416,8 @@ class Service:
         name, sep, title = reference.partition(":")
         if not sep or not name or not title.strip():
             raise BadQuery(
-                f"near_doc is source:title, got {reference!r}", hint="e.g. near_doc=jawiki:浅草寺"
+                f"near_doc is source:title, got {reference!r}", hint="e.g. {see}",
+                see=Option("near_doc", "jawiki:浅草寺"),
             )
         src, deadline = self._read(name, "near_doc")
         with deadline:
@@ -359,12 +430,9 @@ class Service:
         near = parse_near(f"{row[0]},{row[1]}", radius_km)
         return Near(near.lat, near.lon, near.radius_km, label=reference)
 
-    def _sources_having(self) -> list[tuple[str, list[str], bool]]:
-        return [
-            (info["name"], info.get("attributes", []), bool(info.get("points")))
-            for info in self.library.infos()
-            if info.get("status") == "ok"
-        ]
+    def _sources_having(self) -> list[SourceInfo]:
+        """Every source that opens, for "which sources have it" (search/filters.py)."""
+        return [info for info in self.library.infos() if info.ok]
 
     @checked_text
     def features(
@@ -428,8 +496,6 @@ class Service:
 
     def require_llm(self, prepared=None):
         """The model client, or a configuration error that still hands over what was found."""
-        from .llm import LLMNotConfigured
-
         llm = self.llm()
         if llm is None:
             found = {} if prepared is None else {
@@ -464,7 +530,7 @@ class Service:
 
         options = _answer_options(options, choices).resolved(self.settings)
         if options.mode == "agent":
-            from .answer.agent import run_agent
+            from .answer.agent import run_agent  # on use: it loads the MCP SDK (~1 s)
 
             _check_question(question)
             return run_agent(self, question.strip(), self.require_llm(), options,
@@ -658,11 +724,20 @@ def _answer_options(options: AnswerOptions | None, choices: dict) -> AnswerOptio
 
 
 def _guarded_events(events):
-    """A stream whose failures after the first byte become an ``error`` event."""
+    """A stream whose failures after the first byte become an ``error`` event, the last one:
+    a bug too, in the one error shape, rather than a stream cut without a word."""
     try:
         yield from events
-    except ChiezoError as exc:
-        yield "error", exc.to_dict()
+    except Exception as exc:  # noqa: BLE001 - reported in the stream, not swallowed
+        yield "error", _stream_error(exc)
+
+
+def _stream_error(exc: Exception) -> dict:
+    """``exc`` as an ``error`` event's data: ``ChiezoError.to_dict()``; a bug is logged."""
+    if isinstance(exc, ChiezoError):
+        return exc.to_dict()
+    log.exception("answering failed")
+    return InternalError.wrapping(exc).to_dict()
 
 
 def _threaded_events(work):
@@ -676,11 +751,8 @@ def _threaded_events(work):
     def run():
         try:
             events.put(("done", work(lambda name, data: events.put((name, data)))))
-        except ChiezoError as exc:
-            events.put(("error", exc.to_dict()))
         except Exception as exc:  # noqa: BLE001 - reported in the stream, not swallowed
-            log.exception("answering failed")
-            events.put(("error", {"error": f"internal error: {type(exc).__name__}", "status": 500}))
+            events.put(("error", _stream_error(exc)))
 
     threading.Thread(target=run, daemon=True).start()
     while True:

@@ -1,9 +1,10 @@
 """Agent mode: the model calls the library's own tools, within budgets.
 
-The tools are the MCP server's read-only tools (plus ``remember`` in a chat allowed to write,
-never in ``ask``), converted to OpenAI function schemas with their descriptions; the system
-prompt carries the MCP server's own instructions, so the model is told what an MCP client is
-told. Budgets: steps, characters per tool result, an overall deadline; when one runs out the
+The tools are the library's read-only tools (tools.py, which the MCP server serves too; plus
+``remember`` in a chat allowed to write, never in ``ask``), converted to OpenAI function schemas
+with their descriptions, and run in this process as the MCP server runs them; the system prompt
+carries the MCP server's own instructions, so the model is told and reads what an MCP client
+is told and reads. Budgets: steps, characters per tool result, an overall deadline; when one runs out the
 model is asked once more *without* tools for the final answer instead of stopping empty. An
 identical call repeated in a run gets the earlier result back, marked as a repeat. Tool errors
 (unknown source, unknown field, the 400 reasons) go back to the model as material.
@@ -20,13 +21,14 @@ numbers each tool result tells the model to cite), with the text the model read 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import BadQuery
 from ..llm import LLMClient
+from ..tools import INSTRUCTIONS, Tool, call_tool, error_text, library_tools
 from .options import AnswerOptions
 from .plan import keyword_queries, strip_reasoning
 from .rag import HISTORY_TURNS, NO_BASIS, Answer, language_of
@@ -99,26 +101,17 @@ _NOT_TEXT = frozenset(["source", "key", "url", "retrieval", "match", "generation
 
 
 class Tools:
-    """The MCP tools offered to the model, called in-process, with the run's rules: the
+    """The library's tools offered to the model, called in-process, with the run's rules: the
     source restriction, repeats answered from memory, results cut to the budget."""
 
     def __init__(self, service, options: AnswerOptions, references: References):
-        from ..mcp_server import build_mcp
-
-        self.server = build_mcp(service, writable=options.writable)
         self.options = options
         self.references = references
-        self.schemas = [s for s in _schemas(self.server, options.writable) if self._allowed(s)]
-        self.names = {s["function"]["name"] for s in self.schemas}
-        self._sourced = {s["function"]["name"] for s in self.schemas
-                         if "source" in s["function"]["parameters"].get("properties", {})}  # fmt: skip
+        offered = library_tools(service, writable=options.writable)
+        self.tools: dict[str, Tool] = {t.name: t for t in offered if _offered(t, options)}
+        self.schemas = [_schema(t) for t in self.tools.values()]
+        self._sourced = {name for name, t in self.tools.items() if _takes_source(t)}
         self._done: dict[str, str] = {}
-
-    def _allowed(self, schema: dict) -> bool:
-        """With a source named, only tools that take a source (and the list of sources)."""
-        function = schema["function"]
-        return (self.options.source is None or function["name"] == "sources"
-                or "source" in function["parameters"].get("properties", {}))  # fmt: skip
 
     def call(self, call: dict) -> tuple[str, dict | str, str]:
         """(tool name, its arguments, the text the model gets back)."""
@@ -131,8 +124,8 @@ class Tools:
                 raise ValueError
         except (ValueError, TypeError):
             return name, str(raw)[:200], _error(f"the arguments are not a JSON object: {raw[:200]}")
-        if name not in self.names:
-            return name, args, _error(f"unknown tool {name!r}", tools=sorted(self.names))
+        if name not in self.tools:
+            return name, args, _error(f"unknown tool {name!r}", tools=sorted(self.tools))
         problem = self._restrict(name, args)
         if problem:
             return name, args, _error(problem)
@@ -153,14 +146,9 @@ class Tools:
         return None
 
     def _run(self, name: str, args: dict) -> str:
-        from mcp.server.mcpserver.exceptions import ToolError
-
-        try:
-            result = asyncio.run(self.server.call_tool(name, args))
-            text = "".join(getattr(c, "text", "") for c in result.content)
-            cited = [] if result.is_error else self.references.from_result(result.structured_content)
-        except ToolError as exc:  # a 400/404 reason: material for the model's next step
-            text, cited = str(exc), []
+        outcome = call_tool(self.tools[name], args)  # an error is material for the next step
+        text = outcome.text
+        cited = [] if outcome.failed else self.references.from_result(outcome.data)
         limit = self.options.result_chars
         if len(text) > limit:
             text = text[:limit] + f"\n… (cut at {limit} characters)"
@@ -171,24 +159,30 @@ class Tools:
 
 
 def _error(message: str, **extras) -> str:
-    return json.dumps({"error": message, **extras}, ensure_ascii=False)
+    """A call refused before it runs, in the text a tool's own errors have."""
+    return error_text(BadQuery(message, **extras))
 
 
-def _schemas(server, writable: bool) -> list[dict[str, Any]]:
-    tools = asyncio.run(server.list_tools())
-    return [
-        {"type": "function",
-         "function": {"name": t.name, "description": t.description or "",
-                      "parameters": t.input_schema}}  # fmt: skip
-        for t in tools
-        if (t.annotations is not None and t.annotations.read_only_hint)
-        or (writable and t.name in WRITE_TOOLS)
-    ]
+def _takes_source(tool: Tool) -> bool:
+    return "source" in tool.parameters.get("properties", {})
+
+
+def _offered(tool: Tool, options: AnswerOptions) -> bool:
+    """Read-only tools (``remember`` too where writes are allowed); with a source named, only
+    those that take a source, and the list of sources."""
+    hints = tool.annotations
+    read_only = hints is not None and bool(hints.read_only_hint)
+    usable = read_only or (options.writable and tool.name in WRITE_TOOLS)
+    return usable and (options.source is None or tool.name == "sources" or _takes_source(tool))
+
+
+def _schema(tool: Tool) -> dict[str, Any]:
+    """The tool as an OpenAI-compatible function."""
+    return {"type": "function", "function": {"name": tool.name, "description": tool.description,
+                                             "parameters": tool.parameters}}  # fmt: skip
 
 
 def system_prompt(options: AnswerOptions) -> str:
-    from ..mcp_server import INSTRUCTIONS
-
     prompt = AGENT_PROMPT if options.grounded else UNGROUNDED_AGENT_PROMPT
     if options.source:
         prompt += f"\nLook things up in the source {options.source!r} only."

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import BadQuery, ChiezoError
-from ..llm import LLMClient, LLMUnavailable
+from ..errors import BadQuery, ChiezoError, LLMUnavailable
+from ..llm import LLMClient
 from ..textnorm import normalise_title
 from .excerpt import Excerpt, excerpt_text
 from .options import AnswerOptions

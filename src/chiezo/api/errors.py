@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..errors import ChiezoError
+from ..errors import REST, ChiezoError, InternalError
 
 log = logging.getLogger("chiezo.api")
 
@@ -34,7 +34,9 @@ def error_response(status: int, message: str, **extras) -> JSONResponse:
 def install(app: FastAPI) -> None:
     @app.exception_handler(ChiezoError)
     async def chiezo_error(request: Request, exc: ChiezoError) -> JSONResponse:
-        return JSONResponse(exc.to_dict(), status_code=exc.status)
+        # the route's {source} completes a hint naming an operation on it (GET /v1/osm/features)
+        body = exc.to_dict(REST, source=request.path_params.get("source"))
+        return JSONResponse(body, status_code=exc.status)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -98,9 +100,5 @@ class UnexpectedErrors:
             log.exception("unexpected error on %s", scope.get("path"))
             if started:
                 raise
-            response = error_response(
-                500,
-                f"internal error ({type(exc).__name__})",
-                hint="this is a bug; the server log has the details",
-            )
+            response = JSONResponse(InternalError.wrapping(exc).to_dict(), status_code=500)
             await response(scope, receive, send)

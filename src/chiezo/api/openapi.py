@@ -4,7 +4,9 @@ FastAPI's default declares a 422 on every route (never sent: validation errors a
 into 400s) and none of the errors the routes do send, so a client generated from it, or a
 fuzzer checking against it, is told the wrong thing (schemathesis found 32 undocumented status
 codes, issue #14). Here every route names its own errors with ``errors(...)``, all in the one
-error shape, and ``install`` adds those every route can give and drops the phantom 422.
+error shape, and ``install`` adds those every route can give and drops the phantom 422. The
+search routes also declare what they answer (``SearchBody``): hits with their coordinates,
+distance and section.
 """
 
 from __future__ import annotations
@@ -51,6 +53,62 @@ class ErrorBody(BaseModel):
     hint: str | None = Field(default=None, description="what to do instead")
 
 
+class PointBody(BaseModel):
+    """Coordinates, in degrees (WGS 84), as ``doc`` and ``filter`` give them too."""
+
+    lat: float
+    lon: float
+
+
+class HitBody(BaseModel):
+    """One search hit. ``distance_km``, ``point``, ``section`` and ``explain`` are present only
+    when they apply."""
+
+    model_config = ConfigDict(extra="allow")
+    source: str
+    doc_id: int
+    key: str = Field(description="the source's own id of the document")
+    title: str
+    snippet: str = Field(description="plain text where the query's words are, or the passage "
+                         "that matched by meaning")  # fmt: skip
+    score: float
+    rank_score: float = Field(description="popularity, 0..1")
+    url: str | None
+    title_match: bool = Field(description="the title (or an alias) equals the query")
+    distance_km: float | None = Field(default=None, description="with `near` or `near_doc`: "
+                                      "great-circle distance from that point")  # fmt: skip
+    point: PointBody | None = Field(default=None, description="the document's coordinates, "
+                                    "where it has them")  # fmt: skip
+    section: str | None = Field(default=None, description="where in the document the snippet "
+                                "is: the heading path of its passage without the title "
+                                "(`歴史 > 近代`), or a PDF page (`p. 12`)")  # fmt: skip
+    explain: dict[str, Any] | None = Field(default=None, description="with `explain`: ranks "
+                                           "and scores on each side")  # fmt: skip
+
+
+class SearchBody(BaseModel):
+    """A page of hits and how they were found."""
+
+    model_config = ConfigDict(extra="allow")
+    query: str
+    hits: list[HitBody]
+    total: int
+    total_is_lower_bound: bool
+    mode: str = Field(description="the full-text plan, e.g. `words+fts`, or `semantic`")
+    retrieval: str = Field(description="keyword, semantic, hybrid, keyword-fallback (joined "
+                           "with + across sources)")  # fmt: skip
+    order: str
+    offset: int
+    limit: int
+    sources: list[str]
+    notes: list[str]
+    notices: list[dict[str, Any]] = Field(description="the notes as `{code, params, text}`")
+
+
+# the answers declared beyond errors: what a client generated from the document can read
+ANSWERS = {"/v1/search": SearchBody, "/v1/{source}/search": SearchBody}
+
+
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """``responses=`` for a route: the errors it can answer, each with the error shape."""
     return {status: {"model": ErrorBody, "description": WHEN[status]} for status in statuses}
@@ -86,6 +144,22 @@ def _honest(schema: dict[str, Any]) -> dict[str, Any]:
                 })  # fmt: skip
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     components["ErrorBody"] = ErrorBody.model_json_schema()
+    _declare_answers(schema, components)
     for unused in ("HTTPValidationError", "ValidationError"):
         components.pop(unused, None)
     return schema
+
+
+def _declare_answers(schema: dict[str, Any], components: dict[str, Any]) -> None:
+    """The 200 body of each route in ANSWERS (the routes answer with a JSONResponse, so
+    FastAPI declares an empty schema), its models among the components."""
+    for path, model in ANSWERS.items():
+        operation = schema.get("paths", {}).get(path, {}).get("get")
+        if operation is None:
+            continue
+        body = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        components.update(body.pop("$defs", {}))
+        components[model.__name__] = body
+        ok = operation["responses"].setdefault("200", {"description": "Successful Response"})
+        ref = {"$ref": f"#/components/schemas/{model.__name__}"}
+        ok.setdefault("content", {}).setdefault("application/json", {})["schema"] = ref

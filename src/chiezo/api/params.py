@@ -16,9 +16,9 @@ from ..answer.options import MAX_EXCERPTS, MAX_TOKENS, AnswerOptions
 from ..browse import DOC_FIELDS
 from ..inputs import MAX_OFFSET, MAX_SQL_INT, MAX_TEXT_CHARS
 from ..notes import MAX_NOTE_CHARS, MAX_TAG_CHARS, MAX_TAGS
-from ..request_models import MAX_LIMIT, Param, Request, params, stated
+from ..request_models import MAX_LIMIT, MAX_LIST_LIMIT, Param, Request, params, stated
 from ..search.query import MAX_QUERY_CHARS
-from ..service import MAX_LIST_LIMIT, MAX_QUESTION_CHARS
+from ..service import MAX_QUESTION_CHARS
 from .openapi import errors as documented
 from .patterns import FIELD_LIST, ISO_MOMENT, NOT_BLANK
 

@@ -35,21 +35,11 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from ..config import is_loopback
-from ..errors import ChiezoError
+from ..errors import Forbidden, Unauthorized
 from .errors import error_response
 
 if TYPE_CHECKING:  # importing mcp costs ~50 MB: the CLI's supervisor process never needs it
     from mcp.server.transport_security import TransportSecuritySettings
-
-
-class Unauthorized(ChiezoError):
-    status = 401
-    exit_code = 2
-
-
-class Forbidden(ChiezoError):
-    status = 403
-    exit_code = 2
 
 
 @dataclass(frozen=True)

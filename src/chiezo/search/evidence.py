@@ -83,8 +83,9 @@ def covered(source: Source, words: Sequence[str], hits: Sequence[Hit]) -> dict[i
 
 
 def passage_coverage(source: Source, words: Sequence[str], hits: Sequence[Hit]) -> dict[int, float]:
-    """Each hit's idf-weighted share of ``words`` found in what it shows: its title and its
-    snippet — the passage where the query's words are densest, or the one meaning matched.
+    """Each hit's idf-weighted share of ``words`` found in what it shows: its title, its
+    section's headings and its snippet — the passage where the query's words are densest, or
+    the one meaning matched.
     A long document holds most words of any question somewhere; a passage that holds them
     together is evidence (JaQuAD train as one source among six, docs/design.md §24)."""
     if not words or not hits or not source.has_words:
@@ -93,7 +94,7 @@ def passage_coverage(source: Source, words: Sequence[str], hits: Sequence[Hit]) 
     total = sum(weight.values()) or 1.0
     out = {}
     for hit in hits:
-        shown = set(index_text(f"{hit.title}\n{hit.snippet}").split())
+        shown = set(index_text(f"{hit.title}\n{hit.section or ''}\n{hit.snippet}").split())
         out[hit.doc_id] = sum(w for word, w in weight.items() if word in shown) / total
     return out
 

@@ -32,7 +32,7 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from .. import db
-from ..errors import BadQuery
+from ..errors import BadQuery, Operation, Option
 from ..library import Source
 from .notices import Notice
 
@@ -267,7 +267,8 @@ class Filters:
                     raise BadQuery(
                         f"a feature is key=value (e.g. tourism=museum, railway=station), "
                         f"got {item!r}",
-                        hint="list the source's features with /v1/{source}/features",
+                        hint="list the source's features with {see}",
+                        see=Operation("features"),
                     )
             if group:
                 conditions.append(AttrCondition("feature", group))
@@ -397,7 +398,8 @@ def parse_attr(text: str) -> tuple[str, str]:
     if not sep or not name.strip() or not value.strip():
         raise BadQuery(
             f"an attribute filter is name=value, got {text!r}",
-            hint="e.g. attr=version=1.0",
+            hint="e.g. {see}",
+            see=Option("attr", "version=1.0"),
         )
     return name.strip(), value.strip()
 
@@ -408,7 +410,8 @@ def parse_bbox(text: str) -> BoxCondition:
     except ValueError as exc:
         raise BadQuery(
             f"bbox is south,west,north,east in degrees, got {text!r}",
-            hint="e.g. bbox=34.9,135.6,35.1,135.9",
+            hint="e.g. {see}",
+            see=Option("bbox", "34.9,135.6,35.1,135.9"),
         ) from exc
     if not (-90 <= south <= north <= 90 and -180 <= west <= 180 and -180 <= east <= 180):
         raise BadQuery(f"bbox {text!r} is not south ≤ north within ±90 and longitudes within ±180")
@@ -435,7 +438,8 @@ def parse_near(text: str, radius_km: float | None = None) -> Near:
         lat, lon = (_degrees(v) for v in text.split(","))
     except ValueError as exc:
         raise BadQuery(
-            f"near is lat,lon in degrees, got {text!r}", hint="e.g. near=35.71,139.80"
+            f"near is lat,lon in degrees, got {text!r}", hint="e.g. {see}",
+            see=Option("near", "35.71,139.80"),
         ) from exc
     if not (-90 <= lat <= 90 and -180 <= lon <= 180):
         raise BadQuery(f"near {text!r} is outside ±90 latitude / ±180 longitude")
@@ -458,7 +462,7 @@ class FilterCheck:
 
 def check_filters(source: Source, filters: Filters, others=None) -> FilterCheck:
     """Refuse conditions the source can never satisfy; explain the ones that match nothing.
-    ``others()`` lists (name, attributes) of every source, for "which sources have it"."""
+    ``others()`` lists the SourceInfo of every source, for "which sources have it"."""
     check = FilterCheck()
     conn = source.conn
     for condition in filters.conditions:
@@ -472,7 +476,7 @@ def check_filters(source: Source, filters: Filters, others=None) -> FilterCheck:
         raise BadQuery(
             f"source {source.name!r} has no coordinates, so bbox/near can never match",
             source=source.name,
-            sources_with_it=_having(others, lambda attrs, points: points),
+            sources_with_it=_having(others, lambda info: info.points),
         )
     return check
 
@@ -483,7 +487,8 @@ def _check_tags(source: Source, condition: TagCondition, check: FilterCheck) -> 
         raise BadQuery(
             f"source {source.name!r} has no tags, so a tag filter can never match",
             source=source.name,
-            hint="search without tag=, or use a source that has tags",
+            hint="search without {see}, or use a source that has tags",
+            see=Option("tag"),
         )
     marks = ",".join("?" * len(condition.tags))
     present = {r[0] for r in conn.execute(
@@ -505,7 +510,7 @@ def _check_attr(source: Source, condition: AttrCondition, check: FilterCheck, ot
             f"source {source.name!r} has no attribute {name!r}, so {label}=... can never match",
             source=source.name,
             known_attributes=sorted(known),
-            sources_with_it=_having(others, lambda attrs, points: name in attrs),
+            sources_with_it=_having(others, lambda info: name in info.attributes),
             candidates=difflib.get_close_matches(name, sorted(known), n=5) or None,
         )
     where, params = condition.clause()
@@ -523,7 +528,7 @@ def _check_attr(source: Source, condition: AttrCondition, check: FilterCheck, ot
 def _having(others, predicate) -> list[str] | None:
     if others is None:
         return None
-    return [name for name, attrs, points in others() if predicate(attrs, points)] or None
+    return [info.name for info in others() if predicate(info)] or None
 
 
 def similar_tags(conn: db.Connection, tag: str, n: int = 5) -> list[str]:

@@ -21,6 +21,7 @@ In every plan, documents whose title or alias equals the whole query come first.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from .. import db
@@ -30,7 +31,7 @@ from ..models import Hit, SearchResult
 from ..textnorm import normalise_title
 from .filters import Filters, check_filters, filter_ids
 from .notices import Notice
-from .pages import is_pdf_url, page_for_words, with_page
+from .pages import is_pdf_url, page_of_heading, page_with_words, with_page
 from .query import (
     MIN_FTS_CHARS,
     ParsedQuery,
@@ -43,7 +44,8 @@ from .query import (
 )
 from .rank import Candidate, rank_page
 from .scoring import BM25, score_candidates, split_by_cost
-from .snippet import make_snippet
+from .sections import points_of, section_of, sections_at
+from .snippet import anchored_snippet, make_snippet
 
 CANDIDATE_WALK = 2000  # matches scored at most, most popular first (see docs/design.md)
 COUNT_CAP = 100_000  # exact totals up to this many matches, a lower bound beyond
@@ -454,8 +456,11 @@ def _page(
     return Planned(query, ordered[: offset + limit], total, mode, lower_bound, notes, needles)
 
 
-def read_hits(source: Source, page: list[Candidate], needles: list[str]) -> list[Hit]:
-    """Stage two: read only the rows that are shown."""
+def read_hits(source: Source, page: list[Candidate], needles: list[str],
+              from_chunks: Collection[int] = ()) -> list[Hit]:  # fmt: skip
+    """Stage two: read only the rows that are shown, with each document's point and the
+    section its snippet quotes (search/sections.py). ``from_chunks``: documents whose snippet
+    (and so section and PDF page) the caller takes from the chunk meaning matched."""
     if not page:
         return []
     marks = ",".join("?" * len(page))
@@ -466,25 +471,56 @@ def read_hits(source: Source, page: list[Candidate], needles: list[str]) -> list
             [c.doc_id for c in page],
         )
     }
-    hits = []
+    points = points_of(source, rows)
+    hits, anchors = [], {}
     for cand in page:
         row = rows.get(cand.doc_id)
         if row is None:
             continue
         _, key, title, url, opening, body = row
-        if is_pdf_url(url):
-            url = with_page(url, page_for_words(source.conn, cand.doc_id, needles))
+        quote = _quote(source, row, needles, cand.doc_id in from_chunks)
+        if quote.anchor is not None:
+            anchors[cand.doc_id] = (body, quote.anchor, title)
         hits.append(
             Hit(
                 source=source.name,
                 doc_id=cand.doc_id,
                 key=key,
                 title=title,
-                snippet=make_snippet(body or opening, needles),
+                snippet=quote.snippet,
                 score=round(cand.score, 6),
                 rank_score=round(cand.rank_score, 6),
-                url=url,
+                url=quote.url,
                 title_match=cand.title_match,
+                point=points.get(cand.doc_id),
+                section=quote.section,
             )
         )
+    sections = sections_at(source, anchors)
+    for hit in hits:
+        hit.section = sections.get(hit.doc_id, hit.section)
     return hits
+
+
+@dataclass
+class _Quote:
+    snippet: str
+    url: str | None
+    section: str | None = None
+    anchor: int | None = None  # where in the body the snippet is: its section is still to find
+
+
+def _quote(source: Source, row: tuple, needles: list[str], by_meaning: bool) -> _Quote:
+    """What a hit quotes. A PDF quotes, and links to, its page with the most of the words
+    (search/pages.py), named by that page's breadcrumb; any other document the densest stretch
+    of its body, whose section sections_at finds from the anchor."""
+    doc_id, _, title, url, opening, body = row
+    if is_pdf_url(url) and not by_meaning:
+        found = page_with_words(source.conn, doc_id, needles)
+        if found is not None:
+            heading, text = found
+            return _Quote(make_snippet(text, needles), with_page(url, page_of_heading(heading)),
+                          section_of(heading, title))  # fmt: skip
+    snippet, anchor = anchored_snippet(body or opening, needles)
+    # an opening is no chunk's text; a passage found by meaning brings its own section
+    return _Quote(snippet, url, anchor=anchor if body and not by_meaning else None)

@@ -2,7 +2,8 @@
 
 Hits are per document, but a PDF's chunks are its pages (breadcrumb ``p. N``, see
 sources/formats.py), so the page is the one whose text holds the most searched words — or, for a
-hit found by meaning, the page of the chunk that matched. Viewers (browsers, Acrobat, Preview)
+hit found by meaning, the page of the chunk that matched. The snippet quotes that page and the
+hit's section names it (``p. 12``). Viewers (browsers, Acrobat, Preview)
 open ``#page=N`` at that page."""
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ def with_page(url: str, page: int | None) -> str:
     return f"{url.split('#', 1)[0]}#page={page}" if page else url
 
 
-def page_for_words(conn: db.Connection, doc_id: int, needles: list[str]) -> int | None:
-    """The page of the document holding the most of ``needles`` (case-insensitive), the first
-    such page on a tie: a query's rare words and common ones (方法, 知識) are all needles, and
-    the first page with any of them is often the table of contents."""
+def page_with_words(conn: db.Connection, doc_id: int, needles: list[str]) -> tuple[str, str] | None:
+    """(heading_path, text) of the page of the document holding the most of ``needles``
+    (case-insensitive), the first such page on a tie: a query's rare words and common ones
+    (方法, 知識) are all needles, and the first page with any of them is often the table of
+    contents. The hit quotes this page and links to it, so its snippet, section and link agree."""
     wanted = list(dict.fromkeys(n.lower() for n in needles if n.strip()))
     if not wanted:
         return None
@@ -41,7 +43,7 @@ def page_for_words(conn: db.Connection, doc_id: int, needles: list[str]) -> int 
         lowered = text.lower()
         count = sum(n in lowered for n in wanted)
         if count > best_count:
-            best, best_count = page_of_heading(heading), count
+            best, best_count = (heading, text), count
             if count == len(wanted):
                 break
     return best

@@ -35,6 +35,7 @@ from .keyword import KeywordPlan, keyword_search, plan_keyword
 from .notices import Notice
 from .pages import is_pdf_url, page_of_heading, with_page
 from .rank import Candidate
+from .sections import section_of
 from .semantic import (
     BELOW_FLOOR_OWNERS,
     SemanticHit,
@@ -43,7 +44,7 @@ from .semantic import (
     require_vectors,
     semantic_candidates,
 )
-from .snippet import snippet_at
+from .snippet import past_headings, snippet_at
 from .vectors import vector_info
 
 MODES = ("keyword", "semantic", "hybrid")
@@ -136,7 +137,10 @@ def retrieve(
     order = "relevance"
     distances: dict[int, float] = {}
     if near is not None:
-        fused, distances = _by_distance(source, fused[: options.top_n], near)
+        considered = fused[: options.top_n]
+        fused, distances = _by_distance(source, considered, near)
+        if not lower and total == len(considered):  # every match was weighed: count exactly
+            total = len(fused)
         order = f"top {options.top_n} by relevance, then by distance"
         notes.append(Notice("by_distance", n=options.top_n))
     page = fused[offset : offset + limit]
@@ -260,7 +264,9 @@ def _by_distance(source: Source, fused: list[Fused], near: Near):
             f"SELECT doc_id, lat, lon FROM doc_points WHERE doc_id IN ({marks})", ids
         )
     }
-    located = [f for f in fused if f.doc_id in points]
+    # a radius reaches the search as its bounding box (search/filters.py): the corners go here
+    located = [f for f in fused if f.doc_id in points
+               and (near.radius_km is None or points[f.doc_id] <= near.radius_km)]  # fmt: skip
     located.sort(key=lambda f: (points[f.doc_id], f.doc_id))
     return located, points
 
@@ -273,11 +279,11 @@ def _hits(source, page, keyword, semantic, text, explain, distances) -> list[Hit
     first = set(keyword.first) if keyword else set()
     needles = keyword.needles if keyword else text.split()
     floor = default_floor(source, require_vectors(source).model) if semantic else None
+    by_meaning = {f.doc_id for f in page if f.doc_id in chunks and f.doc_id not in by_words}
     read = read_hits(source, [Candidate(f.doc_id, 0.0, source.rank_of(f.doc_id), f.doc_id in first)
-                              for f in page], needles)  # fmt: skip
+                              for f in page], needles, from_chunks=by_meaning)  # fmt: skip
     known = {h.doc_id: h for h in read}
-    _chunk_snippets(source, [h for h in read if h.doc_id in chunks and h.doc_id not in by_words],
-                    chunks)  # fmt: skip
+    _chunk_snippets(source, [h for h in read if h.doc_id in by_meaning], chunks)
     out = []
     for f in page:
         hit = known.get(f.doc_id)
@@ -305,7 +311,7 @@ def calibrated(cosine: float | None, floor: float | None) -> float | None:
 
 def _chunk_snippets(source: Source, hits: list[Hit], matched: dict[int, SemanticHit]) -> None:
     """A document found by meaning shows the passage that matched — from the start of the unit
-    that matched — not its first lines."""
+    that matched — not its first lines, and that passage's section."""
     for hit in hits:
         found = matched[hit.doc_id]
         row = source.conn.execute(
@@ -315,6 +321,7 @@ def _chunk_snippets(source: Source, hits: list[Hit], matched: dict[int, Semantic
             heading, passage = row
             if is_pdf_url(hit.url):  # the page of the passage that matched
                 hit.url = with_page(hit.url, page_of_heading(heading))
-            start = found.span[0] if found.span else 0
-            piece = snippet_at(passage, start, SNIPPET_CHARS)  # plain text, like the keyword side's snippets
-            hit.snippet = f"[{heading}] {piece}" if heading else piece
+            start = past_headings(passage, found.span[0] if found.span else 0)
+            # plain text, like the keyword side's snippets; the breadcrumb apart, as theirs
+            hit.snippet = snippet_at(passage, start, SNIPPET_CHARS)
+            hit.section = section_of(heading, hit.title)

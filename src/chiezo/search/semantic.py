@@ -15,6 +15,7 @@ import functools
 from dataclasses import dataclass
 
 from ..embedders import get_embedder
+from ..errors import Operation, Option
 from ..library import Source
 from .filters import Filters, filter_ids
 from .setplan import run_filters
@@ -52,7 +53,8 @@ def require_vectors(source: Source):
         raise VectorsUnavailable(
             f"source {source.name!r} has no vectors, so semantic search cannot run",
             source=source.name,
-            hint=f"run `chiezo embed {source.name}`, or search with mode=keyword",
+            hint="embed it with {0}, or search with {1}",
+            see=(Operation("embed", source.name), Option("mode", "keyword")),
         )
     return info
 
@@ -67,7 +69,8 @@ def embed_query(source: Source, text: str):
             f"the model {info.model!r} now gives {len(vector)}-d vectors, but {source.name!r} "
             f"was embedded with {info.dim}-d ones",
             source=source.name,
-            hint=f"re-embed: `chiezo embed {source.name} --model {info.model}`",
+            hint="embed it again: {see}",
+            see=Operation("embed", source.name, model=info.model),
         )
     return vector
 

@@ -52,17 +52,26 @@ def make_snippet(text: str, needles: list[str], width: int = SNIPPET_CHARS) -> s
     (case-insensitive), as plain text, with ``…`` where it was cut. Falls back to the start.
     Hits inside HTML comments count only when there are no others: a page never shows a
     comment, so a snippet quotes one only when the words are nowhere else."""
+    return anchored_snippet(text, needles, width)[0]
+
+
+def anchored_snippet(text: str, needles: list[str], width: int = SNIPPET_CHARS) -> tuple[str, int]:
+    """``make_snippet``, and where in ``text`` it is anchored: the needle the densest cluster
+    starts at (0 when no needle occurs and the snippet is the start). The anchor, not the
+    window's start, says which section the snippet quotes (search/sections.py): the window
+    may begin a line early, on the heading of the section before."""
     if not text:
-        return ""
+        return "", 0
     haystack = text[:_SCAN_LIMIT]
     hits = _hits(haystack, needles)
     comments = _comment_spans(haystack) if "<!--" in haystack else []
     shown = [h for h in hits if not _inside(h[0], comments)] if comments else hits
     if not hits:
-        return _window(text, 0, width, comments)
-    start = max(_densest(shown or hits, width - 20) - width // 4, 0)
+        return _window(text, 0, width, comments), 0
+    anchor = _densest(shown or hits, width - 20)
+    start = max(anchor - width // 4, 0)
     start = _line_start(text, start) if start > 0 else 0
-    return _window(text, start, width, comments, keep_comments=not shown)
+    return _window(text, start, width, comments, keep_comments=not shown), anchor
 
 
 def _hits(haystack: str, needles: list[str]) -> list[tuple[int, int]]:
@@ -121,6 +130,20 @@ def snippet_at(text: str, start: int, width: int = SNIPPET_CHARS) -> str:
     matched by meaning (``start``: where the matching sentence begins)."""
     comments = _comment_spans(text[:_SCAN_LIMIT]) if "<!--" in text else []
     return _window(text, start, width, comments)
+
+
+def past_headings(text: str, start: int) -> int:
+    """``start`` moved past the heading lines (and blank lines) it begins at: a passage found
+    by meaning often starts with its section's headings, which the hit shows as its section."""
+    at = start
+    while True:
+        end = text.find("\n", at)
+        line = text[at:] if end == -1 else text[at:end]
+        if line.strip() and not _HEADING_MARK.match(line):
+            return at
+        if end == -1:
+            return start  # nothing but headings: show them
+        at = end + 1
 
 
 def _window(text: str, start: int, width: int, comments: list[tuple[int, int]],

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import db
-from ..errors import ChiezoError
+from ..errors import Operation, VectorsUnavailable
 
 EXACT_BELOW = 50_000
 INDEX_SUFFIX = ".usearch"
@@ -39,11 +39,6 @@ VECTOR_SCHEMA = (
     )""",
     "CREATE INDEX IF NOT EXISTS chunk_vectors_by_chunk ON chunk_vectors (chunk_id)",
 )
-
-
-class VectorsUnavailable(ChiezoError):
-    status = 400
-    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -107,7 +102,8 @@ class VectorIndex:
         if not path.exists():
             raise VectorsUnavailable(
                 f"the vector index file {path.name} is missing next to its source",
-                hint="run `chiezo embed` for the source again",
+                hint="embed the source again: {see}",
+                see=Operation("embed"),
             )
         self._path = path
         self._index = Index.restore(str(path), view=True)

@@ -28,6 +28,7 @@ from ..errors import BuildError, InputError
 from ..models import Chunk, Doc
 from .formats import SUFFIXES as FORMAT_SUFFIXES
 from .formats import convert
+from .kinds import Attribution, Capabilities, SourceKind, option_field
 from .markdown import (
     Section,
     chunk_sections,
@@ -315,3 +316,55 @@ def _local_links(key: str, targets: list[str]) -> list[str]:
         if parts:
             out.append("/".join(parts))
     return out
+
+
+# -- the kind -------------------------------------------------------------------------------------
+
+
+@dataclass
+class DocsOptions:
+    strict: bool = option_field(False, help="Fail the build on any unusable file.",
+                                recorded=False)  # fmt: skip
+
+
+class DocumentsKind(SourceKind):
+    name = KIND
+    summary = """Build source NAME from a folder of documents — Markdown, text, PDF, Word, Excel,
+    PowerPoint, HTML, CSV (one file = one document, chunked along its structure). A rebuild
+    converts only changed files; --watch keeps rebuilding as files change."""
+    Options = DocsOptions
+    build_flags = ("allow_shrink", "min_docs", "language")
+    capabilities = Capabilities(originals=True, watchable=True)
+
+    def build(self, settings, inputs, name, options, build, progress):
+        from ..build import GenerationBuilder
+        from .conversions import ConversionCache
+
+        folder = DocumentFolder(inputs[0], strict=options.strict)
+        builder = GenerationBuilder(settings, name, KIND, input_identity=folder.identity(),
+                                    options=build, progress=progress,
+                                    expected_bytes=folder.total_bytes)  # fmt: skip
+        folder.cache = ConversionCache(settings.data_dir / "cache")
+        try:
+            with builder:
+                for message in folder.warnings:  # said while scanning (links leading out...)
+                    builder.warn(message)
+                folder.on_warning = builder.warn
+                builder.start_reading(len(folder.files))
+                for doc in folder.docs():
+                    builder.add(doc)
+                report = builder.finish()
+        finally:
+            folder.cache.close()
+        report.conversions = {"converted": folder.cache.misses, "reused": folder.cache.hits}
+        return report
+
+    def options_from_record(self, recorded):
+        return DocsOptions()
+
+    def attribution(self, info):
+        path = info.input.get("path")
+        return Attribution(f"your documents ({path})" if path else "your documents")
+
+
+SOURCE_KIND = DocumentsKind()

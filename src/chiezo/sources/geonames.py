@@ -34,6 +34,7 @@ from ..config import Settings
 from ..errors import InputError
 from ..models import Chunk, Doc
 from ..progress import NullProgress, Progress
+from .kinds import Attribution, Capabilities, Fetched, SourceKind, option_field
 
 KIND = "geonames"
 COLUMNS = 19
@@ -67,8 +68,18 @@ FEATURE_CLASSES = {
 
 @dataclass
 class GeoNamesOptions:
-    admin1: Path | None = None
-    alternate_names: Path | None = None
+    admin1: Path | None = option_field(None, help="admin1CodesASCII.txt: names of first-level areas.")
+    alternate_names: Path | None = option_field(
+        None, help="alternateNamesV2 or a country's alternatenames/XX (zip/txt): Japanese names of "
+        "places and areas, Wikidata ids.")
+    fetch: str | None = option_field(
+        None, metavar="NAME", recorded=False, for_fetch=True,
+        help="Without EXPORT: the export to fetch, e.g. cities15000 or JP.")
+    fetch_alternate_names: str | None = option_field(
+        None, metavar="CC", recorded=False,
+        help="Fetch a country's alternate names (e.g. JP: Japanese areas and titles for Japan).")
+    mirror: str | None = option_field(
+        None, recorded=False, help="GeoNames download URL (default: geonames.org).")
 
 
 @dataclass
@@ -454,3 +465,49 @@ def _identity(path: Path, geo: GeoNamesOptions) -> dict:
         "admin1": str(geo.admin1) if geo.admin1 else None,
         "alternate_names": str(geo.alternate_names) if geo.alternate_names else None,
     }
+
+
+# -- the kind -------------------------------------------------------------------------------------
+
+
+class GeoNamesKind(SourceKind):
+    name = KIND
+    summary = """Build a place source from a GeoNames export (allCountries, XX, citiesNNNN; .zip or
+    .txt). Without EXPORT, --fetch NAME downloads it (with admin1 names);
+    --fetch-alternate-names JP downloads Japan's alternate names."""
+    Options = GeoNamesOptions
+    argument = "EXPORT"
+    fetches = True
+    default_name = KIND
+    capabilities = Capabilities(places=True)
+
+    def build(self, settings, inputs, name, options, build, progress):
+        if options.fetch_alternate_names:
+            if options.alternate_names:
+                raise InputError("give --alternate-names FILE or --fetch-alternate-names, not both")
+            from dataclasses import replace
+
+            from .placefetch import fetch_alternate_names
+
+            fetched = fetch_alternate_names(settings, options.fetch_alternate_names,
+                                            mirror=options.mirror, progress=progress)  # fmt: skip
+            options = replace(options, alternate_names=fetched, fetch_alternate_names=None)
+        return ingest_geonames(settings, inputs[0], name, geo=options, options=build,
+                               progress=progress)  # fmt: skip
+
+    def fetch(self, settings, options, progress):
+        if not options.fetch:
+            raise InputError("give an EXPORT file or --fetch NAME (e.g. cities15000)")
+        from dataclasses import replace
+
+        from .placefetch import fetch_geonames
+
+        export, admin1 = fetch_geonames(settings, options.fetch, mirror=options.mirror,
+                                        progress=progress)  # fmt: skip
+        return Fetched([export], replace(options, admin1=options.admin1 or admin1))
+
+    def attribution(self, info):
+        return Attribution("GeoNames", "CC BY 4.0", "https://www.geonames.org/")
+
+
+SOURCE_KIND = GeoNamesKind()

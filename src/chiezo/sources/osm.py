@@ -33,6 +33,7 @@ from ..config import Settings
 from ..errors import InputError
 from ..models import Chunk, Doc
 from ..progress import NullProgress, Progress
+from .kinds import Attribution, Capabilities, Fetched, SourceKind, option_field
 
 KIND = "osm"
 GENERAL_KEYS = (
@@ -66,7 +67,13 @@ MIN_MEMORY = 1 * 2**30
 
 @dataclass
 class OsmOptions:
-    admin_levels: tuple[str, ...] = ("4",)
+    admin_levels: tuple[str, ...] = option_field(
+        ("4",), help="Admin levels whose boundaries give 'area', comma-separated (e.g. 4,7).")
+    fetch: str | None = option_field(
+        None, metavar="REGION", recorded=False, for_fetch=True,
+        help="Without EXTRACT: a region of the extract server, e.g. asia/japan/kanto.")
+    mirror: str | None = option_field(
+        None, recorded=False, for_fetch=True, help="Extract server URL (default: Geofabrik).")
 
 
 @dataclass
@@ -334,3 +341,36 @@ def _identity(path: Path, osm: OsmOptions) -> dict[str, Any]:
         "bytes": path.stat().st_size,
         "admin_levels": list(osm.admin_levels),
     }
+
+
+# -- the kind -------------------------------------------------------------------------------------
+
+
+class OsmKind(SourceKind):
+    name = KIND
+    summary = """Build an osm_<region> source from an OpenStreetMap extract (.osm.pbf). Without
+    EXTRACT, --fetch REGION downloads it from the extract server (checked against its .md5)."""
+    Options = OsmOptions
+    argument = "EXTRACT"
+    fetches = True
+    names_itself = True  # osm_<file name>
+    capabilities = Capabilities(places=True)
+
+    def build(self, settings, inputs, name, options, build, progress):
+        return ingest_osm(settings, inputs[0], name, osm=options, options=build, progress=progress)
+
+    def fetch(self, settings, options, progress):
+        if not options.fetch:
+            raise InputError("give an EXTRACT file or --fetch REGION (e.g. asia/japan)")
+        from .placefetch import fetch_osm
+
+        extract = fetch_osm(settings, options.fetch, mirror=options.mirror, progress=progress)
+        region = options.fetch.rstrip("/").rsplit("/", 1)[-1].replace("-", "_")
+        return Fetched([extract], options, name="osm_" + region)
+
+    def attribution(self, info):
+        return Attribution("© OpenStreetMap contributors", "ODbL 1.0",
+                           "https://www.openstreetmap.org/copyright")  # fmt: skip
+
+
+SOURCE_KIND = OsmKind()

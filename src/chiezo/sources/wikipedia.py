@@ -29,6 +29,7 @@ from ..build import BuildOptions, BuildReport, GenerationBuilder, check_disk, ch
 from ..config import Settings
 from ..models import Chunk, Doc
 from ..progress import NullProgress, Progress
+from .kinds import Attribution, Capabilities, Fetched, SourceKind, option_field
 from .markdown import BREADCRUMB_SEPARATOR, chunk_sections, parse_sections
 from .wikidump import Page, WikiDump
 from .wikilookups import WikiLookups
@@ -44,14 +45,28 @@ TEXT_FACTOR = {".bz2": 3.0, ".xz": 3.0, ".gz": 2.5}
 
 @dataclass
 class WikiOptions:
-    language: str | None = None
-    pageviews: Path | None = None
-    page_props: Path | None = None
-    allow_truncated: bool = False
-    workers: int | None = None
+    language: str | None = option_field(None, "--lang",
+                                        help="Wiki language (default: the dump's).")  # fmt: skip
+    pageviews: Path | None = option_field(
+        None, help="Wikimedia pageviews file: popularity from page views.")
+    page_props: Path | None = option_field(
+        None, help="page_props SQL dump: Wikidata ids as the attribute 'wikidata'.")
+    allow_truncated: bool = option_field(
+        False, help="Build from the complete pages of a cut-off dump.")
+    workers: int | None = option_field(None, help="Parser processes.", low=1, high=64,
+                                       recorded=False)  # fmt: skip
     # Passages of a few hundred characters: a 512-token embedder reads ~500 Japanese characters
     # at most, and smaller passages make sharper snippets (measured in docs/design.md).
-    chunk_chars: int = 500
+    chunk_chars: int = option_field(
+        500, low=100, high=5000,
+        help="Target passage size in characters (at most twice that) for snippets and vectors.")
+    date: str | None = option_field(None, help="Without DUMP: the dump date to fetch (YYYYMMDD).",
+                                    recorded=False, for_fetch=True)  # fmt: skip
+    mirror: str | None = option_field(None, help="Without DUMP: the dumps site or mirror URL.",
+                                      recorded=False, for_fetch=True)  # fmt: skip
+    with_extras: bool = option_field(
+        False, recorded=False, for_fetch=True,
+        help="Without DUMP: also fetch page views and page_props for popularity and Wikidata ids.")
 
 
 def ingest_wikipedia(
@@ -309,3 +324,49 @@ def rank_by_incoming_links(conn: db.Connection) -> None:
         "FROM stage.inlinks AS i WHERE i.title = stage.docs.title",
         (top, FLAG_PENALTY),
     )
+
+
+# -- the kind -------------------------------------------------------------------------------------
+
+
+class WikipediaKind(SourceKind):
+    name = "wikipedia"
+    summary = """Build a <lang>wiki source from a pages-articles XML dump (.xml, .xml.bz2, .xml.xz).
+    Without DUMP, the dump of --lang (default ja) is downloaded first — resumable, checked
+    against the published checksums — from the Wikimedia dumps site or --mirror."""
+    Options = WikiOptions
+    argument = "DUMP"
+    fetches = True
+    names_itself = True  # the dump's dbname, e.g. jawiki
+    capabilities = Capabilities(headed_pages=True)
+
+    def build(self, settings, inputs, name, options, build, progress):
+        return ingest_wikipedia(settings, inputs[0], name, wiki=options, options=build,
+                                progress=progress)  # fmt: skip
+
+    def fetch(self, settings, options, progress):
+        from dataclasses import replace
+
+        from .wikifetch import fetch_dump
+
+        got = fetch_dump(settings, options.language or "ja", date=options.date,
+                         mirror=options.mirror, extras=options.with_extras, progress=progress)  # fmt: skip
+        return Fetched([got.dump], replace(options, pageviews=options.pageviews or got.pageviews,
+                                           page_props=options.page_props or got.page_props))  # fmt: skip
+
+    def options_from_record(self, recorded):
+        options = super().options_from_record(recorded)
+        options.allow_truncated = bool(recorded.get("truncated") or options.allow_truncated)
+        return options
+
+    def attribution(self, info):
+        given = info.input
+        wiki = given.get("dbname") or info.name
+        language = (given.get("language") or info.language or "").strip()
+        date = given.get("dump_date")
+        dated = f", dump {date[:4]}-{date[4:6]}-{date[6:]}" if date and len(date) == 8 else ""
+        return Attribution(f"Wikipedia contributors ({wiki}{dated})", "CC BY-SA 4.0",
+                           f"https://{language or 'www'}.wikipedia.org/")  # fmt: skip
+
+
+SOURCE_KIND = WikipediaKind()

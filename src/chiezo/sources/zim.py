@@ -23,6 +23,7 @@ from ..models import Doc
 from ..progress import NullProgress, Progress
 from .documents import document_from_text
 from .formats import html_to_markdown
+from .kinds import Attribution, SourceKind
 
 KIND = "zim"
 METADATA = ("Title", "Name", "Language", "Date", "Creator", "Publisher", "Description", "License")
@@ -141,3 +142,27 @@ def _links(source_path: str, hrefs: list[str]) -> list[str]:
         if target:
             out.append(posixpath.normpath(posixpath.join(base, target)))
     return list(dict.fromkeys(out))
+
+
+# -- the kind -------------------------------------------------------------------------------------
+
+
+class ZimKind(SourceKind):
+    name = KIND
+    summary = """Build a source from a Kiwix ZIM file: every article a document, redirects as
+    aliases, old and new namespace schemes."""
+    argument = "FILE"
+    names_itself = True  # zim_<the file's Name>
+
+    def build(self, settings, inputs, name, options, build, progress):
+        return ingest_zim(settings, inputs[0], name, options=build, progress=progress)
+
+    def attribution(self, info):
+        given = info.input
+        who = given.get("creator") or given.get("publisher") or given.get("title") or "ZIM file"
+        described = given.get("title") if given.get("title") and given.get("title") != who else ""
+        return Attribution(who + (f" — {described}" if described else ""),
+                           given.get("license") or None)  # fmt: skip
+
+
+SOURCE_KIND = ZimKind()

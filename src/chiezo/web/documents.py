@@ -18,7 +18,12 @@ from .markdown_view import render_markdown
 DOC_BODY_CHARS = 60_000  # a long article is cut here unless asked for whole (``?full=1``)
 
 
-def body_parts(doc: dict, kind: str | None) -> dict:
+def headed_pages(source) -> bool:
+    """Whether the source's bodies mark their headings (its kind's capability)."""
+    return bool(source.kind and source.kind.capabilities.headed_pages)
+
+
+def body_parts(doc: dict, headed: bool) -> dict:
     """What the page shows of a document's stored body: the opening box, then the rest —
     rendered Markdown, or sections of paragraphs under the body's own headings.
 
@@ -35,7 +40,7 @@ def body_parts(doc: dict, kind: str | None) -> dict:
         return parts
     opening, rest = split_opening(body, doc.get("opening") or "")
     parts["opening"] = paragraphs(opening)
-    parts["sections"] = body_sections(rest, headed=kind == "wikipedia")
+    parts["sections"] = body_sections(rest, headed=headed)
     return parts
 
 
@@ -83,10 +88,11 @@ def original_path(service: Service, source: str, doc_id: int) -> Path:
     """The file behind a document of a documents source, checked to lie inside the folder the
     source was built from (its url is build output, but a page must never serve other files)."""
     doc = service.doc(source, doc_id=doc_id, fields=["url"])
-    info = service.library.get(source).info()
+    opened = service.library.get(source)
     url = doc.get("url") or ""
-    root = (info.get("input") or {}).get("path")
-    if info.get("kind") != "docs" or not url.startswith("file://") or not root:
+    root = opened.info().input.get("path")
+    offers = bool(opened.kind and opened.kind.capabilities.originals)
+    if not offers or not url.startswith("file://") or not root:
         raise NotFound(f"{source} document {doc_id} has no original file to show")
     path = Path(unquote(urlsplit(url).path)).resolve()
     if not path.is_relative_to(Path(root).resolve()) or not path.is_file():

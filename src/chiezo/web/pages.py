@@ -18,11 +18,11 @@ from markupsafe import Markup
 
 from .. import __version__
 from ..errors import ChiezoError
-from ..library import NOTES
 from ..service import Service
 from .documents import (
     DOC_BODY_CHARS,
     body_parts,
+    headed_pages,
     original_href,
     original_path,
     original_response,
@@ -125,7 +125,8 @@ def install(app: FastAPI, service: Service) -> None:
                 "source", "doc_id", "key", "title", "url", "aliases", "opening", "tags", "extra",
                 "attrs", "point", "body"],
                 max_chars=None if full else DOC_BODY_CHARS)  # fmt: skip
-            info = service.library.get(source).info()
+            opened = service.library.get(source)
+            info = opened.info().to_dict()
             outgoing = service.links(source, doc_id=doc_id, direction="out", limit=SHOWN_LINKS)
             incoming = service.links(source, doc_id=doc_id, direction="in", limit=30)
         except ChiezoError as exc:
@@ -136,7 +137,7 @@ def install(app: FastAPI, service: Service) -> None:
         if point:
             map_svg = Markup(render_map([MapPoint(point["lat"], point["lon"], doc["title"])],
                                         title=doc["title"], width=440, max_height=300))  # fmt: skip
-        return render(request, "doc.html", doc=doc, info=info, **body_parts(doc, info.get("kind")),
+        return render(request, "doc.html", doc=doc, info=info, **body_parts(doc, headed_pages(opened)),
                       original=original_href(doc), full=full, map_svg=map_svg,
                       outgoing=outgoing, incoming=incoming, error=None, source=source)  # fmt: skip
 
@@ -165,8 +166,7 @@ def install(app: FastAPI, service: Service) -> None:
         models, default_model = _embedding_models(runner)
         jobs = runner.list() if runner is not None else []
         return render(request, "admin.html", script_words=("admin.", "note."),
-                      sources=[_admin_facts(service, i) for i in infos
-                               if i.get("kind") != "notes" and i.get("name") != NOTES],
+                      sources=[i for i in infos if not i.get("writable")],
                       notes=notes,
                       notes_q=notes_q, notes_page=NOTES_PAGE,
                       jobs=[j.to_dict() for j in jobs][:10],
@@ -177,18 +177,6 @@ def install(app: FastAPI, service: Service) -> None:
         s = service.settings
         return render(request, "chat.html", script_words=("chat.",), configured=bool(s.llm_url),
                       configured_model=s.llm_model, sources=_ready(service.sources()))  # fmt: skip
-
-
-def _admin_facts(service: Service, info: dict) -> dict:
-    """A source that needs a rebuild still shows what it was built from (its raw meta)."""
-    if info.get("status") == "ok":
-        return info
-    from ..jobs import source_info
-
-    try:
-        return {**source_info(service, info["name"]), "hint": info.get("hint")}
-    except ChiezoError:
-        return info
 
 
 def _ready(infos: list[dict]) -> list[dict]:

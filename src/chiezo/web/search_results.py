@@ -2,7 +2,8 @@
 
 Words search (``Service.search``); filters without words list every match with the exact
 total (``Service.filter``), as the API's ``/filter`` does. Either way the items carry what a
-page shows: number, title, snippet, source, distance, coordinates, a served original.
+page shows: number, title, section (the breadcrumb of the passage quoted), snippet, source,
+distance, coordinates, a served original — all from the hits themselves (search/sections.py).
 """
 
 from __future__ import annotations
@@ -77,16 +78,15 @@ def search_results(service: Service, form: SearchForm) -> dict[str, Any]:
     result = service.search(form.q, form.source or None, limit=PAGE_SIZE, offset=form.offset,
                             mode=form.mode or None, tags=[form.tag] if form.tag else None,
                             **extra)  # fmt: skip
-    points = service.points([(h.source, h.doc_id) for h in result.hits])
     items = []
     for number, hit in enumerate(result.hits, start=form.offset + 1):
-        point = points.get((hit.source, hit.doc_id))
         original = None
         if (hit.url or "").startswith("file://"):  # a local file: served, at the hit's page
             original = original_href({"source": hit.source, "doc_id": hit.doc_id, "url": hit.url})
         items.append({"number": number, "source": hit.source, "doc_id": hit.doc_id,
-                      "title": hit.title, "snippet": hit.snippet, "url": hit.url,
-                      "distance_km": hit.distance_km, "point": point,
+                      "title": hit.title, "section": hit.section, "snippet": hit.snippet,
+                      "url": hit.url, "distance_km": hit.distance_km,
+                      "point": (hit.point.lat, hit.point.lon) if hit.point else None,
                       "original": original})  # fmt: skip
     summary = {"total": result.total, "at_least": result.total_is_lower_bound,
                "notes": result.notes, "how": result.retrieval, "order": result.order}  # fmt: skip

@@ -1,0 +1,88 @@
+"""``SourceInfo``: what is known of one source, typed — built from its generation's meta table
+in one place, whether the source opens (``status`` "ok") or needs a rebuild, and shown by
+every surface through ``to_dict()`` (the ``/v1/sources`` shape)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+OK = "ok"
+NEEDS_REBUILD = "needs_rebuild"
+
+
+@dataclass
+class SourceInfo:
+    name: str
+    kind: str = ""
+    language: str | None = None
+    docs: int = 0
+    chunks: int = 0
+    tags: int = 0
+    links: int = 0
+    points: int = 0
+    attributes: list[str] = field(default_factory=list)
+    built_at: str | None = None
+    schema_version: int = 0
+    generation: str | None = None
+    input: dict[str, Any] = field(default_factory=dict)  # the input identity its build recorded
+    size_bytes: int | None = None
+    vectors: dict[str, Any] | None = None
+    text_index: str = "trigrams"  # "words+trigrams" for sources with the word index
+    status: str = OK
+    writable: bool = False  # written in place (notes), never built
+    error: str | None = None  # why it needs a rebuild
+    hint: str | None = None
+    attribution: dict[str, str | None] | None = None
+
+    @classmethod
+    def from_meta(cls, name: str, meta: dict[str, str], path: Path, **overrides: Any) -> SourceInfo:
+        """The facts a generation's meta table records (``overrides`` for what is read live)."""
+        info = cls(
+            name=name,
+            kind=meta.get("kind", ""),
+            language=meta.get("language") or None,
+            docs=_int(meta.get("doc_count")),
+            chunks=_int(meta.get("chunk_count")),
+            tags=_int(meta.get("tag_count")),
+            links=_int(meta.get("link_count")),
+            points=_int(meta.get("point_count")),
+            attributes=_json(meta.get("attributes"), []),
+            built_at=meta.get("built_at"),
+            schema_version=_int(meta.get("schema_version")),
+            generation=meta.get("generation") or path.name,
+            input=_json(meta.get("input"), {}),
+            size_bytes=path.stat().st_size if path.exists() else None,
+        )
+        for key, value in overrides.items():
+            setattr(info, key, value)
+        return info
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        for optional in ("error", "hint"):
+            if out[optional] is None:
+                del out[optional]
+        if not self.writable:
+            del out["writable"]
+        return out
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0
+
+
+def _json(value: str | None, empty: Any) -> Any:
+    try:
+        return json.loads(value) if value else empty
+    except ValueError:
+        return empty

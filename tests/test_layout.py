@@ -1,0 +1,171 @@
+"""The package's layout: no import cycles between chiezo's modules, and the seams that keep it so.
+
+Every import counts, including those inside functions and under ``TYPE_CHECKING``: a cycle
+broken only by importing late is still a cycle of design (two modules that each need the
+other), and it breaks as soon as someone moves the import to the top.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+def module_names(root: Path) -> dict[str, Path]:
+    """Dotted name → file, for every module under ``root`` (a package directory)."""
+    names = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names[".".join(parts)] = path
+    return names
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's own modules that module ``name`` imports anywhere in its text.
+    ``from . import x`` in package P depends on P.x (when it is a module), not on P's
+    ``__init__``: Python loads P first either way, but nothing of P's is used."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name in modules}
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(node, package)
+            submodules = {f"{base}.{alias.name}" for alias in node.names} & modules.keys()
+            found |= submodules
+            if base in modules and len(submodules) < len(node.names):
+                found.add(base)  # at least one name comes from the module itself
+    return found - {name}
+
+
+def _absolute(node: ast.ImportFrom, package: str) -> str:
+    if not node.level:
+        return node.module or ""
+    parts = package.split(".")
+    base = parts[: len(parts) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    modules = module_names(root)
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm, iterative so
+    that a deep import chain cannot exhaust the recursion limit), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            step = next(edges, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(graph[step]))))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    found.append(sorted(group))
+    return found
+
+
+def depends_on(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in graph[todo.pop()] - seen:
+            seen.add(target)
+            todo.append(target)
+    return seen
+
+
+def _describe(graph: dict[str, set[str]], group: list[str]) -> str:
+    members = set(group)
+    return "; ".join(f"{m} -> {', '.join(sorted(graph[m] & members))}" for m in group)
+
+
+# -- the package ---------------------------------------------------------------------------------
+
+
+def test_chiezo_has_no_import_cycle():
+    graph = import_graph(SRC / "chiezo")
+    assert len(graph) > 50 and "chiezo.service" in graph["chiezo.mcp_server"]  # it read them
+    found = cycles(graph)
+    assert not found, "import cycles: " + " | ".join(_describe(graph, g) for g in found)
+
+
+def test_the_tools_sit_below_the_service_the_answer_layer_and_the_mcp_server():
+    """The seam that removed the agent → MCP server → service → agent cycle: the tools know the
+    service only as an object handed in, so both surfaces that offer them can import them."""
+    graph = import_graph(SRC / "chiezo")
+    above = {"chiezo.service", "chiezo.mcp_server", "chiezo.api", "chiezo.cli"}
+    above |= {name for name in graph if name.startswith("chiezo.answer")}
+    assert not depends_on(graph, "chiezo.tools") & above
+    assert "chiezo.tools" in graph["chiezo.answer.agent"] & graph["chiezo.mcp_server"]
+    assert "chiezo.mcp_server" not in depends_on(graph, "chiezo.answer.agent")
+
+
+# -- the scanner itself, on small packages written here --------------------------------------
+
+
+def _package(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root / "pkg"
+
+
+def test_the_scan_finds_a_cycle_through_an_import_inside_a_function(tmp_path):
+    root = _package(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/a.py": "from .b import thing\n",
+        "pkg/b.py": "from . import c\nthing = 1\n",
+        "pkg/c.py": "def late():\n    from pkg.a import x\n",
+        "pkg/d.py": "import pkg.c\n",
+    })  # fmt: skip
+    graph = import_graph(root)
+    assert cycles(graph) == [["pkg.a", "pkg.b", "pkg.c"]]
+    assert depends_on(graph, "pkg.d") == {"pkg.a", "pkg.b", "pkg.c"}
+
+
+def test_from_dot_import_depends_on_the_module_not_the_package_init(tmp_path):
+    root = _package(tmp_path, {
+        "pkg/__init__.py": "def __getattr__(name):\n    from .app import make\n    return make\n",
+        "pkg/app.py": "from . import errors\n",
+        "pkg/errors.py": "",
+        "pkg/uses_init.py": "from . import VERSION\n",
+    })  # fmt: skip
+    graph = import_graph(root)
+    assert graph["pkg.app"] == {"pkg.errors"} and cycles(graph) == []
+    assert graph["pkg.uses_init"] == {"pkg"}  # a name of the package's own is the package
