@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import logging
 import threading
 import typing
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 # modules of the sources package whose ``SOURCE_KIND`` is registered at first use
 BUILT_IN = ("documents", "wikipedia", "geonames", "osm", "zim", "places", "notes")
 ENTRY_POINT_GROUP = "chiezo.source_kinds"
+log = logging.getLogger("chiezo.sources")
 
 
 @dataclass(frozen=True)
@@ -260,14 +261,8 @@ def _load_built_in() -> None:
     from importlib.metadata import entry_points
 
     for entry in entry_points(group=ENTRY_POINT_GROUP):
-        loaded = entry.load()
-        register(loaded() if isinstance(loaded, type) else loaded)
-
-
-def plain_kind(name: str, build: Callable[..., BuildReport], **attributes: Any) -> SourceKind:
-    """A kind made from a build function, for small plugins and tests:
-    ``build(settings, inputs, name, options, build_options, progress)``."""
-    cls = type(f"{name.title()}Kind", (SourceKind,), {"name": name, **attributes})
-    kind = cls()
-    kind.build = build  # type: ignore[method-assign]
-    return kind
+        try:  # a broken plugin is reported, not the end of every command
+            loaded = entry.load()
+            register(loaded() if isinstance(loaded, type) else loaded)
+        except Exception:
+            log.exception("source kind plugin %s could not be loaded", entry.name)
