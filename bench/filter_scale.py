@@ -66,13 +66,14 @@ def docs(size: int, seed: int = 11):
 def build(settings: Settings, size: int) -> float:
     started = time.perf_counter()
     options = BuildOptions(allow_shrink=True, full_validation=False)
-    builder = GenerationBuilder(settings, "places", "bench", options=options,
-                                progress=RichProgress(console))  # fmt: skip
+    progress = RichProgress(console)
+    builder = GenerationBuilder(settings, "places", "bench", options=options, progress=progress)
     with builder:
         builder.start_reading(size)
         for doc in docs(size):
             builder.add(doc)
         builder.finish()
+    progress.close()  # the build leaves its display to whoever made it
     return time.perf_counter() - started
 
 

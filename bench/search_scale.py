@@ -51,12 +51,13 @@ def build(settings: Settings, name: str, size: int, pool, full_validation: bool,
           word_index: bool = True) -> dict:  # fmt: skip
     options = BuildOptions(min_docs=size, allow_shrink=True, full_validation=full_validation,
                            word_index=word_index)  # fmt: skip
+    progress = RichProgress(console)
     builder = GenerationBuilder(
         settings,
         name,
         "bench",
         options=options,
-        progress=RichProgress(console),
+        progress=progress,
         input_identity={"generator": "synthetic_docs", "size": size},
     )
     chars = 0
@@ -66,6 +67,7 @@ def build(settings: Settings, name: str, size: int, pool, full_validation: bool,
             chars += len(doc.body) + len(doc.title)
             builder.add(doc)
         report = builder.finish()
+    progress.close()  # the build leaves its display to whoever made it
     return {
         "docs": report.docs,
         "chars": chars,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,16 +13,17 @@ import pytest
 from chiezo.build import BuildOptions
 from chiezo.service import Service
 
-SHARED_DATA = Path(
-    os.environ.get("CHIEZO_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
-)
+# Real public data the tests build from, carried in the repository with its licences
+# (tests/data/README.md): a clone alone runs every test. ../shared/data is for benchmarks.
+TEST_DATA = Path(__file__).resolve().parent / "data"
 
 
-def shared(relative: str) -> Path:
-    """A file or folder under ../shared/data; the test is skipped (saying which) if absent."""
-    path = SHARED_DATA / relative
+def data_file(relative: str) -> Path:
+    """A file or folder under tests/data. A missing one is an error, never a skip: the data
+    is part of the repository, and a skip would hide a test that no longer runs."""
+    path = TEST_DATA / relative
     if not path.exists():
-        pytest.skip(f"shared data not available: {path}")
+        raise FileNotFoundError(f"no test data {path}: tests/data/make_fixtures.py writes it")
     return path
 
 

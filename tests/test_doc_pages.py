@@ -2,7 +2,7 @@
 headings, no ``##`` text, no passage twice, the opening once, no HTML comment — and search
 snippets are plain text that still marks the words searched for.
 
-Built from the real shared files: the jawiki excerpt dump and the Rust book's Japanese
+Built from real files in tests/data: the jawiki excerpt dump and the Rust book's Japanese
 translation (whose chapters keep the English original in ``<!-- … -->`` blocks and name files
 in ``<span class="filename">``). Which article, chapter and words are used is read from the
 data by what they contain, never named. The browser is the system's headless Chromium, driven
@@ -23,7 +23,7 @@ from chiezo.service import Service
 from chiezo.sources.wikipedia import ingest_wikipedia
 from chiezo.web.documents import DOC_BODY_CHARS
 
-from helpers import SCREENSHOTS, RunningServer, browser_page, build_docs, chromium, shared
+from helpers import SCREENSHOTS, RunningServer, browser_page, build_docs, chromium, data_file
 
 JA = "wikipedia/jawiki-20230501-excerpt.xml.bz2"
 RUST_BOOK = "docs/markdown/rust-book-ja"
@@ -36,10 +36,10 @@ def library(tmp_path_factory):
     settings = Settings(data_dir=tmp_path_factory.mktemp("doc-pages") / "data")
     # The word index and the full integrity check serve search and safety, not what a page
     # reads; without them the excerpt builds in about half the time.
-    ingest_wikipedia(settings, shared(JA), "jawiki",
+    ingest_wikipedia(settings, data_file(JA), "jawiki",
                      options=BuildOptions(word_index=False, full_validation=False))  # fmt: skip
     service = Service(settings)
-    build_docs(service, shared(RUST_BOOK), "rustbook")
+    build_docs(service, data_file(RUST_BOOK), "rustbook")
     return service
 
 

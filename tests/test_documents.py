@@ -6,7 +6,7 @@ import pytest
 
 from chiezo.errors import BuildError, InputError
 
-from helpers import build_docs, shared, write_files
+from helpers import build_docs, data_file, write_files
 
 GOOD = {
     "guide/intro.md": "---\ntitle: はじめに\ntags: [入門, guide]\naliases: [Intro]\nrank: 0.7\n"
@@ -113,7 +113,7 @@ def test_a_single_file_can_be_a_source(service, tmp_path):
 
 
 def test_the_rust_book_builds_with_every_chapter(service):
-    folder = shared("docs/markdown/rust-book-ja")
+    folder = data_file("docs/markdown/rust-book-ja")
     report = build_docs(service, folder, "rust")
     chapters = len(list(folder.glob("*.md")))
     assert report.docs == chapters and report.warnings == []
@@ -126,7 +126,7 @@ def test_the_rust_book_builds_with_every_chapter(service):
 
 
 def test_front_matter_templates_become_attributes(service):
-    build_docs(service, shared("docs/markdown/h13-contract-templates"), "rules")
+    build_docs(service, data_file("docs/markdown/h13-contract-templates"), "rules")
     doc = service.doc("rules", title="秘密保持契約書（NDA）", fields=["attrs"])
     assert doc["attrs"]["version"] == ["1.0"]
     assert doc["attrs"]["date"] == ["2025-01-20"]

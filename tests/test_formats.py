@@ -1,5 +1,5 @@
 """Office, PDF, HTML and CSV files in `ingest docs`, built from the real files in
-../shared/data/docs and asserted on their real content."""
+tests/data/docs and asserted on their real content."""
 
 import zipfile
 
@@ -8,20 +8,20 @@ import pytest
 from chiezo.config import Settings
 from chiezo.service import Service
 
-from helpers import build_docs, shared, write_files
+from helpers import build_docs, data_file, write_files
 
 
 @pytest.fixture(scope="module")
 def office(tmp_path_factory):
     service = Service(Settings(data_dir=tmp_path_factory.mktemp("office") / "data"))
-    report = build_docs(service, shared("docs/office"), "office")
+    report = build_docs(service, data_file("docs/office"), "office")
     return service, report
 
 
 @pytest.fixture(scope="module")
 def pdfs(tmp_path_factory):
     service = Service(Settings(data_dir=tmp_path_factory.mktemp("pdf") / "data"))
-    report = build_docs(service, shared("docs/pdf"), "pdf")
+    report = build_docs(service, data_file("docs/pdf"), "pdf")
     return service, report
 
 
@@ -104,13 +104,13 @@ def test_a_rebuild_converts_only_the_files_that_changed(tmp_path):
     folder = tmp_path / "docs"
     folder.mkdir()
     for name in ("kampo.pdf", "nlp2004slides.pdf"):
-        shutil.copy(shared(f"docs/pdf/{name}"), folder / name)
-    shutil.copy(shared("docs/office/yaizu-aed_location.xlsx"), folder / "aed.xlsx")
+        shutil.copy(data_file(f"docs/pdf/{name}"), folder / name)
+    shutil.copy(data_file("docs/office/yaizu-aed_location.xlsx"), folder / "aed.xlsx")
     service = Service(Settings(data_dir=tmp_path / "data"))
     first = build_docs(service, folder, "mine")
     assert first.conversions == {"converted": 3, "reused": 0}
     (folder / "aed.xlsx").unlink()  # deleted files disappear
-    shutil.copy(shared("docs/office/markitdown-test.docx"), folder / "new.docx")
+    shutil.copy(data_file("docs/office/markitdown-test.docx"), folder / "new.docx")
     second = build_docs(service, folder, "mine", allow_shrink=True)
     assert second.conversions == {"converted": 1, "reused": 2}
     assert second.docs == 3 and service.search("高松市番町", "mine").hits == []

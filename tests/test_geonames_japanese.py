@@ -1,8 +1,8 @@
 """Japanese names in GeoNames sources (issue 17): titles in Japanese forms rather than the
 Chinese ones GeoNames also lists, areas in either language, the closest values for one that
-does not exist, a country's alternate names fetched and checked — on the shared GeoNames
-files (cities15000/cities5000, admin1CodesASCII.txt) and a small alternate-names sample built
-from their rows (tests/data/README.md)."""
+does not exist, a country's alternate names fetched and checked — on the GeoNames files in
+tests/data (excerpts of cities15000/cities5000, admin1CodesASCII.txt) and a small
+alternate-names sample built from their rows (tests/data/README.md)."""
 
 import hashlib
 import json
@@ -23,7 +23,7 @@ from chiezo.mcp_server import build_mcp
 from chiezo.service import Service
 from chiezo.sources.geonames import GeoNamesOptions, Lookups, display_name, read_places
 
-from helpers import DumpSite, shared
+from helpers import DumpSite, data_file
 
 CITIES = "geonames/cities15000.zip"
 ADMIN1 = "geonames/admin1CodesASCII.txt"
@@ -35,13 +35,13 @@ KOBE, KASHIMA_IBARAKI, SAITAMA = "1859171", "1860748", "6940394"
 def english(tmp_path_factory):
     """cities15000 + admin1: Japanese titles from the rows, English areas."""
     service = Service(Settings(data_dir=tmp_path_factory.mktemp("en") / "data"))
-    service.ingest("geonames", shared(CITIES), "geonames", options=GeoNamesOptions(shared(ADMIN1)))
+    service.ingest("geonames", data_file(CITIES), "geonames", options=GeoNamesOptions(data_file(ADMIN1)))
     return service
 
 
 def japan_rows(folder: Path) -> Path:
     """The Japanese rows of cities15000, as a country export (JP.txt) holds them."""
-    with zipfile.ZipFile(shared(CITIES)) as archive:
+    with zipfile.ZipFile(data_file(CITIES)) as archive:
         rows = archive.read("cities15000.txt").decode().splitlines()
     export = folder / "JP.txt"
     export.write_text("\n".join(r for r in rows if r.split("\t")[8] == "JP") + "\n")
@@ -53,7 +53,7 @@ def japanese(tmp_path_factory):
     """Japan's 761 cities + admin1 + Japanese alternate names: Japanese areas as well."""
     folder = tmp_path_factory.mktemp("ja")
     service = Service(Settings(data_dir=folder / "data"))
-    geo = GeoNamesOptions(shared(ADMIN1), SAMPLE)
+    geo = GeoNamesOptions(data_file(ADMIN1), SAMPLE)
     service.ingest("geonames", japan_rows(folder), "geonames", options=geo)
     return service
 
@@ -62,7 +62,7 @@ def japan_titles(export: str, tmp_path) -> dict[str, str]:
     """geonameid → title of every Japanese row, without an alternate-names file."""
     lookups = Lookups(tmp_path / f"{export}.db")
     try:
-        rows = read_places(shared(f"geonames/{export}"), print)
+        rows = read_places(data_file(f"geonames/{export}"), print)
         return {str(p.geonameid): display_name(p, lookups) for p in rows if p.country == "JP"}
     finally:
         lookups.close()
@@ -194,8 +194,8 @@ def test_the_area_examples_in_the_mcp_descriptions_work(english, japanese):
 def test_a_file_that_is_not_alternate_names_is_a_clear_error(tmp_path):
     service = Service(Settings(data_dir=tmp_path / "data"))
     with pytest.raises(InputError, match="not an alternate-names file"):
-        service.ingest("geonames", shared(CITIES), "geonames",
-                       options=GeoNamesOptions(shared(ADMIN1), shared(CITIES)))  # fmt: skip
+        service.ingest("geonames", data_file(CITIES), "geonames",
+                       options=GeoNamesOptions(data_file(ADMIN1), data_file(CITIES)))  # fmt: skip
 
 
 # -- fetching a country's alternate names -----------------------------------------------------
@@ -242,7 +242,7 @@ def test_ingest_fetches_japans_alternate_names(site, tmp_path):
     served, _ = site
     export = japan_rows(tmp_path)
     data = str(tmp_path / "data")
-    args = ["--data", data, "ingest", "geonames", str(export), "--admin1", str(shared(ADMIN1)),
+    args = ["--data", data, "ingest", "geonames", str(export), "--admin1", str(data_file(ADMIN1)),
             "--fetch-alternate-names", "JP", "--mirror", f"{served.url}/export/dump", "--json"]  # fmt: skip
     built = CliRunner().invoke(cli, args)
     assert built.exit_code == 0, built.output

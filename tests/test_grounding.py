@@ -306,9 +306,9 @@ def test_reasoning_is_not_shown_while_streaming():
 
 
 def test_zim_answers_skip_the_main_page_read_an_article_once_and_link_to_this_server(tmp_path):
-    from helpers import shared
+    from helpers import data_file
 
-    zim = shared("zim/libkiwix_zimfile_raycharles.zim")
+    zim = data_file("zim/libkiwix_zimfile_raycharles.zim")
     settings = Settings(data_dir=tmp_path / "data")
     Service(settings).ingest("zim", zim, "zim_ray", embed=False)
     with ScriptedLLM(planned('{"queries": ["Ray Charles", "Main Page"]}',

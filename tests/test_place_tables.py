@@ -27,7 +27,7 @@ from chiezo.sources.places import (
     ranges,
 )
 
-from helpers import shared
+from helpers import data_file
 
 DATA = Path(__file__).parent / "data" / "places"
 AED = "docs/office/yaizu-aed_location.xlsx"
@@ -59,7 +59,7 @@ def library(tmp_path_factory):
     settings = Settings(data_dir=tmp_path_factory.mktemp("places") / "data", query_timeout=10)
     warned = {}
     for name, path in (
-        ("aed", shared(AED)),
+        ("aed", data_file(AED)),
         ("kagawa", DATA / "kagawa-broken.csv"),
         ("shikoku", DATA / "shikoku-swapped.tsv"),
         ("aed_cp932", DATA / "takamatsu-aed-cp932.csv"),
@@ -72,7 +72,7 @@ def library(tmp_path_factory):
 
 def aed_rows() -> list[dict]:
     """The AED workbook read here with openpyxl alone: what the source must hold."""
-    workbook = load_workbook(shared(AED), read_only=True)
+    workbook = load_workbook(data_file(AED), read_only=True)
     rows = list(workbook.worksheets[0].iter_rows(values_only=True))
     workbook.close()
     header = rows[0]

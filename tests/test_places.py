@@ -12,7 +12,7 @@ from chiezo.service import Service
 from chiezo.sources.geonames import GeoNamesOptions
 from chiezo.sources.osm import OsmOptions, point_in_ring
 
-from helpers import DumpSite, shared, wiki_dump
+from helpers import DumpSite, data_file, wiki_dump
 
 CITIES = "geonames/cities15000.zip"
 ADMIN1 = "geonames/admin1CodesASCII.txt"
@@ -24,9 +24,9 @@ STATION = "60.1713,24.9415"  # Helsinki central station
 def places(tmp_path_factory):
     settings = Settings(data_dir=tmp_path_factory.mktemp("places") / "data")
     service = Service(settings)
-    geo = GeoNamesOptions(admin1=shared(ADMIN1))
-    service.ingest("geonames", shared(CITIES), "geonames", options=geo)
-    service.ingest("osm", shared(HELSINKI), "osm_helsinki")
+    geo = GeoNamesOptions(admin1=data_file(ADMIN1))
+    service.ingest("geonames", data_file(CITIES), "geonames", options=geo)
+    service.ingest("osm", data_file(HELSINKI), "osm_helsinki")
     dump = settings.data_dir.parent / "wiki.xml"
     dump.write_text(wiki_dump([
         (1, "ヘルシンキ中央駅", "{{Coord|60|10|17|N|24|56|29|E}}'''ヘルシンキ中央駅'''は駅。"),
@@ -207,12 +207,12 @@ def test_geonames_and_osm_fetch_from_their_servers(tmp_path):
     root = tmp_path / "site"
     dump = root / "export" / "dump"
     dump.mkdir(parents=True)
-    shutil.copy(shared(CITIES), dump / "cities15000.zip")
-    shutil.copy(shared(ADMIN1), dump / "admin1CodesASCII.txt")
+    shutil.copy(data_file(CITIES), dump / "cities15000.zip")
+    shutil.copy(data_file(ADMIN1), dump / "admin1CodesASCII.txt")
     region = root / "europe" / "finland"
     region.mkdir(parents=True)
     pbf = region / "helsinki-latest.osm.pbf"
-    shutil.copy(shared(HELSINKI), pbf)
+    shutil.copy(data_file(HELSINKI), pbf)
     md5 = hashlib.md5(pbf.read_bytes()).hexdigest()
     (region / "helsinki-latest.osm.pbf.md5").write_text(f"{md5}  helsinki-latest.osm.pbf\n")
     site = DumpSite(root)
@@ -221,7 +221,7 @@ def test_geonames_and_osm_fetch_from_their_servers(tmp_path):
         export, admin1 = fetch_geonames(settings, "cities15000", mirror=f"{site.url}/export/dump")
         assert zipfile.ZipFile(export).testzip() is None and admin1.name == "admin1CodesASCII.txt"
         extract = fetch_osm(settings, "europe/finland/helsinki", mirror=site.url)
-        assert extract.read_bytes() == shared(HELSINKI).read_bytes()
+        assert extract.read_bytes() == data_file(HELSINKI).read_bytes()
         (region / "helsinki-latest.osm.pbf.md5").write_text("0" * 32 + "  x\n")
         extract.unlink()
         with pytest.raises(InputError, match="md5 check"):
@@ -244,7 +244,7 @@ def test_alternate_names_give_japanese_areas_and_wikidata_ids(tmp_path):
     admin1 = tmp_path / "admin1CodesASCII.txt"
     admin1.write_text("JP.22\tKyoto\tKyoto\t1857907\n", encoding="utf-8")
     export = tmp_path / "JP.txt"
-    with zipfile.ZipFile(shared(CITIES)) as archive:
+    with zipfile.ZipFile(data_file(CITIES)) as archive:
         rows = archive.read("cities15000.txt").decode().splitlines()
     export.write_text(
         "\n".join(r for r in rows if r.split("\t")[0] in ("1857910", "1850147")) + "\n"

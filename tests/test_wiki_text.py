@@ -1,7 +1,7 @@
 """Stored Wikipedia text never states what the article does not say (issue 17): templates whose
 output the dump cannot compute take their sentence with them, prose templates keep their words,
 tables become "header: value" lines or go, lists keep their marks, markup never shows. Checked
-on the shared jawiki and enwiki excerpts, as the build renders them."""
+on the jawiki and enwiki excerpts in tests/data, as the build renders them."""
 
 import re
 
@@ -10,7 +10,7 @@ import pytest
 from chiezo.sources.wikidump import WikiDump
 from chiezo.sources.wikitext import Namespaces, parse_article
 
-from helpers import shared
+from helpers import data_file
 
 # a unit that only ever follows a number, and what may stand before it
 UNIT = re.compile(r"(?<![A-Za-z_])(平方キロメートル|km2|km²|square miles|sq mi)")  # not area_km2
@@ -18,7 +18,7 @@ NUMBER_BEFORE = re.compile(r"(?:[\d〇一二三四五六七八九十百千万億
 
 
 def rendered(dump: str, titles: set[str] | None = None) -> dict[str, str]:
-    reader = WikiDump(shared(dump))
+    reader = WikiDump(data_file(dump))
     ns = Namespaces.for_wiki(reader.siteinfo.namespaces, reader.siteinfo.language)
     try:
         return {p.title: parse_article(p.text, ns).text for p in reader.pages()

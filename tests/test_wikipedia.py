@@ -15,7 +15,7 @@ from chiezo.service import Service
 from chiezo.sources.wikidump import WikiDump
 from chiezo.sources.wikipedia import WikiOptions, ingest_wikipedia
 
-from helpers import shared, wiki_dump
+from helpers import data_file, wiki_dump
 
 JA = "wikipedia/jawiki-20230501-excerpt.xml.bz2"
 EN = "wikipedia/enwiki-202207-excerpt.xml.bz2"
@@ -24,13 +24,13 @@ EN = "wikipedia/enwiki-202207-excerpt.xml.bz2"
 @pytest.fixture(scope="module")
 def jawiki(tmp_path_factory):
     settings = Settings(data_dir=tmp_path_factory.mktemp("ja") / "data")
-    report = ingest_wikipedia(settings, shared(JA))
+    report = ingest_wikipedia(settings, data_file(JA))
     return Service(settings), report
 
 
 @pytest.fixture(scope="module")
 def raw_pages():
-    dump = WikiDump(shared(JA))
+    dump = WikiDump(data_file(JA))
     pages = {p.title: p for p in dump.pages() if p.ns == 0 and p.redirect is None}
     dump.close()
     return pages
@@ -38,7 +38,7 @@ def raw_pages():
 
 def test_the_build_keeps_articles_of_namespace_zero(jawiki, raw_pages):
     service, report = jawiki
-    assert report.name == "jawiki" and report.docs == len(raw_pages) == 189
+    assert report.name == "jawiki" and report.docs == len(raw_pages) == 71  # 189 in the whole excerpt
     info = service.library.get("jawiki").info().to_dict()
     assert info["kind"] == "wikipedia" and info["language"] == "ja"
     assert info["input"]["dump_date"] == "20230501"
@@ -136,8 +136,8 @@ def test_chunks_follow_the_article_sections(jawiki):
 
 def test_the_english_excerpt_builds(tmp_path):
     service = Service(Settings(data_dir=tmp_path / "data"))
-    report = ingest_wikipedia(service.settings, shared(EN))
-    assert report.name == "enwiki" and report.docs == 139
+    report = ingest_wikipedia(service.settings, data_file(EN))
+    assert report.name == "enwiki" and report.docs == 42  # 139 in the whole excerpt
     assert service.search("Albedo", "enwiki").hits[0].title == "Albedo"
     doc = service.doc("enwiki", title="Alabama", fields=["point", "tags", "body"])
     assert doc["point"]["lat"] == pytest.approx(33, abs=1.5)
@@ -149,7 +149,7 @@ def test_the_english_excerpt_builds(tmp_path):
 
 def test_a_truncated_dump_fails_and_the_previous_generation_keeps_serving(jawiki, tmp_path):
     service, _ = jawiki
-    truncated = shared("wikipedia/jawiki-20230501-truncated.xml.xz")
+    truncated = data_file("wikipedia/jawiki-20230501-truncated.xml.xz")
     settings = service.settings
     before = generations.current_path(settings.corpus_dir / "jawiki")
     with pytest.raises(InputError) as info:
@@ -164,7 +164,7 @@ def test_a_truncated_dump_fails_and_the_previous_generation_keeps_serving(jawiki
 
 def test_a_truncated_dump_can_be_built_from_its_complete_pages(tmp_path):
     settings = Settings(data_dir=tmp_path / "data")
-    truncated = shared("wikipedia/jawiki-20230501-truncated.xml.xz")
+    truncated = data_file("wikipedia/jawiki-20230501-truncated.xml.xz")
     report = ingest_wikipedia(settings, truncated, "cut", wiki=WikiOptions(allow_truncated=True))
     assert report.docs > 10
     info = Service(settings).library.get("cut").info().to_dict()
@@ -246,5 +246,5 @@ def test_too_little_disk_is_refused_before_reading(tmp_path, monkeypatch):
     real = shutil.disk_usage
     monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=1024))
     with pytest.raises(BuildError, match="not enough disk"):
-        ingest_wikipedia(Settings(data_dir=tmp_path / "data"), shared(JA))
+        ingest_wikipedia(Settings(data_dir=tmp_path / "data"), data_file(JA))
     assert not list((tmp_path / "data" / "corpus").glob("*/*.building*"))

@@ -1,4 +1,4 @@
-"""Kiwix ZIM files (../shared/data/zim): both namespace schemes, redirects as aliases,
+"""Kiwix ZIM files (tests/data/zim): both namespace schemes, redirects as aliases,
 metadata, and the ray-charles file's searches."""
 
 import pytest
@@ -7,7 +7,7 @@ from chiezo.config import Settings
 from chiezo.errors import InputError
 from chiezo.service import Service
 
-from helpers import shared
+from helpers import data_file
 
 RAY = "zim/libkiwix_zimfile_raycharles.zim"
 
@@ -15,7 +15,7 @@ RAY = "zim/libkiwix_zimfile_raycharles.zim"
 @pytest.fixture(scope="module")
 def zims(tmp_path_factory):
     service = Service(Settings(data_dir=tmp_path_factory.mktemp("zim") / "data"))
-    report = service.ingest("zim", shared(RAY), None)
+    report = service.ingest("zim", data_file(RAY), None)
     return service, report
 
 
@@ -52,7 +52,7 @@ def test_redirects_are_aliases_and_links_are_titles(zims):
                                   "wikibooks_be_all_nopic_2017-02_withns.zim"])  # fmt: skip
 def test_both_namespace_schemes_build(tmp_path, file):
     service = Service(Settings(data_dir=tmp_path / "data"))
-    report = service.ingest("zim", shared(f"zim/{file}"), "books")
+    report = service.ingest("zim", data_file(f"zim/{file}"), "books")
     assert report.docs == 66
     assert service.search("Першая старонка", "books").hits[0].title == "Першая старонка"
 

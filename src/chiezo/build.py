@@ -38,7 +38,7 @@ from . import db, generations
 from .config import Settings
 from .errors import BuildError, ChiezoError, StorageFull
 from .models import Doc
-from .progress import NullProgress, Progress
+from .progress import NullProgress, Progress, ticking
 from .schema import INDEXES, SCHEMA_VERSION, TABLES, TEXT_INDEXES, WORDS_AND_TRIGRAMS
 from .search.query import MIN_FTS_CHARS, match_in_columns, phrase
 from .textnorm import normalise_title
@@ -160,6 +160,8 @@ class GenerationBuilder:
         self.identity = input_identity or {}
         self.options = options or BuildOptions()
         self.progress = progress or NullProgress()
+        self._ticking: contextlib.ExitStack | None = None  # the heartbeat while the builder is open
+        self._count_docs = True  # the reading phase counts documents (start_reading)
         self.expected_bytes = expected_bytes
         self.warnings: list[str] = []
         self.timings: dict[str, float] = {}
@@ -191,6 +193,8 @@ class GenerationBuilder:
             self._conn.execute("PRAGMA stage.journal_mode = OFF")
             self._conn.execute("PRAGMA stage.synchronous = OFF")
             self._conn.executescript(STAGE_TABLES)
+            self._ticking = contextlib.ExitStack()
+            self.progress = self._ticking.enter_context(ticking(self.progress))
         except BaseException as exc:
             self._abort()
             self._held_lock.__exit__(None, None, None)  # __exit__ does not run after this
@@ -205,6 +209,8 @@ class GenerationBuilder:
             if not self._finished:
                 self._abort()
         finally:
+            if self._ticking is not None:
+                self._ticking.close()
             self._held_lock.__exit__(None, None, None)
         failure = build_failure(self.name, exc) if exc is not None else None
         if failure is not None:  # a full disk said as such, not an SQLite traceback
@@ -230,8 +236,16 @@ class GenerationBuilder:
 
     # -- streaming ---------------------------------------------------------------------------
 
-    def start_reading(self, expected_docs: int | None = None) -> None:
-        self._phase("reading", expected_docs)
+    def start_reading(self, expected: int | None = None, unit: str = "docs") -> None:
+        """The reading phase, of ``expected`` documents — or of other units (files of a folder,
+        where a workbook gives a document per sheet): then the source counts them with
+        ``advance`` and ``add`` counts nothing, so the count can never pass the total."""
+        self._count_docs = unit == "docs"
+        self._phase("reading", expected, unit)
+
+    def advance(self, n: int = 1) -> None:
+        """Count ``n`` units of a reading phase that is not counted in documents."""
+        self.progress.advance(n)
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
@@ -281,7 +295,8 @@ class GenerationBuilder:
                 self.warn(f"{doc.key}: coordinates {lat}, {lon} are out of range; dropped")
         for ord_, chunk in enumerate(doc.chunks):
             self._queue("chunks", (seq, ord_, chunk.heading_path, chunk.text))
-        self.progress.advance(1)
+        if self._count_docs:
+            self.progress.advance(1)
         if seq % BATCH_DOCS == 0:
             self._flush()
 
@@ -344,8 +359,9 @@ class GenerationBuilder:
             self._order_and_copy(conn, docs)
             self._index(conn, docs)
             self._write_meta(conn, docs)
-            self._phase("validating", None, "checks")
-            validate_generation(conn, self.options, self._previous_doc_count())
+            self._phase("validating", validation_checks(self.options), "checks")
+            validate_generation(conn, self.options, self._previous_doc_count(),
+                                checked=self.progress.advance)  # fmt: skip
             self._phase("switching", None, "steps")
             chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
             conn.close()
@@ -355,8 +371,8 @@ class GenerationBuilder:
             generations.prune(self.directory, [self.final_path, previous])
             self._finished = True
             self._end_phase()
-        finally:
-            self.progress.close()
+        finally:  # the display stays open: whoever made it closes it (an embedding may follow)
+            self._end_phase()
         return BuildReport(
             name=self.name,
             kind=self.kind,
@@ -378,10 +394,14 @@ class GenerationBuilder:
                 hint="check that the input holds what you expect; the current generation "
                 "keeps serving",
             )
-        self._phase("ordering by popularity", None, "steps")
+        # counted in steps (late aliases, each ranking step, the ordinal): a step is one long
+        # statement on a large source, and the heartbeat keeps the line alive meanwhile
+        self._phase("ordering by popularity", 2 + len(self._before_order), "steps")
         _resolve_late_aliases(conn)
+        self.progress.advance(1)
         for step in self._before_order:
             step(conn)
+            self.progress.advance(1)
         conn.execute(
             "CREATE TABLE stage.ordinal (seq INTEGER PRIMARY KEY, doc_id INTEGER NOT NULL UNIQUE)"
         )
@@ -389,6 +409,7 @@ class GenerationBuilder:
             "INSERT INTO stage.ordinal (seq, doc_id) "
             "SELECT seq, row_number() OVER (ORDER BY rank_score DESC, seq) FROM stage.docs"
         )
+        self.progress.advance(1)
         # doc_ids are final: words can be split on the other core from here (wordindex.py)
         if self.options.word_index:
             words_path = self.path.with_name(self.path.name + ".words")
@@ -404,14 +425,18 @@ class GenerationBuilder:
                 (low, high),
             )
             self.progress.advance(min(high, docs) - low + 1)
-        self._phase("writing tags, links, chunks", None, "steps")
+        self._phase("writing tags, links, chunks", len(_COPY_CHILDREN), "steps")
         for statement in _COPY_CHILDREN:
             conn.execute(statement)
+            self.progress.advance(1)
         conn.execute("DETACH DATABASE stage")
 
     def _index(self, conn: db.Connection, docs: int) -> None:
-        self._phase("indexing", None, "steps")
-        conn.executescript(INDEXES)
+        statements = [s.strip() for s in INDEXES.split(";") if s.strip()]
+        self._phase("indexing", len(statements), "steps")
+        for statement in statements:
+            conn.execute(statement)
+            self.progress.advance(1)
         self._phase("indexing full text", docs)
         # No incremental merging while loading: 'optimize' merges everything once at the end
         # (measured: 22.2 s instead of 28.0 s for 30k documents, 24M characters).
@@ -426,29 +451,40 @@ class GenerationBuilder:
                 (low, high),
             )
             self.progress.advance(min(high, docs) - low + 1)
+        # one statement that cannot be cut into steps: only the heartbeat says it is alive
         self._phase("merging full-text segments", None, "steps")
         conn.execute("INSERT INTO docs_fts (docs_fts) VALUES ('optimize')")
-        self._phase("counting", None, "steps")
+        self._phase("counting trigrams", 1, "steps")
         conn.execute("CREATE VIRTUAL TABLE temp.fts_vocab USING fts5vocab(main, docs_fts, row)")
         conn.execute("INSERT INTO gram_df (gram, df) SELECT term, doc FROM temp.fts_vocab")
         conn.execute("DROP TABLE temp.fts_vocab")
+        self.progress.advance(1)
         if self.options.word_index:
             self._index_words(conn, docs)
+        self._count(conn)
+
+    def _count(self, conn: db.Connection) -> None:
+        """Tag and attribute counts, the rank vector, the planner's statistics: four steps."""
+        self._phase("counting tags and attributes", 4, "steps")
         conn.execute(
             "INSERT INTO tag_counts (tag, n) SELECT tag, count(*) FROM doc_tags GROUP BY tag"
         )
+        self.progress.advance(1)
         conn.execute(
             "INSERT INTO attr_counts (name, value, n) "
             "SELECT name, value, count(*) FROM doc_attrs GROUP BY name, value"
         )
+        self.progress.advance(1)
         scores = array(
             "f", (row[0] for row in conn.execute("SELECT rank_score FROM docs ORDER BY doc_id"))
         )
         if scores.itemsize != 4:
             raise BuildError("this platform has no 32-bit float array type")
         conn.execute("INSERT INTO rank_vector (id, scores) VALUES (1, ?)", (_le_bytes(scores),))
+        self.progress.advance(1)
         conn.execute("PRAGMA analysis_limit = 1000")
         conn.execute("ANALYZE")
+        self.progress.advance(1)
 
     def _index_words(self, conn: db.Connection, docs: int) -> None:
         splitter = self._splitter
@@ -573,10 +609,22 @@ def _le_bytes(values: array) -> bytes:
     return values.tobytes()
 
 
+def _text_indexes(options: BuildOptions) -> tuple[str, ...]:
+    return ("docs_fts", "words_fts") if options.word_index else ("docs_fts",)
+
+
+def validation_checks(options: BuildOptions) -> int:
+    """How many checks ``validate_generation`` reports: SQLite's, one per text index, titles."""
+    return 2 + len(_text_indexes(options))
+
+
 def validate_generation(
-    conn: db.Connection, options: BuildOptions, previous_docs: int | None
+    conn: db.Connection, options: BuildOptions, previous_docs: int | None, checked=None
 ) -> None:
-    """Refuse to switch in a generation that is damaged, empty or suspiciously small."""
+    """Refuse to switch in a generation that is damaged, empty or suspiciously small.
+    ``checked()`` is called after each of the ``validation_checks`` checks (an integrity
+    check of a large file takes minutes)."""
+    checked = checked or (lambda: None)
     docs = conn.execute("SELECT count(*) FROM docs").fetchone()[0]
     if docs < max(options.min_docs, 1):
         raise BuildError(f"the new generation has {docs} documents, fewer than {options.min_docs}")
@@ -592,7 +640,8 @@ def validate_generation(
         raise BuildError(
             "the new generation failed SQLite's integrity check: " + "; ".join(problems)
         )
-    for index in ("docs_fts", "words_fts") if options.word_index else ("docs_fts",):
+    checked()
+    for index in _text_indexes(options):
         indexed = conn.execute(f"SELECT count(*) FROM {index}_docsize").fetchone()[0]
         if indexed != docs:
             raise BuildError(f"the text index {index} holds {indexed} documents, the table {docs}")
@@ -601,7 +650,9 @@ def validate_generation(
                 conn.execute(f"INSERT INTO {index} ({index}) VALUES ('integrity-check')")
             except db.Error as exc:
                 raise BuildError(f"the text index {index} is inconsistent: {exc}") from exc
+        checked()
     _check_sample_titles(conn, docs)
+    checked()
 
 
 def _check_sample_titles(conn: db.Connection, docs: int) -> None:
@@ -663,11 +714,14 @@ def available_memory() -> int | None:
     return None
 
 
-def derive_generation(settings: Settings, name: str, step, *, what: str) -> BuildReport:
+def derive_generation(settings: Settings, name: str, step, *, what: str,
+                      keep_previous: Path | None | str = generations.REPLACED) -> BuildReport:  # fmt: skip
     """A new generation of ``name`` made from the current one: copy it, let ``step(conn,
     final_path)`` change the copy (and write sidecar files named ``final_path.name + ".…"``),
     check it, switch. Used to add vectors to a built source without touching the file readers
-    have open; a failure leaves the current generation and removes the copy and its sidecars."""
+    have open; a failure leaves the current generation and removes the copy and its sidecars.
+    ``keep_previous``: the generation kept beside the new one (``generations.previous_to_keep``;
+    an ingest's embed step passes the one that served before the ingest)."""
     started = time.monotonic()
     directory = generations.source_dir(settings.corpus_dir, name)
     with generations.BuildLock(directory):
@@ -695,7 +749,8 @@ def derive_generation(settings: Settings, name: str, step, *, what: str) -> Buil
             chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
             conn.close()
             conn = None
-            previous = generations.install(building, final)
+            previous = generations.previous_to_keep(generations.install(building, final),
+                                                    keep_previous)  # fmt: skip
             generations.prune(directory, [final, previous])
         except BaseException as exc:
             if conn is not None:

@@ -18,13 +18,14 @@ from . import __version__
 from .answer.options import MAX_EXCERPTS, MAX_TOKENS, AnswerOptions
 from .answer.terminal import Turn
 from .cli_common import emit_json, err, handles_errors, out, print_error, service_of, units_label
-from .cli_ingest import ingest, rebuild
+from .cli_ingest import ingest, one_build_at_a_time, rebuild
 from .cli_library import COMMANDS
+from .cli_ops import COMMANDS as OPS_COMMANDS
 from .config import Settings, is_loopback
 from .errors import EXIT_NOT_FOUND, ChiezoError
 from .mcp_config import MCP_CLIENTS
 from .models import SearchResult
-from .progress import NullProgress, RichProgress
+from .progress import console_progress
 from .request_models import MAX_LIMIT, FilterRequest, Param, Request, SearchRequest, params
 from .service import Service
 
@@ -45,7 +46,7 @@ def cli(ctx: click.Context, data: Path) -> None:
     ctx.obj = {"service": Service(Settings.from_env(data_dir=data))}
 
 
-for command in (ingest, rebuild, *COMMANDS):
+for command in (ingest, rebuild, *COMMANDS, *OPS_COMMANDS):
     cli.add_command(command)
 
 
@@ -359,17 +360,20 @@ def doctor(ctx, as_json) -> None:
     help="Embed sentences grouped up to N characters (0: whole chunks). Default: as before, "
     "else 60 — or whole chunks for sources over 200,000 chunks.",
 )
+@click.option("--wait", is_flag=True, help="If a build or job runs, wait for it, then start.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
 @handles_errors
-def embed(ctx, source, model, max_chunks, unit_chars, as_json) -> None:
+def embed(ctx, source, model, max_chunks, unit_chars, wait, as_json) -> None:
     """Add vectors to SOURCE for semantic and hybrid search (a new generation). Resumable and
     incremental: vectors are cached by chunk text, so an interrupted run or a rebuild only
     embeds what is new. The source stays searchable by text meanwhile."""
-    progress = NullProgress() if as_json else RichProgress(err)
+    service = service_of(ctx)
+    progress = console_progress(err, quiet=as_json)
     try:
-        report = service_of(ctx).embed(source, model, max_chunks=max_chunks, unit_chars=unit_chars,
-                                     progress=progress)  # fmt: skip
+        with one_build_at_a_time(service, f"`chiezo embed {source}`", source, "embed", wait):
+            report = service.embed(source, model, max_chunks=max_chunks, unit_chars=unit_chars,
+                                   progress=progress)  # fmt: skip
     finally:
         progress.close()
     data = report.to_dict()

@@ -19,7 +19,7 @@ from rich.markup import escape
 from .build import BuildOptions
 from .cli_common import emit_json, err, handles_errors, out, print_error, service_of, units_label
 from .errors import ChiezoError
-from .progress import NullProgress, RichProgress
+from .progress import console_progress
 from .sources.kinds import OptionField, SourceKind, kinds, option_fields
 
 # BuildOptions fields a kind may offer as flags (``SourceKind.build_flags``)
@@ -31,7 +31,10 @@ BUILD_FLAGS = {
     "language": partial(click.Option, ["--language"], default=None,
                         help="Main language of the documents, e.g. ja."),
 }  # fmt: skip
-COMMON = {"inputs", "name", "watch", "interval", "embed_model", "no_embed", "as_json"}
+# one build at a time in a data directory, server jobs included (jobs.exclusive)
+WAIT_OPTION = partial(click.Option, ["--wait"], is_flag=True,
+                      help="Wait for a running build or server job instead of refusing.")  # fmt: skip
+COMMON = {"inputs", "name", "watch", "interval", "embed_model", "no_embed", "wait", "as_json"}
 
 
 class KindCommands(click.Group):
@@ -51,7 +54,7 @@ def ingest() -> None:
 
 
 def kind_command(kind: SourceKind) -> click.Command:
-    fields = option_fields(kind.Options)
+    fields = [f for f in option_fields(kind.Options) if f.flag.cli]  # not what a kind sets itself
     clashes = COMMON & {f.name for f in fields} | COMMON & set(kind.build_flags)
     if clashes:
         raise TypeError(f"source kind {kind.name!r}: option names {sorted(clashes)} are taken")
@@ -71,6 +74,7 @@ def kind_command(kind: SourceKind) -> click.Command:
         click.Option(["--no-embed"], is_flag=True,
                      help="Do not re-embed (by default a source that had vectors is re-embedded "
                      "with its model; unchanged passages come from the cache)."),
+        WAIT_OPTION(),
         click.Option(["--json", "as_json"], is_flag=True, help="Print the build report as JSON."),
     ]  # fmt: skip
 
@@ -129,10 +133,13 @@ def _ingest(ctx: click.Context, kind: SourceKind, fields: list[OptionField], val
         raise click.UsageError(f"{flag} is for downloading the {kind.argument}; one was given")
 
     def build() -> None:
-        progress = NullProgress() if as_json else RichProgress(err)
+        service = service_of(ctx)
+        progress = console_progress(err, quiet=as_json)
         try:
-            report = service_of(ctx).ingest(kind.name, inputs, values["name"], options=options,
-                                            build=build_options, progress=progress, embed=embed)  # fmt: skip
+            with one_build_at_a_time(service, f"`chiezo ingest {kind.name}`", values["name"], "ingest",
+                            values["wait"]):  # fmt: skip
+                report = service.ingest(kind.name, inputs, values["name"], options=options,
+                                        build=build_options, progress=progress, embed=embed)  # fmt: skip
         finally:
             progress.close()
         print_report(report, as_json)
@@ -145,6 +152,18 @@ def _ingest(ctx: click.Context, kind: SourceKind, fields: list[OptionField], val
         with contextlib.suppress(KeyboardInterrupt):
             watch(lambda: frozenset().union(*(snapshot(p) for p in inputs)), _keep_serving(build),
                   interval=values["interval"])  # fmt: skip
+
+
+def one_build_at_a_time(service, what: str, source: str | None, action: str, wait: bool):
+    """The data directory's jobs lock for this build (jobs.exclusive): no server job runs
+    meanwhile; refused naming what runs, or with --wait waited for."""
+    from .jobs import exclusive
+
+    def waiting(holder: str) -> None:
+        err.print(f"[dim]waiting for {escape(holder)} to finish…[/]")
+
+    return exclusive(service.settings, what, source=source, action=action, wait=wait,
+                     waiting=waiting)  # fmt: skip
 
 
 def _option_value(f: OptionField, value: Any) -> Any:
@@ -202,28 +221,43 @@ def print_report(report, as_json: bool) -> None:
 @click.command()
 @click.argument("source")
 @click.option(
+    "--fetch",
+    is_flag=True,
+    help="Download the input again first (a source that was fetched: the newest dump, "
+    "checked against its checksum); nothing is rebuilt when it is the same file.",
+)
+@click.option(
     "--no-embed",
     is_flag=True,
     help="Do not re-embed (by default a source that had vectors is re-embedded with its model; "
     "unchanged passages come from the cache).",
 )
+@click.option("--wait", is_flag=True,
+              help="Wait for a running build or server job instead of refusing.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the build report as JSON.")
 @click.pass_context
 @handles_errors
-def rebuild(ctx, source, no_embed, as_json) -> None:
+def rebuild(ctx, source, fetch, no_embed, wait, as_json) -> None:
     """Rebuild SOURCE from the input it was built from, with the options recorded then (also
-    a source that needs a rebuild after an upgrade). The current generation keeps serving
-    until the new one is complete."""
-    from .jobs import rebuild_call_for
+    a source that needs a rebuild after an upgrade); with --fetch, from its input downloaded
+    anew. The current generation keeps serving until the new one is complete."""
+    from .jobs import rebuild_call_for, run_rebuild
 
     service = service_of(ctx)
-    call = rebuild_call_for(service, source)
-    progress = NullProgress() if as_json else RichProgress(err)
+    call = rebuild_call_for(service, source, fetch=fetch)
+    progress = console_progress(err, quiet=as_json)
     try:
-        report = service.ingest(call.kind, call.inputs, source, options=call.options,
-                                build=call.build, progress=progress,
-                                embed=False if no_embed else None)  # fmt: skip
+        with one_build_at_a_time(service, f"`chiezo rebuild {source}`", source, "rebuild", wait):
+            report = run_rebuild(service, call, source, progress=progress,
+                                 embed=False if no_embed else None)  # fmt: skip
     finally:
         progress.close()
+    if report is None:
+        said = {"source": source, "up_to_date": True, "input": (call.identity or {}).get("path")}
+        if as_json:
+            emit_json(said)
+        else:
+            out.print(f"{escape(source)} is up to date: the newest input is the one it was "
+                      f"built from ({escape(str(said['input']))}); nothing rebuilt")  # fmt: skip
+        return
     print_report(report, as_json)
-

@@ -43,6 +43,9 @@ def open_readonly(path: Path, *, immutable: bool = True) -> Connection:
         params["immutable"] = "1"
     conn = sqlite3.connect(_uri(path, **params), uri=True, check_same_thread=False)
     conn.execute("PRAGMA query_only = 1")
+    # A source file may come from elsewhere (chiezo import): its schema's views and triggers
+    # must never run functions with side effects on our behalf.
+    conn.execute("PRAGMA trusted_schema = OFF")
     # Memory-mapped reads avoid a copy per page; the mapping is address space, not RAM.
     conn.execute("PRAGMA mmap_size = 1073741824")
     conn.execute("PRAGMA cache_size = -16384")  # 16 MiB page cache per connection

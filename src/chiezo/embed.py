@@ -3,8 +3,8 @@
 Embedding is the slow part (e5-small: ~3.6 passages/s on 2 cores), so it is
 
 * **resumable** — every batch is committed to an embedding cache
-  (``$CHIEZO_DATA/vectors/<model>.db``, float16 by a hash of the exact text embedded); an
-  interrupted run continues where it stopped;
+  (``$CHIEZO_DATA/vectors/<model>.f16.db``, float16 by a hash of the exact text embedded:
+  vector_cache.py); an interrupted run continues where it stopped;
 * **incremental** — a chunk whose text is unchanged (after a rebuild, or shared by two sources)
   is never embedded twice;
 * **partial if asked** — ``--max-chunks N`` embeds the chunks of the most popular documents
@@ -36,13 +36,17 @@ from .build import derive_generation
 from .config import Settings
 from .embedders import DEFAULT_MODEL, get_embedder
 from .errors import BadQuery
+from .generations import REPLACED
 from .library import Library
-from .progress import NullProgress, Progress
+from .progress import NullProgress, Progress, ticking
 from .search.vectors import VECTOR_SCHEMA, index_path
+from .vector_cache import VectorCache
 
 BATCH = 64
 MAX_PASSAGE_CHARS = 2000
 INDEX_BATCH = 20_000
+INDEX_ADD = 4096  # vectors per index.add call: a few seconds each on 2 cores, then counted
+CALIBRATION_BATCH = 32
 SENTENCE_UNIT_CHARS = 60  # best of 1–150 on JaQuAD dev (docs/design.md §18)
 UNITS_UP_TO_CHUNKS = 200_000
 # A unit shorter than this joins its neighbour: a heading line ("# 百済") or "注釈" alone carries
@@ -132,33 +136,6 @@ def text_hash(model: str, text: str) -> str:
     return hashlib.sha1(f"{model}\0{text}".encode()).hexdigest()
 
 
-class VectorCache:
-    """float16 vectors by text hash, one file per model."""
-
-    def __init__(self, settings: Settings, model: str):
-        directory = settings.data_dir / "vectors"
-        directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / (re.sub(r"[^A-Za-z0-9_.-]+", "_", model) + ".db")
-        self.conn = db.open_for_writing(self.path)
-        self.conn.execute(
-            "CREATE TABLE IF NOT EXISTS vec (hash TEXT PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID"
-        )
-
-    def known(self, hashes: list[str]) -> set[str]:
-        marks = ",".join("?" * len(hashes))
-        return {
-            r[0] for r in self.conn.execute(f"SELECT hash FROM vec WHERE hash IN ({marks})", hashes)
-        }
-
-    def put(self, rows: list[tuple[str, bytes]]) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
-        self.conn.executemany("INSERT OR REPLACE INTO vec VALUES (?, ?)", rows)
-        self.conn.execute("COMMIT")
-
-    def close(self) -> None:
-        self.conn.close()
-
-
 def embed_source(
     settings: Settings,
     library: Library,
@@ -168,8 +145,29 @@ def embed_source(
     max_chunks: int | None = None,
     unit_chars: int | None = None,
     progress: Progress | None = None,
+    keep_previous: Path | None | str = REPLACED,
 ) -> EmbedReport:
-    progress = progress or NullProgress()
+    """Embed source ``name`` and switch the result in (see the module docstring); progress
+    has a heartbeat throughout, so a long model batch or index step never goes silent.
+    ``keep_previous``: the generation to keep beside the new one — by default the one it
+    replaces; the embed step of an ingest gives the one that served before the ingest."""
+    with ticking(progress) as shown:
+        return _embed_source(settings, library, name, model, max_chunks=max_chunks,
+                             unit_chars=unit_chars, progress=shown,
+                             keep_previous=keep_previous)  # fmt: skip
+
+
+def _embed_source(
+    settings: Settings,
+    library: Library,
+    name: str,
+    model: str | None,
+    *,
+    max_chunks: int | None,
+    unit_chars: int | None,
+    progress: Progress,
+    keep_previous: Path | None | str,
+) -> EmbedReport:
     if unit_chars is not None and unit_chars < 0:
         raise BadQuery(f"unit_chars must be 0 (whole chunks) or more, got {unit_chars}")
     source = library.get(name)
@@ -177,12 +175,13 @@ def embed_source(
         raise BadQuery(f"the {name} source is not embedded (it changes with every write)",
                        source=name)  # fmt: skip
     model = model or source.meta.get("embedding_model") or DEFAULT_MODEL
+    progress.phase(f"loading {model}", None, "steps")
     embedder = get_embedder(model)
     started = time.monotonic()
     total = source.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
     wanted = min(total, max_chunks) if max_chunks is not None else total
     unit_chars = choose_unit_chars(unit_chars, source.meta, total)
-    cache = VectorCache(settings, embedder.name)
+    cache = VectorCache(settings, embedder.name, progress)  # converts a cache of the old layout
     embedded = reused = 0
     try:
         progress.phase(f"embedding with {embedder.name}", wanted, "chunks")
@@ -198,14 +197,18 @@ def embed_source(
             embedded += len(todo)
             reused += len(batch) - len(todo)
             progress.advance(chunk_count)
-        progress.phase("writing vectors and index", None, "steps")
+        # the copy of the current generation is one file copy: the heartbeat shows it alive
+        progress.phase("copying the generation", None, "steps")
         counts: dict[str, int] = {}
-        report = derive_generation(
-            settings, name,
-            lambda conn, final: counts.update(
-                _write_vectors(conn, final, cache, embedder, wanted, unit_chars)),
-            what="embed",
-        )  # fmt: skip
+
+        def step(conn, final) -> None:
+            progress.phase("writing vectors", embedded + reused, "vectors")
+            counts.update(_write_vectors(conn, final, cache, embedder, wanted, unit_chars,
+                                         progress))  # fmt: skip
+            progress.phase("checking and switching", None, "steps")
+
+        report = derive_generation(settings, name, step, what="embed",
+                                   keep_previous=keep_previous)  # fmt: skip
     finally:
         cache.close()
     return EmbedReport(name, embedder.name, total, counts.get("embedded_chunks", 0),
@@ -243,24 +246,32 @@ def _unit_batches(conn: db.Connection, wanted: int, unit_chars: int):
 
 
 def _write_vectors(
-    conn: db.Connection, final: Path, cache: VectorCache, embedder, wanted: int, unit_chars: int
+    conn: db.Connection,
+    final: Path,
+    cache: VectorCache,
+    embedder,
+    wanted: int,
+    unit_chars: int,
+    progress: Progress | None = None,
 ) -> dict[str, int]:
+    """The units' vectors from the cache into ``chunk_vectors`` (a "writing vectors" phase
+    of as many units is open), then the index and the calibration, as phases of their own."""
     import numpy as np
+
+    progress = progress or NullProgress()
 
     conn.execute("DROP TABLE IF EXISTS chunk_vectors")  # a layout from an older embed goes too
     for statement in VECTOR_SCHEMA:
         conn.execute(statement)
-    conn.execute("ATTACH DATABASE ? AS cache", (str(cache.path),))
     for batch, _ in _unit_batches(conn, wanted, unit_chars):
         hashes = [text_hash(embedder.name, unit.passage) for unit in batch]
-        marks = ",".join("?" * len(hashes))
-        found = dict(conn.execute(f"SELECT hash, v FROM cache.vec WHERE hash IN ({marks})", hashes))
+        found = cache.get(hashes)
         conn.executemany(
             "INSERT INTO chunk_vectors (chunk_id, span_start, span_end, vec) VALUES (?, ?, ?, ?)",
             [(u.chunk_id, u.start, u.end, found[h])
              for u, h in zip(batch, hashes, strict=True) if h in found],
         )  # fmt: skip
-    conn.execute("DETACH DATABASE cache")
+        progress.advance(len(batch))
     count = conn.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0]
     chunks = conn.execute("SELECT count(DISTINCT chunk_id) FROM chunk_vectors").fetchone()[0]
     meta = {
@@ -276,12 +287,37 @@ def _write_vectors(
     }
     conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                      [(k, str(v)) for k, v in meta.items()])  # fmt: skip
-    index = _write_index(conn, final, embedder.dim, np)
-    floor = _calibrate(embedder, index)
+    progress.phase("building the vector index", count, "vectors")
+    index = write_index(conn, final, embedder.dim, np, progress.advance)
+    progress.phase("calibrating", calibration_queries(), "queries")
+    floor = _calibrate(_Counting(embedder, progress.advance), index)
     if floor is not None:
         conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('semantic_floor', ?)",
                      (str(round(floor, 4)),))  # fmt: skip
     return {"vector_count": count, "embedded_chunks": chunks}
+
+
+class _Counting:
+    """The embedder, embedding in small batches and counting them: the calibration's queries
+    are one call, which would otherwise show no count for its length."""
+
+    def __init__(self, embedder, counted) -> None:
+        self.embedder, self.counted = embedder, counted
+
+    def embed(self, texts: list[str], kind: str = "passage"):
+        import numpy as np
+
+        parts = []
+        for at in range(0, len(texts), CALIBRATION_BATCH):
+            parts.append(self.embedder.embed(texts[at : at + CALIBRATION_BATCH], kind))
+            self.counted(len(parts[-1]))
+        return np.concatenate(parts) if parts else self.embedder.embed([], kind)
+
+
+def calibration_queries() -> int:
+    from .search import calibration
+
+    return calibration.NONSENSE_QUERIES
 
 
 def _calibrate(embedder, index) -> float | None:
@@ -320,8 +356,9 @@ def previous_embedding(path: Path | None) -> tuple[str, int | None, int | None] 
             int(units) if units not in (None, "") else None)  # fmt: skip
 
 
-def _write_index(conn: db.Connection, final: Path, dim: int, np):
-    """The HNSW file, filled in batches so memory holds one batch of raw vectors at a time."""
+def write_index(conn: db.Connection, final: Path, dim: int, np, added=None):
+    """The HNSW file, filled in batches so memory holds one batch of raw vectors at a time;
+    ``added(n)`` after every ``INDEX_ADD`` vectors (so the phase moves every few seconds)."""
     from .search import vectors as vec
 
     Index = vec.usearch_index_class()  # noqa: N806 - a class
@@ -338,7 +375,11 @@ def _write_index(conn: db.Connection, final: Path, dim: int, np):
             break
         keys = np.array([r[0] for r in rows], dtype=np.uint64)
         matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f2").reshape(len(rows), dim)
-        index.add(keys, matrix.astype(np.float32), threads=0)
+        for at in range(0, len(rows), INDEX_ADD):
+            part = slice(at, at + INDEX_ADD)
+            index.add(keys[part], matrix[part].astype(np.float32), threads=0)
+            if added is not None:
+                added(len(keys[part]))
         last = rows[-1][0]
     index.save(str(index_path(final)))
     return index

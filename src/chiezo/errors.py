@@ -326,3 +326,11 @@ class InternalError(ChiezoError):
         said = f": {exc}" if detail and str(exc) else ""
         return cls(f"internal error ({type(exc).__name__}){said}",
                    hint="this is a bug; the server log has the details")  # fmt: skip
+
+
+class Cancelled(ChiezoError):
+    """A job stopped at the request of whoever may run jobs (``JobRunner.cancel``); the
+    current generation keeps serving."""
+
+    status = 409
+    exit_code = EXIT_FAILURE

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .errors import BadQuery, BuildError, Conflict
+from .errors import BadQuery, BuildError, Conflict, Operation, SchemaMismatch
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 CURRENT = "current"
@@ -242,3 +242,110 @@ def _fsync(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# -- which generation is kept beside the current one (issue 19) -------------------------------
+
+REPLACED = "replaced"  # previous_to_keep: the generation the switch replaced
+
+
+def previous_to_keep(replaced: Path | None, keep: Path | None | str) -> Path | None:
+    """The generation kept beside a newly switched-in one: ``keep`` when given — an ingest's
+    embed step gives the generation that served before the ingest, so the text-only
+    intermediate the embed replaces (current for the minutes the embedding took, chosen by
+    nobody) is not what a rollback would return to — else, or when ``keep`` is gone meanwhile,
+    the one the switch ``replaced``. ``keep=None``: nothing served before (a first ingest)."""
+    if isinstance(keep, str):  # REPLACED
+        return replaced
+    if keep is None:
+        return None
+    return keep if keep.exists() else replaced
+
+
+def previous_path(directory: Path) -> Path | None:
+    """The kept previous generation: the newest generation file that is not the current one
+    (a switch keeps one, so normally the only other; after a crash between a switch and its
+    prune, the newest of them is the one the switch replaced). None without a current one."""
+    current = current_path(directory)
+    if current is None:
+        return None
+    others = [p for p in generation_files(directory) if p.name != current.name]
+    return others[-1] if others else None
+
+
+# -- rollback (issue 19) ---------------------------------------------------------------------
+
+
+def rollback(directory: Path) -> dict[str, Any]:
+    """Point ``current`` back at the kept previous generation (``previous_path``) — atomically
+    and under the build lock, like a build's switch — and return what serves now and what is
+    kept. The generation that was current becomes the kept one, so a second rollback goes
+    forward again; nothing is deleted. Refused (Conflict) while a build of the source runs and
+    when there is no previous generation; refused (SchemaMismatch) when the previous one was
+    written by another schema version than this program reads — a rebuild is the way then."""
+    name = directory.name
+    try:
+        lock = BuildLock(directory).__enter__()
+    except BuildError as exc:
+        raise Conflict(
+            f"a build of {name!r} is running; it cannot be rolled back meanwhile",
+            source=name, hint="roll back once the build has finished",
+        ) from exc  # fmt: skip
+    try:
+        current, previous = current_path(directory), previous_path(directory)
+        if previous is None:
+            raise Conflict(
+                f"{name!r} has no previous generation to roll back to",
+                source=name,
+                current=current.name if current else None,
+                hint="a build keeps the generation it replaced; this source has been built "
+                "once, or its previous generation was removed",
+            )
+        meta = _readable_meta(name, previous)
+        switch_current(directory, previous)
+    finally:
+        lock.__exit__(None, None, None)
+    return {"source": name, "current": previous.name, "previous": current.name if current else None,
+            "built_at": meta.get("built_at"), "docs": _int(meta.get("doc_count")),
+            "schema_version": _int(meta.get("schema_version"))}  # fmt: skip
+
+
+def _readable_meta(name: str, generation: Path) -> dict[str, str]:
+    """The meta table of ``generation`` if this program reads it (the schema version it was
+    written with, the tables every search needs); SchemaMismatch naming both versions else."""
+    from . import db
+    from .schema import REQUIRED_TABLES, SCHEMA_VERSION
+
+    try:
+        conn = db.open_readonly(generation)
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            meta = dict(conn.execute("SELECT key, value FROM meta")) if "meta" in tables else {}
+        finally:
+            conn.close()
+    except db.Error as exc:
+        raise SchemaMismatch(f"the previous generation of {name!r} ({generation.name}) cannot "
+                             f"be read ({exc}): it cannot be rolled back to", source=name,
+                             hint="rebuild the source instead: {see}",
+                             see=Operation("rebuild", name)) from exc  # fmt: skip
+    version = _int(meta.get("schema_version"))
+    if version != SCHEMA_VERSION or not set(REQUIRED_TABLES) <= tables:
+        age = "an older" if version < SCHEMA_VERSION else "a newer"
+        raise SchemaMismatch(
+            f"cannot roll {name!r} back to {generation.name}: it was written with schema "
+            f"version {version}, {age} one than the version {SCHEMA_VERSION} this Chiezo reads",
+            source=name,
+            schema_version=version,
+            expected_schema_version=SCHEMA_VERSION,
+            hint=("rebuild the source instead: {see}" if version < SCHEMA_VERSION
+                  else "upgrade Chiezo to read it, or rebuild the source: {see}"),
+            see=Operation("rebuild", name),
+        )  # fmt: skip
+    return meta
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0

@@ -2,9 +2,13 @@
 a thread of the server process, with live progress and a log a client polls.
 
 * ``rebuild_call(info)`` turns a source's recorded kind and input identity back into the ingest
-  call that built it (the same options, so a rebuild is the same build on newer input);
+  call that built it (the same options, so a rebuild is the same build on newer input); with
+  ``fetch``, the input of a source that was downloaded is downloaded again (``run_rebuild``);
 * ``JobProgress`` is a Progress (progress.py) that keeps the current phase and a capped log;
-* ``JobRunner`` plans (what will happen, as facts a UI can phrase) and runs one job at a time.
+* ``JobRunner`` plans (what will happen, as facts a UI can phrase) and runs one job at a time,
+  which can be cancelled (checked at its next progress update: ``Cancelled``);
+* ``exclusive()``: the same one-at-a-time lock for ``chiezo rebuild``/``ingest``/``import`` from
+  the command line, so a build there and a server job never run together.
 
 A job that fails loses nothing: the builder switches a generation in only once it is complete
 and validated, so the current generation keeps serving (docs/design.md §21).
@@ -21,14 +25,15 @@ import os
 import threading
 import time
 from collections import OrderedDict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from . import generations
-from .build import BuildOptions
+from .build import BuildOptions, BuildReport
 from .errors import (
     BadQuery,
+    Cancelled,
     ChiezoError,
     Conflict,
     InternalError,
@@ -36,8 +41,9 @@ from .errors import (
     NotFound,
     Operation,
 )
+from .progress import STEP_UNITS
 from .source_info import SourceInfo
-from .sources.kinds import kind_named, recorded_options
+from .sources.kinds import kind_named, option_fields, recorded_options
 
 ACTIONS = ("rebuild", "embed")
 SERVING_DURING = "the current generation keeps serving until the new one is complete"
@@ -47,6 +53,7 @@ MAX_LOG_LINES = 500
 KEEP_JOBS = 50
 SAVE_EVERY_S = 0.5  # how often a running job's record is refreshed on disk
 STALE_S = 30.0  # a "running" record older than this was left by a process that is gone
+LOCK_FILE = "jobs.lock"  # in the data directory: one build at a time, server or command line
 
 log = logging.getLogger("chiezo.jobs")
 
@@ -65,10 +72,12 @@ class RebuildCall:
     it was built, read back from what its build recorded."""
 
     kind: str
-    inputs: list[Path]
+    inputs: list[Path]  # empty when the input is downloaded again (``fetch``)
     options: Any  # the kind's Options
     build: BuildOptions
     missing: list[str]  # recorded inputs that are no longer there
+    fetch: dict[str, Any] | None = None  # what the source was fetched with (rebuild --fetch)
+    identity: dict[str, Any] | None = None  # the input identity its build recorded
 
     def recorded(self) -> dict[str, Any]:
         """The options as the plan shows them (JSON), with the document language."""
@@ -76,10 +85,11 @@ class RebuildCall:
         return {**recorded_options(self.options), **language}
 
 
-def rebuild_call(info: SourceInfo) -> RebuildCall:
-    """How to rebuild the source described by ``info``. BadQuery (400) for a writable source
-    (notes) and for an input that is no longer there."""
-    call = _rebuild_parts(info)
+def rebuild_call(info: SourceInfo, *, fetch: bool = False) -> RebuildCall:
+    """How to rebuild the source described by ``info`` — with ``fetch``, from its input
+    downloaded again. BadQuery (400) for a writable source (notes), for an input that is no
+    longer there, and with ``fetch`` for a source whose input was not downloaded."""
+    call = _rebuild_parts(info, fetch=fetch)
     if call.missing:
         raise BadQuery(
             f"cannot rebuild {info.name!r}: its input {call.missing[0]} no longer exists",
@@ -92,12 +102,17 @@ def rebuild_call(info: SourceInfo) -> RebuildCall:
     return call
 
 
-def rebuild_call_for(service, name: str) -> RebuildCall:
+def rebuild_call_for(service, name: str, *, fetch: bool = False) -> RebuildCall:
     """``rebuild_call`` of the source called ``name``."""
-    return rebuild_call(source_info(service, name))
+    return rebuild_call(source_info(service, name), fetch=fetch)
 
 
-def _rebuild_parts(info: SourceInfo) -> RebuildCall:
+def _rebuild_parts(info: SourceInfo, *, fetch: bool = False) -> RebuildCall:
+    call = _recorded_call(info)
+    return _fetching_again(info, call) if fetch else call
+
+
+def _recorded_call(info: SourceInfo) -> RebuildCall:
     if info.writable:
         raise BadQuery(NO_REBUILD, source=info.name)
     try:
@@ -117,17 +132,70 @@ def _rebuild_parts(info: SourceInfo) -> RebuildCall:
     build = BuildOptions(language=info.language) if "language" in kind.build_flags else BuildOptions()
     needed = inputs + kind.extra_inputs(options)
     missing = [str(p) for p in needed if not p.exists()]
-    return RebuildCall(kind.name, inputs, options, build, missing)
+    return RebuildCall(kind.name, inputs, options, build, missing, identity=info.input)
+
+
+def _fetching_again(info: SourceInfo, call: RebuildCall) -> RebuildCall:
+    """``call`` made to download again what the build was fetched with (the kind's ``fetched``
+    record, sources/kinds.py ``Fetched``): its fetch options set again, the options the
+    download filled in cleared (filled anew), and no input when the input itself is fetched.
+    The record stays on the options: a kind's ``fetch`` reads it as "asked again" (GeoNames
+    then asks whether the server's files changed)."""
+    record = getattr(call.options, "fetched", None)
+    if not isinstance(record, dict) or not record.get("options"):
+        raise BadQuery(
+            f"{info.name!r} was built from {call.inputs[0]}, not downloaded: there is nothing "
+            "to fetch again",
+            source=info.name,
+            hint="rebuild it from that input: {see}",
+            see=Operation("rebuild", info.name),
+        )
+    names = {f.name for f in option_fields(type(call.options))}
+    again = {k: v for k, v in record["options"].items() if k in names}
+    cleared = {k: None for k in record.get("filled", []) if k in names}
+    options = replace(call.options, **{**again, **cleared})
+    inputs = [] if record.get("input") else call.inputs
+    kind = kind_named(call.kind)
+    missing = [str(p) for p in inputs + kind.extra_inputs(options) if not p.exists()]
+    return RebuildCall(call.kind, inputs, options, call.build, missing, fetch=record,
+                       identity=call.identity)  # fmt: skip
+
+
+def run_rebuild(service, call: RebuildCall, name: str, *, progress,
+                embed=None) -> BuildReport | None:  # fmt: skip
+    """Rebuild ``name`` as ``call`` says. With ``call.fetch`` and a downloaded input, the input
+    is downloaded first (verified, resumable: sources/download.py); when what came is the file
+    the source was built from (same path, size and time), nothing is rebuilt: None."""
+    if call.fetch and not call.inputs:
+        got = kind_named(call.kind).fetch(service.settings, call.options, progress)
+        if _same_input(got.inputs, call.identity or {}):
+            return None
+        call = replace(call, inputs=got.inputs, options=got.options)
+    return service.ingest(call.kind, call.inputs, name, options=call.options, build=call.build,
+                          progress=progress, embed=embed)  # fmt: skip
+
+
+def _same_input(paths: list[Path], identity: dict[str, Any]) -> bool:
+    """Whether ``paths`` are the input ``identity`` recorded: the same file, size and time."""
+    from .sources.download import mtime
+
+    if len(paths) != 1 or not identity.get("mtime"):
+        return False
+    path = paths[0].resolve()
+    return (str(path) == identity.get("path") and path.stat().st_size == identity.get("bytes")
+            and mtime(path) == identity["mtime"])  # fmt: skip
 
 
 # -- progress -----------------------------------------------------------------------------------
 
 
 class JobProgress:
-    """A Progress that records, for pollers: the current phase ``{name, done, total, unit}``
-    and a log of phase starts, warnings and the outcome, each ``{t, level, text}`` (t: seconds
-    since the start). The log keeps the newest ``max_lines``; line numbers count every line
-    ever written, so ``lines(log_from)`` stays correct after old lines are dropped."""
+    """A Progress that records, for pollers: the current phase ``{name, done, total, unit,
+    elapsed_s, rate, eta_s}`` — elapsed time, rate (units/s) and ETA worked out when polled,
+    so they move between the work's updates — and a log of phase starts, warnings and the
+    outcome, each ``{t, level, text}`` (t: seconds since the start). The log keeps the newest
+    ``max_lines``; line numbers count every line ever written, so ``lines(log_from)`` stays
+    correct after old lines are dropped."""
 
     def __init__(self, max_lines: int = MAX_LOG_LINES) -> None:
         self._lock = threading.Lock()
@@ -135,6 +203,7 @@ class JobProgress:
         self._lines: deque[dict[str, Any]] = deque(maxlen=max_lines)
         self._written = 0
         self._current: dict[str, Any] | None = None
+        self._phase_started = self._started
         self.phases: list[str] = []
         self.warnings: list[str] = []
 
@@ -152,8 +221,10 @@ class JobProgress:
     def phase(self, name: str, total: int | None = None, unit: str = "docs") -> None:
         with self._lock:
             self._current = {"name": name, "done": 0, "total": total, "unit": unit}
+            self._phase_started = time.monotonic()
             self.phases.append(name)
-            self._append("info", name if total is None else f"{name} ({total:,} {unit})")
+            counted = total is not None and unit not in STEP_UNITS  # "validating", not "(4 checks)"
+            self._append("info", f"{name} ({total:,} {unit})" if counted else name)
 
     def advance(self, n: int = 1) -> None:
         with self._lock:
@@ -163,7 +234,7 @@ class JobProgress:
     def retotal(self, total: int) -> None:
         with self._lock:
             if self._current is not None:
-                self._current["total"] = max(total, self._current["done"])
+                self._current["total"] = total
 
     def warn(self, message: str) -> None:
         with self._lock:
@@ -180,7 +251,7 @@ class JobProgress:
             dropped = self._written - len(self._lines)
             start, lines = log_window(list(self._lines), dropped, self._written, log_from)
             out: dict[str, Any] = {
-                "phase": dict(self._current) if self._current else None,
+                "phase": self._phase_now(),
                 "log_from": start,
                 "log_next": self._written,
                 "log_dropped": dropped,
@@ -189,6 +260,22 @@ class JobProgress:
             if with_log:
                 out["log"] = lines
             return out
+
+    def _phase_now(self) -> dict[str, Any] | None:
+        """The current phase as of now; a total the count has passed (an estimate) is shown
+        as the count, so a poller never sees more done than there is."""
+        if self._current is None:
+            return None
+        phase = dict(self._current)
+        done, total = phase["done"], phase["total"]
+        if total is not None:
+            phase["total"] = total = max(total, done)
+        elapsed = time.monotonic() - self._phase_started
+        rate = done / elapsed if done and elapsed > 0 else None
+        phase["elapsed_s"] = round(elapsed, 1)
+        phase["rate"] = None if rate is None else round(rate, 2)
+        phase["eta_s"] = None if rate is None or total is None else round((total - done) / rate, 1)
+        return phase
 
 
 def log_window(kept: list, dropped: int, written: int, log_from: int) -> tuple[int, list]:
@@ -206,14 +293,17 @@ def _now() -> str:
 
 
 class Job:
-    """One rebuild or embed run. ``state``: running, then done or failed."""
+    """One rebuild or embed run. ``state``: running, then done, failed or cancelled."""
 
-    def __init__(self, job_id: int, source: str, action: str, model: str | None) -> None:
+    def __init__(self, job_id: int, source: str, action: str, model: str | None,
+                 fetch: bool = False) -> None:  # fmt: skip
         self.id = job_id
         self.source = source
         self.action = action
         self.model = model
+        self.fetch = fetch  # a rebuild that downloads its input again
         self.state = "running"
+        self.cancel_requested = threading.Event()
         self.started_at = _now()
         self.finished_at: str | None = None
         self.result: dict[str, Any] | None = None
@@ -236,8 +326,13 @@ class Job:
         self.state = state
 
     def wait(self, timeout: float | None = None) -> bool:
-        """True once the job has finished (done or failed)."""
+        """True once the job has finished (done, failed or cancelled)."""
         return self._finished.wait(timeout)
+
+    def cancel(self) -> None:
+        """Ask the job to stop: it does at its next progress update (``CancellableProgress``);
+        the unfinished generation is removed and the current one keeps serving."""
+        self.cancel_requested.set()
 
     def to_dict(self, log_from: int = 0, *, with_log: bool = True) -> dict[str, Any]:
         """The job as JSON: its log from line ``log_from`` on (``log_next`` is the number to
@@ -247,7 +342,9 @@ class Job:
             "source": self.source,
             "action": self.action,
             "model": self.model,
+            "fetch": self.fetch,
             "state": self.state,
+            "cancel_requested": self.cancel_requested.is_set(),
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "elapsed_s": self.elapsed_s,
@@ -282,30 +379,127 @@ class SavedJob:
         return out
 
 
+class CancellableProgress:
+    """A job's Progress that raises ``Cancelled`` in the work's own calls once the job is asked
+    to stop — the builder's and the embedder's abort paths then remove what they wrote. A
+    heartbeat's ``advance(0)`` (progress.Ticking, from another thread) never raises."""
+
+    def __init__(self, inner: JobProgress, job: Job) -> None:
+        self.inner, self.job = inner, job
+
+    def __getattr__(self, name: str):
+        return getattr(self.__dict__["inner"], name)
+
+    def _check(self) -> None:
+        if self.job.cancel_requested.is_set():
+            raise Cancelled(f"job {self.job.id} ({self.job.action} {self.job.source}) was "
+                            "cancelled", job=self.job.id)  # fmt: skip
+
+    def phase(self, name: str, total: int | None = None, unit: str = "docs") -> None:
+        self._check()
+        self.inner.phase(name, total, unit)
+
+    def advance(self, n: int = 1) -> None:
+        if n:
+            self._check()
+        self.inner.advance(n)
+
+    def retotal(self, total: int) -> None:
+        self.inner.retotal(total)
+
+    def warn(self, message: str) -> None:
+        self.inner.warn(message)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 class _ProcessLock:
-    """One job at a time across the server's worker processes too (``serve --workers N``)."""
+    """One build at a time across the server's worker processes (``serve --workers N``) and
+    the command line (``exclusive``): an exclusive ``flock`` on a file in the data directory.
+    The holder writes what it runs into the file, so a refusal can name it."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd: int | None = None
 
-    def acquire(self) -> bool:
+    def acquire(self, holder: dict[str, Any] | None = None, *, block: bool = False) -> bool:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if block else fcntl.LOCK_NB))
         except BlockingIOError:
             os.close(fd)
             return False
+        except BaseException:  # Ctrl-C while waiting
+            os.close(fd)
+            raise
         self._fd = fd
+        self.describe(holder or {})
         return True
+
+    def describe(self, holder: dict[str, Any]) -> None:
+        """Say what the holder runs (in the file, for whoever is refused meanwhile)."""
+        if self._fd is not None:
+            record = {**holder, "pid": os.getpid(), "since": _now()}
+            data = json.dumps(record, ensure_ascii=False).encode("utf-8")
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, data, 0)
+
+    def holder(self) -> dict[str, Any] | None:
+        """What the process holding the lock runs, as it wrote it; None when nobody holds it."""
+        probe = _ProcessLock(self.path)
+        if probe.acquire():
+            probe.release()
+            return None
+        try:
+            found = json.loads(self.path.read_text(encoding="utf-8") or "{}")
+        except (OSError, ValueError):
+            found = {}
+        return found if isinstance(found, dict) else {}
 
     def release(self) -> None:
         if self._fd is not None:
             with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def holder_text(holder: dict[str, Any] | None) -> str:
+    """``job 3 (rebuild kb) in the server (process 812)``, ```chiezo rebuild kb` (process
+    900)``: who holds the lock, in a sentence."""
+    holder = holder or {}
+    what = holder.get("what") or "another build"
+    pid = f" (process {holder['pid']})" if holder.get("pid") else ""
+    return f"{what}{pid}"
+
+
+@contextlib.contextmanager
+def exclusive(settings, what: str, *, source: str | None = None, action: str | None = None,
+              wait: bool = False, waiting=None):  # fmt: skip
+    """Hold the data directory's jobs lock for a build from the command line: the server runs
+    no job meanwhile, and the block does not start while a job (or another command's build)
+    runs — Conflict naming it, or with ``wait`` a wait for it (``waiting(text)`` is told
+    whom it waits for first)."""
+    lock = _ProcessLock(settings.data_dir / LOCK_FILE)
+    holder = {"what": what, "by": "cli", "source": source, "action": action}
+    if not lock.acquire(holder):
+        running = lock.holder()
+        if not wait:
+            raise Conflict(
+                f"{holder_text(running)} is running; one build runs at a time",
+                running=running,
+                hint="wait for it to finish, or add --wait to start once it has",
+            )
+        if waiting is not None:
+            waiting(holder_text(running))
+        lock.acquire(holder, block=True)
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 class JobRunner:
@@ -319,7 +513,7 @@ class JobRunner:
         self._jobs: OrderedDict[int, Job] = OrderedDict()
         self._next_id = 1
         self._running: Job | None = None
-        self._process_lock = _ProcessLock(service.settings.data_dir / "jobs.lock")
+        self._process_lock = _ProcessLock(service.settings.data_dir / LOCK_FILE)
         # every worker process reads the records here, whichever process runs the job
         self._dir = service.settings.data_dir / "jobs"
 
@@ -370,10 +564,17 @@ class JobRunner:
         os.replace(temporary, self._dir / f"{job.id}.json")
 
     def _keep_saved(self, job: Job) -> None:
-        """Refresh the running job's record until it ends (then _run saves it once more)."""
+        """Refresh the running job's record until it ends (then _run saves it once more), and
+        pass on a cancellation asked of another worker process (its marker file)."""
+        marker = self._cancel_marker(job.id)
         while not job.wait(SAVE_EVERY_S):
+            if marker.exists():
+                job.cancel()
             with contextlib.suppress(OSError):
                 self._save(job)
+
+    def _cancel_marker(self, job_id: int) -> Path:
+        return self._dir / f"{job_id}.cancel"
 
     def _new_id(self) -> int:
         """Called holding the process lock, so no other worker allocates at the same time."""
@@ -388,21 +589,50 @@ class JobRunner:
         with self._lock:
             return self._running
 
+    def cancel(self, job_id: int) -> Job | SavedJob:
+        """Ask job ``job_id`` to stop (404 unknown, 409 when it has ended). A job of this
+        process is told at once; one of another worker process through a marker file its
+        process looks for twice a second. It stops at its next progress update."""
+        job = self.get(job_id)
+        state = job.state if isinstance(job, Job) else job.data["state"]
+        if state != "running":
+            raise Conflict(f"job {job_id} has already ended ({state}); there is nothing to cancel",
+                           job=job_id, state=state)  # fmt: skip
+        if isinstance(job, Job):
+            job.cancel()
+            return job
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._cancel_marker(job_id).touch()
+        job.data = {**job.data, "cancel_requested": True}
+        return job
+
     # -- planning ------------------------------------------------------------------------------
 
-    def plan(self, source: str, action: str = "rebuild", model: str | None = None) -> dict:
-        """What ``start`` would do, as facts: the input and whether it is there, the current
-        generation, the model that embeds, and whether a job is running. Requests that can
-        never run are errors (unknown source 404; notes, unknown action or model 400)."""
-        plan, _, _ = self._prepare(source, action, model)
-        running = self.running()
-        plan["running_job"] = (
-            {"id": running.id, "source": running.source, "action": running.action}
-            if running
-            else None
-        )
+    def plan(self, source: str, action: str = "rebuild", model: str | None = None,
+             fetch: bool = False) -> dict:  # fmt: skip
+        """What ``start`` would do, as facts: the input and whether it is there (or, with
+        ``fetch``, where it is downloaded again from), the current generation, the model that
+        embeds, and whether a job — or a build from the command line — is running. Requests
+        that can never run are errors (unknown source 404; notes, unknown action or model, a
+        fetch for a source that was not downloaded 400)."""
+        plan, _, _ = self._prepare(source, action, model, fetch)
+        running = self._running_anywhere()
+        plan["running_job"] = running
         plan["ready"] = plan["problem"] is None and running is None
         return plan
+
+    def _running_anywhere(self) -> dict[str, Any] | None:
+        """The job running here, or what holds the jobs lock elsewhere (another worker's job,
+        ``chiezo rebuild`` on the command line)."""
+        running = self.running()
+        if running is not None:
+            return {"id": running.id, "source": running.source, "action": running.action}
+        holder = self._process_lock.holder()
+        if holder is None:
+            return None
+        return {"id": holder.get("job"), "source": holder.get("source"),
+                "action": holder.get("action"), "by": holder.get("by"),
+                "what": holder_text(holder)}  # fmt: skip
 
     def models(self) -> list[str]:
         """The embedding models a job may name: the built-in ones, those the sources already
@@ -425,7 +655,7 @@ class JobRunner:
                 hint="name one of known_models; an operator adds others with CHIEZO_JOB_MODELS",
             )
 
-    def _prepare(self, source: str, action: str, model: str | None):
+    def _prepare(self, source: str, action: str, model: str | None, fetch: bool = False):
         """(plan, what _run needs, the error that stops it or None)."""
         if action not in ACTIONS:
             raise BadQuery(f"action must be rebuild or embed, got {action!r}", actions=ACTIONS)
@@ -446,28 +676,33 @@ class JobRunner:
             "serving_during": SERVING_DURING,
         }
         if action == "rebuild":
-            return self._prepare_rebuild(plan, info, current, model)
+            return self._prepare_rebuild(plan, info, current, model, fetch)
+        if fetch:
+            raise BadQuery("fetch is for a rebuild: an embed reads the source it has",
+                           source=source)  # fmt: skip
         return self._prepare_embed(plan, info, current, model)
 
-    def _prepare_rebuild(self, plan, info, current, model):
+    def _prepare_rebuild(self, plan, info, current, model, fetch=False):
         from .service import embedding_after_build
 
-        call = _rebuild_parts(info)
+        recorded_call = _recorded_call(info)
+        call = _fetching_again(info, recorded_call) if fetch else recorded_call
         recorded = info.input
         plan["input"] = {
-            "path": str(call.inputs[0]),
-            "paths": [str(p) for p in call.inputs],
-            "exists": not call.missing,
+            "path": str(recorded_call.inputs[0]),
+            "paths": [str(p) for p in recorded_call.inputs],
+            "exists": not recorded_call.missing,
             "bytes": recorded.get("bytes"),
             "files": recorded.get("files"),
             "options": call.recorded(),
         }
+        plan["fetch"] = _fetch_plan(call.fetch, call.options) if fetch else None
         step = embedding_after_build(current, model)
         plan["embed_model"] = step[0] if step else None
         plan["problem"] = refusal = None
         if call.missing:
             try:
-                rebuild_call(info)
+                rebuild_call(info, fetch=fetch)
             except BadQuery as exc:
                 plan["problem"], refusal = _error(exc), exc
         return plan, (call, model), refusal
@@ -498,8 +733,10 @@ class JobRunner:
 
     # -- running -------------------------------------------------------------------------------
 
-    def start(self, source: str, action: str, model: str | None = None) -> Job:
-        """Start a job in a daemon thread and return it at once. 409 while another runs."""
+    def start(self, source: str, action: str, model: str | None = None,
+              fetch: bool = False) -> Job:  # fmt: skip
+        """Start a job in a daemon thread and return it at once. 409 while another runs —
+        here, in another worker process, or a build from the command line."""
         with self._lock:
             if self._running is not None:
                 r = self._running
@@ -508,16 +745,23 @@ class JobRunner:
                     running_job=r.id,
                     hint=f"wait for it: GET /v1/jobs/{r.id}",
                 )
-            plan, call, refusal = self._prepare(source, action, model)
+            plan, call, refusal = self._prepare(source, action, model, fetch)
             if refusal is not None:
                 raise refusal
-            if not self._process_lock.acquire():
+            if not self._process_lock.acquire({"by": "server", "source": source,
+                                               "action": action}):  # fmt: skip
+                holder = self._process_lock.holder()
                 raise Conflict(
-                    "a job is running in another server process; one job runs at a time",
-                    hint="wait for it to finish (GET /v1/jobs on that process lists it)",
+                    f"{holder_text(holder)} is running; one job runs at a time",
+                    running=holder,
+                    hint="wait for it to finish; it keeps the lock until it ends",
                 )
             job = Job(self._new_id(), source, action,
-                      plan["embed_model"] if action == "rebuild" else plan["model"])  # fmt: skip
+                      plan["embed_model"] if action == "rebuild" else plan["model"],
+                      fetch=fetch)  # fmt: skip
+            self._process_lock.describe({"what": f"job {job.id} ({action} {source})",
+                                         "by": "server", "job": job.id, "source": source,
+                                         "action": action})  # fmt: skip
             self._next_id = job.id + 1
             self._running = job
             self._jobs[job.id] = job
@@ -543,32 +787,32 @@ class JobRunner:
             else:
                 self._embed(job, call)
             state = "done"
+        except Cancelled as exc:
+            state, error = "cancelled", _error(exc)
         except Exception as exc:  # noqa: BLE001 - a job reports, the server goes on
             error = _failure(job, exc)
         finally:
             if error is not None:
-                if job.result is not None:  # rebuilt and switched in; the embed step failed
-                    error["error"] = f"built, but embedding failed: {error['error']}"
-                    error["hint"] = ("the new generation serves, searchable by keyword; "
-                                     "start an embed job to add its vectors")  # fmt: skip
-                progress.log("error", error["error"])
-                if job.result is None:
-                    progress.log("info", "nothing was switched in: the current generation "
-                                 "keeps serving")  # fmt: skip
+                _explain(job, state, error)
             progress.close()
             with self._lock:  # a poller that sees the end may start the next job at once
                 job._end(state, error)
                 with contextlib.suppress(OSError):
                     self._save(job)
+                    self._cancel_marker(job.id).unlink(missing_ok=True)
                 self._process_lock.release()
                 self._running = None
             job._finished.set()  # after the record is saved: other workers see the end too
 
     def _rebuild(self, job: Job, call) -> None:
         rebuild, model = call
-        progress = job.progress
-        report = self.service.ingest(rebuild.kind, rebuild.inputs, job.source, options=rebuild.options,
-                                     build=rebuild.build, embed=False, progress=progress)  # fmt: skip
+        progress = CancellableProgress(job.progress, job)
+        report = run_rebuild(self.service, rebuild, job.source, progress=progress, embed=False)
+        if report is None:
+            job.result = {"up_to_date": True, "input": rebuild.identity.get("path")}
+            progress.log("info", "the newest input is the one the source was built from: "
+                         "nothing rebuilt")  # fmt: skip
+            return
         job.result = report.to_dict()  # the build stands even if embedding then fails
         progress.log("info", f"built {report.docs:,} documents, {report.chunks:,} chunks, "
                      f"{report.size_bytes / 2**20:,.1f} MiB in {report.seconds:.1f} s; "
@@ -580,10 +824,35 @@ class JobRunner:
 
     def _embed(self, job: Job, call) -> None:
         model, max_chunks, unit_chars = call
+        progress = CancellableProgress(job.progress, job)
         report = self.service.embed(job.source, model, max_chunks=max_chunks,
-                                    unit_chars=unit_chars, progress=job.progress)  # fmt: skip
+                                    unit_chars=unit_chars, progress=progress)  # fmt: skip
         job.result = report.to_dict()
         job.progress.log("info", _embedded(job.result))
+
+
+def _explain(job: Job, state: str, error: dict[str, Any]) -> None:
+    """Say in the job's log how it ended, and what serves now."""
+    progress = job.progress
+    built = job.result is not None and not job.result.get("up_to_date")
+    if built:  # rebuilt and switched in; the embed step failed or was cancelled
+        step = "cancelled" if state == "cancelled" else "failed"
+        error["error"] = f"built, but embedding {step}: {error['error']}"
+        error["hint"] = ("the new generation serves, searchable by keyword; "
+                         "start an embed job to add its vectors")  # fmt: skip
+    progress.log("error" if state == "failed" else "warning", error["error"])
+    if not built:
+        progress.log("info", "nothing was switched in: the current generation keeps serving")
+
+
+def _fetch_plan(record: dict[str, Any] | None, options: Any) -> dict[str, Any]:
+    """What a rebuild with ``fetch`` downloads again, for the plan: from where, with which
+    options, and what it was fetched as last time (a dump's date)."""
+    record = record or {}
+    again = record.get("options") or {}
+    return {"from": again.get("mirror"), "input": bool(record.get("input")),
+            "options": {k: v for k, v in again.items() if k != "mirror"},
+            "last": record.get("date")}  # fmt: skip
 
 
 def _embedded(e: dict[str, Any]) -> str:

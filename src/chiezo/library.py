@@ -5,8 +5,10 @@ notices a newly switched-in generation without a restart.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import threading
+import time
 from array import array
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,9 @@ from .source_info import NEEDS_REBUILD, SourceInfo
 from .sources.kinds import Attribution, SourceKind, kinds
 
 NOTES = "notes"  # the writable source's reserved name
+WATCH_SECONDS = 1.0  # how often a server looks for switched-in generations (one readlink each)
+
+log = logging.getLogger("chiezo.library")
 
 
 class Source:
@@ -146,6 +151,28 @@ class Source:
                     self._vectors = VectorIndex(self.path, info)
         return self._vectors
 
+    def warm(self, *, read_file: bool = True) -> float:
+        """Read what the first query would otherwise read: the rank vector, the query embedder
+        of this generation's model (loaded once per process, then one query embedded so its
+        first-run setup is done), the vector index (read once, one probe search) and the file
+        itself (when it is small beside the memory: the keyword side and the snippets read it).
+        Returns the seconds it took. A missing model or index raises, as the first query would.
+
+        The whole file comes last: a query arriving during the warm needs the model and the
+        index whole, but only a few pages of the file, and reading it competes for the disk."""
+        from .embedders import get_embedder
+        from .search.vectors import read_ahead, vector_info
+
+        started = time.monotonic()
+        _ = self.ranks
+        info = vector_info(self.meta)
+        if info is not None and info.count:
+            get_embedder(info.model).embed(["warm up"], "query")
+            self.vectors.warm()
+        if read_file:
+            read_ahead(self.path)
+        return time.monotonic() - started
+
     def rank_of(self, doc_id: int) -> float:
         ranks = self.ranks
         return float(ranks[doc_id - 1]) if 0 < doc_id <= len(ranks) else 0.0
@@ -207,6 +234,13 @@ class Library:
         self.settings = settings
         self._open: dict[str, Source] = {}
         self._lock = threading.Lock()
+        # A server warms each generation it switches to (``watch``); a CLI command that opens
+        # a source for one query does not: reading a whole index ahead would cost it more.
+        self.warm_new_generations = False
+        self.warmed: dict[str, dict[str, Any]] = {}  # name → {generation, seconds | error}
+        self._warm_lock = threading.Lock()  # one warm at a time: two model loads compete
+        self._watcher: threading.Thread | None = None
+        self._stop = threading.Event()
 
     @property
     def corpus_dir(self) -> Path:
@@ -252,7 +286,66 @@ class Library:
             if source is None or source.path != path:
                 source = kind(name, path)  # a new generation: switch to it
                 self._open[name] = source
+                if self.warm_new_generations and not source.writable:
+                    self._warm_in_background(source)
             return source
+
+    def is_open(self, name: str) -> bool:
+        """Whether ``name`` is a source this process has opened (so a name that is not a source
+        costs no file system look-up)."""
+        return name in self._open
+
+    # -- warming switched-in generations ------------------------------------------------------
+
+    def watch(self, interval: float = WATCH_SECONDS) -> threading.Thread:
+        """In a server: from now on warm every generation switched in (``Source.warm``), in
+        the background, and look for them every ``interval`` seconds — so a new generation is
+        usually warm before its first query arrives, and a query that comes sooner waits only
+        for what it would have loaded itself (the model and the index are loaded under locks,
+        once). Switching stays immediate: the generation serves at once, warm or not."""
+        with self._lock:
+            if self._watcher is not None and not self._stop.is_set():
+                return self._watcher  # already watching
+            self._stop = threading.Event()  # each watch its own: a stopped one stays stopped
+            self.warm_new_generations = True
+            self._watcher = threading.Thread(target=self._watch, args=(interval, self._stop),
+                                             name="chiezo-generation-watch", daemon=True)  # fmt: skip
+            self._watcher.start()
+            return self._watcher
+
+    def stop_watching(self) -> None:
+        """Stop looking, and stop warming generations switched in from now on."""
+        with self._lock:
+            self.warm_new_generations = False
+            self._stop.set()
+
+    def _watch(self, interval: float, stop: threading.Event) -> None:
+        while not stop.wait(interval):
+            for name in self.names():
+                try:
+                    self.get(name)  # a new ``current`` is opened here, and its warm started
+                except ChiezoError:
+                    continue  # reported to whoever asks for it
+                except Exception:  # noqa: BLE001 - the watch must outlive one bad file
+                    log.exception("looking at source %s failed", name)
+
+    def _warm_in_background(self, source: Source) -> None:
+        threading.Thread(target=self._warm, args=(source,), name=f"chiezo-warm-{source.name}",
+                         daemon=True).start()  # fmt: skip
+
+    def _warm(self, source: Source) -> None:
+        with self._warm_lock:
+            if self._open.get(source.name) is not source:
+                return  # already replaced by a newer generation: warm that one instead
+            record: dict[str, Any] = {"generation": source.path.name}
+            try:
+                record["seconds"] = round(source.warm(), 3)
+            except ChiezoError as exc:  # reported on first use, as without warming
+                record["error"] = exc.message
+            except Exception as exc:  # noqa: BLE001 - a failed warm must not stop the server
+                log.exception("warming %s failed", source.path)
+                record["error"] = str(exc)
+            self.warmed[source.name] = record
 
     def forget(self, name: str) -> None:
         """Drop ``name``'s open generation (a source removed): the space of its files is freed

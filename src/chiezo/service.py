@@ -146,8 +146,10 @@ class Service:
         step = embedding_after_build(report.previous, embed)
         if step is not None:
             model, max_chunks, unit_chars = step
+            # the generation kept beside the embedded one is what served before the build,
+            # not the text-only one the build switched in for the minutes embedding takes
             done = self.embed(report.name, model, max_chunks=max_chunks, unit_chars=unit_chars,
-                              progress=progress)  # fmt: skip
+                              progress=progress, keep_previous=report.previous)  # fmt: skip
             report.embedding = done.to_dict()
         return report
 
@@ -457,32 +459,28 @@ class Service:
     # -- vectors -----------------------------------------------------------------------------
 
     def warm(self) -> dict[str, float]:
-        """Load every embedding model in use and pre-read every vector index, so the first
-        semantic queries after start are as fast as the rest. Returns seconds per item."""
-        from .embedders import get_embedder
-        from .search.vectors import vector_info
-
+        """Warm every source (``Source.warm``: its embedding model, vector index and rank
+        vector), so the first queries after start are as fast as the rest. Not the whole files:
+        the server starts answering only after this, and reading gigabytes of generations would
+        hold it up for what the page cache fills on first use. Returns seconds per source."""
         spent: dict[str, float] = {}
         for src in self.library.sources():
-            info = vector_info(src.meta)
-            if info is None or not info.count:
-                continue
-            started = time.monotonic()
             try:
-                get_embedder(info.model).embed(["warm up"], "query")
-                src.vectors.warm()
+                spent[src.name] = round(src.warm(read_file=False), 3)
             except ChiezoError:
                 continue  # reported on first use; a missing model must not stop the server
-            spent[src.name] = round(time.monotonic() - started, 3)
         return spent
 
     def embed(self, source: str, model: str | None = None, *, max_chunks: int | None = None,
-              unit_chars: int | None = None, progress=None):  # fmt: skip
-        """Vectors for a source's chunks, as a new generation (embed.py)."""
+              unit_chars: int | None = None, progress=None,
+              keep_previous: Path | None | str = generations.REPLACED):  # fmt: skip
+        """Vectors for a source's chunks, as a new generation (embed.py); ``keep_previous``:
+        the generation kept beside it (default: the one it replaces)."""
         from .embed import embed_source
 
         return embed_source(self.settings, self.library, source, model, max_chunks=max_chunks,
-                            unit_chars=unit_chars, progress=progress)  # fmt: skip
+                            unit_chars=unit_chars, progress=progress,
+                            keep_previous=keep_previous)  # fmt: skip
 
     # -- answers ---------------------------------------------------------------------------
 

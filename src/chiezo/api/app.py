@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from dataclasses import replace
 from typing import Annotated, Any
 
@@ -19,12 +20,12 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from .. import __version__, web
 from ..answer.options import AnswerOptions
-from ..config import Settings
+from ..config import Settings, is_loopback
 from ..errors import BadQuery, Uncited
 from ..mcp_server import build_mcp
 from ..request_models import FilterRequest, SearchRequest, one_source_names
 from ..service import Service
-from . import errors, jobs_routes, openapi
+from . import docs_pages, errors, jobs_routes, metrics, openapi
 from .limits import BodyLimit
 from .openapi import errors as documented
 from .params import (
@@ -122,7 +123,8 @@ def _split(values: list[str] | None) -> list[str] | None:
 
 def create_app(settings: Settings | None = None, *, bind_host: str = "127.0.0.1") -> FastAPI:
     settings = settings or Settings.from_env()
-    service = Service(settings)
+    counted = metrics.Metrics(worker=metrics.worker_label())
+    service = metrics.MeteredService(settings, counted)
     security = Security(bind_host, settings.token, settings.allowed_hosts)
     mcp = build_mcp(service, writable=security.writes_enabled)
     mcp_app = mcp.streamable_http_app(
@@ -138,8 +140,10 @@ def create_app(settings: Settings | None = None, *, bind_host: str = "127.0.0.1"
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.serve_threads
         # Models loaded and vector indexes read before the first request, not during it.
         app.state.warmed = await anyio.to_thread.run_sync(service.warm)
+        service.library.watch()  # and each generation switched in later (library.py)
         async with mcp.session_manager.run():
             yield
+        service.library.stop_watching()
         service.notes.close()
 
     app = FastAPI(
@@ -148,11 +152,14 @@ def create_app(settings: Settings | None = None, *, bind_host: str = "127.0.0.1"
         description="An offline knowledge base for AI: search, read and remember.",
         lifespan=lifespan,
         dependencies=[Depends(reject_unknown_parameters)],
+        docs_url=None,  # FastAPI's pages load from a CDN: docs_pages serves installed files
+        redoc_url=None,
     )
     app.state.service = service
     app.state.security = security
     errors.install(app)
     openapi.install(app)
+    docs_pages.install(app)
     # Outermost last: a bug anywhere answers 500 without dropping the connection; a foreign
     # Host is refused before anything else runs; an oversized body before it is read.
     app.add_middleware(BodyLimit)
@@ -168,6 +175,7 @@ def create_app(settings: Settings | None = None, *, bind_host: str = "127.0.0.1"
         app.router.routes.extend(_guarded(mcp_app.routes, security))
     else:
         app.router.routes.extend(mcp_app.routes)
+    metrics.install(app, service, counted, security)  # its middleware outermost: sees every answer
     return app
 
 
@@ -254,10 +262,13 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         return _answer(service, body.messages[-1].content, history, options, body.stream)
 
     @app.get("/v1/llm", tags=["answers"])
-    def llm_status() -> JSONResponse:
+    def llm_status(request: Request) -> JSONResponse:
         """The answer layer: configured or not, and for each endpoint whether it answers and
-        with which model (and which models it has when the configured one is missing)."""
-        return _json(service.llm_status())
+        with which model (and which models it has when the configured one is missing). Model
+        names are shown as names, not paths on this machine, to a client beyond loopback."""
+        status = service.llm_status()
+        client = request.client.host if request.client else ""
+        return _json(status if is_loopback(client) else labelled_models(status))
 
     # -- notes (declared before /v1/{source}/... so that /v1/notes/recall is not a source) ---
 
@@ -394,3 +405,22 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
     @app.head("/healthz", include_in_schema=False)
     def healthz_head() -> Response:
         return Response(status_code=200)
+
+
+def labelled_models(status: dict) -> dict:
+    """``/v1/llm`` with every model name as ``model_label`` shows it (a ``.gguf`` path is a
+    fact of this machine, not of the answer layer)."""
+    from ..web.formatting import model_label
+
+    def named(text):
+        return model_label(text) if isinstance(text, str) else text
+
+    endpoints = []
+    for endpoint in status.get("endpoints") or []:
+        shown = {**endpoint, "model": named(endpoint.get("model")),
+                 "models": [named(m) for m in endpoint.get("models") or []]}  # fmt: skip
+        if endpoint.get("problem"):  # "no model named '/models/x.gguf' here"
+            shown["problem"] = re.sub(r"'([^']*)'", lambda m: repr(named(m.group(1))),
+                                      endpoint["problem"])  # fmt: skip
+        endpoints.append(shown)
+    return {**status, "model": named(status.get("model")), "endpoints": endpoints}

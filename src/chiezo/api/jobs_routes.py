@@ -1,8 +1,10 @@
 """``/v1/jobs``: background rebuild and embed jobs (jobs.py), their live progress and log.
 
-Starting a job is a write (the token beyond loopback, like note writes); reading jobs and plans
-is not. The runner lives on ``app.state.jobs`` so other surfaces of the app (the web UI) share
-its one-job-at-a-time rule and its list.
+Starting and cancelling a job are writes (the token beyond loopback, like note writes);
+reading jobs and plans is not. Cancelling is ``POST /v1/jobs/{id}/cancel`` rather than a
+``DELETE``: the job is not removed — it stays listed, as "cancelled". The runner lives on
+``app.state.jobs`` so other surfaces of the app (the web UI) share its one-job-at-a-time rule
+and its list.
 """
 
 from __future__ import annotations
@@ -28,6 +30,11 @@ Model = Annotated[
           description="embed: the model (default: the source's); rebuild: embed after with it; "
           "one of the server's models (built-in, already in use, or CHIEZO_JOB_MODELS)"),
 ]  # fmt: skip
+Fetch = Annotated[
+    bool,
+    Query(description="rebuild: download the input again first (a source that was fetched: "
+          "a newer dump, checked against its checksum) instead of reading the recorded file"),
+]  # fmt: skip
 
 
 class JobIn(BaseModel):
@@ -39,6 +46,10 @@ class JobIn(BaseModel):
         max_length=MAX_TEXT_CHARS,
         description="embed: the model (default: the source's); rebuild: the model to embed "
         "with afterwards (default: the previous generation's, if it had vectors)",
+    )
+    fetch: bool = Field(
+        default=False,
+        description="rebuild: download the input again first (a source that was fetched)",
     )
 
 
@@ -59,10 +70,12 @@ def install(app: FastAPI, service, write_dependencies: list) -> None:
         )
 
     @app.get("/v1/jobs/plan", tags=["jobs"], responses=errors(404, 409))
-    def plan_job(source: JobSource, action: Action = "rebuild", model: Model = None) -> JSONResponse:
-        """What starting this job would do: the input and whether it is still there, the
-        current generation, the embedding model that runs, whether a job is running."""
-        return JSONResponse(jobs.plan(source, action, model))
+    def plan_job(source: JobSource, action: Action = "rebuild", model: Model = None,
+                 fetch: Fetch = False) -> JSONResponse:  # fmt: skip
+        """What starting this job would do: the input and whether it is still there (or where
+        it is fetched again from), the current generation, the embedding model that runs,
+        whether a job is running."""
+        return JSONResponse(jobs.plan(source, action, model, fetch))
 
     @app.get("/v1/jobs/{job_id:int}", tags=["jobs"], responses=errors(404))
     def get_job(
@@ -82,5 +95,13 @@ def install(app: FastAPI, service, write_dependencies: list) -> None:
     def start_job(body: JobIn) -> JSONResponse:
         """Start a rebuild or embed job in the background: 202 with the job to poll; 409
         while another job runs."""
-        job = jobs.start(body.source, body.action, body.model)
+        job = jobs.start(body.source, body.action, body.model, fetch=body.fetch)
         return JSONResponse(job.to_dict(), status_code=202)
+
+    @app.post("/v1/jobs/{job_id:int}/cancel", status_code=202, tags=["jobs"],
+              dependencies=write_dependencies, responses=errors(401, 403, 404, 409))  # fmt: skip
+    def cancel_job(job_id: PathId) -> JSONResponse:
+        """Ask a running job to stop: 202 with the job (``cancel_requested``); it stops at its
+        next progress update, removes what it wrote and ends "cancelled" — the current
+        generation keeps serving. 409 when the job has already ended."""
+        return JSONResponse(jobs.cancel(job_id).to_dict(with_log=False), status_code=202)

@@ -8,7 +8,8 @@
   ``meta``; a query is always embedded with the source's own model.
 * ``gen-….db.usearch`` next to it is an HNSW index (usearch, cosine, float16), opened as a
   memory-mapped *view*: nothing is loaded into the process heap, the OS page cache holds it, and
-  it is warmed (touched) when the server starts so the first queries are not slow.
+  it is warmed (read once) when the server starts and when a new generation switches in
+  (library.py), so the first queries are not slow.
 * Below ``EXACT_BELOW`` vectors the same file is searched exhaustively (SIMD over float16, about
   10 ms per 100k vectors here): exact results, no recall question.
 """
@@ -16,6 +17,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,10 @@ INDEX_SUFFIX = ".usearch"
 CONNECTIVITY = 16
 EXPANSION_ADD = 128
 EXPANSION_SEARCH = 200  # at 1M vectors ef=96 kept recall@10 at .91; ef=200 .985 (design.md §18)
+# A file is read ahead into the page cache only when it is at most this share of the memory:
+# a big dump's files must not push everything else out.
+READ_AHEAD_SHARE = 8
+READ_CHUNK = 1 << 20
 
 VECTOR_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS chunk_vectors (
@@ -124,20 +130,38 @@ class VectorIndex:
         return [(int(key), 1.0 - float(dist)) for key, dist in pairs]
 
     def warm(self) -> None:
-        """Ask the OS to read the whole index file ahead (it stays mapped, not copied), then
-        run one search so the graph's entry levels are resident."""
-        import os
-
+        """Read the whole index file once into the page cache (it stays mapped, not copied),
+        then run one search so the graph's entry levels are resident."""
         import numpy as np
 
-        try:
-            with open(self._path, "rb") as fh:
-                os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_WILLNEED)
-        except (AttributeError, OSError):
-            pass  # not available on this platform: the search below still warms the top
+        read_ahead(self._path)  # when too big for that, the search below still warms the top
         probe = np.zeros(self.info.dim, dtype=np.float32)
         probe[0] = 1.0
         self.search(probe, 10)
+
+
+def read_ahead(path: Path, share: int = READ_AHEAD_SHARE) -> int:
+    """Read ``path`` once, sequentially, so that its pages are in the OS page cache and the
+    first query reads none from the disk — when it is at most 1/``share`` of the memory.
+    Returns the bytes read. ``posix_fadvise(WILLNEED)`` alone does not do it: Linux reads ahead
+    only one readahead window of the file (24 of 103 MiB here, bench/first_query.py)."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        memory = 0  # unknown: read nothing rather than risk evicting everything else
+    done = 0
+    try:
+        if path.stat().st_size > memory // share:
+            return 0
+        chunk = memoryview(bytearray(READ_CHUNK))  # one buffer, reused: the heap stays flat
+        with open(path, "rb", buffering=0) as handle:
+            with contextlib.suppress(AttributeError, OSError):  # a hint; Linux widens readahead
+                os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            while count := handle.readinto(chunk):
+                done += count
+    except OSError:
+        pass  # gone or unreadable: the first query will say so
+    return done
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ class DocumentFolder:
     root: Path
     strict: bool = False
     on_warning: Callable[[str], None] | None = None
+    on_file_read: Callable[[], None] | None = None  # after each file (see docs())
     warnings: list[str] = field(default_factory=list)
     cache: Any = None  # a ConversionCache (sources/conversions.py), or None
 
@@ -131,21 +132,28 @@ class DocumentFolder:
 
     def docs(self) -> Iterator[Doc]:
         """Yield one Doc per usable file (per sheet of a workbook); each skipped file is
-        reported through ``_warn`` with the reason."""
+        reported through ``_warn`` with the reason. ``on_file_read()`` follows each file, its
+        documents taken or it skipped: progress counts files against ``len(files)``, as a
+        count of documents would pass it (a workbook of three sheets is three documents)."""
         for path in self.files:
-            key = self._key(path)
-            if path.suffix.lower() in FORMAT_SUFFIXES:
-                yield from self._converted(path, key)
-                continue
-            try:
-                text = read_text(path)
-            except Unreadable as exc:
-                self._warn(f"{path}: {exc}; skipped")
-                continue
-            (front, body), front_problem = split_front_matter(text)
-            if front_problem:
-                self._warn(f"{path}: {front_problem}; front matter read as text")
-            yield _with_file_facts(document_from_text(key, path, body, front), path)
+            yield from self._file_docs(path)
+            if self.on_file_read is not None:
+                self.on_file_read()
+
+    def _file_docs(self, path: Path) -> Iterator[Doc]:
+        key = self._key(path)
+        if path.suffix.lower() in FORMAT_SUFFIXES:
+            yield from self._converted(path, key)
+            return
+        try:
+            text = read_text(path)
+        except Unreadable as exc:
+            self._warn(f"{path}: {exc}; skipped")
+            return
+        (front, body), front_problem = split_front_matter(text)
+        if front_problem:
+            self._warn(f"{path}: {front_problem}; front matter read as text")
+        yield _with_file_facts(document_from_text(key, path, body, front), path)
 
     def _converted(self, path: Path, key: str) -> Iterator[Doc]:
         import hashlib
@@ -350,7 +358,8 @@ class DocumentsKind(SourceKind):
                 for message in folder.warnings:  # said while scanning (links leading out...)
                     builder.warn(message)
                 folder.on_warning = builder.warn
-                builder.start_reading(len(folder.files))
+                folder.on_file_read = builder.advance
+                builder.start_reading(len(folder.files), "files")
                 for doc in folder.docs():
                     builder.add(doc)
                 report = builder.finish()

@@ -34,6 +34,7 @@ from ..config import Settings
 from ..errors import InputError
 from ..models import Chunk, Doc
 from ..progress import NullProgress, Progress
+from .download import mtime
 from .kinds import Attribution, Capabilities, Fetched, SourceKind, option_field
 
 KIND = "geonames"
@@ -80,6 +81,8 @@ class GeoNamesOptions:
         help="Fetch a country's alternate names (e.g. JP: Japanese areas and titles for Japan).")
     mirror: str | None = option_field(
         None, recorded=False, help="GeoNames download URL (default: geonames.org).")
+    # set by fetch(): what was downloaded and how, so `chiezo rebuild --fetch` can do it again
+    fetched: dict | None = option_field(None, cli=False)
 
 
 @dataclass
@@ -459,12 +462,35 @@ def _describe(place: Place, display: str, area: str | None) -> str:
 
 
 def _identity(path: Path, geo: GeoNamesOptions) -> dict:
-    return {
+    """What the source is built from, paths absolute (a rebuild may run from anywhere)."""
+    identity = {
         "path": str(path.resolve()),
         "bytes": path.stat().st_size,
-        "admin1": str(geo.admin1) if geo.admin1 else None,
-        "alternate_names": str(geo.alternate_names) if geo.alternate_names else None,
-    }
+        "mtime": mtime(path),
+        "admin1": str(Path(geo.admin1).resolve()) if geo.admin1 else None,
+        "alternate_names": str(Path(geo.alternate_names).resolve()) if geo.alternate_names
+        else None,
+    }  # fmt: skip
+    return {**identity, "fetched": geo.fetched} if geo.fetched else identity
+
+
+def _with_alternate_names(settings: Settings, options: GeoNamesOptions, progress):
+    """``--fetch-alternate-names CC``: the options with the country's file fetched, recorded
+    in ``fetched`` so a ``rebuild --fetch`` fetches it again."""
+    from dataclasses import replace
+
+    from .placefetch import fetch_alternate_names, geonames_base
+
+    country = options.fetch_alternate_names
+    record = dict(options.fetched or {"input": False, "options": {}, "filled": []})
+    # fetched for this source before (rebuild --fetch): ask whether the server's file changed
+    again = "fetch_alternate_names" in record.get("options", {})
+    path = fetch_alternate_names(settings, country, mirror=options.mirror, progress=progress,
+                                 refresh=again)  # fmt: skip
+    record["options"] = {**record.get("options", {}), "fetch_alternate_names": country.upper(),
+                         "mirror": geonames_base(options.mirror)}  # fmt: skip
+    record["filled"] = list(dict.fromkeys([*record.get("filled", []), "alternate_names"]))
+    return replace(options, alternate_names=path, fetch_alternate_names=None, fetched=record)
 
 
 # -- the kind -------------------------------------------------------------------------------------
@@ -485,13 +511,7 @@ class GeoNamesKind(SourceKind):
         if options.fetch_alternate_names:
             if options.alternate_names:
                 raise InputError("give --alternate-names FILE or --fetch-alternate-names, not both")
-            from dataclasses import replace
-
-            from .placefetch import fetch_alternate_names
-
-            fetched = fetch_alternate_names(settings, options.fetch_alternate_names,
-                                            mirror=options.mirror, progress=progress)  # fmt: skip
-            options = replace(options, alternate_names=fetched, fetch_alternate_names=None)
+            options = _with_alternate_names(settings, options, progress)
         return ingest_geonames(settings, inputs[0], name, geo=options, options=build,
                                progress=progress)  # fmt: skip
 
@@ -500,11 +520,22 @@ class GeoNamesKind(SourceKind):
             raise InputError("give an EXPORT file or --fetch NAME (e.g. cities15000)")
         from dataclasses import replace
 
-        from .placefetch import fetch_geonames
+        from ..build import MIN_FREE_MEMORY, check_memory
+        from .placefetch import fetch_geonames, geonames_base
 
+        check_memory(MIN_FREE_MEMORY, KIND)  # before any download (the disk: placefetch)
+        before = options.fetched or {}  # a record: fetched again (rebuild --fetch)
+        # the same file names as last time, so ask whether the server's copies changed
         export, admin1 = fetch_geonames(settings, options.fetch, mirror=options.mirror,
-                                        progress=progress)  # fmt: skip
-        return Fetched([export], replace(options, admin1=options.admin1 or admin1))
+                                        progress=progress, refresh=bool(before))  # fmt: skip
+        # what else was fetched before (alternate names) stays recorded: build() fetches it
+        record = {"input": True,
+                  "options": {**before.get("options", {}), "fetch": options.fetch,
+                              "mirror": geonames_base(options.mirror)},
+                  "filled": list(dict.fromkeys([*before.get("filled", []),
+                                                *([] if options.admin1 else ["admin1"])]))}  # fmt: skip
+        return Fetched([export], replace(options, admin1=options.admin1 or admin1,
+                                         fetched=record))  # fmt: skip
 
     def attribution(self, info):
         return Attribution("GeoNames", "CC BY 4.0", "https://www.geonames.org/")

@@ -68,6 +68,7 @@ class Flag:
     high: int | None = None
     recorded: bool = True  # part of how the source was built (rebuilt the same way)
     for_fetch: bool = False  # only used to download the input when none is given
+    cli: bool = True  # a flag of the ingest command; False: set by the kind itself (``fetched``)
 
 
 def flag(*names: str, help: str = "", **extra: Any) -> dict[str, Flag]:
@@ -212,7 +213,12 @@ def _from_json(f: OptionField, value: Any) -> Any:
 
 @dataclass
 class Fetched:
-    """What a download gave: the inputs, and options completed by it (e.g. page views)."""
+    """What a download gave: the inputs, and options completed by it (e.g. page views).
+
+    A kind that fetches records how in its ``fetched`` option (recorded, not a flag), so that
+    ``chiezo rebuild --fetch`` downloads again: ``{"input": True, "options": {...}, "filled":
+    [...]}`` — whether the input itself was downloaded, the option values to fetch with again,
+    and the options the download filled in (cleared then, to be filled anew); jobs.py reads it."""
 
     inputs: list[Path]
     options: Any

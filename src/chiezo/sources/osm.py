@@ -33,6 +33,7 @@ from ..config import Settings
 from ..errors import InputError
 from ..models import Chunk, Doc
 from ..progress import NullProgress, Progress
+from .download import mtime
 from .kinds import Attribution, Capabilities, Fetched, SourceKind, option_field
 
 KIND = "osm"
@@ -74,6 +75,8 @@ class OsmOptions:
         help="Without EXTRACT: a region of the extract server, e.g. asia/japan/kanto.")
     mirror: str | None = option_field(
         None, recorded=False, for_fetch=True, help="Extract server URL (default: Geofabrik).")
+    # set by fetch(): what was downloaded and how, so `chiezo rebuild --fetch` can do it again
+    fetched: dict | None = option_field(None, cli=False)
 
 
 @dataclass
@@ -336,11 +339,23 @@ def assign_areas(conn: db.Connection, areas: list[AdminArea]) -> None:
 
 
 def _identity(path: Path, osm: OsmOptions) -> dict[str, Any]:
-    return {
+    identity = {
         "path": str(path.resolve()),
         "bytes": path.stat().st_size,
+        "mtime": mtime(path),
         "admin_levels": list(osm.admin_levels),
     }
+    return {**identity, "fetched": osm.fetched} if osm.fetched else identity
+
+
+def build_room(settings: Settings, size: int) -> tuple[Path, int]:
+    """The disk an OSM build of a ``size``-byte extract takes: the source (the download's
+    estimate) and, above DISK_INDEX_ABOVE, the node index on disk (~3x the extract) — checked
+    before the extract is downloaded."""
+    from .download import build_room as text_room
+
+    folder, needed = text_room(settings.corpus_dir, size)
+    return folder, needed + (size * 3 if size > DISK_INDEX_ABOVE else 0)
 
 
 # -- the kind -------------------------------------------------------------------------------------
@@ -362,11 +377,17 @@ class OsmKind(SourceKind):
     def fetch(self, settings, options, progress):
         if not options.fetch:
             raise InputError("give an EXTRACT file or --fetch REGION (e.g. asia/japan)")
-        from .placefetch import fetch_osm
+        from dataclasses import replace
 
-        extract = fetch_osm(settings, options.fetch, mirror=options.mirror, progress=progress)
+        from .placefetch import fetch_osm, osm_base
+
         region = options.fetch.rstrip("/").rsplit("/", 1)[-1].replace("-", "_")
-        return Fetched([extract], options, name="osm_" + region)
+        check_memory(MIN_MEMORY, "osm_" + region)  # before any download (the disk: placefetch)
+        extract = fetch_osm(settings, options.fetch, mirror=options.mirror, progress=progress,
+                            room_for_build=lambda size: build_room(settings, size))  # fmt: skip
+        record = {"input": True, "filled": [],
+                  "options": {"fetch": options.fetch, "mirror": osm_base(options.mirror)}}  # fmt: skip
+        return Fetched([extract], replace(options, fetched=record), name="osm_" + region)
 
     def attribution(self, info):
         return Attribution("© OpenStreetMap contributors", "ODbL 1.0",

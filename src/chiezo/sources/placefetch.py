@@ -10,6 +10,10 @@ resumable, verifying downloader (``download.py``).
   that no longer matches it (damaged on disk, cut short) is fetched again.
 * OpenStreetMap extracts (Geofabrik layout: ``<region>-latest.osm.pbf`` with a ``.md5`` beside
   it; ``--mirror`` / ``CHIEZO_OSM_MIRROR``), verified against that md5.
+* Before a byte is downloaded, the disk is checked for the file and the build that reads it
+  (``download(room=...)``); the memory of that build is checked by the kind before fetching.
+* ``refresh`` (``chiezo rebuild --fetch``): a GeoNames file kept from before is fetched again
+  if the server's copy changed since (their names never change; no checksum tells).
 """
 
 from __future__ import annotations
@@ -18,35 +22,44 @@ import hashlib
 import os
 import re
 import zipfile
+from functools import partial
 from pathlib import Path
 
 from ..config import Settings
 from ..errors import InputError
 from ..progress import NullProgress, Progress
-from .download import download, get_text
+from .download import build_room, download, get_text
 
 GEONAMES_MIRROR = "https://download.geonames.org/export/dump"
 OSM_MIRROR = "https://download.geofabrik.de"
 
 
 def fetch_geonames(
-    settings: Settings, name: str, *, mirror: str | None = None, progress: Progress | None = None
-) -> tuple[Path, Path]:
+    settings: Settings, name: str, *, mirror: str | None = None,
+    progress: Progress | None = None, refresh: bool = False,
+) -> tuple[Path, Path]:  # fmt: skip
     """(the export's zip, admin1CodesASCII.txt) in ``$CHIEZO_DATA/downloads/geonames``."""
     progress = progress or NullProgress()
     if not re.fullmatch(r"[A-Za-z0-9_]+", name):
         raise InputError(f"not a GeoNames export name: {name!r}", hint="e.g. cities15000, JP")
-    base = _geonames_base(mirror)
+    base = geonames_base(mirror)
     target = _target(settings, "geonames")
-    export = _fetch_zip(f"{base}/{name}.zip", target / f"{name}.zip", progress)
+    export = _fetch_zip(f"{base}/{name}.zip", target / f"{name}.zip", progress,
+                        refresh=refresh, room=partial(_geonames_room, settings))  # fmt: skip
     admin1 = download(f"{base}/admin1CodesASCII.txt", target / "admin1CodesASCII.txt",
-                      progress=progress)  # fmt: skip
+                      progress=progress, refresh=refresh)  # fmt: skip
     return export, admin1
 
 
+def _geonames_room(settings: Settings, size: int) -> list[tuple[Path, int]]:
+    """The build reads the zip's text, about 4x the zip (geonames.ingest_geonames)."""
+    return [build_room(settings.corpus_dir, size * 4)]
+
+
 def fetch_alternate_names(
-    settings: Settings, country: str, *, mirror: str | None = None, progress: Progress | None = None
-) -> Path:
+    settings: Settings, country: str, *, mirror: str | None = None,
+    progress: Progress | None = None, refresh: bool = False,
+) -> Path:  # fmt: skip
     """``alternatenames/<CC>.zip``: one country's alternate names (the alternateNamesV2
     columns), in ``$CHIEZO_DATA/downloads/geonames/alternatenames`` (apart from the export of
     the same name)."""
@@ -56,12 +69,13 @@ def fetch_alternate_names(
             f"not a country code: {country!r}", hint="two letters, e.g. JP (ISO 3166-1)"
         )
     code = country.upper()
-    url = f"{_geonames_base(mirror)}/alternatenames/{code}.zip"
+    url = f"{geonames_base(mirror)}/alternatenames/{code}.zip"
     target = _target(settings, "geonames/alternatenames")
-    return _fetch_zip(url, target / f"{code}.zip", progress)
+    return _fetch_zip(url, target / f"{code}.zip", progress, refresh=refresh)
 
 
-def _geonames_base(mirror: str | None) -> str:
+def geonames_base(mirror: str | None) -> str:
+    """The GeoNames site a download comes from (recorded, so a refetch asks the same one)."""
     return (mirror or os.environ.get("CHIEZO_GEONAMES_MIRROR") or GEONAMES_MIRROR).rstrip("/")
 
 
@@ -71,20 +85,22 @@ def _target(settings: Settings, folder: str) -> Path:
     return target
 
 
-def _fetch_zip(url: str, dest: Path, progress: Progress) -> Path:
+def _fetch_zip(url: str, dest: Path, progress: Progress, *, refresh: bool = False,
+               room=None) -> Path:  # fmt: skip
     """A GeoNames zip, whole (every member's CRC) and as fetched (its recorded sha256)."""
     record = dest.with_name(dest.name + ".sha256")
     if dest.exists() and record.exists() and _recorded(record) != _sha256(dest):
         dest.unlink()  # changed since it was fetched: fetch it again
         record.unlink()
-    download(url, dest, progress=progress)
+    download(url, dest, progress=progress, refresh=refresh, room=room)
     try:
         _check_zip(dest)
     except InputError:
         record.unlink(missing_ok=True)
         raise
-    if not record.exists():
-        record.write_text(f"{_sha256(dest)}  {dest.name}\n", encoding="utf-8")
+    digest = _sha256(dest)
+    if not record.exists() or _recorded(record) != digest:  # new, or fetched anew (refresh)
+        record.write_text(f"{digest}  {dest.name}\n", encoding="utf-8")
     return dest
 
 
@@ -113,14 +129,17 @@ def _sha256(path: Path) -> str:
 
 
 def fetch_osm(
-    settings: Settings, region: str, *, mirror: str | None = None, progress: Progress | None = None
+    settings: Settings, region: str, *, mirror: str | None = None, progress: Progress | None = None,
+    room_for_build=None,
 ) -> Path:
-    """``<region>-latest.osm.pbf`` (e.g. ``asia/japan/kanto``) verified against its ``.md5``."""
+    """``<region>-latest.osm.pbf`` (e.g. ``asia/japan/kanto``) verified against its ``.md5``;
+    ``room_for_build(size)`` → (folder, bytes) the build from it takes, checked with the download's
+    own before a byte is written (default: the plain estimate of download.build_room)."""
     progress = progress or NullProgress()
     region = region.strip("/")
     if not re.fullmatch(r"[a-z0-9_/-]+", region):
         raise InputError(f"not an extract region: {region!r}", hint="e.g. asia/japan/kanto")
-    base = (mirror or os.environ.get("CHIEZO_OSM_MIRROR") or OSM_MIRROR).rstrip("/")
+    base = osm_base(mirror)
     name = f"{region.rsplit('/', 1)[-1]}-latest.osm.pbf"
     url = f"{base}/{region}-latest.osm.pbf"
     match = re.match(r"^([0-9a-f]{32})\b", get_text(url + ".md5").strip())
@@ -128,4 +147,13 @@ def fetch_osm(
         raise InputError(f"{url}.md5 holds no md5 checksum")
     target = settings.data_dir / "downloads" / "osm"
     target.mkdir(parents=True, exist_ok=True)
-    return download(url, target / name, checksum=("md5", match.group(1)), progress=progress)
+    room = room_for_build or (lambda size: build_room(settings.corpus_dir, size))
+    return download(url, target / name, checksum=("md5", match.group(1)), progress=progress,
+                    room=lambda size: [room(size)])  # fmt: skip
+
+
+def osm_base(mirror: str | None) -> str:
+    """The extract server a download comes from (recorded, so a refetch asks the same one)."""
+    return (mirror or os.environ.get("CHIEZO_OSM_MIRROR") or OSM_MIRROR).rstrip("/")
+
+

@@ -24,7 +24,7 @@ from pathlib import Path
 from ..config import Settings
 from ..errors import InputError
 from ..progress import NullProgress, Progress
-from .download import download, get_json, get_text
+from .download import Room, download, get_json, get_text
 
 DEFAULT_MIRROR = "https://dumps.wikimedia.org"
 # Preference among the dump jobs that hold all articles in one file.
@@ -37,6 +37,7 @@ class Fetched:
     pageviews: Path | None = None
     page_props: Path | None = None
     date: str = ""
+    site: str = ""  # the dumps site or mirror it came from
 
 
 def fetch_dump(
@@ -47,7 +48,11 @@ def fetch_dump(
     mirror: str | None = None,
     extras: bool = False,
     progress: Progress | None = None,
+    room: Room | None = None,
 ) -> Fetched:
+    """The dump of ``language`` (the newest finished one, or of ``date``), and with ``extras``
+    its page views and page_props. ``room(dump bytes)``: the space the build from it will need,
+    checked with the download's own before a byte is fetched (download.py)."""
     progress = progress or NullProgress()
     base = (mirror or os.environ.get("CHIEZO_WIKI_MIRROR") or DEFAULT_MIRROR).rstrip("/")
     wiki = f"{language}wiki"
@@ -57,8 +62,8 @@ def fetch_dump(
     name, meta = _article_file(status, wiki, date)
     dump = download(_absolute(base, meta.get("url") or f"/{wiki}/{date}/{name}"),
                     target / name, checksum=_checksum(meta), size=meta.get("size"),
-                    progress=progress)  # fmt: skip
-    fetched = Fetched(dump=dump, date=date)
+                    progress=progress, room=room)  # fmt: skip
+    fetched = Fetched(dump=dump, date=date, site=base)
     if extras:
         fetched.page_props = _fetch_page_props(base, wiki, date, status, target, progress)
         fetched.pageviews = _fetch_pageviews(base, date, target, progress)

@@ -20,6 +20,7 @@ import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -29,6 +30,7 @@ from ..build import BuildOptions, BuildReport, GenerationBuilder, check_disk, ch
 from ..config import Settings
 from ..models import Chunk, Doc
 from ..progress import NullProgress, Progress
+from .download import mtime
 from .kinds import Attribution, Capabilities, Fetched, SourceKind, option_field
 from .markdown import BREADCRUMB_SEPARATOR, chunk_sections, parse_sections
 from .wikidump import Page, WikiDump
@@ -67,6 +69,8 @@ class WikiOptions:
     with_extras: bool = option_field(
         False, recorded=False, for_fetch=True,
         help="Without DUMP: also fetch page views and page_props for popularity and Wikidata ids.")
+    # set by fetch(): what was downloaded and how, so `chiezo rebuild --fetch` can do it again
+    fetched: dict | None = option_field(None, cli=False)
 
 
 def ingest_wikipedia(
@@ -137,17 +141,20 @@ def expected_text_bytes(path: Path) -> int:
 
 
 def _identity(path: Path, info, language: str, wiki: WikiOptions) -> dict[str, Any]:
+    """What the source is built from, paths absolute (a rebuild may run from anywhere)."""
     date = re.search(r"(\d{8})", path.name)
-    return {
+    identity = {
         "path": str(path.resolve()),
         "bytes": path.stat().st_size,
+        "mtime": mtime(path),
         "dbname": info.dbname,
         "language": language,
         "dump_date": date.group(1) if date else None,
-        "pageviews": str(wiki.pageviews) if wiki.pageviews else None,
-        "page_props": str(wiki.page_props) if wiki.page_props else None,
+        "pageviews": str(Path(wiki.pageviews).resolve()) if wiki.pageviews else None,
+        "page_props": str(Path(wiki.page_props).resolve()) if wiki.page_props else None,
         "chunk_chars": wiki.chunk_chars,
     }
+    return {**identity, "fetched": wiki.fetched} if wiki.fetched else identity
 
 
 # -- the pipeline -----------------------------------------------------------------------------
@@ -329,6 +336,13 @@ def rank_by_incoming_links(conn: db.Connection) -> None:
 # -- the kind -------------------------------------------------------------------------------------
 
 
+def _dump_room(settings: Settings, size: int) -> list[tuple[Path, int]]:
+    """The disk a build from a ``size``-byte compressed dump takes (``expected_text_bytes``)."""
+    from .download import build_room
+
+    return [build_room(settings.corpus_dir, int(size * TEXT_FACTOR[".bz2"]))]
+
+
 class WikipediaKind(SourceKind):
     name = "wikipedia"
     summary = """Build a <lang>wiki source from a pages-articles XML dump (.xml, .xml.bz2, .xml.xz).
@@ -349,10 +363,20 @@ class WikipediaKind(SourceKind):
 
         from .wikifetch import fetch_dump
 
-        got = fetch_dump(settings, options.language or "ja", date=options.date,
-                         mirror=options.mirror, extras=options.with_extras, progress=progress)  # fmt: skip
-        return Fetched([got.dump], replace(options, pageviews=options.pageviews or got.pageviews,
-                                           page_props=options.page_props or got.page_props))  # fmt: skip
+        language = options.language or "ja"
+        # before any download: the parser workers' memory, and (in fetch_dump, once the dump's
+        # size is known) the disk for the dump and the build from it
+        check_memory(MIN_MEMORY, f"{language}wiki")
+        got = fetch_dump(settings, language, date=options.date, mirror=options.mirror,
+                         extras=options.with_extras, progress=progress,
+                         room=partial(_dump_room, settings))  # fmt: skip
+        filled = {"pageviews": options.pageviews or got.pageviews,
+                  "page_props": options.page_props or got.page_props}  # fmt: skip
+        record = {"input": True, "date": got.date,
+                  "options": {"language": language, "mirror": got.site,
+                              "with_extras": options.with_extras},
+                  "filled": [k for k, v in filled.items() if v and not getattr(options, k)]}  # fmt: skip
+        return Fetched([got.dump], replace(options, **filled, fetched=record))
 
     def options_from_record(self, recorded):
         options = super().options_from_record(recorded)

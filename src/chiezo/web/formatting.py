@@ -61,3 +61,35 @@ def human_size(n: int | None) -> str:
     if not isinstance(n, int | float):  # None, or missing for a source that needs a rebuild
         return "—"
     return format_bytes(n)
+
+
+# A model file's name ends in its quantisation (llama.cpp's Q4_K_M, IQ4_XS, Q8_0, F16…) and,
+# when split, in its part number; both are kept out of the name and the quantisation said after.
+_MODEL_FILE = re.compile(r"\.(gguf|bin|onnx|safetensors|pt)$", re.IGNORECASE)
+_SPLIT_PART = re.compile(r"-\d{5}-of-\d{5}$", re.IGNORECASE)
+_QUANT = re.compile(
+    r"[-_.]((?:UD-)?(?:[IT]?Q\d(?:_[0-9A-Z]+)*|B?F16|F32|FP16|FP8))$", re.IGNORECASE
+)
+_LOCAL = re.compile(r"^(?:[/~.\\]|[A-Za-z]:[/\\])")
+_EMBEDDER_PATH = re.compile(r"^(onnx|st):(.+)$")  # embedders.py: onnx:/dir, st:/dir
+
+
+def model_label(name: str | None) -> str:
+    """A model as a person reads it, never a path on this machine (a page may be seen from
+    another one on the LAN): ``/models/Qwen2.5-7B-Instruct-Q4_K_M.gguf`` → ``Qwen2.5-7B-Instruct
+    (Q4_K_M)``; ``st:/opt/models/e5-base`` → ``st:e5-base``. A name that is no path — a hub id
+    such as ``Qwen/Qwen2.5-7B-Instruct``, ``qwen2.5:7b``, ``use-m`` — is shown as it is. The
+    same rules are in chiezo.js (``Chiezo.modelLabel``) for names the browser learns itself."""
+    if not name:
+        return ""
+    embedder = _EMBEDDER_PATH.match(name)
+    if embedder:
+        return f"{embedder.group(1)}:{model_label(embedder.group(2)) or embedder.group(2)}"
+    if not (_LOCAL.match(name) or "\\" in name or _MODEL_FILE.search(name)):
+        return name
+    stem = re.split(r"[/\\]", name.rstrip("/\\"))[-1]
+    stem = _SPLIT_PART.sub("", _MODEL_FILE.sub("", stem))
+    quant = _QUANT.search(stem)
+    if quant and quant.start() > 0:
+        return f"{stem[: quant.start()]} ({quant.group(1)})"
+    return stem

@@ -80,6 +80,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     # map
     "map.title": ("地図", "Map"),
     "map.points": ("{n}地点", "{n} places"),
+    "map.nearby": (
+        "この文書の地点（◎）と半径{km} km以内の{n}地点",
+        "This document's place (◎) and {n} places within {km} km",
+    ),  # fmt: skip
     "map.offline": (
         "オフライン地図（経緯線のみ、タイルなし）",
         "Offline map (graticule only, no tiles)",
@@ -152,7 +156,22 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "admin.job.running": ("実行中", "running"),
     "admin.job.done": ("完了", "done"),
     "admin.job.failed": ("失敗", "failed"),
+    "admin.job.cancelled": ("中止", "cancelled"),
+    "admin.job.cancel": ("中止する", "Cancel job"),
+    "admin.job.cancelling": ("中止しています…", "Cancelling…"),
+    "admin.rebuild.fetch": ("最新版を取得", "Fetch newer"),
+    "admin.rebuild.fetch_hint": (
+        "ダウンロード元から最新の入力を取得し（チェックサムで検証）、それから再構築します。",
+        "Download the newest input from where it came from (checked against its checksum), "
+        "then rebuild.",
+    ),  # fmt: skip
+    "admin.confirm.fetch": (
+        "入力は {site} から取得し直します（前回: {last}）。新しい版がなければ再構築しません。",
+        "The input is downloaded again from {site} (last time: {last}); without a newer one, "
+        "nothing is rebuilt.",
+    ),  # fmt: skip
     "admin.job.log": ("ログ", "Log"),
+    "admin.job.eta": ("残り約 {s} 秒", "ETA {s} s"),
     "admin.job.elapsed": ("{s} 秒", "{s} s"),
     "admin.job.none": ("まだジョブはありません。", "No jobs yet."),
     "admin.notes": ("メモ（書き込める唯一のソース）", "Notes (the one writable source)"),
@@ -192,6 +211,59 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "このサーバーはループバック以外で待ち受けていてトークンが未設定のため、書き込みはできません。",
         "This server listens beyond loopback with no token set: writes are disabled.",
     ),  # fmt: skip
+    # disk (maintenance.py, chiezo gc)
+    "admin.disk": ("ディスク", "Disk"),
+    "admin.disk.hint": (
+        "現在の世代と直前の世代（ロールバック用）は削除しません。ビルド中のソースは飛ばします。",
+        "The current generation and the previous one (kept for a rollback) are never deleted; "
+        "a source being built is skipped.",
+    ),  # fmt: skip
+    "admin.disk.source": ("ソース", "Source"),
+    "admin.disk.current": ("現在", "Current"),
+    "admin.disk.previous": ("直前の世代", "Previous"),
+    "admin.disk.other": ("古い世代・残骸", "Old generations, debris"),
+    "admin.disk.busy": ("ビルド中", "being built"),
+    "admin.disk.caches": ("キャッシュ", "Caches"),
+    "admin.disk.file": ("ファイル", "File"),
+    "admin.disk.size": ("サイズ", "Size"),
+    "admin.disk.note": ("状態", "State"),
+    "admin.disk.downloads": (
+        "どの世代にも使われていないダウンロード {n}件（{size}）: 手で削除してください",
+        "{n} downloads no kept generation uses ({size}): delete them by hand",
+    ),  # fmt: skip
+    "admin.disk.reclaimable": ("回収できる容量: {size}", "Reclaimable: {size}"),
+    "admin.disk.with_caches": (
+        "使われていないキャッシュも削除（作り直しに時間がかかります）",
+        "Also delete unused caches (they take time to make again)",
+    ),  # fmt: skip
+    "admin.disk.reclaim": ("容量を回収", "Reclaim space"),
+    "admin.disk.confirm": (
+        "古い世代と残骸を削除します（現在と直前の世代は残ります）。よろしいですか？",
+        "Old generations and debris will be deleted (the current and previous generations "
+        "stay). Go ahead?",
+    ),  # fmt: skip
+    "admin.disk.done": ("{size} を回収しました", "Reclaimed {size}"),
+    "admin.disk.state.used": ("{sources} が使っています", "used by {sources}"),
+    "admin.disk.state.unused": ("どのソースも使っていないモデル", "no source uses this model"),
+    "admin.disk.state.open": ("埋め込みの実行中", "open: an embed is running"),
+    "admin.disk.state.legacy": (
+        "旧形式: 回収すると変換されて約4分の1に",
+        "old layout: reclaiming converts it to about a quarter",
+    ),  # fmt: skip
+    "admin.disk.state.building": ("止まった変換の残り", "left by a conversion that stopped"),
+    "admin.disk.state.legacy_later": (
+        "旧形式: 次にこのモデルで埋め込むときに変換されます",
+        "old layout: converted the next time this model embeds",
+    ),  # fmt: skip
+    "admin.disk.state.leftover": (
+        "変換済みの旧形式ファイル（もう読まれません）",
+        "old layout, already converted: nothing reads it",
+    ),  # fmt: skip
+    "admin.disk.state.documents": (
+        "変換済み文書（{days}日使われていない項目は削除できます）",
+        "converted documents (entries unused for {days} days can go)",
+    ),  # fmt: skip
+    "admin.disk.skipped": ("飛ばしたもの: {what}", "Skipped: {what}"),
     # chat
     "chat.title": ("チャット", "Chat"),
     "chat.placeholder": (

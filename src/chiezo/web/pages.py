@@ -14,11 +14,12 @@ from urllib.parse import urlencode
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, PackageLoader, select_autoescape
-from markupsafe import Markup
 
 from .. import __version__
 from ..errors import ChiezoError
 from ..service import Service
+from .disk import install as install_disk
+from .disk import page_survey
 from .documents import (
     DOC_BODY_CHARS,
     body_parts,
@@ -27,13 +28,14 @@ from .documents import (
     original_path,
     original_response,
 )
-from .formatting import describe_how, highlight, human_size, safe_url, say
+from .formatting import describe_how, highlight, human_size, model_label, safe_url, say
 from .i18n import COOKIE, LANGUAGES, Translator, pick_language
-from .mapview import MapPoint, render_map
 from .search_results import (
+    NEARBY_KM,
     PAGE_SIZE,
     SearchForm,
     browse_results,
+    doc_map,
     read_offset,
     search_results,
     suggestions,
@@ -59,7 +61,8 @@ def install(app: FastAPI, service: Service) -> None:
         lstrip_blocks=True,
     )
     templates.filters.update(highlight=highlight, size=human_size, say=say, number=lambda n: f"{n:,}",
-                             describe_how=describe_how, safe_url=safe_url)  # fmt: skip
+                             describe_how=describe_how, safe_url=safe_url,
+                             model_label=model_label)  # fmt: skip
 
     def render(request: Request, name: str, status: int = 200, script_words: tuple[str, ...] = (),
                **context) -> HTMLResponse:  # fmt: skip
@@ -132,13 +135,10 @@ def install(app: FastAPI, service: Service) -> None:
         except ChiezoError as exc:
             return render(request, "doc.html", exc.status, doc=None, error=exc.to_dict(),
                           source=source)  # fmt: skip
-        point = doc.get("point")
-        map_svg = ""
-        if point:
-            map_svg = Markup(render_map([MapPoint(point["lat"], point["lon"], doc["title"])],
-                                        title=doc["title"], width=440, max_height=300))  # fmt: skip
+        map_svg, nearby = doc_map(service, doc)
         return render(request, "doc.html", doc=doc, info=info, **body_parts(doc, headed_pages(opened)),
-                      original=original_href(doc), full=full, map_svg=map_svg,
+                      original=original_href(doc), full=full, map_svg=map_svg, nearby=nearby,
+                      nearby_km=NEARBY_KM,
                       outgoing=outgoing, incoming=incoming, error=None, source=source)  # fmt: skip
 
     @app.get("/doc/{source}/{doc_id:int}/original", include_in_schema=False)
@@ -170,7 +170,10 @@ def install(app: FastAPI, service: Service) -> None:
                       notes=notes,
                       notes_q=notes_q, notes_page=NOTES_PAGE,
                       jobs=[j.to_dict() for j in jobs][:10],
-                      models=models, default_model=default_model)  # fmt: skip
+                      models=models, default_model=default_model,
+                      disk=page_survey(service))  # fmt: skip
+
+    install_disk(app, service)  # POST /admin/disk: reclaim space (a write)
 
     @app.get("/chat", include_in_schema=False)
     def chat_page(request: Request) -> HTMLResponse:

@@ -15,15 +15,18 @@ from typing import Any
 from markupsafe import Markup
 from starlette.requests import Request
 
+from ..errors import ChiezoError
 from ..inputs import MAX_OFFSET
 from ..request_models import SearchRequest, params
 from ..search.snippet import plain_text
 from ..service import Service
 from .documents import original_href
-from .mapview import MapPoint, render_map
+from .mapview import MapPoint, render_map, worth_drawing
 
 PAGE_SIZE = 10
 MAP_POINTS = 500  # filtered places drawn beyond the page's own (as small unnumbered dots)
+NEARBY_KM = 2.0  # a document page's map and its "find nearby" link: places this close
+NEARBY_POINTS = 30  # at most this many of them on the document page's map
 _POINT = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*$")
 
 
@@ -90,7 +93,8 @@ def search_results(service: Service, form: SearchForm) -> dict[str, Any]:
                       "original": original})  # fmt: skip
     summary = {"total": result.total, "at_least": result.total_is_lower_bound,
                "notes": result.notes, "how": result.retrieval, "order": result.order}  # fmt: skip
-    return {"result": summary, "items": items, "map_svg": _map(items, extra)}
+    center = _near_point(service, extra) if extra.get("near") or extra.get("near_doc") else None
+    return {"result": summary, "items": items, "map_svg": _map(items, center, form.near)}
 
 
 def browse_results(service: Service, form: SearchForm) -> dict[str, Any]:
@@ -113,7 +117,7 @@ def browse_results(service: Service, form: SearchForm) -> dict[str, Any]:
     center = (near["lat"], near["lon"]) if near else None
     others = _more_points(service, form, found["total"], {i["doc_id"] for i in items})
     return {"result": summary, "items": items, "map_more": len(others),
-            "map_svg": _map(items, {"center": center}, others)}  # fmt: skip
+            "map_svg": _map(items, center, form.near, others)}  # fmt: skip
 
 
 def _more_points(service: Service, form: SearchForm, total: int, shown: set[int]) -> list:
@@ -124,19 +128,58 @@ def _more_points(service: Service, form: SearchForm, total: int, shown: set[int]
                            fields=["doc_id", "title", "point"], limit=MAP_POINTS,
                            **form.filter_arguments())  # fmt: skip
     return [MapPoint(d["point"]["lat"], d["point"]["lon"], d["title"],
-                     href=f"/doc/{form.source}/{d['doc_id']}")
+                     href=f"/doc/{form.source}/{d['doc_id']}", distance_km=d.get("distance_km"))
             for d in found["docs"] if d.get("point") and d["doc_id"] not in shown]  # fmt: skip
 
 
-def _map(items: list[dict], extra: dict | None, others: list[MapPoint] = ()) -> Markup:
+def _map(items: list[dict], center: tuple[float, float] | None, near_text: str = "",
+         others: list[MapPoint] = ()) -> Markup:  # fmt: skip
+    """The page's map, when it adds something to the list (mapview.worth_drawing)."""
     points = list(others) + [MapPoint(i["point"][0], i["point"][1], i["title"],
-                       href=f"/doc/{i['source']}/{i['doc_id']}", number=i["number"])
+                       href=f"/doc/{i['source']}/{i['doc_id']}", number=i["number"],
+                       distance_km=i.get("distance_km"))
               for i in items if i.get("point")]  # fmt: skip
-    center = (extra or {}).get("center")
-    if center is None and (extra or {}).get("near"):
-        lat, lon = _POINT.match(extra["near"]).groups()
-        center = (float(lat), float(lon))
-    return Markup(render_map(points, center=center))
+    if not worth_drawing(points, center):
+        return Markup("")
+    return Markup(render_map(points, center=center, center_label=near_text))
+
+
+def _near_point(service: Service, near: dict[str, Any]) -> tuple[float, float] | None:
+    """The point a search was made around: typed as ``lat,lon``, or a document's (its
+    coordinates read once more: a search's result does not carry them)."""
+    if near.get("near"):
+        lat, lon = _POINT.match(near["near"]).groups()
+        return float(lat), float(lon)
+    name, _, title = near["near_doc"].partition(":")
+    point = service.doc(name, title=title, fields=["point"]).get("point")
+    return (point["lat"], point["lon"]) if point else None
+
+
+def doc_map(service: Service, doc: dict) -> tuple[Markup, int]:
+    """A document page's locator map and how many neighbours it shows: the document's point
+    amid the nearest places of its source (those "find nearby" lists first), each a link. A
+    lone point on an empty grid says no more than its coordinates, so with no neighbours
+    there is no map. The map is an extra: a neighbour search that fails leaves it out."""
+    point = doc.get("point")
+    if not point:
+        return Markup(""), 0
+    try:
+        found = service.filter(doc["source"], near=f"{point['lat']},{point['lon']}",
+                               radius_km=NEARBY_KM, fields=["doc_id", "title", "point"],
+                               limit=NEARBY_POINTS + 1)  # fmt: skip
+    except ChiezoError:
+        return Markup(""), 0
+    neighbours = [MapPoint(d["point"]["lat"], d["point"]["lon"], d["title"],
+                           href=f"/doc/{doc['source']}/{d['doc_id']}",
+                           distance_km=d.get("distance_km"))
+                  for d in found["docs"]
+                  if d["doc_id"] != doc["doc_id"] and d.get("point")][:NEARBY_POINTS]  # fmt: skip
+    center = (point["lat"], point["lon"])
+    if not worth_drawing(neighbours, center):
+        return Markup(""), 0
+    svg = render_map(neighbours, center=center, center_label=doc["title"], title=doc["title"],
+                     width=440, max_height=300)  # fmt: skip
+    return Markup(svg), len(neighbours)
 
 
 def suggestions(service: Service, info: dict) -> dict[str, list[dict]]:

@@ -2,7 +2,7 @@
 // progress and the build log; notes added, edited and forgotten in place; the model endpoint.
 "use strict";
 (() => {
-  const { t, api, el, saveToken } = Chiezo;
+  const { t, api, el, saveToken, modelLabel } = Chiezo;
   const $ = (selector) => document.querySelector(selector);
   let polling = null;
 
@@ -31,20 +31,22 @@
     const path = input.path || "?";
     if (plan.action === "rebuild") {
       lines.push(t("admin.confirm.rebuild", { source: plan.source, path, kind: plan.kind }));
-      if (input.exists === false) lines.push(t("admin.confirm.input_missing", { path }));
-      lines.push(plan.embed_model ? t("admin.confirm.then_embed", { model: plan.embed_model })
+      if (plan.fetch) lines.push(t("admin.confirm.fetch", { site: plan.fetch.from || "?", last: plan.fetch.last || "—" }));
+      else if (input.exists === false) lines.push(t("admin.confirm.input_missing", { path }));
+      lines.push(plan.embed_model ? t("admin.confirm.then_embed", { model: modelLabel(plan.embed_model) })
                                   : t("admin.confirm.no_embed"));
     } else {
-      lines.push(t("admin.confirm.embed", { source: plan.source, model: plan.model }));
+      lines.push(t("admin.confirm.embed", { source: plan.source, model: modelLabel(plan.model) }));
     }
     lines.push(t("admin.confirm.serving", { generation: plan.generation || "—", docs: (plan.docs || 0).toLocaleString() }));
     if (plan.problem) lines.push(plan.problem.error + (plan.problem.hint ? ` (${plan.problem.hint})` : ""));
     return lines;
   }
 
-  async function confirmAndStart(action, source, model) {
+  async function confirmAndStart(action, source, model, fetchAgain) {
     const query = new URLSearchParams({ source, action });
     if (action === "embed" && model) query.set("model", model);
+    if (action === "rebuild" && fetchAgain) query.set("fetch", "true");
     let plan;
     try {
       plan = await api("GET", `/v1/jobs/plan?${query}`);
@@ -63,6 +65,7 @@
       try {
         const body = { source, action };
         if (action === "embed" && model) body.model = model;
+        if (action === "rebuild" && fetchAgain) body.fetch = true;
         const job = await api("POST", "/v1/jobs", body);
         follow(job.id);
       } catch (error) {
@@ -75,6 +78,9 @@
     if (polling) clearTimeout(polling);
     const panel = $("#job-panel");
     panel.hidden = false;
+    const cancel = $("#job-cancel");
+    cancel.textContent = t("admin.job.cancel");
+    cancel.disabled = cancel.dataset.writes === "off";
     $("#job-log").textContent = "";
     let logFrom = 0;
     const tick = async () => {
@@ -90,6 +96,13 @@
       state.textContent = t(`admin.job.${job.state}`);
       state.className = `state state-${job.state}`;
       panel.dataset.state = job.state;
+      const cancel = $("#job-cancel");
+      cancel.hidden = job.state !== "running";
+      cancel.dataset.job = job.id;
+      if (job.cancel_requested) {
+        cancel.disabled = true;
+        cancel.textContent = t("admin.job.cancelling");
+      }
       const phase = job.phase || {};
       const share = job.state === "done" ? 1 : phase.total ? Math.min(phase.done / phase.total, 1) : null;
       const bar = $("#job-bar");
@@ -97,7 +110,10 @@
       bar.classList.toggle("indeterminate", share === null && job.state === "running");
       const counted = phase.total ? `${(phase.done || 0).toLocaleString()} / ${phase.total.toLocaleString()} ${phase.unit || ""}`
                                   : phase.done ? `${phase.done.toLocaleString()} ${phase.unit || ""}` : "";
-      $("#job-phase").textContent = [phase.name, counted, t("admin.job.elapsed", { s: (job.elapsed_s || 0).toFixed(1) })]
+      const rate = phase.rate ? `${Math.round(phase.rate).toLocaleString()} ${phase.unit || ""}/s` : "";
+      const eta = phase.eta_s != null ? t("admin.job.eta", { s: Math.round(phase.eta_s) }) : "";
+      $("#job-phase").textContent = [phase.name, counted, rate, eta,
+                                     t("admin.job.elapsed", { s: (job.elapsed_s || 0).toFixed(1) })]
         .filter(Boolean).join(" · ");
       const log = $("#job-log");
       for (const line of job.log || []) {
@@ -120,12 +136,31 @@
     if (button) {
       const row = button.closest(".source-card");
       const model = row.querySelector("select.model").value;
-      confirmAndStart(button.dataset.action, button.dataset.source, model);
+      const fetchAgain = row.querySelector("input.fetch");
+      confirmAndStart(button.dataset.action, button.dataset.source, model, fetchAgain && fetchAgain.checked);
+      return;
+    }
+    const cancel = event.target.closest("button.cancel-job");
+    if (cancel) {
+      cancelJob(cancel);
       return;
     }
     const shown = event.target.closest("button.show-job");
     if (shown) follow(shown.dataset.job);
   });
+
+  // a job stops at its next progress update; the poll (or the list, refreshed) shows the end
+  async function cancelJob(button) {
+    button.disabled = true;
+    button.textContent = t("admin.job.cancelling");
+    try {
+      await api("POST", `/v1/jobs/${button.dataset.job}/cancel`);
+      if (button.id !== "job-cancel") follow(button.dataset.job);
+    } catch (error) {
+      showError($("#jobs"), error);
+      await refresh("jobs");
+    }
+  }
 
   // -- notes -------------------------------------------------------------------------------
   const splitTags = (text) => text.split(/[,、]/).map((s) => s.trim()).filter(Boolean);
@@ -209,8 +244,8 @@
       }
       box.replaceChildren(...status.endpoints.map((e) => el("p", { class: e.ok ? "ok" : "warn" },
         el("span", { class: "mono", text: e.url + " — " }),
-        e.ok ? t("admin.llm.ok", { model: e.model || "?" }) : t("admin.llm.bad", { problem: e.problem || "?" }),
-        e.models && e.models.length ? el("span", { class: "muted small", text: ` (${e.models.join(", ")})` }) : "")));
+        e.ok ? t("admin.llm.ok", { model: modelLabel(e.model) || "?" }) : t("admin.llm.bad", { problem: e.problem || "?" }),
+        e.models && e.models.length ? el("span", { class: "muted small", text: ` (${e.models.map(modelLabel).join(", ")})` }) : "")));
       box.classList.remove("muted");
     } catch (error) {
       box.textContent = error.message;

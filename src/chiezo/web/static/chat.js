@@ -2,7 +2,7 @@
 // heads each answer); the library only supplies the numbered sources the answer cites.
 "use strict";
 (() => {
-  const { t, api, events, el } = Chiezo;
+  const { t, api, events, el, modelLabel } = Chiezo;
   const $ = (selector) => document.querySelector(selector);
   const history = [];
   let modelName = $("#chat").dataset.model || "";
@@ -24,7 +24,7 @@
   async function learnModel() {
     try {
       const status = await api("GET", "/v1/llm");
-      modelName = status.model || modelName;
+      modelName = modelLabel(status.model) || modelName;  // a name, never the server's path
       const bad = status.endpoints.filter((e) => !e.ok).map((e) => `${e.url}: ${e.problem}`);
       $("#chat-model-line").textContent = [modelName, ...bad].filter(Boolean).join(" · ");
     } catch (error) {
@@ -121,7 +121,7 @@
           references = data.references || references;
           written = data.answer;
           text.replaceChildren(withCitations(written, references, data.claims || []));
-          if (data.model) item.querySelector(".speaker").textContent = data.model;
+          if (data.model) item.querySelector(".speaker").textContent = modelLabel(data.model);
           const cited = data.cited || [];
           const doubts = (data.unsupported || []).length + (data.uncited || []).length;
           if (references.length) body.append(sourceList(references, cited));

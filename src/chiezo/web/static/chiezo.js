@@ -82,7 +82,26 @@ const Chiezo = (() => {
     else sessionStorage.removeItem(TOKEN_KEY);
   }
 
-  return { config, t, api, events, el, saveToken };
+  // A model as a person reads it, never a path on the server's disk: the same rules as
+  // model_label in formatting.py (tests/test_web_maps.py checks both on the same names).
+  const MODEL_FILE = /\.(gguf|bin|onnx|safetensors|pt)$/i;
+  const SPLIT_PART = /-\d{5}-of-\d{5}$/i;
+  const QUANT = /[-_.]((?:UD-)?(?:[IT]?Q\d(?:_[0-9A-Z]+)*|B?F16|F32|FP16|FP8))$/i;
+  const LOCAL = /^(?:[/~.\\]|[A-Za-z]:[/\\])/;
+  const EMBEDDER_PATH = /^(onnx|st):(.+)$/;
+
+  function modelLabel(name) {
+    if (!name) return "";
+    const embedder = EMBEDDER_PATH.exec(name);
+    if (embedder) return `${embedder[1]}:${modelLabel(embedder[2]) || embedder[2]}`;
+    if (!(LOCAL.test(name) || name.includes("\\") || MODEL_FILE.test(name))) return name;
+    let stem = name.replace(/[/\\]+$/, "").split(/[/\\]/).pop();
+    stem = stem.replace(MODEL_FILE, "").replace(SPLIT_PART, "");
+    const quant = QUANT.exec(stem);
+    return quant && quant.index > 0 ? `${stem.slice(0, quant.index)} (${quant[1]})` : stem;
+  }
+
+  return { config, t, api, events, el, saveToken, modelLabel };
 })();
 
 // The search page: choosing another source shows the filters that source has.

