@@ -675,14 +675,20 @@ def _check_sample_titles(conn: db.Connection, docs: int) -> None:
                 )
 
 
+def free_disk(directory: Path) -> tuple[Path, int]:
+    """(the nearest existing folder at or above ``directory``, its free bytes): a source's
+    folder may not exist before its first build."""
+    probe = directory
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return probe, shutil.disk_usage(probe).free
+
+
 def check_disk(directory: Path, text_bytes: int, name: str) -> None:
     """Refuse before any work when the disk under ``directory`` cannot hold a source built from
     about ``text_bytes`` of text (the generation, its index and the staging copy)."""
     needed = int(text_bytes * DISK_FACTOR) + DISK_MARGIN
-    probe = directory
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    free = shutil.disk_usage(probe).free
+    probe, free = free_disk(directory)
     if free < needed:
         raise BuildError(
             f"not enough disk to build {name!r}: about {needed / 2**20:,.0f} MiB needed, "

@@ -377,7 +377,7 @@ class Library:
             raise
         except ChiezoError as exc:
             path = generations.current_path(self.corpus_dir / name)
-            meta = _raw_meta(path) if path is not None else None
+            meta = raw_meta(path) if path is not None else None
             info = SourceInfo.from_meta(name, meta, path) if meta else SourceInfo(name=name)
             info.status, info.error, info.hint = NEEDS_REBUILD, exc.message, exc.extras.get("hint")
             return info
@@ -392,7 +392,7 @@ def _building(name: str) -> Operation:
     return Operation("ingest", name, kind="docs")
 
 
-def _raw_meta(path: Path) -> dict[str, str] | None:
+def raw_meta(path: Path) -> dict[str, str] | None:
     """The meta table of a file that may not open as a source."""
     try:
         conn = db.open_readonly(path)

@@ -44,6 +44,7 @@ from typing import Any
 from . import db, generations, vector_cache
 from .config import Settings
 from .errors import BuildError
+from .library import raw_meta
 
 REMOVAL_GRACE_S = 600  # a .removed-* folder touched this recently may still be being deleted
 # A first-layout vector cache is converted when that frees at least this much; a smaller one
@@ -201,7 +202,7 @@ def _debris(directory: Path) -> list[Path]:
 
 def _note_use(path: Path, source: str, used_models: dict[str, list[str]], inputs: set[str]) -> None:
     """Record the embedding model and the input files of a generation that is kept."""
-    meta = _meta(path)
+    meta = raw_meta(path) or {}
     model = meta.get("embedding_model")
     if model:
         users = used_models.setdefault(vector_cache.stem(model), [])
@@ -209,17 +210,6 @@ def _note_use(path: Path, source: str, used_models: dict[str, list[str]], inputs
             users.append(source)
     with contextlib.suppress(ValueError, TypeError):
         inputs.update(_strings(json.loads(meta.get("input") or "{}")))
-
-
-def _meta(path: Path) -> dict[str, str]:
-    try:
-        conn = db.open_readonly(path)
-        try:
-            return dict(conn.execute("SELECT key, value FROM meta"))
-        finally:
-            conn.close()
-    except db.Error:
-        return {}
 
 
 def _strings(value: Any) -> Iterator[str]:

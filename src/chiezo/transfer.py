@@ -33,7 +33,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import tarfile
 import time
 import zlib  # a damaged gzip archive ("r|*" reads gzip, bz2 and xz too)
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from . import __version__, db, generations
+from .build import free_disk
 from .config import Settings
 from .errors import BadQuery, Conflict, InputError, SchemaMismatch
 from .progress import NullProgress, Progress
@@ -253,10 +253,7 @@ def _check_room(directory: Path, manifest: dict) -> None:
     # the HNSW file: fp16 vectors plus about as much again for the graph (measured ~2x)
     index = 2 * 2 * max(vectors.get("dim", 0), 0) * max(vectors.get("count", 0), 0)
     needed = manifest["file"]["bytes"] + index + FREE_MARGIN
-    probe = directory
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    free = shutil.disk_usage(probe).free
+    probe, free = free_disk(directory)
     if free < needed:
         raise InputError(
             f"not enough disk to import {manifest['source']!r}: about {needed / 2**20:,.0f} MiB "
