@@ -114,7 +114,7 @@ def test_a_file_without_coordinates_is_a_usage_error_naming_its_headers(tmp_path
     assert "shops" not in Service(settings).library.names()  # nothing was switched in
 
 
-def test_fetch_flags_and_many_inputs_are_checked(tmp_path, settings):
+def test_places_needs_at_least_one_file(tmp_path, settings):
     result = run(settings, "ingest", "places", "--name", "none")
     assert result.exit_code == 2  # FILE… is required
 

@@ -17,8 +17,17 @@ from rich.markup import escape
 from . import __version__
 from .answer.options import MAX_EXCERPTS, MAX_TOKENS, AnswerOptions
 from .answer.terminal import Turn
-from .cli_common import emit_json, err, handles_errors, out, print_error, service_of, units_label
-from .cli_ingest import ingest, one_build_at_a_time, rebuild
+from .cli_common import (
+    emit_json,
+    err,
+    handles_errors,
+    one_build_at_a_time,
+    out,
+    print_error,
+    service_of,
+    units_label,
+)
+from .cli_ingest import ingest, rebuild
 from .cli_library import COMMANDS
 from .cli_ops import COMMANDS as OPS_COMMANDS
 from .config import Settings, is_loopback

@@ -66,3 +66,15 @@ def print_error(exc: ChiezoError, *, source: str | None = None) -> None:
 
 def units_label(unit_chars: int) -> str:
     return f"units of ≤ {unit_chars} chars" if unit_chars else "whole chunks"
+
+
+def one_build_at_a_time(service, what: str, source: str | None, action: str, wait: bool):
+    """The data directory's jobs lock for this build (jobs.exclusive): no server job runs
+    meanwhile; refused naming what runs, or with --wait waited for."""
+    from .jobs import exclusive
+
+    def waiting(holder: str) -> None:
+        err.print(f"[dim]waiting for {escape(holder)} to finish…[/]")
+
+    return exclusive(service.settings, what, source=source, action=action, wait=wait,
+                     waiting=waiting)  # fmt: skip

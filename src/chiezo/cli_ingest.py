@@ -17,7 +17,16 @@ import click
 from rich.markup import escape
 
 from .build import BuildOptions
-from .cli_common import emit_json, err, handles_errors, out, print_error, service_of, units_label
+from .cli_common import (
+    emit_json,
+    err,
+    handles_errors,
+    one_build_at_a_time,
+    out,
+    print_error,
+    service_of,
+    units_label,
+)
 from .errors import ChiezoError
 from .progress import console_progress
 from .sources.kinds import OptionField, SourceKind, kinds, option_fields
@@ -152,18 +161,6 @@ def _ingest(ctx: click.Context, kind: SourceKind, fields: list[OptionField], val
         with contextlib.suppress(KeyboardInterrupt):
             watch(lambda: frozenset().union(*(snapshot(p) for p in inputs)), _keep_serving(build),
                   interval=values["interval"])  # fmt: skip
-
-
-def one_build_at_a_time(service, what: str, source: str | None, action: str, wait: bool):
-    """The data directory's jobs lock for this build (jobs.exclusive): no server job runs
-    meanwhile; refused naming what runs, or with --wait waited for."""
-    from .jobs import exclusive
-
-    def waiting(holder: str) -> None:
-        err.print(f"[dim]waiting for {escape(holder)} to finish…[/]")
-
-    return exclusive(service.settings, what, source=source, action=action, wait=wait,
-                     waiting=waiting)  # fmt: skip
 
 
 def _option_value(f: OptionField, value: Any) -> Any:

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from .cli_common import emit_json, err, handles_errors, out, service_of
+from .cli_common import emit_json, err, handles_errors, one_build_at_a_time, out, service_of
 from .errors import EXIT_FAILURE, BadQuery
 from .maintenance import Survey, reclaim, survey
 from .progress import console_progress
@@ -168,14 +168,12 @@ def import_command(ctx, file, name, replace, wait, as_json) -> None:
     """Switch in the source FILE holds (made by `chiezo export`), like a build: checked
     (manifest, sha256, schema version, SQLite), then `current` is repointed; the previous
     generation is kept. A damaged, cut or altered FILE is refused and nothing changes."""
-    from .jobs import exclusive
     from .transfer import import_source
 
     service = service_of(ctx)
     progress = console_progress(err, quiet=as_json)
     try:
-        with exclusive(service.settings, f"`chiezo import {file.name}`", action="import",
-                       wait=wait, waiting=_waiting):  # fmt: skip
+        with one_build_at_a_time(service, f"`chiezo import {file.name}`", None, "import", wait):
             done = import_source(service.settings, file, name=name, replace=replace,
                                  progress=progress)  # fmt: skip
     finally:
@@ -188,10 +186,6 @@ def import_command(ctx, file, name, replace, wait, as_json) -> None:
     if done["previous"]:
         out.print(f"[dim]previous generation kept: {escape(done['previous'])} "
                   f"(`chiezo rollback {escape(done['source'])}` returns to it)[/]")  # fmt: skip
-
-
-def _waiting(holder: str) -> None:
-    err.print(f"[dim]waiting for {escape(holder)} to finish…[/]")
 
 
 COMMANDS = (gc, rollback, export_command, import_command)

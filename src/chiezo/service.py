@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,9 @@ class Service:
         self.settings = settings or Settings.from_env()
         self.library = Library(self.settings)
         self.notes = notes.NotesStore(self.settings.notes_path.parent)
+        # told of every search's result, whichever surface asked (a server's metrics count
+        # the searches whose meaning side fell back to keywords)
+        self.search_observers: list[Callable[[SearchResult], None]] = []
 
     def _read(self, source: str | Source, what: str):
         """(source, deadline context) for one read request."""
@@ -201,16 +204,20 @@ class Service:
         ).checked()
         if source:
             src = self.library.get(source)
-            return retrieve(src, q, limit=limit, offset=offset,
-                            timeout=self.settings.query_timeout, filters=filters.resolved(src),
-                            others=self._sources_having, options=options)  # fmt: skip
-        if filters or point:
+            result = retrieve(src, q, limit=limit, offset=offset,
+                              timeout=self.settings.query_timeout, filters=filters.resolved(src),
+                              others=self._sources_having, options=options)  # fmt: skip
+        elif filters or point:
             raise BadQuery(
                 "filters and near apply to one source",
                 hint="search one source ({see}) to filter",
                 see=Operation("search"),
             )
-        return self._search_all(q, limit, offset, options)
+        else:
+            result = self._search_all(q, limit, offset, options)
+        for observe in self.search_observers:
+            observe(result)
+        return result
 
     def _near(self, near: str | None, near_doc: str | None, radius_km: float | None) -> Near | None:
         if near and near_doc:

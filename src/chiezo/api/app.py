@@ -124,7 +124,8 @@ def _split(values: list[str] | None) -> list[str] | None:
 def create_app(settings: Settings | None = None, *, bind_host: str = "127.0.0.1") -> FastAPI:
     settings = settings or Settings.from_env()
     counted = metrics.Metrics(worker=metrics.worker_label())
-    service = metrics.MeteredService(settings, counted)
+    service = Service(settings)
+    service.search_observers.append(counted.searched)
     security = Security(bind_host, settings.token, settings.allowed_hosts)
     mcp = build_mcp(service, writable=security.writes_enabled)
     mcp_app = mcp.streamable_http_app(

@@ -9,7 +9,7 @@
   ``status`` label: ``sum(rate(chiezo_http_requests_total{status=~"5.."}[5m]))``.
 * ``chiezo_search_semantic_fallbacks_total{source}``: searches whose meaning side ran out of
   its time and answered by keyword only (``retrieval`` "keyword-fallback"), on every surface
-  (REST, web UI, MCP, the retrieval of answers): ``MeteredService`` counts them.
+  (REST, web UI, MCP, the retrieval of answers): the service tells it of every search (``Service.search_observers``).
 * ``chiezo_job_duration_seconds{source,action,state}``: rebuild and embed jobs finished since
   this process started, read from the job records at scrape time (jobs.py is not touched; a
   job finished by another worker is counted too: the records are shared); ``chiezo_jobs_running``.
@@ -44,7 +44,6 @@ from fastapi.responses import PlainTextResponse
 
 from ..errors import Forbidden, Unauthorized
 from ..models import SearchResult
-from ..request_models import SearchRequest
 from ..service import Service
 from .openapi import errors as documented
 from .security import Security
@@ -222,21 +221,6 @@ def fallback_sources(result: SearchResult) -> list[str]:
         if getattr(note, "code", None) == "semantic_timeout":
             names += note.params.get("sources") or result.sources
     return sorted(set(names))
-
-
-class MeteredService(Service):
-    """The Service of a server: every search, whichever surface asked, counts its fallbacks."""
-
-    def __init__(self, settings, metrics: Metrics) -> None:
-        super().__init__(settings)
-        self.metrics = metrics
-
-    def search(self, q, source=None, **kwargs) -> SearchResult:
-        result = super().search(q, source, **kwargs)
-        # Service.search unpacks a SearchRequest and calls self.search again: count that call
-        if not isinstance(q, SearchRequest):
-            self.metrics.searched(result)
-        return result
 
 
 class RequestMetrics:
