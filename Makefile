@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 CHIEZO_DATA ?= ./data
 export CHIEZO_DATA
 
-.PHONY: install browser sample run test lint fuzz bench bench-quick bench-serve clean
+.PHONY: install cluster browser sample run test lint fuzz bench bench-quick bench-serve clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Chiezo needs Python 3.11 or newer")'
@@ -22,6 +22,15 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 install: $(STAMP)
+
+# Ray, for Chiezo on a cluster (docs/cluster.md): an optional extra the main job does not need;
+# the tests install it, so CI checks the cluster paths on a local two-node cluster.
+CLUSTER_STAMP := $(VENV)/.cluster-installed
+$(CLUSTER_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[cluster]'
+	@touch $(CLUSTER_STAMP)
+
+cluster: $(CLUSTER_STAMP)
 
 # Headless Chromium and a Japanese font for the web UI's browser tests, from Debian: Playwright
 # (a dev dependency) drives this browser and never downloads one of its own. Not fatal: where
@@ -45,7 +54,7 @@ sample: install
 run: sample
 	$(BIN)/chiezo serve
 
-test: install browser
+test: install cluster browser
 	$(BIN)/python -m pytest -q
 
 lint: install

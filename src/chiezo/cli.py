@@ -24,6 +24,7 @@ from .cli_common import (
     one_build_at_a_time,
     out,
     print_error,
+    ray_option,
     service_of,
     units_label,
 )
@@ -369,20 +370,34 @@ def doctor(ctx, as_json) -> None:
     help="Embed sentences grouped up to N characters (0: whole chunks). Default: as before, "
     "else 60 — or whole chunks for sources over 200,000 chunks.",
 )
+@ray_option("Compute the vectors on a Ray cluster (docs/cluster.md)")
+@click.option(
+    "--actors",
+    type=click.IntRange(1, 4096),
+    default=None,
+    help="--ray: embedding actors (default: one per CPU of the cluster).",
+)
 @click.option("--wait", is_flag=True, help="If a build or job runs, wait for it, then start.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
 @handles_errors
-def embed(ctx, source, model, max_chunks, unit_chars, wait, as_json) -> None:
+def embed(ctx, source, model, max_chunks, unit_chars, ray, actors, wait, as_json) -> None:
     """Add vectors to SOURCE for semantic and hybrid search (a new generation). Resumable and
     incremental: vectors are cached by chunk text, so an interrupted run or a rebuild only
     embeds what is new. The source stays searchable by text meanwhile."""
     service = service_of(ctx)
+    if actors is not None and ray is None:
+        raise click.UsageError("--actors goes with --ray")
+    runner = None
+    if ray is not None:
+        from .cluster.embedding import RayEmbedding
+
+        runner = RayEmbedding(ray, actors=actors)
     progress = console_progress(err, quiet=as_json)
     try:
         with one_build_at_a_time(service, f"`chiezo embed {source}`", source, "embed", wait):
             report = service.embed(source, model, max_chunks=max_chunks, unit_chars=unit_chars,
-                                   progress=progress)  # fmt: skip
+                                   progress=progress, runner=runner)  # fmt: skip
     finally:
         progress.close()
     data = report.to_dict()
@@ -537,11 +552,21 @@ def doc(ctx, title, source, doc_id, key, fields, max_chars, as_json) -> None:
     type=click.IntRange(1, 64),
     help="Server processes (~90 MB each); one per core serves more clients at once.",
 )
+@ray_option("Serve as a Ray Serve deployment on a cluster (docs/cluster.md)")
+@click.option(
+    "--replicas",
+    type=click.IntRange(1, 1024),
+    default=None,
+    help="--ray: copies of the server on the cluster (default 2).",
+)
 @click.pass_context
-def serve(ctx, host, port, workers) -> None:
+@handles_errors
+def serve(ctx, host, port, workers, ray, replicas) -> None:
     """Serve the REST API (/v1, docs at /docs) and the MCP endpoint (/mcp) over HTTP."""
     import uvicorn
 
+    if replicas is not None and ray is None:
+        raise click.UsageError("--replicas goes with --ray")
     settings = service_of(ctx).settings
     if not is_loopback(host):
         if settings.token:
@@ -551,6 +576,9 @@ def serve(ctx, host, port, workers) -> None:
                 f"[yellow]listening on {host} without CHIEZO_TOKEN: writes are disabled "
                 "and /mcp offers read-only tools[/]"
             )
+    if ray is not None:
+        _serve_on_ray(settings, host, port, ray, replicas or 2)
+        return
     # Worker processes rebuild the app from the environment: hand the settings over there.
     os.environ["CHIEZO_DATA"] = str(settings.data_dir)
     os.environ["CHIEZO_BIND_HOST"] = host
@@ -566,6 +594,16 @@ def serve(ctx, host, port, workers) -> None:
         workers=workers,
         log_level="warning",
     )
+
+
+def _serve_on_ray(settings, host: str, port: int, address: str, replicas: int) -> None:
+    from .cluster.serving import ServeOptions, serve_until_stopped
+
+    options = ServeOptions(host=host, port=port, replicas=replicas, address=address)
+    err.print(f"Chiezo on the Ray cluster, http://{host}:{port} on every node "
+              f"({replicas} replicas; Ctrl-C takes the deployment down)")  # fmt: skip
+    serve_until_stopped(settings, options, os.environ.get("CHIEZO_PUBLIC_URL")
+                        or _own_address(host, port), say=lambda line: err.print(escape(line)))  # fmt: skip
 
 
 def _own_address(host: str, port: int) -> str:

@@ -78,3 +78,12 @@ def one_build_at_a_time(service, what: str, source: str | None, action: str, wai
 
     return exclusive(service.settings, what, source=source, action=action, wait=wait,
                      waiting=waiting)  # fmt: skip
+
+
+def ray_option(what: str):
+    """``--ray [ADDRESS]``: ``what`` on a Ray cluster; alone, the cluster RAY_ADDRESS names,
+    else the one `ray start` runs on this machine, else a new local one (cluster/__init__.py)."""
+    from .cluster import DEFAULT_ADDRESS
+
+    return click.option("--ray", "ray", is_flag=False, flag_value=DEFAULT_ADDRESS, default=None,
+                        metavar="[ADDRESS]", help=f"{what}; alone: this machine's cluster.")  # fmt: skip

@@ -124,6 +124,9 @@ def _field_option(f: OptionField) -> click.Option:
     if f.base is tuple:  # repeatable, and comma-separated values split
         return click.Option([*names, f.name], multiple=True, default=f.default or (),
                             show_default=bool(f.default), **common)  # fmt: skip
+    if f.flag.flag_value is not None:
+        return click.Option([*names, f.name], is_flag=False, flag_value=f.flag.flag_value,
+                            default=f.default, **common)  # fmt: skip
     kind: Any = {Path: click.Path(path_type=Path), int: click.IntRange(f.flag.low, f.flag.high),
                  float: float}.get(f.base, str)  # fmt: skip
     return click.Option([*names, f.name], type=kind, default=f.default,

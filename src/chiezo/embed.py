@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from typing import Any
 from . import db
 from .build import derive_generation
 from .config import Settings
-from .embedders import DEFAULT_MODEL, get_embedder
+from .embedders import DEFAULT_MODEL, Embedder, get_embedder
 from .errors import BadQuery
 from .generations import REPLACED
 from .library import Library
@@ -146,15 +147,18 @@ def embed_source(
     unit_chars: int | None = None,
     progress: Progress | None = None,
     keep_previous: Path | None | str = REPLACED,
+    runner: Runner | None = None,
 ) -> EmbedReport:
     """Embed source ``name`` and switch the result in (see the module docstring); progress
     has a heartbeat throughout, so a long model batch or index step never goes silent.
     ``keep_previous``: the generation to keep beside the new one — by default the one it
-    replaces; the embed step of an ingest gives the one that served before the ingest."""
+    replaces; the embed step of an ingest gives the one that served before the ingest.
+    ``runner``: what computes the missing vectors — by default this process's embedder; a
+    cluster's actor pool (cluster/embedding.py) writes through the same cache."""
     with ticking(progress) as shown:
         return _embed_source(settings, library, name, model, max_chunks=max_chunks,
                              unit_chars=unit_chars, progress=shown,
-                             keep_previous=keep_previous)  # fmt: skip
+                             keep_previous=keep_previous, runner=runner)  # fmt: skip
 
 
 def _embed_source(
@@ -167,6 +171,7 @@ def _embed_source(
     unit_chars: int | None,
     progress: Progress,
     keep_previous: Path | None | str,
+    runner: Runner | None,
 ) -> EmbedReport:
     if unit_chars is not None and unit_chars < 0:
         raise BadQuery(f"unit_chars must be 0 (whole chunks) or more, got {unit_chars}")
@@ -185,18 +190,15 @@ def _embed_source(
     embedded = reused = 0
     try:
         progress.phase(f"embedding with {embedder.name}", wanted, "chunks")
-        for batch, chunk_count in _unit_batches(source.conn, wanted, unit_chars):
-            hashes = [text_hash(embedder.name, unit.passage) for unit in batch]
-            known = cache.known(hashes)
-            todo = {
-                h: unit.passage for h, unit in zip(hashes, batch, strict=True) if h not in known
-            }
-            if todo:
-                vectors = embedder.embed(list(todo.values()), "passage")
-                cache.put([(h, v.astype("<f2").tobytes()) for h, v in zip(todo, vectors, strict=True)])  # fmt: skip
-            embedded += len(todo)
-            reused += len(batch) - len(todo)
-            progress.advance(chunk_count)
+        vectorize = (runner or local_vectors)(embedder)
+        for work, vectors in vectorize(_missing(source.conn, wanted, unit_chars, cache,
+                                                embedder.name)):  # fmt: skip
+            if work.hashes:
+                cache.put([(h, row.tobytes())
+                           for h, row in zip(work.hashes, as_fp16(vectors), strict=True)])  # fmt: skip
+            embedded += len(work.hashes)
+            reused += work.reused
+            progress.advance(work.chunks)
         # the copy of the current generation is one file copy: the heartbeat shows it alive
         progress.phase("copying the generation", None, "steps")
         counts: dict[str, int] = {}
@@ -214,6 +216,49 @@ def _embed_source(
     return EmbedReport(name, embedder.name, total, counts.get("embedded_chunks", 0),
                        counts.get("vector_count", 0), unit_chars, embedded, reused,
                        time.monotonic() - started, str(report.path))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Work:
+    """One batch of units for the embedder: the ones the cache lacks (by text hash)."""
+
+    hashes: list[str]
+    passages: list[str]
+    chunks: int  # chunks of the source this batch completes (for progress)
+    reused: int  # units of the batch already in the cache
+
+
+# A runner turns batches of work into (work, vectors) pairs, in any order: the cache is keyed
+# by text, so where a vector is computed does not change the result.
+Vectorize = Callable[[Iterable[Work]], Iterator[tuple[Work, Any]]]
+Runner = Callable[[Embedder], Vectorize]
+
+
+def local_vectors(embedder: Embedder) -> Vectorize:
+    """The default runner: this process's embedder, one batch after another."""
+
+    def vectorize(batches: Iterable[Work]) -> Iterator[tuple[Work, Any]]:
+        for work in batches:
+            yield work, embedder.embed(work.passages, "passage") if work.passages else None
+
+    return vectorize
+
+
+def as_fp16(vectors):
+    """Rows as stored in the cache and the generation: little-endian float16."""
+    import numpy as np
+
+    return np.asarray(vectors).astype("<f2", copy=False)
+
+
+def _missing(conn: db.Connection, wanted: int, unit_chars: int, cache: VectorCache,
+             model: str) -> Iterator[Work]:  # fmt: skip
+    """The units of ``_unit_batches`` whose vectors the cache lacks, batch by batch."""
+    for batch, chunk_count in _unit_batches(conn, wanted, unit_chars):
+        hashes = [text_hash(model, unit.passage) for unit in batch]
+        known = cache.known(hashes)
+        todo = {h: unit.passage for h, unit in zip(hashes, batch, strict=True) if h not in known}
+        yield Work(list(todo), list(todo.values()), chunk_count, len(batch) - len(todo))
 
 
 @dataclass(frozen=True)

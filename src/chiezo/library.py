@@ -4,6 +4,8 @@ notices a newly switched-in generation without a restart.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import logging
 import sys
@@ -24,6 +26,12 @@ NOTES = "notes"  # the writable source's reserved name
 WATCH_SECONDS = 1.0  # how often a server looks for switched-in generations (one readlink each)
 
 log = logging.getLogger("chiezo.library")
+
+# The sources one request has opened (``Library.pinned``): a context variable, so every thread
+# working for the request (the thread pool copies the context) sees the same generations.
+_PINNED: contextvars.ContextVar[dict[str, Source] | None] = contextvars.ContextVar(
+    "chiezo_pinned_generations", default=None
+)
 
 
 class Source:
@@ -260,7 +268,28 @@ class Library:
             self.forget(gone)
         return sorted(names)
 
+    @contextlib.contextmanager
+    def pinned(self):
+        """For one request: every ``get`` of a source inside returns the generation its first
+        ``get`` returned, so a generation switched in meanwhile never mixes into the answer.
+        Yields {name: Source} of what was opened (the response names their generations)."""
+        used: dict[str, Source] = {}
+        token = _PINNED.set(used)
+        try:
+            yield used
+        finally:
+            _PINNED.reset(token)
+
     def get(self, name: str) -> Source:
+        pins = _PINNED.get()
+        if pins is None:
+            return self._current(name)
+        source = pins.get(name)
+        if source is None:
+            source = pins[name] = self._current(name)
+        return source
+
+    def _current(self, name: str) -> Source:
         if name == NOTES and self.settings.notes_path.exists():
             return self._cached(name, self.settings.notes_path, NotesSource)
         directory = self.corpus_dir / name

@@ -480,14 +480,15 @@ class Service:
 
     def embed(self, source: str, model: str | None = None, *, max_chunks: int | None = None,
               unit_chars: int | None = None, progress=None,
-              keep_previous: Path | None | str = generations.REPLACED):  # fmt: skip
+              keep_previous: Path | None | str = generations.REPLACED, runner=None):  # fmt: skip
         """Vectors for a source's chunks, as a new generation (embed.py); ``keep_previous``:
-        the generation kept beside it (default: the one it replaces)."""
+        the generation kept beside it (default: the one it replaces); ``runner``: where the
+        vectors are computed (default: here; cluster/embedding.py: on a Ray cluster)."""
         from .embed import embed_source
 
         return embed_source(self.settings, self.library, source, model, max_chunks=max_chunks,
                             unit_chars=unit_chars, progress=progress,
-                            keep_previous=keep_previous)  # fmt: skip
+                            keep_previous=keep_previous, runner=runner)  # fmt: skip
 
     # -- answers ---------------------------------------------------------------------------
 

@@ -51,6 +51,7 @@ from .params import (
     model_query,
     query_parameters,
 )
+from .pinning import PinnedGenerations
 from .security import HostGuard, Security
 
 # search and filter read the parameters request_models.py declares (api/params.py)
@@ -162,7 +163,9 @@ def create_app(settings: Settings | None = None, *, bind_host: str = "127.0.0.1"
     openapi.install(app)
     docs_pages.install(app)
     # Outermost last: a bug anywhere answers 500 without dropping the connection; a foreign
-    # Host is refused before anything else runs; an oversized body before it is read.
+    # Host is refused before anything else runs; an oversized body before it is read; each
+    # request reads one generation per source (pinning.py).
+    app.add_middleware(PinnedGenerations, library=service.library)
     app.add_middleware(BodyLimit)
     app.add_middleware(HostGuard, security=security)
     app.add_middleware(errors.UnexpectedErrors)

@@ -69,6 +69,7 @@ class Flag:
     recorded: bool = True  # part of how the source was built (rebuilt the same way)
     for_fetch: bool = False  # only used to download the input when none is given
     cli: bool = True  # a flag of the ingest command; False: set by the kind itself (``fetched``)
+    flag_value: str | None = None  # a str option that may also be given alone (``--ray``)
 
 
 def flag(*names: str, help: str = "", **extra: Any) -> dict[str, Flag]:

@@ -1,8 +1,9 @@
 """Source kind ``wikipedia``: a MediaWiki pages-articles XML dump → ``<lang>wiki``.
 
-One pass over the dump. The main process reads XML (and records redirects); worker processes
-parse wikitext (the expensive part, mwparserfromhell) in batches; the main process feeds the
-builder. Lookup tables that grow with the wiki — page views, Wikidata ids — live in a temporary
+One pass over the dump. The main process reads XML (and records redirects); workers render
+the wikitext (the expensive part, mwparserfromhell) in batches — processes on this machine, or
+with ``--ray`` tasks on a cluster (wikirender.py) — and the main process feeds the builder, in
+dump order. Lookup tables that grow with the wiki — page views, Wikidata ids — live in a temporary
 on-disk SQLite, so resident memory stays flat whatever the dump size.
 
 Popularity (``rank_score``, 0..1, log-scaled): page views when a pageviews file is given;
@@ -14,8 +15,6 @@ from __future__ import annotations
 
 import collections
 import math
-import multiprocessing
-import os
 import re
 import tempfile
 from collections.abc import Iterator
@@ -27,15 +26,16 @@ from urllib.parse import quote
 
 from .. import db
 from ..build import BuildOptions, BuildReport, GenerationBuilder, check_disk, check_memory
+from ..cluster import DEFAULT_ADDRESS
 from ..config import Settings
 from ..models import Chunk, Doc
 from ..progress import NullProgress, Progress
 from .download import mtime
 from .kinds import Attribution, Capabilities, Fetched, SourceKind, option_field
-from .markdown import BREADCRUMB_SEPARATOR, chunk_sections, parse_sections
 from .wikidump import Page, WikiDump
 from .wikilookups import WikiLookups
-from .wikitext import Namespaces, normalise_title, page_flags, parse_article
+from .wikirender import DEFAULT_CHUNK_CHARS, default_workers, local_parsers
+from .wikitext import Namespaces, normalise_title
 
 KIND = "wikipedia"
 BATCH_PAGES = 32
@@ -55,12 +55,15 @@ class WikiOptions:
         None, help="page_props SQL dump: Wikidata ids as the attribute 'wikidata'.")
     allow_truncated: bool = option_field(
         False, help="Build from the complete pages of a cut-off dump.")
-    workers: int | None = option_field(None, help="Parser processes.", low=1, high=64,
-                                       recorded=False)  # fmt: skip
-    # Passages of a few hundred characters: a 512-token embedder reads ~500 Japanese characters
-    # at most, and smaller passages make sharper snippets (measured in docs/design.md).
+    workers: int | None = option_field(None, help="Parser processes (with --ray: tasks at once).",
+                                       low=1, high=4096, recorded=False)  # fmt: skip
+    ray: str | None = option_field(
+        None, recorded=False, flag_value=DEFAULT_ADDRESS, metavar="[ADDRESS]",
+        help="Render the wikitext on a Ray cluster (docs/cluster.md); alone: this machine's "
+        "cluster.")
+    # why about 500: wikirender.DEFAULT_CHUNK_CHARS
     chunk_chars: int = option_field(
-        500, low=100, high=5000,
+        DEFAULT_CHUNK_CHARS, low=100, high=5000,
         help="Target passage size in characters (at most twice that) for snippets and vectors.")
     date: str | None = option_field(None, help="Without DUMP: the dump date to fetch (YYYYMMDD).",
                                     recorded=False, for_fetch=True)  # fmt: skip
@@ -169,14 +172,12 @@ def _stream(
     wiki: WikiOptions,
     progress: Progress,
 ) -> None:
-    workers = wiki.workers or default_workers()
     total_bytes = max(dump.path.stat().st_size, 1)
     builder.start_reading(None)
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(workers, initializer=_init_worker, initargs=(ns, wiki.chunk_chars)) as pool:
-        pending: collections.deque = collections.deque()
+    with _parsers(wiki, ns) as (submit, workers):
+        pending: collections.deque = collections.deque()  # in dump order: the order stays stable
         for batch in _article_batches(dump, builder, ns):
-            pending.append((batch, pool.apply_async(_parse_batch, (batch,))))
+            pending.append((batch, submit(batch)))
             while len(pending) > IN_FLIGHT * workers:
                 _store(pending.popleft(), builder, lookups, url_prefix)
             if dump.pages_read and dump.pages_read % 2048 < BATCH_PAGES:
@@ -185,11 +186,14 @@ def _stream(
             _store(pending.popleft(), builder, lookups, url_prefix)
 
 
-def default_workers() -> int:
-    """One parser process per core, plus one: the main process (XML, decompression, writes)
-    leaves a core partly idle. Measured on 2 cores: 3 workers read a 1,890-article dump in
-    35.3 s, 2 workers in 41.9 s."""
-    return min((os.cpu_count() or 1) + 1, 8)
+def _parsers(wiki: WikiOptions, ns: Namespaces):
+    """Where the wikitext is rendered: a context of ``(submit, workers)``, ``submit(batch)``
+    giving a result whose ``get()`` is ``wikirender.render_batch``'s list."""
+    if wiki.ray is not None:
+        from ..cluster.wiki import ray_parsers  # the optional extra, only when asked for
+
+        return ray_parsers(wiki.ray, ns, wiki.chunk_chars, wiki.workers)
+    return local_parsers(ns, wiki.chunk_chars, wiki.workers or default_workers())
 
 
 def _estimate_articles(dump: WikiDump, builder: GenerationBuilder, total_bytes: int) -> int:
@@ -224,54 +228,6 @@ def _record_redirect(page: Page, builder: GenerationBuilder, ns: Namespaces) -> 
     if not target or (sep and prefix.casefold() in ns.other | ns.file | ns.category):
         return  # a redirect out of the article namespace
     builder.add_alias(target, page.title)
-
-
-_WORKER_NS: Namespaces | None = None
-_WORKER_CHUNK_CHARS = WikiOptions.chunk_chars
-
-
-def _init_worker(ns: Namespaces, chunk_chars: int) -> None:
-    global _WORKER_NS, _WORKER_CHUNK_CHARS
-    _WORKER_NS = ns
-    _WORKER_CHUNK_CHARS = chunk_chars
-
-
-def article_chunks(title: str, text: str, target: int) -> list[Chunk]:
-    """Lead and sections in passages of about ``target`` characters (at most twice that),
-    each with the article title leading its breadcrumb (浅草寺 > 歴史)."""
-    chunks = chunk_sections(parse_sections(text), target=target, max_chars=2 * target)
-    for chunk in chunks:
-        chunk.heading_path = (
-            f"{title}{BREADCRUMB_SEPARATOR}{chunk.heading_path}" if chunk.heading_path else title
-        )
-    return chunks
-
-
-def _parse_batch(batch: list[tuple[int, str, str, str | None]]) -> list[dict[str, Any] | None]:
-    """In a worker process: wikitext → the parts of a Doc. A page whose markup defeats the
-    parser comes back as None with its raw text kept by the caller."""
-    out: list[dict[str, Any] | None] = []
-    for _, title, text, _ in batch:
-        try:
-            article = parse_article(text, _WORKER_NS or Namespaces())
-        except Exception:  # noqa: BLE001 - broken markup must not stop the build
-            out.append(None)
-            continue
-        out.append(
-            {
-                "text": article.text,
-                "opening": article.opening,
-                "categories": article.categories,
-                "links": article.links,
-                "point": article.point,
-                "flags": page_flags(title, article.disambiguation),
-                "chunks": [
-                    (c.heading_path, c.text)
-                    for c in article_chunks(title, article.text, _WORKER_CHUNK_CHARS)
-                ],
-            }
-        )
-    return out
 
 
 def _store(item, builder: GenerationBuilder, lookups: WikiLookups, url_prefix: str) -> None:

@@ -1,0 +1,95 @@
+"""``chiezo embed SRC --ray``: the missing vectors computed by a pool of actors on a cluster.
+
+Each actor loads the model once, on its node, and embeds whole batches (``embed.Work``); the
+driver keeps doing what a local run does — choose the units, look them up in the per-model
+cache, write each batch's vectors into the cache as it comes back, then derive the generation
+(embed.py). So a cluster run is resumable (everything that came back is cached), incremental,
+and gives the same vectors as a local one: the same model files on every node, and the vectors
+travel as the float16 rows the cache stores.
+
+Batches are handed out as actors free up, at most ``IN_FLIGHT`` per actor queued: memory on the
+driver holds that many batches, whatever the source's size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..embed import Vectorize, Work
+from ..embedders import Embedder
+from . import chiezo_environment, cluster_cpus, connect
+
+IN_FLIGHT = 2  # batches per actor: one computing, one on its way
+
+
+@dataclass(frozen=True)
+class RayEmbedding:
+    """A runner (``embed.Runner``) for ``embed_source``: ``address`` as ``cluster.connect``
+    takes it; ``actors`` (default: one per CPU of the cluster, ``actor_cpus`` each)."""
+
+    address: str | None = None
+    actors: int | None = None
+    actor_cpus: float = 1.0
+
+    def __call__(self, embedder: Embedder) -> Vectorize:
+        ray = connect(self.address)
+        count = self.actors or max(1, int(cluster_cpus(ray) // self.actor_cpus))
+        threads = str(max(1, int(self.actor_cpus)))
+        actor_class = ray.remote(EmbeddingActor).options(
+            num_cpus=self.actor_cpus,
+            # an actor lost with its node is started again and its batches sent again; beyond
+            # that the run stops, with every batch that came back already in the cache
+            max_restarts=2,
+            max_task_retries=2,
+            # the model's threads: the CPUs this actor was given, not every core of its node
+            runtime_env=chiezo_environment(CHIEZO_EMBED_THREADS=threads, OMP_NUM_THREADS=threads),
+        )
+        pool = [actor_class.remote(embedder.name) for _ in range(count)]
+        return lambda batches: _spread(ray, pool, batches)
+
+
+class EmbeddingActor:
+    """On a cluster node: one model, loaded once; batches of passages in, float16 rows out."""
+
+    def __init__(self, model: str) -> None:
+        from ..embedders import get_embedder
+
+        self.embedder = get_embedder(model)
+
+    def embed(self, passages: list[str]):
+        from ..embed import as_fp16
+
+        return as_fp16(self.embedder.embed(passages, "passage"))
+
+
+def _spread(ray, pool: list, batches: Iterable[Work]) -> Iterator[tuple[Work, Any]]:
+    """Each batch to the least busy actor; (work, vectors) as they finish. A batch with nothing
+    to embed (all cached) passes straight through. The actors are released at the end."""
+    busy = {id(actor): 0 for actor in pool}
+    running: dict[Any, tuple[Work, Any]] = {}  # object ref → (work, actor)
+    try:
+        for work in batches:
+            if not work.passages:
+                yield work, None
+                continue
+            while len(running) >= IN_FLIGHT * len(pool):
+                yield from _collect(ray, running, busy, block=True)
+            actor = min(pool, key=lambda a: busy[id(a)])
+            busy[id(actor)] += 1
+            running[actor.embed.remote(work.passages)] = (work, actor)
+            yield from _collect(ray, running, busy, block=False)
+        while running:
+            yield from _collect(ray, running, busy, block=True)
+    finally:
+        for actor in pool:
+            ray.kill(actor)
+
+
+def _collect(ray, running: dict, busy: dict, *, block: bool) -> Iterator[tuple[Work, Any]]:
+    done, _ = ray.wait(list(running), num_returns=1, timeout=None if block else 0)
+    for ref in done:
+        work, actor = running.pop(ref)
+        busy[id(actor)] -= 1
+        yield work, ray.get(ref)  # an actor's error is raised here, with its traceback

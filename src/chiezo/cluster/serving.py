@@ -1,0 +1,121 @@
+"""``chiezo serve --ray``: the same application (REST, MCP, web) as a Ray Serve deployment.
+
+Each replica builds the app ``chiezo serve`` runs (api/app.py) from the settings the driver
+hands over in the runtime environment, and reads the generation files under ``CHIEZO_DATA`` —
+a path every node must have: a shared file system, or copies made with ``chiezo export`` /
+``chiezo import`` (checked by sha256). Ray Serve's proxy on every node listens on ``host:port``
+and spreads requests over the replicas; a replica that dies is replaced by the controller, and
+a request on its way to it is the only one lost.
+
+Generations switch per replica, as each one's library sees the new ``current`` (about a second,
+library.WATCH_SECONDS): during a rolling switch two replicas may answer from two generations,
+but one response never mixes them — every request is pinned to one generation per source and
+says which in ``X-Chiezo-Generation`` (api/pinning.py).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+from ..config import Settings
+from . import chiezo_environment, connect
+
+APP_NAME = "chiezo"
+# Ray Serve's HAProxy ingress and its direct data plane, in place of the Python proxy: on two
+# cores /healthz went from 240 to 540 requests/s and a search from 56 to 78 (one replica, 16
+# clients; design.md §29). Read when Ray starts, so a `ray start` cluster sets them itself.
+FAST_INGRESS = {"RAY_SERVE_ENABLE_HA_PROXY": "1", "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1"}
+DEPLOYMENT = "chiezo"
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    replicas: int = 2
+    replica_cpus: float = 1.0  # a replica answers on its own thread pool (CHIEZO_SERVE_THREADS)
+    address: str | None = None  # the cluster, as cluster.connect takes it
+    max_ongoing_requests: int = 64  # per replica
+
+
+def build_app():
+    """On a replica: the application, from the settings in this worker's environment."""
+    from ..api.app import create_app
+
+    return create_app(Settings.from_env(), bind_host=os.environ.get("CHIEZO_BIND_HOST", "127.0.0.1"))
+
+
+def deploy(settings: Settings, options: ServeOptions, public_url: str | None = None):
+    """Start (or update, in place) the deployment; returns once its replicas answer."""
+    for name, value in FAST_INGRESS.items():  # for a Ray this command starts itself
+        os.environ.setdefault(name, value)
+    ray = connect(options.address)
+    from ray import serve
+
+    serve.start(http_options={"host": options.host, "port": options.port})
+    env = {"CHIEZO_DATA": str(settings.data_dir.resolve()), "CHIEZO_BIND_HOST": options.host}
+    if public_url:
+        env["CHIEZO_PUBLIC_URL"] = public_url
+    deployment = serve.deployment(
+        serve.ingress(build_app)(),
+        name=DEPLOYMENT,
+        num_replicas=options.replicas,
+        ray_actor_options={"num_cpus": options.replica_cpus,
+                           "runtime_env": chiezo_environment(**env)},  # fmt: skip
+        # Serve's default (5) makes the proxy back off and retry once 5 requests wait on a
+        # replica: at 16 clients throughput fell to a third (design.md §29); the replica's
+        # own thread pool (CHIEZO_SERVE_THREADS) bounds the work, its queue is cheap
+        max_ongoing_requests=options.max_ongoing_requests,
+        # a replica that stops answering its health check is replaced
+        health_check_period_s=2,
+        health_check_timeout_s=10,
+        # a replica taken down may finish what it answers: the query time limit bounds that
+        graceful_shutdown_timeout_s=settings.query_timeout + 1,
+    )
+    serve.run(deployment.bind(), name=APP_NAME, route_prefix="/")
+    return ray
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def replica_states() -> dict[str, int]:
+    """How many replicas of the deployment are in each state (RUNNING, STARTING, …)."""
+    from ray import serve
+
+    app = serve.status().applications.get(APP_NAME)
+    if app is None:
+        return {}
+    status = app.deployments[DEPLOYMENT]
+    return {str(state.value if hasattr(state, "value") else state): n
+            for state, n in status.replica_states.items()}  # fmt: skip
+
+
+def serve_until_stopped(settings: Settings, options: ServeOptions, public_url: str | None,
+                        say=print) -> None:  # fmt: skip
+    """The CLI's ``serve --ray``: deploy, report the replicas now and then, and take the
+    deployment down on Ctrl-C or SIGTERM (the cluster itself keeps running)."""
+    from ray import serve
+
+    deploy(settings, options, public_url)
+    # a service manager stops it so (set after joining: Ray installs a handler of its own)
+    signal.signal(signal.SIGTERM, _interrupt)
+    say(f"{options.replicas} replicas on the Ray cluster: {replica_states()}")
+    try:
+        last = None
+        while True:
+            time.sleep(5)
+            states = replica_states()
+            if states != last:
+                say(f"replicas: {states}")
+                last = states
+    except KeyboardInterrupt:
+        pass
+    finally:
+        # the ingress drains a replica it takes down for up to 30 s, so nothing in flight is cut
+        say("taking the deployment down (its replicas drain for up to 30 s)")
+        serve.delete(APP_NAME)

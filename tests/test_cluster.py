@@ -1,0 +1,272 @@
+"""Chiezo on a Ray cluster (issue 20), on a real local cluster of two nodes
+(``ray.cluster_utils.Cluster``: two raylets, each with its own workers): embedding by an actor
+pool, Wikipedia rendering as tasks, and the application as a Ray Serve deployment — each
+compared with the single-machine path it stands in for.
+
+Ray is the optional extra ``chiezo[cluster]``; ``make test`` installs it, so these tests run
+in CI rather than skip."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import ray
+from click.testing import CliRunner
+from ray.cluster_utils import Cluster
+
+from chiezo import db, generations
+from chiezo.api.pinning import generations_of
+from chiezo.cli import cli
+from chiezo.cluster.embedding import RayEmbedding
+from chiezo.cluster.serving import FAST_INGRESS
+from chiezo.config import Settings
+from chiezo.service import Service
+from chiezo.sources.wikipedia import ingest_wikipedia
+
+from helpers import build_docs, data_file, write_files
+
+JA = "wikipedia/jawiki-20230501-excerpt.xml.bz2"
+OLD = {"a.md": "---\ntitle: 雷門\n---\n浅草寺の総門。赤い提灯が下がる。\n"}
+NEW = {"a.md": "---\ntitle: 雷門\n---\n浅草寺の総門。風神と雷神の像が立つ。\n"}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head and a worker node, one CPU each (so work must spread over both), with the
+    serving settings docs/cluster.md recommends."""
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in FAST_INGRESS.items():
+            env.setenv(name, value)
+        yield from _two_nodes()
+
+
+def _two_nodes():
+    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    worker = nodes.add_node(num_cpus=1)
+    ray.init(address=nodes.address, log_to_driver=False)
+    nodes.wait_for_nodes()
+    yield nodes, worker
+    ray.shutdown()
+    nodes.shutdown()
+
+
+def test_the_single_machine_path_never_imports_ray():
+    """Ray is optional: the CLI, the server and every source kind load without it."""
+    code = ("import sys, chiezo.cli, chiezo.api.app, chiezo.embed, chiezo.sources.wikipedia; "
+            "from chiezo.sources.kinds import kinds; kinds(); "
+            "sys.exit('ray was imported' if 'ray' in sys.modules else 0)")  # fmt: skip
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+    listed = subprocess.run([sys.executable, "-m", "chiezo.cli", "--help"], capture_output=True)
+    assert listed.returncode == 0
+
+
+def test_cluster_options_are_checked_before_anything_runs(tmp_path):
+    """A cluster nobody answers at fails in a second with a hint (Ray alone waits minutes);
+    options that only mean something with --ray are refused without it."""
+    service = Service(Settings(data_dir=tmp_path / "data"))
+    build_docs(service, write_files(tmp_path / "docs", OLD), "kb")
+
+    def chiezo(*args: str):
+        return subprocess.run([sys.executable, "-m", "chiezo.cli", "--data", str(tmp_path / "data"),
+                               *args], capture_output=True, text=True, timeout=120)  # fmt: skip
+
+    with socket.socket() as unused:  # a port on loopback where nothing listens
+        unused.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{unused.getsockname()[1]}"
+    started = time.monotonic()
+    nobody = chiezo("embed", "kb", "--ray", address)
+    assert nobody.returncode == 2 and f"no Ray cluster answers at {address}" in nobody.stderr
+    assert "ray start --head" in nobody.stderr and time.monotonic() - started < 30
+    garbled = chiezo("ingest", "wikipedia", str(data_file(JA)), "--ray", "not an address")
+    assert garbled.returncode == 2 and "not a Ray cluster address" in garbled.stderr
+    assert generations.current_path(tmp_path / "data" / "corpus" / "jawiki") is None
+    for args in (["embed", "kb", "--actors", "2"], ["serve", "--replicas", "2"]):
+        alone = chiezo(*args)
+        assert alone.returncode == 2 and "goes with --ray" in alone.stderr
+
+
+@pytest.fixture(scope="module")
+def jawiki_built(tmp_path_factory) -> Path:
+    settings = Settings(data_dir=tmp_path_factory.mktemp("built") / "data")
+    ingest_wikipedia(settings, data_file(JA))
+    return settings.data_dir
+
+
+def _copy(data: Path, to: Path) -> Service:
+    shutil.copytree(data, to, symlinks=True)
+    return Service(Settings(data_dir=to, query_timeout=10))
+
+
+def _vectors(service: Service, name: str = "jawiki") -> dict:
+    conn = db.open_readonly(generations.current_path(service.settings.corpus_dir / name))
+    try:
+        rows = conn.execute("SELECT chunk_id, span_start, span_end, vec FROM chunk_vectors")
+        return {(c, a, b): np.frombuffer(v, "<f2").astype(np.float32) for c, a, b, v in rows}
+    finally:
+        conn.close()
+
+
+def test_embedding_by_an_actor_pool_gives_the_local_vectors(cluster, jawiki_built, tmp_path):
+    local, spread = _copy(jawiki_built, tmp_path / "local"), _copy(jawiki_built, tmp_path / "ray")
+    here = local.embed("jawiki", "use-m", max_chunks=30)
+    there = spread.embed("jawiki", "use-m", max_chunks=30, runner=RayEmbedding(actors=2))
+    assert there.embedded == here.embedded > 100 and there.vectors == here.vectors
+    a, b = _vectors(local), _vectors(spread)
+    assert a.keys() == b.keys()
+    worst = max(float(np.abs(a[k] - b[k]).max()) for k in a)
+    assert worst < 2e-3  # float16 rounding of the same model's output
+    # incremental and resumable: what the cache holds is not embedded again, on the cluster too
+    more = spread.embed("jawiki", "use-m", max_chunks=45, runner=RayEmbedding(actors=2))
+    assert more.reused == there.vectors and more.embedded > 0  # every unit of the first 30 cached
+    assert spread.library.get("jawiki").info().vectors["model"] == "use-m"
+
+
+def test_wikipedia_rendered_on_the_cluster_is_the_local_build(cluster, jawiki_built, tmp_path):
+    nodes, _ = cluster
+    data = tmp_path / "data"
+    result = CliRunner().invoke(cli, ["--data", str(data), "ingest", "wikipedia",
+                                      str(data_file(JA)), "--ray", nodes.address, "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+
+    def rows(directory: Path) -> list:
+        conn = db.open_readonly(generations.current_path(directory / "corpus" / "jawiki"))
+        try:
+            docs = conn.execute("SELECT doc_id, title, body, rank_score FROM docs ORDER BY doc_id")
+            chunks = conn.execute("SELECT chunk_id, doc_id, heading_path, text FROM chunks "
+                                  "ORDER BY chunk_id")  # fmt: skip
+            return [docs.fetchall(), chunks.fetchall()]
+        finally:
+            conn.close()
+
+    assert rows(data) == rows(jawiki_built)
+
+
+
+LOSS_WINDOW = 5.0  # seconds after a replica or node is lost in which requests may fail
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Load:
+    """Clients asking the deployment for one document without pause, keeping every answer:
+    (status or the error's name, the generation named, the body, when it came)."""
+
+    def __init__(self, url: str, clients: int = 2, fresh_connections: bool = False) -> None:
+        self.url, self.answers, self.stop = url, [], threading.Event()
+        self.limits = httpx.Limits(max_keepalive_connections=0 if fresh_connections else None)
+        self.threads = [threading.Thread(target=self._ask, daemon=True) for _ in range(clients)]
+        for thread in self.threads:
+            thread.start()
+
+    def _ask(self) -> None:
+        with httpx.Client(timeout=30, limits=self.limits) as client:
+            while not self.stop.is_set():
+                try:
+                    r = client.get(self.url, params={"title": "雷門"})
+                    gen = generations_of(r.headers.get("x-chiezo-generation")).get("kb")
+                    self.answers.append((r.status_code, gen, r.text, time.monotonic()))
+                except httpx.HTTPError as exc:
+                    self.answers.append((type(exc).__name__, None, "", time.monotonic()))
+
+    def lost_only_around(self, moment: float, clients: int = 2) -> None:
+        """The failures are the requests a failure caught: a few per client (the one in
+        flight, one routed before the router heard), all within seconds of ``moment``; every
+        request after that is answered."""
+        failed = [a for a in self.answers if a[0] != 200]
+        assert len(failed) <= 2 * clients, failed
+        assert all(moment - 1 <= a[3] <= moment + LOSS_WINDOW for a in failed), failed
+        later = [a for a in self.answers if a[3] > moment + LOSS_WINDOW]
+        assert len(later) > 4 and all(a[0] == 200 for a in later)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(60)
+
+
+def _replica_nodes() -> set[str]:
+    from ray.util.state import list_actors
+
+    alive = list_actors(filters=[("state", "=", "ALIVE")], limit=1000)
+    return {a.node_id for a in alive if a.class_name.startswith("ServeReplica")}
+
+
+def _until(check, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.5)
+
+
+def test_serving_on_the_cluster_switches_and_recovers(cluster, tmp_path):
+    from ray import serve
+
+    from chiezo.cluster.serving import APP_NAME, ServeOptions, deploy, replica_states
+
+    nodes, worker = cluster
+    service = Service(Settings(data_dir=tmp_path / "data"))
+    build_docs(service, write_files(tmp_path / "old", OLD), "kb")
+    old = generations.current_path(service.settings.corpus_dir / "kb").name
+    port = _free_port()
+    deploy(service.settings, ServeOptions(port=port, replicas=2, replica_cpus=0.4))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        assert replica_states() == {"RUNNING": 2}
+        first = httpx.get(f"{base}/v1/kb/doc", params={"title": "雷門"}, timeout=30)
+        assert first.status_code == 200 and "提灯" in first.json()["body"]
+        assert generations_of(first.headers["x-chiezo-generation"]) == {"kb": old}
+        # the host and origin rules hold on the cluster as in one process
+        assert httpx.get(f"{base}/v1/sources", headers={"Host": "evil.example"}).status_code == 421
+
+        with Load(f"{base}/v1/kb/doc") as load:
+            # a rolling switch: the replicas see the new generation one after the other
+            build_docs(service, write_files(tmp_path / "new", NEW), "kb")
+            new = generations.current_path(service.settings.corpus_dir / "kb").name
+            _until(lambda: any(a[1] == new for a in load.answers[-4:]))
+            time.sleep(2)
+        assert load.answers and all(a[0] == 200 for a in load.answers)
+        for _, gen, body, _ in load.answers:  # never one generation's name on the other's text
+            assert gen in (old, new)
+            assert ("提灯" in body) == (gen == old) and ("風神" in body) == (gen == new)
+
+        # the worker node lost: its replica comes back on the node that is left. (Clients
+        # connect anew for each request, as through a load balancer: a connection held to the
+        # lost node's own proxy goes down with it.)
+        with Load(f"{base}/v1/kb/doc", fresh_connections=True) as load:
+            time.sleep(1)
+            assert worker.node_id in _replica_nodes()  # the replicas are spread over the nodes
+            nodes.remove_node(worker)
+            lost = time.monotonic()
+            _until(lambda: replica_states().get("RUNNING", 0) < 2, 30)
+            _until(lambda: replica_states().get("RUNNING") == 2, 90)
+            time.sleep(LOSS_WINDOW + 2)
+        load.lost_only_around(lost)
+
+        # a replica killed under load: the controller starts another
+        with Load(f"{base}/v1/kb/doc") as load:
+            time.sleep(1)
+            victim = next(a for a in ray.util.list_named_actors(all_namespaces=True)
+                          if "SERVE_REPLICA" in a["name"])  # fmt: skip
+            ray.kill(ray.get_actor(victim["name"], namespace=victim["namespace"]), no_restart=True)
+            killed = time.monotonic()
+            _until(lambda: replica_states().get("RUNNING") == 2)
+            time.sleep(LOSS_WINDOW + 2)
+        load.lost_only_around(killed)
+    finally:
+        serve.delete(APP_NAME, _blocking=False)  # no 30 s drain: the cluster goes with the module
