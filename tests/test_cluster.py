@@ -51,7 +51,8 @@ def cluster():
 
 def _two_nodes():
     nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    worker = nodes.add_node(num_cpus=1)
+    # the worker says it has a GPU: the embedding asks it whether the model can use one
+    worker = nodes.add_node(num_cpus=1, num_gpus=1)
     ray.init(address=nodes.address, log_to_driver=False)
     nodes.wait_for_nodes()
     yield nodes, worker
@@ -120,6 +121,9 @@ def test_embedding_by_an_actor_pool_gives_the_local_vectors(cluster, jawiki_buil
     here = local.embed("jawiki", "use-m", max_chunks=30)
     there = spread.embed("jawiki", "use-m", max_chunks=30, runner=RayEmbedding(actors=2))
     assert there.embedded == here.embedded > 100 and there.vectors == here.vectors
+    # onnxruntime there has no CUDA provider: CPU actors only, and the report says so
+    assert here.computed_by == "this process"
+    assert there.computed_by == "a Ray cluster: 2 CPU actors"
     a, b = _vectors(local), _vectors(spread)
     assert a.keys() == b.keys()
     worst = max(float(np.abs(a[k] - b[k]).max()) for k in a)
@@ -151,7 +155,7 @@ def test_wikipedia_rendered_on_the_cluster_is_the_local_build(cluster, jawiki_bu
 
 
 
-LOSS_WINDOW = 5.0  # seconds after a replica or node is lost in which requests may fail
+LOSS_WINDOW = 5.0  # seconds after a replica or node is lost in which a request may fail
 
 
 def _free_port() -> int:
@@ -181,13 +185,12 @@ class Load:
                 except httpx.HTTPError as exc:
                     self.answers.append((type(exc).__name__, None, "", time.monotonic()))
 
-    def lost_only_around(self, moment: float, clients: int = 2) -> None:
-        """The failures are the requests a failure caught: a few per client (the one in
-        flight, one routed before the router heard), all within seconds of ``moment``; every
-        request after that is answered."""
+    def lost_only_around(self, moment: float) -> None:
+        """The only failures are the requests in flight when the loss came (one per client at
+        most: each has one at a time); every request after that is answered."""
         failed = [a for a in self.answers if a[0] != 200]
-        assert len(failed) <= 2 * clients, failed
-        assert all(moment - 1 <= a[3] <= moment + LOSS_WINDOW for a in failed), failed
+        assert len(failed) <= len(self.threads), failed
+        assert all(moment <= a[3] <= moment + LOSS_WINDOW for a in failed), failed
         later = [a for a in self.answers if a[3] > moment + LOSS_WINDOW]
         assert len(later) > 4 and all(a[0] == 200 for a in later)
 
@@ -251,8 +254,8 @@ def test_serving_on_the_cluster_switches_and_recovers(cluster, tmp_path):
         with Load(f"{base}/v1/kb/doc", fresh_connections=True) as load:
             time.sleep(1)
             assert worker.node_id in _replica_nodes()  # the replicas are spread over the nodes
-            nodes.remove_node(worker)
             lost = time.monotonic()
+            nodes.remove_node(worker)
             _until(lambda: replica_states().get("RUNNING", 0) < 2, 30)
             _until(lambda: replica_states().get("RUNNING") == 2, 90)
             time.sleep(LOSS_WINDOW + 2)
@@ -263,8 +266,8 @@ def test_serving_on_the_cluster_switches_and_recovers(cluster, tmp_path):
             time.sleep(1)
             victim = next(a for a in ray.util.list_named_actors(all_namespaces=True)
                           if "SERVE_REPLICA" in a["name"])  # fmt: skip
-            ray.kill(ray.get_actor(victim["name"], namespace=victim["namespace"]), no_restart=True)
             killed = time.monotonic()
+            ray.kill(ray.get_actor(victim["name"], namespace=victim["namespace"]), no_restart=True)
             _until(lambda: replica_states().get("RUNNING") == 2)
             time.sleep(LOSS_WINDOW + 2)
         load.lost_only_around(killed)

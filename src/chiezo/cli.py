@@ -409,6 +409,7 @@ def embed(ctx, source, model, max_chunks, unit_chars, ray, actors, wait, as_json
         f"have {escape(data['model'])} vectors — {data['vectors']:,} vectors, "
         f"{units_label(data['unit_chars'])} ({data['embedded']:,} embedded now at "
         f"{data['passages_per_s']:,} passages/s, {data['reused']:,} reused) in {data['seconds']} s"
+        + (f", computed on {escape(data['computed_by'])}" if ray is not None else "")
     )
 
 

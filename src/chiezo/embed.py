@@ -70,6 +70,7 @@ class EmbedReport:
     reused: int  # found in the cache
     seconds: float
     path: str = ""
+    computed_by: str = "this process"  # or the cluster and its actors (cluster/embedding.py)
 
     def to_dict(self) -> dict[str, Any]:
         rate = self.embedded / self.seconds if self.seconds else 0.0
@@ -215,7 +216,8 @@ def _embed_source(
         cache.close()
     return EmbedReport(name, embedder.name, total, counts.get("embedded_chunks", 0),
                        counts.get("vector_count", 0), unit_chars, embedded, reused,
-                       time.monotonic() - started, str(report.path))  # fmt: skip
+                       time.monotonic() - started, str(report.path),
+                       getattr(vectorize, "where", "this process"))  # fmt: skip
 
 
 @dataclass(frozen=True)

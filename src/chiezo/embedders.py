@@ -143,7 +143,8 @@ class _SentenceTransformers(Embedder):
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise ModelUnavailable(f"{name!r} needs the package sentence-transformers") from exc
-        self._model = SentenceTransformer(str(directory), device="cpu", local_files_only=True)
+        device = "cuda" if _on_gpu() and gpu_usable(name) else "cpu"
+        self._model = SentenceTransformer(str(directory), device=device, local_files_only=True)
         self.dim = int(self._model.get_sentence_embedding_dimension())
         self._prefixes = _prefixes(directory)
 
@@ -197,8 +198,35 @@ def embedding_threads() -> int:
     return int(given) if given.isdigit() and int(given) > 0 else (os.cpu_count() or 1)
 
 
+GPU_ENV = "CHIEZO_EMBED_DEVICE"  # "cuda": run on the GPU where the model can (a cluster's GPU actor)
+
+
+def gpu_usable(model: str) -> bool:
+    """Whether ``model`` could run on a GPU of this machine: an ONNX model with onnxruntime's
+    CUDA provider installed, or a sentence-transformers model with a CUDA torch. The
+    built-in e5-small engine is CPU-only."""
+    if model == "e5-small":
+        return False
+    if model.startswith("st:"):
+        try:
+            import torch
+        except ImportError:
+            return False
+        return bool(torch.cuda.is_available())
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return False
+    return "CUDAExecutionProvider" in ort.get_available_providers()
+
+
+def _on_gpu() -> bool:
+    return os.environ.get(GPU_ENV, "").strip().lower() == "cuda"
+
+
 def _cpu_session(path: Path, name: str, *, custom_ops: bool = False):
-    """An onnxruntime session on every core (embedding a source is the long job)."""
+    """An onnxruntime session on every core (embedding a source is the long job), or on the
+    GPU when ``CHIEZO_EMBED_DEVICE=cuda`` and onnxruntime has CUDA."""
     try:
         import onnxruntime as ort
     except ImportError as exc:
@@ -214,7 +242,10 @@ def _cpu_session(path: Path, name: str, *, custom_ops: bool = False):
     options.inter_op_num_threads = 1
     if not Path(path).is_file():
         raise ModelUnavailable(f"no model file at {path}")
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    providers = ["CPUExecutionProvider"]
+    if _on_gpu() and "CUDAExecutionProvider" in ort.get_available_providers():
+        providers.insert(0, "CUDAExecutionProvider")
+    return ort.InferenceSession(str(path), options, providers=providers)
 
 
 def _prefixes(directory: Path) -> dict[str, str]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..embed import Vectorize, Work
-from ..embedders import Embedder
+from ..embedders import GPU_ENV, Embedder, gpu_usable
 from . import chiezo_environment, cluster_cpus, connect
 
 IN_FLIGHT = 2  # batches per actor: one computing, one on its way
@@ -27,7 +27,9 @@ IN_FLIGHT = 2  # batches per actor: one computing, one on its way
 @dataclass(frozen=True)
 class RayEmbedding:
     """A runner (``embed.Runner``) for ``embed_source``: ``address`` as ``cluster.connect``
-    takes it; ``actors`` (default: one per CPU of the cluster, ``actor_cpus`` each)."""
+    takes it; ``actors`` on CPUs (default: one per CPU of the cluster, ``actor_cpus`` each).
+    Where the cluster has GPUs and the model can use them there (asked of a GPU node), one
+    more actor per GPU runs the model on it."""
 
     address: str | None = None
     actors: int | None = None
@@ -35,19 +37,55 @@ class RayEmbedding:
 
     def __call__(self, embedder: Embedder) -> Vectorize:
         ray = connect(self.address)
-        count = self.actors or max(1, int(cluster_cpus(ray) // self.actor_cpus))
+        gpus = _usable_gpus(ray, embedder.name)
+        count = self.actors or max(1, int((cluster_cpus(ray) - gpus) // self.actor_cpus))
         threads = str(max(1, int(self.actor_cpus)))
-        actor_class = ray.remote(EmbeddingActor).options(
-            num_cpus=self.actor_cpus,
-            # an actor lost with its node is started again and its batches sent again; beyond
-            # that the run stops, with every batch that came back already in the cache
-            max_restarts=2,
-            max_task_retries=2,
-            # the model's threads: the CPUs this actor was given, not every core of its node
-            runtime_env=chiezo_environment(CHIEZO_EMBED_THREADS=threads, OMP_NUM_THREADS=threads),
-        )
-        pool = [actor_class.remote(embedder.name) for _ in range(count)]
-        return lambda batches: _spread(ray, pool, batches)
+        # an actor lost with its node is started again and its batches sent again; beyond
+        # that the run stops, with every batch that came back already in the cache
+        actor_class = ray.remote(max_restarts=2, max_task_retries=2)(EmbeddingActor)
+        pool = [
+            actor_class.options(
+                num_cpus=self.actor_cpus,
+                # the model's threads: the CPUs this actor was given, not every core of its node
+                runtime_env=chiezo_environment(CHIEZO_EMBED_THREADS=threads,
+                                               OMP_NUM_THREADS=threads),  # fmt: skip
+            ).remote(embedder.name)
+            for _ in range(count)
+        ]
+        pool += [
+            actor_class.options(
+                num_cpus=1, num_gpus=1,
+                runtime_env=chiezo_environment(**{GPU_ENV: "cuda"}, CHIEZO_EMBED_THREADS="1"),
+            ).remote(embedder.name)
+            for _ in range(gpus)
+        ]  # fmt: skip
+        where = f"a Ray cluster: {count} CPU actor{'s' * (count != 1)}"
+        if gpus:
+            where += f", {gpus} GPU actor{'s' * (gpus != 1)}"
+        return Spread(ray, pool, where)
+
+
+def _usable_gpus(ray, model: str) -> int:
+    """The cluster's whole GPUs, if the model can run on them: asked of a GPU node itself
+    (its onnxruntime or torch, not this machine's); 0 otherwise."""
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    if not gpus:
+        return 0
+    probe = ray.remote(gpu_usable).options(num_gpus=1, num_cpus=0)
+    try:
+        return gpus if ray.get(probe.remote(model), timeout=120) else 0
+    except Exception:  # noqa: BLE001 - a probe that fails means CPU actors only
+        return 0
+
+
+class Spread:
+    """``embed.Vectorize`` over an actor pool; ``where`` says what computed the vectors."""
+
+    def __init__(self, ray, pool: list, where: str) -> None:
+        self.ray, self.pool, self.where = ray, pool, where
+
+    def __call__(self, batches: Iterable[Work]) -> Iterator[tuple[Work, Any]]:
+        return _spread(self.ray, self.pool, batches)
 
 
 class EmbeddingActor:
