@@ -14,6 +14,9 @@ Three jobs, each through the code the commands run:
 * **wiki** — wikitext chars/s of the rendering in ``chiezo ingest wikipedia``: the local parser
   processes (``--workers`` default, the baseline) against ``cluster.wiki.ray_parsers`` on a
   cluster of N CPUs, over the same batches of pages (read from the dump once, before timing).
+* **build** — a whole ``ingest wikipedia`` (chars/s of wikitext, end to end): local, on Ray
+  with the pages sent from the builder, and on Ray with the workers reading their own streams
+  of a multistream copy of the dump (``wikistreams.write_multistream``, 100 pages a stream).
 * **serve** — requests/s of ``/v1/jawiki/search`` (titles and words of the excerpt), driven by
   wrk when it is installed (else a threaded client): ``chiezo serve --workers N`` against a
   Ray Serve deployment with N replicas (HAProxy ingress, as ``serve --ray`` starts it).
@@ -55,6 +58,7 @@ from chiezo.service import Service  # noqa: E402
 from chiezo.sources.wikidump import WikiDump  # noqa: E402
 from chiezo.sources.wikipedia import BATCH_PAGES  # noqa: E402
 from chiezo.sources.wikirender import default_workers, local_parsers  # noqa: E402
+from chiezo.sources.wikistreams import write_multistream  # noqa: E402
 from chiezo.sources.wikitext import Namespaces  # noqa: E402
 
 from corpus import SHARED_DATA  # noqa: E402
@@ -165,6 +169,19 @@ def wiki_on_ray(ns, batches, n: int, address: str | None) -> dict:
     return wiki_row(f"ray: {n} CPU(s)", n, ray_parsers(address, ns, 500, n), batches)
 
 
+def build_row(path: str, n: int, dump: Path, chars: int, ray_address: str | None) -> dict:
+    """A whole ``ingest wikipedia`` into a scratch data directory: chars/s of wikitext."""
+    from chiezo.sources.wikipedia import WikiOptions, ingest_wikipedia
+
+    with tempfile.TemporaryDirectory(dir=HERE / "work") as scratch:
+        started = time.monotonic()
+        ingest_wikipedia(Settings(data_dir=Path(scratch) / "data"), dump,
+                         wiki=WikiOptions(ray=ray_address))  # fmt: skip
+        seconds = time.monotonic() - started
+    return {"job": "build", "path": path, "workers": n, "units": chars,
+            "seconds": round(seconds, 2), "rate": round(chars / seconds)}  # fmt: skip
+
+
 # -- serve ------------------------------------------------------------------------------------
 
 
@@ -270,12 +287,17 @@ def built_source(dump: Path, work: Path) -> Path:
 def speedups(rows: list[dict]) -> None:
     """Each row against its job's single-machine baseline and its 1-worker cluster row (by the
     steady rate where there is one: actor start-up is paid once per run, not per unit)."""
+    import re
+
+    def family(row: dict) -> str:  # "ray build: 2 CPU(s), pages sent" → "ray build: N CPU(s)…"
+        return re.sub(r"\b\d+\b", "N", row["path"])
+
     for job in {r["job"] for r in rows}:
         mine = [r for r in rows if r["job"] == job]
         base = mine[0]["rate"]
-        one = next((r for r in mine if r["path"].startswith("ray") and r["workers"] == 1), None)
         for r in mine:
             r["vs_local"] = round(r["rate"] / base, 2) if base else None
+            one = next((o for o in mine if family(o) == family(r) and o["workers"] == 1), None)
             if one and r["path"].startswith("ray"):
                 key = "steady_rate" if r.get("steady_rate") else "rate"
                 r["vs_1_worker"] = round(r[key] / one[key], 2)
@@ -287,7 +309,7 @@ def show(rows: list[dict]) -> None:
     for column in ("job", "path", "rate", "steady_rate", "startup_s", "vs_local", "vs_1_worker",
                    "of_linear", "errors"):  # fmt: skip
         table.add_column(column, justify="left" if column in ("job", "path") else "right")
-    units = {"embed": "units/s", "wiki": "chars/s", "serve": "req/s"}
+    units = {"embed": "units/s", "wiki": "chars/s", "build": "chars/s", "serve": "req/s"}
     for r in rows:
         table.add_row(r["job"], r["path"], f"{r['rate']:,} {units[r['job']]}",
                       *(str(r.get(c, "")) for c in ("steady_rate", "startup_s", "vs_local",
@@ -298,7 +320,7 @@ def show(rows: list[dict]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", default=None, help="e.g. 1,2,4,8 (default: 1 and the cores)")
-    parser.add_argument("--parts", default="embed,wiki,serve")
+    parser.add_argument("--parts", default="embed,wiki,build,serve")
     parser.add_argument("--passages", type=int, default=8000)
     parser.add_argument("--seconds", type=int, default=10, help="serve: load per configuration")
     parser.add_argument("--connections", type=int, default=16)
@@ -329,6 +351,12 @@ def main() -> None:
         rows.append(embed_local(embedder, work))
     if "wiki" in parts:
         rows.append(wiki_local(ns, batches))
+    chars = sum(len(text) for batch in batches for _, _, text, _ in batch)
+    streams = None
+    if "build" in parts:
+        (HERE / "work").mkdir(exist_ok=True)
+        streams = write_multistream(args.dump, Path(tempfile.mkdtemp(dir=HERE / "work")))
+        rows.append(build_row("local build", default_workers(), args.dump, chars, None))
     if "serve" in parts:
         rows += [serve_local(data, paths, n, args.seconds, args.connections) for n in workers]
     for n in workers:
@@ -340,10 +368,18 @@ def main() -> None:
             rows.append(embed_on_ray(embedder, work, n, args.address))
         if "wiki" in parts:
             rows.append(wiki_on_ray(ns, batches, n, args.address))
+        if "build" in parts:
+            target = args.address or "default"
+            rows.append(build_row(f"ray build: {n} CPU(s), pages sent", n, args.dump, chars,
+                                  target))  # fmt: skip
+            rows.append(build_row(f"ray build: {n} CPU(s), streams read by workers", n,
+                                  streams, chars, target))  # fmt: skip
         if "serve" in parts:
             rows.append(serve_on_ray(data, paths, n, args.seconds, args.connections,
                                      args.address))  # fmt: skip
         ray.shutdown()
+    if streams is not None:
+        shutil.rmtree(streams.parent, ignore_errors=True)
     speedups(rows)
     show(rows)
     out = HERE / "results" / f"cluster_scale-{time.strftime('%Y%m%d-%H%M%S')}.json"

@@ -29,8 +29,10 @@ from chiezo.cli import cli
 from chiezo.cluster.embedding import RayEmbedding
 from chiezo.cluster.serving import FAST_INGRESS
 from chiezo.config import Settings
+from chiezo.errors import InputError
 from chiezo.service import Service
-from chiezo.sources.wikipedia import ingest_wikipedia
+from chiezo.sources.wikipedia import WikiOptions, ingest_wikipedia
+from chiezo.sources.wikistreams import index_beside, write_multistream
 
 from helpers import build_docs, data_file, write_files
 
@@ -140,18 +142,56 @@ def test_wikipedia_rendered_on_the_cluster_is_the_local_build(cluster, jawiki_bu
     result = CliRunner().invoke(cli, ["--data", str(data), "ingest", "wikipedia",
                                       str(data_file(JA)), "--ray", nodes.address, "--json"])  # fmt: skip
     assert result.exit_code == 0, result.output
+    assert _rows(data) == _rows(jawiki_built)
 
-    def rows(directory: Path) -> list:
-        conn = db.open_readonly(generations.current_path(directory / "corpus" / "jawiki"))
-        try:
-            docs = conn.execute("SELECT doc_id, title, body, rank_score FROM docs ORDER BY doc_id")
-            chunks = conn.execute("SELECT chunk_id, doc_id, heading_path, text FROM chunks "
-                                  "ORDER BY chunk_id")  # fmt: skip
-            return [docs.fetchall(), chunks.fetchall()]
-        finally:
-            conn.close()
 
-    assert rows(data) == rows(jawiki_built)
+def _rows(data: Path) -> list:
+    """What a jawiki build wrote: documents and passages, in order."""
+    conn = db.open_readonly(generations.current_path(data / "corpus" / "jawiki"))
+    try:
+        docs = conn.execute("SELECT doc_id, title, aliases, body, rank_score FROM docs "
+                            "ORDER BY doc_id")  # fmt: skip
+        chunks = conn.execute("SELECT chunk_id, doc_id, heading_path, text FROM chunks "
+                              "ORDER BY chunk_id")  # fmt: skip
+        titles = conn.execute("SELECT norm, doc_id, is_alias FROM titles ORDER BY 1, 2")
+        return [docs.fetchall(), chunks.fetchall(), titles.fetchall()]
+    finally:
+        conn.close()
+
+
+def test_workers_read_their_own_streams_of_a_multistream_dump(cluster, jawiki_built, tmp_path,
+                                                              monkeypatch):  # fmt: skip
+    """With the index beside the dump, the builder sends byte ranges, never reads a page of
+    XML itself, and writes the same source as a local build of the same dump."""
+    from chiezo.sources import wikidump
+
+    dump = write_multistream(data_file(JA), tmp_path, per_stream=10)
+    assert index_beside(dump) is not None  # found by its name, as Wikimedia names it
+    read_here: list[str] = []
+    original = wikidump.WikiDump.pages
+    monkeypatch.setattr(wikidump.WikiDump, "pages",
+                        lambda self: (read_here.append(p.title) or p for p in original(self)))  # fmt: skip
+    settings = Settings(data_dir=tmp_path / "data")
+    report = ingest_wikipedia(settings, dump, wiki=WikiOptions(ray=nodes_address(cluster)))
+    assert report.docs == 71 and read_here == []  # the siteinfo only, no page, read here
+    assert _rows(settings.data_dir) == _rows(jawiki_built)
+
+    # a broken stream fails the build with its byte range; nothing is switched in
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    copy = write_multistream(data_file(JA), broken, per_stream=10)
+    raw = bytearray(copy.read_bytes())
+    middle = len(raw) // 2
+    raw[middle : middle + 64] = bytes(64)
+    copy.write_bytes(bytes(raw))
+    with pytest.raises(InputError, match="are broken"):
+        ingest_wikipedia(Settings(data_dir=broken / "data"), copy,
+                         wiki=WikiOptions(ray=nodes_address(cluster)))  # fmt: skip
+    assert generations.current_path(broken / "data" / "corpus" / "jawiki") is None
+
+
+def nodes_address(cluster) -> str:
+    return cluster[0].address
 
 
 

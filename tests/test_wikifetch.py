@@ -53,6 +53,28 @@ def test_fetches_the_newest_finished_dump_verifies_and_builds(site, tmp_path):
     assert not any("pages-articles" in path for path, _ in site.requests[before:])
 
 
+def test_a_multistream_index_listed_beside_the_dump_is_fetched_too(site, tmp_path):
+    """The index lets the workers of `ingest wikipedia --ray` read their own streams; it is
+    verified like the dump, and saved where wikistreams.index_beside finds it."""
+    from chiezo.sources.wikistreams import index_beside, write_multistream
+
+    folder = site.root / "jawiki" / "20230501"
+    dump = folder / "jawiki-20230501-pages-articles-multistream.xml.bz2"
+    dump.unlink()
+    plain = tmp_path / "jawiki-20230501-pages-articles.xml.bz2"
+    shutil.copy(data_file(JA), plain)
+    assert write_multistream(plain, folder) == dump
+    index = index_beside(dump)
+    status = json.loads((folder / "dumpstatus.json").read_text())
+    status["jobs"]["articlesmultistreamdump"]["files"] = {
+        p.name: {"size": p.stat().st_size, "sha1": hashlib.sha1(p.read_bytes()).hexdigest()}
+        for p in (dump, index)}  # fmt: skip
+    (folder / "dumpstatus.json").write_text(json.dumps(status))
+    fetched = fetch_dump(Settings(data_dir=tmp_path / "data"), "ja", mirror=site.url)
+    assert fetched.index is not None and fetched.index.read_bytes() == index.read_bytes()
+    assert index_beside(fetched.dump) == fetched.index
+
+
 def test_an_interrupted_download_resumes_with_a_range_request(site, tmp_path):
     data = data_file(JA).read_bytes()
     dest = tmp_path / "dump.xml.bz2"

@@ -1,52 +1,80 @@
 """``chiezo ingest wikipedia DUMP --ray``: the wikitext rendering as tasks on a Ray cluster.
 
 Rendering (mwparserfromhell, templates, tables) is the expensive part of a Wikipedia build; the
-rest — reading the XML, recording redirects, writing the generation — stays in the one builder
-process (sources/wikipedia.py). Batches of pages go out as tasks, at most a few per CPU of the
-cluster at once, and come back in the order they were sent, so the generation is the one a
-local build writes, document for document.
+rest — recording redirects, writing the generation — stays in the one builder process
+(sources/wikipedia.py). Two forms, both giving back what the builder stores, in the order it
+was sent, so the generation is the one a local build writes, document for document:
+
+* ``ray_parsers`` — the builder reads the XML and sends batches of pages (any dump);
+* ``ray_stream_readers`` — for a multistream dump with its index beside it, the builder sends
+  only byte ranges: each task reads, decompresses and parses its streams itself
+  (sources/wikistreams.py), so the builder's one core is not spent on XML. The dump must then
+  be at the same path on every node.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
+from ..errors import ChiezoError
 from ..sources.wikirender import init_worker, render_batch
+from ..sources.wikistreams import read_and_render
 from ..sources.wikitext import Namespaces
 from . import cluster_cpus, connect
 
 
-@contextlib.contextmanager
 def ray_parsers(address: str | None, ns: Namespaces, chunk_chars: int, workers: int | None):
-    """``sources/wikipedia._parsers`` on a cluster: ``(submit, workers)``; ``workers``: tasks
-    running at once (default: the cluster's CPUs)."""
+    """``sources/wikipedia._parsers`` on a cluster: ``(submit(batch), workers)``."""
+    return _tasks(address, ns, chunk_chars, workers, render_batch)
+
+
+def ray_stream_readers(address: str | None, ns: Namespaces, chunk_chars: int,
+                       workers: int | None):  # fmt: skip
+    """``(submit(dump_path, start, end), workers)``: ``wikistreams.read_and_render`` on a
+    cluster."""
+    return _tasks(address, ns, chunk_chars, workers, read_and_render)
+
+
+@contextlib.contextmanager
+def _tasks(address: str | None, ns: Namespaces, chunk_chars: int, workers: int | None,
+           work: Callable):  # fmt: skip
+    """``work(*args)`` as tasks on workers set up with the wiki's namespaces; ``workers``:
+    how many the caller keeps busy (default: the cluster's CPUs)."""
     ray = connect(address)
-    task = ray.remote(_render).options(num_cpus=1, max_retries=2)
-    shared_ns = ray.put(ns)  # sent to each node once, not with every batch
+    task = ray.remote(_set_up_and_run).options(num_cpus=1, max_retries=2)
+    shared_ns = ray.put(ns)  # sent to each node once, not with every task
     running: list = []
     try:
-        yield (lambda batch: _Rendering(ray, task.remote(shared_ns, chunk_chars, batch),
+        yield (lambda *args: _Rendering(ray, task.remote(shared_ns, chunk_chars, work, *args),
                                         running)), workers or cluster_cpus(ray)  # fmt: skip
     finally:
         for ref in running:  # a build that failed: what is still rendering is not wanted
             ray.cancel(ref)
 
 
-def _render(ns: Namespaces, chunk_chars: int, batch: list) -> list:
-    """On a cluster worker: the same rendering as a local parser process."""
+def _set_up_and_run(ns: Namespaces, chunk_chars: int, work: Callable, *args):
+    """On a cluster worker: the set-up of a local parser process, then the work."""
     init_worker(ns, chunk_chars)
-    return render_batch(batch)
+    return work(*args)
 
 
 class _Rendering:
-    """A batch on its way back: ``get()`` as a process pool's result has it."""
+    """Work on its way back: ``get()`` as a process pool's result has it; an error of
+    Chiezo's own (a broken stream, a dump a node cannot read) is raised as itself."""
 
     def __init__(self, ray, ref, running: list) -> None:
         self.ray, self.ref, self.running = ray, ref, running
         running.append(ref)
 
-    def get(self) -> list:
+    def get(self):
+        from ray.exceptions import RayTaskError
+
         try:
             return self.ray.get(self.ref)
+        except RayTaskError as exc:
+            if isinstance(exc.cause, ChiezoError):
+                raise exc.cause from None
+            raise
         finally:
             self.running.remove(self.ref)

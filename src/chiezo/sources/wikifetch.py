@@ -38,6 +38,7 @@ class Fetched:
     page_props: Path | None = None
     date: str = ""
     site: str = ""  # the dumps site or mirror it came from
+    index: Path | None = None  # a multistream dump's index, saved beside it
 
 
 def fetch_dump(
@@ -64,6 +65,9 @@ def fetch_dump(
                     target / name, checksum=_checksum(meta), size=meta.get("size"),
                     progress=progress, room=room)  # fmt: skip
     fetched = Fetched(dump=dump, date=date, site=base)
+    index = _index_file(status, name)
+    if index is not None:  # lets the workers of `--ray` read their own streams (wikistreams.py)
+        fetched.index = _fetch_index(base, wiki, date, index, target, progress)
     if extras:
         fetched.page_props = _fetch_page_props(base, wiki, date, status, target, progress)
         fetched.pageviews = _fetch_pageviews(base, date, target, progress)
@@ -106,6 +110,27 @@ def _article_file(status: dict, wiki: str, date: str) -> tuple[str, dict]:
         if jobs.get(job, {}).get("status") == "done" and len(whole) == 1:
             return next(iter(whole.items()))
     raise InputError(f"the {wiki} dump of {date} lists no single pages-articles file")
+
+
+def _index_file(status: dict, dump_name: str) -> tuple[str, dict] | None:
+    """The index of a multistream dump, listed in the same job as the dump."""
+    wanted = dump_name.removesuffix(".xml.bz2") + "-index.txt.bz2"
+    for job in status.get("jobs", {}).values():
+        meta = job.get("files", {}).get(wanted)
+        if meta is not None and job.get("status") == "done":
+            return wanted, meta
+    return None
+
+
+def _fetch_index(base, wiki, date, index, target, progress) -> Path | None:
+    name, meta = index
+    url = _absolute(base, meta.get("url") or f"/{wiki}/{date}/{name}")
+    try:
+        return download(url, target / name, checksum=_checksum(meta), size=meta.get("size"),
+                        progress=progress)  # fmt: skip
+    except InputError as exc:  # the dump serves without it: pages are then sent to workers
+        progress.warn(f"the multistream index was not fetched ({exc.message})")
+        return None
 
 
 def _fetch_page_props(base, wiki, date, status, target, progress) -> Path | None:

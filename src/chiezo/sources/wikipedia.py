@@ -32,9 +32,10 @@ from ..models import Chunk, Doc
 from ..progress import NullProgress, Progress
 from .download import mtime
 from .kinds import Attribution, Capabilities, Fetched, SourceKind, option_field
-from .wikidump import Page, WikiDump
+from .wikidump import WikiDump
 from .wikilookups import WikiLookups
 from .wikirender import DEFAULT_CHUNK_CHARS, default_workers, local_parsers
+from .wikistreams import index_beside, stream_ranges
 from .wikitext import Namespaces, normalise_title
 
 KIND = "wikipedia"
@@ -172,6 +173,10 @@ def _stream(
     wiki: WikiOptions,
     progress: Progress,
 ) -> None:
+    index = index_beside(dump.path) if wiki.ray is not None and not wiki.allow_truncated else None
+    if index is not None:
+        _stream_from_workers(dump, index, builder, lookups, ns, url_prefix, wiki, progress)
+        return
     total_bytes = max(dump.path.stat().st_size, 1)
     builder.start_reading(None)
     with _parsers(wiki, ns) as (submit, workers):
@@ -184,6 +189,37 @@ def _stream(
                 progress.retotal(_estimate_articles(dump, builder, total_bytes))
         while pending:
             _store(pending.popleft(), builder, lookups, url_prefix)
+
+
+def _stream_from_workers(dump: WikiDump, index: Path, builder: GenerationBuilder,
+                         lookups: WikiLookups, ns: Namespaces, url_prefix: str,
+                         wiki: WikiOptions, progress: Progress) -> None:  # fmt: skip
+    """``--ray`` on a multistream dump with its index: the workers read their own streams
+    (wikistreams.py); here only redirects and documents are stored, in dump order."""
+    from ..cluster.wiki import ray_stream_readers  # the optional extra, only when asked for
+
+    ranges = stream_ranges(dump.path, index)
+    size, path = dump.path.stat().st_size, str(dump.path.resolve())
+    builder.start_reading(None)
+    with ray_stream_readers(wiki.ray, ns, wiki.chunk_chars, wiki.workers) as (submit, workers):
+        pending: collections.deque = collections.deque()
+        for start, end in ranges:
+            pending.append((end, submit(path, start, end)))
+            while len(pending) > IN_FLIGHT * workers:
+                stored_to, result = pending.popleft()
+                _store_streams(result, builder, lookups, ns, url_prefix)
+                progress.retotal(int(builder.docs_added * size / stored_to))
+        while pending:
+            _store_streams(pending.popleft()[1], builder, lookups, ns, url_prefix)
+
+
+def _store_streams(result, builder: GenerationBuilder, lookups: WikiLookups,
+                   ns: Namespaces, url_prefix: str) -> None:  # fmt: skip
+    got = result.get()
+    for title, target in got["redirects"]:
+        _record_redirect(title, target, builder, ns)
+    for (page_id, title, text, timestamp), parsed in got["articles"]:
+        builder.add(_doc(page_id, title, text, timestamp, parsed, lookups, url_prefix, builder))
 
 
 def _parsers(wiki: WikiOptions, ns: Namespaces):
@@ -212,7 +248,7 @@ def _article_batches(
         if page.ns != 0:
             continue
         if page.redirect is not None:
-            _record_redirect(page, builder, ns)
+            _record_redirect(page.title, page.redirect, builder, ns)
             continue
         batch.append((page.page_id, page.title, page.text, page.timestamp))
         if len(batch) >= BATCH_PAGES:
@@ -222,12 +258,12 @@ def _article_batches(
         yield batch
 
 
-def _record_redirect(page: Page, builder: GenerationBuilder, ns: Namespaces) -> None:
-    target = normalise_title((page.redirect or "").split("#", 1)[0])
+def _record_redirect(title: str, redirect: str, builder: GenerationBuilder, ns: Namespaces) -> None:
+    target = normalise_title((redirect or "").split("#", 1)[0])
     prefix, sep, _ = target.partition(":")
     if not target or (sep and prefix.casefold() in ns.other | ns.file | ns.category):
         return  # a redirect out of the article namespace
-    builder.add_alias(target, page.title)
+    builder.add_alias(target, title)
 
 
 def _store(item, builder: GenerationBuilder, lookups: WikiLookups, url_prefix: str) -> None:
