@@ -248,3 +248,49 @@ def test_too_little_disk_is_refused_before_reading(tmp_path, monkeypatch):
     with pytest.raises(BuildError, match="not enough disk"):
         ingest_wikipedia(Settings(data_dir=tmp_path / "data"), data_file(JA))
     assert not list((tmp_path / "data" / "corpus").glob("*/*.building*"))
+
+
+def test_a_multistream_dump_reads_back_stream_by_stream(tmp_path):
+    """wikistreams (what the workers of `--ray` read): the ranges of the index give back every
+    page of the dump, in order."""
+    from chiezo.sources import wikistreams
+
+    dump = wikistreams.write_multistream(data_file(JA), tmp_path, per_stream=10)
+    ranges = wikistreams.stream_ranges(dump, wikistreams.index_beside(dump))
+    assert len(ranges) == 11  # 107 pages in streams of 10
+    read = [p.title for start, end in ranges for p in wikistreams.read_pages(dump, start, end)]
+    whole = WikiDump(data_file(JA))
+    assert read == [p.title for p in whole.pages()]
+    whole.close()
+
+
+def test_a_hostile_multistream_index_or_stream_is_refused(tmp_path, monkeypatch):
+    import bz2
+
+    from chiezo.sources import wikistreams
+
+    dump = wikistreams.write_multistream(data_file(JA), tmp_path, per_stream=10)
+    index = wikistreams.index_beside(dump)
+    good = bz2.decompress(index.read_bytes()).decode()
+
+    def refused(text: str, match: str) -> None:
+        index.write_bytes(bz2.compress(text.encode()))
+        with pytest.raises(InputError, match=match):
+            wikistreams.stream_ranges(dump, index)
+
+    refused("not an index\n", "not offset:page_id:title")
+    refused("900:1:a\n500:2:b\n", "offsets go backwards")
+    refused(f"{10**12}:1:a\n", "does not match")
+    index.write_bytes(bz2.compress(good.encode()))
+    monkeypatch.setattr(wikistreams, "MAX_RANGE_BYTES", 100)
+    with pytest.raises(InputError, match="lists a stream of"):
+        wikistreams.stream_ranges(dump, index)
+    # a range whose text is far beyond a stream's (a bz2 bomb) is not read into memory
+    bomb = tmp_path / "bomb-multistream.xml.bz2"
+    bomb.write_bytes(bz2.compress(b" " * 5_000_000))
+    monkeypatch.setattr(wikistreams, "MAX_XML_BYTES", 1_000_000)
+    with pytest.raises(InputError, match="more than 1,000,000 bytes"):
+        wikistreams.read_pages(bomb, 0, bomb.stat().st_size)
+    # a range that cuts a stream short
+    with pytest.raises(InputError, match="ends early"):
+        wikistreams.read_pages(dump, 0, 50)

@@ -20,6 +20,10 @@ from .wikidump import Page
 from .wikirender import render_batch
 
 INDEX_SUFFIX = "-index.txt.bz2"
+# A stream holds 100 pages: about 1 MiB compressed, a few MiB of XML. The index is input like the
+# dump: a range or its text far beyond that is refused, not read into a worker's memory.
+MAX_RANGE_BYTES = 64 * 2**20
+MAX_XML_BYTES = 1 * 2**30
 
 
 def index_beside(dump: Path) -> Path | None:
@@ -52,7 +56,13 @@ def stream_ranges(dump: Path, index: Path) -> list[tuple[int, int]]:
     if not offsets or offsets[-1] >= size:
         raise InputError(f"{index.name} does not match {dump.name} (offsets beyond its "
                          f"{size:,} bytes)", hint="download the dump and its index again")  # fmt: skip
-    return list(zip(offsets, [*offsets[1:], size], strict=True))
+    ranges = list(zip(offsets, [*offsets[1:], size], strict=True))
+    widest = max(end - start for start, end in ranges)
+    if widest > MAX_RANGE_BYTES:
+        raise InputError(f"{index.name} lists a stream of {widest:,} bytes (at most "
+                         f"{MAX_RANGE_BYTES:,} are read at once)",
+                         hint="is it the index of this dump? remove it to build without")  # fmt: skip
+    return ranges
 
 
 def read_pages(dump: Path, start: int, end: int) -> list[Page]:
@@ -68,13 +78,29 @@ def read_pages(dump: Path, start: int, end: int) -> list[Page]:
                          hint="with its multistream index beside it, the cluster's workers read "
                          "the dump themselves: put it at the same path on every node") from exc
     try:
-        xml = bz2.decompress(compressed)
+        xml = _decompressed(compressed)
         # a stream of pages has no root of its own; the last one closes the dump's
         root = ET.fromstring(b"<pages>" + xml.replace(b"</mediawiki>", b"") + b"</pages>")
     except (OSError, ValueError, ET.ParseError) as exc:
         raise InputError(f"{dump.name}: the streams at bytes {start:,}–{end:,} are broken: "
                          f"{exc}", hint="download the dump again") from exc  # fmt: skip
     return [_page(element) for element in root.iter("page")]
+
+
+def _decompressed(data: bytes) -> bytes:
+    """Every bz2 stream in ``data``, at most ``MAX_XML_BYTES`` of text (a bomb is refused)."""
+    out, size = [], 0
+    while data:
+        stream = bz2.BZ2Decompressor()
+        part = stream.decompress(data, MAX_XML_BYTES - size + 1)
+        size += len(part)
+        if size > MAX_XML_BYTES or not stream.needs_input and not stream.eof:
+            raise ValueError(f"more than {MAX_XML_BYTES:,} bytes of XML in one range")
+        if not stream.eof:
+            raise ValueError("a stream ends early")
+        out.append(part)
+        data = stream.unused_data
+    return b"".join(out)
 
 
 def _page(element: ET.Element) -> Page:
