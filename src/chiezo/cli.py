@@ -568,6 +568,8 @@ def serve(ctx, host, port, workers, ray, replicas) -> None:
 
     if replicas is not None and ray is None:
         raise click.UsageError("--replicas goes with --ray")
+    if ray is not None and ctx.get_parameter_source("workers") is click.core.ParameterSource.COMMANDLINE:
+        raise click.UsageError("--workers is for one machine; on a cluster give --replicas")
     settings = service_of(ctx).settings
     if not is_loopback(host):
         if settings.token:

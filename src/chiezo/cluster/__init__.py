@@ -83,3 +83,13 @@ def chiezo_environment(**extra: str) -> dict[str, Any]:
 def cluster_cpus(ray) -> int:
     """The CPUs the cluster offers, at least one."""
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def check_fits(ray, what: str, count: int, cpus_each: float, flag: str) -> None:
+    """``count`` actors of ``cpus_each`` CPUs must fit the cluster: one that cannot be placed
+    waits for ever, and the work sent to it with it."""
+    have = ray.cluster_resources().get("CPU", 0)
+    if count * cpus_each > have:
+        raise ConfigError(f"{count} {what} need {count * cpus_each:g} CPUs; the cluster has "
+                          f"{have:g}", hint=f"give {flag} {max(1, int(have // cpus_each))} or "
+                          "fewer, or add nodes (`ray start --address=HEAD:6379`)")  # fmt: skip

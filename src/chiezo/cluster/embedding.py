@@ -19,7 +19,7 @@ from typing import Any
 
 from ..embed import Vectorize, Work
 from ..embedders import GPU_ENV, Embedder, gpu_usable
-from . import chiezo_environment, cluster_cpus, connect
+from . import check_fits, chiezo_environment, cluster_cpus, connect
 
 IN_FLIGHT = 2  # batches per actor: one computing, one on its way
 
@@ -39,6 +39,7 @@ class RayEmbedding:
         ray = connect(self.address)
         gpus = _usable_gpus(ray, embedder.name)
         count = self.actors or max(1, int((cluster_cpus(ray) - gpus) // self.actor_cpus))
+        check_fits(ray, "embedding actors", count + gpus, self.actor_cpus, "--actors")
         threads = str(max(1, int(self.actor_cpus)))
         # an actor lost with its node is started again and its batches sent again; beyond
         # that the run stops, with every batch that came back already in the cache
@@ -79,13 +80,40 @@ def _usable_gpus(ray, model: str) -> int:
 
 
 class Spread:
-    """``embed.Vectorize`` over an actor pool; ``where`` says what computed the vectors."""
+    """``embed.Vectorize`` over an actor pool: each batch to the least busy actor, at most
+    ``IN_FLIGHT`` per actor; (work, vectors) as they finish. A batch with nothing to embed (all
+    cached) passes straight through. The actors are released at the end. ``where`` says what
+    computed the vectors."""
 
     def __init__(self, ray, pool: list, where: str) -> None:
         self.ray, self.pool, self.where = ray, pool, where
 
     def __call__(self, batches: Iterable[Work]) -> Iterator[tuple[Work, Any]]:
-        return _spread(self.ray, self.pool, batches)
+        busy = {id(actor): 0 for actor in self.pool}
+        running: dict[Any, tuple[Work, Any]] = {}  # object ref → (work, actor)
+        try:
+            for work in batches:
+                if not work.passages:
+                    yield work, None
+                    continue
+                while len(running) >= IN_FLIGHT * len(self.pool):
+                    yield from self._collect(running, busy, block=True)
+                actor = min(self.pool, key=lambda a: busy[id(a)])
+                busy[id(actor)] += 1
+                running[actor.embed.remote(work.passages)] = (work, actor)
+                yield from self._collect(running, busy, block=False)
+            while running:
+                yield from self._collect(running, busy, block=True)
+        finally:
+            for actor in self.pool:
+                self.ray.kill(actor)
+
+    def _collect(self, running: dict, busy: dict, *, block: bool):
+        done, _ = self.ray.wait(list(running), num_returns=1, timeout=None if block else 0)
+        for ref in done:
+            work, actor = running.pop(ref)
+            busy[id(actor)] -= 1
+            yield work, self.ray.get(ref)  # an actor's error is raised here, with its traceback
 
 
 class EmbeddingActor:
@@ -100,34 +128,3 @@ class EmbeddingActor:
         from ..embed import as_fp16
 
         return as_fp16(self.embedder.embed(passages, "passage"))
-
-
-def _spread(ray, pool: list, batches: Iterable[Work]) -> Iterator[tuple[Work, Any]]:
-    """Each batch to the least busy actor; (work, vectors) as they finish. A batch with nothing
-    to embed (all cached) passes straight through. The actors are released at the end."""
-    busy = {id(actor): 0 for actor in pool}
-    running: dict[Any, tuple[Work, Any]] = {}  # object ref → (work, actor)
-    try:
-        for work in batches:
-            if not work.passages:
-                yield work, None
-                continue
-            while len(running) >= IN_FLIGHT * len(pool):
-                yield from _collect(ray, running, busy, block=True)
-            actor = min(pool, key=lambda a: busy[id(a)])
-            busy[id(actor)] += 1
-            running[actor.embed.remote(work.passages)] = (work, actor)
-            yield from _collect(ray, running, busy, block=False)
-        while running:
-            yield from _collect(ray, running, busy, block=True)
-    finally:
-        for actor in pool:
-            ray.kill(actor)
-
-
-def _collect(ray, running: dict, busy: dict, *, block: bool) -> Iterator[tuple[Work, Any]]:
-    done, _ = ray.wait(list(running), num_returns=1, timeout=None if block else 0)
-    for ref in done:
-        work, actor = running.pop(ref)
-        busy[id(actor)] -= 1
-        yield work, ray.get(ref)  # an actor's error is raised here, with its traceback

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 
 from ..config import Settings
-from . import chiezo_environment, connect
+from . import check_fits, chiezo_environment, connect
 
 APP_NAME = "chiezo"
 # Ray Serve's HAProxy ingress and its direct data plane, in place of the Python proxy: on two
@@ -53,6 +53,7 @@ def deploy(settings: Settings, options: ServeOptions, public_url: str | None = N
     for name, value in FAST_INGRESS.items():  # for a Ray this command starts itself
         os.environ.setdefault(name, value)
     ray = connect(options.address)
+    check_fits(ray, "replicas", options.replicas, options.replica_cpus, "--replicas")
     from ray import serve
 
     serve.start(http_options={"host": options.host, "port": options.port})
