@@ -270,7 +270,13 @@ def _until(check, seconds: float = 60) -> None:
 def test_serving_on_the_cluster_switches_and_recovers(cluster, tmp_path):
     from ray import serve
 
-    from chiezo.cluster.serving import APP_NAME, ServeOptions, deploy, replica_states
+    from chiezo.cluster.serving import (
+        APP_NAME,
+        ServeOptions,
+        deploy,
+        nodes_out_of_step,
+        replica_states,
+    )
 
     nodes, worker = cluster
     service = Service(Settings(data_dir=tmp_path / "data"))
@@ -284,6 +290,15 @@ def test_serving_on_the_cluster_switches_and_recovers(cluster, tmp_path):
         first = httpx.get(f"{base}/v1/kb/doc", params={"title": "雷門"}, timeout=30)
         assert first.status_code == 200 and "提灯" in first.json()["body"]
         assert generations_of(first.headers["x-chiezo-generation"]) == {"kb": old}
+        # every node would serve what this machine has (one file system here); a node with
+        # another generation of a source, or none, is named
+        data = str(service.settings.data_dir.resolve())
+        assert nodes_out_of_step(ray, data) == []
+        elsewhere = {"kb": ("gen-20260101T000000-abcdef.db", 1), "gone": ("gen-x.db", 1)}
+        problems = nodes_out_of_step(ray, data, wanted=elsewhere)
+        assert len(problems) == 4  # two sources on two nodes
+        assert any(f"has {old} for kb, this machine gen-20260101T000000-abcdef.db" in p
+                   for p in problems) and any("has nothing for gone" in p for p in problems)  # fmt: skip
         # the host and origin rules hold on the cluster as in one process
         assert httpx.get(f"{base}/v1/sources", headers={"Host": "evil.example"}).status_code == 421
 

@@ -19,6 +19,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..config import Settings
 from . import check_fits, chiezo_environment, connect
@@ -80,6 +81,39 @@ def deploy(settings: Settings, options: ServeOptions, public_url: str | None = N
     return ray
 
 
+def generations_here(data_dir: str) -> dict[str, tuple[str, int]]:
+    """On a node: {source: (current generation file, its size)} under ``data_dir``."""
+    from ..generations import current_path
+
+    corpus = Path(data_dir) / "corpus"
+    found = {}
+    for directory in sorted(corpus.iterdir()) if corpus.is_dir() else []:
+        path = current_path(directory)
+        if path is not None:
+            found[directory.name] = (path.name, path.stat().st_size)
+    return found
+
+
+def nodes_out_of_step(ray, data_dir: str, wanted: dict | None = None) -> list[str]:
+    """Each live node asked what it would serve: the sources whose current generation there
+    is missing or not ``wanted`` (default: this machine's) — a node without the shared path,
+    or with an old copy."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    wanted = generations_here(data_dir) if wanted is None else wanted
+    ask = ray.remote(num_cpus=0)(generations_here)
+    problems = []
+    for node in (n for n in ray.nodes() if n.get("Alive")):
+        where = f"node {node['NodeManagerAddress']} ({node['NodeID'][:8]})"
+        strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+        seen = ray.get(ask.options(scheduling_strategy=strategy).remote(data_dir), timeout=60)
+        for name, (generation, size) in wanted.items():
+            if seen.get(name) != (generation, size):
+                has = seen[name][0] if name in seen else "nothing"
+                problems.append(f"{where} has {has} for {name}, this machine {generation}")
+    return problems
+
+
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
@@ -102,7 +136,10 @@ def serve_until_stopped(settings: Settings, options: ServeOptions, public_url: s
     deployment down on Ctrl-C or SIGTERM (the cluster itself keeps running)."""
     from ray import serve
 
-    deploy(settings, options, public_url)
+    ray = deploy(settings, options, public_url)
+    for problem in nodes_out_of_step(ray, str(settings.data_dir.resolve())):
+        say(f"warning: {problem} — its replicas answer from that (docs/cluster.md: a shared "
+            "path, or chiezo export / chiezo import on each node)")
     # a service manager stops it so (set after joining: Ray installs a handler of its own)
     signal.signal(signal.SIGTERM, _interrupt)
     say(f"{options.replicas} replicas on the Ray cluster: {replica_states()}")
