@@ -8,6 +8,7 @@ in CI rather than skip."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
@@ -301,6 +302,12 @@ def test_serving_on_the_cluster_switches_and_recovers(cluster, tmp_path):
                    for p in problems) and any("has nothing for gone" in p for p in problems)  # fmt: skip
         # the host and origin rules hold on the cluster as in one process
         assert httpx.get(f"{base}/v1/sources", headers={"Host": "evil.example"}).status_code == 421
+        # each replica's metrics carry its own label: a scrape reaches one replica at a time
+        labels = set()
+        for _ in range(20):
+            scraped = httpx.get(f"{base}/metrics", timeout=30).text
+            labels |= set(re.findall(r'chiezo_process_start_time_seconds\{worker="([^"]+)"\}', scraped))
+        assert len(labels) == 2
 
         with Load(f"{base}/v1/kb/doc") as load:
             # a rolling switch: the replicas see the new generation one after the other

@@ -122,9 +122,12 @@ def _split(values: list[str] | None) -> list[str] | None:
     return [v.strip() for value in values for v in value.split(",") if v.strip()]
 
 
-def create_app(settings: Settings | None = None, *, bind_host: str = "127.0.0.1") -> FastAPI:
+def create_app(settings: Settings | None = None, *, bind_host: str = "127.0.0.1",
+               worker: str | None = None) -> FastAPI:  # fmt: skip
+    """``worker``: the label of this process's metrics, where several serve (default: the
+    process id under ``serve --workers N``; a Ray replica gives its host and process)."""
     settings = settings or Settings.from_env()
-    counted = metrics.Metrics(worker=metrics.worker_label())
+    counted = metrics.Metrics(worker=worker or metrics.worker_label())
     service = Service(settings)
     service.search_observers.append(counted.searched)
     security = Security(bind_host, settings.token, settings.allowed_hosts)

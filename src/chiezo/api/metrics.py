@@ -105,7 +105,7 @@ class Metrics:
     """The counters of one server process and what is read at scrape time."""
 
     def __init__(self, worker: str | None = None) -> None:
-        self.worker = worker  # the process id under ``serve --workers N``
+        self.worker = worker  # the process id under ``serve --workers N``, a Ray replica's host:pid
         self.started = time.time()
         self.requests = Counter("chiezo_http_requests_total", "HTTP requests answered, by "
                                 "route template, method, status and source")  # fmt: skip

@@ -44,9 +44,13 @@ class ServeOptions:
 
 def build_app():
     """On a replica: the application, from the settings in this worker's environment."""
+    import socket
+
     from ..api.app import create_app
 
-    return create_app(Settings.from_env(), bind_host=os.environ.get("CHIEZO_BIND_HOST", "127.0.0.1"))
+    # each replica's series apart: a scrape through the proxy reaches one replica at a time
+    return create_app(Settings.from_env(), bind_host=os.environ.get("CHIEZO_BIND_HOST", "127.0.0.1"),
+                      worker=f"{socket.gethostname()}:{os.getpid()}")  # fmt: skip
 
 
 def deploy(settings: Settings, options: ServeOptions, public_url: str | None = None):
