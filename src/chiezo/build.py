@@ -687,12 +687,18 @@ def free_disk(directory: Path) -> tuple[Path, int]:
 def check_disk(directory: Path, text_bytes: int, name: str) -> None:
     """Refuse before any work when the disk under ``directory`` cannot hold a source built from
     about ``text_bytes`` of text (the generation, its index and the staging copy)."""
-    needed = int(text_bytes * DISK_FACTOR) + DISK_MARGIN
+    require_disk(directory, int(text_bytes * DISK_FACTOR) + DISK_MARGIN, f"build {name!r}")
+
+
+def require_disk(directory: Path, needed: int, doing: str, error: type = BuildError,
+                 after: str = "") -> None:  # fmt: skip
+    """``error`` saying how much is needed and free when the disk under ``directory`` has
+    less than ``needed`` bytes for ``doing`` (``after``: what the refusal left untouched)."""
     probe, free = free_disk(directory)
     if free < needed:
-        raise BuildError(
-            f"not enough disk to build {name!r}: about {needed / 2**20:,.0f} MiB needed, "
-            f"{free / 2**20:,.0f} MiB free in {probe}",
+        raise error(
+            f"not enough disk to {doing}: about {needed / 2**20:,.0f} MiB needed, "
+            f"{free / 2**20:,.0f} MiB free in {probe}{after}",
             hint="free some space or point CHIEZO_DATA at a larger disk",
         )
 

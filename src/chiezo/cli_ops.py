@@ -119,14 +119,7 @@ def rollback(ctx, source, as_json) -> None:
     service.library.info(source)  # unknown: UnknownSource; one that needs a rebuild may roll back
     done = generations.rollback(directory)
     service.library.forget(source)
-    if as_json:
-        emit_json(done)
-        return
-    out.print(f"[green]rolled back[/] {escape(source)}: now serving {escape(done['current'])} "
-              f"({done['docs']:,} documents, built {done['built_at']})")  # fmt: skip
-    if done["previous"]:
-        out.print(f"[dim]kept {escape(done['previous'])}: `chiezo rollback {escape(source)}` "
-                  "returns to it[/]")  # fmt: skip
+    _switched("rolled back", source, done, f"built {done['built_at']}", as_json)
 
 
 @click.command("export")
@@ -178,14 +171,20 @@ def import_command(ctx, file, name, replace, wait, as_json) -> None:
                                  progress=progress)  # fmt: skip
     finally:
         progress.close()
+    _switched("imported", done["source"], done, f"exported as {escape(done['generation'])}",
+              as_json)  # fmt: skip
+
+
+def _switched(what: str, source: str, done: dict, how: str, as_json: bool) -> None:
+    """What a rollback or an import switched in, and the generation kept to return to."""
     if as_json:
         emit_json(done)
         return
-    out.print(f"[green]imported[/] {escape(done['source'])}: now serving {escape(done['current'])} "
-              f"({done['docs']:,} documents, exported as {escape(done['generation'])})")  # fmt: skip
+    out.print(f"[green]{what}[/] {escape(source)}: now serving {escape(done['current'])} "
+              f"({done['docs']:,} documents, {how})")  # fmt: skip
     if done["previous"]:
-        out.print(f"[dim]previous generation kept: {escape(done['previous'])} "
-                  f"(`chiezo rollback {escape(done['source'])}` returns to it)[/]")  # fmt: skip
+        out.print(f"[dim]kept {escape(done['previous'])}: `chiezo rollback {escape(source)}` "
+                  "returns to it[/]")  # fmt: skip
 
 
 COMMANDS = (gc, rollback, export_command, import_command)

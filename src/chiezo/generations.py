@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BadQuery, BuildError, Conflict, Operation, SchemaMismatch
+from .source_info import meta_int
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 CURRENT = "current"
@@ -306,8 +307,8 @@ def rollback(directory: Path) -> dict[str, Any]:
     finally:
         lock.__exit__(None, None, None)
     return {"source": name, "current": previous.name, "previous": current.name if current else None,
-            "built_at": meta.get("built_at"), "docs": _int(meta.get("doc_count")),
-            "schema_version": _int(meta.get("schema_version"))}  # fmt: skip
+            "built_at": meta.get("built_at"), "docs": meta_int(meta.get("doc_count")),
+            "schema_version": meta_int(meta.get("schema_version"))}  # fmt: skip
 
 
 def _readable_meta(name: str, generation: Path) -> dict[str, str]:
@@ -328,7 +329,7 @@ def _readable_meta(name: str, generation: Path) -> dict[str, str]:
                              f"be read ({exc}): it cannot be rolled back to", source=name,
                              hint="rebuild the source instead: {see}",
                              see=Operation("rebuild", name)) from exc  # fmt: skip
-    version = _int(meta.get("schema_version"))
+    version = meta_int(meta.get("schema_version"))
     if version != SCHEMA_VERSION or not set(REQUIRED_TABLES) <= tables:
         age = "an older" if version < SCHEMA_VERSION else "a newer"
         raise SchemaMismatch(
@@ -343,9 +344,3 @@ def _readable_meta(name: str, generation: Path) -> dict[str, str]:
         )  # fmt: skip
     return meta
 
-
-def _int(value: str | None) -> int:
-    try:
-        return int(value or 0)
-    except ValueError:
-        return 0

@@ -44,14 +44,14 @@ class SourceInfo:
             name=name,
             kind=meta.get("kind", ""),
             language=meta.get("language") or None,
-            docs=_int(meta.get("doc_count")),
-            chunks=_int(meta.get("chunk_count")),
-            tags=_int(meta.get("tag_count")),
-            links=_int(meta.get("link_count")),
-            points=_int(meta.get("point_count")),
+            docs=meta_int(meta.get("doc_count")),
+            chunks=meta_int(meta.get("chunk_count")),
+            tags=meta_int(meta.get("tag_count")),
+            links=meta_int(meta.get("link_count")),
+            points=meta_int(meta.get("point_count")),
             attributes=_json(meta.get("attributes"), []),
             built_at=meta.get("built_at"),
-            schema_version=_int(meta.get("schema_version")),
+            schema_version=meta_int(meta.get("schema_version")),
             generation=meta.get("generation") or path.name,
             input=_json(meta.get("input"), {}),
             size_bytes=path.stat().st_size if path.exists() else None,
@@ -74,7 +74,8 @@ class SourceInfo:
         return out
 
 
-def _int(value: str | None) -> int:
+def meta_int(value: str | None) -> int:
+    """A count from a meta table: 0 where it is missing or not a number (an older build)."""
     try:
         return int(value or 0)
     except ValueError:

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from . import __version__, db, generations
-from .build import free_disk
+from .build import require_disk
 from .config import Settings
 from .errors import BadQuery, Conflict, InputError, SchemaMismatch
 from .progress import NullProgress, Progress
@@ -252,14 +252,8 @@ def _check_room(directory: Path, manifest: dict) -> None:
     vectors = manifest["vectors"] or {}
     # the HNSW file: fp16 vectors plus about as much again for the graph (measured ~2x)
     index = 2 * 2 * max(vectors.get("dim", 0), 0) * max(vectors.get("count", 0), 0)
-    needed = manifest["file"]["bytes"] + index + FREE_MARGIN
-    probe, free = free_disk(directory)
-    if free < needed:
-        raise InputError(
-            f"not enough disk to import {manifest['source']!r}: about {needed / 2**20:,.0f} MiB "
-            f"needed, {free / 2**20:,.0f} MiB free in {probe}; nothing was written",
-            hint="free some space or point CHIEZO_DATA at a larger disk",
-        )
+    require_disk(directory, manifest["file"]["bytes"] + index + FREE_MARGIN,
+                 f"import {manifest['source']!r}", InputError, "; nothing was written")
 
 
 def _receive(tar, archive: Path, manifest: dict, building: Path, progress) -> None:

@@ -134,9 +134,9 @@ def read_and_render(dump: str, start: int, end: int) -> dict[str, Any]:
 def write_multistream(source: Path, folder: Path, per_stream: int = 100) -> Path:
     """A dump (any compression ``open_dump`` reads) rewritten the way Wikimedia publishes
     multistream dumps — the header stream, streams of ``per_stream`` pages, a last stream
-    closing the root — with its index beside it; returns the new dump's path. For a dump
-    that came without an index, and for the tests and the benchmark. Holds the whole
-    decompressed XML in memory: meant for excerpts, not a whole wiki."""
+    closing the root — with its index beside it; returns the new dump's path. Used by the
+    tests and bench/cluster_scale.py (no command calls it: Wikimedia publishes the pair).
+    Holds the whole decompressed XML in memory: meant for excerpts, not a whole wiki."""
     import re
 
     from .wikidump import open_dump
