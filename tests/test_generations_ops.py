@@ -35,7 +35,8 @@ from chiezo.config import Settings
 from chiezo.errors import Conflict
 from chiezo.jobs import JobRunner, exclusive
 from chiezo.service import Service
-from chiezo.sources.kinds import kind_named
+from chiezo.sources.kinds import kind_named, register
+from job_kinds import HeldDocs, Release
 
 from helpers import LOCAL, TEMPLE_PAGES, DumpSite, build_docs, wiki_dump, write_files
 
@@ -305,23 +306,21 @@ def test_export_and_import_stream_without_holding_the_generation_in_memory(setti
 
 
 @pytest.fixture
-def hold(monkeypatch):
-    """``hold()``: from now on the docs kind's build waits until the event it returns is set,
-    then builds for real (a job that is running, for as long as the test needs)."""
-    release = threading.Event()
-    docs = kind_named("docs")
-    build = docs.build
+def hold(tmp_path):
+    """``hold()``: from now on the docs kind's build — here and in a job's process — waits
+    until the release it returns is set, then builds for real (a job that is running, for as
+    long as the test needs)."""
+    flag = tmp_path / "build.hold"
+    built_in = kind_named("docs")
 
-    def held_build(*args, **kwargs):
-        assert release.wait(30)
-        return build(*args, **kwargs)
-
-    def start_holding() -> threading.Event:
-        monkeypatch.setattr(docs, "build", held_build)
-        return release
+    def start_holding() -> Release:
+        flag.touch()
+        register(HeldDocs(flag))
+        return Release(flag)
 
     yield start_holding
-    release.set()
+    flag.unlink(missing_ok=True)
+    register(built_in)
 
 
 def _ended(client, job_id: int) -> dict:

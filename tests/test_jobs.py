@@ -3,7 +3,6 @@
 import json
 import shutil
 import sqlite3
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -15,11 +14,13 @@ from fastapi.testclient import TestClient
 from chiezo.api import create_app
 from chiezo.cli import cli
 from chiezo.errors import BadQuery
-from chiezo.jobs import JobProgress, rebuild_call, rebuild_call_for, source_info
+from chiezo.jobs import JobProgress
+from chiezo.rebuild import rebuild_call, rebuild_call_for, source_info
 from chiezo.source_info import SourceInfo
-from chiezo.sources.kinds import kind_named
+from chiezo.sources.kinds import register, unregister
+from job_kinds import HeldKind, HeldOptions
 
-from helpers import LOCAL, build_docs, write_files
+from helpers import LOCAL, ON_THIS_MACHINE, build_docs, write_files
 
 FILES = {
     "sensoji.md": "---\ntitle: 浅草寺\ntags: [寺院, 東京]\n---\n東京都台東区にある寺。\n",
@@ -38,7 +39,7 @@ def folder(tmp_path):
 @pytest.fixture
 def client(settings, service, folder):
     build_docs(service, folder, "kb", language="ja")
-    return TestClient(create_app(settings), base_url=LOCAL)
+    return TestClient(create_app(settings), base_url=LOCAL, client=ON_THIS_MACHINE)
 
 
 def _finished(client, job_id: int, **headers) -> dict:
@@ -158,28 +159,32 @@ def test_an_embed_job_adds_vectors(client):
     assert src["vectors"]["model"] == MODEL
 
 
-def test_a_second_start_while_one_runs_is_a_409_naming_it(client, monkeypatch):
-    release = threading.Event()
-    docs = kind_named("docs")
-    build = docs.build
+@pytest.fixture
+def held(settings, service, tmp_path):
+    """Source "slow" of the test kind ``held`` (tests/job_kinds.py): its rebuilds wait while
+    the returned hold file exists."""
+    kind = register(HeldKind())
+    lines = tmp_path / "lines.txt"
+    lines.write_text("古池や\n蛙飛び込む\n水の音\n", encoding="utf-8")
+    service.ingest("held", lines, "slow")
+    yield lines.with_name(lines.name + ".hold")
+    unregister(kind.name)
 
-    def held_build(*args, **kwargs):  # the first job waits here until the test lets it go
-        assert release.wait(30)
-        return build(*args, **kwargs)
 
-    monkeypatch.setattr(docs, "build", held_build)
+def test_a_second_start_while_one_runs_is_a_409_naming_it(client, held):
+    held.touch()  # the first job waits until the test lets it go
     try:
-        first = client.post("/v1/jobs", json={"source": "kb", "action": "rebuild"}).json()
+        first = client.post("/v1/jobs", json={"source": "slow", "action": "rebuild"}).json()
         second = client.post("/v1/jobs", json={"source": "kb", "action": "rebuild"})
         assert second.status_code == 409
         assert second.json()["running_job"] == first["id"]
-        assert f"job {first['id']} (rebuild kb) is running" in second.json()["error"]
+        assert f"job {first['id']} (rebuild slow) is running" in second.json()["error"]
         plan = client.get("/v1/jobs/plan", params={"source": "kb", "action": "rebuild"}).json()
         assert plan["running_job"]["id"] == first["id"] and plan["ready"] is False
         assert client.get("/v1/jobs").json()["running"] == first["id"]
         assert client.get(f"/v1/jobs/{first['id']}").json()["state"] == "running"
     finally:
-        release.set()
+        held.unlink()
     assert _finished(client, first["id"])["state"] == "done"
     after = client.post("/v1/jobs", json={"source": "kb", "action": "rebuild"})
     assert after.status_code == 202  # the next job may start once the first has ended
@@ -203,38 +208,44 @@ def test_a_failed_rebuild_is_reported_and_the_old_generation_keeps_serving(clien
     assert _titles(client, "清水寺") == ["清水寺"]  # a removed file's document still answers
 
 
-def test_a_rebuild_whose_embedding_fails_keeps_the_build_and_says_so(client, service, monkeypatch):
-    from chiezo import embed
-    from chiezo.errors import ModelUnavailable
+def test_a_rebuild_whose_embedding_fails_keeps_the_build_and_says_so(client, service, tmp_path):
+    from chiezo.embedders import UseMultilingual
 
-    service.embed("kb", MODEL)
+    model_dir = tmp_path / "model"  # the use-m graph as a user's own model directory
+    model_dir.mkdir()
+    (model_dir / "model.onnx").symlink_to(UseMultilingual.model_path())
+    model = f"onnx:{model_dir}"
+    service.embed("kb", model)
+    shutil.rmtree(model_dir)  # gone before the rebuild embeds again with it
 
-    def unavailable(*args, **kwargs):
-        raise ModelUnavailable("the model 'use-m' needs onnxruntime")
-
-    monkeypatch.setattr(embed, "embed_source", unavailable)
     job = client.post("/v1/jobs", json={"source": "kb", "action": "rebuild"}).json()
-    assert job["model"] == MODEL
+    assert job["model"] == model
     failed = _finished(client, job["id"])
     assert failed["state"] == "failed" and failed["result"]["docs"] == 4
-    assert failed["error"]["error"].startswith("built, but embedding failed: the model")
+    assert failed["error"]["error"] == f"built, but embedding failed: no model directory at {model_dir}"
     assert _generation(client) == Path(failed["result"]["path"]).name  # the build stands
     assert _titles(client, "浅草寺") == ["浅草寺"]
 
 
-def test_an_unexpected_exception_fails_the_job_not_the_server(client, monkeypatch, caplog):
-    def broken(*args, **kwargs):
-        raise RuntimeError("the disk caught fire")
+def test_an_unexpected_exception_fails_the_job_not_the_server(client, held, service, caplog):
+    from chiezo.sources.kinds import recorded_options
 
-    monkeypatch.setattr(kind_named("docs"), "build", broken)
-    job = client.post("/v1/jobs", json={"source": "kb", "action": "rebuild"}).json()
+    source = service.library.get("slow")
+    recorded = source.info().input  # rebuilt as "broken": the test kind's build raises a bug
+    assert recorded_options(HeldOptions()) == recorded["options"]
+    with sqlite3.connect(source.path) as conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'input'",
+                     (json.dumps({**recorded, "options": {"broken": True}}),))  # fmt: skip
+    conn.close()
+    service.library.forget("slow")
+    job = client.post("/v1/jobs", json={"source": "slow", "action": "rebuild"}).json()
     failed = _finished(client, job["id"])
     assert failed["state"] == "failed"
     assert failed["error"] == {"error": "internal error (RuntimeError): the disk caught fire",
                                "status": 500,
                                "hint": "this is a bug; the server log has the details"}  # fmt: skip
-    logged = [r for r in caplog.records if r.name == "chiezo.jobs" and r.exc_info]
-    assert str(logged[0].exc_info[1]) == "the disk caught fire"  # with its traceback
+    logged = [r.getMessage() for r in caplog.records if r.name == "chiezo.jobs"]
+    assert any("RuntimeError: the disk caught fire" in m and "Traceback" in m for m in logged)
     assert client.get("/v1/jobs").json()["running"] is None
     assert _titles(client, "浅草寺") == ["浅草寺"]
 
@@ -427,7 +438,9 @@ def test_every_worker_process_sees_every_job(settings, service, folder):
     assert seen["log"] == job.to_dict()["log"]
     assert other.get(job.id).to_dict(log_from=seen["log_next"] - 1)["log"] == seen["log"][-1:]
     assert [j.id for j in other.list()] == [job.id]
-    assert other.start("kb", "rebuild").id == job.id + 1  # ids stay unique across workers
+    second = other.start("kb", "rebuild")
+    assert second.id == job.id + 1  # ids stay unique across workers
+    assert second.wait(60)
 
 
 def test_a_running_record_left_by_a_dead_process_reads_as_failed(settings):

@@ -18,6 +18,7 @@ from llm_stub import ScriptedLLM
 
 from helpers import (
     LOCAL,
+    ON_THIS_MACHINE,
     RunningServer,
     build_docs,
     data_file,
@@ -388,7 +389,7 @@ def test_a_source_that_needs_a_rebuild_is_listed_with_its_reason_and_a_rebuild_b
     settings = Settings(data_dir=tmp_path / "data")
     build_docs(Service(settings), write_files(tmp_path / "docs", {"a.md": "# A\n\n本文。\n"}), "kb")
     switch_in_an_old_schema(settings, "kb")
-    with TestClient(create_app(settings), base_url=LOCAL) as client:
+    with TestClient(create_app(settings), base_url=LOCAL, client=ON_THIS_MACHINE) as client:
         page = client.get("/admin", headers=JA)
         assert page.status_code == 200
         card = re.search(r'data-source="kb">(.*?)</article>', page.text, re.S).group(1)

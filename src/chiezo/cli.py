@@ -564,7 +564,7 @@ def doc(ctx, title, source, doc_id, key, fields, max_chars, as_json) -> None:
 @handles_errors
 def serve(ctx, host, port, workers, ray, replicas) -> None:
     """Serve the REST API (/v1, docs at /docs) and the MCP endpoint (/mcp) over HTTP."""
-    import uvicorn
+    from .api import http_server
 
     if replicas is not None and ray is None:
         raise click.UsageError("--replicas goes with --ray")
@@ -588,15 +588,11 @@ def serve(ctx, host, port, workers, ray, replicas) -> None:
     os.environ["CHIEZO_SUPERVISOR_PID"] = str(os.getpid())  # workers stop when this process dies
     # citations of documents without a web address link to this server's pages
     os.environ.setdefault("CHIEZO_PUBLIC_URL", _own_address(host, port))
-    err.print(f"Chiezo on http://{host}:{port}  (API docs /docs, MCP /mcp)")
-    uvicorn.run(
-        "chiezo.api.app:app_from_env",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        log_level="warning",
-    )
+    # said once every worker answers (scripts wait for this line), not while the app is built
+    shown = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL has it
+    line = f"Chiezo on http://{shown}:{port}  (API docs /docs, MCP /mcp)"
+    http_server.serve("chiezo.api.app:app_from_env", host=host, port=port, workers=workers,
+                      on_ready=lambda: err.print(escape(line)))  # fmt: skip
 
 
 def _serve_on_ray(settings, host: str, port: int, address: str, replicas: int) -> None:

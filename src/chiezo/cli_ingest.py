@@ -241,7 +241,7 @@ def rebuild(ctx, source, fetch, no_embed, wait, as_json) -> None:
     """Rebuild SOURCE from the input it was built from, with the options recorded then (also
     a source that needs a rebuild after an upgrade); with --fetch, from its input downloaded
     anew. The current generation keeps serving until the new one is complete."""
-    from .jobs import rebuild_call_for, run_rebuild
+    from .rebuild import rebuild_call_for, run_rebuild
 
     service = service_of(ctx)
     call = rebuild_call_for(service, source, fetch=fetch)

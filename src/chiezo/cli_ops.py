@@ -57,9 +57,6 @@ def gc(ctx, caches, dry_run, yes, as_json) -> None:
 
 def _show(plan: Survey) -> None:
     for source in plan.sources:
-        if source.name.startswith(".removed-"):  # a removal that stopped: no generations
-            _line(source.items[0])
-            continue
         busy = "  [yellow](a build is running: skipped)[/]" if source.busy else ""
         previous = source.total("previous")
         out.print(f"[bold]{escape(source.name)}[/]  current {_size(source.total('current'))}, "
@@ -67,6 +64,10 @@ def _show(plan: Survey) -> None:
         for item in source.items:
             if item.kind not in ("current", "previous"):
                 _line(item)
+    if plan.leftovers:
+        out.print("[bold]not sources[/] [dim](left by builds, imports and removals)[/]")
+        for item in plan.leftovers:
+            _line(item)
     if plan.caches:
         out.print("[bold]caches[/]")
         for item in plan.caches:
@@ -153,14 +154,20 @@ def export_command(ctx, source, file, force, as_json) -> None:
 @click.option("--name", default=None, help="Import under this name (default: the exported one).")
 @click.option("--replace", is_flag=True,
               help="Replace a source of that name (its generation is kept for rollback).")
+@click.option("--input", "input_path", default=None, metavar="PATH",
+              type=click.Path(exists=True, path_type=Path),
+              help="This source's input on this machine (its documents' folder, its dump): "
+              "original files are served from there and `chiezo rebuild` reads it. Without "
+              "it the source serves no original files and is rebuilt only by a new ingest.")
 @click.option("--wait", is_flag=True, help="Wait for a running build or job instead of refusing.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def import_command(ctx, file, name, replace, wait, as_json) -> None:
+def import_command(ctx, file, name, replace, input_path, wait, as_json) -> None:
     """Switch in the source FILE holds (made by `chiezo export`), like a build: checked
     (manifest, sha256, schema version, SQLite), then `current` is repointed; the previous
-    generation is kept. A damaged, cut or altered FILE is refused and nothing changes."""
+    generation is kept. A damaged, cut or altered FILE is refused and nothing changes. The
+    paths FILE records are another machine's: only --input is used here."""
     from .transfer import import_source
 
     service = service_of(ctx)
@@ -168,7 +175,7 @@ def import_command(ctx, file, name, replace, wait, as_json) -> None:
     try:
         with one_build_at_a_time(service, f"`chiezo import {file.name}`", None, "import", wait):
             done = import_source(service.settings, file, name=name, replace=replace,
-                                 progress=progress)  # fmt: skip
+                                 input_path=input_path, progress=progress)  # fmt: skip
     finally:
         progress.close()
     _switched("imported", done["source"], done, f"exported as {escape(done['generation'])}",

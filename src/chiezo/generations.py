@@ -4,6 +4,7 @@
     <corpus>/<name>/current -> gen-....db           symlink, replaced with rename(2)
     <corpus>/<name>/.build.lock                     held while a build runs
     <corpus>/.removed-<name>-1a2b3c/                a source being removed (``remove``)
+    <corpus>/.scratch/geonames-k2j4x9_0/            a build's temporary files (``scratch_dir``)
 
 A reader resolves ``current`` each time it needs the source, so a new generation is seen
 without a restart; a reader still holding the previous file keeps reading it (the builder keeps
@@ -12,13 +13,16 @@ exactly one previous generation, and on POSIX an unlinked file stays readable wh
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
 import secrets
 import shutil
 import stat
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +35,9 @@ GEN_PREFIX = "gen-"
 GEN_SUFFIX = ".db"
 BUILDING_SUFFIX = ".building"
 REMOVED_PREFIX = ".removed-"
+BUILD_LOCK = ".build.lock"
+SCRATCH = ".scratch"  # under the corpus folder: builds' temporary folders (scratch_dir)
+SCRATCH_LOCK = ".lock"  # in each of them, held while its build runs
 
 
 RESERVED = {"notes"}  # the writable notes source lives elsewhere (notes.py)
@@ -212,20 +219,16 @@ class BuildLock:
     """An exclusive, non-blocking lock so two builds of one source never interleave."""
 
     def __init__(self, directory: Path):
-        self.path = directory / ".build.lock"
+        self.path = directory / BUILD_LOCK
         self._fd: int | None = None
 
     def __enter__(self) -> BuildLock:
-        self._fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            os.close(self._fd)
-            self._fd = None
+        self._fd = try_flock(self.path)
+        if self._fd is None:
             raise BuildError(
                 f"another build of {self.path.parent.name!r} is running",
                 hint="wait for it to finish; the current generation keeps serving meanwhile",
-            ) from exc
+            )
         return self
 
     def __exit__(self, *exc) -> None:
@@ -233,6 +236,66 @@ class BuildLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def try_flock(path: Path) -> int | None:
+    """An exclusive ``flock`` on ``path`` (made if missing), not waiting: the descriptor that
+    holds it, or None while another process holds it. A lock taken on a file that was deleted
+    or renamed away meanwhile guards nothing — whoever did that held the lock then (``chiezo
+    gc`` deleting a folder a build left, ``remove``), and a builder arriving now makes a new
+    file under the name — so it is taken again on the file the path names now. A missing
+    folder raises FileNotFoundError."""
+    while True:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if _names(path, fd):
+                return fd
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
+def _names(path: Path, fd: int) -> bool:
+    """Whether ``path`` still names the file open as ``fd``."""
+    try:
+        linked = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (linked.st_dev, linked.st_ino) == (held.st_dev, held.st_ino)
+
+
+@contextlib.contextmanager
+def scratch_dir(corpus_dir: Path, prefix: str) -> Iterator[Path]:
+    """A new folder for a build's temporary files (lookup tables), deleted when the block
+    ends. It lives in ``<corpus>/.scratch/``, which no listing takes for a source, and holds a
+    ``.lock`` its build keeps locked: a build killed with -9 leaves the folder but not the
+    lock (the kernel drops it with the process), which is how ``chiezo gc`` (maintenance.py)
+    tells that debris from a running build's folder — with no process id to be reused."""
+    root = corpus_dir / SCRATCH
+    root.mkdir(parents=True, exist_ok=True)
+    path, fd = _locked_scratch(root, prefix)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+        os.close(fd)  # unlocked only once the folder is gone
+
+
+def _locked_scratch(root: Path, prefix: str) -> tuple[Path, int]:
+    """A new folder under ``root`` and its held lock. gc may see the folder between its making
+    and its locking, lock it first and delete it: then another folder is made."""
+    while True:
+        path = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+        with contextlib.suppress(FileNotFoundError):  # deleted by gc already
+            fd = try_flock(path / SCRATCH_LOCK)
+            if fd is not None:
+                return path, fd
 
 
 def _fsync(path: Path) -> None:

@@ -1,9 +1,8 @@
-"""Background build jobs: rebuild a source from the input it was built from, or re-embed it, in
-a thread of the server process, with live progress and a log a client polls.
+"""Background build jobs: rebuild a source from the input it was built from, or re-embed it,
+with live progress and a log a client polls.
 
-* ``rebuild_call(info)`` turns a source's recorded kind and input identity back into the ingest
-  call that built it (the same options, so a rebuild is the same build on newer input); with
-  ``fetch``, the input of a source that was downloaded is downloaded again (``run_rebuild``);
+* what a rebuild runs is read back from the source's record (rebuild.py); the job itself runs
+  in a process of its own (job_process.py), watched from a thread of the server;
 * ``JobProgress`` is a Progress (progress.py) that keeps the current phase and a capped log;
 * ``JobRunner`` plans (what will happen, as facts a UI can phrase) and runs one job at a time,
   which can be cancelled (checked at its next progress update: ``Cancelled``);
@@ -25,29 +24,24 @@ import os
 import threading
 import time
 from collections import OrderedDict, deque
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from . import generations
-from .build import BuildOptions, BuildReport
 from .errors import (
     BadQuery,
-    Cancelled,
     ChiezoError,
     Conflict,
     InternalError,
     ModelUnavailable,
     NotFound,
-    Operation,
 )
 from .progress import STEP_UNITS
-from .source_info import SourceInfo
-from .sources.kinds import kind_named, option_fields, recorded_options
+from .rebuild import NO_REBUILD, fetching_again, rebuild_call, recorded_call, source_info
+from .sources.kinds import kind_named
 
 ACTIONS = ("rebuild", "embed")
 SERVING_DURING = "the current generation keeps serving until the new one is complete"
-NO_REBUILD = "notes is written in place; it has no rebuild"
 NO_EMBED = "the notes source is not embedded (it changes with every write)"
 MAX_LOG_LINES = 500
 KEEP_JOBS = 50
@@ -56,134 +50,6 @@ STALE_S = 30.0  # a "running" record older than this was left by a process that 
 LOCK_FILE = "jobs.lock"  # in the data directory: one build at a time, server or command line
 
 log = logging.getLogger("chiezo.jobs")
-
-
-# -- what a rebuild runs ------------------------------------------------------------------------
-
-
-def source_info(service, name: str) -> SourceInfo:
-    """What is known of ``name``, also when it needs a rebuild (``Library.info``)."""
-    return service.library.info(name)
-
-
-@dataclass
-class RebuildCall:
-    """``Service.ingest(kind, inputs, name, options=, build=)`` that rebuilds a source the way
-    it was built, read back from what its build recorded."""
-
-    kind: str
-    inputs: list[Path]  # empty when the input is downloaded again (``fetch``)
-    options: Any  # the kind's Options
-    build: BuildOptions
-    missing: list[str]  # recorded inputs that are no longer there
-    fetch: dict[str, Any] | None = None  # what the source was fetched with (rebuild --fetch)
-    identity: dict[str, Any] | None = None  # the input identity its build recorded
-
-    def recorded(self) -> dict[str, Any]:
-        """The options as the plan shows them (JSON), with the document language."""
-        language = {"language": self.build.language} if self.build.language else {}
-        return {**recorded_options(self.options), **language}
-
-
-def rebuild_call(info: SourceInfo, *, fetch: bool = False) -> RebuildCall:
-    """How to rebuild the source described by ``info`` — with ``fetch``, from its input
-    downloaded again. BadQuery (400) for a writable source (notes), for an input that is no
-    longer there, and with ``fetch`` for a source whose input was not downloaded."""
-    call = _rebuild_parts(info, fetch=fetch)
-    if call.missing:
-        raise BadQuery(
-            f"cannot rebuild {info.name!r}: its input {call.missing[0]} no longer exists",
-            source=info.name,
-            path=call.missing[0],
-            missing=call.missing,
-            hint="put it back there, or build the source anew: {see}",
-            see=Operation("ingest", info.name, kind=call.kind),
-        )
-    return call
-
-
-def rebuild_call_for(service, name: str, *, fetch: bool = False) -> RebuildCall:
-    """``rebuild_call`` of the source called ``name``."""
-    return rebuild_call(source_info(service, name), fetch=fetch)
-
-
-def _rebuild_parts(info: SourceInfo, *, fetch: bool = False) -> RebuildCall:
-    call = _recorded_call(info)
-    return _fetching_again(info, call) if fetch else call
-
-
-def _recorded_call(info: SourceInfo) -> RebuildCall:
-    if info.writable:
-        raise BadQuery(NO_REBUILD, source=info.name)
-    try:
-        kind = kind_named(info.kind)
-    except BadQuery as exc:
-        raise BadQuery(f"{info.name!r} is of kind {info.kind!r}, which cannot be rebuilt here",
-                       source=info.name, known_kinds=exc.extras.get("known_kinds")) from exc  # fmt: skip
-    inputs = kind.inputs_from_record(info.input)
-    if not inputs:
-        raise BadQuery(
-            f"{info.name!r} has no recorded input path",
-            source=info.name,
-            hint="build it anew: {see}",
-            see=Operation("ingest", info.name, kind=kind.name),
-        )
-    options = kind.options_from_record(info.input)
-    build = BuildOptions(language=info.language) if "language" in kind.build_flags else BuildOptions()
-    needed = inputs + kind.extra_inputs(options)
-    missing = [str(p) for p in needed if not p.exists()]
-    return RebuildCall(kind.name, inputs, options, build, missing, identity=info.input)
-
-
-def _fetching_again(info: SourceInfo, call: RebuildCall) -> RebuildCall:
-    """``call`` made to download again what the build was fetched with (the kind's ``fetched``
-    record, sources/kinds.py ``Fetched``): its fetch options set again, the options the
-    download filled in cleared (filled anew), and no input when the input itself is fetched.
-    The record stays on the options: a kind's ``fetch`` reads it as "asked again" (GeoNames
-    then asks whether the server's files changed)."""
-    record = getattr(call.options, "fetched", None)
-    if not isinstance(record, dict) or not record.get("options"):
-        raise BadQuery(
-            f"{info.name!r} was built from {call.inputs[0]}, not downloaded: there is nothing "
-            "to fetch again",
-            source=info.name,
-            hint="rebuild it from that input: {see}",
-            see=Operation("rebuild", info.name),
-        )
-    names = {f.name for f in option_fields(type(call.options))}
-    again = {k: v for k, v in record["options"].items() if k in names}
-    cleared = {k: None for k in record.get("filled", []) if k in names}
-    options = replace(call.options, **{**again, **cleared})
-    inputs = [] if record.get("input") else call.inputs
-    kind = kind_named(call.kind)
-    missing = [str(p) for p in inputs + kind.extra_inputs(options) if not p.exists()]
-    return RebuildCall(call.kind, inputs, options, call.build, missing, fetch=record,
-                       identity=call.identity)  # fmt: skip
-
-
-def run_rebuild(service, call: RebuildCall, name: str, *, progress,
-                embed=None) -> BuildReport | None:  # fmt: skip
-    """Rebuild ``name`` as ``call`` says. With ``call.fetch`` and a downloaded input, the input
-    is downloaded first (verified, resumable: sources/download.py); when what came is the file
-    the source was built from (same path, size and time), nothing is rebuilt: None."""
-    if call.fetch and not call.inputs:
-        got = kind_named(call.kind).fetch(service.settings, call.options, progress)
-        if _same_input(got.inputs, call.identity or {}):
-            return None
-        call = replace(call, inputs=got.inputs, options=got.options)
-    return service.ingest(call.kind, call.inputs, name, options=call.options, build=call.build,
-                          progress=progress, embed=embed)  # fmt: skip
-
-
-def _same_input(paths: list[Path], identity: dict[str, Any]) -> bool:
-    """Whether ``paths`` are the input ``identity`` recorded: the same file, size and time."""
-    from .sources.download import mtime
-
-    if len(paths) != 1 or not identity.get("mtime"):
-        return False
-    path = paths[0].resolve()
-    return (str(path) == identity.get("path") and path.stat().st_size == identity.get("bytes")
-            and mtime(path) == identity["mtime"])  # fmt: skip
 
 
 # -- progress -----------------------------------------------------------------------------------
@@ -377,41 +243,6 @@ class SavedJob:
         if with_log:
             out["log"] = lines
         return out
-
-
-class CancellableProgress:
-    """A job's Progress that raises ``Cancelled`` in the work's own calls once the job is asked
-    to stop — the builder's and the embedder's abort paths then remove what they wrote. A
-    heartbeat's ``advance(0)`` (progress.Ticking, from another thread) never raises."""
-
-    def __init__(self, inner: JobProgress, job: Job) -> None:
-        self.inner, self.job = inner, job
-
-    def __getattr__(self, name: str):
-        return getattr(self.__dict__["inner"], name)
-
-    def _check(self) -> None:
-        if self.job.cancel_requested.is_set():
-            raise Cancelled(f"job {self.job.id} ({self.job.action} {self.job.source}) was "
-                            "cancelled", job=self.job.id)  # fmt: skip
-
-    def phase(self, name: str, total: int | None = None, unit: str = "docs") -> None:
-        self._check()
-        self.inner.phase(name, total, unit)
-
-    def advance(self, n: int = 1) -> None:
-        if n:
-            self._check()
-        self.inner.advance(n)
-
-    def retotal(self, total: int) -> None:
-        self.inner.retotal(total)
-
-    def warn(self, message: str) -> None:
-        self.inner.warn(message)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 class _ProcessLock:
@@ -685,13 +516,13 @@ class JobRunner:
     def _prepare_rebuild(self, plan, info, current, model, fetch=False):
         from .service import embedding_after_build
 
-        recorded_call = _recorded_call(info)
-        call = _fetching_again(info, recorded_call) if fetch else recorded_call
+        as_built = recorded_call(info)
+        call = fetching_again(info, as_built) if fetch else as_built
         recorded = info.input
         plan["input"] = {
-            "path": str(recorded_call.inputs[0]),
-            "paths": [str(p) for p in recorded_call.inputs],
-            "exists": not recorded_call.missing,
+            "path": str(as_built.inputs[0]),
+            "paths": [str(p) for p in as_built.inputs],
+            "exists": not as_built.missing,
             "bytes": recorded.get("bytes"),
             "files": recorded.get("files"),
             "options": call.recorded(),
@@ -778,17 +609,21 @@ class JobRunner:
         return job
 
     def _run(self, job: Job, call) -> None:
+        """The job in a process of its own (job_process.py), watched from this thread."""
+        from .job_process import JobProcess, Work
+
         progress = job.progress
         state, error = "failed", None
         try:
             progress.log("info", f"{job.action} {job.source} started")
-            if job.action == "rebuild":
-                self._rebuild(job, call)
-            else:
-                self._embed(job, call)
-            state = "done"
-        except Cancelled as exc:
-            state, error = "cancelled", _error(exc)
+            model, kind = None, None
+            if job.action == "rebuild":  # (the RebuildCall, the model asked for or None)
+                call, model = call
+                kind = kind_named(call.kind)
+            work = Work(self.service.settings, job.id, job.action, job.source, call,
+                        model=model, kind=kind)  # fmt: skip
+            outcome = JobProcess(work).watch(job)
+            state, error = outcome.state, outcome.error
         except Exception as exc:  # noqa: BLE001 - a job reports, the server goes on
             error = _failure(job, exc)
         finally:
@@ -803,32 +638,6 @@ class JobRunner:
                 self._process_lock.release()
                 self._running = None
             job._finished.set()  # after the record is saved: other workers see the end too
-
-    def _rebuild(self, job: Job, call) -> None:
-        rebuild, model = call
-        progress = CancellableProgress(job.progress, job)
-        report = run_rebuild(self.service, rebuild, job.source, progress=progress, embed=False)
-        if report is None:
-            job.result = {"up_to_date": True, "input": rebuild.identity.get("path")}
-            progress.log("info", "the newest input is the one the source was built from: "
-                         "nothing rebuilt")  # fmt: skip
-            return
-        job.result = report.to_dict()  # the build stands even if embedding then fails
-        progress.log("info", f"built {report.docs:,} documents, {report.chunks:,} chunks, "
-                     f"{report.size_bytes / 2**20:,.1f} MiB in {report.seconds:.1f} s; "
-                     "the new generation is serving")  # fmt: skip
-        self.service.embed_after_build(report, model, progress=progress)
-        if report.embedding:
-            job.result = report.to_dict()
-            progress.log("info", _embedded(report.embedding))
-
-    def _embed(self, job: Job, call) -> None:
-        model, max_chunks, unit_chars = call
-        progress = CancellableProgress(job.progress, job)
-        report = self.service.embed(job.source, model, max_chunks=max_chunks,
-                                    unit_chars=unit_chars, progress=progress)  # fmt: skip
-        job.result = report.to_dict()
-        job.progress.log("info", _embedded(job.result))
 
 
 def _explain(job: Job, state: str, error: dict[str, Any]) -> None:
@@ -853,11 +662,6 @@ def _fetch_plan(record: dict[str, Any] | None, options: Any) -> dict[str, Any]:
     return {"from": again.get("mirror"), "input": bool(record.get("input")),
             "options": {k: v for k, v in again.items() if k != "mirror"},
             "last": record.get("date")}  # fmt: skip
-
-
-def _embedded(e: dict[str, Any]) -> str:
-    return (f"embedded {e['embedded_chunks']:,} of {e['chunks']:,} chunks with {e['model']}: "
-            f"{e['vectors']:,} vectors ({e['embedded']:,} new, {e['reused']:,} from the cache)")  # fmt: skip
 
 
 def _error(exc: ChiezoError) -> dict[str, Any]:

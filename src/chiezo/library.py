@@ -19,7 +19,7 @@ from . import db, generations
 from .config import Settings
 from .errors import ChiezoError, Operation, SchemaMismatch, UnknownSource
 from .schema import REQUIRED_TABLES, SCHEMA_VERSION, WORDS_AND_TRIGRAMS
-from .source_info import NEEDS_REBUILD, SourceInfo
+from .source_info import NEEDS_REBUILD, SourceInfo, recorded_input
 from .sources.kinds import Attribution, SourceKind, kinds
 
 NOTES = "notes"  # the writable source's reserved name
@@ -32,6 +32,24 @@ log = logging.getLogger("chiezo.library")
 _PINNED: contextvars.ContextVar[dict[str, Source] | None] = contextvars.ContextVar(
     "chiezo_pinned_generations", default=None
 )
+
+
+class _Held:
+    """One thread's connection to one generation, closed when that thread ends or the
+    generation is dropped (whichever comes first). A ``sqlite3.Connection`` is in a reference
+    cycle with its own statement cache, so, merely dropped, it stays open — page cache, parsed
+    schema, FTS5 state, the file's mapping — until a full garbage collection, which comes
+    seldom in a server of many long-lived objects: a worker held ~20 more connections after
+    each generation switched in (bench/serve_load.py; docs/design.md, "Under load")."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: db.Connection):
+        self.conn = conn
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # at interpreter exit, or already closed
+            self.conn.close()
 
 
 class Source:
@@ -56,11 +74,10 @@ class Source:
 
     @property
     def conn(self) -> db.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = db.open_readonly(self.path, immutable=self.immutable)
-            self._local.conn = conn
-        return conn
+        held = getattr(self._local, "held", None)
+        if held is None:
+            held = self._local.held = _Held(db.open_readonly(self.path, immutable=self.immutable))
+        return held.conn
 
     def _read_meta(self) -> dict[str, str]:
         try:
@@ -104,10 +121,7 @@ class Source:
 
     def rebuild_hint(self) -> dict[str, Any]:
         """``hint`` and ``see`` extras: how to rebuild this source, and what that runs."""
-        try:
-            path = json.loads(self.meta.get("input", "{}")).get("path")
-        except ValueError:
-            path = None
+        path = recorded_input(self.meta).get("path")
         ingest = Operation("ingest", self.name, kind=self.meta.get("kind") or None, path=path)
         return {"hint": "rebuild it: {0}, which runs {1}",
                 "see": (Operation("rebuild", self.name), ingest)}  # fmt: skip

@@ -10,6 +10,13 @@ What is deleted, and why it is safe:
   links and sidecars of no generation (``generations.remove_debris``) — and a source's
   ``.removed-*`` folder left by a removal that died (not one touched in the last
   ``REMOVAL_GRACE_S``: that removal may be running).
+* **leftovers**, folders under ``corpus/`` that are no source (listed apart from the sources,
+  never as one): a build's scratch folder (``.scratch/<kind>-*``, ``generations.scratch_dir``)
+  whose lock no process holds — its build was killed; a scratch folder of the layout before
+  (``corpus/geonames-k2j4x9_0/`` holding only lookup files, which names no owner) while no
+  build runs in the data directory at all; and a source folder with no generation and nothing
+  but its build lock and build debris (a first build or an import that stopped), unless a
+  process holds that lock. Each is deleted under the lock that shows it unused.
 * A source whose build is running (its build lock is held) is reported and skipped; its
   deletions run under that lock, so a build cannot start meanwhile. A reader still holding a
   deleted generation open reads on: Linux frees an unlinked file's data at its last close.
@@ -34,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -61,7 +69,8 @@ class Item:
     a conversion or for cache entries). ``why`` says it in English (the CLI); a cache's
     ``state`` and ``users`` say it for a page in either language."""
 
-    kind: str  # current, previous, generation, debris, removed, vectors, documents, download, stray
+    kind: str  # current, previous, generation, debris, stray; removed, scratch, unbuilt
+    # (leftovers); vectors, documents, download
     path: str
     bytes: int
     action: str = "keep"
@@ -89,12 +98,14 @@ class Survey:
     sources: list[SourceDisk] = field(default_factory=list)
     caches: list[Item] = field(default_factory=list)
     downloads: list[Item] = field(default_factory=list)
+    leftovers: list[Item] = field(default_factory=list)  # folders under corpus/ that are no source
     caches_included: bool = False
     keep_days: int = 0  # document-cache entries unused this long can go (conversions.py)
 
     def items(self) -> Iterator[Item]:
         for source in self.sources:
             yield from source.items
+        yield from self.leftovers
         yield from self.caches
         yield from self.downloads
 
@@ -108,7 +119,7 @@ class Survey:
             sources.append({
                 "name": s.name, "busy": s.busy,
                 "current_bytes": s.total("current"), "previous_bytes": s.total("previous"),
-                "other_bytes": s.total("generation", "debris", "removed", "stray"),
+                "other_bytes": s.total("generation", "debris", "stray"),
                 "items": [asdict(i) for i in s.items],
             })  # fmt: skip
         return {
@@ -117,6 +128,7 @@ class Survey:
             "keep_days": self.keep_days,
             "reclaimable_bytes": self.reclaimable,
             "sources": sources,
+            "leftovers": [asdict(i) for i in self.leftovers],
             "caches": [asdict(i) for i in self.caches],
             "downloads": [asdict(i) for i in self.downloads],
         }
@@ -136,13 +148,18 @@ def survey(settings: Settings, *, caches: bool = False, count_entries: bool = Tr
     corpus = settings.corpus_dir
     used_models: dict[str, list[str]] = {}
     inputs: set[str] = set()
-    if corpus.is_dir():
-        for directory in sorted(p for p in corpus.iterdir() if p.is_dir() and not p.is_symlink()):
+    for directory in _folders(corpus):
+        with contextlib.suppress(FileNotFoundError):  # a build or a removal just finished
             if directory.name.startswith(generations.REMOVED_PREFIX):
-                with contextlib.suppress(FileNotFoundError):  # its removal just finished
-                    result.sources.append(_removed(directory))
-            elif not directory.name.startswith("."):
+                result.leftovers.append(_removed(directory))
+            elif directory.name == generations.SCRATCH:
+                result.leftovers += [_scratch(d) for d in _folders(directory)]
+            elif directory.name.startswith("."):
+                continue
+            elif _is_source(directory):
                 result.sources.append(_source(directory, used_models, inputs))
+            else:
+                result.leftovers.append(_not_a_source(settings, directory))
     result.caches = _vector_caches(settings, used_models, caches)
     result.caches += _document_caches(settings, caches, count_entries)
     result.downloads = _downloads(settings, inputs)
@@ -150,7 +167,7 @@ def survey(settings: Settings, *, caches: bool = False, count_entries: bool = Tr
 
 
 def _source(directory: Path, used_models: dict[str, list[str]], inputs: set[str]) -> SourceDisk:
-    disk = SourceDisk(directory.name, busy=bool(flock_held(directory / ".build.lock")))
+    disk = SourceDisk(directory.name, busy=flock_held(directory / generations.BUILD_LOCK))
     current = generations.current_path(directory)
     previous = generations.previous_path(directory)
     for path in generations.generation_files(directory):
@@ -178,14 +195,83 @@ def _source(directory: Path, used_models: dict[str, list[str]], inputs: set[str]
     return disk
 
 
-def _removed(directory: Path) -> SourceDisk:
+def _removed(directory: Path) -> Item:
     """A ``.removed-<name>-<tag>`` folder: a removal that died (or is running, if recent)."""
+    if time.time() - directory.stat().st_mtime < REMOVAL_GRACE_S:
+        return _leftover("removed", directory, "a removal may be running", "keep")
+    return _leftover("removed", directory, "left by a removal that stopped")
+
+
+# -- leftovers: folders under corpus/ that are no source ---------------------------------------
+
+# The scratch folders builds made before ``generations.scratch_dir``: tempfile's names (8 of
+# [a-z0-9_]) beside the sources, holding only lookup tables (osm.py still makes them).
+LEGACY_SCRATCH = re.compile(r"^(geonames|wiki-lookups|osm)-[a-z0-9_]{8}$")
+LEGACY_SCRATCH_FILES = ("lookups.db", "nodes.idx")
+BUSY_LEGACY = "a build is running, which may be using it"
+
+
+def _folders(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if p.is_dir() and not p.is_symlink())
+
+
+def _is_source(directory: Path) -> bool:
+    """A source has a generation (one with no ``current`` yet is reported as ``stray``)."""
+    if generations.current_path(directory) is not None:
+        return True
+    return bool(generations.generation_files(directory))
+
+
+def _leftover(kind: str, directory: Path, why: str, action: str = "delete") -> Item:
     size = _tree_size(directory)
-    recent = time.time() - directory.stat().st_mtime < REMOVAL_GRACE_S
-    item = Item("removed", str(directory), size, "keep" if recent else "delete",
-                0 if recent else size, None,
-                "a removal may be running" if recent else "left by a removal that stopped")  # fmt: skip
-    return SourceDisk(directory.name, items=[item])
+    return Item(kind, str(directory), size, action, size if action == "delete" else 0, why=why)
+
+
+def _scratch(directory: Path) -> Item:
+    """A build's scratch folder: its build was killed unless its lock is held."""
+    if flock_held(directory / generations.SCRATCH_LOCK):
+        return _leftover("scratch", directory, "a build is using it", "keep")
+    return _leftover("scratch", directory, "left by a build that was killed")
+
+
+def _not_a_source(settings: Settings, directory: Path) -> Item:
+    """A folder with no generation: an old layout's scratch folder, or a source's folder whose
+    first build or import stopped (or is running), or something gc does not know."""
+    if _legacy_scratch(directory):
+        if _any_build_running(settings):  # the folder names no owner: any build may be it
+            return _leftover("scratch", directory, BUSY_LEGACY, "keep")
+        return _leftover("scratch", directory, "left by a build that was killed")
+    if flock_held(directory / generations.BUILD_LOCK):
+        return _leftover("unbuilt", directory, "its first build or an import is running", "keep")
+    unknown = _unknown_files(directory)
+    if unknown:
+        return _leftover("unbuilt", directory, "no generation, and files gc does not know: "
+                         + ", ".join(unknown[:3]) + ("…" if len(unknown) > 3 else ""), "report")  # fmt: skip
+    return _leftover("unbuilt", directory, "no generation: a build or an import that stopped")
+
+
+def _legacy_scratch(directory: Path) -> bool:
+    if not LEGACY_SCRATCH.match(directory.name):
+        return False
+    return all(p.is_file() and p.name.startswith(LEGACY_SCRATCH_FILES) for p in directory.iterdir())
+
+
+def _unknown_files(directory: Path) -> list[str]:
+    """Names in a generation-less folder that are neither its build lock nor build debris."""
+    known = {p.name for p in _debris(directory)} | {generations.BUILD_LOCK}
+    return sorted(p.name for p in directory.iterdir() if p.name not in known)
+
+
+def _any_build_running(settings: Settings) -> bool:
+    """Whether a build runs in the data directory: the jobs lock (every build from the command
+    line or the server) or any source's build lock (a build through the Python API) is held."""
+    from .jobs import LOCK_FILE
+
+    locks = [settings.data_dir / LOCK_FILE]
+    locks += [d / generations.BUILD_LOCK for d in _folders(settings.corpus_dir)]
+    return any(flock_held(lock) for lock in locks)
 
 
 def _debris(directory: Path) -> list[Path]:
@@ -360,10 +446,10 @@ def reclaim(settings: Settings, *, caches: bool = False) -> Reclaimed:
     done = Reclaimed()
     plan = survey(settings, caches=caches)
     for source in plan.sources:
-        if source.name.startswith(generations.REMOVED_PREFIX):
-            _delete_removed(source, done)
-        else:
-            _reclaim_source(settings.corpus_dir / source.name, source, done)
+        _reclaim_source(settings.corpus_dir / source.name, source, done)
+    for item in plan.leftovers:
+        if item.action == "delete":
+            _reclaim_leftover(settings, item, done)
     for item in plan.caches:
         if item.action in ("delete", "convert"):
             _reclaim_cache(settings, item, done)
@@ -392,12 +478,62 @@ def _reclaim_source(directory: Path, planned: SourceDisk, done: Reclaimed) -> No
         lock.__exit__(None, None, None)
 
 
-def _delete_removed(planned: SourceDisk, done: Reclaimed) -> None:
-    for item in planned.items:
-        if item.action == "delete":
-            shutil.rmtree(item.path, ignore_errors=True)
-            done.deleted.append(item.path)
-            done.freed += item.bytes
+def _reclaim_leftover(settings: Settings, item: Item, done: Reclaimed) -> None:
+    """Delete a leftover folder if what showed it unused still holds now, under the lock that
+    shows it where it has one: a build starting meanwhile is refused that lock, or gets it on
+    a file deleted since and stops, its folder gone (``generations.try_flock``)."""
+    path = Path(item.path)
+    if item.kind == "unbuilt":
+        why = _remove_unbuilt(path)
+    elif item.kind == "scratch" and path.parent.name == generations.SCRATCH:
+        why = _remove_scratch(path)
+    elif item.kind == "scratch" and _any_build_running(settings):
+        why = BUSY_LEGACY
+    else:  # a removal that stopped, or an old layout's scratch folder while no build runs
+        shutil.rmtree(path, ignore_errors=True)
+        why = None
+    if why:
+        done.skipped.append({"path": item.path, "why": why})
+    elif not path.exists():
+        done.deleted.append(item.path)
+        done.freed += item.bytes
+
+
+def _remove_scratch(path: Path) -> str | None:
+    """Delete a scratch folder holding its lock: a build killed left it, or (the lock held
+    elsewhere) it is in use — said as the reason it was skipped."""
+    try:
+        fd = generations.try_flock(path / generations.SCRATCH_LOCK)
+    except FileNotFoundError:  # its build finished meanwhile and deleted it
+        return None
+    if fd is None:
+        return "a build is using it"
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    finally:
+        os.close(fd)
+    return None
+
+
+def _remove_unbuilt(directory: Path) -> str | None:
+    """Delete a source folder with no generation, under its build lock: its debris, the lock
+    file, the folder (``rmdir``, so anything made meanwhile stays, and the folder with it)."""
+    try:
+        lock = generations.BuildLock(directory).__enter__()
+    except BuildError:
+        return "its first build or an import is running"
+    except FileNotFoundError:
+        return None
+    try:
+        if _is_source(directory) or _unknown_files(directory):
+            return "a build wrote to it meanwhile"
+        generations.remove_debris(directory)
+        (directory / generations.BUILD_LOCK).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # not empty: left for the next gc to look at
+            directory.rmdir()
+    finally:
+        lock.__exit__(None, None, None)
+    return None
 
 
 def _reclaim_cache(settings: Settings, item: Item, done: Reclaimed) -> None:
@@ -473,8 +609,10 @@ def _size(path: Path) -> int:
 
 
 def _tree_size(directory: Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(directory):
-        for name in files:
+    """The bytes of a folder's files and of its folders, itself included (as ``du`` counts
+    them): a folder that holds only an empty lock file still takes a block."""
+    total = _size(directory)
+    for root, dirs, files in os.walk(directory):
+        for name in files + dirs:
             total += _size(Path(root) / name)
     return total

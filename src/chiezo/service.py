@@ -82,6 +82,13 @@ class Service:
     def sources(self) -> list[dict[str, Any]]:
         return [info.to_dict() for info in self.library.infos()]
 
+    def input_paths(self) -> list[str]:
+        """The folders and files the sources here were built from (their recorded inputs)."""
+        found = []
+        for info in self.library.infos():
+            found += [info.input.get("path"), *(info.input.get("paths") or [])]
+        return [p for p in found if isinstance(p, str) and p]
+
     def remove_source(self, name: str, *, dry_run: bool = False) -> dict[str, Any]:
         """Delete a built source: every generation, its directory (generations.remove); with
         ``dry_run`` only say what that would delete. A source that no longer opens (another

@@ -28,6 +28,7 @@ class SourceInfo:
     schema_version: int = 0
     generation: str | None = None
     input: dict[str, Any] = field(default_factory=dict)  # the input identity its build recorded
+    imported: bool = False  # switched in by ``chiezo import``: its input is the one chosen here
     size_bytes: int | None = None
     vectors: dict[str, Any] | None = None
     text_index: str = "trigrams"  # "words+trigrams" for sources with the word index
@@ -53,7 +54,8 @@ class SourceInfo:
             built_at=meta.get("built_at"),
             schema_version=meta_int(meta.get("schema_version")),
             generation=meta.get("generation") or path.name,
-            input=_json(meta.get("input"), {}),
+            input=recorded_input(meta),
+            imported="imported_from" in meta,
             size_bytes=path.stat().st_size if path.exists() else None,
         )
         for key, value in overrides.items():
@@ -72,6 +74,16 @@ class SourceInfo:
         if not self.writable:
             del out["writable"]
         return out
+
+
+def recorded_input(meta: dict[str, str]) -> dict[str, Any]:
+    """The input a generation records — as authority for serving its original files and for
+    rebuilding it. A generation imported from an archive records the input the importing user
+    chose (``input_chosen``, transfer.py); one imported before that carries the exporting
+    machine's paths, which a stranger's archive can set to anything (``/``): none then."""
+    if "imported_from" in meta and meta.get("input_chosen") != "here":
+        return {}
+    return _json(meta.get("input"), {})
 
 
 def meta_int(value: str | None) -> int:

@@ -29,10 +29,12 @@ from strangers; the SQLite file is — and the index is derived data, so nothing
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+import shutil
 import tarfile
 import time
 import zlib  # a damaged gzip archive ("r|*" reads gzip, bz2 and xz too)
@@ -131,13 +133,20 @@ def _member(name: str, size: int) -> tarfile.TarInfo:
 
 
 def import_source(settings: Settings, archive: Path, *, name: str | None = None,
-                  replace: bool = False, progress: Progress | None = None) -> dict[str, Any]:  # fmt: skip
+                  replace: bool = False, input_path: Path | None = None,
+                  progress: Progress | None = None) -> dict[str, Any]:  # fmt: skip
     """Switch in the generation ``archive`` holds as source ``name`` (default: the name it was
     exported under), like a build: a new generation file, ``current`` repointed atomically,
-    the previous one kept. A source of that name is replaced only with ``replace``."""
+    the previous one kept. A source of that name is replaced only with ``replace``.
+    ``input_path``: where this source's input is on this machine (its documents' folder, its
+    dump), chosen by the user — the only place its original files are served from and a
+    rebuild reads; the paths the archive names are kept as information only."""
     progress = progress or NullProgress()
     if not archive.is_file():
         raise InputError(f"no such file: {archive}", path=str(archive))
+    if input_path is not None and not input_path.exists():
+        raise InputError(f"no such file or folder: {input_path}", path=str(input_path),
+                         hint="--input names this source's input on this machine")  # fmt: skip
     try:
         with tarfile.open(archive, "r|*") as tar:  # a stream: one pass, no seeking
             manifest = _read_manifest(tar, archive)
@@ -145,9 +154,9 @@ def import_source(settings: Settings, archive: Path, *, name: str | None = None,
             directory = generations.source_dir(settings.corpus_dir, target)
             _check_target(directory, target, replace)
             _check_room(directory, manifest)
-            directory.mkdir(parents=True, exist_ok=True)
-            with generations.BuildLock(directory):
-                return _switch_in(tar, archive, manifest, directory, progress)
+            local = local_input(manifest, input_path)
+            with _locked_folder(directory):
+                return _switch_in(tar, archive, manifest, directory, local, progress)
     except (tarfile.TarError, EOFError, zlib.error) as exc:
         raise InputError(
             f"{archive} is not a complete Chiezo export ({exc}); nothing was changed",
@@ -156,7 +165,48 @@ def import_source(settings: Settings, archive: Path, *, name: str | None = None,
         ) from exc
 
 
-def _switch_in(tar, archive: Path, manifest: dict, directory: Path, progress) -> dict[str, Any]:
+@contextlib.contextmanager
+def _locked_folder(directory: Path):
+    """The source's folder, made if need be, under its build lock. A folder made here is
+    removed again — still under the lock, so no other import has taken it meanwhile — when
+    the import is refused: 10 refused imports once left 10 empty folders listed as sources."""
+    made = not directory.exists()
+    directory.mkdir(parents=True, exist_ok=True)
+    with generations.BuildLock(directory):
+        try:
+            yield
+        except BaseException:
+            if made and generations.current_path(directory) is None:
+                shutil.rmtree(directory, ignore_errors=True)
+            raise
+
+
+def local_input(manifest: dict, chosen: Path | None) -> dict[str, Any]:
+    """The input record an imported generation gets here: the folder or file the user chose
+    (or none), with the archive's plain options (language, passage size…). The archive's
+    paths — its input, path-valued options such as a lookup file, where it was fetched from —
+    are another machine's and a stranger's: an archive naming ``/`` as its documents' folder
+    once served /etc/passwd as an "original" (issue #28). They are never used here."""
+    if chosen is None:
+        return {}
+    recorded = manifest.get("input") if isinstance(manifest.get("input"), dict) else {}
+    options = recorded.get("options") if isinstance(recorded.get("options"), dict) else {}
+    kept = {k: v for k, v in options.items() if _plain_option(v)}
+    return {"path": str(chosen.resolve()), **({"options": kept} if kept else {})}
+
+
+def _plain_option(value: Any) -> bool:
+    """An option value that is a setting, not a path or a record of another machine."""
+    if isinstance(value, bool | int | float):
+        return True
+    if not isinstance(value, str) or len(value) > 200:
+        return False
+    return not (value.startswith(("/", "~", "\\")) or "://" in value
+                or re.match(r"^[A-Za-z]:[\\/]", value))  # fmt: skip
+
+
+def _switch_in(tar, archive: Path, manifest: dict, directory: Path, local: dict,
+               progress) -> dict[str, Any]:  # fmt: skip
     """Receive the generation into the source's folder, check it, switch it in (build lock
     held); any failure removes what was written."""
     name = directory.name
@@ -169,7 +219,7 @@ def _switch_in(tar, archive: Path, manifest: dict, directory: Path, progress) ->
         meta = check_generation(name, building, manifest, progress.advance)
         if manifest["vectors"]:
             _index_vectors(building, final, manifest["vectors"], progress)
-        _stamp(building, final, manifest)
+        _stamp(building, final, manifest, local)
         progress.phase("switching", None, "steps")
         replaced = generations.install(building, final)
         generations.prune(directory, [final, replaced])
@@ -360,17 +410,21 @@ def _index_vectors(building: Path, final: Path, vectors: dict, progress) -> None
                          f"{vectors['count']:,}: refused")  # fmt: skip
 
 
-def _stamp(building: Path, final: Path, manifest: dict) -> None:
-    """Record in the file which generation it is here, and where it came from."""
+def _stamp(building: Path, final: Path, manifest: dict, local: dict) -> None:
+    """Record in the file which generation it is here, where it came from, and its input on
+    this machine (``local_input``) — replacing what the archive's meta table says of it."""
     came = {k: manifest.get(k) for k in ("source", "generation", "exported_at", "chiezo_version")}
     came["sha256"] = manifest["file"]["sha256"]
     conn = db.open_for_build(building)
     try:
+        exported = conn.execute("SELECT value FROM meta WHERE key = 'input'").fetchone()
+        came["input"] = _json(exported[0]) if exported else None  # information, never used
         conn.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('generation', ?), "
-            "('imported_at', ?), ('imported_from', ?)",
+            "('imported_at', ?), ('imported_from', ?), ('input', ?), ('input_chosen', ?)",
             (final.name, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-             json.dumps(came, ensure_ascii=False)),
+             json.dumps(came, ensure_ascii=False), json.dumps(local, ensure_ascii=False),
+             "here"),
         )  # fmt: skip
     finally:
         conn.close()

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from . import db
 from .errors import BuildError
+from .processes import die_with_parent, stop_processes
 from .words import index_text
 
 READ_BATCH = 500
@@ -49,7 +50,7 @@ class WordSplitter:
             self._processes = [
                 context.Process(
                     target=_split_in_child,
-                    args=(str(stage_path), str(path), span, done, self._errors),
+                    args=(str(stage_path), str(path), span, done, self._errors, os.getpid()),
                     name=f"chiezo-word-splitter-{i}",
                     daemon=True,
                 )
@@ -79,10 +80,7 @@ class WordSplitter:
             raise BuildError(f"splitting documents into words failed: {reason}")
 
     def cancel(self) -> None:
-        for process in self._processes:
-            if process.is_alive():
-                process.terminate()
-                process.join()
+        stop_processes(p for p in self._processes if p.pid is not None)  # killed: never a hang
         self.remove()
 
     def remove(self) -> None:
@@ -96,7 +94,9 @@ def splitter_processes() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-def _split_in_child(stage_path: str, words_path: str, span, done, errors) -> None:
+def _split_in_child(stage_path: str, words_path: str, span, done, errors,
+                    parent_pid: int) -> None:  # fmt: skip
+    die_with_parent(parent_pid)  # a killed build's splitters stop with it
     try:
         split_words(Path(stage_path), Path(words_path), span,
                     lambda n: setattr(done, "value", n))  # fmt: skip

@@ -20,12 +20,13 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from .. import __version__, web
 from ..answer.options import AnswerOptions
-from ..config import Settings, is_loopback
+from ..config import Settings
 from ..errors import BadQuery, Uncited
 from ..mcp_server import build_mcp
 from ..request_models import FilterRequest, SearchRequest, one_source_names
 from ..service import Service
 from . import docs_pages, errors, jobs_routes, metrics, openapi
+from .disclosure import Disclosure, on_this_machine
 from .limits import BodyLimit
 from .openapi import errors as documented
 from .params import (
@@ -165,12 +166,14 @@ def create_app(settings: Settings | None = None, *, bind_host: str = "127.0.0.1"
     errors.install(app)
     openapi.install(app)
     docs_pages.install(app)
-    # Outermost last: a bug anywhere answers 500 without dropping the connection; a foreign
-    # Host is refused before anything else runs; an oversized body before it is read; each
-    # request reads one generation per source (pinning.py).
+    # Outermost last: a bug anywhere answers 500 without dropping the connection; no answer
+    # tells a credential, or a path to a client elsewhere (disclosure.py); a foreign Host is
+    # refused before anything else runs; an oversized body before it is read; each request
+    # reads one generation per source (pinning.py).
     app.add_middleware(PinnedGenerations, library=service.library)
     app.add_middleware(BodyLimit)
     app.add_middleware(HostGuard, security=security)
+    app.add_middleware(Disclosure, settings=settings, input_paths=service.input_paths)
     app.add_middleware(errors.UnexpectedErrors)
 
     def writer(request: Request) -> None:
@@ -189,9 +192,11 @@ def create_app(settings: Settings | None = None, *, bind_host: str = "127.0.0.1"
 def app_from_env() -> FastAPI:
     """Factory for uvicorn worker processes (``chiezo serve --workers N``): each worker builds
     its own app from the environment the CLI prepared."""
+    from ..processes import limit_malloc_arenas
     from .supervision import follow_supervisor
 
     follow_supervisor()
+    limit_malloc_arenas()  # before the request threads start (processes.py says why)
     return create_app(
         Settings.from_env(), bind_host=os.environ.get("CHIEZO_BIND_HOST", "127.0.0.1")
     )
@@ -274,8 +279,7 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         with which model (and which models it has when the configured one is missing). Model
         names are shown as names, not paths on this machine, to a client beyond loopback."""
         status = service.llm_status()
-        client = request.client.host if request.client else ""
-        return _json(status if is_loopback(client) else labelled_models(status))
+        return _json(status if on_this_machine(request.scope) else labelled_models(status))
 
     # -- notes (declared before /v1/{source}/... so that /v1/notes/recall is not a source) ---
 

@@ -17,40 +17,70 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..inputs import MAX_SQL_INT, MAX_TEXT_CHARS
 from ..jobs import JobRunner
+from ..library import NOTES
 from .openapi import errors
 from .params import PathId
 
-JobSource = Annotated[str, Query(max_length=MAX_TEXT_CHARS, description="a source name")]
+# The notes (the one writable source, its name reserved) have no rebuild and no embed: the
+# document says so as the schema of `source`, so that no client takes "notes" for a valid job.
+NOT_NOTES = {"not": {"const": NOTES}}
+JobSource = Annotated[
+    str,
+    Query(max_length=MAX_TEXT_CHARS, json_schema_extra=NOT_NOTES,
+          description="a source name, not the notes (written in place: no jobs)"),
+]  # fmt: skip
 Action = Annotated[
     Literal["rebuild", "embed"], Query(description="rebuild (from the recorded input) or embed")
 ]
 Model = Annotated[
     str | None,
     Query(max_length=MAX_TEXT_CHARS,
-          description="embed: the model (default: the source's); rebuild: embed after with it; "
-          "one of the server's models (built-in, already in use, or CHIEZO_JOB_MODELS)"),
+          description="embed: the model (default: the source's — so required while the source "
+          "has no vectors yet: 400 without it); rebuild: embed after with it; one of the "
+          "server's models (built-in, already in use, or CHIEZO_JOB_MODELS)"),
 ]  # fmt: skip
 Fetch = Annotated[
     bool,
     Query(description="rebuild: download the input again first (a source that was fetched: "
-          "a newer dump, checked against its checksum) instead of reading the recorded file"),
+          "a newer dump, checked against its checksum) instead of reading the recorded file; "
+          "with action=embed a 400"),
 ]  # fmt: skip
 
 
 class JobIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    source: str = Field(description="a source name from /v1/sources")
+    # `fetch` is for a rebuild: with "embed" it must be false (a 400 otherwise)
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "if": {"properties": {"action": {"const": "embed"}}, "required": ["action"]},
+        "then": {"properties": {"fetch": {"const": False}}},
+    })  # fmt: skip
+    source: str = Field(description="a source name from /v1/sources, not the notes (written "
+                        "in place: no jobs)", json_schema_extra=NOT_NOTES)  # fmt: skip
     action: Literal["rebuild", "embed"]
     model: str | None = Field(
         default=None,
         max_length=MAX_TEXT_CHARS,
-        description="embed: the model (default: the source's); rebuild: the model to embed "
-        "with afterwards (default: the previous generation's, if it had vectors)",
+        description="embed: the model (default: the source's — so required while the source "
+        "has no vectors yet: 400 without it); rebuild: the model to embed with afterwards "
+        "(default: the previous generation's, if it had vectors); one of the server's models",
     )
     fetch: bool = Field(
         default=False,
-        description="rebuild: download the input again first (a source that was fetched)",
+        description="rebuild: download the input again first (a source that was fetched); "
+        "false for an embed",
     )
+
+
+# The 400s a well-formed job gets: they depend on the source named (its vectors, its kind, its
+# recorded input), which no schema of the request can state — so the document says them here.
+REFUSED = {
+    400: "a job this source cannot run, or a bad parameter or body: `embed` without `model` "
+    "while the source has no vectors yet — the model must be named then (`known_models`); a "
+    "`model` not among the server's (`known_models`); the notes (written in place: no rebuild, "
+    "no embed); a rebuild whose input was never recorded, or is gone (`path`, `missing`; a "
+    "plan states that as its `problem` instead); `fetch` for a source that was not downloaded, "
+    "or with `embed`; an unknown parameter or field, a value out of range "
+    "(`allowed_parameters`, `details`)",
+}
 
 
 def install(app: FastAPI, service, write_dependencies: list) -> None:
@@ -69,7 +99,7 @@ def install(app: FastAPI, service, write_dependencies: list) -> None:
             }
         )
 
-    @app.get("/v1/jobs/plan", tags=["jobs"], responses=errors(404, 409))
+    @app.get("/v1/jobs/plan", tags=["jobs"], responses=errors(400, 404, 409, why=REFUSED))
     def plan_job(source: JobSource, action: Action = "rebuild", model: Model = None,
                  fetch: Fetch = False) -> JSONResponse:  # fmt: skip
         """What starting this job would do: the input and whether it is still there (or where
@@ -91,10 +121,11 @@ def install(app: FastAPI, service, write_dependencies: list) -> None:
         return JSONResponse(jobs.get(job_id).to_dict(log_from))
 
     @app.post("/v1/jobs", status_code=202, tags=["jobs"], dependencies=write_dependencies,
-              responses=errors(401, 403, 404, 409))  # fmt: skip
+              responses=errors(400, 401, 403, 404, 409, why=REFUSED))  # fmt: skip
     def start_job(body: JobIn) -> JSONResponse:
         """Start a rebuild or embed job in the background: 202 with the job to poll; 409
-        while another job runs."""
+        while another job runs; 400 for a job the source cannot run (an embed of a source
+        without vectors names its ``model``)."""
         job = jobs.start(body.source, body.action, body.model, fetch=body.fetch)
         return JSONResponse(job.to_dict(), status_code=202)
 

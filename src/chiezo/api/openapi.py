@@ -4,9 +4,10 @@ FastAPI's default declares a 422 on every route (never sent: validation errors a
 into 400s) and none of the errors the routes do send, so a client generated from it, or a
 fuzzer checking against it, is told the wrong thing (schemathesis found 32 undocumented status
 codes, issue #14). Here every route names its own errors with ``errors(...)``, all in the one
-error shape, and ``install`` adds those every route can give and drops the phantom 422. The
-search routes also declare what they answer (``SearchBody``): hits with their coordinates,
-distance and section.
+error shape — with the route's own reasons (``why``) where a schema-valid request can still
+get one, as an embed job of a source without vectors does — and ``install`` adds those every
+route can give and drops the phantom 422. The search routes also declare what they answer
+(``SearchBody``): hits with their coordinates, distance and section.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 WHEN = {
     400: "a bad parameter or body: unknown parameter or field, a value out of range, an empty "
     "query, a filter the source cannot apply (`allowed_parameters`, `allowed_fields`, "
-    "`candidates`, `details`)",
+    "`candidates`, `details`); on any route, a Host header that is not one host[:port] (or "
+    "two of them), or a request the HTTP parser cannot read",
     401: "a write without the bearer token CHIEZO_TOKEN requires",
     403: "writes are disabled (beyond loopback without a token), or the browser Origin is "
     "another site",
@@ -29,16 +31,18 @@ WHEN = {
     409: "the source needs a rebuild for this version (`schema_version`), or a job is running "
     "(`running_job`)",
     413: "the request body is larger than 2 MiB",
+    414: "the request target (path and query string) is longer than 65,535 bytes",
     421: "the Host names this server by a name it does not answer to (DNS-rebinding "
     "protection; see CHIEZO_ALLOWED_HOSTS)",
-    422: "`strict`: a sentence cites no source or its sources do not support it (`answer`, "
-         "`references`, `cited`, `claims`, `unsupported`, `uncited`)",
+    422: "only with `strict`: the model's answer has a sentence that cites no source or that "
+    "its sources do not support (`answer`, `references`, `cited`, `claims`, `unsupported`, "
+    "`uncited`); whether it comes depends on the answer, not on the request's form",
     503: "the model endpoint is not configured or not reachable (the excerpts found are "
     "included), or the notes are locked by another writer (retry)",
     504: "the query ran past CHIEZO_QUERY_TIMEOUT and was stopped",
     507: "the disk is full; nothing was written",
 }
-EVERY_ROUTE = (421,)  # a foreign Host
+EVERY_ROUTE = (400, 414, 421)  # a malformed, too long or foreign request (http_server.py)
 API_ROUTE = (400,)  # /v1 routes refuse unknown query parameters
 WITH_BODY = (413,)
 
@@ -109,9 +113,13 @@ class SearchBody(BaseModel):
 ANSWERS = {"/v1/search": SearchBody, "/v1/{source}/search": SearchBody}
 
 
-def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """``responses=`` for a route: the errors it can answer, each with the error shape."""
-    return {status: {"model": ErrorBody, "description": WHEN[status]} for status in statuses}
+def errors(*statuses: int, why: dict[int, str] | None = None) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for a route: the errors it can answer, each with the error shape.
+    ``why``: a route's own reasons for a status, where WHEN's general ones would not say what
+    a client needs to know (a 400 that a schema-valid request gets, and when)."""
+    why = why or {}
+    return {status: {"model": ErrorBody, "description": why.get(status, WHEN[status])}
+            for status in statuses}  # fmt: skip
 
 
 def install(app: FastAPI) -> None:

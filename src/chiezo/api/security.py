@@ -9,7 +9,9 @@
   so Origin and Host agree and the same-site check alone let it write notes, start rebuilds
   and read every note (issue #14). A browser sends an IP Host only for a page loaded from that
   IP, which no DNS answer can re-point. Checking every route, not only the writes, also keeps
-  such a page from reading the user's own documents.
+  such a page from reading the user's own documents. A Host that is not one ``host[:port]`` —
+  two Host headers, or a userinfo-like ``localhost:42@evil.example`` that a lax reading takes
+  for ``localhost`` — is no browser's and is refused (400) before its name is read.
 * Loopback (the default): everything is open to local programs, unless ``CHIEZO_TOKEN`` is set,
   in which case writes need it too.
 * Beyond loopback (``--host 0.0.0.0`` or an address): writes — REST note endpoints, jobs and the
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import re
 import socket
 from dataclasses import dataclass
 from functools import cached_property
@@ -97,6 +100,8 @@ class Security:
         """Whether a request with this Host header is answered (see the module's first rule)."""
         if not host:
             return True  # HTTP/1.0 and raw clients; every browser sends a Host
+        if not well_formed_host(host):
+            return False
         name = _name_of(host)
         if _is_ip(name) or name == "localhost" or name.endswith(".localhost"):
             return True  # browsers resolve *.localhost to loopback themselves, never by DNS
@@ -138,6 +143,32 @@ class Security:
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
+# host[:port] (RFC 9110 §7.2): a registered name (the characters DNS names and browsers use), an
+# IPv4 address (a name of digits and dots) or a bracketed IPv6 address; the port digits only.
+_HOST = re.compile(r"(?:\[(?P<ipv6>[0-9a-f:.]+)\]|[a-z0-9_.-]+)(?::[0-9]{0,5})?", re.IGNORECASE)
+
+
+def well_formed_host(host: str) -> bool:
+    """Whether a Host header is one ``host[:port]``: no userinfo (``localhost:42@evil``), no
+    second port, nothing a browser would not send."""
+    found = _HOST.fullmatch(host)
+    if found is None:
+        return False
+    return found["ipv6"] is None or (":" in found["ipv6"] and _is_ip(found["ipv6"]))
+
+
+def host_problem(hosts: list[str]) -> str | None:
+    """Why the Host header lines of a request name no one host, or None. Two of them are
+    refused even when they agree: components that read the first and those that read the last
+    would otherwise each see their own."""
+    if len(hosts) > 1:
+        return f"a request has one Host header; this one has {len(hosts)}"
+    if hosts and hosts[0] and not well_formed_host(hosts[0]):
+        shown = hosts[0] if len(hosts[0]) <= 100 else hosts[0][:100] + "…"
+        return f"the Host header {shown!r} is not a host name or address with an optional port"
+    return None
+
+
 def _name_of(netloc: str) -> str:
     """``Host`` header → host name, lowercased, without port, brackets or a final dot."""
     netloc = netloc.strip().lower()
@@ -157,8 +188,9 @@ def _is_ip(name: str) -> bool:
 
 
 class HostGuard:
-    """ASGI middleware in front of every route: refuses foreign Host names (421) and, on
-    ``/mcp`` (whose tools write and read notes), a browser Origin from another site (403)."""
+    """ASGI middleware in front of every route: refuses a Host that is not one host[:port]
+    (400), foreign Host names (421) and, on ``/mcp`` (whose tools write and read notes), a
+    browser Origin from another site (403)."""
 
     def __init__(self, app, security: Security):
         self.app, self.security = app, security
@@ -177,7 +209,11 @@ class HostGuard:
 
     def _refusal(self, scope) -> JSONResponse | None:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers") or []}
-        host, origin = headers.get("host", ""), headers.get("origin")
+        hosts = [v.decode("latin-1") for k, v in scope.get("headers") or [] if k == b"host"]
+        problem = host_problem(hosts)
+        if problem is not None:
+            return error_response(400, problem, hint="send one Host: name[:port], as browsers do")
+        host, origin = (hosts or [""])[0], headers.get("origin")
         if not self.security.host_allowed(host):
             return error_response(
                 421,

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 import yaml
 
@@ -235,7 +235,7 @@ def document_from_text(key: str, path: Path, body: str, front: dict[str, Any],
         title=title,
         body=body.strip(),
         opening=opening_paragraph(sections),
-        url=_scalar(front.get("url")),
+        url=_web_url(front.get("url")),
         rank_score=_rank(front),
         aliases=_strings(front.get("aliases", front.get("alias"))),
         tags=[t for k in _TAG_KEYS for t in _strings(front.get(k), split_commas=True)],
@@ -244,6 +244,16 @@ def document_from_text(key: str, path: Path, body: str, front: dict[str, Any],
         chunks=chunks,
         extra={"path": key, "format": "markdown" if is_markdown else "text"},
     )
+
+
+def _web_url(value: Any) -> str | None:
+    """A front-matter ``url`` is the document's address on the web, nothing else: a
+    ``file://`` (or any other) url there would name a file the server might read (issue #28);
+    such a document keeps the url of its own file."""
+    url = _scalar(value)
+    if not url or urlsplit(url.strip()).scheme.lower() not in ("http", "https"):
+        return None
+    return url.strip()
 
 
 def _text_sections(body: str) -> list[Section]:

@@ -8,11 +8,14 @@ Word heading its level, a block of spreadsheet rows ``## rows 2–51``. Rows are
 
 A file that cannot be read (a broken zip, an encrypted or scanned PDF) raises
 :class:`~chiezo.sources.textdecode.Unreadable` with the reason; the build reports it and goes
-on. Text files are decoded by the one policy of sources/textdecode.py.
+on. An Office file (a zip of XML parts) is read within :class:`OfficeLimits` — what it expands
+to, its rows, paragraphs and slides, and time — checked at one seam, :func:`_read_office`; one
+over a limit is unreadable too. Text files are decoded by the one policy of sources/textdecode.py.
 """
 
 from __future__ import annotations
 
+import copy
 import csv
 import functools
 import io
@@ -20,7 +23,11 @@ import itertools
 import logging
 import re
 import statistics
+import time
 import unicodedata
+import zipfile
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,11 +50,13 @@ class Converted:
     warnings: list[str] = field(default_factory=list)  # for the build to report; file kept
 
 
-def convert(path: Path) -> list[Converted]:
+def convert(path: Path, limits: OfficeLimits | None = None) -> list[Converted]:
+    """The file's parts; an Office file read within ``limits`` (default :data:`OFFICE_LIMITS`)."""
     suffix = path.suffix.lower()
-    converter = CONVERTERS[suffix]
     try:
-        return converter(path)
+        if suffix in OFFICE_FORMATS:
+            return _read_office(path, OFFICE_FORMATS[suffix], limits or OFFICE_LIMITS)
+        return CONVERTERS[suffix](path)
     except Unreadable:
         raise
     except Exception as exc:  # noqa: BLE001 - a corrupt file must not stop the build
@@ -382,30 +391,270 @@ def _pdf_title(path: Path) -> str | None:
     return title if title and not title.lower().startswith(("untitled", "microsoft word")) else None
 
 
+# -- Office files: one archive, read within limits -------------------------------------------------
+
+# What one Office file (a zip of XML parts) may cost to read. documents.py's 200 MiB cap is on
+# the compressed file, and XML compresses up to ~1000-fold: a 226 KB .docx held 64 MiB of XML
+# (1.9M paragraphs, >600 s, 1 GB), a 449 KB .xlsx 2M rows (80 s, 1.2 GB). Numbers measured on
+# real and generated files (docs/design.md, "Office files within limits"); the reason a file
+# is skipped names the limit it passed.
+#
+# All parts together, as declared and as really expanded: a 100,000-row × 10-column sheet is
+# 39 MiB as Excel writes it (51 MiB with inline strings), pictures barely compress (a deck of
+# photographs expands to about its file size), so 256 MiB leaves ~5× over the largest real
+# files while bounding the decompression (~1 s per 256 MiB).
+MAX_EXPANDED_BYTES = 256 * 2**20
+# XML a library parses whole into a tree (every part of a .docx or .pptx; a workbook's shared
+# strings and styles), which takes ~13× its size in memory: a 300-page Word manual's 8.3 MiB
+# of XML peaks at 127 MiB; 32 MiB (~1,100 such pages) caps a hostile file at ~550 MiB (31 MiB
+# of minimal paragraphs peaked at 527 MiB).
+MAX_XML_HELD_BYTES = 32 * 2**20
+# Expanded ÷ compressed size of the whole file: real Office files measure 1.0–10.1×
+# (tests/data, a 300-page manual, a 100,000-row sheet); the zip bombs seen, 290–400×.
+MAX_RATIO = 100
+# Rows in a workbook's sheets (all sheets together, blank rows in the XML included): 2× the
+# 100,000-row sheet that must be read (20–45 s here); openpyxl keeps ~80 bytes per row of a
+# sheet until the sheet is done, so this bounds its memory as well as the text.
+MAX_ROWS = 200_000
+# A Word file's body paragraphs and table rows: a 300-page manual has ~4,800 paragraphs and
+# 1,200 table rows; 100,000 is ~15× that, ~7 s of reading (11 MiB of XML).
+MAX_PARAGRAPHS = 100_000
+# Slides of a deck: a 300-slide deck is a large one (1.1 s to read, ~4 ms a slide).
+MAX_SLIDES = 2_000
+# Wall-clock time for one file, checked between rows, paragraphs, shapes and on every read of
+# the file: ~3× the 100,000-row sheet (20–45 s on 2 shared cores), the slowest real file.
+MAX_SECONDS = 120.0
+# Excel's widest row (XFD): a row with more cells is not a worksheet's.
+EXCEL_COLUMNS = 16_384
+_READ_CHUNK = 2**20
+
+
+@dataclass(frozen=True)
+class OfficeLimits:
+    """The limits above; tests lower them to build small hostile files."""
+
+    expanded_bytes: int = MAX_EXPANDED_BYTES
+    xml_held_bytes: int = MAX_XML_HELD_BYTES
+    ratio: float = MAX_RATIO
+    rows: int = MAX_ROWS
+    paragraphs: int = MAX_PARAGRAPHS
+    slides: int = MAX_SLIDES
+    seconds: float = MAX_SECONDS
+
+
+OFFICE_LIMITS = OfficeLimits()
+
+
+class _Budget:
+    """One Office file's reading against its limits: a deadline from when it was opened, and
+    counts of what was read."""
+
+    def __init__(self, limits: OfficeLimits):
+        self.limits = limits
+        self._deadline = time.monotonic() + limits.seconds
+        self._counts: Counter[str] = Counter()
+
+    def check_time(self) -> None:
+        if time.monotonic() > self._deadline:
+            raise Unreadable(f"not read within {self.limits.seconds:g} s, the time allowed "
+                             "for one Office file")  # fmt: skip
+
+    def count(self, what: str, limit: int, where: str, n: int = 1) -> None:
+        self.check_time()
+        self._counts[what] += n
+        _at_most(self._counts[what], limit, what, where)
+
+
+def _at_most(n: int, limit: int, what: str, where: str) -> None:
+    if n > limit:
+        raise Unreadable(f"more than {limit:,} {what}, the most read from one {where}")
+
+
+class _TimedFile(io.BufferedReader):
+    """The file as zipfile and the libraries read it: every read checks the deadline, so what
+    they do outside our loops (python-docx and python-pptx reading every part, openpyxl its
+    shared strings and each sheet) stops at it too."""
+
+    def __init__(self, path: Path, budget: _Budget):
+        super().__init__(io.FileIO(path))
+        self._budget = budget
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        self._budget.check_time()
+        return super().read(size)
+
+
+@dataclass(frozen=True)
+class _OfficeFormat:
+    read: Callable[[io.BufferedIOBase, _Budget, Path], list[Converted]]
+    # content types of parts the library streams rather than holding whole, each with a scan
+    # that pass 1 feeds them through (bounding what streaming still keeps)
+    streamed: dict[str, Callable[[_Budget], Callable[[bytes], None]]] = field(default_factory=dict)
+
+
+def _read_office(path: Path, office: _OfficeFormat, limits: OfficeLimits) -> list[Converted]:
+    """The one seam every Office format is read through. Pass 1 decompresses every part —
+    what the zip declares is checked first, then what its streams really hold, since a zip
+    can misstate its sizes — and counts it against the limits; the library then reads the
+    same open file, each read under the deadline (zipfile never expands a part past its
+    declared size, which pass 1 has confirmed)."""
+    budget = _Budget(limits)
+    with _TimedFile(path, budget) as stream:
+        with zipfile.ZipFile(stream) as archive:
+            _check_expansion(archive, path.stat().st_size, office, budget)
+        stream.seek(0)
+        return office.read(stream, budget, path)
+
+
+def _check_expansion(archive: zipfile.ZipFile, file_bytes: int, office: _OfficeFormat,
+                     budget: _Budget) -> None:  # fmt: skip
+    members = archive.infolist()
+    # what the zip declares, before a byte is expanded; the XML in it is known once
+    # [Content_Types].xml is read, and checked on what the parts really hold
+    _check_sizes([(m, m.file_size) for m in members], set(), file_bytes, budget.limits, "declares")
+    types = _content_types(archive, {m.filename for m in members}, budget)
+    held = {m.filename for m in members if _held_whole(m.filename, types.get(m.filename), office)}
+    actual = _expanded_sizes(archive, members, types, office, budget)
+    _check_sizes(actual, held, file_bytes, budget.limits, "expands to")
+    for member, size in actual:
+        if size != member.file_size:
+            raise Unreadable(f"{member.filename} declares {member.file_size:,} bytes but holds "
+                             f"{size:,}: a zip that misstates its sizes")  # fmt: skip
+
+
+def _check_sizes(sizes: _Sizes, held: set[str], file_bytes: int,
+                 limits: OfficeLimits, verb: str) -> None:  # fmt: skip
+    total = sum(size for _, size in sizes)
+    xml = sum(size for member, size in sizes if member.filename in held)
+    if total > limits.expanded_bytes:
+        raise Unreadable(f"{verb} {_size(total)}, more than the {_size(limits.expanded_bytes)} "
+                         "read from one Office file")  # fmt: skip
+    if xml > limits.xml_held_bytes:
+        raise Unreadable(f"{verb} {_size(xml)} of XML, more than the "
+                         f"{_size(limits.xml_held_bytes)} read from one Office file")  # fmt: skip
+    if total > limits.ratio * max(file_bytes, 1):
+        raise Unreadable(f"{verb} {_size(total)} from {_size(file_bytes)}, more than "
+                         f"{limits.ratio:g}-fold: a zip bomb, not a document")  # fmt: skip
+
+
+_Sizes = list[tuple[zipfile.ZipInfo, int]]
+
+
+def _expanded_sizes(archive: zipfile.ZipFile, members: list[zipfile.ZipInfo], types: dict,
+                    office: _OfficeFormat, budget: _Budget) -> _Sizes:  # fmt: skip
+    """What each part really expands to, reading stops once the total passes the limit (the
+    list is then short, and its sum over the limit)."""
+    sizes, left = [], budget.limits.expanded_bytes
+    for member in members:
+        scan = office.streamed.get(types.get(member.filename, ""))
+        size = _stream_size(archive, member, left + 1, budget, scan(budget) if scan else None)
+        sizes.append((member, size))
+        left -= size
+        if left < 0:
+            break
+    return sizes
+
+
+def _stream_size(archive: zipfile.ZipFile, member: zipfile.ZipInfo, ceiling: int,
+                 budget: _Budget, scan: Callable[[bytes], None] | None) -> int:  # fmt: skip
+    """Bytes the part's stream really expands to, up to ``ceiling``: opened with its declared
+    size raised to the ceiling, zipfile decompresses the stream as it is rather than stopping
+    where the entry says (and still checks the CRC of what it read)."""
+    probe = copy.copy(member)
+    probe.file_size = ceiling
+    size = 0
+    with archive.open(probe) as part:
+        while size < ceiling and (chunk := part.read(_READ_CHUNK)):
+            size += len(chunk)
+            budget.check_time()
+            if scan is not None:
+                scan(chunk)
+    return size
+
+
+def _content_types(archive: zipfile.ZipFile, names: set[str], budget: _Budget) -> dict[str, str]:
+    """Each part's content type from ``[Content_Types].xml`` (an override, else the default for
+    its extension), as the libraries decide which parts to parse. Streamed, and only parts
+    present are kept, so a hostile listing costs no more memory than the zip's own."""
+    from lxml import etree
+
+    if "[Content_Types].xml" not in names:
+        return {}
+    defaults, types = {}, {}
+    with archive.open("[Content_Types].xml") as listing:
+        for _, element in etree.iterparse(listing, events=("end",), resolve_entities=False,
+                                          tag=("{*}Default", "{*}Override")):  # fmt: skip
+            budget.check_time()
+            kind = element.get("ContentType", "")
+            if element.tag.endswith("Default"):
+                defaults[element.get("Extension", "").lower()] = kind
+            elif (name := element.get("PartName", "").lstrip("/")) in names:
+                types[name] = kind
+            element.clear()
+            while element.getprevious() is not None:
+                del element.getparent()[0]
+    for name in names - types.keys():
+        types[name] = defaults.get(name.rpartition(".")[2].lower(), "")
+    return types
+
+
+def _held_whole(name: str, content_type: str | None, office: _OfficeFormat) -> bool:
+    if content_type in office.streamed:
+        return False
+    return bool(re.search(r"[/+]xml$", content_type or "")) or name.endswith((".xml", ".rels"))
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:,.0f} MiB" if n >= 2**20 else f"{n / 2**10:,.0f} KiB"
+
+
 # -- Word ------------------------------------------------------------------------------------------
 
 
-def docx(path: Path) -> list[Converted]:
+def docx(stream: io.BufferedIOBase, budget: _Budget, path: Path) -> list[Converted]:
     import docx as python_docx
-    from docx.table import Table
-    from docx.text.paragraph import Paragraph
 
-    document = python_docx.Document(str(path))
-    lines: list[str] = []
+    document = python_docx.Document(stream)
+    styles = _paragraph_styles(document)
+    lines = list(_docx_lines(document, styles, budget))
+    title = (document.core_properties.title or "").strip() or None
+    return [Converted("\n\n".join(line for line in lines if line), title)]
+
+
+def _docx_lines(document, styles: tuple[dict[str, str], str], budget: _Budget) -> Iterator[str]:
+    from docx.table import Table
+
+    names, default = styles
     for block in document.element.body.iterchildren():
         tag = block.tag.rsplit("}", 1)[-1]
         if tag == "p":
-            paragraph = Paragraph(block, document)
-            text = paragraph.text.strip()
-            level = _heading_level(paragraph.style.name if paragraph.style else "")
+            budget.count("paragraphs and table rows", budget.limits.paragraphs, "Word file")
+            text = block.text.strip()
+            level = _heading_level(names.get(block.style, default) if block.style else default)
             if text:
-                lines.append(f"{'#' * level} {text}" if level else text)
+                yield f"{'#' * level} {text}" if level else text
         elif tag == "tbl":
-            lines.append(
-                _table_text([[c.text for c in row.cells] for row in Table(block, document).rows])
-            )
-    title = (document.core_properties.title or "").strip() or None
-    return [Converted("\n\n".join(line for line in lines if line), title)]
+            yield _table_text(_docx_rows(Table(block, document), budget))
+
+
+def _docx_rows(table, budget: _Budget) -> Iterator[list[str]]:
+    for row in table.rows:
+        budget.count("paragraphs and table rows", budget.limits.paragraphs, "Word file")
+        yield [c.text for c in row.cells]
+
+
+def _paragraph_styles(document) -> tuple[dict[str, str], str]:
+    """Paragraph style names by id, and the default one's: what ``paragraph.style.name``
+    answers, looked up once. python-docx searches all styles for the default on every
+    paragraph without a style of its own: 85% of a 300-page manual's 8.6 s, now 2.6 s."""
+    from docx.enum.style import WD_STYLE_TYPE
+
+    first: dict = {}
+    for style in document.styles:  # python-docx takes the first style of an id
+        first.setdefault(style.style_id, style)
+    names = {i: s.name or "" for i, s in first.items() if s.type == WD_STYLE_TYPE.PARAGRAPH}
+    default = document.styles.default(WD_STYLE_TYPE.PARAGRAPH)
+    return names, (default.name or "") if default is not None else ""
 
 
 def _heading_level(style: str) -> int:
@@ -417,16 +666,19 @@ def _heading_level(style: str) -> int:
 
 # -- spreadsheets ----------------------------------------------------------------------------------
 
+_WORKSHEET = "application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"
 
-def xlsx(path: Path) -> list[Converted]:
+
+def xlsx(stream: io.BufferedIOBase, budget: _Budget, path: Path) -> list[Converted]:
     from openpyxl import load_workbook
 
-    workbook = load_workbook(str(path), read_only=True, data_only=True)
+    workbook = load_workbook(stream, read_only=True, data_only=True)  # read_only: streamed
     out = []
     try:
         for sheet in workbook.worksheets:
-            rows = [[_cell(v) for v in row] for row in sheet.iter_rows(values_only=True)]
-            text = _rows_text(rows)
+            # openpyxl yields every row a sheet's <dimension> declares, as wide as declared
+            _at_most(sheet.max_row or 0, budget.limits.rows, "rows", "workbook")
+            text = _rows_text(_sheet_rows(sheet, budget))
             if text:
                 out.append(Converted(text, f"{_stem(path)} — {sheet.title}",
                                      key_suffix=f"#{sheet.title}", extra={"sheet": sheet.title}))  # fmt: skip
@@ -437,30 +689,76 @@ def xlsx(path: Path) -> list[Converted]:
     return out
 
 
+def _sheet_rows(sheet, budget: _Budget) -> Iterator[list[str]]:
+    for row in sheet.iter_rows(values_only=True):
+        budget.check_time()
+        yield [_cell(v) for v in row]
+
+
+# A worksheet's row and cell tags, any namespace prefix; a tag cut between two chunks of the
+# expanded stream is carried into the next unless longer than _TAG_CARRY (a prefix that long
+# leaves room for few rows in MAX_EXPANDED_BYTES).
+_ROW_TAG = re.compile(rb"<(?:[\w.-]+:)?row[\s/>]")
+_CELL_TAG = re.compile(rb"<(?:[\w.-]+:)?c[\s/>]")
+_TAG_CARRY = 4096
+
+
+def _sheet_scan(budget: _Budget) -> Callable[[bytes], None]:
+    """Counts a worksheet's rows, and each row's cells, as pass 1 expands it. openpyxl keeps
+    every row element of a sheet (cleared, ~80 bytes) until the sheet is done — all of them
+    before the first row is read, when the sheet has no <dimension> — and a row's cells until
+    the row ends; MAX_ROWS and Excel's width bound both. Tags are found by pattern: exact for
+    elements (a '<row' in a comment or CDATA counts too), 1 s for the 100,000-row sheet where
+    lxml's parse took 5 s."""
+    cells, carry = 0, b""
+
+    def feed(chunk: bytes) -> None:
+        nonlocal cells, carry
+        text = carry + chunk
+        cut = text.rfind(b"<")
+        if cut < 0 or len(text) - cut > _TAG_CARRY:
+            cut = len(text)
+        text, carry = text[:cut], text[cut:]
+        segments = _ROW_TAG.split(text)  # the first continues the row before the chunk
+        budget.count("rows", budget.limits.rows, "workbook", len(segments) - 1)
+        for i, segment in enumerate(segments):
+            cells = (0 if i else cells) + len(_CELL_TAG.findall(segment))
+            if cells > EXCEL_COLUMNS:
+                raise Unreadable(f"a row of more than {EXCEL_COLUMNS:,} cells, Excel's most")
+
+    return feed
+
+
 def delimited(path: Path) -> list[Converted]:
     text = decode_bytes(path.read_bytes())
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
-    rows = [[c.strip() for c in row] for row in csv.reader(io.StringIO(text), delimiter=delimiter)]
+    rows = ([c.strip() for c in row] for row in csv.reader(io.StringIO(text), delimiter=delimiter))
     return [Converted(_rows_text(rows), None)]
 
 
-def _rows_text(rows: list[list[str]]) -> str:
+def _rows_text(rows: Iterable[list[str]]) -> str:
     """The first non-empty row is the header; every other row becomes ``header: value`` lines,
-    a blank line between rows, ``## rows a–b`` every ``ROWS_PER_SECTION`` rows."""
-    rows = [r for r in rows if any(c for c in r)]
-    if not rows:
+    a blank line between rows, ``## rows a–b`` every ``ROWS_PER_SECTION`` rows. Rows are taken
+    as they come: a sheet is never held as a list of rows besides its text."""
+    rows = iter(r for r in rows if any(r))
+    header = next(rows, None)
+    if header is None:
         return ""
-    header = [h or f"column {i + 1}" for i, h in enumerate(rows[0])]
+    header = [h or f"column {i + 1}" for i, h in enumerate(header)]
     parts: list[str] = []
-    for start in range(1, len(rows), ROWS_PER_SECTION):
-        block = rows[start : start + ROWS_PER_SECTION]
+    start = 1
+    while block := list(itertools.islice(rows, ROWS_PER_SECTION)):
         parts.append(f"## rows {start + 1}–{start + len(block)}")
-        for row in block:
-            parts.append("\n".join(f"{header[i] if i < len(header) else f'column {i + 1}'}: {v}"
-                                   for i, v in enumerate(row) if v))  # fmt: skip
-    if len(rows) == 1:
+        parts.extend(_row_lines(header, row) for row in block)
+        start += len(block)
+    if start == 1:
         parts.append(" | ".join(header))
     return "\n\n".join(parts)
+
+
+def _row_lines(header: list[str], row: list[str]) -> str:
+    return "\n".join(f"{header[i] if i < len(header) else f'column {i + 1}'}: {v}"
+                     for i, v in enumerate(row) if v)  # fmt: skip
 
 
 def _cell(value) -> str:
@@ -471,7 +769,7 @@ def _cell(value) -> str:
     return str(value).strip()
 
 
-def _table_text(rows: list[list[str]]) -> str:
+def _table_text(rows: Iterable[list[str]]) -> str:
     rows = [[c.strip() for c in r] for r in rows if any(c.strip() for c in r)]
     if len(rows) < 2:
         return "\n".join(" | ".join(r) for r in rows)
@@ -483,31 +781,37 @@ def _table_text(rows: list[list[str]]) -> str:
 # -- slides ----------------------------------------------------------------------------------------
 
 
-def pptx(path: Path) -> list[Converted]:
+def pptx(stream: io.BufferedIOBase, budget: _Budget, path: Path) -> list[Converted]:
     from pptx import Presentation
 
-    deck = Presentation(str(path))
+    deck = Presentation(stream)
+    _at_most(len(deck.slides), budget.limits.slides, "slides", "deck")
     parts: list[str] = []
     first_title = None
     for number, slide in enumerate(deck.slides, start=1):
         title = slide.shapes.title.text.strip() if slide.shapes.title is not None else ""
         first_title = first_title or title or None
-        texts = []
-        for shape in slide.shapes:
-            if shape == slide.shapes.title:
-                continue
-            if shape.has_text_frame and shape.text_frame.text.strip():
-                texts.append(shape.text_frame.text.strip())
-            elif getattr(shape, "has_table", False) and shape.has_table:
-                texts.append(_table_text([[c.text for c in row.cells] for row in shape.table.rows]))
-        notes = ""
-        if slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:
-            notes = slide.notes_slide.notes_text_frame.text.strip()
-        body = "\n\n".join(texts + ([f"Notes: {notes}"] if notes else []))
+        body = "\n\n".join(_slide_texts(slide, budget))
         parts.append(f"## Slide {number}" + (f": {title}" if title else "") + f"\n\n{body}")
     title = (deck.core_properties.title or "").strip() or first_title
     return [Converted("\n\n".join(parts), title, extra={"slides": len(deck.slides)},
                       one_chunk_per_section=True)]  # fmt: skip
+
+
+def _slide_texts(slide, budget: _Budget) -> list[str]:
+    texts = []
+    for shape in slide.shapes:
+        budget.check_time()
+        if shape == slide.shapes.title:
+            continue
+        if shape.has_text_frame and shape.text_frame.text.strip():
+            texts.append(shape.text_frame.text.strip())
+        elif getattr(shape, "has_table", False) and shape.has_table:
+            texts.append(_table_text([[c.text for c in row.cells] for row in shape.table.rows]))
+    notes = ""
+    if slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:
+        notes = slide.notes_slide.notes_text_frame.text.strip()
+    return texts + ([f"Notes: {notes}"] if notes else [])
 
 
 # -- HTML ------------------------------------------------------------------------------------------
@@ -554,15 +858,17 @@ def _stem(path: Path) -> str:
     return path.stem.replace("_", " ").strip() or path.name
 
 
+OFFICE_FORMATS = {
+    ".docx": _OfficeFormat(docx),
+    ".xlsx": _OfficeFormat(xlsx, {_WORKSHEET: _sheet_scan}),
+    ".xlsm": _OfficeFormat(xlsx, {_WORKSHEET: _sheet_scan}),
+    ".pptx": _OfficeFormat(pptx),
+}
 CONVERTERS = {
     ".pdf": pdf,
-    ".docx": docx,
-    ".xlsx": xlsx,
-    ".xlsm": xlsx,
-    ".pptx": pptx,
     ".html": html,
     ".htm": html,
     ".csv": delimited,
     ".tsv": delimited,
 }
-SUFFIXES = frozenset(CONVERTERS)
+SUFFIXES = frozenset(CONVERTERS) | frozenset(OFFICE_FORMATS)

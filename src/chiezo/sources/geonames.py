@@ -20,7 +20,6 @@ from __future__ import annotations
 import io
 import math
 import re
-import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from .. import db
+from .. import db, generations
 from ..build import BuildOptions, BuildReport, GenerationBuilder
 from ..config import Settings
 from ..errors import InputError
@@ -352,7 +351,7 @@ def ingest_geonames(
     path = Path(path)
     name = name or KIND
     settings.corpus_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="geonames-", dir=settings.corpus_dir) as tmp:
+    with generations.scratch_dir(settings.corpus_dir, "geonames-") as tmp:
         lookups = Lookups(Path(tmp) / "lookups.db")
         try:
             if geo.admin1:

@@ -234,7 +234,9 @@ _lock = threading.Lock()
 
 
 def register(kind: SourceKind) -> SourceKind:
-    """Add ``kind`` (replacing one of the same name)."""
+    """Add ``kind`` (replacing one of the same name — a built-in one too: the built-in kinds
+    are loaded first, so a kind registered before any was asked for is not replaced later)."""
+    kinds()
     _kinds[kind.name] = kind
     return kind
 
@@ -264,12 +266,14 @@ def kind_named(name: str) -> SourceKind:
 
 def _load_built_in() -> None:
     for module in BUILT_IN:
-        register(importlib.import_module(f"{__package__}.{module}").SOURCE_KIND)
+        kind = importlib.import_module(f"{__package__}.{module}").SOURCE_KIND
+        _kinds[kind.name] = kind
     from importlib.metadata import entry_points
 
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         try:  # a broken plugin is reported, not the end of every command
             loaded = entry.load()
-            register(loaded() if isinstance(loaded, type) else loaded)
+            kind = loaded() if isinstance(loaded, type) else loaded
+            _kinds[kind.name] = kind
         except Exception:
             log.exception("source kind plugin %s could not be loaded", entry.name)

@@ -22,12 +22,11 @@ website and opening hours in the text, every tag in ``extra``; popularity by fea
 from __future__ import annotations
 
 import math
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import db
+from .. import db, generations
 from ..build import BuildOptions, BuildReport, GenerationBuilder, check_disk, check_memory
 from ..config import Settings
 from ..errors import InputError
@@ -273,7 +272,7 @@ def ingest_osm(
         settings, name, KIND, input_identity=_identity(path, osm), options=options,
         progress=progress, expected_bytes=size,
     )  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="osm-", dir=settings.corpus_dir) as tmp, builder:
+    with generations.scratch_dir(settings.corpus_dir, "osm-") as tmp, builder:
         handler = _Handler(builder, osm.admin_levels)
         runner = type("Runner", (osmium.SimpleHandler,), {
             "node": lambda self, n: handler.node(n),

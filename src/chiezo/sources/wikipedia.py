@@ -16,7 +16,6 @@ from __future__ import annotations
 import collections
 import math
 import re
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from .. import db
+from .. import db, generations
 from ..build import BuildOptions, BuildReport, GenerationBuilder, check_disk, check_memory
 from ..cluster import DEFAULT_ADDRESS
 from ..config import Settings
@@ -99,7 +98,7 @@ def ingest_wikipedia(
     check_memory(MIN_MEMORY, name)
     check_disk(settings.corpus_dir, expected_text_bytes(Path(path)), name)
     settings.corpus_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="wiki-lookups-", dir=settings.corpus_dir) as tmp:
+    with generations.scratch_dir(settings.corpus_dir, "wiki-lookups-") as tmp:
         lookups = WikiLookups(Path(tmp) / "lookups.db")
         if wiki.pageviews:
             progress.phase("reading page views", None, "lines")

@@ -11,9 +11,13 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from ..errors import BuildError
 from ..models import Chunk
+from ..processes import die_with_parent, stop_processes
 from .markdown import BREADCRUMB_SEPARATOR, chunk_sections, parse_sections
 from .wikitext import Namespaces, page_flags, parse_article
 
@@ -24,10 +28,55 @@ DEFAULT_CHUNK_CHARS = 500
 
 @contextlib.contextmanager
 def local_parsers(ns: Namespaces, chunk_chars: int, workers: int):
-    """Parser processes on this machine."""
+    """Parser processes on this machine: ``(submit(batch), workers)``.
+
+    A process pool that notices a worker's death: with ``multiprocessing.Pool`` a worker killed
+    mid-batch lost its batch, and the build waited for it for ever; its ``__exit__`` then hung
+    in ``_terminate_pool`` joining a task thread blocked on dead workers (a cancelled job stayed
+    "running" for 19+ minutes, issue #28). ``ProcessPoolExecutor`` fails every pending batch
+    when a worker dies (``BrokenProcessPool``: the build fails, naming it), and on the way out
+    the workers are killed and waited for a bounded time, never joined for ever."""
     context = multiprocessing.get_context("spawn")
-    with context.Pool(workers, initializer=init_worker, initargs=(ns, chunk_chars)) as pool:
-        yield (lambda batch: pool.apply_async(render_batch, (batch,))), workers
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=init_worker,
+                               initargs=(ns, chunk_chars, os.getpid()))  # fmt: skip
+    try:
+        yield (lambda batch: _Rendered(_submitted(pool, batch))), workers
+    finally:
+        _stop_pool(pool)
+
+
+def _submitted(pool: ProcessPoolExecutor, batch):
+    try:
+        return pool.submit(render_batch, batch)
+    except BrokenProcessPool as exc:  # a worker died before this batch was sent
+        raise _parser_died() from exc
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """End the pool at once, whether its work is done (the workers idle) or abandoned (a failed
+    or cancelled build): pending batches dropped, workers killed."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())  # the only handle on them
+    pool.shutdown(wait=False, cancel_futures=True)
+    stop_processes(workers)
+
+
+class _Rendered:
+    """A batch on its way back; ``get()`` as ``multiprocessing``'s results and Ray's have it."""
+
+    def __init__(self, future) -> None:
+        self.future = future
+
+    def get(self) -> list[dict[str, Any] | None]:
+        try:
+            return self.future.result()
+        except BrokenProcessPool as exc:
+            raise _parser_died() from exc
+
+
+def _parser_died() -> BuildError:
+    return BuildError("a wikitext parser process ended unexpectedly (killed, or out of memory): "
+                      "nothing was switched in",
+                      hint="see the system log (dmesg) for why it ended")  # fmt: skip
 
 
 def default_workers() -> int:
@@ -41,9 +90,12 @@ _WORKER_NS: Namespaces | None = None
 _WORKER_CHUNK_CHARS = DEFAULT_CHUNK_CHARS
 
 
-def init_worker(ns: Namespaces, chunk_chars: int) -> None:
-    """Set a parser process (or a cluster task) up for ``render_batch``."""
+def init_worker(ns: Namespaces, chunk_chars: int, parent_pid: int | None = None) -> None:
+    """Set a parser process (or a cluster task) up for ``render_batch``; a local parser process
+    (``parent_pid``: the builder's) ends with the builder."""
     global _WORKER_NS, _WORKER_CHUNK_CHARS
+    if parent_pid is not None:
+        die_with_parent(parent_pid)
     _WORKER_NS = ns
     _WORKER_CHUNK_CHARS = chunk_chars
 

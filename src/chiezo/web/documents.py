@@ -5,7 +5,7 @@ from __future__ import annotations
 import mimetypes
 import re
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from fastapi.responses import FileResponse
 
@@ -85,20 +85,37 @@ def paragraphs(text: str) -> list[str]:
 
 
 def original_path(service: Service, source: str, doc_id: int) -> Path:
-    """The file behind a document of a documents source, checked to lie inside the folder the
-    source was built from (its url is build output, but a page must never serve other files)."""
-    doc = service.doc(source, doc_id=doc_id, fields=["url"])
+    """The file behind a document of a source whose kind serves originals: the document's key
+    (its path inside the folder it was built from) under the input recorded *here* — a local
+    build's folder, or the one the user named importing the source (``chiezo import --input``;
+    none: nothing is served). Never the document's url: front matter sets that, and an
+    imported archive sets both url and recorded folder (``url: file:///etc/passwd`` with the
+    folder rewritten to ``/`` served the password file, issue #28). The path must resolve to a
+    file inside that folder (a link out of it is not followed)."""
+    doc = service.doc(source, doc_id=doc_id, fields=["key"])
     opened = service.library.get(source)
-    url = doc.get("url") or ""
     root = opened.info().input.get("path")
     offers = bool(opened.kind and opened.kind.capabilities.originals)
-    if not offers or not url.startswith("file://") or not root:
-        raise NotFound(f"{source} document {doc_id} has no original file to show")
-    path = Path(unquote(urlsplit(url).path)).resolve()
-    if not path.is_relative_to(Path(root).resolve()) or not path.is_file():
+    if not offers or not root:
+        raise NotFound(f"{source} document {doc_id} has no original file to show",
+                       hint=None if offers else "its source keeps no original files")  # fmt: skip
+    path = _inside(Path(root), (doc.get("key") or "").partition("#")[0])
+    if path is None:
         raise NotFound(f"the original file of {source} document {doc_id} is not there any more",
                        hint="rebuild the source if its folder changed")  # fmt: skip
     return path
+
+
+def _inside(root: Path, key: str) -> Path | None:
+    """``key`` (a path relative to ``root``, or the file's name when ``root`` is the file a
+    source was built from) as an existing file inside ``root``; None otherwise."""
+    root = root.resolve()
+    if root.is_file():
+        return root if key == root.name else None
+    if not key or key.startswith("/") or "\0" in key:
+        return None
+    path = (root / key).resolve()
+    return path if path.is_relative_to(root) and path.is_file() else None
 
 
 def original_href(doc: dict) -> str | None:

@@ -227,6 +227,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "admin.disk.file": ("ファイル", "File"),
     "admin.disk.size": ("サイズ", "Size"),
     "admin.disk.note": ("状態", "State"),
+    "admin.disk.leftovers": (
+        "ソースではないフォルダー {n}件（{size}）: 止まったビルド・取り込み・削除の残り",
+        "{n} folders that are no source ({size}): left by builds, imports or removals",
+    ),  # fmt: skip
     "admin.disk.downloads": (
         "どの世代にも使われていないダウンロード {n}件（{size}）: 手で削除してください",
         "{n} downloads no kept generation uses ({size}): delete them by hand",

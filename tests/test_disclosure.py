@@ -1,0 +1,123 @@
+"""What a client beyond loopback may learn of this machine (issue #28, SECURITY.md rule 3): no
+credentials — an endpoint URL's user, password and query string are never shown, to anyone —
+and no paths: not the data folder, a source's input folder, the notes database or a model's
+file. Tried as a tester would: every page and route that shows sources, jobs, the answer layer
+or a document, read through a real server by a client that is not on this machine (a request
+a reverse proxy forwarded, and one from another address), then searched for every secret."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from chiezo.api import create_app
+from chiezo.service import Service
+from llm_stub import ScriptedLLM
+
+from helpers import LOCAL, RunningServer, build_docs, write_files
+
+PASSWORD, KEY, USER = "s3cretpw", "k3y-0f-the-llm", "llmuser"
+MODEL_FILE = "/srv/private/models/Qwen2.5-7B-Instruct-Q4_K_M.gguf"
+FORWARDED = {"x-forwarded-for": "203.0.113.9"}  # what a reverse proxy adds for its client
+
+
+@pytest.fixture
+def llm():
+    reply = {"content": "浅草寺は東京都台東区にある寺です [1]。"}
+    with ScriptedLLM(lambda body: reply, models=(MODEL_FILE,)) as stub:
+        yield stub
+
+
+@pytest.fixture
+def library(tmp_path, settings, llm):
+    folder = write_files(tmp_path / "private-folder", {
+        "sensoji.md": "---\ntitle: 浅草寺\n---\n浅草寺は東京都台東区浅草にある寺。\n"})  # fmt: skip
+    service = Service(settings)
+    build_docs(service, folder, "kb")
+    service.remember("a note")
+    host = llm.url.removeprefix("http://")
+    configured = replace(settings, llm_url=f"http://{USER}:{PASSWORD}@{host}?api_key={KEY}",
+                         llm_model=MODEL_FILE)  # fmt: skip
+    return configured, folder
+
+
+def _secrets(settings, folder: Path) -> list[str]:
+    return [PASSWORD, KEY, f"{USER}:", MODEL_FILE, "/srv/private", str(folder.resolve()),
+            str(settings.data_dir.resolve()), str(settings.notes_path.resolve()),
+            folder.resolve().as_uri()]  # fmt: skip
+
+
+ROUTES = [
+    "/v1/sources", "/v1/llm", "/admin", "/", "/chat", "/doc/kb/1", "/v1/kb/doc?id=1",
+    "/v1/kb/search?q=浅草寺", "/v1/search?q=浅草寺", "/v1/jobs/plan?source=kb",
+    "/v1/jobs/plan?source=kb&action=embed&model=use-m", "/v1/jobs", "/v1/kb/titles?prefix=浅",
+    "/v1/ask?q=浅草寺はどこ？", "/v1/ask?q=浅草寺はどこ？&stream=1", "/search?q=浅草寺",
+    "/v1/notes/recall", "/openapi.json", "/v1/jobs/plan?source=gone",
+]  # fmt: skip
+
+
+def _read_all(get) -> dict[str, str]:
+    return {route: get(route).text for route in ROUTES}
+
+
+def test_a_forwarded_client_learns_no_credentials_and_no_paths(library):
+    settings, folder = library
+    with RunningServer(create_app(settings)) as server:
+        pages = _read_all(lambda r: httpx.get(server.url + r, headers=FORWARDED, timeout=30))
+        local = _read_all(lambda r: httpx.get(server.url + r, timeout=30))
+    for route, text in pages.items():
+        for secret in _secrets(settings, folder):
+            assert secret not in text, f"{route} shows {secret!r}"
+    assert "Qwen2.5-7B-Instruct" in pages["/v1/llm"]  # the model by its name
+    llm = json.loads(pages["/v1/llm"])
+    assert llm["endpoints"][0]["ok"] and llm["endpoints"][0]["url"].endswith("/v1?api_key=***")
+    # on this machine the paths are shown (the admin page names the input folder) — but
+    # credentials are not, to anyone
+    assert str(folder.resolve()) in local["/admin"] and MODEL_FILE in local["/v1/llm"]
+    for text in local.values():
+        assert PASSWORD not in text and KEY not in text
+
+
+def test_a_client_at_another_address_learns_no_paths(library):
+    settings, folder = library
+    remote = TestClient(create_app(settings), base_url=LOCAL, client=("203.0.113.9", 40000))
+    for route, text in _read_all(remote.get).items():
+        for secret in _secrets(settings, folder):
+            assert secret not in text, f"{route} shows {secret!r}"
+
+
+def test_errors_and_job_logs_name_no_path_beyond_loopback(library):
+    settings, folder = library
+    import shutil
+
+    shutil.rmtree(folder)  # the rebuild's input is gone: its refusal names the folder
+    with RunningServer(create_app(settings)) as server:
+        plan = httpx.get(f"{server.url}/v1/jobs/plan", params={"source": "kb"}, headers=FORWARDED)
+        refused = httpx.post(f"{server.url}/v1/jobs", json={"source": "kb", "action": "rebuild"},
+                             headers=FORWARDED)  # fmt: skip
+        here = httpx.get(f"{server.url}/v1/jobs/plan", params={"source": "kb"})
+    assert plan.status_code == 200 and plan.json()["input"]["exists"] is False
+    assert refused.status_code in (400, 403)
+    for text in (plan.text, refused.text):
+        assert str(folder.resolve()) not in text and str(settings.data_dir.resolve()) not in text
+    assert "private-folder" in plan.text  # the folder by its name: enough to know which
+    assert str(folder.resolve()) in here.text  # on this machine, the whole path
+
+
+def test_a_name_is_replaced_only_where_it_ends_and_files_keep_their_length(library):
+    from chiezo.api.disclosure import Table
+
+    table = Table([(b"/root", b"~"), (b"/root/data", b"DATA")])
+    assert table.scrub(b"/root/data/x /rootfs /root, a/root") == b"DATA/x /rootfs ~, a/root"
+    settings, _ = library
+    with RunningServer(create_app(settings)) as server:
+        for asset in ("/static/chiezo.css", "/static/chiezo.js", "/static/admin.js"):
+            served = httpx.get(server.url + asset, headers=FORWARDED)  # httpx checks the length
+            assert served.status_code == 200 and len(served.content) > 1000
+        head = httpx.head(f"{server.url}/v1/sources", headers=FORWARDED)
+        assert head.status_code in (200, 405)

@@ -1,0 +1,217 @@
+"""The HTTP edges of a real `chiezo serve` on loopback, spoken to over raw sockets: what the HTTP
+parser refuses answers in the one JSON error shape (414 for a request target that is too long,
+400 with the parser's reason otherwise) and the connection ends cleanly; a Host header no
+browser sends is refused; the address line is printed only once the server answers. Each runs
+against a single-process server and a two-worker one (the supervisor's path)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+import httpx
+import pytest
+
+from helpers import free_port
+
+ADDRESS_LINE = "Chiezo on http://"
+MAX_TARGET_BYTES = 65_535  # the longest request target answered (SECURITY.md rule 6)
+
+
+@dataclass
+class Served:
+    port: int
+    first_answer: object  # what a request sent the moment the address line appeared got
+    log: list[str] = field(default_factory=list)
+
+
+@pytest.fixture(scope="module", params=[1, 2], ids=["one-process", "two-workers"])
+def served(request, tmp_path_factory):
+    port = free_port()
+    env = {**os.environ, "CHIEZO_DATA": str(tmp_path_factory.mktemp("data"))}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "chiezo", "serve", "--port", str(port), "--workers",
+         str(request.param)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        log = _read_until_the_address_line(process, 120)
+        first_answer = _status_or_error(port)
+        threading.Thread(target=lambda: log.extend(process.stderr), daemon=True).start()
+        _wait_until_answering(port, 120)  # the other tests need a server, even one that lied
+        yield Served(port, first_answer, log)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _read_until_the_address_line(process: subprocess.Popen, seconds: float) -> list[str]:
+    lines: list[str] = []
+    deadline = time.monotonic() + seconds
+    while not (lines and lines[-1].startswith(ADDRESS_LINE)):
+        left = deadline - time.monotonic()
+        assert left > 0, f"no address line in {seconds} s: {lines}"
+        if select.select([process.stderr], [], [], left)[0]:
+            line = process.stderr.readline()
+            assert line, f"the server ended before printing its address: {lines}"
+            lines.append(line)
+    return lines
+
+
+def _status_or_error(port: int) -> object:
+    try:  # no retry: the line promised a server that answers now
+        timeout = httpx.Timeout(3.0, connect=1.0)
+        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=timeout).status_code
+    except httpx.HTTPError as exc:
+        return repr(exc)
+
+
+def _wait_until_answering(port: int, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while isinstance(_status_or_error(port), str):
+        assert time.monotonic() < deadline, "the server never answered"
+        time.sleep(0.2)
+
+
+# -- raw HTTP --------------------------------------------------------------------------------
+
+
+def _exchange(port: int, request: bytes) -> list[tuple[int, dict[str, str], bytes]]:
+    """Send ``request`` as it is and read every response until the server closes: a server
+    that keeps the connection open after a refusal fails here (the socket times out)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=15) as sock:
+        sock.sendall(request)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    return _responses(received)
+
+
+def _responses(data: bytes) -> list[tuple[int, dict[str, str], bytes]]:
+    found = []
+    while data:
+        head, _, data = data.partition(b"\r\n\r\n")
+        status_line, *lines = head.decode("latin-1").split("\r\n")
+        headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
+        length = int(headers["content-length"])
+        found.append((int(status_line.split()[1]), headers, data[:length]))
+        data = data[length:]
+    return found
+
+
+def _request(target: str = "/healthz", *, host: str | list[str] = "localhost") -> bytes:
+    hosts = [host] if isinstance(host, str) else host
+    head = [f"GET {target} HTTP/1.1", *(f"Host: {h}" for h in hosts), "Connection: close"]
+    return ("\r\n".join(head) + "\r\n\r\n").encode()  # a non-ASCII Host as UTF-8
+
+
+def _error(response: tuple[int, dict[str, str], bytes], status: int) -> dict:
+    """The one error shape of SECURITY.md rule 7."""
+    got, headers, body = response
+    assert got == status, body[:300]
+    assert headers["content-type"] == "application/json"
+    error = json.loads(body)
+    assert error["status"] == status and isinstance(error["error"], str)
+    return error
+
+
+# -- 1. what the HTTP parser refuses --------------------------------------------------------
+
+
+@pytest.mark.parametrize("length", [MAX_TARGET_BYTES + 1, 70_000, 2_000_000])
+def test_a_request_target_too_long_is_a_json_414(served, length):
+    target = "/v1/search?q=" + "a" * (length - len("/v1/search?q="))
+    [response] = _exchange(served.port, _request(target))
+    error = _error(response, 414)
+    assert f"{MAX_TARGET_BYTES:,} bytes" in error["error"]
+    assert response[1]["connection"] == "close"
+
+
+def test_a_request_target_of_the_limit_reaches_the_app(served):
+    target = "/" + "a" * (MAX_TARGET_BYTES - 1)
+    [response] = _exchange(served.port, _request(target))
+    assert _error(response, 404)["error"].startswith("no such endpoint")
+
+
+@pytest.mark.parametrize(
+    "request_bytes, reason",
+    [(b"G@T / HTTP/1.1\r\nHost: localhost\r\n\r\n", "Invalid method"),
+     (b"GET / HTTP/1.1\r\nHost: localhost\r\nno colon here\r\n\r\n", "Invalid header"),
+     (b"GET / HTTQ/1.1\r\nHost: localhost\r\n\r\n", "Expected HTTP/"),
+     (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", "Invalid method"),  # TLS to plain HTTP
+     (b"POST /v1/notes HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+      b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", "chunk size")],
+    ids=["method", "header", "version", "tls", "chunked-body"],
+)  # fmt: skip
+def test_a_request_the_parser_refuses_is_a_json_400_with_its_reason(served, request_bytes, reason):
+    [response] = _exchange(served.port, request_bytes)
+    error = _error(response, 400)
+    assert error["error"].startswith("invalid HTTP request: ") and reason in error["error"]
+
+
+def test_a_broken_request_after_a_good_one_is_answered_after_it(served):
+    pipelined = _request().replace(b"Connection: close\r\n", b"") + b"G@T / HTTP/1.1\r\n\r\n"
+    first, second = _exchange(served.port, pipelined)
+    assert first[0] == 200 and json.loads(first[2])["status"] == "ok"
+    assert "Invalid method" in _error(second, 400)["error"]
+
+
+def test_the_server_still_answers_after_refusals(served):
+    _exchange(served.port, _request("/" + "a" * 100_000))
+    [response] = _exchange(served.port, _request())
+    assert response[0] == 200
+
+
+# -- 2. Host headers no browser sends -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["localhost:42@evil.example", "evil.example@localhost", "localhost:8080:80", "localhost:8o",
+     "localhost:123456", "local host", "[::1", "[localhost]:80", "[127.0.0.1]",
+     "localhost/evil", "localhost\\@evil.example", "ｌocalhost"],
+)  # fmt: skip
+def test_a_host_that_is_not_one_host_and_port_is_a_400(served, host):
+    [response] = _exchange(served.port, _request(host=host))
+    error = _error(response, 400)
+    assert "is not a host name or address" in error["error"] and error["hint"]
+
+
+@pytest.mark.parametrize(
+    "hosts", [["evil.example", "localhost"], ["localhost", "evil.example"],
+              ["localhost", "localhost"]],
+)  # fmt: skip
+def test_more_than_one_host_header_is_a_400(served, hosts):
+    [response] = _exchange(served.port, _request(host=hosts))
+    assert _error(response, 400)["error"] == "a request has one Host header; this one has 2"
+
+
+@pytest.mark.parametrize(
+    "host", ["localhost", "localhost:8080", "LOCALHOST.", "app.localhost:1", "127.0.0.1:80",
+             "[::1]:8080", "[::1]", "10.0.0.5", "localhost:"],
+)  # fmt: skip
+def test_hosts_browsers_send_are_still_answered(served, host):
+    [response] = _exchange(served.port, _request(host=host))
+    assert response[0] == 200
+
+
+def test_a_foreign_name_is_still_a_421(served):
+    [response] = _exchange(served.port, _request(host="evil.example:8080"))
+    _error(response, 421)
+
+
+# -- 3. the address line -------------------------------------------------------------------
+
+
+def test_the_address_line_comes_once_the_server_answers(served):
+    assert served.first_answer == 200
