@@ -10,7 +10,7 @@ fallback: present in the index, rarest first).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 LEAD_SHARE = 0.25
 MAX_PIECES = 12
@@ -26,6 +26,7 @@ class Excerpt:
     url: str | None  # where a person can open it (references.link)
     text: str
     cite: str = ""  # "source:key", stable across rebuilds
+    aliases: list[str] = field(default_factory=list)  # the document's other names
 
     def reference(self) -> dict:
         return {"n": self.n, "source": self.source, "title": self.title, "doc_id": self.doc_id,
@@ -83,3 +84,16 @@ def _best_window(body: str, pieces: list[str], width: int, after: int) -> int | 
     if sentence >= 0 and best - sentence < width // 2:
         start = max(start, sentence + 1)
     return start
+
+
+def fit(excerpts: list[Excerpt], budget: int) -> list[Excerpt]:
+    """``excerpts`` within ``budget`` characters of text in all: what weighs least goes first
+    (for now: each excerpt cut to its share, at a sentence end)."""
+    total = sum(len(e.text) for e in excerpts)
+    if total <= budget:
+        return excerpts
+    out = []
+    for e in excerpts:
+        share = max(1, len(e.text) * budget // total)
+        out.append(replace(e, text=_cut_at_sentence(e.text[:share])))
+    return out
