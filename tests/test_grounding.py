@@ -348,15 +348,17 @@ def test_excerpts_and_token_cap_reach_the_model_from_flags_api_and_environment(l
     from chiezo.api import create_app
 
     plan = '{"queries": ["浅草寺", "夏目漱石", "Ray Charles"]}'
+    # a question each of the three documents answers a part of: each gives a passage
+    QUESTION = "浅草寺と夏目漱石とRay Charlesについて教えて"  # noqa: N806
     with ScriptedLLM(planned(plan, "台東区 [1]")) as stub:
         service = service_with(library, stub.url, answer_excerpts=2, answer_max_tokens=64)
-        configured = service.ask("浅草寺は？")
+        configured = service.ask(QUESTION)
         flagged = cli_run(library, stub.url, "ask", "--json", "--excerpts", "1",
-                          "--max-tokens", "32", "浅草寺は？")  # fmt: skip
+                          "--max-tokens", "32", QUESTION)  # fmt: skip
         cli_request = stub.requests[-1]
         with RunningServer(create_app(service.settings)) as server:
             api = httpx.get(f"{server.url}/v1/ask", timeout=30,
-                            params={"q": "浅草寺は？", "excerpts": 3, "max_tokens": 100}).json()  # fmt: skip
+                            params={"q": QUESTION, "excerpts": 3, "max_tokens": 100}).json()  # fmt: skip
             api_request = stub.requests[-1]
             bad = httpx.get(f"{server.url}/v1/ask", params={"q": "x", "excerpts": 99}, timeout=30)
     assert len(configured.references) == 2 and stub.requests[1]["max_tokens"] == 64

@@ -502,18 +502,19 @@ def _marked(diff: dict, side: str, i: int) -> str:
 @click.option("--key", default=None, help="Look up by the source's own key (e.g. a path).")
 @click.option("--fields", default=None, help="Comma-separated fields to return.")
 @click.option("--max-chars", type=click.IntRange(0), default=None, help="Cut the body.")
+@click.option("--question", "-q", default=None,
+              help="Show the passages that best answer this question (what `ask` reads).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def doc(ctx, title, source, doc_id, key, fields, max_chars, as_json) -> None:
+def doc(ctx, title, source, doc_id, key, fields, max_chars, question, as_json) -> None:
     """Show one document, by TITLE, --id or --key. A missing title lists the closest ones."""
     text = " ".join(title) or None
     if text is None and doc_id is None and key is None:
         raise click.UsageError("give a TITLE, --id or --key")
     field_list = [f.strip() for f in fields.split(",") if f.strip()] if fields else None
-    data = service_of(ctx).doc(
-        source, title=text, doc_id=doc_id, key=key, fields=field_list, max_chars=max_chars
-    )
+    data = service_of(ctx).doc(source, title=text, doc_id=doc_id, key=key, fields=field_list,
+                               max_chars=max_chars, question=question)  # fmt: skip
     if as_json:
         emit_json(data)
         return

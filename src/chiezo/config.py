@@ -44,6 +44,43 @@ def _env_list(name: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in os.environ.get(name, "").split(",") if item.strip())
 
 
+def _env_positive_int(name: str) -> int | None:
+    value = _env_float(name, None)
+    if value is None:
+        return None
+    if value < 1 or value != int(value):
+        from .errors import ConfigError
+
+        raise ConfigError(f"{name} must be a whole number of tokens, got {value:g}")
+    return int(value)
+
+
+def _env_seconds(name: str, default: float) -> float:
+    value = _env_float(name, default)
+    if not 0 < value <= MAX_SECONDS:
+        from .errors import ConfigError
+
+        raise ConfigError(f"{name} must be seconds within 0..{MAX_SECONDS}, got {value:g}")
+    return value
+
+
+MAX_SECONDS = 3600  # a model deadline longer than an hour is a typo
+
+# The environment variable of each setting that an error, a warning or ``chiezo doctor`` names
+# (what to change): spelled here once, read by from_env for the settings added with it.
+ENV = {
+    "llm_url": "CHIEZO_LLM_URL",
+    "llm_model": "CHIEZO_LLM_MODEL",
+    "llm_timeout": "CHIEZO_LLM_TIMEOUT",
+    "llm_context": "CHIEZO_LLM_CONTEXT",
+    "plan_timeout": "CHIEZO_PLAN_TIMEOUT",
+    "agent_deadline": "CHIEZO_AGENT_DEADLINE",
+    "answer_budget": "CHIEZO_ANSWER_BUDGET",
+    "answer_excerpts": "CHIEZO_ANSWER_EXCERPTS",
+    "answer_max_tokens": "CHIEZO_ANSWER_MAX_TOKENS",
+}
+
+
 @dataclass(frozen=True)
 class Settings:
     """Process-wide settings.
@@ -88,6 +125,14 @@ class Settings:
     answer_mode, answer_grounded
         The default of ``ask``/``chat`` (``CHIEZO_ANSWER_MODE``: rag or agent) and whether
         answers may go beyond the sources (``CHIEZO_ANSWER_GROUNDED``, default on).
+    llm_context
+        The model's context window in tokens per request (``CHIEZO_LLM_CONTEXT``): used when
+        the endpoint does not say (llama.cpp ``/props``, ``/v1/models`` metadata, Ollama
+        ``/api/show``), the smaller of the two when it does (context.py).
+    plan_timeout, agent_deadline
+        Seconds the planner's request may take before the question's own keywords are used
+        instead (``CHIEZO_PLAN_TIMEOUT``), and seconds a whole agent run may take
+        (``CHIEZO_AGENT_DEADLINE``); the answer's own is ``llm_timeout``.
     public_url
         The address people reach this server at (``CHIEZO_PUBLIC_URL``; ``chiezo serve`` uses
         its own when unset): citations of documents with no web address link to its pages.
@@ -112,6 +157,9 @@ class Settings:
     answer_mode: str = "rag"
     answer_grounded: bool = True
     public_url: str | None = None
+    llm_context: int | None = None  # tokens per request; None: what the endpoint says
+    plan_timeout: float = 60.0
+    agent_deadline: float = 180.0
 
     @classmethod
     def from_env(cls, **overrides) -> Settings:
@@ -137,6 +185,9 @@ class Settings:
             answer_mode=_env_choice("CHIEZO_ANSWER_MODE", ("rag", "agent"), "rag"),
             answer_grounded=_env_bool("CHIEZO_ANSWER_GROUNDED", True),
             public_url=os.environ.get("CHIEZO_PUBLIC_URL") or None,
+            llm_context=_env_positive_int(ENV["llm_context"]),
+            plan_timeout=_env_seconds(ENV["plan_timeout"], 60.0),
+            agent_deadline=_env_seconds(ENV["agent_deadline"], 180.0),
         )
         return replace(settings, **overrides) if overrides else settings
 

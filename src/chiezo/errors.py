@@ -277,6 +277,25 @@ class ModelMissing(LLMUnavailable):
     """An endpoint answered, but it has no model of the configured name."""
 
 
+class ContextExceeded(LLMUnavailable):
+    """What the model was to read does not fit its context window, even cut to fit (or the
+    question alone is longer than it): extras ``prompt_tokens``, ``context_tokens`` and the
+    ``setting`` to change. 413: the request is larger than the model can take (exit 1, the
+    code a streamed answer's 413 gets too)."""
+
+    status = 413
+    exit_code = EXIT_FAILURE
+
+
+class LLMTimeout(LLMUnavailable):
+    """The model did not finish a stage (planning, the answer, the agent's run) within its
+    deadline: extras ``stage``, ``seconds`` and the ``setting`` that sets it. 504, exit 1
+    (the code a streamed answer's 504 gets too)."""
+
+    status = 504
+    exit_code = EXIT_FAILURE
+
+
 class LLMNotConfigured(ChiezoError):
     """Answering is off: no endpoint is configured (a configuration matter, exit 2)."""
 

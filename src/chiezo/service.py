@@ -317,18 +317,36 @@ class Service:
         key: str | None = None,
         fields: list[str] | None = None,
         max_chars: int | None = None,
+        question: str | None = None,
     ) -> dict[str, Any]:
+        """One document. With ``question``, its ``body`` is the passages that best answer it
+        (answer/passages.py: what ``ask`` reads of it), within ``max_chars`` (default: the
+        answer budget), in the document's order."""
         wanted = browse.check_fields(fields)
         _check_lookup(title, key, doc_id)
         if max_chars is not None and max_chars < 0:
             raise BadQuery("max_chars must not be negative")
+        if question is not None:
+            _check_question(question)
         src, deadline = self._read(source, "doc")
         with deadline:
             found, alternatives = browse.find_doc(src, title=title, doc_id=doc_id, key=key)
-            out = browse.read_doc(src, found, wanted, max_chars)
+            out = browse.read_doc(src, found, wanted, None if question else max_chars)
+        if question and "body" in out:
+            self._answering_passages(out, question, max_chars or self.settings.answer_budget)
         if alternatives:
             out["alternatives"] = alternatives
         return out
+
+    def _answering_passages(self, out: dict[str, Any], question: str, budget: int) -> None:
+        from .answer.excerpt import excerpt_text
+        from .answer.passages import Found, choose
+
+        hit = Found(out["source"], out["doc_id"], out.get("title", ""))
+        chosen = choose(self, [hit], question, budget)
+        out["body"] = excerpt_text(chosen[0].chosen) if chosen else ""
+        out["passages_for"] = question  # the body is what answers it, not the document's start
+        out["truncated"] = len(out["body"]) < out["body_chars"]
 
     @checked_text
     def titles(self, source: str, prefix: str, *, limit: int = 20) -> dict[str, Any]:

@@ -53,7 +53,8 @@ places, names or numbers, and cite the source and title you used.
 How to use it well:
 - Call `sources` once to see what exists: each source's kind, size and which attributes
   (tags, attribute names) it has.
-- `search` first, then `doc` only for the documents you need (use `max_chars` to keep it short).
+- `search` first, then `doc` only for the documents you need (use `max_chars` to keep it short;
+  give `question` to read the parts of a long document that answer it, not its beginning).
   A document whose title equals your query is listed first: searching an exact name is cheap.
 - Sources with vectors (see `sources`) are searched by words *and* meaning (hybrid): a
   question phrased differently from the article still finds it. `mode="keyword"` asks for
@@ -210,13 +211,15 @@ def _read_tools(service) -> list:
         max_chars: Annotated[
             int | None, Field(ge=0, description="cut the body to this many characters")
         ] = 4000,
+        question: Annotated[str | None, Field(
+            description="the question you are answering: the body is then the passages of the "
+            "document that best answer it, not its beginning")] = None,  # fmt: skip
     ) -> dict[str, Any]:
-        """Read one document by title, doc_id or key. A missing title returns an error with
-        the closest titles as `candidates`; several documents sharing a title come back as
-        `alternatives`."""
-        return service.doc(
-            source, title=title, doc_id=doc_id, key=key, fields=fields, max_chars=max_chars
-        )
+        """Read one document by title, doc_id or key — with `question`, the parts of it that
+        answer the question. A missing title returns an error with the closest titles as
+        `candidates`; several documents sharing a title come back as `alternatives`."""
+        return service.doc(source, title=title, doc_id=doc_id, key=key, fields=fields,
+                           max_chars=max_chars, question=question)  # fmt: skip
 
     @_reported
     def titles(

@@ -70,6 +70,13 @@ def query_words(text: str) -> list[str]:
     return list(_query(text).words)
 
 
+def light_words(text: str) -> frozenset[str]:
+    """Those of ``query_words(text)`` that say little of *what* is asked (``_LIGHT_POS``:
+    一番, 何, 最も, ある, する…): words the index holds like any other, but no evidence that a
+    document is about the question. 「世界で一番広い国は？」 → {一番}."""
+    return frozenset(_query(text).light)
+
+
 def marked_words(text: str) -> tuple[list[str], list[str]]:
     """What a reader should see marked for a query: (word stems of spaced scripts, to mark as
     whole words from their start; pieces of Japanese as written, to mark wherever they occur).
@@ -84,6 +91,7 @@ class _Query:
     words: tuple[str, ...]  # as indexed (normalised, stemmed)
     stems: tuple[str, ...]  # to mark in spaced scripts
     pieces: tuple[str, ...]  # to mark in Japanese, as written
+    light: tuple[str, ...]  # of ``words``, those only light morphemes gave (light_words)
 
 
 # One search needs its query's words several times (the word side, coverage, snippets, each
@@ -95,15 +103,22 @@ def _query(text: str) -> _Query:
     words: list[str] = []
     stems: list[str] = []
     pieces: list[str] = []
+    light: list[str] = []
+    heavy: set[str] = set()  # a word is light only where every morpheme giving it is
     for spaced, japanese in _runs(folded):
-        words += _spaced_words(spaced)
+        found = list(_spaced_words(spaced))
+        words += found
+        heavy.update(found)
         stems += _marked_stems(spaced)
         for morpheme in _kept_morphemes(japanese):
-            words += _TOKEN.findall(morpheme.normalized_form().casefold())
+            found = _TOKEN.findall(morpheme.normalized_form().casefold())
+            words += found
+            (light.extend if _is_light(morpheme) else heavy.update)(found)
             surface = morpheme.surface()
             if _TOKEN.search(surface) and (len(surface) >= 2 or "\u4e00" <= surface <= "\u9fff"):
                 pieces.append(surface)  # one kana is noise
-    return _Query(*(tuple(dict.fromkeys(x)) for x in (words, stems, pieces)))
+    light = [w for w in light if w not in heavy]
+    return _Query(*(tuple(dict.fromkeys(x)) for x in (words, stems, pieces, light)))
 
 
 _KATAKANA_WORD = re.compile("[\u30a1-\u30fa\u30fc]{2,}")
@@ -206,3 +221,31 @@ def _stemmer():
 
         found = _local.stemmer = Stemmer.Stemmer("english")
     return found
+
+
+# What says little of *what* is asked: adnominals (どんな, 同じ), adverbs, numerals (何), affixes
+# (〜家, 〜人), nouns used as adverbs (一番, ところ, 今), forms that lean on another word (いる,
+# する, なる, ない). A question's evidence is in its other words.
+_LIGHT_POS = ({"連体詞", "副詞", "接頭辞", "接尾辞", "感動詞", "接続詞"},
+              {"数詞", "副詞可能", "非自立可能", "助動詞語幹"})  # fmt: skip
+
+
+def _is_light(morpheme) -> bool:
+    pos = morpheme.part_of_speech()
+    return pos[0] in _LIGHT_POS[0] or bool(set(pos[1:3]) & _LIGHT_POS[1])
+
+
+def content_pieces(text: str) -> list[str]:
+    """The pieces of ``text`` that carry its content, folded, as they are found in text:
+    Japanese words as written (not the light ones above), stems of spaced scripts (not stop
+    words). 「北海道とはどんなところ？」 → 北海道; "Where was Kiasma built?" → kiasma, built."""
+    out: list[str] = []
+    for spaced, japanese in _runs(fold(text)):
+        out += _marked_stems(spaced)
+        for morpheme in _kept_morphemes(japanese):
+            if _is_light(morpheme):
+                continue
+            surface = morpheme.surface()
+            if len(surface) >= 2 or "\u4e00" <= surface <= "\u9fff":  # one kana is noise
+                out.append(surface)
+    return list(dict.fromkeys(out))

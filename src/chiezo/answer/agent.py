@@ -4,8 +4,11 @@ The tools are the library's read-only tools (tools.py, which the MCP server serv
 ``remember`` in a chat allowed to write, never in ``ask``), converted to OpenAI function schemas
 with their descriptions, and run in this process as the MCP server runs them; the system prompt
 carries the MCP server's own instructions, so the model is told and reads what an MCP client
-is told and reads. Budgets: steps, characters per tool result, an overall deadline; when one runs out the
-model is asked once more *without* tools for the final answer instead of stopping empty. An
+is told and reads. Budgets: steps, characters per tool result, an overall deadline
+(``CHIEZO_AGENT_DEADLINE``); when one runs out the model is asked once more *without* tools for
+the final answer instead of stopping empty. Where the model's context window is known, tool
+results are cut to fit it and the conversation is compacted before each request (budget.py);
+an overflow reply has the results cut to the context it names and the request made once more. An
 identical call repeated in a run gets the earlier result back, marked as a repeat. Tool errors
 (unknown source, unknown field, the 400 reasons) go back to the model as material.
 
@@ -24,11 +27,15 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from ..errors import BadQuery
-from ..llm import LLMClient
+from ..config import ENV
+from ..context import ContextWindow
+from ..errors import BadQuery, ContextExceeded
+from ..llm import LLMClient, Stage
 from ..tools import INSTRUCTIONS, Tool, call_tool, error_text, library_tools
+from . import budget
 from .options import AnswerOptions
 from .plan import keyword_queries, strip_reasoning
 from .rag import HISTORY_TURNS, NO_BASIS, Answer, language_of
@@ -197,25 +204,97 @@ class Run:
         self.emit = on_event or (lambda name, data: None)
         self.references = References(service.reference_link)
         self.tools = Tools(service, options, self.references)
-        self.messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt(options)}]
-        self.messages += [{"role": m["role"], "content": m["content"]}
-                          for m in (history or [])[-HISTORY_TURNS:]]  # fmt: skip
-        self.messages.append({"role": "user", "content": question})
         self.history = history or []
+        turns = [{"role": m["role"], "content": m["content"]} for m in self.history[-HISTORY_TURNS:]]
         self.steps: list[dict[str, Any]] = []
         self.warnings: list[str] = []
+        self.stage = Stage("the agent's run", options.deadline, ENV["agent_deadline"])
+        self.fit: budget.AgentFit | None = None
+        self.refitted = False
+        room = budget.room_for(llm, service.settings, options.max_tokens)
+        self.messages = self._opening(turns)
+        if room is not None:
+            self._fit_opening(room, turns)
         self.started = time.monotonic()
         self.model: str | None = None
+
+    def _opening(self, turns: list[dict]) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": system_prompt(self.options)}, *turns,
+                {"role": "user", "content": self.question}]  # fmt: skip
+
+    def _fit_opening(self, room: budget.Room, turns: list[dict]) -> None:
+        """Within a known context: the oldest turns out while the opening would take more
+        than two thirds of the room, a question that leaves none refused, and each tool
+        result cut to a share of what is left."""
+        self.fit = budget.AgentFit(self.llm, room)
+        fixed = self.llm.count(self.messages, self.tools.schemas)
+        dropped = 0
+        while turns and fixed.tokens > room.prompt * 2 // 3:
+            turns, dropped = turns[2:], dropped + min(2, len(turns))
+            self.messages = self._opening(turns)
+            fixed = self.llm.count(self.messages, self.tools.schemas)
+        if dropped:
+            self.warnings.append(f"the conversation's {dropped} oldest messages were left out to "
+                                 f"fit the model's context of {room.window.describe()}")  # fmt: skip
+        if budget.surely_over(fixed, room.prompt - budget.MIN_EXCERPT_TOKENS):
+            raise budget.too_large(fixed.tokens, room, "the agent's instructions, its tools' "
+                                   "descriptions and the question")  # fmt: skip
+        chars = self.fit.result_chars(fixed, self.options.result_chars, self.options.steps,
+                                      self.question)  # fmt: skip
+        if chars < self.options.result_chars:
+            self.tools.options = replace(self.tools.options, result_chars=chars)
+            self.warnings.append(f"tool results fitted to the model's context of "
+                                 f"{room.window.describe()}: at most {chars:,} characters each "
+                                 f"(of {self.options.result_chars:,})")  # fmt: skip
 
     def left(self) -> float:
         return self.options.deadline - (time.monotonic() - self.started)
 
+    def fits(self, *, tools: bool) -> bool:
+        """Whether the conversation fits the context (tool results cut where they must be)."""
+        schemas = self.tools.schemas if tools else None
+        return self.fit is None or self.fit.compact(self.messages, schemas)
+
     def ask_model(self, *, tools: bool):
-        reply = self.llm.chat(self.messages, tools=self.tools.schemas if tools else None,
-                              max_tokens=self.options.max_tokens,
-                              timeout=max(5.0, self.left()))  # fmt: skip
+        """The model's next reply. Within a known context the conversation is compacted
+        first; an overflow reply has the tool results cut to the context it names and the
+        request made once more in the run, saying so; a second is the error."""
+        schemas = self.tools.schemas if tools else None
+        if not self.fits(tools=tools):
+            count = self.llm.count(self.messages, schemas)
+            raise budget.too_large(count.tokens, self.fit.room, "the conversation")
+        try:
+            reply = self._chat(schemas)
+        except ContextExceeded as exc:
+            if self.refitted or not self._refit(exc, schemas):
+                raise
+            reply = self._chat(schemas)
         self.model = reply.model or self.model
         return reply
+
+    def _chat(self, schemas):
+        return self.llm.chat(self.messages, tools=schemas, max_tokens=self.options.max_tokens,
+                             timeout=max(5.0, self.left()), stage=self.stage)  # fmt: skip
+
+    def _refit(self, exc: ContextExceeded, schemas) -> bool:
+        self.refitted = True
+        window = exc.extras.get("context_tokens")
+        if window:
+            room = budget.Room(ContextWindow(window, "the endpoint's overflow reply"),
+                               self.options.max_tokens)  # fmt: skip
+        else:  # the reply names no size: two thirds of what was sent
+            sent = self.llm.count(self.messages, schemas).tokens
+            room = budget.Room(ContextWindow(sent * 2 // 3 + self.options.max_tokens + 64,
+                                             "two thirds of the refused request"),
+                               self.options.max_tokens)  # fmt: skip
+        self.fit = budget.AgentFit(self.llm, room)
+        if not self.fit.compact(self.messages, schemas):
+            return False
+        sizes = (f"the request took {exc.extras['prompt_tokens']:,} tokens of its {window:,}"
+                 if window and exc.extras.get("prompt_tokens") else exc.message)  # fmt: skip
+        self.warnings.append(f"the model's context was smaller than expected ({sizes}): the "
+                             "tool results were cut and the model asked again")  # fmt: skip
+        return True
 
     def take_step(self, step: int, calls: list[dict], content: str = "") -> None:
         self.messages.append({"role": "assistant", "content": content, "tool_calls": calls})
@@ -267,6 +346,9 @@ def _converse(run: Run) -> str | None:
     for step in range(1, run.options.steps + 1):
         if run.left() <= 1:
             run.warnings.append("the deadline ran out; answered from what was found")
+            return None
+        if step > 1 and not run.fits(tools=True):
+            run.warnings.append("the model's context is full; answered from what was found")
             return None
         reply = run.ask_model(tools=True)
         if reply.tool_calls:

@@ -1,10 +1,5 @@
-"""Excerpts: what of each found document a small model gets to read.
-
-The answer is often one sentence deep in a long article (a birth date in the lead, a height in
-a section far below), and small models have small context windows. So each document gets its
-lead — about a quarter of its share, cut at a sentence end — plus the window around the place
-where the question's rarest pieces cluster (pieces chosen like the keyword side's sentence
-fallback: present in the index, rarest first).
+"""Excerpts: what of each found document a small model gets to read — the passages chosen for
+it (passages.py), set down in the document's order, and what they are cited by.
 """
 
 from __future__ import annotations
@@ -12,8 +7,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-LEAD_SHARE = 0.25
-MAX_PIECES = 12
+from ..words import fold
+
+SEPARATOR = " … "  # between passages that do not follow each other in the document
+MIN_PASSAGE = 120  # a passage cut shorter than this says too little to be worth its place
 _SENTENCE_END = re.compile(r"[。！？!?]|\.\s")
 
 
@@ -27,6 +24,7 @@ class Excerpt:
     text: str
     cite: str = ""  # "source:key", stable across rebuilds
     aliases: list[str] = field(default_factory=list)  # the document's other names
+    passages: list = field(default_factory=list, repr=False)  # passages.Passage, as chosen
 
     def reference(self) -> dict:
         return {"n": self.n, "source": self.source, "title": self.title, "doc_id": self.doc_id,
@@ -37,18 +35,20 @@ class Excerpt:
         return {**self.reference(), "text": self.text}
 
 
-def excerpt_text(body: str, pieces: list[str], budget: int) -> str:
-    """The lead plus the best window for ``pieces`` (rarest first), within ``budget`` chars."""
-    body = " ".join(body.split())
-    if len(body) <= budget:
-        return body
-    lead = _cut_at_sentence(body[: max(1, int(budget * LEAD_SHARE))])
-    rest = budget - len(lead) - 3
-    start = _best_window(body, pieces, rest, after=len(lead))
-    if start is None or start <= len(lead):
-        return _cut_at_sentence(body[:budget])
-    window = body[start : start + rest]
-    return f"{lead} … {window}"
+def excerpt_text(passages) -> str:
+    """Chosen passages (passages.Passage, in document order) as one excerpt: each below a
+    heading introduced by its section's name, so the model knows what the part is about
+    (``(人口) パリの人口は…``); passages that do not follow each other are set apart by " … "."""
+    parts: list[str] = []
+    previous = None
+    for p in passages:
+        label = " > ".join(p.heading.split(" > ")[-2:]) if p.heading else ""
+        text = f"({label}) {p.text}" if label and (previous is None or
+                                                   previous.heading != p.heading) else p.text  # fmt: skip
+        joiner = " " if previous is not None and p.ord == previous.ord + 1 else SEPARATOR
+        parts.append(text if previous is None else joiner + text)
+        previous = p
+    return "".join(parts).strip()
 
 
 def _cut_at_sentence(text: str) -> str:
@@ -56,44 +56,57 @@ def _cut_at_sentence(text: str) -> str:
     return text[: ends[-1]].strip() if ends and ends[-1] > len(text) // 2 else text.strip()
 
 
-def _best_window(body: str, pieces: list[str], width: int, after: int) -> int | None:
-    """Start of the ``width`` window past the lead holding the most weight of distinct
-    pieces (rarer pieces weigh more), begun a little before its first hit and, where one is
-    near, at a sentence start."""
-    if width <= 0:
-        return None
-    lowered = body.lower()
-    weights = {p.lower(): 1.0 / (1 + rank) for rank, p in enumerate(pieces[:MAX_PIECES])}
-    hits: list[tuple[int, str]] = []
-    for piece in weights:
-        for match in re.finditer(re.escape(piece), lowered):
-            if match.start() >= after:
-                hits.append((match.start(), piece))
-    if not hits:
-        return None
-    hits.sort()
-    best, best_score = None, 0.0
-    for i, (position, _) in enumerate(hits):
-        inside = {p for q, p in hits[i:] if q < position + width * 2 // 3}
-        score = sum(weights[p] for p in inside)
-        if score > best_score:
-            best, best_score = position, score
-    assert best is not None
-    start = max(after, best - width // 3)
-    sentence = body.rfind("。", after, best)
-    if sentence >= 0 and best - sentence < width // 2:
-        start = max(start, sentence + 1)
-    return start
-
-
 def fit(excerpts: list[Excerpt], budget: int) -> list[Excerpt]:
-    """``excerpts`` within ``budget`` characters of text in all: what weighs least goes first
-    (for now: each excerpt cut to its share, at a sentence end)."""
-    total = sum(len(e.text) for e in excerpts)
-    if total <= budget:
+    """``excerpts`` within ``budget`` characters of text in all (a model's context that turned
+    out smaller than planned): the passages of least evidence go first (``take``), an excerpt
+    left with none goes, the rest are numbered anew."""
+    if sum(len(e.text) for e in excerpts) <= budget:
         return excerpts
+    kept: dict[int, list] = {}  # a passage's document → its passages kept
+    for p in take([p for e in excerpts for p in e.passages], budget):
+        kept.setdefault(p.doc, []).append(p)
     out = []
     for e in excerpts:
-        share = max(1, len(e.text) * budget // total)
-        out.append(replace(e, text=_cut_at_sentence(e.text[:share])))
-    return out
+        passages = sorted(kept.get(e.passages[0].doc, []) if e.passages else [],
+                          key=lambda p: p.ord)  # fmt: skip
+        if passages:
+            out.append(replace(e, n=len(out) + 1, text=excerpt_text(passages), passages=passages))
+    return out or [replace(excerpts[0], text=window(excerpts[0].text, set(), budget))]
+
+
+def take(passages: list, budget: int) -> list:
+    """The passages (passages.Passage) that go in: best score first while the budget lasts;
+    one longer than what is left is cut (a copy) to the window around the question's words it
+    holds; one that would be cut below ``MIN_PASSAGE`` characters is left out."""
+    kept, left = [], budget
+    for p in sorted(passages, key=lambda p: -p.score):
+        if left < MIN_PASSAGE:
+            break
+        text = p.text if len(p.text) + len(SEPARATOR) <= left else window(
+            p.text, p.terms, left - len(SEPARATOR))  # fmt: skip
+        if len(text) < min(MIN_PASSAGE, len(p.text)):
+            continue
+        kept.append(replace(p, text=text))
+        left -= len(text) + len(SEPARATOR)
+    return kept
+
+
+def window(text: str, terms: set[str], width: int) -> str:
+    """At most ``width`` characters of ``text``: where its question words are densest, begun at
+    a sentence start where one is near, ended at a sentence end."""
+    if len(text) <= width:
+        return text
+    if width <= 0:
+        return ""
+    folded = fold(text)
+    hits = sorted(m.start() for t in terms for m in re.finditer(re.escape(t), folded))
+    start = 0
+    if hits:
+        best = max(hits, key=lambda h: sum(1 for x in hits if h <= x < h + width * 2 // 3))
+        start = max(0, best - width // 6)
+        sentence = max(text.rfind("。", 0, best), text.rfind(". ", 0, best))
+        if sentence != -1 and best - sentence < width // 3:
+            start = sentence + 1
+    piece = text[start : start + width].strip()
+    ends = [m.end() for m in _SENTENCE_END.finditer(piece)]
+    return piece[: ends[-1]].strip() if ends and ends[-1] > len(piece) // 2 else piece

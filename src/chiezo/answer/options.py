@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
+from ..config import MAX_SECONDS
 from ..errors import BadQuery
 
 MODES = ("rag", "agent")
@@ -26,7 +27,7 @@ class AnswerOptions:
     max_tokens: int | None = None  # the answer's length cap
     steps: int = 6  # agent: tool-call steps
     result_chars: int = 3000  # agent: characters of each tool result the model reads
-    deadline: float = 180.0  # agent: seconds for the whole run
+    deadline: float | None = None  # agent: seconds for the whole run (CHIEZO_AGENT_DEADLINE)
     strict: bool = False  # any uncited or unsupported sentence fails the answer
     writable: bool = False  # chat/agent may offer `remember` (never `ask`)
 
@@ -47,6 +48,7 @@ class AnswerOptions:
             budget=self.budget or settings.answer_budget,
             excerpts=self.excerpts or settings.answer_excerpts,
             max_tokens=self.max_tokens or settings.answer_max_tokens,
+            deadline=self.deadline or settings.agent_deadline,
         )
         options.check()
         return options
@@ -59,7 +61,7 @@ class AnswerOptions:
         _within("budget", self.budget, 300, 200_000)
         _within("steps", self.steps, 1, 20)
         _within("result_chars", self.result_chars, 200, 20_000)
-        _within("deadline", self.deadline, 1, 600)
+        _within("deadline", self.deadline, 0.1, MAX_SECONDS)
 
 
 def _within(name: str, value, low, high) -> None:

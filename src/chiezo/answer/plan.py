@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 MAX_QUERIES = 3
@@ -138,16 +139,112 @@ def _checked(queries, source, sources: list[str] | None) -> tuple[list[str], str
     return cleaned[:MAX_QUERIES], source
 
 
-_THINK = re.compile(r"<think>.*?</think>", re.S)
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 
 def strip_reasoning(text: str) -> str:
-    """Reasoning-model residue out: ``<think>…</think>`` blocks, and everything up to a stray
-    ``</think>`` (its opening tag was in the prompt or cut off)."""
-    text = _THINK.sub("", text)
-    if "</think>" in text:
-        text = text.rsplit("</think>", 1)[1]
-    return text.replace("<think>", "").strip()
+    """Reasoning-model residue out of a whole reply: ``<think>…</think>`` blocks, everything
+    up to a stray ``</think>`` (its opening tag was in the prompt), and a block never closed
+    (the reply ran out while thinking) — what :class:`ReasoningFilter` shows of it, stripped."""
+    shown = ReasoningFilter()
+    return (shown.feed(text or "") + shown.flush()).strip()
+
+
+def without_reasoning(deltas: Iterable[str]) -> Iterator[str]:
+    """A streamed reply's pieces without what a reasoning model thinks aloud (see
+    :class:`ReasoningFilter`); pieces with nothing to show are skipped. A stray ``</think>``
+    that comes after text was already passed on is passed on too: the pieces before it were
+    reasoning, and the whole reply (``strip_reasoning``) is then the answer after it."""
+    shown = ReasoningFilter(mark_late_close=True)
+    for delta in deltas:
+        text = shown.feed(delta)
+        if text:
+            yield text
+    rest = shown.flush()
+    if rest:
+        yield rest
+
+
+class ReasoningFilter:
+    """What of a streamed reply a reader may see. Qwen3 and the DeepSeek-R1 distills write
+    ``<think>…</think>`` before the answer (Qwen3 with thinking off an empty one), or only the
+    closing ``</think>`` when the chat template opened the block in the prompt; a tag may come
+    split over pieces (``<th`` + ``ink>``).
+
+    * Inside a block nothing is shown; a block never closed is dropped to the end.
+    * Outside one, text is shown as it comes but for a tail that could be the start of a tag
+      (``<``, ``</thi``): only that is held back, until the next piece tells.
+    * A stray ``</think>`` drops whatever is still held before it (all of the reply before it
+      when the reply is fed whole, as ``strip_reasoning`` does). What was shown already cannot
+      be taken back: ``late_closes`` counts those, and with ``mark_late_close`` the tag is
+      kept in the output at its place, so that whoever reads the pieces whole drops what came
+      before it (docs/design.md §31.3).
+    * Whitespace before the first visible text is not shown: the ``\n\n`` after an empty
+      block does not open the answer with blank lines."""
+
+    def __init__(self, *, mark_late_close: bool = False) -> None:
+        self._pending = ""
+        self._thinking = False
+        self._trim = True  # nothing shown yet: leading whitespace is dropped
+        self._mark = mark_late_close
+        self.late_closes = 0  # stray closing tags after text was shown
+
+    def feed(self, text: str) -> str:
+        """The part of everything fed so far that can be shown now and was not yet."""
+        self._pending += text
+        out: list[str] = []
+        while True:
+            if self._thinking:
+                at = self._pending.find(THINK_CLOSE)
+                if at < 0:  # keep only what may be the start of the closing tag
+                    self._pending = self._pending[len(self._pending) - _partial_tag(
+                        self._pending, THINK_CLOSE):]  # fmt: skip
+                    return self._shown(out)
+                self._pending = self._pending[at + len(THINK_CLOSE) :]
+                self._thinking = False
+                continue
+            opening, closing = self._pending.find(THINK_OPEN), self._pending.find(THINK_CLOSE)
+            if closing >= 0 and (opening < 0 or closing < opening):
+                # a stray closing tag: what came before it was reasoning
+                out.clear()
+                if not self._trim:  # some of it was shown already
+                    self.late_closes += 1
+                    if self._mark:
+                        out.append(THINK_CLOSE)
+                self._pending = self._pending[closing + len(THINK_CLOSE) :]
+                continue
+            if opening >= 0:
+                out.append(self._pending[:opening])
+                self._pending = self._pending[opening + len(THINK_OPEN) :]
+                self._thinking = True
+                continue
+            keep = max(_partial_tag(self._pending, THINK_OPEN),
+                       _partial_tag(self._pending, THINK_CLOSE))  # fmt: skip
+            cut = len(self._pending) - keep
+            out.append(self._pending[:cut])
+            self._pending = self._pending[cut:]
+            return self._shown(out)
+
+    def flush(self) -> str:
+        """What is left at the end of the reply: a held tail that never became a tag."""
+        rest = "" if self._thinking else self._pending
+        self._pending, self._thinking = "", False
+        return self._shown([rest])
+
+    def _shown(self, parts: list[str]) -> str:
+        text = "".join(parts)
+        if self._trim:
+            text = text.lstrip()
+            self._trim = not text
+        return text
+
+
+def _partial_tag(text: str, tag: str) -> int:
+    """How many characters at the end of ``text`` could be the start of ``tag``."""
+    for size in range(min(len(tag) - 1, len(text)), 0, -1):
+        if tag.startswith(text[-size:]):
+            return size
+    return 0
 
 
 # -- no model: keywords from the question itself ------------------------------------------------

@@ -16,12 +16,22 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import BadQuery, ChiezoError, LLMUnavailable
-from ..llm import LLMClient
+from ..config import ENV
+from ..errors import BadQuery, ChiezoError, ContextExceeded, LLMUnavailable
+from ..llm import LLMClient, Stage
 from ..textnorm import normalise_title
+from . import budget
 from .excerpt import Excerpt, excerpt_text
 from .options import AnswerOptions
-from .plan import PLAN_PROMPT, Plan, keyword_queries, parse_plan_reply, strip_reasoning
+from .passages import choose
+from .plan import (
+    PLAN_PROMPT,
+    Plan,
+    keyword_queries,
+    parse_plan_reply,
+    strip_reasoning,
+    without_reasoning,
+)
 from .support import (
     NO_CLAIM,
     SUPPORTED,
@@ -73,12 +83,17 @@ class Answer:
         return (not self.no_basis and bool(self.cited)
                 and all(c.status in (SUPPORTED, NO_CLAIM) for c in self.claims))  # fmt: skip
 
-    def check(self, texts: dict[int, str], embed=None) -> Answer:
+    def check(self, texts: dict[int, str], embed=None,
+              aliases: dict[int, list[str]] | None = None) -> Answer:  # fmt: skip
         """Citations and claims checked against ``texts`` (citation number → what the model
-        read). An answer that only says the sources do not answer it is a "no basis" reply."""
+        read), each with its title and aliases (``aliases``, else those of the excerpt of that
+        number), the question's own names being no invention. An answer that only says the
+        sources do not answer it is a "no basis" reply."""
         self.cited = [n for n in cited_numbers(self.answer) if n in texts]
         titles = {r["n"]: r["title"] for r in self.references}
-        self.claims = check_claims(self.answer, texts, embed, titles)
+        if aliases is None:
+            aliases = {e.n: list(getattr(e, "aliases", None) or []) for e in self.excerpts}
+        self.claims = check_claims(self.answer, texts, embed, titles, aliases, self.question)
         if not any(c.status != NO_CLAIM for c in self.claims):
             self.no_basis = True
         return self
@@ -105,18 +120,25 @@ def language_of(text: str) -> str:
 
 
 def plan_queries(
-    question: str, llm: LLMClient | None, sources: list[str], history: list[dict] | None = None
+    question: str, llm: LLMClient | None, sources: list[str], history: list[dict] | None = None,
+    timeout: float | None = None,
 ) -> Plan:
     """The model's plan if it gives a usable one; otherwise keywords from the question (with
-    the conversation's subject for a follow-up that names none)."""
+    the conversation's subject for a follow-up that names none). ``timeout``: seconds the
+    planner may take (``CHIEZO_PLAN_TIMEOUT``, within ``CHIEZO_LLM_TIMEOUT``); past it, or on
+    any failure of the model, the keywords, with a note saying why."""
     if llm is None:
         return Plan(keyword_queries(question, history), planner="keywords")
     recent = "\n".join(f"{m['role']}: {m['content']}" for m in (history or [])[-HISTORY_TURNS:])
     user = (f"Sources: {', '.join(sources)}\n" + (f"Conversation so far:\n{recent}\n" if recent else "")
             + f"Question: {question}")  # fmt: skip
+    # each request's own limit (CHIEZO_LLM_TIMEOUT) holds for the planner too
+    planning = (Stage("planning", timeout, ENV["plan_timeout"]) if timeout and timeout < llm.timeout
+                else Stage("planning", llm.timeout, ENV["llm_timeout"]))  # fmt: skip
     try:
         reply = llm.chat([{"role": "system", "content": PLAN_PROMPT},
-                          {"role": "user", "content": user}], max_tokens=200)  # fmt: skip
+                          {"role": "user", "content": user}], max_tokens=200,
+                         timeout=planning.seconds, stage=planning)  # fmt: skip
     except LLMUnavailable as exc:
         return Plan(keyword_queries(question, history), planner="keywords",
                     notes=[f"planning without a model: {exc.message}"])  # fmt: skip
@@ -163,22 +185,20 @@ def _flags(service, hit) -> list[str]:
 
 
 def make_excerpts(service, hits, question: str, budget: int) -> list[Excerpt]:
-    from ..search.fts import choose_grams
-
-    if not hits:
-        return []
-    share = max(300, budget // len(hits))
+    """The excerpts the model reads: the passages of ``hits`` that best answer ``question``,
+    chosen on evidence within ``budget`` characters (passages.py), a document's own in its
+    order; a document none of whose passages is chosen is not an excerpt."""
     out: list[Excerpt] = []
-    for hit in hits:
-        doc = service.doc(hit.source, doc_id=hit.doc_id, fields=["body", "url", "key"])
-        source = service.library.get(hit.source)
-        pieces = choose_grams(source.conn, question, int(source.meta.get("doc_count", 1)))
-        text = excerpt_text(doc.get("body") or hit.snippet, pieces, share)
+    for document in choose(service, hits, question, budget):
+        text = excerpt_text(document.chosen)
         if any(e.text == text for e in out):
             continue  # two entries with one text (a copy under another path)
+        hit = document.hit
+        doc = service.doc(hit.source, doc_id=hit.doc_id, fields=["url", "key"])
         url, cite = service.reference_link(hit.source, hit.doc_id, doc.get("key"),
                                            doc.get("url") or hit.url)  # fmt: skip
-        out.append(Excerpt(len(out) + 1, hit.source, hit.doc_id, hit.title, url, text, cite))
+        out.append(Excerpt(len(out) + 1, hit.source, hit.doc_id, document.title, url, text, cite,
+                           aliases=document.aliases, passages=document.chosen))  # fmt: skip
     return out
 
 
@@ -238,15 +258,34 @@ class Prepared:
 
 
 def prepare(service, question: str, options: AnswerOptions, history=None, llm=None) -> Prepared:
+    """Plan, retrieve and excerpt. With a model whose context window is known, the excerpts
+    are fitted to it (budget.py): a question too long for it is refused here, before the
+    model is asked anything."""
     question = question.strip()  # Service.prepare_answer refused an empty one
     if options.source is not None:
         service.library.get(options.source)  # unknown source: a 404 with the known ones, now
+    history = list(history or [])
+    fitted = None
+    if llm is not None:
+        fitted = budget.fit_rag(
+            llm, service.settings,
+            lambda turns, excerpts: answer_messages(question, excerpts, turns, bool(options.grounded)),
+            history, HISTORY_TURNS, options.max_tokens)  # fmt: skip
     names = [s["name"] for s in service.sources()]
-    plan = plan_queries(question, llm, names, history)
+    # turns left out to fit the context are left out of the planner's prompt too
+    turns = fitted.history if fitted is not None and fitted.dropped else history
+    plan = plan_queries(question, llm, names, turns, timeout=service.settings.plan_timeout)
     hits, warnings = retrieve(service, plan, options.source, options.excerpts)
-    excerpts = make_excerpts(service, hits, question, options.budget)
+    chars = options.budget
+    if fitted is not None:
+        found = " ".join(f"{h.title} {getattr(h, 'snippet', '') or ''}" for h in hits)
+        chars = fitted.excerpt_chars(options.budget, found, len(hits))
+    excerpts = make_excerpts(service, hits, question, chars)
+    if fitted is not None:
+        excerpts = fitted.trim(excerpts)
+        warnings = warnings + fitted.said(options.budget, excerpts)
     embed = service.claim_embedder([e.source for e in excerpts])
-    return Prepared(question, plan, excerpts, plan.notes + warnings, list(history or []), options,
+    return Prepared(question, plan, excerpts, plan.notes + warnings, turns, options,
                     embed)  # fmt: skip
 
 
@@ -258,11 +297,17 @@ def no_basis(prepared: Prepared) -> Answer:
 
 
 def answer(prepared: Prepared, llm: LLMClient) -> Answer:
-    """The model's answer over the excerpts (grounded and none → the fixed reply, no call)."""
+    """The model's answer over the excerpts (grounded and none → the fixed reply, no call).
+    A reply that the request exceeds the model's context has the excerpts cut to the context
+    it names and the question asked once more, saying so; a second one is the error."""
     if not prepared.needs_model:
         return no_basis(prepared)
     with prepared.handing_over():
-        reply = llm.chat(prepared.messages(), max_tokens=prepared.options.max_tokens)
+        try:
+            reply = llm.chat(prepared.messages(), max_tokens=prepared.options.max_tokens)
+        except ContextExceeded as exc:
+            budget.refit(prepared, exc, llm)
+            reply = llm.chat(prepared.messages(), max_tokens=prepared.options.max_tokens)
     return prepared.result(reply.content, reply.model)
 
 
@@ -279,7 +324,19 @@ def stream_answer(prepared: Prepared, llm: LLMClient | None) -> Iterator[tuple[s
     assert llm is not None
     parts: list[str] = []
     with prepared.handing_over():
-        for delta in llm.stream(prepared.messages(), max_tokens=prepared.options.max_tokens):
-            parts.append(delta)
-            yield "delta", {"text": delta}
+        for attempt in (1, 2):
+            try:
+                for delta in without_reasoning(llm.stream(prepared.messages(), max_tokens=prepared.options.max_tokens)):
+                    parts.append(delta)
+                    yield "delta", {"text": delta}
+                break
+            except ContextExceeded as exc:  # refused before its first piece: cut, once more
+                if parts or attempt == 2:
+                    raise
+                before = [e.reference() for e in prepared.excerpts]
+                budget.refit(prepared, exc, llm)
+                if [e.reference() for e in prepared.excerpts] != before:
+                    yield "references", {"references": [e.reference() for e in prepared.excerpts],
+                                         "queries": prepared.plan.queries,
+                                         "planner": prepared.plan.planner}  # fmt: skip
     yield "done", prepared.result("".join(parts), llm.streamed_model).to_dict()

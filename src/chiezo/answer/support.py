@@ -9,8 +9,17 @@ sentence is checked in the order a reader would distrust it:
 2. **names** (capitalised words in spaced scripts, month names among them; proper nouns and
    katakana words unknown to the dictionary in Japanese) must occur there too;
 3. the **rest** must overlap the cited excerpts' words (``words.index_text``: stems and
-   Sudachi's normalised forms, so 生まれ and 生まれる, "born" and "borne" meet) or, where the
-   source has an embedder, be close in meaning to one of their sentences.
+   Sudachi's normalised forms, so 生まれ and 生まれる, "born" and "borne" meet) — the sentence
+   as a whole, and its words but the names on their own: an excerpt that shares only the
+   names does not say what the sentence says of them — or, where the source has an embedder,
+   be close in meaning to one of their sentences; and what a Japanese sentence is about (the
+   noun phrase before its topic は) must be among the cited excerpts' words or titles.
+
+An excerpt is read with its **title and aliases** (what the model was told to cite it by, and
+the document's other names): a passage from deep in an article need not repeat its subject,
+and a place's English name may be only in its aliases. A name that no excerpt, title or alias
+holds, and that the question does not state, is named as such in the reasons: the model made
+it up (or knew it), whichever excerpt the sentence cites (docs/design.md §31.3).
 
 The thresholds and what each rule catches are measured in ``bench/answer_quality.py
 --support`` (docs/design.md §25). A sentence without a citation is ``uncited`` (whether an
@@ -33,6 +42,9 @@ SUPPORTED, UNSUPPORTED, UNCITED, NO_CLAIM = "supported", "unsupported", "uncited
 # Below both, a sentence without a wrong number or name is still "not what the sources say".
 MIN_OVERLAP = 0.5
 MIN_SIMILARITY = 0.6
+# ... and of its words but the names ("museum", "modern", "art" of "Kiasma is a museum of
+# modern art in Helsinki"): a bike station named Kiasma in Helsinki shares every name
+MIN_REST_OVERLAP = 0.25
 # A number or name must stand in an excerpt sentence sharing at least this share of the words
 # the best-matching sentence shares with the answer's sentence (§25: moved details).
 ALIGN_SHARE = 0.5
@@ -130,10 +142,16 @@ def _inside_brackets(text: str) -> bool:
 
 
 def check_claims(answer: str, excerpts: Mapping[int, str], embed: Embed | None = None,
-                 titles: Mapping[int, str] | None = None) -> list[Claim]:  # fmt: skip
+                 titles: Mapping[int, str] | None = None,
+                 aliases: Mapping[int, Sequence[str]] | None = None,
+                 question: str | None = None) -> list[Claim]:  # fmt: skip
     """Every sentence of ``answer`` checked against the excerpts it cites (``n`` → text;
-    ``titles``: ``n`` → the title the model was told to cite it by)."""
-    evidence = {n: Evidence(text) for n, text in excerpts.items() if text}
+    ``titles``: ``n`` → the title the model was told to cite it by; ``aliases``: ``n`` → the
+    document's other names; ``question``: what was asked, whose names are no invention)."""
+    titles, aliases = titles or {}, aliases or {}
+    evidence = {n: Evidence(text, [titles.get(n) or "", *(aliases.get(n) or ())])
+                for n, text in excerpts.items() if text}  # fmt: skip
+    context = Context(evidence, question or "")
     claims: list[Claim] = []
     for sentence in split_sentences(answer):
         cites = cited_numbers(sentence)
@@ -145,7 +163,7 @@ def check_claims(answer: str, excerpts: Mapping[int, str], embed: Embed | None =
             claims.append(Claim(sentence, cites, UNSUPPORTED,
                                 ["it only names sources; it states nothing"]))  # fmt: skip
         else:
-            claims.append(_checked(sentence, plain, cites, evidence, embed))
+            claims.append(_checked(sentence, plain, cites, context, embed))
     return claims
 
 
@@ -155,19 +173,45 @@ def _without_titles(text: str, titles) -> str:
     return text
 
 
-def _checked(sentence, plain, cites, evidence, embed) -> Claim:
+class Context:
+    """What every sentence of one answer is checked within: all its excerpts (with their
+    titles and aliases) and the names the question states."""
+
+    def __init__(self, evidence: Mapping[int, Evidence], question: str):
+        self.evidence = evidence
+        self._asked = words.fold(question)
+        self._asked_words = set(words.index_text(question).split())
+
+    def invented(self, facts: Facts) -> list[str]:
+        """The sentence's names that no excerpt, title or alias holds and the question does
+        not state, as written."""
+        return [name for name, key in facts.names
+                if key not in self._asked_words and key not in self._asked
+                and not any(e.has_name(key) for e in self.evidence.values())]  # fmt: skip
+
+
+def _checked(sentence, plain, cites, context: Context, embed) -> Claim:
+    evidence = context.evidence
+    facts = Facts(plain)
+    invented = context.invented(facts)
     valid = [n for n in cites if n in evidence]
     if not valid:
         claim = Claim(sentence, cites, UNCITED)
         if cites:
             claim.status = UNSUPPORTED
             claim.reasons.append(f"it cites {_marks(cites)}, which no source has")
-        claim.found_in = [n for n, e in evidence.items() if not _problems(plain, [e], embed)[0]]
+        # which excerpt would bear it out; a name none holds is said once, not held against each
+        claim.found_in = [n for n, e in evidence.items()
+                          if not _problems(facts, plain, [e], embed, set(invented))[0]]  # fmt: skip
         if claim.status == UNCITED:
+            rest = " the rest of" if invented else ""
             claim.reasons.append("it cites no source" + (
-                f"; {_marks(claim.found_in)} would support it" if claim.found_in else ""))
+                f"; {_marks(claim.found_in)} would support{rest} it" if claim.found_in else ""))
+        claim.reasons += [f"the name {name!r} is in no excerpt" for name in invented]
         return claim
-    reasons, overlap, similarity = _problems(plain, [evidence[n] for n in valid], embed)
+    reasons, overlap, similarity = _problems(facts, plain, [evidence[n] for n in valid], embed)
+    named = {f"the name {name!r} is in none of the cited excerpts": name for name in invented}
+    reasons = [f"the name {named[r]!r} is in no excerpt" if r in named else r for r in reasons]
     claim = Claim(sentence, cites, UNSUPPORTED if reasons else SUPPORTED, reasons, overlap,
                   similarity)  # fmt: skip
     if not reasons:
@@ -175,22 +219,30 @@ def _checked(sentence, plain, cites, evidence, embed) -> Claim:
     return claim
 
 
-def _problems(plain: str, cited: Sequence[Evidence], embed: Embed | None):
-    """(reasons it is not supported, word overlap, similarity) of one sentence."""
-    facts = Facts(plain)
-    reasons = [_detail_problem(f"the number {n}", facts, n, lambda e, n=n: e.number_at(n), cited)
-               for n in facts.numbers]  # fmt: skip
+def _problems(facts: Facts, plain: str, cited: Sequence[Evidence], embed: Embed | None,
+              excused: set[str] = frozenset()):  # fmt: skip
+    """(reasons it is not supported, word overlap, similarity) of one sentence; names in
+    ``excused`` (reported apart) are not looked up."""
+    reasons = [_detail_problem(f"the number {n}", facts, n, lambda e, n=n: (
+        [-1] if n in e.named_numbers(facts) else e.number_at(n)), cited) for n in facts.numbers]
     reasons += [_detail_problem(f"the name {name!r}", facts, key, lambda e, k=key: e.name_at(k),
-                                cited) for name, key in facts.names]  # fmt: skip
+                                cited) for name, key in facts.names if name not in excused]  # fmt: skip
     reasons = [r for r in reasons if r]
     found: set[str] = set().union(*(e.words for e in cited))
+    if facts.topic_words and not facts.topic_words & found:
+        reasons.append(f"what it is about, {facts.topic!r}, is in none of the cited excerpts")
     overlap = len(facts.words & found) / len(facts.words) if facts.words else 1.0
+    rest = facts.rest
+    rest_overlap = len(rest & found) / len(rest) if rest else 1.0
+    low = overlap < MIN_OVERLAP or rest_overlap < MIN_REST_OVERLAP
     similarity = None
-    if not reasons and overlap < MIN_OVERLAP and embed is not None:
+    if not reasons and low and embed is not None:
         similarity = max(e.similarity(plain, embed) for e in cited)
-    if not reasons and overlap < MIN_OVERLAP and (similarity or 0.0) < MIN_SIMILARITY:
+    if not reasons and low and (similarity or 0.0) < MIN_SIMILARITY:
         said = f"; similarity {similarity:.2f}" if similarity is not None else ""
-        reasons.append(f"little of it is in the cited excerpts (words {overlap:.0%}{said})")
+        share = (f"words {overlap:.0%}" if overlap < MIN_OVERLAP
+                 else f"words but the names {rest_overlap:.0%}")  # fmt: skip
+        reasons.append(f"little of it is in the cited excerpts ({share}{said})")
     return reasons, overlap, similarity
 
 
@@ -214,10 +266,16 @@ class Facts:
 
     def __init__(self, text: str):
         folded = unicodedata.normalize("NFKC", text)
+        self.folded = words.fold(text)
         self.numbers = list(dict.fromkeys(_numbers(folded)))
         self.names = _names(folded)
         self.words = {w for w in words.index_text(folded).split() if not w.isdigit()}
         self._name_words = {key: set(words.index_text(key).split()) for _, key in self.names}
+        # the words but the names': what the sentence says of them
+        self.rest = self.words - set().union(*self._name_words.values())
+        self.topic = _japanese_topic(folded)
+        self.topic_words = ({w for w in words.index_text(self.topic).split() if not w.isdigit()}
+                            if self.topic else set())  # fmt: skip
 
     def context_without(self, key: str) -> set[str]:
         """The sentence's words but those of one detail: what must surround that detail."""
@@ -226,19 +284,36 @@ class Facts:
 
 class Evidence:
     """One excerpt, indexed the same ways as a sentence (numbers, words, folded text), and
-    by sentence, to tell where in it a detail stands."""
+    by sentence, to tell where in it a detail stands; with its title and aliases (``names``),
+    which name its subject: what they hold may stand anywhere in a sentence about it."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, names: Sequence[str] = ()):
         self.text = text
+        heading = "\n".join(n for n in names if n)
         self.folded = words.fold(text)
+        self._subject = words.fold(heading)
+        self._subject_names = [words.fold(n) for n in names if n and n.strip()]
+        self._subject_words = set(words.index_text(heading).split())
+        # the words of the names in them ("Kiasma", "Museum", "Modern", "Art"; ヘルシンキ)
+        self._subject_names_words = {key for name in names if name for _, key in _names(
+            unicodedata.normalize("NFKC", name))}  # fmt: skip
         self.numbers = set(_numbers(unicodedata.normalize("NFKC", text))) | _written_numbers(text)
-        self.words = set(words.index_text(text).split())
+        self.words = set(words.index_text(text).split()) | self._subject_words
         self._sentences: list[str] = []
         self._vectors = None
         self._parts: list[tuple[set[str], set[str], str]] | None = None
 
     def has_name(self, key: str) -> bool:
-        return key in self.words or key in self.folded
+        return key in self.words or key in self.folded or key in self._subject
+
+    def _names_subject(self, key: str) -> bool:
+        return key in self._subject_words or key in self._subject
+
+    def named_numbers(self, sentence: Facts) -> set[str]:
+        """Numbers that are part of the title or an alias where the sentence writes it whole
+        ("Apollo 11", "エアバスA318"): the subject's name, not a figure it states."""
+        return {n for name in self._subject_names if name in sentence.folded
+                for n in _numbers(name)}  # fmt: skip
 
     @property
     def parts(self) -> list[tuple[set[str], set[str], str]]:
@@ -259,11 +334,13 @@ class Evidence:
         return [i for i, (_, numbers, _) in enumerate(self.parts) if number in numbers] or [-1]
 
     def name_at(self, key: str) -> list[int]:
-        """The sentences naming ``key``; [-1] (anywhere will do) when the excerpt opens with
-        it: that is the document's subject, which the sentence restating a fact of it ("He was
-        born…") does not repeat."""
+        """The sentences naming ``key``; [-1] (anywhere will do) when the title or an alias
+        holds it or the excerpt opens with it: that is the document's subject, which the
+        sentence restating a fact of it ("He was born…") does not repeat."""
         if not self.has_name(key):
             return []
+        if self._names_subject(key):
+            return [-1]
         opening = self.folded.find(key)
         if 0 <= opening < SUBJECT_CHARS or (opening < 0 and key in self.words):
             return [-1]
@@ -273,10 +350,14 @@ class Evidence:
     def aligned(self, context: set[str], places: list[int]) -> bool:
         """Whether a detail found at ``places`` stands where the excerpt says what the
         sentence's other words say: in a sentence sharing at least ALIGN_SHARE of the best
-        any sentence of the excerpt shares with them. Nothing shared anywhere: no judgement."""
+        any sentence of the excerpt shares with them. Nothing shared anywhere: no judgement.
+        Nor where nothing but the subject's names (its title, aliases) is shared: in a record
+        ("Kiasma: museum (tourism=museum). … City: Helsinki") every line is about the
+        subject, and only the first names it."""
         overlaps = [len(context & found) for found, _, _ in self.parts]
         best = max(overlaps, default=0)
-        if best == 0 or -1 in places:
+        beyond = context - self._subject_names_words
+        if best == 0 or -1 in places or not any(beyond & found for found, _, _ in self.parts):
             return True
         return any(overlaps[i] >= max(1, ALIGN_SHARE * best) for i in places)
 
@@ -334,6 +415,30 @@ def _names(text: str) -> list[tuple[str, str]]:
             out.append((token, key.split()[0]))
     out += [(name, name) for name in words.japanese_names(text)]
     return list(dict.fromkeys(out))
+
+
+_TOPIC_MAX_CHARS = 40
+# a topic that points back (同社は, その後は, 彼は) names nothing to look up
+_POINTING = re.compile(r"^(?:同|本|当|その|この|あの|これ|それ|彼|両)")
+
+
+def _japanese_topic(text: str) -> str:
+    """What a Japanese sentence is about: the noun phrase before its first topic は
+    (「合理主義哲学は…」, 「香川県の県庁所在地は…」), not 「1958年には」 or 「とは」; "" if none."""
+    if not re.search("[\u3040-\u30ff\u4e00-\u9fff]", text[:_TOPIC_MAX_CHARS + 1]):
+        return ""
+    tokenizer, _ = words._sudachi()
+    previous = None
+    for morpheme in tokenizer.tokenize(text[: _TOPIC_MAX_CHARS + 1]):
+        pos = morpheme.part_of_speech()
+        if morpheme.surface() == "は" and pos[:2] == ("助詞", "係助詞"):
+            topic = text[: morpheme.begin()].strip()
+            if (previous is None or previous.part_of_speech()[0] not in ("名詞", "接尾辞")
+                    or _POINTING.match(topic)):  # fmt: skip
+                return ""
+            return topic
+        previous = morpheme
+    return ""
 
 
 def _has_words(text: str) -> bool:

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import EXIT_FAILURE, EXIT_NO_MODEL, EXIT_NOT_FOUND, EXIT_UNCITED, EXIT_USAGE
+from .plan import ReasoningFilter
 
 # exit codes of errors that arrive inside a stream (after the first byte there is no
 # exception to carry one): by HTTP status
@@ -42,7 +43,7 @@ class Turn:
 class Printer:
     def __init__(self, out: Console, err: Console, *, strict: bool = False):
         self.out, self.err, self.strict = out, err, strict
-        self._visible = VisibleText()
+        self._visible = ReasoningFilter()
         self._streamed = False
 
     def play(self, events) -> Turn:
@@ -117,55 +118,21 @@ class Printer:
 
     def _delta(self, text: str) -> None:
         self._streamed = True
+        late = self._visible.late_closes
         visible = self._visible.feed(text)
+        if self._visible.late_closes > late:  # what was printed was the model thinking aloud
+            self.out.print()
+            self.err.print("[dim]the text above was the model's reasoning (its server does not "
+                           "keep it apart); the answer follows[/]")  # fmt: skip
         if visible:
             self.out.print(escape(visible), end="")
             self.out.file.flush()
 
 
-class VisibleText:
-    """A streamed answer without a reasoning model's ``<think>…</think>`` (the final answer
-    has it stripped too): text inside the block is held back, a tag split across two deltas
-    is recognised."""
-
-    OPEN, CLOSE = "<think>", "</think>"
-
-    def __init__(self) -> None:
-        self._pending = ""
-        self._thinking = False
-
-    def feed(self, text: str) -> str:
-        self._pending += text
-        shown: list[str] = []
-        while True:
-            tag = self.CLOSE if self._thinking else self.OPEN
-            at = self._pending.find(tag)
-            if at < 0:
-                break
-            if not self._thinking:
-                shown.append(self._pending[:at])
-            self._pending = self._pending[at + len(tag) :]
-            self._thinking = not self._thinking
-        if self._thinking:
-            self._pending = self._pending[-len(self.CLOSE) :]
-            return "".join(shown)
-        keep = _partial_tag(self._pending, self.OPEN)
-        cut = len(self._pending) - keep
-        shown.append(self._pending[:cut])
-        self._pending = self._pending[cut:]
-        return "".join(shown)
-
-    def flush(self) -> str:
-        rest, self._pending = ("" if self._thinking else self._pending), ""
-        return rest
-
-
-def _partial_tag(text: str, tag: str) -> int:
-    """How many characters at the end of ``text`` could be the start of ``tag``."""
-    for size in range(min(len(tag) - 1, len(text)), 0, -1):
-        if tag.startswith(text[-size:]):
-            return size
-    return 0
+# A streamed answer without a reasoning model's ``<think>…</think>`` (the final answer has it
+# stripped too): the service streams it filtered already; a stray ``</think>`` after text was
+# shown (the block was opened in the prompt) still ends here, and is said to be one.
+VisibleText = ReasoningFilter
 
 
 def reference_line(ref: dict) -> str:

@@ -34,6 +34,7 @@ from .params import (
     SOURCE_RESPONSES,
     AskParams,
     ChatIn,
+    DocQuestion,
     Fields,
     Limit,
     ListLimit,
@@ -342,13 +343,13 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         key: ShortText = None,
         fields: Fields = None,
         max_chars: Annotated[int | None, Query(ge=0)] = None,
+        question: DocQuestion = None,
     ) -> JSONResponse:
         """One document by exact title (through aliases) or key; 404 lists close titles."""
         if title is None and key is None:
             raise BadQuery("give title= or key=", hint="or use /v1/{source}/doc/{doc_id}")
-        return _json(
-            service.doc(source, title=title, key=key, fields=_split(fields), max_chars=max_chars)
-        )
+        return _json(service.doc(source, title=title, key=key, fields=_split(fields),
+                                 max_chars=max_chars, question=question))  # fmt: skip
 
     @app.get("/v1/{source}/doc/{doc_id:int}", tags=["documents"], responses=SOURCE_RESPONSES)
     def doc_by_id(
@@ -356,8 +357,10 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         doc_id: PathId,
         fields: Fields = None,
         max_chars: Annotated[int | None, Query(ge=0)] = None,
+        question: DocQuestion = None,
     ) -> JSONResponse:
-        return _json(service.doc(source, doc_id=doc_id, fields=_split(fields), max_chars=max_chars))
+        return _json(service.doc(source, doc_id=doc_id, fields=_split(fields),
+                                 max_chars=max_chars, question=question))  # fmt: skip
 
     @app.get("/v1/{source}/titles", tags=["documents"], responses=SOURCE_RESPONSES)
     def titles(source: SourceName, prefix: SearchText, limit: ListLimit = 20) -> JSONResponse:

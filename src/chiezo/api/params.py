@@ -100,6 +100,10 @@ RecallText = Annotated[str | None, Query(**stated(max_length=MAX_QUERY_CHARS))]
 Question = Annotated[
     str, Query(**stated(min_length=1, max_length=MAX_QUESTION_CHARS, pattern=NOT_BLANK))
 ]
+DocQuestion = Annotated[str | None, Query(
+    **stated(min_length=1, max_length=MAX_QUESTION_CHARS, pattern=NOT_BLANK),
+    description="the body becomes the passages that best answer this question (what `ask` "
+    "reads of the document), within max_chars (default: the answer budget)")]  # fmt: skip
 # a document, note or job id: within SQLite's integers (beyond them an id names nothing)
 PathId = Annotated[int, Path(ge=0, le=MAX_SQL_INT)]
 QueryId = Annotated[int | None, Query(ge=0, le=MAX_SQL_INT)]

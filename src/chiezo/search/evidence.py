@@ -40,6 +40,12 @@ MEANING_WEIGHT = 0.35  # JaQuAD train among six sources: R@1 .872 at 0.2, 0.35 a
 # Of a hit's coverage, the share that counts only words in its title: of two documents that
 # both mention "Ray Charles", the one titled "Ray Charles (album)" is about it.
 TITLE_SHARE = 0.3
+# A query's keyword evidence is as strong as its most informative content word: log(N/df) / log N,
+# 1 for a word of one document. Below this share the keyword side's weight is scaled down
+# (retrieval.keyword_weight): 「日本で最も南にある県は？」 in 189 jawiki articles has nothing rarer
+# than 南 (59 articles, 0.22), so meaning leads. Chosen on the two development sets of
+# docs/design.md §31.4 (0.5–0.65 within a question or six; the checks the same from 0.4 to 0.65).
+SPECIFIC = 0.55
 # Walking a word's whole doclist costs ~0.1 µs a posting, a seek per candidate ~15 µs: walk
 # when the word has fewer postings than this many per candidate.
 WALK_PER_CANDIDATE = 100
@@ -66,11 +72,32 @@ def coverage(source: Source, words: Sequence[str], doc_ids: Sequence[int]) -> di
     in_title = dict.fromkeys(doc_ids, 0.0)
     for word in (w for w in words if df.get(w)):
         walk = df[word] <= WALK_PER_CANDIDATE * len(doc_ids)
-        for got, expr in ((anywhere, phrase(word)), (in_title, "{title aliases} : " + phrase(word))):
+        for got, expr in (
+            (anywhere, phrase(word)),
+            (in_title, "{title aliases} : " + phrase(word)),
+        ):
             for doc_id in _holding(conn, expr, doc_ids, walk):
                 got[doc_id] += weight[word]
     return {d: ((1 - TITLE_SHARE) * anywhere[d] + TITLE_SHARE * in_title[d]) / total
             for d in doc_ids}  # fmt: skip
+
+
+def specificity(source: Source, words: Sequence[str], light: frozenset[str] = frozenset()) -> float:
+    """0..1: how specific the query's ``words`` are in ``source`` — its most informative word
+    but the ``light`` ones (words.light_words), log(N/df) / log N, over ``SPECIFIC``, at most
+    1. A word no document holds counts as specific (the word index does not know it; the
+    trigram side may find it as written); a query of light words only says nothing (0). 1
+    where there is nothing to judge by: no word index, no words, a source of one document."""
+    content = [w for w in words if w not in light]
+    n = source.doc_count
+    if not words or not source.has_words or n < 2:
+        return 1.0
+    if not content:
+        return 0.0
+    df = word_frequencies(source.conn, content)
+    rarest = min(df.get(w, 0) for w in content)
+    information = 1.0 if rarest == 0 else math.log(n / rarest) / math.log(n)
+    return min(1.0, information / SPECIFIC)
 
 
 def covered(source: Source, words: Sequence[str], hits: Sequence[Hit]) -> dict[int, float]:

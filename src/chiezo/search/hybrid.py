@@ -3,7 +3,7 @@
 Scores from the two sides are not comparable (bm25 × popularity against cosine similarity), so
 they are brought to one scale first: **min-max** normalisation of each side's candidates to
 0..1 (or, for the two keyword indexes of a source, division by the best score: ``max``), then a
-weighted sum (the weight per model, measured in docs/design.md §18), or
+weighted sum (the weight: retrieval.keyword_weight, per model and per query), or
 **reciprocal rank fusion**, which ignores the scores and uses only the ranks. A document missing
 from one side scores 0 there. Title-exact documents stay first whatever the fusion says.
 """

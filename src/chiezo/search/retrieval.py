@@ -26,8 +26,8 @@ from ..embedders import get_embedder
 from ..errors import BadQuery
 from ..library import Source
 from ..models import Hit, SearchResult
-from ..words import query_words
-from .evidence import coverage
+from ..words import light_words, query_words
+from .evidence import coverage, specificity
 from .filters import Filters, Near
 from .fts import MAX_WINDOW, read_hits
 from .hybrid import Fused, fuse, scale_to_max
@@ -49,10 +49,12 @@ from .vectors import vector_info
 
 MODES = ("keyword", "semantic", "hybrid")
 FUSIONS = ("minmax", "rrf")
-# The keyword side's weight in min-max fusion, per model: a weaker semantic model earns less
-# weight. Chosen on JaQuAD train, confirmed on dev (docs/design.md §18); use-m's rose from 0.6
-# to 0.8 when the keyword side gained the word index and coverage (§24; e5-small's 0.4 was not
-# re-measured).
+# The keyword side's weight in min-max fusion, per model, for a query with a specific word (a
+# query of common words only gets less: keyword_weight): a weaker semantic model earns less
+# weight. The one declaration of it — the docs point here. use-m's was 0.6 with trigrams alone
+# (docs/design.md §18) and rose to 0.8 with the word index and coverage (§24.2: JaQuAD train);
+# measured again with whole articles and natural questions in §31.4 (0.7–0.9 flat, 0.8 kept).
+# e5-small's 0.4 dates from §18 and was not re-measured.
 KEYWORD_WEIGHT = {"use-m": 0.8, "e5-small": 0.4}
 DEFAULT_KEYWORD_WEIGHT = 0.5
 DEFAULT_TOP_N = 50
@@ -129,7 +131,7 @@ def retrieve(
         semantic = _floored(source, semantic, keyword, options)
     if keyword is not None and semantic is not None and options.fusion == "minmax":
         keyword = _by_coverage(source, text, keyword)
-    weight = keyword_weight(source, options) if semantic is not None else 1.0
+    weight = keyword_weight(source, options, text) if semantic is not None else 1.0
     fused = _fuse(keyword, semantic, options, weight)
     if options.explain and mode == "hybrid":
         notes.append(Notice("fusion", fusion=options.fusion, weight=weight))
@@ -211,11 +213,14 @@ def _floored(source, semantic: list[SemanticHit], keyword: SearchResult, options
 
 def _by_coverage(source: Source, text: str, keyword: KeywordPlan) -> KeywordPlan:
     """The keyword side's scores (divided by the best, 0..1) times the square root of each document's
-    coverage of the query's words (search/evidence.py), kept on that scale in the fusion.
+    coverage of the query's content words (search/evidence.py; light words such as 一番 are no
+    evidence, docs/design.md §31.4), kept on that scale in the fusion.
     Min-max alone makes the best keyword match 1.0 even when it holds one word of six —
     Sudachi's 使う in つかった — and it then outweighs the passage meaning found. JaQuAD train
     R@1 .893 → .899, R@5 .983 → .984 (docs/design.md §24)."""
-    covered = coverage(source, query_words(text), [d for d, _ in keyword.ranked])
+    light = light_words(text)  # 一番, 何, ある: no evidence of what a document is about
+    content = [w for w in query_words(text) if w not in light]
+    covered = coverage(source, content, [d for d, _ in keyword.ranked])
     if not covered:
         return keyword
     ranked = dict(zip([d for d, _ in keyword.ranked],
@@ -238,10 +243,15 @@ def _fuse(keyword: KeywordPlan | None, semantic: list[SemanticHit] | None, optio
                 first=first, keyword_scaled=keyword.scaled)  # fmt: skip
 
 
-def keyword_weight(source: Source, options: RetrievalOptions) -> float:
+def keyword_weight(source: Source, options: RetrievalOptions, text: str) -> float:
+    """The keyword side's weight for ``text``: the one asked for, else the model's
+    (``KEYWORD_WEIGHT``) times how specific the query's words are in the source
+    (evidence.specificity): a question whose words are all common there — 「日本で最も南にある
+    県は？」 — is not told apart by them, and meaning leads (docs/design.md §31.4)."""
     if options.keyword_weight is not None:
         return options.keyword_weight
-    return KEYWORD_WEIGHT.get(require_vectors(source).model, DEFAULT_KEYWORD_WEIGHT)
+    weight = KEYWORD_WEIGHT.get(require_vectors(source).model, DEFAULT_KEYWORD_WEIGHT)
+    return round(weight * specificity(source, query_words(text), light_words(text)), 3)
 
 
 def _total(keyword, semantic, fused, n) -> tuple[int, bool]:

@@ -306,6 +306,33 @@ MESSAGES: dict[str, tuple[str, str]] = {
     ),  # fmt: skip
     "chat.model_unknown": ("言語モデル", "Language model"),
     "chat.error": ("エラー: {error}", "Error: {error}"),
+    # why an answer failed (the error's `cause`), then the server's own words
+    "chat.cause.context_exceeded": (
+        "質問と出典がモデルの文脈長（コンテキスト）に収まりません",
+        "The question and its sources do not fit the model's context window",
+    ),  # fmt: skip
+    "chat.cause.timeout": ("モデルが時間内に答え終えませんでした", "The model did not finish in time"),
+    "chat.cause.model_missing": (
+        "エンドポイントに設定されたモデルがありません",
+        "The endpoint does not have the configured model",
+    ),  # fmt: skip
+    "chat.cause.unreachable": (
+        "言語モデルのエンドポイントにつながりません",
+        "The language model endpoint cannot be reached",
+    ),  # fmt: skip
+    "chat.cause.failed": ("言語モデルのエンドポイントがエラーを返しました", "The language model endpoint failed"),
+    "chat.cause.bad_reply": (
+        "エンドポイントの応答がチャット補完の形式ではありません",
+        "The endpoint's reply is not a chat completion",
+    ),  # fmt: skip
+    "chat.cause.cut_short": ("モデルの回答が途中で途切れました", "The model's answer stopped midway"),
+    "chat.context_sizes": (
+        "要求 {prompt} トークン／文脈長 {context} トークン",
+        "the request took {prompt} tokens; the context holds {context}",
+    ),  # fmt: skip
+    "chat.timeout_after": ("{seconds} 秒で打ち切り（{setting}）", "stopped after {seconds} s ({setting})"),
+    "chat.models_there": ("エンドポイントにあるモデル: {models}", "Models there: {models}"),
+    "chat.context": ("文脈長 {tokens} トークン", "context {tokens} tokens"),
     "chat.new": ("新しい会話", "New conversation"),
 }
 

@@ -26,7 +26,9 @@
       const status = await api("GET", "/v1/llm");
       modelName = modelLabel(status.model) || modelName;  // a name, never the server's path
       const bad = status.endpoints.filter((e) => !e.ok).map((e) => `${e.url}: ${e.problem}`);
-      $("#chat-model-line").textContent = [modelName, ...bad].filter(Boolean).join(" · ");
+      const usable = status.endpoints.find((e) => e.ok && e.context);
+      const context = usable ? t("chat.context", { tokens: usable.context.toLocaleString() }) : "";
+      $("#chat-model-line").textContent = [modelName, context, ...bad].filter(Boolean).join(" · ");
     } catch (error) {
       $("#chat-model-line").textContent = error.message;
     }
@@ -90,6 +92,28 @@
     return el("details", { class: "sources", open: "" }, el("summary", { text: t("chat.sources") }), list);
   }
 
+  // An error as its cause (`cause`: context_exceeded, timeout, model_missing, unreachable,
+  // failed, bad_reply, cut_short) in the page's language, then the server's own words — the
+  // sizes of a context that overflowed, the stage and setting of a timeout — and its hint.
+  function showError(body, data) {
+    const key = `chat.cause.${data.cause}`;
+    const cause = data.cause && t(key) !== key ? t(key) : "";
+    const alert = el("p", { class: "error", role: "alert", text: t("chat.error", { error: cause || data.error }) });
+    alert.dataset.cause = data.cause || "";
+    body.append(alert);
+    const details = [];
+    if (cause) details.push(data.error);
+    if (data.prompt_tokens && data.context_tokens) {
+      details.push(t("chat.context_sizes", { prompt: data.prompt_tokens.toLocaleString(), context: data.context_tokens.toLocaleString() }));
+    }
+    if (data.cause === "timeout" && data.setting) {
+      details.push(t("chat.timeout_after", { seconds: data.seconds, setting: data.setting }));
+    }
+    if (details.length) body.append(el("p", { class: "muted small", text: details.join(" · ") }));
+    if (data.models && data.models.length) body.append(el("p", { class: "muted small", text: t("chat.models_there", { models: data.models.join(", ") }) }));
+    if (data.hint) body.append(el("p", { class: "muted small", text: data.hint }));
+  }
+
   async function ask(question) {
     history.push({ role: "user", content: question });
     message("user", t("chat.you")).body.textContent = question;
@@ -116,6 +140,10 @@
           steps.append(el("li", { text: `${t("chat.step", { step: data.step, tool: data.tool })} ${args}` }));
         } else if (name === "delta") {
           written += data.text;
+          // a reasoning model whose <think> was in its prompt sends only the closing tag: what
+          // came before it was reasoning, never shown (answer/plan.py, ReasoningFilter)
+          const thought = written.lastIndexOf("</think>");
+          if (thought !== -1) written = written.slice(thought + "</think>".length).trimStart();
           text.textContent = written;
         } else if (name === "done") {
           references = data.references || references;
@@ -132,14 +160,13 @@
           history.push({ role: "assistant", content: written,
                          cited_titles: references.filter((r) => cited.includes(r.n)).map((r) => r.title) });
         } else if (name === "error") {
-          body.append(el("p", { class: "error", role: "alert", text: t("chat.error", { error: data.error }) }));
-          if (data.hint) body.append(el("p", { class: "muted small", text: data.hint }));
+          showError(body, data);
           const found = data.excerpts || references;
           if (found.length) body.append(sourceList(found));
         }
       }
     } catch (error) {
-      body.append(el("p", { class: "error", role: "alert", text: t("chat.error", { error: error.message }) }));
+      showError(body, { error: error.message });
     } finally {
       status.remove();
       item.dataset.state = "done";

@@ -1,0 +1,229 @@
+"""Which passages of the documents found answer the question (issue #29).
+
+Before, every document found got an even share of the budget — its lead and a window around
+the question's rarest pieces — so a long article that held the answer got 500 characters while
+four documents that barely matched got the rest: the answer was in the excerpts for .728 of the
+shared questions. Now every passage (a chunk: a section's text, cut at about 500 characters)
+of the documents found competes for the budget on evidence:
+
+* **words** — the question's words (Sudachi pieces for Japanese, stems for spaced scripts) the
+  passage holds, each weighed by how rare it is *among the passages competing* (a local IDF:
+  the article's own name is in every passage of the article and says nothing about which);
+* **heading** — those words in the passage's heading path below the title (``人口``,
+  ``歴史 > 近代``): a section named for what is asked is where the answer usually is;
+* **meaning** — the question's vector against the passage's own (its best unit), where the
+  source has vectors: the passage that answers often shares few words with the question;
+* **lead** — the first passage of a document, as far as the question is *about* that
+  document (its title stands for much of the question: "what is X", "where is X");
+* **rank** — the document's place among those found.
+
+The budget follows the evidence: the best passages go in, whatever document they are from, so
+one article may give several and a document that barely matches gives none. Weights and the
+threshold were chosen on JaQuAD train articles as long documents (bench/answer_context.py,
+``long-dev``) and then measured on the shared questions and JaQuAD dev (docs/design.md §31.1).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ChiezoError
+from ..words import content_pieces, fold
+from .excerpt import take
+
+WEIGHTS = {"words": 1.0, "heading": 0.6, "meaning": 0.7, "lead": 0.5, "rank": 0.6}
+KEEP_SHARE = 0.45  # a passage scoring below this share of the best one is left out
+
+
+@dataclass
+class Passage:
+    doc: int  # the document's place among those found (0: first)
+    ord: int  # its order in the document
+    heading: str  # the heading path below the document's title ("" for the lead)
+    text: str
+    chunk_id: int = 0
+    score: float = 0.0
+    terms: set[str] = field(default_factory=set)  # the question's words it holds
+    heading_terms: set[str] = field(default_factory=set)  # … in its heading path
+
+
+@dataclass(frozen=True)
+class Found:
+    """A document to choose passages from, where no search hit names it (``doc`` asked with a
+    question): what ``choose`` reads of a hit."""
+
+    source: str
+    doc_id: int
+    title: str
+    url: str | None = None
+
+
+@dataclass
+class Document:
+    """One document found, with its passages and those chosen of them."""
+
+    hit: Any  # the search hit
+    title: str
+    aliases: list[str]
+    passages: list[Passage]
+    chosen: list[Passage] = field(default_factory=list)  # in the document's order
+
+
+def choose(service, hits: list, question: str, budget: int) -> list[Document]:
+    """``hits``' documents that give a passage, each with the passages chosen for it, best
+    evidence first, within ``budget`` characters: the best passages of all go in while the
+    budget lasts, none far below the best (``KEEP_SHARE``)."""
+    documents = [d for i, hit in enumerate(hits) if (d := _document(service, i, hit))]
+    passages = [p for d in documents for p in d.passages]
+    if not passages:
+        return []
+    _score(service, documents, passages, question)
+    floor = max(p.score for p in passages) * KEEP_SHARE
+    by_place = {d.passages[0].doc: d for d in documents if d.passages}
+    for p in take([p for p in passages if p.score >= floor], budget):
+        by_place[p.doc].chosen.append(p)
+    for d in documents:
+        d.chosen.sort(key=lambda p: p.ord)
+    return sorted((d for d in documents if d.chosen),
+                  key=lambda d: -max(p.score for p in d.chosen))  # fmt: skip
+
+
+def _document(service, place: int, hit) -> Document | None:
+    try:
+        doc = service.doc(hit.source, doc_id=hit.doc_id, fields=["title", "aliases", "chunks"])
+        title = doc.get("title") or hit.title
+        ids = _chunk_ids(service, hit)
+        passages = [Passage(place, c["ord"], _below_title(c.get("heading_path") or "", title),
+                            _plain(c.get("text") or ""), ids.get(c["ord"], 0))
+                    for c in doc.get("chunks") or [] if _plain(c.get("text") or "")]  # fmt: skip
+        if not passages:  # a document without passages (notes): its body is the one
+            body = service.doc(hit.source, doc_id=hit.doc_id, fields=["body"]).get("body") or ""
+            passages = [Passage(place, 0, "", " ".join(body.split()))] if body.strip() else []
+    except ChiezoError:
+        return None
+    aliases = doc.get("aliases") or []
+    return Document(hit, title, aliases if isinstance(aliases, list) else [], passages)
+
+
+_HEADING_LINE = re.compile(r"^\s*#{1,6}\s.*$", re.M)
+
+
+def _plain(text: str) -> str:
+    """A passage as one line, without its heading's ``## …`` line (the heading path says it)."""
+    return " ".join(_HEADING_LINE.sub(" ", text).split())
+
+
+def _chunk_ids(service, hit) -> dict[int, int]:
+    conn = service.library.get(hit.source).conn
+    return dict(conn.execute("SELECT ord, chunk_id FROM chunks WHERE doc_id = ?", (hit.doc_id,)))
+
+
+def _below_title(path: str, title: str) -> str:
+    """``浅草寺 > 歴史 > 近代`` → ``歴史 > 近代``: the title is every passage's, not one's."""
+    parts = [p.strip() for p in path.split(">")]
+    if parts and fold(parts[0]) == fold(title):
+        parts = parts[1:]
+    return " > ".join(p for p in parts if p)
+
+
+# -- evidence -----------------------------------------------------------------------------------
+
+
+def _score(service, documents: list[Document], passages: list[Passage], question: str) -> None:
+    terms = _terms(question)
+    idf = _local_idf(terms, passages)
+    mass = sum(idf.values()) or 1.0
+    meaning = _meaning(service, documents, question)
+    for d in documents:
+        about = _aboutness(d, terms, idf, mass)
+        first = min((p.ord for p in d.passages), default=0)
+        for p in d.passages:
+            words = sum(idf[t] for t in p.terms) / mass
+            heading = sum(idf[t] for t in p.heading_terms) / mass
+            p.score = (WEIGHTS["words"] * words + WEIGHTS["heading"] * heading
+                       + WEIGHTS["meaning"] * meaning.get(id(p), 0.0)
+                       + WEIGHTS["lead"] * about * (p.ord == first)
+                       + WEIGHTS["rank"] / (1 + p.doc))  # fmt: skip
+
+
+def _terms(question: str) -> list[str]:
+    """The question's content words as they are found in text (words.content_pieces): どんな,
+    一番 or 何 are rare among passages by chance, and would otherwise weigh most."""
+    return content_pieces(question)
+
+
+def _local_idf(terms: list[str], passages: list[Passage]) -> dict[str, float]:
+    """How rare each word is among the passages competing; each passage learns which it holds."""
+    df = dict.fromkeys(terms, 0)
+    for p in passages:
+        heading, text = fold(p.heading), fold(p.text)  # NFKC: the costliest step, once each
+        p.heading_terms = {t for t in terms if t in heading}
+        p.terms = {t for t in terms if t in text} | p.heading_terms
+        for t in p.terms:
+            df[t] += 1
+    n = len(passages)
+    return {t: (math.log(1 + n / df[t]) if df[t] else 0.0) for t in terms}
+
+
+def _aboutness(document: Document, terms: list[str], idf: dict[str, float], mass: float) -> float:
+    """How much of the question the document's names stand for: 1 for "what is 浅草寺?"."""
+    names = " ".join(fold(n) for n in (document.title, *document.aliases))
+    named = [t for t in terms if t in names]
+    if not named:
+        return 0.0
+    weights = {t: max(idf[t], 0.5) for t in terms}  # a name in every passage has idf ~0
+    return sum(weights[t] for t in named) / sum(weights.values())
+
+
+def _meaning(service, documents: list[Document], question: str) -> dict[int, float]:
+    """Passage → how close its best vector is to the question's, scaled to 0..1 over the
+    passages that have vectors (a source without them adds nothing)."""
+    import numpy as np
+
+    from ..search.semantic import embed_query
+
+    similarity: dict[int, float] = {}
+    for source, group in _by_source(documents).items():
+        opened = service.library.get(source)
+        if opened.vectors is None:
+            continue
+        try:
+            query = np.asarray(embed_query(opened, question), dtype=np.float32)
+        except ChiezoError:
+            continue
+        by_chunk = {p.chunk_id: p for d in group for p in d.passages if p.chunk_id}
+        for chunk_id, best in _best_per_chunk(opened.conn, list(by_chunk), query, np).items():
+            similarity[id(by_chunk[chunk_id])] = best
+    if not similarity:
+        return {}
+    low, high = min(similarity.values()), max(similarity.values())
+    spread = (high - low) or 1.0
+    return {k: (v - low) / spread for k, v in similarity.items()}
+
+
+def _by_source(documents: list[Document]) -> dict[str, list[Document]]:
+    out: dict[str, list[Document]] = {}
+    for d in documents:
+        out.setdefault(d.hit.source, []).append(d)
+    return out
+
+
+def _best_per_chunk(conn, chunk_ids: list[int], query, np) -> dict[int, float]:
+    best: dict[int, float] = {}
+    for start in range(0, len(chunk_ids), 500):
+        part = chunk_ids[start : start + 500]
+        rows = conn.execute(f"SELECT chunk_id, vec FROM chunk_vectors WHERE chunk_id IN "
+                            f"({','.join('?' * len(part))})", part).fetchall()  # fmt: skip
+        if not rows:
+            continue
+        vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f2").astype(np.float32)
+        vectors = vectors.reshape(len(rows), -1)
+        if vectors.shape[1] != len(query):
+            return {}
+        scores = vectors @ query
+        for (chunk_id, _), score in zip(rows, scores, strict=True):
+            best[chunk_id] = max(best.get(chunk_id, -1.0), float(score))
+    return best
