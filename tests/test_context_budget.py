@@ -562,3 +562,22 @@ def test_the_web_chat_names_the_cause_of_a_failed_answer(library):
     assert cause == "context_exceeded" and "文脈長" in said  # the cause, in the page's language
     assert "トークン" in shown and "CHIEZO_ANSWER_BUDGET" in shown  # the sizes and what to change
     assert not page.errors
+
+
+def test_the_chat_and_admin_pages_show_the_context_the_endpoint_says(library):
+    from chiezo.api import create_app
+
+    from helpers import browser_page, chromium
+
+    with ContextStub(says=3072) as stub, \
+            RunningServer(create_app(service(library, stub).settings)) as server, \
+            chromium() as browser:  # fmt: skip
+        page = browser_page(browser, server.url)
+        page.goto(server.url + "/chat")
+        page.wait_for_function("() => /3,072/.test(document.querySelector('#chat-model-line').textContent)")
+        page.goto(server.url + "/admin")
+        page.wait_for_function("() => /3,072/.test(document.querySelector('#llm-status').textContent)")
+        status = page.locator("#llm-status").inner_text()
+        page.context.close()
+    assert "3,072" in status and "llama.cpp /props" in status and "トークン" in status
+    assert not page.errors

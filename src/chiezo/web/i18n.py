@@ -201,6 +201,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "admin.llm.ok": ("接続できます — モデル: {model}", "Reachable — model: {model}"),
     "admin.llm.bad": ("問題あり: {problem}", "Problem: {problem}"),
     "admin.llm.checking": ("確認中…", "Checking…"),
+    "admin.llm.context": ("文脈長 {tokens} トークン／リクエスト（{source}）",
+                          "context {tokens} tokens a request ({source})"),  # fmt: skip
     "admin.token": ("トークン", "Token"),
     "admin.token.hint": (
         "このサーバーへの書き込み（再構築・メモ）には CHIEZO_TOKEN が必要です。",

@@ -245,7 +245,9 @@
       box.replaceChildren(...status.endpoints.map((e) => el("p", { class: e.ok ? "ok" : "warn" },
         el("span", { class: "mono", text: e.url + " — " }),
         e.ok ? t("admin.llm.ok", { model: modelLabel(e.model) || "?" }) : t("admin.llm.bad", { problem: e.problem || "?" }),
-        e.models && e.models.length ? el("span", { class: "muted small", text: ` (${e.models.map(modelLabel).join(", ")})` }) : "")));
+        e.models && e.models.length ? el("span", { class: "muted small", text: ` (${e.models.map(modelLabel).join(", ")})` }) : "",
+        // the tokens one request may hold, and who said so (answers are fitted to it)
+        e.context ? el("span", { class: "muted small", text: ` · ${t("admin.llm.context", { tokens: e.context.toLocaleString(), source: e.context_source })}` }) : "")));
       box.classList.remove("muted");
     } catch (error) {
       box.textContent = error.message;
