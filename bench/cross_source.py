@@ -6,9 +6,12 @@
 Builds (once, under bench/work/cross_source) a library from ../shared/data: the jawiki excerpt
 with use-m vectors, GeoNames cities15000 + admin1, the enwiki excerpt, the Japanese Rust book
 (docs) and the Ray Charles ZIM — with --jaquad, JaQuAD dev (one document per paragraph, use-m
-vectors) too. Each question set is asked three ways in the same run: of its own source alone,
-of all sources in the evidence order (search/evidence.py), and of all sources fused by
-reciprocal rank (the order before it, as the baseline). Prints a table, writes JSON to
+vectors) too. Question sets: the 92 shared jawiki-excerpt questions and the 117 natural
+development questions of bench/data (issue #29 item 7). Each is asked four ways in the same
+run: of its own source alone, of all sources in the evidence order (search/evidence.py), the
+same with only the question's content words counted in coverage (light words such as 一番 left
+out, as within a source: tried, not kept), and of all sources fused by reciprocal rank (the
+order before evidence). Prints a table, writes JSON to
 bench/results/, and shows the first hits of a few everyday queries.
 """
 
@@ -90,6 +93,21 @@ def rank_fused(service: Service):
         return [hits[key] for key, _ in fused]
 
     return merged
+
+
+@contextlib.contextmanager
+def content_words_only():
+    """The evidence order with a hit's coverage of the question's content words only, light
+    ones such as 一番 left out as each source's own search does (issue #29 item 7): tried
+    across sources, not kept (docs/design.md §31.4)."""
+    import chiezo.service as module
+
+    saved = module.query_words
+    module.query_words = words.evidence_words
+    try:
+        yield
+    finally:
+        module.query_words = saved
 
 
 @contextlib.contextmanager
@@ -199,7 +217,8 @@ def main() -> None:
     service = Service(Settings(data_dir=WORK / "data", query_timeout=60.0))
     for name, (kind, path, options, model) in LIBRARY.items():
         build(service, name, kind, path, options, model)
-    sets = [(service, "jawiki", DATA / "eval/ja/jawiki-excerpt-questions.jsonl")]
+    sets = [(service, "jawiki", DATA / "eval/ja/jawiki-excerpt-questions.jsonl"),
+            (service, "jawiki", HERE / "data" / "jawiki-natural-dev.jsonl")]  # fmt: skip
     if args.jaquad:  # a second library: the five sources (linked, not copied) and JaQuAD dev
         six = with_jaquad(service)
         sets.append((six, "jaquad", jaquad_folder("dev", None)[1]))
@@ -208,9 +227,12 @@ def main() -> None:
         questions = evaluate.load_questions(path, args.max_questions)
         rows.append(ask(library, questions, target, "its source alone", target))
         rows.append(ask(library, questions, None, "all sources (evidence)", target))
+        with content_words_only():
+            rows.append(ask(library, questions, None, "all sources (evidence, content words)",
+                            target))  # fmt: skip
         with merging(library, rank_fused(library)):
             rows.append(ask(library, questions, None, "all sources (rank fusion, before)", target))
-        for row in rows[-3:]:
+        for row in rows[-4:]:
             console.print(row)
     table = Table(title="search across sources: R@k counts the question's own document")
     for column in rows[0]:

@@ -11,7 +11,7 @@ from chiezo.config import Settings
 from chiezo.search import evidence, retrieval
 from chiezo.service import Service
 from chiezo.sources.wikipedia import ingest_wikipedia
-from chiezo.words import light_words, query_words
+from chiezo.words import evidence_words, light_words, query_words
 
 from helpers import data_file, titles
 
@@ -38,6 +38,9 @@ def test_light_words_are_those_that_say_nothing_of_what_is_asked():
     assert light_words("日本で最も南にある県は？") == {"最も", "有る"}
     assert light_words("阿波おどりで知られる県は？") == frozenset()
     assert light_words("Which is the largest country?") == frozenset()  # no parts of speech
+    # what coverage counts, within a source and across sources: the others, in their order
+    assert evidence_words("世界で一番広い国は？") == ["世界", "広い", "国"]
+    assert evidence_words("日本で最も南にある県は？") == ["日本", "南", "県"]
 
 
 def test_specificity_is_the_information_of_the_rarest_content_word(jawiki):

@@ -292,7 +292,9 @@ class Service:
         )
 
     def _merged(self, q: str, results: dict[str, SearchResult], options: RetrievalOptions):
-        """Every source's hits in one order of evidence (search/evidence.py)."""
+        """Every source's hits in one order of evidence (search/evidence.py). Coverage here
+        counts every word of the question, light ones (一番) too: leaving them out, as a
+        source's own search does, measured no better across sources (docs/design.md §31.4)."""
         words = query_words(q)
         lists = []
         for name, result in results.items():

@@ -77,6 +77,13 @@ def light_words(text: str) -> frozenset[str]:
     return frozenset(_query(text).light)
 
 
+def evidence_words(text: str) -> list[str]:
+    """``query_words(text)`` but the light ones: the words whose presence in a document is
+    evidence that it is about the question (coverage, search/evidence.py)."""
+    light = light_words(text)
+    return [w for w in query_words(text) if w not in light]
+
+
 def marked_words(text: str) -> tuple[list[str], list[str]]:
     """What a reader should see marked for a query: (word stems of spaced scripts, to mark as
     whole words from their start; pieces of Japanese as written, to mark wherever they occur).

@@ -26,7 +26,7 @@ from ..embedders import get_embedder
 from ..errors import BadQuery
 from ..library import Source
 from ..models import Hit, SearchResult
-from ..words import light_words, query_words
+from ..words import evidence_words, light_words, query_words
 from .evidence import coverage, specificity
 from .filters import Filters, Near
 from .fts import MAX_WINDOW, read_hits
@@ -218,9 +218,7 @@ def _by_coverage(source: Source, text: str, keyword: KeywordPlan) -> KeywordPlan
     Min-max alone makes the best keyword match 1.0 even when it holds one word of six —
     Sudachi's 使う in つかった — and it then outweighs the passage meaning found. JaQuAD train
     R@1 .893 → .899, R@5 .983 → .984 (docs/design.md §24)."""
-    light = light_words(text)  # 一番, 何, ある: no evidence of what a document is about
-    content = [w for w in query_words(text) if w not in light]
-    covered = coverage(source, content, [d for d, _ in keyword.ranked])
+    covered = coverage(source, evidence_words(text), [d for d, _ in keyword.ranked])
     if not covered:
         return keyword
     ranked = dict(zip([d for d, _ in keyword.ranked],
