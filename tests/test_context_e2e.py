@@ -42,7 +42,7 @@ def llama_server(n_ctx: int, parallel: int = 1):
     params.n_ctx, params.n_parallel = n_ctx, parallel
     params.use_jinja = True
     params.verbosity = 1  # errors only
-    params.cpuparams.n_threads = 1  # two threads on two shared cores wait on each other
+    params.cpuparams.n_threads = 2  # the test only waits on the server: both cores (c4096-ja 88 → 49 s)
     return xllamacpp.Server(params), f"http://127.0.0.1:{port}/v1"
 
 
