@@ -17,7 +17,3 @@ def normalise_title(text: str) -> str:
 def split_terms(text: str) -> list[str]:
     """Whitespace-separated terms, including the ideographic space U+3000."""
     return [t for t in _SPACE.split(text.replace("\u3000", " ").strip()) if t]
-
-
-def is_punctuation(char: str) -> bool:
-    return unicodedata.category(char)[0] in "PSZC"

@@ -246,8 +246,10 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
 
     @app.get("/v1/search", tags=["search"], responses=documented(404, 504))
     def search_all(request: AllSourcesSearch) -> JSONResponse:
-        """Search every source; rankings fused by reciprocal rank. Sources without vectors are
-        searched by keyword whatever ``mode`` asks (the response notes say which)."""
+        """Search every source, in one order of evidence: titles equal to the query first, then
+        by how much of the query each hit covers in its own source and how close its meaning
+        is. Sources without vectors are searched by keyword whatever ``mode`` asks (the
+        response notes say which)."""
         return _json(service.search(request).to_dict())
 
     # -- answers -------------------------------------------------------------------------------
