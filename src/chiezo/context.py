@@ -221,21 +221,17 @@ def overflow_of(status: int, body: str) -> Overflow | None:
     message = details.get("message") if isinstance(details.get("message"), str) else None
     message = message or (error if isinstance(error, str) else None) or body[:500]
     coded = any(details.get(k) in _OVERFLOW_CODES for k in ("code", "type"))
-    prompt = _whole_or_none(details.get("n_prompt_tokens"))
-    context = _whole_or_none(details.get("n_ctx"))
+    # the sizes an overflow names become the client's window (LLMClient.learn): the same
+    # plausibility bounds as a figure the endpoint volunteers
+    prompt = _whole(details.get("n_prompt_tokens"))
+    context = _whole(details.get("n_ctx"))
     for pattern in _OVERFLOW_MESSAGES:
         found = pattern.search(message)
         if found:
             named = found.groupdict()
-            prompt = prompt or _whole_or_none(named.get("prompt") or named.get("messages"))
-            context = context or _whole_or_none(named.get("context"))
+            prompt = prompt or _whole(named.get("prompt") or named.get("messages"))
+            context = context or _whole(named.get("context"))
             return Overflow(message.strip(), prompt, context)
     if coded:
         return Overflow(message.strip(), prompt, context)
     return None
-
-
-def _whole_or_none(value: Any) -> int | None:
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

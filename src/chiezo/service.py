@@ -335,7 +335,8 @@ class Service:
             found, alternatives = browse.find_doc(src, title=title, doc_id=doc_id, key=key)
             out = browse.read_doc(src, found, wanted, None if question else max_chars)
         if question and "body" in out:
-            self._answering_passages(out, question, max_chars or self.settings.answer_budget)
+            budget = self.settings.answer_budget if max_chars is None else max_chars
+            self._answering_passages(out, question, budget)
         if alternatives:
             out["alternatives"] = alternatives
         return out
