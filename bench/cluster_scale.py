@@ -51,22 +51,22 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from chiezo.config import Settings  # noqa: E402
-from chiezo.embed import BATCH, Work, local_vectors, passage_text, unit_spans  # noqa: E402
-from chiezo.embedders import get_embedder  # noqa: E402
-from chiezo.service import Service  # noqa: E402
-from chiezo.sources.wikidump import WikiDump  # noqa: E402
-from chiezo.sources.wikipedia import BATCH_PAGES  # noqa: E402
-from chiezo.sources.wikirender import default_workers, local_parsers  # noqa: E402
-from chiezo.sources.wikistreams import write_multistream  # noqa: E402
-from chiezo.sources.wikitext import Namespaces  # noqa: E402
+from chiezo.core.config import Settings  # noqa: E402
+from chiezo.ingest.wikidump import WikiDump  # noqa: E402
+from chiezo.ingest.wikipedia import BATCH_PAGES  # noqa: E402
+from chiezo.ingest.wikirender import default_workers, local_parsers  # noqa: E402
+from chiezo.ingest.wikistreams import write_multistream  # noqa: E402
+from chiezo.ingest.wikitext import Namespaces  # noqa: E402
+from chiezo.ops.service import Service  # noqa: E402
+from chiezo.store.embed import BATCH, Work, local_vectors, passage_text, unit_spans  # noqa: E402
+from chiezo.store.embedders import get_embedder  # noqa: E402
 
 from corpus import SHARED_DATA  # noqa: E402
 
 DUMP = SHARED_DATA / "wikipedia/jawiki-20230501-excerpt.xml.bz2"
 FALLBACK_DUMP = ROOT / "tests/data/wikipedia/jawiki-20230501-excerpt.xml.bz2"  # a bare machine
 MODEL = "use-m"
-IN_FLIGHT = 4  # batches queued per worker, as sources/wikipedia.py does
+IN_FLIGHT = 4  # batches queued per worker, as ingest/wikipedia.py does
 console = Console(width=150)
 
 
@@ -96,14 +96,18 @@ def work_batches(batches: list[list[tuple]], limit: int) -> list[Work]:
     units = []
     for batch in batches:
         for _, title, text, _ in batch:
-            plain = re.sub(r"\{\{[^{}]*\}\}|\[\[(?:[^|\]]*\|)?([^\]]*)\]\]|'{2,}|<[^>]+>", r"\1", text)
+            plain = re.sub(
+                r"\{\{[^{}]*\}\}|\[\[(?:[^|\]]*\|)?([^\]]*)\]\]|'{2,}|<[^>]+>", r"\1", text
+            )
             for a, b in unit_spans(plain, 60):
                 units.append(passage_text(title, "", plain[a:b]))
                 if len(units) >= limit:
                     break
     units = units[:limit]
-    return [Work([str(i) for i in range(at, min(at + BATCH, len(units)))],
-                 units[at : at + BATCH], 1, 0) for at in range(0, len(units), BATCH)]  # fmt: skip
+    return [
+        Work([str(i) for i in range(at, min(at + BATCH, len(units)))], units[at : at + BATCH], 1, 0)
+        for at in range(0, len(units), BATCH)
+    ]
 
 
 def time_vectorize(vectorize, work: list[Work]) -> dict:
@@ -116,21 +120,34 @@ def time_vectorize(vectorize, work: list[Work]) -> dict:
     seconds = time.monotonic() - started
     first = first or 0.0
     steady = (count - BATCH) / (seconds - first) if seconds > first and count > BATCH else 0.0
-    return {"units": count, "seconds": round(seconds, 2), "startup_s": round(first, 2),
-            "rate": round(count / seconds, 1), "steady_rate": round(steady, 1)}  # fmt: skip
+    return {
+        "units": count,
+        "seconds": round(seconds, 2),
+        "startup_s": round(first, 2),
+        "rate": round(count / seconds, 1),
+        "steady_rate": round(steady, 1),
+    }
 
 
 def embed_local(embedder, work: list[Work]) -> dict:
     embedder.embed(work[0].passages[:4], "passage")  # the model loaded before timing
-    return {"job": "embed", "path": "local (one process, every core)", "workers": 1,
-            **time_vectorize(local_vectors(embedder), work)}  # fmt: skip
+    return {
+        "job": "embed",
+        "path": "local (one process, every core)",
+        "workers": 1,
+        **time_vectorize(local_vectors(embedder), work),
+    }
 
 
 def embed_on_ray(embedder, work: list[Work], n: int, address: str | None) -> dict:
     from chiezo.cluster.embedding import RayEmbedding
 
-    return {"job": "embed", "path": f"ray: {n} actor(s)", "workers": n,
-            **time_vectorize(RayEmbedding(address, actors=n)(embedder), work)}  # fmt: skip
+    return {
+        "job": "embed",
+        "path": f"ray: {n} actor(s)",
+        "workers": n,
+        **time_vectorize(RayEmbedding(address, actors=n)(embedder), work),
+    }
 
 
 # -- wiki -------------------------------------------------------------------------------------
@@ -154,8 +171,14 @@ def time_render(parsers, batches) -> tuple[float, int]:
 
 def wiki_row(path: str, n: int, parsers, batches) -> dict:
     seconds, chars = time_render(parsers, batches)
-    return {"job": "wiki", "path": path, "workers": n, "units": chars,
-            "seconds": round(seconds, 2), "rate": round(chars / seconds)}  # fmt: skip
+    return {
+        "job": "wiki",
+        "path": path,
+        "workers": n,
+        "units": chars,
+        "seconds": round(seconds, 2),
+        "rate": round(chars / seconds),
+    }
 
 
 def wiki_local(ns, batches) -> dict:
@@ -171,15 +194,22 @@ def wiki_on_ray(ns, batches, n: int, address: str | None) -> dict:
 
 def build_row(path: str, n: int, dump: Path, chars: int, ray_address: str | None) -> dict:
     """A whole ``ingest wikipedia`` into a scratch data directory: chars/s of wikitext."""
-    from chiezo.sources.wikipedia import WikiOptions, ingest_wikipedia
+    from chiezo.ingest.wikipedia import WikiOptions, ingest_wikipedia
 
     with tempfile.TemporaryDirectory(dir=HERE / "work") as scratch:
         started = time.monotonic()
-        ingest_wikipedia(Settings(data_dir=Path(scratch) / "data"), dump,
-                         wiki=WikiOptions(ray=ray_address))  # fmt: skip
+        ingest_wikipedia(
+            Settings(data_dir=Path(scratch) / "data"), dump, wiki=WikiOptions(ray=ray_address)
+        )
         seconds = time.monotonic() - started
-    return {"job": "build", "path": path, "workers": n, "units": chars,
-            "seconds": round(seconds, 2), "rate": round(chars / seconds)}  # fmt: skip
+    return {
+        "job": "build",
+        "path": path,
+        "workers": n,
+        "units": chars,
+        "seconds": round(seconds, 2),
+        "rate": round(chars / seconds),
+    }
 
 
 # -- serve ------------------------------------------------------------------------------------
@@ -193,8 +223,12 @@ def free_port() -> int:
 
 def search_paths(service: Service, count: int = 200) -> list[str]:
     conn = service.library.get("jawiki").conn
-    titles = [t for (t,) in conn.execute("SELECT title FROM docs ORDER BY rank_score DESC LIMIT ?",
-                                         (count,))]  # fmt: skip
+    titles = [
+        t
+        for (t,) in conn.execute(
+            "SELECT title FROM docs ORDER BY rank_score DESC LIMIT ?", (count,)
+        )
+    ]
     random.Random(7).shuffle(titles)
     return [f"/v1/jawiki/search?{urlencode({'q': t, 'limit': 5})}" for t in titles]
 
@@ -236,39 +270,67 @@ def wait_ready(base: str, path: str, seconds: float = 120) -> None:
     raise RuntimeError(f"{base} did not answer")
 
 
-def serve_row(path: str, n: int, base: str, paths: list[str], seconds: int,
-              connections: int) -> dict:  # fmt: skip
+def serve_row(
+    path: str, n: int, base: str, paths: list[str], seconds: int, connections: int
+) -> dict:
     wait_ready(base, paths[0])
     result = load(base, paths, seconds, connections)
-    return {"job": "serve", "path": path, "workers": n, "rate": result["requests_per_s"],
-            "errors": result.get("errors", 0), "p99_ms": result.get("p99_ms")}  # fmt: skip
+    return {
+        "job": "serve",
+        "path": path,
+        "workers": n,
+        "rate": result["requests_per_s"],
+        "errors": result.get("errors", 0),
+        "p99_ms": result.get("p99_ms"),
+    }
 
 
 def serve_local(data: Path, paths: list[str], n: int, seconds: int, connections: int) -> dict:
     port = free_port()
     env = {**os.environ, "CHIEZO_DATA": str(data)}
-    server = subprocess.Popen([sys.executable, "-m", "chiezo.cli", "serve", "--port", str(port),
-                               "--workers", str(n)], env=env)  # fmt: skip
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "chiezo.surfaces.cli.main",
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            str(n),
+        ],
+        env=env,
+    )
     try:
-        return serve_row(f"local: serve --workers {n}", n, f"http://127.0.0.1:{port}", paths,
-                         seconds, connections)  # fmt: skip
+        return serve_row(
+            f"local: serve --workers {n}",
+            n,
+            f"http://127.0.0.1:{port}",
+            paths,
+            seconds,
+            connections,
+        )
     finally:
         server.terminate()
         server.wait(30)
 
 
-def serve_on_ray(data: Path, paths: list[str], n: int, seconds: int, connections: int,
-                 address: str | None) -> dict:  # fmt: skip
+def serve_on_ray(
+    data: Path, paths: list[str], n: int, seconds: int, connections: int, address: str | None
+) -> dict:
     from ray import serve
 
     from chiezo.cluster.serving import APP_NAME, ServeOptions, deploy
 
     port = free_port()
-    deploy(Settings(data_dir=data), ServeOptions(port=port, replicas=n, replica_cpus=1,
-                                                 address=address))  # fmt: skip
+    deploy(
+        Settings(data_dir=data),
+        ServeOptions(port=port, replicas=n, replica_cpus=1, address=address),
+    )
     try:
-        return serve_row(f"ray serve: {n} replica(s)", n, f"http://127.0.0.1:{port}", paths,
-                         seconds, connections)  # fmt: skip
+        return serve_row(
+            f"ray serve: {n} replica(s)", n, f"http://127.0.0.1:{port}", paths, seconds, connections
+        )
     finally:
         serve.delete(APP_NAME, _blocking=False)  # no 30 s drain between configurations
 
@@ -306,14 +368,36 @@ def speedups(rows: list[dict]) -> None:
 
 def show(rows: list[dict]) -> None:
     table = Table(title="Chiezo on Ray against the single-machine path (same run)")
-    for column in ("job", "path", "rate", "steady_rate", "startup_s", "vs_local", "vs_1_worker",
-                   "of_linear", "errors"):  # fmt: skip
+    for column in (
+        "job",
+        "path",
+        "rate",
+        "steady_rate",
+        "startup_s",
+        "vs_local",
+        "vs_1_worker",
+        "of_linear",
+        "errors",
+    ):
         table.add_column(column, justify="left" if column in ("job", "path") else "right")
     units = {"embed": "units/s", "wiki": "chars/s", "build": "chars/s", "serve": "req/s"}
     for r in rows:
-        table.add_row(r["job"], r["path"], f"{r['rate']:,} {units[r['job']]}",
-                      *(str(r.get(c, "")) for c in ("steady_rate", "startup_s", "vs_local",
-                                                    "vs_1_worker", "of_linear", "errors")))  # fmt: skip
+        table.add_row(
+            r["job"],
+            r["path"],
+            f"{r['rate']:,} {units[r['job']]}",
+            *(
+                str(r.get(c, ""))
+                for c in (
+                    "steady_rate",
+                    "startup_s",
+                    "vs_local",
+                    "vs_1_worker",
+                    "of_linear",
+                    "errors",
+                )
+            ),
+        )
     console.print(table)
 
 
@@ -338,8 +422,10 @@ def main() -> None:
     for name, value in FAST_INGRESS.items():  # read when Ray starts (the cluster this starts)
         os.environ.setdefault(name, value)
     ns, batches = pages(args.dump)
-    console.print(f"{sum(len(b) for b in batches)} articles from {args.dump.name}; "
-                  f"{cores} cores here; workers {workers}")  # fmt: skip
+    console.print(
+        f"{sum(len(b) for b in batches)} articles from {args.dump.name}; "
+        f"{cores} cores here; workers {workers}"
+    )
     embedder = get_embedder(MODEL)
     work = work_batches(batches, args.passages)
     data = built_source(args.dump, HERE / "work" / "cluster_scale") if "serve" in parts else None
@@ -370,13 +456,16 @@ def main() -> None:
             rows.append(wiki_on_ray(ns, batches, n, args.address))
         if "build" in parts:
             target = args.address or "default"
-            rows.append(build_row(f"ray build: {n} CPU(s), pages sent", n, args.dump, chars,
-                                  target))  # fmt: skip
-            rows.append(build_row(f"ray build: {n} CPU(s), streams read by workers", n,
-                                  streams, chars, target))  # fmt: skip
+            rows.append(
+                build_row(f"ray build: {n} CPU(s), pages sent", n, args.dump, chars, target)
+            )
+            rows.append(
+                build_row(
+                    f"ray build: {n} CPU(s), streams read by workers", n, streams, chars, target
+                )
+            )
         if "serve" in parts:
-            rows.append(serve_on_ray(data, paths, n, args.seconds, args.connections,
-                                     args.address))  # fmt: skip
+            rows.append(serve_on_ray(data, paths, n, args.seconds, args.connections, args.address))
         ray.shutdown()
     if streams is not None:
         shutil.rmtree(streams.parent, ignore_errors=True)
@@ -384,8 +473,13 @@ def main() -> None:
     show(rows)
     out = HERE / "results" / f"cluster_scale-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"cores": cores, "workers": workers, "dump": args.dump.name,
-                               "rows": rows}, ensure_ascii=False, indent=1))  # fmt: skip
+    out.write_text(
+        json.dumps(
+            {"cores": cores, "workers": workers, "dump": args.dump.name, "rows": rows},
+            ensure_ascii=False,
+            indent=1,
+        )
+    )
     console.print(f"wrote {out}")
 
 

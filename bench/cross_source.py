@@ -30,13 +30,14 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from chiezo import evaluate, words  # noqa: E402
-from chiezo.config import Settings  # noqa: E402
-from chiezo.errors import NotFound  # noqa: E402
+from chiezo.core import words  # noqa: E402
+from chiezo.core.config import Settings  # noqa: E402
+from chiezo.core.errors import NotFound  # noqa: E402
+from chiezo.ingest.geonames import GeoNamesOptions  # noqa: E402
+from chiezo.ops import evaluate  # noqa: E402
+from chiezo.ops.service import Service  # noqa: E402
 from chiezo.search import semantic  # noqa: E402
 from chiezo.search.rank import reciprocal_rank_fusion  # noqa: E402
-from chiezo.service import Service  # noqa: E402
-from chiezo.sources.geonames import GeoNamesOptions  # noqa: E402
 from retrieval_eval import jaquad_folder  # noqa: E402
 
 from corpus import SHARED  # noqa: E402
@@ -45,12 +46,16 @@ WORK = HERE / "work" / "cross_source"
 DATA = SHARED / "data"
 LIBRARY = {  # name: (kind, input, ingest options, embedding model)
     "jawiki": ("wikipedia", DATA / "wikipedia/jawiki-20230501-excerpt.xml.bz2", {}, "use-m"),
-    "geonames": ("geonames", DATA / "geonames/cities15000.zip",
-                 {"options": GeoNamesOptions(admin1=DATA / "geonames/admin1CodesASCII.txt")}, None),
+    "geonames": (
+        "geonames",
+        DATA / "geonames/cities15000.zip",
+        {"options": GeoNamesOptions(admin1=DATA / "geonames/admin1CodesASCII.txt")},
+        None,
+    ),
     "enwiki": ("wikipedia", DATA / "wikipedia/enwiki-202207-excerpt.xml.bz2", {}, None),
     "rust-book": ("docs", DATA / "docs/markdown/rust-book-ja", {}, None),
     "raycharles": ("zim", DATA / "zim/wikipedia_en_ray_charles_2015-06.zim", {}, None),
-}  # fmt: skip
+}
 EVERYDAY = ["Ray Charles", "Helsinki", "夏目漱石はいつ生まれましたか", "京都", "ＪＲ"]
 console = Console(width=150)
 
@@ -88,8 +93,9 @@ def rank_fused(service: Service):
 
     def merged(q, results, options):
         hits = {(h.source, h.doc_id): h for r in results.values() for h in r.hits}
-        fused = reciprocal_rank_fusion([(h.source, h.doc_id) for h in r.hits]
-                                       for r in results.values())  # fmt: skip
+        fused = reciprocal_rank_fusion(
+            [(h.source, h.doc_id) for h in r.hits] for r in results.values()
+        )
         return [hits[key] for key, _ in fused]
 
     return merged
@@ -100,7 +106,7 @@ def content_words_only():
     """The evidence order with a hit's coverage of the question's content words only, light
     ones such as 一番 left out as each source's own search does (issue #29 item 7): tried
     across sources, not kept (docs/design.md §31.4)."""
-    import chiezo.service as module
+    import chiezo.ops.service as module
 
     saved = module.query_words
     module.query_words = words.evidence_words
@@ -181,8 +187,15 @@ def latency(service: Service, source: str, questions, rounds: int = 3) -> list[d
     rows = []
     for mode in modes:
         ordered = sorted(samples[mode])
-        rows.append({"source": source, "mode": mode, "queries": len(ordered),
-                     "p50_ms": _at(ordered, 0.5), "p95_ms": _at(ordered, 0.95)})  # fmt: skip
+        rows.append(
+            {
+                "source": source,
+                "mode": mode,
+                "queries": len(ordered),
+                "p50_ms": _at(ordered, 0.5),
+                "p95_ms": _at(ordered, 0.95),
+            }
+        )
     bound = 1.2 * (rows[0]["p95_ms"] + rows[1]["p95_ms"])
     rows[2]["target_p95_ms"] = round(bound, 2)
     rows[2]["meets_target"] = rows[2]["p95_ms"] <= bound
@@ -217,8 +230,10 @@ def main() -> None:
     service = Service(Settings(data_dir=WORK / "data", query_timeout=60.0))
     for name, (kind, path, options, model) in LIBRARY.items():
         build(service, name, kind, path, options, model)
-    sets = [(service, "jawiki", DATA / "eval/ja/jawiki-excerpt-questions.jsonl"),
-            (service, "jawiki", HERE / "data" / "jawiki-natural-dev.jsonl")]  # fmt: skip
+    sets = [
+        (service, "jawiki", DATA / "eval/ja/jawiki-excerpt-questions.jsonl"),
+        (service, "jawiki", HERE / "data" / "jawiki-natural-dev.jsonl"),
+    ]
     if args.jaquad:  # a second library: the five sources (linked, not copied) and JaQuAD dev
         six = with_jaquad(service)
         sets.append((six, "jaquad", jaquad_folder("dev", None)[1]))
@@ -228,8 +243,9 @@ def main() -> None:
         rows.append(ask(library, questions, target, "its source alone", target))
         rows.append(ask(library, questions, None, "all sources (evidence)", target))
         with content_words_only():
-            rows.append(ask(library, questions, None, "all sources (evidence, content words)",
-                            target))  # fmt: skip
+            rows.append(
+                ask(library, questions, None, "all sources (evidence, content words)", target)
+            )
         with merging(library, rank_fused(library)):
             rows.append(ask(library, questions, None, "all sources (rank fusion, before)", target))
         for row in rows[-4:]:
@@ -255,14 +271,31 @@ def main() -> None:
     ):
         speed.add_column(column, justify="right")
     for row in speeds:
-        speed.add_row(*(str(row.get(c, "")) for c in ("source", "mode", "queries", "p50_ms",
-                                                       "p95_ms", "target_p95_ms", "meets_target")))  # fmt: skip
+        speed.add_row(
+            *(
+                str(row.get(c, ""))
+                for c in (
+                    "source",
+                    "mode",
+                    "queries",
+                    "p50_ms",
+                    "p95_ms",
+                    "target_p95_ms",
+                    "meets_target",
+                )
+            )
+        )
     console.print(speed)
     shown = everyday(service)
     out = HERE / "results" / f"cross_source-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps({"sources": service.sources(), "results": rows,
-                               "latency": speeds, "everyday": shown},
-                              ensure_ascii=False, indent=2, default=str))  # fmt: skip
+    out.write_text(
+        json.dumps(
+            {"sources": service.sources(), "results": rows, "latency": speeds, "everyday": shown},
+            ensure_ascii=False,
+            indent=2,
+            default=str,
+        )
+    )
     console.print(f"wrote {out}")
 
 

@@ -21,8 +21,8 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from chiezo.config import Settings  # noqa: E402
-from chiezo.service import Service  # noqa: E402
+from chiezo.core.config import Settings  # noqa: E402
+from chiezo.ops.service import Service  # noqa: E402
 
 SHARED_DOCS = HERE.parent.parent / "shared" / "data" / "docs"
 WORK = HERE / "work" / "docs_incremental"
@@ -40,8 +40,14 @@ def main() -> None:
     def build(label: str) -> None:
         started = time.monotonic()
         report = service.ingest("docs", folder, "mine", embed=False)
-        rows.append({"build": label, "seconds": round(time.monotonic() - started, 2),
-                     "docs": report.docs, **(report.conversions or {})})  # fmt: skip
+        rows.append(
+            {
+                "build": label,
+                "seconds": round(time.monotonic() - started, 2),
+                "docs": report.docs,
+                **(report.conversions or {}),
+            }
+        )
         console.print(rows[-1])
 
     build("cold (baseline: every file converted)")

@@ -26,17 +26,22 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from chiezo import db  # noqa: E402
-from chiezo.build import BuildOptions, GenerationBuilder  # noqa: E402
-from chiezo.config import Settings  # noqa: E402
-from chiezo.models import Doc  # noqa: E402
-from chiezo.progress import RichProgress  # noqa: E402
-from chiezo.service import Service  # noqa: E402
+from chiezo.core import db  # noqa: E402
+from chiezo.core.config import Settings  # noqa: E402
+from chiezo.core.models import Doc  # noqa: E402
+from chiezo.core.progress import RichProgress  # noqa: E402
+from chiezo.ops.service import Service  # noqa: E402
+from chiezo.store.build import BuildOptions, GenerationBuilder  # noqa: E402
 
 console = Console(width=150)
 CITIES = [(35.68, 139.76), (34.69, 135.50), (35.18, 136.91), (43.06, 141.35), (33.59, 130.40)]
-FEATURES = [("amenity=restaurant", 0.20), ("shop=convenience", 0.10), ("amenity=cafe", 0.05),
-            ("railway=station", 0.01), ("tourism=museum", 0.005)]  # fmt: skip
+FEATURES = [
+    ("amenity=restaurant", 0.20),
+    ("shop=convenience", 0.10),
+    ("amenity=cafe", 0.05),
+    ("railway=station", 0.01),
+    ("tourism=museum", 0.005),
+]
 RUNS = 30
 
 
@@ -58,9 +63,15 @@ def docs(size: int, seed: int = 11):
         if i == size // 2:
             tags.append("one")
         feature = next((f for f, p in FEATURES if rng.random() < p), "shop=other")
-        yield Doc(key=f"p{i}", title=f"地点{i}", body=f"地点{i} {feature}",
-                  rank_score=rng.random() ** 3, tags=tags, attrs={"feature": [feature]},
-                  point=(lat, lon))  # fmt: skip
+        yield Doc(
+            key=f"p{i}",
+            title=f"地点{i}",
+            body=f"地点{i} {feature}",
+            rank_score=rng.random() ** 3,
+            tags=tags,
+            attrs={"feature": [feature]},
+            point=(lat, lon),
+        )
 
 
 def build(settings: Settings, size: int) -> float:
@@ -91,18 +102,28 @@ def classes(size: int) -> dict[str, list[dict]]:
 
     n = 20
     return {
-        "tag with 250k members": [{"tags": ["big"], "offset": rng.randrange(0, 2000)} for _ in range(n)],
+        "tag with 250k members": [
+            {"tags": ["big"], "offset": rng.randrange(0, 2000)} for _ in range(n)
+        ],
         "tag with 1 member": [{"tags": ["one"]} for _ in range(n)],
         "300-member tag, last page": [{"tags": ["t300"], "offset": 290} for _ in range(n)],
-        "tag 250k, deep offset": [{"tags": ["big"], "offset": rng.randrange(50_000, 200_000)} for _ in range(n)],
+        "tag 250k, deep offset": [
+            {"tags": ["big"], "offset": rng.randrange(50_000, 200_000)} for _ in range(n)
+        ],
         "dense bbox": [{"bbox": box(0.1)} for _ in range(n)],
         "bbox + feature": [{"bbox": box(0.2), "feature": ["railway=station"]} for _ in range(n)],
-        "bbox + common feature": [{"bbox": box(0.1), "feature": ["amenity=restaurant"]} for _ in range(n)],
+        "bbox + common feature": [
+            {"bbox": box(0.1), "feature": ["amenity=restaurant"]} for _ in range(n)
+        ],
         "nearest 10": [{"near": around(0.3)} for _ in range(n)],
-        "nearest 10 stations": [{"near": around(0.3), "feature": ["railway=station"]} for _ in range(n)],
+        "nearest 10 stations": [
+            {"near": around(0.3), "feature": ["railway=station"]} for _ in range(n)
+        ],
         "within 2 km": [{"near": around(0.1), "radius_km": 2.0} for _ in range(n)],
-        "tag 250k ∩ feature 200k": [{"tags": ["big"], "feature": ["amenity=restaurant"]} for _ in range(n)],
-    }  # fmt: skip
+        "tag 250k ∩ feature 200k": [
+            {"tags": ["big"], "feature": ["amenity=restaurant"]} for _ in range(n)
+        ],
+    }
 
 
 def naive(conn: db.Connection, params: dict) -> None:
@@ -128,8 +149,10 @@ def naive(conn: db.Connection, params: dict) -> None:
         order = f"(p.lat - {lat}) * (p.lat - {lat}) + (p.lon - {lon}) * (p.lon - {lon})"
     sql_where = (" WHERE " + " AND ".join(where)) if where else ""
     base = f"FROM docs d {' '.join(joins)}{sql_where}"
-    conn.execute(f"SELECT d.doc_id, d.title {base} ORDER BY {order} LIMIT 10 OFFSET ?",
-                 (*args, params.get("offset", 0))).fetchall()  # fmt: skip
+    conn.execute(
+        f"SELECT d.doc_id, d.title {base} ORDER BY {order} LIMIT 10 OFFSET ?",
+        (*args, params.get("offset", 0)),
+    ).fetchall()
     conn.execute(f"SELECT count(*) {base}", args).fetchone()
 
 
@@ -182,8 +205,15 @@ def main() -> None:
     for col in ("class", "median total", "plan", "p50", "p99", "naive p50", "naive max"):
         table.add_column(col, justify="right")
     for cls, r in rows.items():
-        table.add_row(cls, f"{r['median_total']:,.0f}", ",".join(r["plans"]), str(r["p50_ms"]),
-                      str(r["p99_ms"]), str(r["naive_p50_ms"]), str(r["naive_max_ms"]))  # fmt: skip
+        table.add_row(
+            cls,
+            f"{r['median_total']:,.0f}",
+            ",".join(r["plans"]),
+            str(r["p50_ms"]),
+            str(r["p99_ms"]),
+            str(r["naive_p50_ms"]),
+            str(r["naive_max_ms"]),
+        )
     console.print(table)
     out = HERE / "results" / f"filter_scale-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(exist_ok=True)

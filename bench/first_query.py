@@ -45,11 +45,12 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from chiezo import embedders, evaluate, generations  # noqa: E402
-from chiezo.config import Settings  # noqa: E402
-from chiezo.errors import NotFound  # noqa: E402
+from chiezo.core.config import Settings  # noqa: E402
+from chiezo.core.errors import NotFound  # noqa: E402
+from chiezo.ops import evaluate  # noqa: E402
+from chiezo.ops.service import Service  # noqa: E402
 from chiezo.search import semantic  # noqa: E402
-from chiezo.service import Service  # noqa: E402
+from chiezo.store import embedders, generations  # noqa: E402
 
 from corpus import SHARED  # noqa: E402
 
@@ -144,8 +145,13 @@ def trial(service: Service, questions, case: dict) -> dict:
                 break
             time.sleep(0.05)
         warm_s = lib.warmed.get(NAME, {}).get("seconds")
-    return {**case, "first_ms": round(first_ms, 1), "second_ms": round(second_ms, 1),
-            "retrieval": retrieval, "warm_s": warm_s}  # fmt: skip
+    return {
+        **case,
+        "first_ms": round(first_ms, 1),
+        "second_ms": round(second_ms, 1),
+        "retrieval": retrieval,
+        "warm_s": warm_s,
+    }
 
 
 def cases(delays: list[float], can_drop: bool) -> list[dict]:
@@ -154,12 +160,26 @@ def cases(delays: list[float], can_drop: bool) -> list[dict]:
         for model in ("loaded", "unloaded"):
             for delay in delays:
                 for behaviour in ("old", "new"):
-                    out.append({"cache": cache, "model": model, "delay": delay,
-                                "probe": None, "behaviour": behaviour})  # fmt: skip
+                    out.append(
+                        {
+                            "cache": cache,
+                            "model": model,
+                            "delay": delay,
+                            "probe": None,
+                            "behaviour": behaviour,
+                        }
+                    )
     worst = "dropped" if can_drop else "cached"
     for behaviour in ("old", "new"):  # a request that needs nothing the warm loads
-        out.append({"cache": worst, "model": "unloaded", "delay": 0.0, "probe": "keyword",
-                    "behaviour": behaviour})  # fmt: skip
+        out.append(
+            {
+                "cache": worst,
+                "model": "unloaded",
+                "delay": 0.0,
+                "probe": "keyword",
+                "behaviour": behaviour,
+            }
+        )
     return out
 
 
@@ -172,14 +192,21 @@ def summary(rows: list[dict]) -> list[dict]:
     for (cache, model, delay, probe, behaviour), group in groups.items():
         firsts = [r["first_ms"] for r in group]
         warms = [r["warm_s"] for r in group if r["warm_s"] is not None]
-        out.append({
-            "cache": cache, "model": model, "delay_s": delay, "query": probe,
-            "behaviour": behaviour, "trials": len(group),
-            "first_ms_median": round(statistics.median(firsts), 1), "first_ms_max": max(firsts),
-            "second_ms_median": round(statistics.median(r["second_ms"] for r in group), 1),
-            "fell_back": sum(r["retrieval"] == "keyword-fallback" for r in group),
-            "warm_s_median": round(statistics.median(warms), 3) if warms else None,
-        })  # fmt: skip
+        out.append(
+            {
+                "cache": cache,
+                "model": model,
+                "delay_s": delay,
+                "query": probe,
+                "behaviour": behaviour,
+                "trials": len(group),
+                "first_ms_median": round(statistics.median(firsts), 1),
+                "first_ms_max": max(firsts),
+                "second_ms_median": round(statistics.median(r["second_ms"] for r in group), 1),
+                "fell_back": sum(r["retrieval"] == "keyword-fallback" for r in group),
+                "warm_s_median": round(statistics.median(warms), 3) if warms else None,
+            }
+        )
     return out
 
 
@@ -209,9 +236,19 @@ def main() -> None:
         table.add_row(*(str(v) for v in row.values()))
     console.print(table)
     out = HERE / "results" / f"first_query-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps({"sources": service.sources(), "page_cache_dropped": can_drop,
-                               "summary": shown, "trials": rows},
-                              ensure_ascii=False, indent=2, default=str))  # fmt: skip
+    out.write_text(
+        json.dumps(
+            {
+                "sources": service.sources(),
+                "page_cache_dropped": can_drop,
+                "summary": shown,
+                "trials": rows,
+            },
+            ensure_ascii=False,
+            indent=2,
+            default=str,
+        )
+    )
     console.print(f"wrote {out}")
 
 

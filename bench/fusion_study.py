@@ -23,16 +23,16 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from chiezo import evaluate  # noqa: E402
-from chiezo.config import Settings  # noqa: E402
+from chiezo.core.config import Settings  # noqa: E402
+from chiezo.core.words import query_words  # noqa: E402
+from chiezo.ops import evaluate  # noqa: E402
+from chiezo.ops.service import Service  # noqa: E402
 from chiezo.search.evidence import coverage  # noqa: E402
 from chiezo.search.filters import Filters  # noqa: E402
 from chiezo.search.fts import plan_search  # noqa: E402
 from chiezo.search.hybrid import minmax, scale_to_max  # noqa: E402
 from chiezo.search.keyword import word_matches  # noqa: E402
 from chiezo.search.semantic import embed_query, semantic_candidates  # noqa: E402
-from chiezo.service import Service  # noqa: E402
-from chiezo.words import query_words  # noqa: E402
 
 WORK = HERE / "work" / "retrieval_eval"
 console = Console(width=130)
@@ -80,17 +80,23 @@ def rule(inner: str, word_weight: float, keyword_weight: float, power: float | N
 
     def ranked(case):
         w, t = scaled(case["words"], inner), scaled(case["trigrams"], inner)
-        keyword = {d: word_weight * w.get(d, 0) + (1 - word_weight) * t.get(d, 0)
-                   for d in set(w) | set(t)}  # fmt: skip
+        keyword = {
+            d: word_weight * w.get(d, 0) + (1 - word_weight) * t.get(d, 0) for d in set(w) | set(t)
+        }
         if power is None:
             keyword = scaled(list(keyword.items()), "minmax")
         else:
             top = max(keyword.values(), default=1.0) or 1.0
-            keyword = {d: v / top * case["coverage"].get(d, 0.0) ** power
-                       for d, v in keyword.items()} if case["coverage"] else keyword  # fmt: skip
+            keyword = (
+                {d: v / top * case["coverage"].get(d, 0.0) ** power for d, v in keyword.items()}
+                if case["coverage"]
+                else keyword
+            )
         s = scaled(case["semantic"], "minmax")
-        fused = {d: keyword_weight * keyword.get(d, 0) + (1 - keyword_weight) * s.get(d, 0)
-                 for d in set(keyword) | set(s)}  # fmt: skip
+        fused = {
+            d: keyword_weight * keyword.get(d, 0) + (1 - keyword_weight) * s.get(d, 0)
+            for d in set(keyword) | set(s)
+        }
         return rank(fused, case["title"])
 
     return ranked
@@ -137,8 +143,9 @@ def main() -> None:
     for model in args.models.split(","):
         started = time.monotonic()
         cases = candidates(service, f"{corpus}-{model}-u60", questions)
-        console.print(f"{model}: candidates for {len(cases)} questions in "
-                      f"{time.monotonic() - started:.0f} s")  # fmt: skip
+        console.print(
+            f"{model}: candidates for {len(cases)} questions in {time.monotonic() - started:.0f} s"
+        )
         table = Table(title=f"{corpus} · {model} · {len(cases)} questions")
         for column in ("rule", "R@1", "R@5", "R@10", "MRR", "nDCG@10"):
             table.add_column(column, justify="right")

@@ -42,23 +42,23 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from chiezo import evaluate  # noqa: E402
-from chiezo.config import Settings  # noqa: E402
+from chiezo.core.config import Settings  # noqa: E402
+from chiezo.core.query import phrase  # noqa: E402
+from chiezo.core.words import light_words, query_words  # noqa: E402
+from chiezo.ops import evaluate  # noqa: E402
+from chiezo.ops.service import Service  # noqa: E402
 from chiezo.search import retrieval  # noqa: E402
 from chiezo.search.evidence import SPECIFIC, TITLE_SHARE, _holding  # noqa: E402
 from chiezo.search.filters import Filters  # noqa: E402
 from chiezo.search.fts import plan_search  # noqa: E402
 from chiezo.search.hybrid import minmax, scale_to_max  # noqa: E402
 from chiezo.search.keyword import word_frequencies  # noqa: E402
-from chiezo.search.query import phrase  # noqa: E402
 from chiezo.search.semantic import (  # noqa: E402
     BELOW_FLOOR_OWNERS,
     default_floor,
     embed_query,
     semantic_candidates,
 )
-from chiezo.service import Service  # noqa: E402
-from chiezo.words import light_words, query_words  # noqa: E402
 
 WORK = HERE / "work" / "retrieval_eval"
 CACHE = HERE / "work" / "generic_words"
@@ -68,12 +68,16 @@ console = Console(width=160)
 
 SETS = {  # name: (source, questions file)
     "dev: natural jawiki": ("jawiki-use-u60", HERE / "data" / "jawiki-natural-dev.jsonl"),
-    "dev: JaQuAD train articles": ("articles-every10-use-u60",
-                                   WORK / "jaquad-articles-every10" / "questions.jsonl"),
-    "check: jawiki 92": ("jawiki-use-u60", HERE.parent.parent / "shared/data/eval/ja/"
-                         "jawiki-excerpt-questions.jsonl"),
+    "dev: JaQuAD train articles": (
+        "articles-every10-use-u60",
+        WORK / "jaquad-articles-every10" / "questions.jsonl",
+    ),
+    "check: jawiki 92": (
+        "jawiki-use-u60",
+        HERE.parent.parent / "shared/data/eval/ja/jawiki-excerpt-questions.jsonl",
+    ),
     "check: JaQuAD dev": ("jaquad-dev-use-u60", WORK / "jaquad-dev-all" / "questions.jsonl"),
-}  # fmt: skip
+}
 
 
 def collect(service: Service, name: str, questions) -> list[dict]:
@@ -86,8 +90,9 @@ def collect(service: Service, name: str, questions) -> list[dict]:
         plan = retrieval._keyword_side(source, q.text, TOP, None, Filters(), None)
         live = service.search(q.text, name, limit=10)  # the code itself
         trigrams = plan_search(source, q.text, want=TOP)
-        sem = semantic_candidates(source, embed_query(source, q.text), TOP,
-                                  below_floor=BELOW_FLOOR_OWNERS)  # fmt: skip
+        sem = semantic_candidates(
+            source, embed_query(source, q.text), TOP, below_floor=BELOW_FLOOR_OWNERS
+        )
         words = query_words(q.text)
         df = word_frequencies(source.conn, words) if words and source.has_words else {}
         ids = [d for d, _ in plan.ranked]
@@ -100,17 +105,26 @@ def collect(service: Service, name: str, questions) -> list[dict]:
             ):
                 for d in _holding(source.conn, expr, ids, True):
                     got[d].append(word)
-        out.append({
-            "q": q.text, "n": source.doc_count, "words": words, "df": df, "floor": floor,
-            "light": sorted(light_words(q.text)), "has_words": source.has_words,
-            "keyword": plan.ranked, "first": plan.first, "mode": plan.mode,
-            "trigrams": [(c.doc_id, -c.score) for c in trigrams.ordered],
-            "held": {str(d): v for d, v in held.items()},
-            "in_title": {str(d): v for d, v in in_title.items()},
-            "semantic": [(h.doc_id, h.score) for h in sem],
-            "live": [h.doc_id for h in live.hits],
-            "relevant": [d for d, k in keys.items() if q.relevant(k, titles[d])],
-        })  # fmt: skip
+        out.append(
+            {
+                "q": q.text,
+                "n": source.doc_count,
+                "words": words,
+                "df": df,
+                "floor": floor,
+                "light": sorted(light_words(q.text)),
+                "has_words": source.has_words,
+                "keyword": plan.ranked,
+                "first": plan.first,
+                "mode": plan.mode,
+                "trigrams": [(c.doc_id, -c.score) for c in trigrams.ordered],
+                "held": {str(d): v for d, v in held.items()},
+                "in_title": {str(d): v for d, v in in_title.items()},
+                "semantic": [(h.doc_id, h.score) for h in sem],
+                "live": [h.doc_id for h in live.hits],
+                "relevant": [d for d, k in keys.items() if q.relevant(k, titles[d])],
+            }
+        )
     return out
 
 
@@ -257,8 +271,10 @@ def per_doc(weight: float, measure: str, scale: float):
             return [d for d, _ in case["keyword"]]
         kw = keyword_scaled(case, False)
         if case["df"]:
-            kw = {d: v * measured(case, case["held"].get(str(d), ()), measure, scale)
-                  for d, v in kw.items()}  # fmt: skip
+            kw = {
+                d: v * measured(case, case["held"].get(str(d), ()), measure, scale)
+                for d, v in kw.items()
+            }
         return fused_order(kw, floored(case), weight, case["first"])
 
     return ranked
@@ -295,13 +311,15 @@ def rules() -> dict:
         "before the word index: trigrams min-max, kw 0.6": trigrams_only(0.6),
         "BEFORE: kw 0.8 × √cov(all words)": hybrid(WEIGHT, light=False),
         f"AFTER (the code): 0.8 × specificity/{SPECIFIC}, cov(content)": hybrid(
-            WEIGHT, scale=SPECIFIC),
+            WEIGHT, scale=SPECIFIC
+        ),
         "AFTER, live: retrieval.retrieve": lambda case: case["live"],
         # one change at a time
         "coverage of content words only, fixed 0.8": hybrid(WEIGHT),
         f"0.8 × specificity/{SPECIFIC} only, cov(all words)": hybrid(
-            WEIGHT, light=False, scale=SPECIFIC),
-    }  # fmt: skip
+            WEIGHT, light=False, scale=SPECIFIC
+        ),
+    }
     for w in (0.5, 0.6, 0.7, 0.9):  # the fixed weight: 0.6 (design §18) or 0.8 (the code)?
         out[f"before, fixed {w}"] = hybrid(w, light=False)
         out[f"cov(content), fixed {w}"] = hybrid(w)
@@ -309,18 +327,23 @@ def rules() -> dict:
         for scale in (0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7):
             out[f"both, {w} × specificity/{scale}"] = hybrid(w, scale=scale)
     # tried before, on every word (light ones included)
-    for measure, scales in (("chance", (0.25, 1.0, 4.0)), ("info", (1.0, 2.0)),
-                            ("peak", (0.3, 0.5, 0.7))):  # fmt: skip
+    for measure, scales in (
+        ("chance", (0.25, 1.0, 4.0)),
+        ("info", (1.0, 2.0)),
+        ("peak", (0.3, 0.5, 0.7)),
+    ):
         for scale in scales:
             out[f"per-doc {measure}/{scale} kw=0.8"] = per_doc(WEIGHT, measure, scale)
             out[f"per-query top {measure}/{scale} kw=0.8"] = per_query(WEIGHT, measure, scale)
             out[f"per-query query {measure}/{scale} kw=0.8"] = per_query(
-                WEIGHT, measure, scale, "query")  # fmt: skip
+                WEIGHT, measure, scale, "query"
+            )
     # content words only: how many other documents would hold what the best keyword match holds,
     # by chance
     for scale in (1.0, 4.0, 16.0):
         out[f"per-query top chance(content)/{scale} kw=0.8"] = per_query(
-            WEIGHT, "chance", scale, only_content=True)  # fmt: skip
+            WEIGHT, "chance", scale, only_content=True
+        )
     return out
 
 

@@ -22,8 +22,8 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from chiezo.config import Settings  # noqa: E402
-from chiezo.service import Service  # noqa: E402
+from chiezo.core.config import Settings  # noqa: E402
+from chiezo.ops.service import Service  # noqa: E402
 
 AED = HERE.parent.parent / "shared" / "data" / "docs" / "office" / "yaizu-aed_location.xlsx"
 FIXTURES = HERE.parent / "tests" / "data" / "places"
@@ -52,17 +52,26 @@ def main() -> None:
     folder = WORK / "in"
     folder.mkdir(parents=True)
     grown_workbook(folder / "aed.xlsx", rows_wanted)
-    files = [folder / "aed.xlsx", shutil.copy(FIXTURES / "kagawa.gpx", folder),
-             shutil.copy(FIXTURES / "kagawa-broken.csv", folder)]  # fmt: skip
+    files = [
+        folder / "aed.xlsx",
+        shutil.copy(FIXTURES / "kagawa.gpx", folder),
+        shutil.copy(FIXTURES / "kagawa-broken.csv", folder),
+    ]
     service = Service(Settings(data_dir=WORK / "data"))
     rows = []
 
     def build(label: str) -> None:
         started = time.monotonic()
         report = service.ingest("places", files, "mine", embed=False)
-        rows.append({"build": label, "seconds": round(time.monotonic() - started, 2),
-                     "reading s": round(report.timings.get("reading", 0.0), 2),
-                     "docs": report.docs, **(report.conversions or {})})  # fmt: skip
+        rows.append(
+            {
+                "build": label,
+                "seconds": round(time.monotonic() - started, 2),
+                "reading s": round(report.timings.get("reading", 0.0), 2),
+                "docs": report.docs,
+                **(report.conversions or {}),
+            }
+        )
         console.print(rows[-1])
 
     build("cold (baseline: every file read)")

@@ -28,8 +28,8 @@ from rich.console import Console
 from rich.table import Table
 
 import chiezo
-from chiezo.config import Settings
-from chiezo.service import Service
+from chiezo.core.config import Settings
+from chiezo.ops.service import Service
 
 HERE = Path(__file__).resolve().parent
 DUMP = HERE.parents[1] / "shared" / "data" / "wikipedia" / "jawiki-20230501-excerpt.xml.bz2"
@@ -79,8 +79,19 @@ def phases(events, end: float) -> list[dict]:
     out: list[dict] = []
     for t, call, name, done, total in events:
         if call == "phase" or not out:
-            out.append({"phase": name, "start": t, "last_any": t, "last_move": t, "gap_any": 0.0,
-                        "gap_move": 0.0, "count": 0, "total": total, "over": False})  # fmt: skip
+            out.append(
+                {
+                    "phase": name,
+                    "start": t,
+                    "last_any": t,
+                    "last_move": t,
+                    "gap_any": 0.0,
+                    "gap_move": 0.0,
+                    "count": 0,
+                    "total": total,
+                    "over": False,
+                }
+            )
         p = out[-1]
         p["gap_any"] = max(p["gap_any"], t - p["last_any"])
         p["last_any"] = t
@@ -112,8 +123,9 @@ def main() -> None:
     recorder = Recorder()
     with tempfile.TemporaryDirectory(prefix="progress-gaps-") as tmp:
         service = Service(Settings(data_dir=Path(tmp)))
-        report = service.ingest("wikipedia", args.dump, "jawiki", progress=recorder,
-                                embed=args.embed or False)  # fmt: skip
+        report = service.ingest(
+            "wikipedia", args.dump, "jawiki", progress=recorder, embed=args.embed or False
+        )
         end = time.monotonic() - recorder.start
     rows = phases(recorder.events, end)
     table = Table(
@@ -132,16 +144,33 @@ def main() -> None:
     for p in rows:
         total = "?" if p["total"] is None else f"{p['total']:,}"
         mark = " [red]over[/]" if p["over"] else ""
-        table.add_row(p["phase"], f"{p['seconds']:.1f}", f"{counts.get(p['phase'], 0):,}",
-                      f"{p['gap_any']:.1f}", f"{p['gap_move']:.1f}", f"{p['count']:,}/{total}{mark}")  # fmt: skip
+        table.add_row(
+            p["phase"],
+            f"{p['seconds']:.1f}",
+            f"{counts.get(p['phase'], 0):,}",
+            f"{p['gap_any']:.1f}",
+            f"{p['gap_move']:.1f}",
+            f"{p['count']:,}/{total}{mark}",
+        )
     console.print(table)
     worst = max(rows, key=lambda p: p["gap_any"])
-    console.print(f"longest silent gap: {worst['gap_any']:.1f} s in {worst['phase']!r}; "
-                  f"total {end:.1f} s; {report.docs:,} docs")  # fmt: skip
+    console.print(
+        f"longest silent gap: {worst['gap_any']:.1f} s in {worst['phase']!r}; "
+        f"total {end:.1f} s; {report.docs:,} docs"
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"dump": str(args.dump), "seconds": end, "phases": rows,
-                                    "chiezo": str(Path(chiezo.__file__).parent)},
-                                   ensure_ascii=False, indent=1))  # fmt: skip
+    args.out.write_text(
+        json.dumps(
+            {
+                "dump": str(args.dump),
+                "seconds": end,
+                "phases": rows,
+                "chiezo": str(Path(chiezo.__file__).parent),
+            },
+            ensure_ascii=False,
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -35,10 +35,10 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from chiezo import evaluate  # noqa: E402
-from chiezo.config import Settings  # noqa: E402
-from chiezo.errors import NotFound  # noqa: E402
-from chiezo.service import Service  # noqa: E402
+from chiezo.core.config import Settings  # noqa: E402
+from chiezo.core.errors import NotFound  # noqa: E402
+from chiezo.ops import evaluate  # noqa: E402
+from chiezo.ops.service import Service  # noqa: E402
 
 from corpus import SHARED, jaquad_articles  # noqa: E402
 
@@ -100,8 +100,14 @@ def articles_folder(every: int) -> tuple[Path, Path]:
     return docs, questions
 
 
-def build(service: Service, corpus: str, docs: Path | None, name: str, model: str | None,
-          unit_chars: int | None = None) -> None:  # fmt: skip
+def build(
+    service: Service,
+    corpus: str,
+    docs: Path | None,
+    name: str,
+    model: str | None,
+    unit_chars: int | None = None,
+) -> None:
     try:
         source = service.library.get(name)
         built = True
@@ -117,8 +123,9 @@ def build(service: Service, corpus: str, docs: Path | None, name: str, model: st
     if model and (source.meta.get("embedding_model") != model or units != str(unit_chars)):
         started = time.monotonic()
         report = service.embed(name, model, unit_chars=unit_chars)
-        console.print(f"embedded {name} with {model}: {report.to_dict()} "
-                      f"({time.monotonic() - started:.0f} s)")  # fmt: skip
+        console.print(
+            f"embedded {name} with {model}: {report.to_dict()} ({time.monotonic() - started:.0f} s)"
+        )
 
 
 def configs_for(name: str, sweep: bool) -> list[dict]:
@@ -149,8 +156,7 @@ def trigrams_only():
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", choices=("jaquad", "jawiki", "articles"), default="jaquad")
-    parser.add_argument("--every", type=int, default=10,
-                        help="articles: ask every N-th question")  # fmt: skip
+    parser.add_argument("--every", type=int, default=10, help="articles: ask every N-th question")
     parser.add_argument("--split", choices=("dev", "train"), default="dev")
     parser.add_argument("--max-paragraphs", type=int, default=None)
     parser.add_argument("--models", default="use-m,e5-small")
@@ -161,8 +167,11 @@ def main() -> None:
         default="60",
         help="comma-separated embedding unit sizes to compare (0: whole chunks)",
     )
-    parser.add_argument("--baseline", action="store_true",
-                        help="also run every config with the word index switched off")  # fmt: skip
+    parser.add_argument(
+        "--baseline",
+        action="store_true",
+        help="also run every config with the word index switched off",
+    )
     args = parser.parse_args()
 
     service = Service(Settings(data_dir=WORK / "data", query_timeout=60.0))
@@ -209,8 +218,13 @@ def main() -> None:
     console.print(table)
     out = HERE / "results" / f"retrieval_eval-{corpus}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"corpus": corpus, "questions": len(questions), "results": rows},
-                              ensure_ascii=False, indent=2))  # fmt: skip
+    out.write_text(
+        json.dumps(
+            {"corpus": corpus, "questions": len(questions), "results": rows},
+            ensure_ascii=False,
+            indent=2,
+        )
+    )
     console.print(f"wrote {out}")
 
 

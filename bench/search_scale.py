@@ -27,12 +27,12 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from chiezo import db  # noqa: E402
-from chiezo.build import BuildOptions, GenerationBuilder  # noqa: E402
-from chiezo.config import Settings  # noqa: E402
-from chiezo.progress import RichProgress  # noqa: E402
-from chiezo.search.query import match_all, match_any, text_grams, text_segments  # noqa: E402
-from chiezo.service import Service  # noqa: E402
+from chiezo.core import db  # noqa: E402
+from chiezo.core.config import Settings  # noqa: E402
+from chiezo.core.progress import RichProgress  # noqa: E402
+from chiezo.core.query import match_all, match_any, text_grams, text_segments  # noqa: E402
+from chiezo.ops.service import Service  # noqa: E402
+from chiezo.store.build import BuildOptions, GenerationBuilder  # noqa: E402
 
 from corpus import (  # noqa: E402
     jaquad_paragraphs,
@@ -47,10 +47,12 @@ BASELINE_QUERIES = 20
 DEEP_OFFSET = 1000
 
 
-def build(settings: Settings, name: str, size: int, pool, full_validation: bool,
-          word_index: bool = True) -> dict:  # fmt: skip
-    options = BuildOptions(min_docs=size, allow_shrink=True, full_validation=full_validation,
-                           word_index=word_index)  # fmt: skip
+def build(
+    settings: Settings, name: str, size: int, pool, full_validation: bool, word_index: bool = True
+) -> dict:
+    options = BuildOptions(
+        min_docs=size, allow_shrink=True, full_validation=full_validation, word_index=word_index
+    )
     progress = RichProgress(console)
     builder = GenerationBuilder(
         settings,
@@ -253,8 +255,9 @@ def main() -> None:
             entry = report["sizes"].setdefault(f"{size} trigrams only", {})
             if not (args.reuse and name in service.library.names()):
                 console.rule(f"building {size:,} documents, trigram index only")
-                entry["build"] = build(settings, name, size, pool, not args.quick_validation,
-                                       word_index=False)  # fmt: skip
+                entry["build"] = build(
+                    settings, name, size, pool, not args.quick_validation, word_index=False
+                )
             conn = service.library.get(name).conn
             classes = query_classes(conn, size, pool, random.Random(size))
             entry["search"] = time_classes(service, name, classes, False)

@@ -3,7 +3,7 @@ questions reach on the passage that answers them.
 
     python bench/semantic_floor.py          # after bench/retrieval_eval.py built the sources
 
-The embed step calibrates each source with generated nonsense (search/calibration.py); this
+The embed step calibrates each source with generated nonsense (store/calibration.py); this
 checks candidate rules — quantiles of that calibration, and a fixed floor per model — against
 the JaQuAD dev questions whose answering passage is the best semantic hit (they must be kept)
 and against 600 *other* generated nonsense queries (they must be dropped). Writes JSON to
@@ -23,19 +23,22 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from chiezo import evaluate  # noqa: E402
-from chiezo.config import Settings  # noqa: E402
-from chiezo.embedders import get_embedder  # noqa: E402
-from chiezo.errors import NotFound  # noqa: E402
-from chiezo.search.calibration import floor_from, nonsense_queries  # noqa: E402
-from chiezo.search.calibration import nearest_scores as calibration_scores  # noqa: E402
+from chiezo.core.config import Settings  # noqa: E402
+from chiezo.core.errors import NotFound  # noqa: E402
+from chiezo.ops import evaluate  # noqa: E402
+from chiezo.ops.service import Service  # noqa: E402
 from chiezo.search.semantic import MIN_SCORE, embed_query, semantic_candidates  # noqa: E402
-from chiezo.service import Service  # noqa: E402
+from chiezo.store.calibration import floor_from, nonsense_queries  # noqa: E402
+from chiezo.store.calibration import nearest_scores as calibration_scores  # noqa: E402
+from chiezo.store.embedders import get_embedder  # noqa: E402
 
 WORK = HERE / "work" / "retrieval_eval"
 # (model, source) pairs built by bench/retrieval_eval.py: sentence units (u60), whole chunks (u0)
-SOURCES = [(model, f"jaquad-dev-{short}-u{units}")
-           for model, short in (("use-m", "use"), ("e5-small", "e5")) for units in (60, 0)]  # fmt: skip
+SOURCES = [
+    (model, f"jaquad-dev-{short}-u{units}")
+    for model, short in (("use-m", "use"), ("e5-small", "e5"))
+    for units in (60, 0)
+]
 QUESTIONS = WORK / "jaquad-dev-all" / "questions.jsonl"
 console = Console(width=120)
 
@@ -65,8 +68,10 @@ def main() -> None:
             return hits[0] if hits else None
 
         def nearest(vector, source=source):
-            return [(h.chunk_id, h.score)
-                    for h in semantic_candidates(source, vector, 1, min_score=-1.0)]  # fmt: skip
+            return [
+                (h.chunk_id, h.score)
+                for h in semantic_candidates(source, vector, 1, min_score=-1.0)
+            ]
 
         calibration = calibration_scores(get_embedder(model), nearest)
         junk_scores = [h.score for h in map(best, junk) if h]
@@ -75,7 +80,9 @@ def main() -> None:
             hit = best(q.text)
             if hit is None:
                 continue
-            key = source.conn.execute("SELECT key FROM docs WHERE doc_id = ?", (hit.doc_id,)).fetchone()[0]  # fmt: skip
+            key = source.conn.execute(
+                "SELECT key FROM docs WHERE doc_id = ?", (hit.doc_id,)
+            ).fetchone()[0]
             if q.relevant(key, ""):
                 answered.append(hit.score)
         rules = {f"calibration q{q}": floor_from(calibration, q) for q in (0.9, 0.95, 0.99, 1.0)}
@@ -85,14 +92,20 @@ def main() -> None:
             rows[rule] = {
                 "floor": round(floor, 4),
                 "answered_kept": round(sum(s >= floor for s in answered) / len(answered), 4),
-                "nonsense_dropped": round(sum(s < floor for s in junk_scores) / len(junk_scores), 4),
-            }  # fmt: skip
+                "nonsense_dropped": round(
+                    sum(s < floor for s in junk_scores) / len(junk_scores), 4
+                ),
+            }
             table.add_row(name, rule, *(f"{v:.4f}" for v in rows[rule].values()))
         report[name] = {
-            "rules": rows, "answered": len(answered), "nonsense": len(junk_scores),
-            "answered_p1": percentile(answered, 0.01), "answered_p50": percentile(answered, 0.5),
-            "nonsense_p50": percentile(junk_scores, 0.5), "nonsense_max": max(junk_scores),
-        }  # fmt: skip
+            "rules": rows,
+            "answered": len(answered),
+            "nonsense": len(junk_scores),
+            "answered_p1": percentile(answered, 0.01),
+            "answered_p50": percentile(answered, 0.5),
+            "nonsense_p50": percentile(junk_scores, 0.5),
+            "nonsense_max": max(junk_scores),
+        }
     console.print(table)
     console.print(report)
     out = HERE / "results" / f"semantic_floor-{time.strftime('%Y%m%d-%H%M%S')}.json"

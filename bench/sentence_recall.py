@@ -23,12 +23,12 @@ sys.path.insert(0, str(HERE))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from chiezo.build import BuildOptions, build_source  # noqa: E402
-from chiezo.config import Settings  # noqa: E402
-from chiezo.models import Doc  # noqa: E402
+from chiezo.core.config import Settings  # noqa: E402
+from chiezo.core.models import Doc  # noqa: E402
+from chiezo.core.query import phrase  # noqa: E402
+from chiezo.ops.service import Service  # noqa: E402
 from chiezo.search import fts  # noqa: E402
-from chiezo.search.query import phrase  # noqa: E402
-from chiezo.service import Service  # noqa: E402
+from chiezo.store.build import BuildOptions, build_source  # noqa: E402
 
 from corpus import jaquad_articles  # noqa: E402
 

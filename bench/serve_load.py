@@ -85,13 +85,18 @@ def console():
 def wait_quiet(max_wait: float) -> dict:
     """Wait until no pytest runs (others share these cores), at most ``max_wait`` seconds."""
     waited = 0.0
-    while waited < max_wait and subprocess.run(["pgrep", "-f", "pytest"],
-                                               capture_output=True).returncode == 0:  # fmt: skip
+    while (
+        waited < max_wait
+        and subprocess.run(["pgrep", "-f", "pytest"], capture_output=True).returncode == 0
+    ):
         time.sleep(20)
         waited += 20
     busy = subprocess.run(["pgrep", "-f", "pytest"], capture_output=True).returncode == 0
-    return {"waited_s": waited, "pytest_running": busy,
-            "loadavg": [round(x, 2) for x in os.getloadavg()]}  # fmt: skip
+    return {
+        "waited_s": waited,
+        "pytest_running": busy,
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def tree(pid: int) -> list[int]:
@@ -168,8 +173,13 @@ class CpuMeter:
 
 def chiezo(*args: str, env: dict, timeout: int = 900) -> float:
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "chiezo", *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "chiezo", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if done.returncode:
         sys.exit(f"chiezo {' '.join(args)} failed:\n{done.stderr[-3000:]}")
     return round(time.monotonic() - started, 1)
@@ -181,12 +191,13 @@ def prepare(data: Path, env: dict, with_geonames: bool) -> dict:
         "guide": chiezo("ingest", "docs", str(ROOT / "sample"), "--name", "guide", env=env),
         "chiezo-docs": chiezo(
             "ingest", "docs", str(ROOT / "docs"), "--name", "chiezo-docs", env=env
-        ),  # fmt: skip
+        ),
         "jawiki": chiezo("ingest", "wikipedia", str(wiki), "--name", "jawiki", env=env),
     }
     if with_geonames:
-        built["geonames"] = chiezo("ingest", "geonames", str(GEONAMES), "--admin1", str(ADMIN1),
-                                   env=env)  # fmt: skip
+        built["geonames"] = chiezo(
+            "ingest", "geonames", str(GEONAMES), "--admin1", str(ADMIN1), env=env
+        )
     return {"build_s": built, "wiki_input": str(wiki)}
 
 
@@ -203,8 +214,13 @@ def requests_for(data: Path, rng: random.Random, per_class: int) -> list[dict]:
         params = {k: v for k, v in params.items() if v is not None}
         path = f"/v1/{source}/search" if source else "/v1/search"
         query = {("q" if k == "query" else k): v for k, v in params.items()}
-        out.append({"cls": cls, "path": f"{path}?{urlencode(query, doseq=True)}",
-                    "call": {**params, "source": source}})  # fmt: skip
+        out.append(
+            {
+                "cls": cls,
+                "path": f"{path}?{urlencode(query, doseq=True)}",
+                "call": {**params, "source": source},
+            }
+        )
 
     wiki = conn("jawiki")
     titles = [t for (t,) in wiki.execute("SELECT title FROM docs")]
@@ -226,17 +242,24 @@ def requests_for(data: Path, rng: random.Random, per_class: int) -> list[dict]:
         add("question", "jawiki" if i % 2 else None, query=question, limit=10)
     if (data / "corpus" / "geonames").exists():
         geo = conn("geonames")
-        japanese = [t for (t,) in geo.execute(
-            "SELECT title FROM docs WHERE title GLOB '*[ぁ-んァ-ヶ一-龥]*'")]  # fmt: skip
-        other = [t for (t,) in geo.execute(
-            "SELECT title FROM docs WHERE title NOT GLOB '*[ぁ-んァ-ヶ一-龥]*' LIMIT 20000")]  # fmt: skip
+        japanese = [
+            t
+            for (t,) in geo.execute("SELECT title FROM docs WHERE title GLOB '*[ぁ-んァ-ヶ一-龥]*'")
+        ]
+        other = [
+            t
+            for (t,) in geo.execute(
+                "SELECT title FROM docs WHERE title NOT GLOB '*[ぁ-んァ-ヶ一-龥]*' LIMIT 20000"
+            )
+        ]
         for title in rng.sample(japanese, per_class // 2) + rng.sample(
             other, per_class - per_class // 2
         ):
             add("place", "geonames", query=title, limit=10)
         points = geo.execute(
             "SELECT p.lat, p.lon, a.value FROM doc_points p JOIN doc_attrs a USING (doc_id) "
-            "WHERE a.name = 'country'").fetchall()  # fmt: skip
+            "WHERE a.name = 'country'"
+        ).fetchall()
         jp = [p for p in points if p[2] == "JP"]
         for i in range(per_class):
             lat, lon, country = rng.choice(jp if i % 2 == 0 else points)
@@ -244,8 +267,15 @@ def requests_for(data: Path, rng: random.Random, per_class: int) -> list[dict]:
                 ["市", "町", "区", "村"] if country == "JP" else ["San", "city", "Saint", "North"]
             )
             extra = [{}, {"feature": ["P=PPLA2,P=PPLA"]}, {"attr": [f"country={country}"]}][i % 3]
-            add("near", "geonames", query=word, near=f"{lat:.4f},{lon:.4f}",
-                radius_km=rng.choice([20, 50, 100, 300]), limit=10, **extra)  # fmt: skip
+            add(
+                "near",
+                "geonames",
+                query=word,
+                near=f"{lat:.4f},{lon:.4f}",
+                radius_km=rng.choice([20, 50, 100, 300]),
+                limit=10,
+                **extra,
+            )
     return out
 
 
@@ -258,8 +288,9 @@ def check_requests(url: str, reqs: list[dict]) -> tuple[list[dict], dict]:
         for r in reqs:
             resp = client.get(r["path"])
             if resp.status_code != 200:
-                failed.append({"path": r["path"], "status": resp.status_code,
-                               "error": resp.text[:200]})  # fmt: skip
+                failed.append(
+                    {"path": r["path"], "status": resp.status_code, "error": resp.text[:200]}
+                )
                 continue
             empty += not resp.json().get("hits")
             kept.append(r)
@@ -335,7 +366,7 @@ def _probe(signum, frame):
             out["malloc_heaps_mb"] = _heaps(libc)
         except Exception as exc:
             out["malloc_heaps_error"] = repr(exc)
-        library = sys.modules.get("chiezo.library")
+        library = sys.modules.get("chiezo.store.library")
         objects = gc.get_objects()
         if library is not None:
             sources = [o for o in objects if isinstance(o, library.Source)]
@@ -381,14 +412,29 @@ class Server:
         self.probe_dir.mkdir()
         (self.probe_dir / "sitecustomize.py").write_text(PROBE)
         path = os.pathsep.join(p for p in (str(self.probe_dir), env.get("PYTHONPATH")) if p)
-        self.env = {**env, "PYTHONPATH": path, "CHIEZO_BENCH_PROBE_DIR": str(self.probe_dir),
-                    "CHIEZO_SERVE_THREADS": str(threads), **(extra_env or {})}  # fmt: skip
+        self.env = {
+            **env,
+            "PYTHONPATH": path,
+            "CHIEZO_BENCH_PROBE_DIR": str(self.probe_dir),
+            "CHIEZO_SERVE_THREADS": str(threads),
+            **(extra_env or {}),
+        }
         self.url = f"http://127.0.0.1:{free_port()}"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "chiezo", "serve", "--port", self.url.rsplit(":", 1)[1],
-             "--workers", str(workers)],
-            env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "chiezo",
+                "serve",
+                "--port",
+                self.url.rsplit(":", 1)[1],
+                "--workers",
+                str(workers),
+            ],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
@@ -464,10 +510,20 @@ def run_wrk(
     before = server.probe("gc")
     with CpuMeter(server.process.pid) as meter:
         out = subprocess.run(
-            ["wrk", f"-t{min(2, connections)}", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency",
-             "-s", str(script), server.url],
-            capture_output=True, text=True, timeout=seconds + 120,
-        )  # fmt: skip
+            [
+                "wrk",
+                f"-t{min(2, connections)}",
+                f"-c{connections}",
+                f"-d{max(1, round(seconds))}s",
+                "--latency",
+                "-s",
+                str(script),
+                server.url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=seconds + 120,
+        )
     if "Requests/sec" not in out.stdout:
         raise RuntimeError(f"wrk failed: {out.stdout[-500:]} {out.stderr[-500:]}")
     result = parse_wrk(out.stdout)
@@ -526,9 +582,9 @@ def parse_wrk(text: str) -> dict:
 
 def inproc_main(args) -> None:
     """One in-process run: ``Service.search`` on the same data, no HTTP."""
-    from chiezo.config import Settings
-    from chiezo.request_models import SearchRequest
-    from chiezo.service import Service
+    from chiezo.core.config import Settings
+    from chiezo.ops.requests import SearchRequest
+    from chiezo.ops.service import Service
 
     reqs = json.loads(Path(args.inproc).read_text())
     service = Service(Settings.from_env())
@@ -542,12 +598,17 @@ def inproc_main(args) -> None:
         t2 = time.perf_counter()
         data = result.to_dict()
         t3 = time.perf_counter()
-        json.dumps(data, ensure_ascii=False, allow_nan=False, indent=None,
-                   separators=(",", ":")).encode("utf-8")  # as Starlette's JSONResponse  # fmt: skip
+        json.dumps(
+            data, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
+        ).encode("utf-8")  # as Starlette's JSONResponse
         t4 = time.perf_counter()
         if stages is not None:
-            for key, value in (("model", t1 - t0), ("search", t2 - t1), ("to_dict", t3 - t2),
-                               ("json", t4 - t3)):  # fmt: skip
+            for key, value in (
+                ("model", t1 - t0),
+                ("search", t2 - t1),
+                ("to_dict", t3 - t2),
+                ("json", t4 - t3),
+            ):
                 stages[key].append(value * 1000)
 
     for r in reqs:  # warm: each generation's pages, the word splitter, the caches
@@ -560,7 +621,7 @@ def inproc_main(args) -> None:
         scope: dict[str, dict[str, list[float]]] = {
             k: {"model": [], "search": [], "to_dict": [], "json": []}
             for k in ("every source", "one source")
-        }  # fmt: skip
+        }
         for _ in range(2):
             for r in reqs:
                 stages = {k: [] for k in ("model", "search", "to_dict", "json")}
@@ -572,12 +633,14 @@ def inproc_main(args) -> None:
                         scope[where][k] += v
         out["stages_ms"] = {
             c: {k: round(statistics.mean(v), 3) for k, v in s.items() if v}
-            for c, s in per.items() if s["search"]
-        }  # fmt: skip
+            for c, s in per.items()
+            if s["search"]
+        }
         out["words_and_questions_by_scope_ms"] = {
             c: {k: round(statistics.mean(v), 3) for k, v in s.items() if v}
-            for c, s in scope.items() if s["search"]
-        }  # fmt: skip
+            for c, s in scope.items()
+            if s["search"]
+        }
         out["sql"] = replay_sql(service, reqs, args.sql_subset)
     print("ready", flush=True)  # the parent starts sampling now
     latencies: list[float] = []
@@ -605,20 +668,23 @@ def inproc_main(args) -> None:
     wall = time.monotonic() - started
     latencies.sort()
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    out.update({
-        "requests": len(latencies), "seconds": round(wall, 2),
-        "requests_per_s": round(len(latencies) / wall, 1),
-        "p50_ms": round(latencies[len(latencies) // 2], 2),
-        "p99_ms": round(latencies[int(len(latencies) * 0.99)], 2),
-        "cpu_s": round(usage.ru_utime + usage.ru_stime - usage0.ru_utime - usage0.ru_stime, 2),
-    })  # fmt: skip
+    out.update(
+        {
+            "requests": len(latencies),
+            "seconds": round(wall, 2),
+            "requests_per_s": round(len(latencies) / wall, 1),
+            "p50_ms": round(latencies[len(latencies) // 2], 2),
+            "p99_ms": round(latencies[int(len(latencies) * 0.99)], 2),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime - usage0.ru_utime - usage0.ru_stime, 2),
+        }
+    )
     Path(args.out).write_text(json.dumps(out))
 
 
 def replay_sql(service, reqs: list[dict], subset: int) -> dict:
     """The SQL statements the first ``subset`` searches run (trace callback on each source's
     connection), replayed alone on the same connections: the raw SQLite cost of the queries."""
-    from chiezo.request_models import SearchRequest
+    from chiezo.ops.requests import SearchRequest
 
     chosen = [r for c in CLASSES for r in [q for q in reqs if q["cls"] == c][: max(1, subset // 5)]]
     conns = {src.name: src.conn for src in service.library.sources()}
@@ -648,8 +714,15 @@ def replay_sql(service, reqs: list[dict], subset: int) -> dict:
                 except sqlite3.Error:
                     failures += 1
             best = min(best, spent * 1000)
-        rows.append({"cls": r["cls"], "statements": len(statements), "sql_ms": best,
-                     "search_ms": search_ms, "traced_ms": traced_ms})  # fmt: skip
+        rows.append(
+            {
+                "cls": r["cls"],
+                "statements": len(statements),
+                "sql_ms": best,
+                "search_ms": search_ms,
+                "traced_ms": traced_ms,
+            }
+        )
     by_class = {}
     for c in CLASSES:
         mine = [x for x in rows if x["cls"] == c]
@@ -662,25 +735,49 @@ def replay_sql(service, reqs: list[dict], subset: int) -> dict:
             }
     total_sql = sum(x["sql_ms"] for x in rows)
     total = sum(x["search_ms"] for x in rows)
-    return {"by_class": by_class, "requests": len(rows), "failed_statements": failures // 3,
-            "sql_share": round(total_sql / total, 3) if total else None}  # fmt: skip
+    return {
+        "by_class": by_class,
+        "requests": len(rows),
+        "failed_statements": failures // 3,
+        "sql_share": round(total_sql / total, 3) if total else None,
+    }
 
 
-def inproc(env: dict, scratch: Path, reqs: list[dict], *, threads: int, processes: int,
-           seconds: float, detail: bool = False, profile: float = 0, sql_subset: int = 40) -> dict:  # fmt: skip
+def inproc(
+    env: dict,
+    scratch: Path,
+    reqs: list[dict],
+    *,
+    threads: int,
+    processes: int,
+    seconds: float,
+    detail: bool = False,
+    profile: float = 0,
+    sql_subset: int = 40,
+) -> dict:
     """``processes`` copies of the in-process run at once, each with ``threads`` threads."""
     path = scratch / "requests.json"
     path.write_text(json.dumps(reqs, ensure_ascii=False))
     outs = [scratch / f"inproc-{k}.json" for k in range(processes)]
-    cmd = [sys.executable, __file__, "--inproc", str(path), "--inproc-threads", str(threads),
-           "--seconds", str(seconds), "--sql-subset", str(sql_subset)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        __file__,
+        "--inproc",
+        str(path),
+        "--inproc-threads",
+        str(threads),
+        "--seconds",
+        str(seconds),
+        "--sql-subset",
+        str(sql_subset),
+    ]
     procs = [
         subprocess.Popen(
             cmd + ["--out", str(o)] + (["--detail"] if detail else []),
             env=env,
             stdout=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
         for o in outs
     ]
     for p in procs:  # each says "ready" after its warm-up (and detail) pass
@@ -695,16 +792,22 @@ def inproc(env: dict, scratch: Path, reqs: list[dict], *, threads: int, processe
             spy.wait()
     results = [json.loads(o.read_text()) for o in outs]
     merged = dict(results[0])
-    merged.update({
-        "processes": processes,
-        "cpu_ms_per_request": round(1000 * sum(r["cpu_s"] for r in results)
-                                    / max(1, sum(r["requests"] for r in results)), 2),
-        "requests": sum(r["requests"] for r in results),
-        "requests_per_s": round(sum(r["requests_per_s"] for r in results), 1),
-        "p50_ms": round(statistics.median(r["p50_ms"] for r in results), 2),
-        "p99_ms": round(max(r["p99_ms"] for r in results), 2),
-        "cpu": meter.result,
-    })  # fmt: skip
+    merged.update(
+        {
+            "processes": processes,
+            "cpu_ms_per_request": round(
+                1000
+                * sum(r["cpu_s"] for r in results)
+                / max(1, sum(r["requests"] for r in results)),
+                2,
+            ),
+            "requests": sum(r["requests"] for r in results),
+            "requests_per_s": round(sum(r["requests_per_s"] for r in results), 1),
+            "p50_ms": round(statistics.median(r["p50_ms"] for r in results), 2),
+            "p99_ms": round(max(r["p99_ms"] for r in results), 2),
+            "cpu": meter.result,
+        }
+    )
     if spy:
         merged["profile"] = read_profile(spy.outputs)
     return merged
@@ -735,25 +838,54 @@ def py_spy(pids: list[int], seconds: float, stem: Path, rate: int = 97) -> Spy |
     for pid in pids:
         out = stem.with_name(f"{stem.name}-{pid}.txt")
         outputs.append(out)
-        procs.append(subprocess.Popen(
-            [exe, "record", "-p", str(pid), "-r", str(rate), "-d", str(max(1, int(seconds))),
-             "--native", "-f", "raw", "-o", str(out)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        ))  # fmt: skip
+        procs.append(
+            subprocess.Popen(
+                [
+                    exe,
+                    "record",
+                    "-p",
+                    str(pid),
+                    "-r",
+                    str(rate),
+                    "-d",
+                    str(max(1, int(seconds))),
+                    "--native",
+                    "-f",
+                    "raw",
+                    "-o",
+                    str(out),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
     return Spy(procs, outputs, seconds)
 
 
-WAITS = ("PyThread_acquire_lock_timed", "pthread_cond_wait", "pthread_cond_timedwait",
-         "epoll_wait", "epoll_pwait", "clock_nanosleep", "select (", "poll (", "sem_wait",
-         "sem_timedwait", "futex", "accept", "recv", "_queue_SimpleQueue_get")  # fmt: skip
+WAITS = (
+    "PyThread_acquire_lock_timed",
+    "pthread_cond_wait",
+    "pthread_cond_timedwait",
+    "epoll_wait",
+    "epoll_pwait",
+    "clock_nanosleep",
+    "select (",
+    "poll (",
+    "sem_wait",
+    "sem_timedwait",
+    "futex",
+    "accept",
+    "recv",
+    "_queue_SimpleQueue_get",
+)
 GIL = ("take_gil", "RestoreThread", "PyEval_AcquireThread", "PyGILState_Ensure")
 PYTHON_AREAS = (  # (path fragment, category), first match of the innermost Python frame
-    ("chiezo/words.py", "word splitting (chiezo/words)"),
-    ("chiezo/textnorm.py", "word splitting (chiezo/words)"),
+    ("chiezo/core/words.py", "word splitting (chiezo/words)"),
+    ("chiezo/core/textnorm.py", "word splitting (chiezo/words)"),
     ("sudachipy", "word splitting (chiezo/words)"),
     ("chiezo/search/snippet", "snippets (chiezo/search/snippet)"),
     ("chiezo/search/", "search, Python (chiezo/search)"),
-    ("chiezo/api/", "chiezo API layer (middleware, routes)"),
+    ("chiezo/surfaces/rest/", "chiezo API layer (middleware, routes)"),
     ("chiezo/", "chiezo service, library, models"),
     ("json/", "JSON encoding"),
     ("starlette/responses", "JSON encoding"),
@@ -833,12 +965,16 @@ def read_profile(paths: list[Path]) -> dict | None:
         "samples": sum(counts.values()),
         "on_cpu_samples": busy,
         "gil_wait_samples": counts.get("GIL wait", 0),
-        "share": {c: round(n / busy, 3) for c, n in sorted(counts.items(), key=lambda x: -x[1])
-                  if c not in ("idle", "GIL wait")},
+        "share": {
+            c: round(n / busy, 3)
+            for c, n in sorted(counts.items(), key=lambda x: -x[1])
+            if c not in ("idle", "GIL wait")
+        },
         "gil_wait_per_on_cpu": round(counts.get("GIL wait", 0) / max(1, busy), 3),
-        "top_python_frames": {k: round(v / busy, 3) for k, v in
-                              sorted(frames_seen.items(), key=lambda x: -x[1])[:15]},
-    }  # fmt: skip
+        "top_python_frames": {
+            k: round(v / busy, 3) for k, v in sorted(frames_seen.items(), key=lambda x: -x[1])[:15]
+        },
+    }
 
 
 # -- memory ---------------------------------------------------------------------------------------
@@ -850,8 +986,12 @@ def memory(pid: int, data: Path) -> dict:
     for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
         key, value = line.split(":", 1)
         fields[key] = int(value.split()[0]) / 1024
-    kinds = {"heap (anonymous)": 0.0, "generation files (mmap)": 0.0, "notes file": 0.0,
-             "libraries and other files": 0.0}  # fmt: skip
+    kinds = {
+        "heap (anonymous)": 0.0,
+        "generation files (mmap)": 0.0,
+        "notes file": 0.0,
+        "libraries and other files": 0.0,
+    }
     mapped, deleted, name = set(), set(), ""
     corpus = str(data / "corpus")
     for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
@@ -893,10 +1033,22 @@ def snapshot(server: Server, data: Path, label: str, probe: str | None = "probe"
         entry = memory(pid, data)
         if pid in probes:
             p = probes[pid]
-            entry["probe"] = {k: p.get(k) for k in ("sources_alive", "sources_open",
-                              "sqlite_connections", "gc_objects", "malloc", "threads",
-                              "gc_collected", "malloc_before", "malloc_trim", "malloc_heaps_mb",
-                              "malloc_heaps_error")}  # fmt: skip
+            entry["probe"] = {
+                k: p.get(k)
+                for k in (
+                    "sources_alive",
+                    "sources_open",
+                    "sqlite_connections",
+                    "gc_objects",
+                    "malloc",
+                    "threads",
+                    "gc_collected",
+                    "malloc_before",
+                    "malloc_trim",
+                    "malloc_heaps_mb",
+                    "malloc_heaps_error",
+                )
+            }
         out["workers"][pid] = entry
     return out
 
@@ -917,12 +1069,20 @@ def rebuild(server: Server, source: str) -> dict:
         current = (server.env_data / "corpus" / source / "current").resolve().name
         deadline, seen = time.monotonic() + 60, 0
         while time.monotonic() < deadline and seen < 6:  # every worker serves it (any answers)
-            gens = [s.get("generation") for s in client.get("/v1/sources").json()["sources"]
-                    if s["name"] == source]  # fmt: skip
+            gens = [
+                s.get("generation")
+                for s in client.get("/v1/sources").json()["sources"]
+                if s["name"] == source
+            ]
             seen = seen + 1 if gens and gens[0] == current else 0
             time.sleep(0.25)
-    return {"job": job_id, "state": state["state"], "seconds": round(time.monotonic() - started, 1),
-            "generation": current, "error": state.get("error")}  # fmt: skip
+    return {
+        "job": job_id,
+        "state": state["state"],
+        "seconds": round(time.monotonic() - started, 1),
+        "generation": current,
+        "error": state.get("error"),
+    }
 
 
 # -- the run --------------------------------------------------------------------------------------
@@ -930,35 +1090,67 @@ def rebuild(server: Server, source: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
-    parser.add_argument("--quick", action="store_true",
-                        help="4 s rounds, 32 connections only, no variants, no class rounds")  # fmt: skip
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="4 s rounds, 32 connections only, no variants, no class rounds",
+    )
     parser.add_argument("--seconds", type=float, default=8, help="per load round")
     parser.add_argument("--connections", default="16,32,64")
-    parser.add_argument("--workers", type=int, default=min(2, NCPU),
-                        help="chiezo serve --workers (default: serve's own default)")  # fmt: skip
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=min(2, NCPU),
+        help="chiezo serve --workers (default: serve's own default)",
+    )
     parser.add_argument("--threads", type=int, default=4, help="CHIEZO_SERVE_THREADS")
-    parser.add_argument("--variants", default="1x4,1x1,2x4:MALLOC_ARENA_MAX=2",
-                        help="WxT[:NAME=VALUE..]: other worker × thread settings (and server "
-                        "environment), mixed load at the middle connection count ('' for none)")  # fmt: skip
+    parser.add_argument(
+        "--variants",
+        default="1x4,1x1,2x4:MALLOC_ARENA_MAX=2",
+        help="WxT[:NAME=VALUE..]: other worker × thread settings (and server "
+        "environment), mixed load at the middle connection count ('' for none)",
+    )
     parser.add_argument("--per-class", type=int, default=40, help="requests per class")
     parser.add_argument("--rebuilds", type=int, default=3)
     parser.add_argument("--rebuild-source", default="jawiki")
-    parser.add_argument("--switch-seconds", type=float, default=5,
-                        help="load round after each switch, so the new generation is used")  # fmt: skip
-    parser.add_argument("--control-idle", type=float, default=0,
-                        help="experiment: stay idle this long instead of each rebuild")  # fmt: skip
-    parser.add_argument("--trim-after-switch", action="store_true",
-                        help="experiment: malloc_trim(0) in each worker after each switch")  # fmt: skip
+    parser.add_argument(
+        "--switch-seconds",
+        type=float,
+        default=5,
+        help="load round after each switch, so the new generation is used",
+    )
+    parser.add_argument(
+        "--control-idle",
+        type=float,
+        default=0,
+        help="experiment: stay idle this long instead of each rebuild",
+    )
+    parser.add_argument(
+        "--trim-after-switch",
+        action="store_true",
+        help="experiment: malloc_trim(0) in each worker after each switch",
+    )
     parser.add_argument("--no-geonames", action="store_true")
     parser.add_argument("--no-profile", action="store_true")
-    parser.add_argument("--server-env", action="append", default=[],
-                        help="NAME=VALUE for the server, e.g. MALLOC_ARENA_MAX=2")  # fmt: skip
+    parser.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        help="NAME=VALUE for the server, e.g. MALLOC_ARENA_MAX=2",
+    )
     parser.add_argument("--data", type=Path, help="reuse this data directory (built if empty)")
-    parser.add_argument("--phases", default="load,inproc,memory,variants",
-                        help="which of load, inproc, memory, variants to run")  # fmt: skip
+    parser.add_argument(
+        "--phases",
+        default="load,inproc,memory,variants",
+        help="which of load, inproc, memory, variants to run",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
-    parser.add_argument("--max-wait", type=float, default=1800,
-                        help="seconds to wait for running pytest before measuring anyway")  # fmt: skip
+    parser.add_argument(
+        "--max-wait",
+        type=float,
+        default=1800,
+        help="seconds to wait for running pytest before measuring anyway",
+    )
     # the in-process run (this script started by itself)
     parser.add_argument("--inproc", help=argparse.SUPPRESS)
     parser.add_argument("--inproc-threads", type=int, default=1, help=argparse.SUPPRESS)
@@ -988,15 +1180,17 @@ def main() -> None:
             k: v
             for k, v in vars(args).items()
             if k not in ("inproc", "inproc_threads", "out", "detail", "data")
-        },  # fmt: skip
+        },
         "quiet": {},
     }
     phases = set(args.phases.split(","))
     server = None
     try:
         if not (data / "corpus").exists():
-            out.print("[bold]building[/] guide, chiezo-docs, jawiki" +
-                      ("" if args.no_geonames else ", geonames"))  # fmt: skip
+            out.print(
+                "[bold]building[/] guide, chiezo-docs, jawiki"
+                + ("" if args.no_geonames else ", geonames")
+            )
             report["data"] = prepare(data, env, not args.no_geonames)
         server = Server(env, scratch, args.workers, args.threads, extra_env)
         server.env_data = data
@@ -1005,14 +1199,18 @@ def main() -> None:
 
             with httpx.Client(base_url=server.url, timeout=30) as client:
                 for i in range(300):
-                    client.post("/v1/notes", json={"text": f"bench note {i}: 会議 {i} の記録",
-                                                   "tags": ["bench"]})  # fmt: skip
+                    client.post(
+                        "/v1/notes",
+                        json={"text": f"bench note {i}: 会議 {i} の記録", "tags": ["bench"]},
+                    )
         reqs = requests_for(data, random.Random(3), args.per_class)
         reqs, report["requests"] = check_requests(server.url, reqs)
         random.Random(5).shuffle(reqs)
-        out.print(f"{len(reqs)} requests: {report['requests']['by_class']}, "
-                  f"{len(report['requests']['dropped'])} dropped, "
-                  f"{report['requests']['no_hits']} without hits")  # fmt: skip
+        out.print(
+            f"{len(reqs)} requests: {report['requests']['by_class']}, "
+            f"{len(report['requests']['dropped'])} dropped, "
+            f"{report['requests']['no_hits']} without hits"
+        )
         run = Run(args, out, scratch, data, env, extra_env, reqs, report, connections, middle)
         report["rounds"], report["memory"] = {}, {}
         if "load" in phases:
@@ -1064,26 +1262,32 @@ def phase_load(run: Run, server: Server) -> None:
     class alone at the middle one, and a round sampled by py-spy."""
     args, out, rounds = run.args, run.out, run.report["rounds"]
     run.report["quiet"]["load"] = quiet = wait_quiet(args.max_wait)
-    out.print(f"[bold]load[/] {server.workers} workers × {server.threads} threads, "
-              f"loadavg {quiet['loadavg']}")  # fmt: skip
+    out.print(
+        f"[bold]load[/] {server.workers} workers × {server.threads} threads, "
+        f"loadavg {quiet['loadavg']}"
+    )
     run_wrk(server, run.mixed, 3, run.middle, run.scratch)  # warm-up: every page, every thread
     run.report["memory"]["after_warm_up"] = snapshot(server, run.data, "after warm-up", probe=None)
     for c in run.connections:
         for name, paths in (("healthz", ["/healthz"]), ("mixed", run.mixed)):
             rounds[f"{name}@{c}"] = r = run_wrk(server, paths, args.seconds, c, run.scratch)
-            out.print(f"  {name}@{c}: {r['requests_per_s']:.0f} req/s, p50 {r['p50_ms']} ms,"
-                      f" p99 {r['p99_ms']} ms, {r['server_cpu_ms_per_request']} CPU ms/req,"
-                      f" other load {r['cpu']['other_cores_busy']} cores")  # fmt: skip
+            out.print(
+                f"  {name}@{c}: {r['requests_per_s']:.0f} req/s, p50 {r['p50_ms']} ms,"
+                f" p99 {r['p99_ms']} ms, {r['server_cpu_ms_per_request']} CPU ms/req,"
+                f" other load {r['cpu']['other_cores_busy']} cores"
+            )
     if not args.quick:
         for cls in CLASSES:
             paths = [r["path"] for r in run.reqs if r["cls"] == cls]
             if paths:
-                rounds[f"{cls}@{run.middle}"] = run_wrk(server, paths, max(3, args.seconds / 2),
-                                                        run.middle, run.scratch)  # fmt: skip
+                rounds[f"{cls}@{run.middle}"] = run_wrk(
+                    server, paths, max(3, args.seconds / 2), run.middle, run.scratch
+                )
     if not args.no_profile and py_spy_path():
         spy = py_spy(server.worker_pids(), args.seconds - 1, run.scratch / "spy-server")
-        rounds[f"mixed@{run.middle} (py-spy)"] = r = run_wrk(server, run.mixed, args.seconds,
-                                                             run.middle, run.scratch)  # fmt: skip
+        rounds[f"mixed@{run.middle} (py-spy)"] = r = run_wrk(
+            server, run.mixed, args.seconds, run.middle, run.scratch
+        )
         spy.wait()
         r["profile"] = read_profile(spy.outputs)
 
@@ -1095,13 +1299,26 @@ def phase_inproc(run: Run, server: Server) -> None:
     run.report["quiet"]["inproc"] = wait_quiet(args.max_wait)
     run.out.print("[bold]in-process[/] Service.search, same requests")
     base = run.report["inproc"] = {}
-    base["sequential"] = inproc(run.env, run.scratch, run.reqs, threads=1, processes=1,
-                                seconds=args.seconds, detail=True,
-                                profile=0 if args.no_profile else args.seconds - 1)  # fmt: skip
+    base["sequential"] = inproc(
+        run.env,
+        run.scratch,
+        run.reqs,
+        threads=1,
+        processes=1,
+        seconds=args.seconds,
+        detail=True,
+        profile=0 if args.no_profile else args.seconds - 1,
+    )
     shapes = {(server.workers, server.threads), (1, server.threads)}
     for processes, threads in sorted(shapes, reverse=True):
-        base[f"{processes}x{threads}"] = inproc(run.env, run.scratch, run.reqs, threads=threads,
-                                                processes=processes, seconds=args.seconds)  # fmt: skip
+        base[f"{processes}x{threads}"] = inproc(
+            run.env,
+            run.scratch,
+            run.reqs,
+            threads=threads,
+            processes=processes,
+            seconds=args.seconds,
+        )
 
 
 def phase_memory(run: Run, server: Server) -> None:
@@ -1129,8 +1346,10 @@ def phase_memory(run: Run, server: Server) -> None:
         run_wrk(server, run.mixed, args.switch_seconds, 16, run.scratch)
         series.append(snapshot(server, data, f"switch {i + 1}, after load"))
         w = series[-1]["workers"]
-        out.print(f"  rebuild {i + 1}: {job['state']} in {job['seconds']} s → "
-                  + ", ".join(f"{pid}: {m['private_mb']} MB" for pid, m in w.items()))  # fmt: skip
+        out.print(
+            f"  rebuild {i + 1}: {job['state']} in {job['seconds']} s → "
+            + ", ".join(f"{pid}: {m['private_mb']} MB" for pid, m in w.items())
+        )
     # what the growth is: garbage in reference cycles, or memory malloc keeps
     series.append(snapshot(server, data, "then gc.collect()", probe="collect"))
     series.append(snapshot(server, data, "then malloc_trim(0)", probe="trim"))
@@ -1146,8 +1365,9 @@ def phase_variants(run: Run) -> None:
     for variant in variants:
         shape, *settings = variant.split(":")
         w, t = (int(x) for x in shape.split("x"))
-        other = Server(run.env, run.scratch, w, t,
-                       {**run.extra_env, **dict(x.split("=", 1) for x in settings)})  # fmt: skip
+        other = Server(
+            run.env, run.scratch, w, t, {**run.extra_env, **dict(x.split("=", 1) for x in settings)}
+        )
         try:
             run_wrk(other, run.mixed, 3, run.middle, run.scratch)  # warm-up
             for name, paths in (("healthz", ["/healthz"]), ("mixed", run.mixed)):
@@ -1198,12 +1418,14 @@ def where_time_goes(report: dict, middle: int) -> dict:
         "gen2_gc_ms_per_request": round(1000 * gc2["seconds"] / max(1, mixed["requests"]), 3),
         "all_gc_ms_per_request": round(
             1000 * sum(g["seconds"] for g in mixed["gc"].values()) / max(1, mixed["requests"]), 3
-        ),  # fmt: skip
+        ),
     }
     out["server_beyond_search_and_healthz_ms"] = round(
-        out["server_cpu_ms"] - out["http_and_framework_cpu_ms (healthz)"]
-        - out["inproc_cpu_ms (sequential)"], 2,
-    )  # fmt: skip
+        out["server_cpu_ms"]
+        - out["http_and_framework_cpu_ms (healthz)"]
+        - out["inproc_cpu_ms (sequential)"],
+        2,
+    )
     out["cpu_bound_ceiling_req_per_s"] = round(NCPU * 1000 / out["server_cpu_ms"], 1)
     shape = f"{report['settings']['workers']}x{report['settings']['threads']}"
     if shape in base:
@@ -1226,8 +1448,12 @@ def verdict(series: list[dict]) -> dict:
             out[pid] = {}
             for key in ("private_mb", "anonymous_mb"):
                 a, b = first[pid][key], last[pid][key]
-                out[pid][key] = {"first": a, "last": b, "change": round(b / a - 1, 3),
-                                 "within_10_percent": abs(b / a - 1) <= 0.10}  # fmt: skip
+                out[pid][key] = {
+                    "first": a,
+                    "last": b,
+                    "change": round(b / a - 1, 3),
+                    "within_10_percent": abs(b / a - 1) <= 0.10,
+                }
     return out
 
 
@@ -1235,50 +1461,99 @@ def show(report: dict, out) -> None:
     from rich.table import Table
 
     settings = report["settings"]
-    quiet = ", ".join(f"{k} {v['loadavg']}" + (" (pytest running)" if v["pytest_running"] else "")
-                      for k, v in report["quiet"].items())  # fmt: skip
+    quiet = ", ".join(
+        f"{k} {v['loadavg']}" + (" (pytest running)" if v["pytest_running"] else "")
+        for k, v in report["quiet"].items()
+    )
     out.print(f"load average at the start of each phase: {quiet}")
-    table = Table(title=f"wrk over loopback, {settings['workers']} workers × "
-                  f"{settings['threads']} threads unless named; {settings['seconds']:g} s a round")  # fmt: skip
-    for col in ("round", "req/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "errors",
-                "server CPU ms/req", "gen2 GCs (s)", "others' load (cores)"):  # fmt: skip
+    table = Table(
+        title=f"wrk over loopback, {settings['workers']} workers × "
+        f"{settings['threads']} threads unless named; {settings['seconds']:g} s a round"
+    )
+    for col in (
+        "round",
+        "req/s",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "max ms",
+        "errors",
+        "server CPU ms/req",
+        "gen2 GCs (s)",
+        "others' load (cores)",
+    ):
         table.add_column(col, justify="right")
     for name, r in report["rounds"].items():
         gc2 = r.get("gc", {}).get("2", {})
-        table.add_row(name, f"{r['requests_per_s']:,.0f}", str(r["p50_ms"]), str(r["p90_ms"]),
-                      str(r["p99_ms"]), str(r["max_ms"]), str(r["errors"]),
-                      str(r["server_cpu_ms_per_request"]),
-                      f"{gc2.get('collections', '')} ({gc2.get('seconds', '')})",
-                      str(r["cpu"]["other_cores_busy"]))  # fmt: skip
+        table.add_row(
+            name,
+            f"{r['requests_per_s']:,.0f}",
+            str(r["p50_ms"]),
+            str(r["p90_ms"]),
+            str(r["p99_ms"]),
+            str(r["max_ms"]),
+            str(r["errors"]),
+            str(r["server_cpu_ms_per_request"]),
+            f"{gc2.get('collections', '')} ({gc2.get('seconds', '')})",
+            str(r["cpu"]["other_cores_busy"]),
+        )
     out.print(table)
     base = report.get("inproc", {})
     if base:
-        table = Table(title="the same requests in-process (Service.search, no HTTP): "
-                      "processes × threads")  # fmt: skip
+        table = Table(
+            title="the same requests in-process (Service.search, no HTTP): processes × threads"
+        )
         for col in ("run", "req/s", "p50 ms", "p99 ms", "CPU ms/req", "others' load (cores)"):
             table.add_column(col, justify="right")
         for name, r in base.items():
-            table.add_row(name, f"{r['requests_per_s']:,.0f}", str(r["p50_ms"]), str(r["p99_ms"]),
-                          str(r["cpu_ms_per_request"]), str(r["cpu"]["other_cores_busy"]))  # fmt: skip
+            table.add_row(
+                name,
+                f"{r['requests_per_s']:,.0f}",
+                str(r["p50_ms"]),
+                str(r["p99_ms"]),
+                str(r["cpu_ms_per_request"]),
+                str(r["cpu"]["other_cores_busy"]),
+            )
         out.print(table)
     seq = base.get("sequential", {})
     if "stages_ms" in seq:
         middle = report.get("where", {}).get("connections")
-        table = Table(title="per request, in-process, one at a time (mean ms); SQL alone: the "
-                      "statements a search ran, replayed")  # fmt: skip
-        for col in ("class", "SearchRequest", "search", "to_dict", "JSON", "SQL alone / search",
-                    f"server p50 @{middle}", f"server p99 @{middle}"):  # fmt: skip
+        table = Table(
+            title="per request, in-process, one at a time (mean ms); SQL alone: the "
+            "statements a search ran, replayed"
+        )
+        for col in (
+            "class",
+            "SearchRequest",
+            "search",
+            "to_dict",
+            "JSON",
+            "SQL alone / search",
+            f"server p50 @{middle}",
+            f"server p99 @{middle}",
+        ):
             table.add_column(col, justify="right")
         for cls, st in seq["stages_ms"].items():
             sql = seq["sql"]["by_class"].get(cls, {})
             served = report["rounds"].get(f"{cls}@{middle}", {})
-            table.add_row(cls, str(st["model"]), str(st["search"]), str(st["to_dict"]),
-                          str(st["json"]), f"{sql.get('sql_ms', '')} / {sql.get('search_ms', '')}",
-                          str(served.get("p50_ms", "")), str(served.get("p99_ms", "")))  # fmt: skip
+            table.add_row(
+                cls,
+                str(st["model"]),
+                str(st["search"]),
+                str(st["to_dict"]),
+                str(st["json"]),
+                f"{sql.get('sql_ms', '')} / {sql.get('search_ms', '')}",
+                str(served.get("p50_ms", "")),
+                str(served.get("p99_ms", "")),
+            )
         out.print(table)
         scope = seq.get("words_and_questions_by_scope_ms", {})
-        out.print("word and question searches, mean ms: " + "; ".join(
-            f"{k}: search {v['search']}, to_dict {v['to_dict']}" for k, v in scope.items()))  # fmt: skip
+        out.print(
+            "word and question searches, mean ms: "
+            + "; ".join(
+                f"{k}: search {v['search']}, to_dict {v['to_dict']}" for k, v in scope.items()
+            )
+        )
     if report.get("where"):
         table = Table(title="where a mixed request's CPU time goes (ms)")
         table.add_column("", justify="left")
@@ -1290,38 +1565,63 @@ def show(report: dict, out) -> None:
     for label, profile in profiles + [("in-process, one at a time", seq.get("profile"))]:
         if profile:
             shares = ", ".join(f"{c} {v:.0%}" for c, v in profile["share"].items() if v >= 0.01)
-            out.print(f"[bold]py-spy {label}[/] ({profile['on_cpu_samples']} on-CPU samples): "
-                      f"{shares}; threads waiting for the GIL per on-CPU sample "
-                      f"{profile['gil_wait_per_on_cpu']}")  # fmt: skip
+            out.print(
+                f"[bold]py-spy {label}[/] ({profile['on_cpu_samples']} on-CPU samples): "
+                f"{shares}; threads waiting for the GIL per on-CPU sample "
+                f"{profile['gil_wait_per_on_cpu']}"
+            )
             top = ", ".join(
                 f"{k} {v:.0%}" for k, v in list(profile["top_python_frames"].items())[:8]
             )
             out.print(f"   innermost Python frames: {top}")
     mem = report.get("memory", {})
     if mem.get("series"):
-        table = Table(title="each worker's memory (MB), idle: private = Private_Clean + "
-                      "Private_Dirty; heap = private anonymous")  # fmt: skip
-        for col in ("when", "worker", "private", "heap", "gen. files", "Rss", "Pss",
-                    "Sources", "sqlite conns", "malloc in use / free", "malloc heaps"):  # fmt: skip
+        table = Table(
+            title="each worker's memory (MB), idle: private = Private_Clean + "
+            "Private_Dirty; heap = private anonymous"
+        )
+        for col in (
+            "when",
+            "worker",
+            "private",
+            "heap",
+            "gen. files",
+            "Rss",
+            "Pss",
+            "Sources",
+            "sqlite conns",
+            "malloc in use / free",
+            "malloc heaps",
+        ):
             table.add_column(col, justify="right")
         for snap in mem["series"]:
             for pid, m in snap["workers"].items():
                 probe = m.get("probe") or {}
                 malloc = probe.get("malloc") or {}
                 kinds = m["private_by_kind_mb"]
-                table.add_row(snap["label"], str(pid), str(m["private_mb"]),
-                              str(kinds["heap (anonymous)"]), str(kinds["generation files (mmap)"]),
-                              str(m["rss_mb"]), str(m["pss_mb"]),
-                              str(len(probe.get("sources_alive") or [])) if probe else "",
-                              str(probe.get("sqlite_connections", "")),
-                              f"{malloc.get('in_use_mb', '')} / {malloc.get('free_mb', '')}",
-                              str(len(probe.get("malloc_heaps_mb") or [])) if probe else "")  # fmt: skip
+                table.add_row(
+                    snap["label"],
+                    str(pid),
+                    str(m["private_mb"]),
+                    str(kinds["heap (anonymous)"]),
+                    str(kinds["generation files (mmap)"]),
+                    str(m["rss_mb"]),
+                    str(m["pss_mb"]),
+                    str(len(probe.get("sources_alive") or [])) if probe else "",
+                    str(probe.get("sqlite_connections", "")),
+                    f"{malloc.get('in_use_mb', '')} / {malloc.get('free_mb', '')}",
+                    str(len(probe.get("malloc_heaps_mb") or [])) if probe else "",
+                )
         out.print(table)
         for pid, v in mem.get("verdict", {}).items():
-            out.print(f"worker {pid}: " + "; ".join(
-                f"{k} {x['first']} → {x['last']} ({x['change']:+.1%}, "
-                f"{'within' if x['within_10_percent'] else 'NOT within'} ±10%)"
-                for k, x in v.items()))  # fmt: skip
+            out.print(
+                f"worker {pid}: "
+                + "; ".join(
+                    f"{k} {x['first']} → {x['last']} ({x['change']:+.1%}, "
+                    f"{'within' if x['within_10_percent'] else 'NOT within'} ±10%)"
+                    for k, x in v.items()
+                )
+            )
 
 
 if __name__ == "__main__":

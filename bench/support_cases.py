@@ -45,7 +45,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chiezo import words
+from chiezo.core import words
 
 SEED = 20261201
 EXCERPT_CHARS = 1500
@@ -55,8 +55,20 @@ EN_WIKI_PER_ARTICLE = 4
 ALTERED_SHARE = 0.15  # altered cases per kind, as a share of the true answers (6 kinds ≈ 0.9×)
 UNCITED_SHARE = 0.08
 
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
-          "September", "October", "November", "December"]  # fmt: skip
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 _MONTH = "|".join(MONTHS)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _EN_NUMBER = re.compile(r"(?<![\w.,/-])\d+(?:[.,]\d+)*(?![\w/-]|[.,]\d)")  # not "20th", "F1"
@@ -129,9 +141,12 @@ def build_cases(wiki_conns: dict, splits=("dev", "test"), limit: int | None = No
             wiki = wiki_truths(wiki_conns[source], source, split)
             truths += wiki
             cases = cases_for(truths, random.Random(f"{SEED}-{language}-{split}"))
-            cases += name_cases(wiki, passage_truths(wiki_conns[source], source, split),
-                                random.Random(f"{SEED}-{language}-{split}-names"),
-                                max(1, round(len(truths) * ALTERED_SHARE)))  # fmt: skip
+            cases += name_cases(
+                wiki,
+                passage_truths(wiki_conns[source], source, split),
+                random.Random(f"{SEED}-{language}-{split}-names"),
+                max(1, round(len(truths) * ALTERED_SHARE)),
+            )
             if limit and len(cases) > limit:
                 cases = random.Random(SEED).sample(cases, limit)
             out += cases
@@ -141,13 +156,37 @@ def build_cases(wiki_conns: dict, splits=("dev", "test"), limit: int | None = No
 def cases_for(truths: list[Truth], rng: random.Random) -> list[Case]:
     """True answers, a share of uncited ones, and up to ``ALTERED_SHARE`` × true per kind."""
     pools = NamePools(truths)
-    cases = [Case(t.language, t.split, t.origin, "true", "", cited(t, t.statement),
-                  {1: t.excerpt}, False, {"title": t.title, "anchor": t.anchor},
-                  {1: t.title}) for t in truths]  # fmt: skip
+    cases = [
+        Case(
+            t.language,
+            t.split,
+            t.origin,
+            "true",
+            "",
+            cited(t, t.statement),
+            {1: t.excerpt},
+            False,
+            {"title": t.title, "anchor": t.anchor},
+            {1: t.title},
+        )
+        for t in truths
+    ]
     uncited = rng.sample(truths, round(len(truths) * UNCITED_SHARE))
-    cases += [Case(t.language, t.split, t.origin, "uncited", "", cited(t, t.statement, ""),
-                   {1: t.excerpt}, False, {"title": t.title, "anchor": t.anchor},
-                   {1: t.title}) for t in uncited]  # fmt: skip
+    cases += [
+        Case(
+            t.language,
+            t.split,
+            t.origin,
+            "uncited",
+            "",
+            cited(t, t.statement, ""),
+            {1: t.excerpt},
+            False,
+            {"title": t.title, "anchor": t.anchor},
+            {1: t.title},
+        )
+        for t in uncited
+    ]
     candidates: dict[str, list[Case]] = {}
     for truth in truths:
         for case in alterations(truth, truths, pools, rng):
@@ -159,8 +198,9 @@ def cases_for(truths: list[Truth], rng: random.Random) -> list[Case]:
     return cases
 
 
-def alterations(truth: Truth, truths: list[Truth], pools: NamePools, rng: random.Random
-                ) -> Iterator[Case]:  # fmt: skip
+def alterations(
+    truth: Truth, truths: list[Truth], pools: NamePools, rng: random.Random
+) -> Iterator[Case]:
     """At most one case per alteration kind for one true answer."""
     makers = [
         ("number", "same excerpt", lambda: number_from_excerpt(truth, rng)),
@@ -174,17 +214,33 @@ def alterations(truth: Truth, truths: list[Truth], pools: NamePools, rng: random
         if made and made[0] != truth.statement:
             statement, detail = made
             detail.update(title=truth.title, anchor=_anchor(truth, detail.get("original")))
-            yield Case(truth.language, truth.split, truth.origin, kind, scope,
-                       cited(truth, statement), {1: truth.excerpt}, True, detail,
-                       {1: truth.title})  # fmt: skip
+            yield Case(
+                truth.language,
+                truth.split,
+                truth.origin,
+                kind,
+                scope,
+                cited(truth, statement),
+                {1: truth.excerpt},
+                True,
+                detail,
+                {1: truth.title},
+            )
     others = [t for t in truths if t.title != truth.title]
     if others:
         unrelated = rng.choice(others)
-        yield Case(truth.language, truth.split, truth.origin, "wrong citation", "",
-                   cited(truth, truth.statement, " [2]"),
-                   {1: truth.excerpt, 2: unrelated.excerpt}, True,
-                   {"title": truth.title, "anchor": truth.anchor, "cited": unrelated.title},
-                   {1: truth.title, 2: unrelated.title})  # fmt: skip
+        yield Case(
+            truth.language,
+            truth.split,
+            truth.origin,
+            "wrong citation",
+            "",
+            cited(truth, truth.statement, " [2]"),
+            {1: truth.excerpt, 2: unrelated.excerpt},
+            True,
+            {"title": truth.title, "anchor": truth.anchor, "cited": unrelated.title},
+            {1: truth.title, 2: unrelated.title},
+        )
 
 
 def _anchor(truth: Truth, original: str | None) -> int:
@@ -253,9 +309,13 @@ def number_from_excerpt(truth: Truth, rng: random.Random):
     in_answer = {m.group(0).replace(",", "") for m in _NUMBER.finditer(truth.statement)}
     folded = unicodedata.normalize("NFKC", truth.excerpt)
     year = _is_year(truth.statement, match)
-    options = sorted({m.group(0) for m in _NUMBER.finditer(folded)
-                      if m.group(0).replace(",", "") not in in_answer
-                      and _is_year(folded, m) == year})  # fmt: skip
+    options = sorted(
+        {
+            m.group(0)
+            for m in _NUMBER.finditer(folded)
+            if m.group(0).replace(",", "") not in in_answer and _is_year(folded, m) == year
+        }
+    )
     if not options:
         return None
     new = rng.choice(options)
@@ -316,8 +376,9 @@ def date_changed(truth: Truth, rng: random.Random):
     else:
         year = int(original)
         spread = 30 if year >= 100 else 10
-        new = str(rng.choice([y for y in range(year - spread, year + spread + 1)
-                              if y > 0 and y != year]))  # fmt: skip
+        new = str(
+            rng.choice([y for y in range(year - spread, year + spread + 1) if y > 0 and y != year])
+        )
     statement = truth.statement[: match.start(1)] + new + truth.statement[match.end(1) :]
     held = new in excerpt_numbers(truth.excerpt) if new.isdigit() else new in truth.excerpt
     return statement, {"original": original, "new": new, "part": part, "in_excerpt": held}
@@ -351,8 +412,12 @@ class NamePools:
 
     def other(self, title: str) -> list[tuple[str, str]]:
         """Names of the excerpts of other articles."""
-        return [n for excerpt, found in self.by_excerpt.items()
-                if self.titles[excerpt] != title for n in found]  # fmt: skip
+        return [
+            n
+            for excerpt, found in self.by_excerpt.items()
+            if self.titles[excerpt] != title
+            for n in found
+        ]
 
 
 def names(text: str, language: str, context: str = "") -> list[tuple[str, str]]:
@@ -411,9 +476,14 @@ def name_replaced(truth: Truth, pools: NamePools, where: str, rng: random.Random
     folded_excerpt = words.fold(truth.excerpt)
     pool = pools.by_excerpt[truth.excerpt] if where == "same" else pools.other(truth.title)
     for name, kind in found:
-        usable = {(n, k) for n, k in pool
-                  if n not in truth.statement and name not in n and n not in name
-                  and (where == "same" or words.fold(n) not in folded_excerpt)}  # fmt: skip
+        usable = {
+            (n, k)
+            for n, k in pool
+            if n not in truth.statement
+            and name not in n
+            and n not in name
+            and (where == "same" or words.fold(n) not in folded_excerpt)
+        }
         # same kind: Sudachi's class in Japanese; in English the same number of words, after
         # the same word ("in Paris" → "in Lyon") where the excerpt has one
         options = sorted(n for n, k in usable if k == kind)
@@ -426,8 +496,12 @@ def name_replaced(truth: Truth, pools: NamePools, where: str, rng: random.Random
             new = rng.choice(options)
             position = whole.start()
             statement = truth.statement[:position] + new + truth.statement[position + len(name) :]
-            return statement, {"original": name, "new": new, "name_kind": kind,
-                               "at_start": position == 0}  # fmt: skip
+            return statement, {
+                "original": name,
+                "new": new,
+                "name_kind": kind,
+                "at_start": position == 0,
+            }
     return None
 
 
@@ -436,7 +510,9 @@ def name_replaced(truth: Truth, pools: NamePools, where: str, rng: random.Random
 PASSAGES_PER_ARTICLE = 2
 _PRONOUN_OPENING = re.compile(r"^(?:He|She|It|They|His|Her|Its|Their)\b")
 # a Japanese sentence opening with a connective or a pointer does not take a topic before it
-_JA_CONNECTIVE = re.compile(r"^(?:しかし|また|なお|ただし|一方|さらに|その|この|これ|それ|同|だが|そして|ところが)")
+_JA_CONNECTIVE = re.compile(
+    r"^(?:しかし|また|なお|ただし|一方|さらに|その|この|これ|それ|同|だが|そして|ところが)"
+)
 _SKIPPED_TITLE = re.compile(r"一覧|曖昧さ回避|^List of|disambiguation")
 
 
@@ -470,8 +546,9 @@ def passage_truths(conn, source: str, split: str) -> list[Truth]:
                 if statement:
                     found.append((statement, excerpt, max(0, excerpt.find(sentence[:30]))))
         for statement, excerpt, anchor in rng.sample(found, min(PASSAGES_PER_ARTICLE, len(found))):
-            out.append(Truth(language, split, f"{source}-passage", title, statement, excerpt,
-                             anchor))  # fmt: skip
+            out.append(
+                Truth(language, split, f"{source}-passage", title, statement, excerpt, anchor)
+            )
     return out
 
 
@@ -503,41 +580,92 @@ def _with_subject(sentence: str, subject: str, title: str, language: str) -> str
     return f"{subject}は{statement}"
 
 
-def name_cases(wiki: list[Truth], passages: list[Truth], rng: random.Random, quota: int
-               ) -> list[Case]:  # fmt: skip
+def name_cases(
+    wiki: list[Truth], passages: list[Truth], rng: random.Random, quota: int
+) -> list[Case]:
     """The §31.3 kinds: title-supported passages (true) and the same with another subject
     (altered); citations to, and "would support it" among, excerpts that share the names."""
     cases = []
     for truth in passages:
-        cases.append(Case(truth.language, truth.split, truth.origin, "title", "",
-                          cited(truth, truth.statement), {1: truth.excerpt}, False,
-                          {"title": truth.title, "anchor": truth.anchor}, {1: truth.title}))  # fmt: skip
+        cases.append(
+            Case(
+                truth.language,
+                truth.split,
+                truth.origin,
+                "title",
+                "",
+                cited(truth, truth.statement),
+                {1: truth.excerpt},
+                False,
+                {"title": truth.title, "anchor": truth.anchor},
+                {1: truth.title},
+            )
+        )
     subjects = sorted({_subject(t.title) for t in passages})
     for truth in rng.sample(passages, min(quota, len(passages))):
         subject = _subject(truth.title)
         folded = words.fold(truth.excerpt)
-        others = [s for s in subjects if s != subject and words.fold(s) not in folded
-                  and subject not in s and s not in subject]  # fmt: skip
+        others = [
+            s
+            for s in subjects
+            if s != subject
+            and words.fold(s) not in folded
+            and subject not in s
+            and s not in subject
+        ]
         if others:
             new = rng.choice(others)
             statement = new + truth.statement[len(subject) :]
-            cases.append(Case(truth.language, truth.split, truth.origin, "subject", "other",
-                              cited(truth, statement), {1: truth.excerpt}, True,
-                              {"title": truth.title, "anchor": truth.anchor, "original": subject,
-                               "new": new}, {1: truth.title}))  # fmt: skip
+            cases.append(
+                Case(
+                    truth.language,
+                    truth.split,
+                    truth.origin,
+                    "subject",
+                    "other",
+                    cited(truth, statement),
+                    {1: truth.excerpt},
+                    True,
+                    {"title": truth.title, "anchor": truth.anchor, "original": subject, "new": new},
+                    {1: truth.title},
+                )
+            )
     similar = [(t, d) for t in wiki if (d := distractor(t, wiki, rng))]
     for truth, other in rng.sample(similar, min(quota, len(similar))):
-        cases.append(Case(truth.language, truth.split, truth.origin, "wrong citation", "similar",
-                          cited(truth, truth.statement, " [2]"),
-                          {1: truth.excerpt, 2: other.excerpt}, True,
-                          {"title": truth.title, "anchor": truth.anchor, "cited": other.title},
-                          {1: truth.title, 2: other.title}))  # fmt: skip
+        cases.append(
+            Case(
+                truth.language,
+                truth.split,
+                truth.origin,
+                "wrong citation",
+                "similar",
+                cited(truth, truth.statement, " [2]"),
+                {1: truth.excerpt, 2: other.excerpt},
+                True,
+                {"title": truth.title, "anchor": truth.anchor, "cited": other.title},
+                {1: truth.title, 2: other.title},
+            )
+        )
     for truth, other in rng.sample(similar, min(quota, len(similar))):
-        cases.append(Case(truth.language, truth.split, truth.origin, "uncited", "distractor",
-                          cited(truth, truth.statement, ""),
-                          {1: truth.excerpt, 2: other.excerpt}, False,
-                          {"title": truth.title, "anchor": truth.anchor, "beside": other.title,
-                           "found_in": [1]}, {1: truth.title, 2: other.title}))  # fmt: skip
+        cases.append(
+            Case(
+                truth.language,
+                truth.split,
+                truth.origin,
+                "uncited",
+                "distractor",
+                cited(truth, truth.statement, ""),
+                {1: truth.excerpt, 2: other.excerpt},
+                False,
+                {
+                    "title": truth.title,
+                    "anchor": truth.anchor,
+                    "beside": other.title,
+                    "found_in": [1],
+                },
+                {1: truth.title, 2: other.title},
+            )
+        )
     pools = NamePools(wiki)
     absent = []
     for truth in wiki:
@@ -546,9 +674,20 @@ def name_cases(wiki: list[Truth], passages: list[Truth], rng: random.Random, quo
             absent.append((truth, made))
     for truth, (statement, detail) in rng.sample(absent, min(quota, len(absent))):
         detail.update(title=truth.title, anchor=_anchor(truth, detail.get("original")))
-        cases.append(Case(truth.language, truth.split, truth.origin, "uncited", "absent",
-                          cited(truth, statement, ""), {1: truth.excerpt}, True, detail,
-                          {1: truth.title}))  # fmt: skip
+        cases.append(
+            Case(
+                truth.language,
+                truth.split,
+                truth.origin,
+                "uncited",
+                "absent",
+                cited(truth, statement, ""),
+                {1: truth.excerpt},
+                True,
+                detail,
+                {1: truth.title},
+            )
+        )
     return cases
 
 
@@ -583,49 +722,138 @@ def distractor(truth: Truth, truths: list[Truth], rng: random.Random) -> Truth |
 NAMED = [
     # issue #29: [2] is a bike-rental station; "museum of modern art" is only in [1]'s alias
     # and "Finland" only in [2]'s "Operator: City Bike Finland": no one excerpt supports it
-    ("en", "Kiasma is a museum of modern art in Helsinki, Finland.",
-     [("osm_helsinki", "Kiasma"), ("osm_helsinki", "Kiasma kaupunkipyöräasema")], True, [], None),
-    ("en", "Kiasma is a museum of modern art in Helsinki, Finland.",
-     [("osm_helsinki", "Kiasma"), ("geonames", "ヘルシンキ")], True, [1], "Finland"),
-    ("en", "Kiasma is a museum of modern art in Helsinki [1].",
-     [("osm_helsinki", "Kiasma"), ("osm_helsinki", "Kiasma kaupunkipyöräasema")], False, None, None),
-    ("en", "Kiasma is a museum of modern art in Helsinki [2].",
-     [("osm_helsinki", "Kiasma"), ("osm_helsinki", "Kiasma kaupunkipyöräasema")], True, None, None),
-    ("en", "Kiasma is a museum of modern art in Helsinki, Finland [1].",
-     [("osm_helsinki", "Kiasma"), ("geonames", "ヘルシンキ")], True, None, "Finland"),
-    ("en", "Kiasma is a museum in Espoo [1].",
-     [("osm_helsinki", "Kiasma"), ("osm_helsinki", "Kiasma kaupunkipyöräasema")], True, None, "Espoo"),
-    ("en", "The Bank of Finland Museum is a museum on Snellmaninkatu in Helsinki [1].",
-     [("osm_helsinki", "Suomen Pankin rahamuseo"), ("osm_helsinki", "Päivälehden museo")], False,
-     None, None),
-    ("en", "The Bank of Finland Museum is a museum on Snellmaninkatu in Helsinki [2].",
-     [("osm_helsinki", "Suomen Pankin rahamuseo"), ("osm_helsinki", "Päivälehden museo")], True,
-     None, None),
-    ("en", "Helsinki Central Library Oodi is a library on Töölönlahdenkatu in Helsinki.",
-     [("osm_helsinki", "Kiasma"), ("osm_helsinki", "Helsingin keskustakirjasto Oodi")], True, [2],
-     None),
-    ("en", "Takamatsu is a city in Kagawa with a population of 334,223 [1].",
-     [("geonames", "高松市")], False, None, None),
-    ("en", "Takamatsu is a city in Kagawa on Shikoku with a population of 334,223 [1].",
-     [("geonames", "高松市")], True, None, "Shikoku"),
+    (
+        "en",
+        "Kiasma is a museum of modern art in Helsinki, Finland.",
+        [("osm_helsinki", "Kiasma"), ("osm_helsinki", "Kiasma kaupunkipyöräasema")],
+        True,
+        [],
+        None,
+    ),
+    (
+        "en",
+        "Kiasma is a museum of modern art in Helsinki, Finland.",
+        [("osm_helsinki", "Kiasma"), ("geonames", "ヘルシンキ")],
+        True,
+        [1],
+        "Finland",
+    ),
+    (
+        "en",
+        "Kiasma is a museum of modern art in Helsinki [1].",
+        [("osm_helsinki", "Kiasma"), ("osm_helsinki", "Kiasma kaupunkipyöräasema")],
+        False,
+        None,
+        None,
+    ),
+    (
+        "en",
+        "Kiasma is a museum of modern art in Helsinki [2].",
+        [("osm_helsinki", "Kiasma"), ("osm_helsinki", "Kiasma kaupunkipyöräasema")],
+        True,
+        None,
+        None,
+    ),
+    (
+        "en",
+        "Kiasma is a museum of modern art in Helsinki, Finland [1].",
+        [("osm_helsinki", "Kiasma"), ("geonames", "ヘルシンキ")],
+        True,
+        None,
+        "Finland",
+    ),
+    (
+        "en",
+        "Kiasma is a museum in Espoo [1].",
+        [("osm_helsinki", "Kiasma"), ("osm_helsinki", "Kiasma kaupunkipyöräasema")],
+        True,
+        None,
+        "Espoo",
+    ),
+    (
+        "en",
+        "The Bank of Finland Museum is a museum on Snellmaninkatu in Helsinki [1].",
+        [("osm_helsinki", "Suomen Pankin rahamuseo"), ("osm_helsinki", "Päivälehden museo")],
+        False,
+        None,
+        None,
+    ),
+    (
+        "en",
+        "The Bank of Finland Museum is a museum on Snellmaninkatu in Helsinki [2].",
+        [("osm_helsinki", "Suomen Pankin rahamuseo"), ("osm_helsinki", "Päivälehden museo")],
+        True,
+        None,
+        None,
+    ),
+    (
+        "en",
+        "Helsinki Central Library Oodi is a library on Töölönlahdenkatu in Helsinki.",
+        [("osm_helsinki", "Kiasma"), ("osm_helsinki", "Helsingin keskustakirjasto Oodi")],
+        True,
+        [2],
+        None,
+    ),
+    (
+        "en",
+        "Takamatsu is a city in Kagawa with a population of 334,223 [1].",
+        [("geonames", "高松市")],
+        False,
+        None,
+        None,
+    ),
+    (
+        "en",
+        "Takamatsu is a city in Kagawa on Shikoku with a population of 334,223 [1].",
+        [("geonames", "高松市")],
+        True,
+        None,
+        "Shikoku",
+    ),
     # the Japanese counterparts: the name the answer uses is an alias (name:ja, a GeoNames
     # name), the country is in no excerpt
-    ("ja", "ヘルシンキ中央図書館「Oodi」はヘルシンキにある図書館です [1]。",
-     [("osm_helsinki", "Helsingin keskustakirjasto Oodi"), ("osm_helsinki", "Helsinki")], False,
-     None, None),
-    ("ja", "ヘルシンキ中央図書館「Oodi」はフィンランドのヘルシンキにある図書館です。",
-     [("osm_helsinki", "Helsingin keskustakirjasto Oodi"), ("osm_helsinki", "Helsinki")], True,
-     [1], "フィンランド"),
-    ("ja", "ヘルシンキ中央図書館「Oodi」はヘルシンキにある図書館です [2]。",
-     [("osm_helsinki", "Helsingin keskustakirjasto Oodi"), ("geonames", "ヘルシンキ")], True,
-     None, None),
-    ("ja", "ヘルシンキ中央図書館「Oodi」はフィンランドのヘルシンキにある図書館です [1]。",
-     [("osm_helsinki", "Helsingin keskustakirjasto Oodi"), ("geonames", "ヘルシンキ")], True,
-     None, "フィンランド"),
+    (
+        "ja",
+        "ヘルシンキ中央図書館「Oodi」はヘルシンキにある図書館です [1]。",
+        [("osm_helsinki", "Helsingin keskustakirjasto Oodi"), ("osm_helsinki", "Helsinki")],
+        False,
+        None,
+        None,
+    ),
+    (
+        "ja",
+        "ヘルシンキ中央図書館「Oodi」はフィンランドのヘルシンキにある図書館です。",
+        [("osm_helsinki", "Helsingin keskustakirjasto Oodi"), ("osm_helsinki", "Helsinki")],
+        True,
+        [1],
+        "フィンランド",
+    ),
+    (
+        "ja",
+        "ヘルシンキ中央図書館「Oodi」はヘルシンキにある図書館です [2]。",
+        [("osm_helsinki", "Helsingin keskustakirjasto Oodi"), ("geonames", "ヘルシンキ")],
+        True,
+        None,
+        None,
+    ),
+    (
+        "ja",
+        "ヘルシンキ中央図書館「Oodi」はフィンランドのヘルシンキにある図書館です [1]。",
+        [("osm_helsinki", "Helsingin keskustakirjasto Oodi"), ("geonames", "ヘルシンキ")],
+        True,
+        None,
+        "フィンランド",
+    ),
     ("ja", "高松の人口は334,223人です [1]。", [("geonames", "高松市")], False, None, None),
-    ("ja", "高松は日本の香川県にある都市で、人口は334,223人です [1]。", [("geonames", "高松市")], True,
-     None, "香川県"),
-]  # fmt: skip
+    (
+        "ja",
+        "高松は日本の香川県にある都市で、人口は334,223人です [1]。",
+        [("geonames", "高松市")],
+        True,
+        None,
+        "香川県",
+    ),
+]
 
 
 def named_cases(conns: dict) -> list[Case]:
@@ -638,16 +866,39 @@ def named_cases(conns: dict) -> list[Case]:
     for language, answer, refs, flagged, found_in, absent in NAMED:
         excerpts, titles, aliases = {}, {}, {}
         for n, (source, title) in enumerate(refs, 1):
-            doc_id, found_title, names_ = conns[source].execute(
-                "SELECT doc_id, title, aliases FROM docs WHERE title = ? ORDER BY doc_id",
-                (title,)).fetchone()  # fmt: skip
-            chunks = conns[source].execute(
-                "SELECT ord, text FROM chunks WHERE doc_id = ? ORDER BY ord", (doc_id,)).fetchall()
-            excerpts[n] = excerpt_text([Passage(0, o, "", " ".join(t.split())) for o, t in chunks[:1]])
+            doc_id, found_title, names_ = (
+                conns[source]
+                .execute(
+                    "SELECT doc_id, title, aliases FROM docs WHERE title = ? ORDER BY doc_id",
+                    (title,),
+                )
+                .fetchone()
+            )
+            chunks = (
+                conns[source]
+                .execute("SELECT ord, text FROM chunks WHERE doc_id = ? ORDER BY ord", (doc_id,))
+                .fetchall()
+            )
+            excerpts[n] = excerpt_text(
+                [Passage(0, o, "", " ".join(t.split())) for o, t in chunks[:1]]
+            )
             titles[n], aliases[n] = found_title, [a for a in names_.splitlines() if a.strip()]
         kind = "uncited" if found_in is not None else ("true" if not flagged else "named")
-        out.append(Case(language, "named", "named", kind, "", answer, excerpts, flagged,
-                        {"found_in": found_in, "absent": absent, "refs": refs}, titles, aliases))  # fmt: skip
+        out.append(
+            Case(
+                language,
+                "named",
+                "named",
+                kind,
+                "",
+                answer,
+                excerpts,
+                flagged,
+                {"found_in": found_in, "absent": absent, "refs": refs},
+                titles,
+                aliases,
+            )
+        )
     return out
 
 
@@ -726,11 +977,20 @@ _INTERROGATIVES = [
 _SKIPPED = re.compile(r"なぜ|何故|どうして|どう|どのように|どちら|どっち|もしくは|または|か、")
 _TIME = re.compile(r"(年|月|日|世紀|年代|時代|頃|ごろ|期)$")
 _ENDINGS = [  # a question's ending → a statement's
-    (r"かな$", ""), (r"でしょうか$", "です"), (r"でしょう$", "です"), (r"でしたか$", "でした"), (r"ですか$", "です"),
-    (r"ましたか$", "ました"), (r"ますか$", "ます"), (r"ませんか$", "ません"),
-    (r"だったの$", "でした"), (r"なの$", "です"), (r"(?<=[たる])の$", ""), (r"(?<=[たる])か$", ""),
+    (r"かな$", ""),
+    (r"でしょうか$", "です"),
+    (r"でしょう$", "です"),
+    (r"でしたか$", "でした"),
+    (r"ですか$", "です"),
+    (r"ましたか$", "ました"),
+    (r"ますか$", "ます"),
+    (r"ませんか$", "ません"),
+    (r"だったの$", "でした"),
+    (r"なの$", "です"),
+    (r"(?<=[たる])の$", ""),
+    (r"(?<=[たる])か$", ""),
     (r"か$", ""),
-]  # fmt: skip
+]
 _PREDICATE_END = re.compile(r"(です|でした|ます|ました|ません|た|だ|る|い|う|く)$")
 
 
@@ -762,8 +1022,7 @@ def _filled(match: re.Match, answer: str, question: str) -> tuple[str, int]:
     asked = match.group(0)
     if asked.startswith("何") and len(asked) > 1 and not asked.startswith("何の"):
         counter = asked[1:]
-        taken = max((k for k in range(len(counter) + 1) if answer.endswith(counter[:k])),
-                    default=0)  # fmt: skip
+        taken = max((k for k in range(len(counter) + 1) if answer.endswith(counter[:k])), default=0)
         if counter in answer:  # "時速何km" + "150km/h"
             taken = len(counter)
         if taken or re.fullmatch(r"[\d,.]+", answer):
@@ -790,8 +1049,9 @@ def answer_sentence(context: str, start: int, answer: str) -> str | None:
     long, cut at the first 、 after the answer (None if the answer did not survive)."""
     end = start + len(answer)
     sentence_start = max(context.rfind("。", 0, start), context.rfind("\n", 0, start)) + 1
-    sentence_end = min(i for i in (context.find("。", end), context.find("\n", end), len(context))
-                       if i >= 0)  # fmt: skip
+    sentence_end = min(
+        i for i in (context.find("。", end), context.find("\n", end), len(context)) if i >= 0
+    )
     sentence = _shortened_ja(context[sentence_start:sentence_end], end - sentence_start)
     return sentence if sentence and unicodedata.normalize("NFKC", answer) in sentence else None
 

@@ -34,8 +34,8 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from chiezo.search import vectors as vec  # noqa: E402
-from chiezo.search.vectors import VectorIndex, VectorInfo, index_path  # noqa: E402
+from chiezo.store import vectors as vec  # noqa: E402
+from chiezo.store.vectors import VectorIndex, VectorInfo, index_path  # noqa: E402
 
 from corpus import jaquad_paragraphs, jaquad_questions  # noqa: E402
 
@@ -98,8 +98,14 @@ def scale(n: int, workdir: Path) -> list[dict]:
 
     generation = workdir / f"bench-{n}.db"
     started = time.monotonic()
-    index = Index(ndim=DIM, metric="cos", dtype="f16", connectivity=vec.CONNECTIVITY,
-                  expansion_add=vec.EXPANSION_ADD, expansion_search=vec.EXPANSION_SEARCH)  # fmt: skip
+    index = Index(
+        ndim=DIM,
+        metric="cos",
+        dtype="f16",
+        connectivity=vec.CONNECTIVITY,
+        expansion_add=vec.EXPANSION_ADD,
+        expansion_search=vec.EXPANSION_SEARCH,
+    )
     for start in range(0, n, 20_000):
         keys = np.arange(start + 1, min(start + 20_000, n) + 1, dtype=np.uint64)
         index.add(keys, data[start : start + 20_000], threads=0)
@@ -123,13 +129,19 @@ def scale(n: int, workdir: Path) -> list[dict]:
                 len({key - 1 for key, _ in r[:10]} & set(t.tolist())) / 10
                 for r, t in zip(results, truth, strict=False)
             ]
-            rows.append({
-                "vectors": n, "method": label, "k": k,
-                "recall@10": round(statistics.mean(hits), 4),
-                "p50_ms": round(p(times, 0.5), 3), "p99_ms": round(p(times, 0.99), 3),
-                "build_s": round(build_s, 1) if not exact else None,
-                "index_mib": round(size / 2**20, 1), "warm_s": round(warm_s, 2),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "vectors": n,
+                    "method": label,
+                    "k": k,
+                    "recall@10": round(statistics.mean(hits), 4),
+                    "p50_ms": round(p(times, 0.5), 3),
+                    "p99_ms": round(p(times, 0.99), 3),
+                    "build_s": round(build_s, 1) if not exact else None,
+                    "index_mib": round(size / 2**20, 1),
+                    "warm_s": round(warm_s, 2),
+                }
+            )
             console.print(rows[-1])
     vec.EXACT_BELOW = original
     index_path(generation).unlink()
@@ -138,7 +150,7 @@ def scale(n: int, workdir: Path) -> list[dict]:
 
 def storage() -> list[dict]:
     """float32 vs float16 vs int8 on real use-m embeddings of JaQuAD dev."""
-    from chiezo.embedders import get_embedder
+    from chiezo.store.embedders import get_embedder
 
     model = get_embedder("use-m")
     passages = [f"{p.title}\n{p.text}" for p in jaquad_paragraphs("dev")]
@@ -150,14 +162,24 @@ def storage() -> list[dict]:
     scale_ = 127.0 / np.abs(data).max(axis=1, keepdims=True)
     as_i8 = np.round(data * scale_).astype(np.int8).astype(np.float32) / scale_
     rows = []
-    for label, stored, size in (("float32", data, 4), ("float16", as_f16, 2),
-                                ("int8 (per-vector scale)", as_i8, 1)):  # fmt: skip
+    for label, stored, size in (
+        ("float32", data, 4),
+        ("float16", as_f16, 2),
+        ("int8 (per-vector scale)", as_i8, 1),
+    ):
         top = np.argsort(-(queries @ stored.T), axis=1)[:, :20]
         overlap = np.mean([len(set(a) & set(b)) / 20 for a, b in zip(top, truth20, strict=True)])
         top1 = np.mean(top[:, 0] == truth20[:, 0])
-        rows.append({"storage": label, "bytes_per_vector": DIM * size + (4 if size == 1 else 0),
-                     "top20_overlap": round(float(overlap), 4), "top1_same": round(float(top1), 4),
-                     "passages": len(passages), "queries": len(questions)})  # fmt: skip
+        rows.append(
+            {
+                "storage": label,
+                "bytes_per_vector": DIM * size + (4 if size == 1 else 0),
+                "top20_overlap": round(float(overlap), 4),
+                "top1_same": round(float(top1), 4),
+                "passages": len(passages),
+                "queries": len(questions),
+            }
+        )
         console.print(rows[-1])
     return rows
 

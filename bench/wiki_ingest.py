@@ -35,7 +35,7 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from chiezo.sources.wikidump import WikiDump  # noqa: E402
+from chiezo.ingest.wikidump import WikiDump  # noqa: E402
 
 from corpus import SHARED  # noqa: E402
 
@@ -76,7 +76,7 @@ def _strip(text: str) -> int:
 
 
 def _render(text: str) -> int:
-    from chiezo.sources.wikitext import Namespaces, parse_article
+    from chiezo.ingest.wikitext import Namespaces, parse_article
 
     return len(parse_article(text, Namespaces.for_wiki({}, "ja")).text)
 
@@ -94,10 +94,21 @@ def end_to_end(dump: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="wiki-bench-") as data:
         started = time.perf_counter()
         result = subprocess.run(
-            [sys.executable, "-m", "chiezo", "--data", data, "ingest", "wikipedia", str(dump),
-             "--json"],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "chiezo",
+                "--data",
+                data,
+                "ingest",
+                "wikipedia",
+                str(dump),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         seconds = time.perf_counter() - started
     report = json.loads(result.stdout)
     peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -117,8 +128,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="wiki-dump-") as tmp:
         dump = Path(tmp) / "jawiki-bench-pages-articles.xml.bz2"
         articles, chars, texts = make_dump(dump, args.repeat)
-        console.print(f"{articles:,} articles, {chars:,} wikitext characters, "
-                      f"{dump.stat().st_size / 2**20:.1f} MiB bz2")  # fmt: skip
+        console.print(
+            f"{articles:,} articles, {chars:,} wikitext characters, "
+            f"{dump.stat().st_size / 2**20:.1f} MiB bz2"
+        )
         parse_only = rate(_strip, texts, args.workers)
         render_only = rate(_render, texts, args.workers)
         e2e = end_to_end(dump)
@@ -140,14 +153,19 @@ def main() -> None:
     for col in ("stage", "wikitext chars/s", "articles/s", "share of parse-only"):
         table.add_column(col, justify="right")
     per_article = chars / articles
-    for label, value in (("parse + strip_code only", parse_only),
-                         ("chiezo parse + render only", render_only),
-                         ("chiezo end to end", e2e_rate)):  # fmt: skip
-        table.add_row(label, f"{value:,.0f}", f"{value / per_article:,.1f}",
-                      f"{value / parse_only:.0%}")  # fmt: skip
+    for label, value in (
+        ("parse + strip_code only", parse_only),
+        ("chiezo parse + render only", render_only),
+        ("chiezo end to end", e2e_rate),
+    ):
+        table.add_row(
+            label, f"{value:,.0f}", f"{value / per_article:,.1f}", f"{value / parse_only:.0%}"
+        )
     console.print(table)
-    console.print(f"end to end: {e2e['seconds']} s, peak RSS {e2e['peak_rss_mb']} MiB, phases "
-                  f"{e2e['report']['timings']}")  # fmt: skip
+    console.print(
+        f"end to end: {e2e['seconds']} s, peak RSS {e2e['peak_rss_mb']} MiB, phases "
+        f"{e2e['report']['timings']}"
+    )
     out = HERE / "results" / f"wiki_ingest-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, ensure_ascii=False, indent=2))

@@ -22,10 +22,10 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from chiezo.config import Settings  # noqa: E402
-from chiezo.search.query import phrase  # noqa: E402
-from chiezo.service import Service  # noqa: E402
-from chiezo.sources.wikipedia import ingest_wikipedia  # noqa: E402
+from chiezo.core.config import Settings  # noqa: E402
+from chiezo.core.query import phrase  # noqa: E402
+from chiezo.ingest.wikipedia import ingest_wikipedia  # noqa: E402
+from chiezo.ops.service import Service  # noqa: E402
 
 from corpus import SHARED  # noqa: E402
 
@@ -42,8 +42,10 @@ def evaluate(questions, search) -> dict:
         latencies.append((time.perf_counter() - started) * 1000)
         relevant = set(q["relevant_titles_in_excerpt"])
         ranks.append(next((i for i, t in enumerate(titles, 1) if t in relevant), None))
-    out = {f"recall@{k}": round(sum(1 for r in ranks if r and r <= k) / len(ranks), 3)
-           for k in (1, 5, 10)}  # fmt: skip
+    out = {
+        f"recall@{k}": round(sum(1 for r in ranks if r and r <= k) / len(ranks), 3)
+        for k in (1, 5, 10)
+    }
     out["p50_ms"] = round(statistics.median(latencies), 2)
     return out
 

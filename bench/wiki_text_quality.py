@@ -17,7 +17,7 @@ build stores) and the text is searched for four kinds of defect:
   headings): a map's labels or a table's cells without their headers ("147 / 145 / 空 / 知120").
 
 The baseline in the same run is the renderer as it was before issue 17 (``--baseline REV``
-renders with ``git show REV:src/chiezo/sources/wikitext.py``; default: the commit before the
+renders with ``git show REV:src/chiezo/ingest/wikitext.py``; default: the commit before the
 change). Writes JSON with the examples to bench/results/.
 """
 
@@ -41,14 +41,18 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SHARED = ROOT.parent / "shared" / "data" / "wikipedia"
-DUMPS = {"jawiki": SHARED / "jawiki-20230501-excerpt.xml.bz2",
-         "enwiki": SHARED / "enwiki-202207-excerpt.xml.bz2"}  # fmt: skip
+DUMPS = {
+    "jawiki": SHARED / "jawiki-20230501-excerpt.xml.bz2",
+    "enwiki": SHARED / "enwiki-202207-excerpt.xml.bz2",
+}
 BASELINE_REV = "2a44cfd"  # main before issue 17's renderer changes
 console = Console(width=140)
 
 # a unit that only ever follows a number; what stands before it must be one
-_UNIT = (r"平方キロメートル|平方メートル|ヘクタール|km2|km²|㎢|square (?:kilometres|kilometers|miles)"
-         r"|sq mi")  # fmt: skip
+_UNIT = (
+    r"平方キロメートル|平方メートル|ヘクタール|km2|km²|㎢|square (?:kilometres|kilometers|miles)"
+    r"|sq mi"
+)
 _NUMERIC_END = re.compile(
     r"(?:[\d０-９〇一二三四五六七八九十百千万億数余]|[(（/]|\bper|\b(?:thousands|hundreds|millions"
     r"|billions|tens) of)\s*$"  # a number, or a unit's gloss "(平方キロメートル)", "人/", "per"
@@ -71,20 +75,31 @@ def main() -> None:
         for label, (parse, namespaces) in renderers.items():
             started = time.monotonic()
             found = defects(pages, parse, namespaces(dump))
-            rows.append({"wiki": wiki, "renderer": label, "articles": len(pages),
-                         **{k: len(v) for k, v in found.items()},
-                         "seconds": round(time.monotonic() - started, 1)})  # fmt: skip
+            rows.append(
+                {
+                    "wiki": wiki,
+                    "renderer": label,
+                    "articles": len(pages),
+                    **{k: len(v) for k, v in found.items()},
+                    "seconds": round(time.monotonic() - started, 1),
+                }
+            )
             examples[f"{wiki}/{label}"] = {k: v[:30] for k, v in found.items()}
     show(rows, examples, args.show)
     out = HERE / "results" / f"wiki_text_quality-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps({"baseline": args.baseline, "rows": rows, "examples": examples},
-                              ensure_ascii=False, indent=2))  # fmt: skip
+    out.write_text(
+        json.dumps(
+            {"baseline": args.baseline, "rows": rows, "examples": examples},
+            ensure_ascii=False,
+            indent=2,
+        )
+    )
     console.print(f"wrote {out}")
 
 
 def articles(dump: Path):
     """(title, wikitext) of the dump's articles (namespace 0, not redirects)."""
-    from chiezo.sources.wikidump import WikiDump
+    from chiezo.ingest.wikidump import WikiDump
 
     reader = WikiDump(dump)
     try:
@@ -96,15 +111,20 @@ def articles(dump: Path):
 
 
 def current_renderer():
-    from chiezo.sources import wikitext
+    from chiezo.ingest import wikitext
 
     return wikitext.parse_article, lambda dump: _namespaces(wikitext, dump)
 
 
 def old_renderer(rev: str):
     """The renderer of ``rev``, loaded from git as a module of its own."""
-    source = subprocess.run(["git", "show", f"{rev}:src/chiezo/sources/wikitext.py"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    source = subprocess.run(
+        ["git", "show", f"{rev}:src/chiezo/ingest/wikitext.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     path = Path(tempfile.mkdtemp()) / "wikitext_before.py"
     path.write_text(source, encoding="utf-8")
     spec = importlib.util.spec_from_file_location("wikitext_before", path)
@@ -115,7 +135,7 @@ def old_renderer(rev: str):
 
 
 def _namespaces(module, dump: Path):
-    from chiezo.sources.wikidump import WikiDump
+    from chiezo.ingest.wikidump import WikiDump
 
     reader = WikiDump(dump)
     info = reader.siteinfo
@@ -124,13 +144,20 @@ def _namespaces(module, dump: Path):
 
 
 def defects(pages, parse, namespaces) -> dict[str, list[dict]]:
-    found: dict[str, list[dict]] = {"parameter as number": [], "stray markup": [],
-                                    "duplicated sentences": [], "table debris": []}  # fmt: skip
+    found: dict[str, list[dict]] = {
+        "parameter as number": [],
+        "stray markup": [],
+        "duplicated sentences": [],
+        "table debris": [],
+    }
     for title, wikitext in pages:
         text = parse(wikitext, namespaces).text
-        for kind, hits in (("parameter as number", slots(text)), ("stray markup", markup(text)),
-                           ("duplicated sentences", duplicates(text)),
-                           ("table debris", debris(text))):  # fmt: skip
+        for kind, hits in (
+            ("parameter as number", slots(text)),
+            ("stray markup", markup(text)),
+            ("duplicated sentences", duplicates(text)),
+            ("table debris", debris(text)),
+        ):
             found[kind] += [{"title": title, "text": hit} for hit in hits]
     return found
 
@@ -139,16 +166,23 @@ def slots(text: str) -> list[str]:
     """Sentences with a number slot filled by words."""
     out = []
     for sentence in _SENTENCE.findall(text):
-        bad = [m for m in _SLOT.finditer(sentence) if not _NUMERIC_END.search(m.group(1))
-               and not _NUMERIC_END.search(sentence[: m.start(1)] + m.group(1))]  # fmt: skip
+        bad = [
+            m
+            for m in _SLOT.finditer(sentence)
+            if not _NUMERIC_END.search(m.group(1))
+            and not _NUMERIC_END.search(sentence[: m.start(1)] + m.group(1))
+        ]
         if bad or _POPULATION.search(sentence):
             out.append(sentence.strip())
     return out
 
 
 def markup(text: str) -> list[str]:
-    return [line.strip()[:200] for line in text.splitlines()
-            if _MARKUP.search(line) and not line.startswith("#")]  # fmt: skip
+    return [
+        line.strip()[:200]
+        for line in text.splitlines()
+        if _MARKUP.search(line) and not line.startswith("#")
+    ]
 
 
 def duplicates(text: str) -> list[str]:
@@ -172,7 +206,9 @@ def debris(text: str) -> list[str]:
 
 
 def show(rows, examples, count: int) -> None:
-    table = Table(title="Wikipedia text defects (sentences or lines; target: 0 parameters as numbers)")
+    table = Table(
+        title="Wikipedia text defects (sentences or lines; target: 0 parameters as numbers)"
+    )
     for column in rows[0]:
         table.add_column(column, justify="right")
     for row in rows:
@@ -181,8 +217,9 @@ def show(rows, examples, count: int) -> None:
     for key, kinds in examples.items():
         for kind, hits in kinds.items():
             for hit in hits[:count]:
-                console.print(f"[dim]{key} {kind}[/] {escape(hit['title'])}: "
-                              f"{escape(hit['text'][:160])}")  # fmt: skip
+                console.print(
+                    f"[dim]{key} {kind}[/] {escape(hit['title'])}: {escape(hit['text'][:160])}"
+                )
 
 
 if __name__ == "__main__":

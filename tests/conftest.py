@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from chiezo.config import Settings
-from chiezo.service import Service
+from chiezo.core.config import Settings
+from chiezo.ops.service import Service
 
 
 @pytest.fixture

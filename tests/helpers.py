@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from chiezo.build import BuildOptions
-from chiezo.service import Service
+from chiezo.ops.service import Service
+from chiezo.store.build import BuildOptions
 
 # Real public data the tests build from, carried in the repository with its licences
 # (tests/data/README.md): a clone alone runs every test. ../shared/data is for benchmarks.
@@ -40,11 +40,12 @@ def write_files(folder: Path, files: dict[str, str | bytes]) -> Path:
 
 
 def build_docs(service: Service, folder: Path, name: str, **options):
-    from chiezo.sources.documents import DocsOptions
+    from chiezo.ingest.documents import DocsOptions
 
     strict = options.pop("strict", False)
-    return service.ingest("docs", folder, name, options=DocsOptions(strict=strict),
-                          build=BuildOptions(**options))
+    return service.ingest(
+        "docs", folder, name, options=DocsOptions(strict=strict), build=BuildOptions(**options)
+    )
 
 
 def switch_in_an_old_schema(settings, name: str) -> None:
@@ -52,7 +53,7 @@ def switch_in_an_old_schema(settings, name: str) -> None:
     older Chiezo would have left it."""
     import sqlite3
 
-    from chiezo import generations
+    from chiezo.store import generations
 
     directory = settings.corpus_dir / name
     old = directory / "gen-29990101T000000-ffffff.db"
@@ -65,10 +66,10 @@ def switch_in_an_old_schema(settings, name: str) -> None:
 
 
 # What an in-process TestClient must name as its host: its default, "testserver", is a host
-# name the server does not answer to (DNS-rebinding protection, api/security.py).
+# name the server does not answer to (DNS-rebinding protection, surfaces/rest/security.py).
 LOCAL = "http://127.0.0.1"
 # A test client's peer on this machine (TestClient's own default peer, "testclient", is not an
-# address: the server then shows it no path of this machine — api/disclosure.py)
+# address: the server then shows it no path of this machine — surfaces/rest/disclosure.py)
 ON_THIS_MACHINE = ("127.0.0.1", 50000)
 
 
@@ -116,11 +117,18 @@ class RunningServer:
 
 # Two temples of Tokyo with coordinates, links and a category, in the real wikitext form
 TEMPLE_PAGES = [
-    (1, "浅草寺", "'''浅草寺'''は東京都台東区浅草にある寺。{{Coord|35|42|53|N|139|47|48|E}}"
-     "[[雷門]]が有名である。\n== 歴史 ==\n628年に創建された。\n[[Category:東京都の寺]]"),
-    (2, "雷門", "'''雷門'''は[[浅草寺]]の山門。{{Coord|35|42|39|N|139|47|47|E}}"
-     "\n[[Category:東京都の寺]]"),
-]  # fmt: skip
+    (
+        1,
+        "浅草寺",
+        "'''浅草寺'''は東京都台東区浅草にある寺。{{Coord|35|42|53|N|139|47|48|E}}"
+        "[[雷門]]が有名である。\n== 歴史 ==\n628年に創建された。\n[[Category:東京都の寺]]",
+    ),
+    (
+        2,
+        "雷門",
+        "'''雷門'''は[[浅草寺]]の山門。{{Coord|35|42|39|N|139|47|47|E}}\n[[Category:東京都の寺]]",
+    ),
+]
 
 
 # An indexed HTML page that would write a note through the API if its script ran on Chiezo's origin
@@ -135,8 +143,8 @@ PAGE_WITH_A_SCRIPT = (
 def wiki_library(root: Path, pages: list[tuple[int, str, str]], name: str = "jawiki") -> Path:
     """A data directory under ``root`` holding one Wikipedia source built from ``pages``
     (written as a real-format dump); returns ``root`` (the data is ``root / "data"``)."""
-    from chiezo.config import Settings
-    from chiezo.service import Service
+    from chiezo.core.config import Settings
+    from chiezo.ops.service import Service
 
     dump = root / "wiki.xml"
     dump.write_text(wiki_dump(pages))
@@ -228,8 +236,9 @@ def chromium():
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM),
-                                             args=["--no-sandbox", "--disable-gpu"])  # fmt: skip
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"]
+        )
         yield browser
         browser.close()
 

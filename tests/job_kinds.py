@@ -1,5 +1,5 @@
 """Source kinds for the job tests: a background job runs in a process of its own
-(job_process.py), where a test's monkeypatch does not reach, so the behaviour a test needs of a
+(ops/job_process.py), where a test's monkeypatch does not reach, so the behaviour a test needs of a
 build — held until the test lets it go, stuck for good, failing with a bug — is a kind of its
 own, registered in the test and sent to the job's process like any plugin kind.
 
@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from chiezo.build import build_source
-from chiezo.models import Chunk, Doc
-from chiezo.sources.documents import DocumentsKind
-from chiezo.sources.kinds import SourceKind, option_field, recorded_options
+from chiezo.core.models import Chunk, Doc
+from chiezo.ingest.documents import DocumentsKind
+from chiezo.store.build import build_source
+from chiezo.store.kinds import SourceKind, option_field, recorded_options
 
 WAIT_S = 120.0  # a guard: nothing in a test waits this long
 
@@ -45,11 +45,20 @@ class HeldKind(SourceKind):
             if not options.stuck:
                 progress.advance(1)
         lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        docs = [Doc(key=str(i), title=line, body=line, chunks=[Chunk(line)])
-                for i, line in enumerate(lines, 1)]  # fmt: skip
+        docs = [
+            Doc(key=str(i), title=line, body=line, chunks=[Chunk(line)])
+            for i, line in enumerate(lines, 1)
+        ]
         identity = {"path": str(path.resolve()), "options": recorded_options(options)}
-        return build_source(settings, name, self.name, docs, input_identity=identity,
-                            options=build, progress=progress)  # fmt: skip
+        return build_source(
+            settings,
+            name,
+            self.name,
+            docs,
+            input_identity=identity,
+            options=build,
+            progress=progress,
+        )
 
 
 class HeldDocs(DocumentsKind):

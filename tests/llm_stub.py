@@ -31,8 +31,13 @@ class ScriptedLLM:
 
             def do_GET(self):
                 if self.path.rstrip("/").endswith("/models"):
-                    self._json(200, {"object": "list",
-                                     "data": [{"id": m, "object": "model"} for m in stub.models]})  # fmt: skip
+                    self._json(
+                        200,
+                        {
+                            "object": "list",
+                            "data": [{"id": m, "object": "model"} for m in stub.models],
+                        },
+                    )
                 else:
                     self._json(404, {"error": "not found"})
 
@@ -47,17 +52,32 @@ class ScriptedLLM:
                 if answer.get("status", 200) != 200:
                     self._json(answer["status"], {"error": {"message": "scripted failure"}})
                 elif body.get("stream"):
-                    self._stream(answer.get("content", ""), answer.get("chunk_delay", 0),
-                                 answer.get("drop_after"))  # fmt: skip
+                    self._stream(
+                        answer.get("content", ""),
+                        answer.get("chunk_delay", 0),
+                        answer.get("drop_after"),
+                    )
                 else:
                     message = {"role": "assistant", "content": answer.get("content")}
                     if answer.get("tool_calls"):
                         message["tool_calls"] = answer["tool_calls"]
-                    self._json(200, {
-                        "id": "stub", "object": "chat.completion", "model": stub.models[0],
-                        "choices": [{"index": 0, "message": message,
-                                     "finish_reason": "tool_calls" if answer.get("tool_calls") else "stop"}],
-                    })  # fmt: skip
+                    self._json(
+                        200,
+                        {
+                            "id": "stub",
+                            "object": "chat.completion",
+                            "model": stub.models[0],
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "message": message,
+                                    "finish_reason": "tool_calls"
+                                    if answer.get("tool_calls")
+                                    else "stop",
+                                }
+                            ],
+                        },
+                    )
 
             def _json(self, status, data):
                 payload = json.dumps(data).encode()
@@ -95,8 +115,11 @@ class ScriptedLLM:
 
 def tool_call(name: str, args: dict, call_id: str = "c1") -> dict:
     """A tool call as an OpenAI-compatible server sends it (arguments as a JSON string)."""
-    return {"id": call_id, "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}  # fmt: skip
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)},
+    }
 
 
 def in_turns(*turns):

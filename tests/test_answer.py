@@ -10,22 +10,33 @@ from chiezo.answer.excerpt import window
 from chiezo.answer.plan import keyword_queries, parse_plan_reply, strip_reasoning
 from chiezo.answer.rag import NO_BASIS
 from chiezo.answer.support import cited_numbers
-from chiezo.config import Settings
-from chiezo.errors import LLMNotConfigured, LLMUnavailable, ModelMissing
-from chiezo.service import Service
+from chiezo.core.config import Settings
+from chiezo.core.errors import LLMNotConfigured, LLMUnavailable, ModelMissing
+from chiezo.ops.service import Service
 from llm_stub import ScriptedLLM, in_turns, tool_call
 
 from helpers import free_port, wiki_library
 
 PAGES = [
-    (1, "浅草寺", "'''浅草寺'''は東京都台東区浅草にある寺。山号は金龍山。本尊は聖観音。"
-     "628年に創建されたと伝わる。雷門が有名である。"),
-    (2, "夏目漱石", "'''夏目漱石'''は日本の小説家。1867年2月9日に江戸の牛込で生まれた。"
-     "代表作に『吾輩は猫である』『坊っちゃん』がある。1916年に没した。"),
+    (
+        1,
+        "浅草寺",
+        "'''浅草寺'''は東京都台東区浅草にある寺。山号は金龍山。本尊は聖観音。"
+        "628年に創建されたと伝わる。雷門が有名である。",
+    ),
+    (
+        2,
+        "夏目漱石",
+        "'''夏目漱石'''は日本の小説家。1867年2月9日に江戸の牛込で生まれた。"
+        "代表作に『吾輩は猫である』『坊っちゃん』がある。1916年に没した。",
+    ),
     (3, "夏目 (曖昧さ回避)", "'''夏目'''は次のものを指す。\n* [[夏目漱石]]\n* 夏目 (姓)"),
-    (4, "東京タワー", "'''東京タワー'''は東京都港区芝公園にある電波塔。高さは333メートル。"
-     "1958年に完成した。"),
-]  # fmt: skip
+    (
+        4,
+        "東京タワー",
+        "'''東京タワー'''は東京都港区芝公園にある電波塔。高さは333メートル。1958年に完成した。",
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +113,11 @@ def test_citations_are_the_numbers_that_exist_in_first_cited_order():
 
 
 def test_a_passage_too_long_for_what_is_left_keeps_the_window_where_its_words_are():
-    text = "東京タワーは電波塔である。" + "周辺には公園や寺院がある。" * 80 + "展望台の高さは150メートル。"
+    text = (
+        "東京タワーは電波塔である。"
+        + "周辺には公園や寺院がある。" * 80
+        + "展望台の高さは150メートル。"
+    )
     cut = window(text, {"展望台", "メートル"}, 200)
     assert "展望台の高さは150メートル" in cut and len(cut) <= 200
     assert cut.startswith("周辺には") or cut.startswith("展望台")  # at a sentence start
@@ -186,7 +201,7 @@ def test_without_a_configured_model_the_layer_is_off_but_says_what_it_found(libr
 def run_ask(root, url, *args, model="stub-model"):
     from click.testing import CliRunner
 
-    from chiezo.cli import cli
+    from chiezo.surfaces.cli.main import cli
 
     env = {"CHIEZO_LLM_URL": url or "", "CHIEZO_LLM_MODEL": model or ""}
     return CliRunner().invoke(cli, ["--data", str(root / "data"), "ask", *args], env=env)
@@ -224,21 +239,29 @@ def test_cli_exit_codes(library):
 def test_rest_ask_chat_strict_and_streaming(library):
     import httpx
 
-    from chiezo.api import create_app
+    from chiezo.surfaces.rest import create_app
 
     from helpers import RunningServer
 
     with ScriptedLLM(scripted('{"queries": ["浅草寺"]}', "浅草寺は台東区にある [1]。")) as stub:
         settings = service_with(library, stub.url).settings
-        with RunningServer(create_app(settings)) as server, \
-                httpx.Client(base_url=server.url, timeout=30) as client:  # fmt: skip
+        with (
+            RunningServer(create_app(settings)) as server,
+            httpx.Client(base_url=server.url, timeout=30) as client,
+        ):
             body = client.get("/v1/ask", params={"q": "浅草寺はどこにある？"}).json()
             assert body["cited"] == [1] and body["references"][0]["title"] == "浅草寺"
             assert body["queries"] == ["浅草寺"] and body["grounded"] is True
-            turn = client.post("/v1/chat", json={"messages": [
-                {"role": "user", "content": "浅草寺について"},
-                {"role": "assistant", "content": "浅草寺は寺です [1]。"},
-                {"role": "user", "content": "どこにある？"}]}).json()  # fmt: skip
+            turn = client.post(
+                "/v1/chat",
+                json={
+                    "messages": [
+                        {"role": "user", "content": "浅草寺について"},
+                        {"role": "assistant", "content": "浅草寺は寺です [1]。"},
+                        {"role": "user", "content": "どこにある？"},
+                    ]
+                },
+            ).json()
             assert turn["references"][0]["title"] == "浅草寺"
             assert "浅草寺について" in json.dumps(stub.requests[-1]["messages"], ensure_ascii=False)
             with client.stream("GET", "/v1/ask", params={"q": "浅草寺はどこ？", "stream": 1}) as r:
@@ -305,15 +328,18 @@ def test_agent_repeats_errors_and_budgets(library):
 def test_doctor_names_a_missing_model_and_an_unreachable_endpoint(library):
     from click.testing import CliRunner
 
-    from chiezo.cli import cli
+    from chiezo.surfaces.cli.main import cli
 
     dead = f"http://127.0.0.1:{free_port()}/v1"
     with ScriptedLLM(models=("smollm2",)) as stub:
         env = {"CHIEZO_LLM_URL": f"{stub.url},{dead}", "CHIEZO_LLM_MODEL": "qwen3"}
         result = CliRunner().invoke(cli, ["--data", str(library / "data"), "doctor"], env=env)
         env["CHIEZO_LLM_MODEL"] = "smollm2"
-        healthy = CliRunner().invoke(cli, ["--data", str(library / "data"), "doctor", "--json"],
-                                     env={**env, "CHIEZO_LLM_URL": stub.url})  # fmt: skip
+        healthy = CliRunner().invoke(
+            cli,
+            ["--data", str(library / "data"), "doctor", "--json"],
+            env={**env, "CHIEZO_LLM_URL": stub.url},
+        )
     assert result.exit_code == 1
     assert "no model named 'qwen3'" in result.stdout and "models there: smollm2" in result.stdout
     assert "unreachable" in result.stdout and "source jawiki" in result.stdout
@@ -323,7 +349,7 @@ def test_doctor_names_a_missing_model_and_an_unreachable_endpoint(library):
 def test_cli_agent_mode_and_chat(library):
     from click.testing import CliRunner
 
-    from chiezo.cli import cli
+    from chiezo.surfaces.cli.main import cli
 
     script = in_turns(
         {"tool_calls": [tool_call("search", {"query": "東京タワー", "source": "jawiki"})]},
@@ -331,14 +357,21 @@ def test_cli_agent_mode_and_chat(library):
     )
     with ScriptedLLM(script) as stub:
         env = {"CHIEZO_LLM_URL": stub.url, "CHIEZO_LLM_MODEL": "stub-model"}
-        agent = CliRunner().invoke(cli, ["--data", str(library / "data"), "ask", "--mode",
-                                         "agent", "東京タワーの高さは？"], env=env)  # fmt: skip
+        agent = CliRunner().invoke(
+            cli,
+            ["--data", str(library / "data"), "ask", "--mode", "agent", "東京タワーの高さは？"],
+            env=env,
+        )
     assert agent.exit_code == 0 and agent.stdout.startswith("333メートル [1]")
     assert "step 1: search" in agent.stderr
     with ScriptedLLM(scripted('{"queries": ["浅草寺"]}', "台東区です [1]")) as stub:
         env = {"CHIEZO_LLM_URL": stub.url, "CHIEZO_LLM_MODEL": "stub-model"}
-        chat = CliRunner().invoke(cli, ["--data", str(library / "data"), "chat"], env=env,
-                                  input="浅草寺はどこ？\nいつ建てられた？\n\n")  # fmt: skip
+        chat = CliRunner().invoke(
+            cli,
+            ["--data", str(library / "data"), "chat"],
+            env=env,
+            input="浅草寺はどこ？\nいつ建てられた？\n\n",
+        )
     assert chat.exit_code == 0 and chat.stdout.count("台東区です [1]") == 2
     second = answer_requests(stub)[-1]["messages"]
     assert any(m["content"] == "浅草寺はどこ？" for m in second)  # the earlier turn is there
@@ -355,8 +388,12 @@ def test_ungrounded_asks_the_model_even_without_sources(library):
 def test_a_slow_endpoint_times_out_and_the_next_one_answers(library):
     slow = ScriptedLLM(lambda body: {"delay": 3, "content": "too late"})
     with slow, ScriptedLLM(scripted('{"queries": ["浅草寺"]}', "台東区 [1]")) as fast:
-        settings = Settings(data_dir=library / "data", llm_url=f"{slow.url},{fast.url}",
-                            llm_model="stub-model", llm_timeout=1)  # fmt: skip
+        settings = Settings(
+            data_dir=library / "data",
+            llm_url=f"{slow.url},{fast.url}",
+            llm_model="stub-model",
+            llm_timeout=1,
+        )
         result = Service(settings).ask("浅草寺はどこ？")
     assert result.answer == "台東区 [1]" and result.planner == "model"
 
@@ -364,7 +401,7 @@ def test_a_slow_endpoint_times_out_and_the_next_one_answers(library):
 def test_rest_agent_mode_streams_one_event_per_step(library):
     import httpx
 
-    from chiezo.api import create_app
+    from chiezo.surfaces.rest import create_app
 
     from helpers import RunningServer
 
@@ -375,10 +412,15 @@ def test_rest_agent_mode_streams_one_event_per_step(library):
     )
     with ScriptedLLM(script) as stub:
         settings = service_with(library, stub.url).settings
-        with RunningServer(create_app(settings)) as server, httpx.stream(
-            "GET", f"{server.url}/v1/ask", timeout=30,
-            params={"q": "浅草寺はどこ？", "mode": "agent", "stream": 1},
-        ) as response:  # fmt: skip
+        with (
+            RunningServer(create_app(settings)) as server,
+            httpx.stream(
+                "GET",
+                f"{server.url}/v1/ask",
+                timeout=30,
+                params={"q": "浅草寺はどこ？", "mode": "agent", "stream": 1},
+            ) as response,
+        ):
             lines = list(response.iter_lines())
     events = [line[7:] for line in lines if line.startswith("event: ")]
     assert events == ["step", "step", "done"]
@@ -407,7 +449,7 @@ def plan_then(streamed: dict):
 
 
 def _serving(library, stub):
-    from chiezo.api import create_app
+    from chiezo.surfaces.rest import create_app
 
     from helpers import RunningServer
 
@@ -418,7 +460,11 @@ def _serving(library, stub):
     "failure, deltas, said",
     [
         ({"status": 500}, 0, "no language model endpoint answered"),
-        ({"content": "浅草寺は東京都台東区にある [1]。", "drop_after": 2}, 2, "stopped in the middle"),
+        (
+            {"content": "浅草寺は東京都台東区にある [1]。", "drop_after": 2},
+            2,
+            "stopped in the middle",
+        ),
     ],
     ids=["http-500", "connection-dropped"],
 )
@@ -435,9 +481,16 @@ def test_a_model_failing_mid_stream_ends_it_with_an_error_event(library, failure
 def test_an_agent_whose_model_fails_after_a_step_ends_with_an_error_event(library):
     script = in_turns({"tool_calls": [tool_call("search", {"query": "浅草寺"})]}, {"status": 500})
     with ScriptedLLM(script) as stub, _serving(library, stub) as server:
-        events = _events(server.url, "POST", "/v1/chat", json={
-            "messages": [{"role": "user", "content": "浅草寺はどこ？"}], "mode": "agent",
-            "stream": True})  # fmt: skip
+        events = _events(
+            server.url,
+            "POST",
+            "/v1/chat",
+            json={
+                "messages": [{"role": "user", "content": "浅草寺はどこ？"}],
+                "mode": "agent",
+                "stream": True,
+            },
+        )
     assert [name for name, _ in events] == ["step", "error"]
     assert events[-1][1]["status"] == 503 and "no language model" in events[-1][1]["error"]
 
@@ -452,15 +505,21 @@ def test_a_bug_mid_stream_ends_it_with_a_500_error_event_and_a_logged_traceback(
 
     monkeypatch.setattr(rag.Prepared, "result", broken)
     monkeypatch.setattr(agent, "_finish", broken)
-    expected = {"error": "internal error (RuntimeError)", "status": 500,
-                "hint": "this is a bug; the server log has the details"}  # fmt: skip
+    expected = {
+        "error": "internal error (RuntimeError)",
+        "status": 500,
+        "hint": "this is a bug; the server log has the details",
+    }
     answer = scripted('{"queries": ["浅草寺"]}', "台東区にある [1]。")
     with ScriptedLLM(answer) as stub, _serving(library, stub) as server:
         rag_events = _events(server.url, "GET", "/v1/ask", params={"q": "浅草寺は？", "stream": 1})
-    steps = in_turns({"tool_calls": [tool_call("search", {"query": "浅草寺"})]}, {"content": "x [1]"})
+    steps = in_turns(
+        {"tool_calls": [tool_call("search", {"query": "浅草寺"})]}, {"content": "x [1]"}
+    )
     with ScriptedLLM(steps) as stub, _serving(library, stub) as server:
-        agent_events = _events(server.url, "GET", "/v1/ask",
-                               params={"q": "浅草寺は？", "mode": "agent", "stream": 1})  # fmt: skip
+        agent_events = _events(
+            server.url, "GET", "/v1/ask", params={"q": "浅草寺は？", "mode": "agent", "stream": 1}
+        )
     assert rag_events[0][0] == "references" and rag_events[-1] == ("error", expected)
     assert [name for name, _ in agent_events] == ["step", "error"]
     assert agent_events[-1][1] == expected
@@ -479,7 +538,10 @@ def test_cli_reports_a_model_that_stopped_mid_answer_and_exits_5(library):
 
 def test_an_answer_cut_mid_stream_is_not_started_again_by_the_next_endpoint(library):
     cut = {"content": "浅草寺は東京都台東区にある [1]。", "drop_after": 2}
-    with ScriptedLLM(plan_then(cut)) as first, ScriptedLLM(plan_then({"content": "x [1]"})) as second:
+    with (
+        ScriptedLLM(plan_then(cut)) as first,
+        ScriptedLLM(plan_then({"content": "x [1]"})) as second,
+    ):
         service = service_with(library, f"{first.url},{second.url}")
         events = list(service.answer_events("浅草寺はどこ？"))
     assert [name for name, _ in events] == ["references", "delta", "delta", "error"]

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from chiezo.config import Settings
-from chiezo.service import Service
-from chiezo.sources.wikipedia import ingest_wikipedia
+from chiezo.core.config import Settings
+from chiezo.ingest.wikipedia import ingest_wikipedia
+from chiezo.ops.service import Service
 
 from helpers import data_file, free_port
 
@@ -56,9 +56,11 @@ def documented_server(gguf: str, port: int):
     params = xllamacpp.CommonParams()
     params.model.path = gguf
     cache = {"f16": xllamacpp.ggml_type.GGML_TYPE_F16, "q8_0": xllamacpp.ggml_type.GGML_TYPE_Q8_0}
-    attention = {"on": xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_ENABLED,
-                 "off": xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_DISABLED,
-                 "auto": xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_AUTO}  # fmt: skip
+    attention = {
+        "on": xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+        "off": xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+        "auto": xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_AUTO,
+    }
     setters = {
         "--alias": lambda v: setattr(params, "model_alias", {v}),
         "--host": lambda v: setattr(params, "hostnames", [v]),
@@ -83,14 +85,15 @@ def documented_server(gguf: str, port: int):
 @pytest.fixture(scope="module")
 def enwiki(tmp_path_factory, local_model):
     root = tmp_path_factory.mktemp("e2e")
-    settings = Settings(data_dir=root / "data", llm_url=local_model, llm_model=ALIAS,
-                        llm_timeout=120)  # fmt: skip
+    settings = Settings(
+        data_dir=root / "data", llm_url=local_model, llm_model=ALIAS, llm_timeout=120
+    )
     ingest_wikipedia(settings, data_file(EN))
     return Service(settings)
 
 
 def test_the_doctor_sees_the_real_model(enwiki):
-    from chiezo.doctor import check
+    from chiezo.ops.doctor import check
 
     rows = {r["check"]: r for r in check(enwiki)}
     endpoint = next(r for name, r in rows.items() if name.startswith("model endpoint"))
@@ -114,7 +117,7 @@ def test_a_real_model_is_not_asked_when_nothing_is_found(enwiki):
 def test_doctor_names_a_model_the_real_server_does_not_have(enwiki):
     # llama.cpp's server answers whatever model name a request carries, so the name is checked
     # against GET /v1/models, where a wrong one is named with the models there are
-    from chiezo.llm import Endpoint, LLMClient
+    from chiezo.answer.llm import Endpoint, LLMClient
 
     url = enwiki.settings.llm_url
     found = LLMClient([Endpoint(url, "qwen3-8b")]).check(Endpoint(url, "qwen3-8b"))
@@ -125,11 +128,17 @@ def test_doctor_names_a_model_the_real_server_does_not_have(enwiki):
 def test_a_real_model_in_agent_mode_never_returns_an_uncited_answer_labelled_grounded(enwiki):
     # SmolLM2-135M often answers from its own weights without calling a tool (issue 16: "The
     # capital of Alabama is Baton Rouge", grounded, exit 0): Chiezo looks it up itself first
-    result = enwiki.ask("What is the capital of Alabama?", mode="agent", source="enwiki",
-                        steps=3, max_tokens=128)  # fmt: skip
+    result = enwiki.ask(
+        "What is the capital of Alabama?", mode="agent", source="enwiki", steps=3, max_tokens=128
+    )
     assert result.steps and result.steps[0]["tool"] == "search"
-    assert all(s["arguments"].get("source", "enwiki") == "enwiki" for s in result.steps
-               if isinstance(s["arguments"], dict))  # fmt: skip
+    assert all(
+        s["arguments"].get("source", "enwiki") == "enwiki"
+        for s in result.steps
+        if isinstance(s["arguments"], dict)
+    )
     body = result.to_dict()
-    assert not body["grounded"] or (body["cited"] and not body["unsupported"] and not body["uncited"])
+    assert not body["grounded"] or (
+        body["cited"] and not body["unsupported"] and not body["uncited"]
+    )
     assert body["answer"].strip()

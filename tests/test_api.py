@@ -5,10 +5,10 @@ import os
 import httpx
 import pytest
 
-from chiezo.api import create_app
-from chiezo.build import build_source
-from chiezo.config import Settings
-from chiezo.models import Doc
+from chiezo.core.config import Settings
+from chiezo.core.models import Doc
+from chiezo.store.build import build_source
+from chiezo.surfaces.rest import create_app
 
 from helpers import RunningServer, build_docs, switch_in_an_old_schema, write_files
 
@@ -227,12 +227,20 @@ def test_filter_errors_say_why(api):
 
 
 def test_the_llm_status_names_models_without_their_paths_beyond_loopback():
-    from chiezo.api.app import labelled_models
+    from chiezo.surfaces.rest.app import labelled_models
 
-    status = {"configured": True, "model": "/srv/models/Qwen2.5-7B-Instruct-Q4_K_M.gguf",
-              "endpoints": [{"url": "http://127.0.0.1:8081/v1", "ok": False,
-                             "models": ["/srv/models/Qwen2.5-7B-Instruct-Q4_K_M.gguf", "smollm2"],
-                             "problem": "no model named '/srv/models/other-Q8_0.gguf' here"}]}  # fmt: skip
+    status = {
+        "configured": True,
+        "model": "/srv/models/Qwen2.5-7B-Instruct-Q4_K_M.gguf",
+        "endpoints": [
+            {
+                "url": "http://127.0.0.1:8081/v1",
+                "ok": False,
+                "models": ["/srv/models/Qwen2.5-7B-Instruct-Q4_K_M.gguf", "smollm2"],
+                "problem": "no model named '/srv/models/other-Q8_0.gguf' here",
+            }
+        ],
+    }
     shown = labelled_models(status)
     assert "/srv" not in str(shown)
     assert shown["model"] == "Qwen2.5-7B-Instruct (Q4_K_M)"

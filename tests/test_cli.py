@@ -8,7 +8,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from chiezo.cli import cli
+from chiezo.surfaces.cli.main import cli
 
 from helpers import write_files
 

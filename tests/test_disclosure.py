@@ -15,8 +15,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from chiezo.api import create_app
-from chiezo.service import Service
+from chiezo.ops.service import Service
+from chiezo.surfaces.rest import create_app
 from llm_stub import ScriptedLLM
 
 from helpers import LOCAL, RunningServer, build_docs, write_files
@@ -35,30 +35,55 @@ def llm():
 
 @pytest.fixture
 def library(tmp_path, settings, llm):
-    folder = write_files(tmp_path / "private-folder", {
-        "sensoji.md": "---\ntitle: 浅草寺\n---\n浅草寺は東京都台東区浅草にある寺。\n"})  # fmt: skip
+    folder = write_files(
+        tmp_path / "private-folder",
+        {"sensoji.md": "---\ntitle: 浅草寺\n---\n浅草寺は東京都台東区浅草にある寺。\n"},
+    )
     service = Service(settings)
     build_docs(service, folder, "kb")
     service.remember("a note")
     host = llm.url.removeprefix("http://")
-    configured = replace(settings, llm_url=f"http://{USER}:{PASSWORD}@{host}?api_key={KEY}",
-                         llm_model=MODEL_FILE)  # fmt: skip
+    configured = replace(
+        settings, llm_url=f"http://{USER}:{PASSWORD}@{host}?api_key={KEY}", llm_model=MODEL_FILE
+    )
     return configured, folder
 
 
 def _secrets(settings, folder: Path) -> list[str]:
-    return [PASSWORD, KEY, f"{USER}:", MODEL_FILE, "/srv/private", str(folder.resolve()),
-            str(settings.data_dir.resolve()), str(settings.notes_path.resolve()),
-            folder.resolve().as_uri()]  # fmt: skip
+    return [
+        PASSWORD,
+        KEY,
+        f"{USER}:",
+        MODEL_FILE,
+        "/srv/private",
+        str(folder.resolve()),
+        str(settings.data_dir.resolve()),
+        str(settings.notes_path.resolve()),
+        folder.resolve().as_uri(),
+    ]
 
 
 ROUTES = [
-    "/v1/sources", "/v1/llm", "/admin", "/", "/chat", "/doc/kb/1", "/v1/kb/doc?id=1",
-    "/v1/kb/search?q=浅草寺", "/v1/search?q=浅草寺", "/v1/jobs/plan?source=kb",
-    "/v1/jobs/plan?source=kb&action=embed&model=use-m", "/v1/jobs", "/v1/kb/titles?prefix=浅",
-    "/v1/ask?q=浅草寺はどこ？", "/v1/ask?q=浅草寺はどこ？&stream=1", "/search?q=浅草寺",
-    "/v1/notes/recall", "/openapi.json", "/v1/jobs/plan?source=gone",
-]  # fmt: skip
+    "/v1/sources",
+    "/v1/llm",
+    "/admin",
+    "/",
+    "/chat",
+    "/doc/kb/1",
+    "/v1/kb/doc?id=1",
+    "/v1/kb/search?q=浅草寺",
+    "/v1/search?q=浅草寺",
+    "/v1/jobs/plan?source=kb",
+    "/v1/jobs/plan?source=kb&action=embed&model=use-m",
+    "/v1/jobs",
+    "/v1/kb/titles?prefix=浅",
+    "/v1/ask?q=浅草寺はどこ？",
+    "/v1/ask?q=浅草寺はどこ？&stream=1",
+    "/search?q=浅草寺",
+    "/v1/notes/recall",
+    "/openapi.json",
+    "/v1/jobs/plan?source=gone",
+]
 
 
 def _read_all(get) -> dict[str, str]:
@@ -98,8 +123,9 @@ def test_errors_and_job_logs_name_no_path_beyond_loopback(library):
     shutil.rmtree(folder)  # the rebuild's input is gone: its refusal names the folder
     with RunningServer(create_app(settings)) as server:
         plan = httpx.get(f"{server.url}/v1/jobs/plan", params={"source": "kb"}, headers=FORWARDED)
-        refused = httpx.post(f"{server.url}/v1/jobs", json={"source": "kb", "action": "rebuild"},
-                             headers=FORWARDED)  # fmt: skip
+        refused = httpx.post(
+            f"{server.url}/v1/jobs", json={"source": "kb", "action": "rebuild"}, headers=FORWARDED
+        )
         here = httpx.get(f"{server.url}/v1/jobs/plan", params={"source": "kb"})
     assert plan.status_code == 200 and plan.json()["input"]["exists"] is False
     assert refused.status_code in (400, 403)
@@ -110,7 +136,7 @@ def test_errors_and_job_logs_name_no_path_beyond_loopback(library):
 
 
 def test_a_name_is_replaced_only_where_it_ends_and_files_keep_their_length(library):
-    from chiezo.api.disclosure import Table
+    from chiezo.surfaces.rest.disclosure import Table
 
     table = Table([(b"/root", b"~"), (b"/root/data", b"DATA")])
     assert table.scrub(b"/root/data/x /rootfs /root, a/root") == b"DATA/x /rootfs ~, a/root"

@@ -17,14 +17,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from chiezo import generations, maintenance, vector_cache
-from chiezo.api import create_app
-from chiezo.cli import cli
-from chiezo.config import Settings
-from chiezo.embed import text_hash
-from chiezo.errors import BuildError
-from chiezo.service import Service
-from chiezo.vector_cache import VectorCache
+from chiezo.core.config import Settings
+from chiezo.core.errors import BuildError
+from chiezo.ops import maintenance
+from chiezo.ops.service import Service
+from chiezo.store import generations, vector_cache
+from chiezo.store.embed import text_hash
+from chiezo.store.vector_cache import VectorCache
+from chiezo.surfaces.cli.main import cli
+from chiezo.surfaces.rest import create_app
 
 from helpers import SCREENSHOTS, RunningServer, browser_page, build_docs, chromium, write_files
 
@@ -45,8 +46,10 @@ def _vectors(count: int, dim: int = 512, seed: int = 7) -> list[tuple[str, bytes
     rng = np.random.default_rng(seed)
     matrix = rng.standard_normal((count, dim)).astype(np.float32)
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
-    return [(text_hash(MODEL, f"passage {i}"), row.astype("<f2").tobytes())
-            for i, row in enumerate(matrix)]  # fmt: skip
+    return [
+        (text_hash(MODEL, f"passage {i}"), row.astype("<f2").tobytes())
+        for i, row in enumerate(matrix)
+    ]
 
 
 def _write_legacy(path, rows) -> None:
@@ -80,8 +83,12 @@ def test_a_lookup_probes_the_key_index_whatever_the_cache_holds(settings):
     cache = VectorCache(settings, MODEL)
     rows = _vectors(500)
     cache.put(rows)
-    plan = " ".join(r[3] for r in cache.conn.execute(
-        "EXPLAIN QUERY PLAN SELECT key, v FROM vectors WHERE key IN (?, ?)", (b"a", b"b")))  # fmt: skip
+    plan = " ".join(
+        r[3]
+        for r in cache.conn.execute(
+            "EXPLAIN QUERY PLAN SELECT key, v FROM vectors WHERE key IN (?, ?)", (b"a", b"b")
+        )
+    )
     assert "USING INDEX" in plan and "SCAN" not in plan
     wanted = [rows[3][0], rows[400][0], text_hash(MODEL, "never embedded")]
     assert cache.get(wanted) == {rows[3][0]: rows[3][1], rows[400][0]: rows[400][1]}
@@ -98,12 +105,16 @@ def test_a_key_keeps_its_first_vector_when_builds_write_at_once(settings):
     def write(cache, source) -> None:
         try:
             for at in range(0, len(source), 16):
-                cache.put([(rows[i][0], source[i][1]) for i in range(at, min(at + 16, len(source)))])
+                cache.put(
+                    [(rows[i][0], source[i][1]) for i in range(at, min(at + 16, len(source)))]
+                )
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=write, args=(c, rows if i % 2 else others))
-               for i, c in enumerate(caches)]  # fmt: skip
+    threads = [
+        threading.Thread(target=write, args=(c, rows if i % 2 else others))
+        for i, c in enumerate(caches)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -159,8 +170,10 @@ def test_builds_opening_an_old_cache_at_once_convert_it_once(settings):
     directory.mkdir(parents=True)
     _write_legacy(directory / "use-m.db", rows)
     opened: list[VectorCache] = []
-    threads = [threading.Thread(target=lambda: opened.append(VectorCache(settings, MODEL)))
-               for _ in range(4)]  # fmt: skip
+    threads = [
+        threading.Thread(target=lambda: opened.append(VectorCache(settings, MODEL)))
+        for _ in range(4)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -188,8 +201,9 @@ def test_an_old_cache_left_beside_its_conversion_is_reclaimed(settings):
 def _chunk_vectors(service: Service, name: str) -> list[tuple]:
     path = generations.current_path(service.settings.corpus_dir / name)
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-        return conn.execute("SELECT chunk_id, span_start, span_end, vec FROM chunk_vectors "
-                            "ORDER BY vec_id").fetchall()  # fmt: skip
+        return conn.execute(
+            "SELECT chunk_id, span_start, span_end, vec FROM chunk_vectors ORDER BY vec_id"
+        ).fetchall()
 
 
 # -- the previous generation an ingest keeps -------------------------------------------------------
@@ -198,8 +212,21 @@ def _chunk_vectors(service: Service, name: str) -> list[tuple]:
 def test_ingest_with_embed_keeps_the_generation_that_served_before_it(tmp_path):
     data, docs = tmp_path / "data", write_files(tmp_path / "docs", FILES)
     runner = CliRunner()
-    first = runner.invoke(cli, ["--data", str(data), "ingest", "docs", str(docs), "--name", "kb",
-                                "--embed", MODEL, "--json"])  # fmt: skip
+    first = runner.invoke(
+        cli,
+        [
+            "--data",
+            str(data),
+            "ingest",
+            "docs",
+            str(docs),
+            "--name",
+            "kb",
+            "--embed",
+            MODEL,
+            "--json",
+        ],
+    )
     assert first.exit_code == 0, first.output
     directory = data / "corpus" / "kb"
     served = generations.current_path(directory)
@@ -207,8 +234,9 @@ def test_ingest_with_embed_keeps_the_generation_that_served_before_it(tmp_path):
     assert [p.name for p in generations.generation_files(directory)] == [served.name]
 
     write_files(docs, {"tea.md": "---\ntitle: 茶道\n---\n客を招いて抹茶を点て、もてなす作法。\n"})
-    second = runner.invoke(cli, ["--data", str(data), "ingest", "docs", str(docs), "--name", "kb",
-                                 "--json"])  # fmt: skip
+    second = runner.invoke(
+        cli, ["--data", str(data), "ingest", "docs", str(docs), "--name", "kb", "--json"]
+    )
     assert second.exit_code == 0, second.output
     report = json.loads(second.output)
     assert report["embedding"]["model"] == MODEL  # re-embedded, as the source had vectors
@@ -254,8 +282,16 @@ def cluttered(tmp_path):
     vectors = vector_cache.directory_of(service.settings)
     _write_legacy(vectors / "e5-small.db", _vectors(400))  # a model no source uses
     _write_legacy(vectors / "tiny.db", _vectors(20))  # too small to be worth converting
-    return {"data": data, "service": service, "directory": directory, "current": current,
-            "previous": previous, "old": old, "removed": removed, "unused": vectors / "e5-small.db"}  # fmt: skip
+    return {
+        "data": data,
+        "service": service,
+        "directory": directory,
+        "current": current,
+        "previous": previous,
+        "old": old,
+        "removed": removed,
+        "unused": vectors / "e5-small.db",
+    }
 
 
 def _gc(data, *args):
@@ -269,7 +305,10 @@ def test_gc_shows_what_it_would_reclaim_and_deletes_nothing_on_a_dry_run(clutter
     assert [s["name"] for s in plan["sources"]] == ["kb"]  # a removal's leftover is no source
     (removed,) = plan["leftovers"]
     assert (removed["path"], removed["kind"], removed["action"]) == (
-        str(cluttered["removed"]), "removed", "delete")  # fmt: skip
+        str(cluttered["removed"]),
+        "removed",
+        "delete",
+    )
     (kb,) = plan["sources"]
     actions = {os.path.basename(i["path"]): (i["kind"], i["action"]) for i in kb["items"]}
     assert actions[cluttered["current"].name] == ("current", "keep")
@@ -304,15 +343,19 @@ def test_gc_reclaims_old_generations_and_debris_and_keeps_what_serves(cluttered)
     kept += [s for g in kept for s in generations.sidecars(g)]
     assert cluttered["current"].with_name(cluttered["current"].name + ".usearch") in kept
     assert sorted(p.name for p in directory.iterdir()) == sorted(
-        [".build.lock", "current", *(p.name for p in kept)])
+        [".build.lock", "current", *(p.name for p in kept)]
+    )
     assert not cluttered["removed"].exists()
     assert done["freed"] >= 16384 + 5000 and not done["skipped"]
     assert reader.execute("SELECT count(*) FROM docs").fetchone()[0] == len(FILES)  # reads on
     reader.close()
     # the unused cache was converted (not deleted), the used one kept
     vectors = vector_cache.directory_of(cluttered["service"].settings)
-    assert sorted(p.name for p in vectors.glob("*.db")) == ["e5-small.f16.db", "tiny.db",
-                                                             "use-m.f16.db"]  # fmt: skip
+    assert sorted(p.name for p in vectors.glob("*.db")) == [
+        "e5-small.f16.db",
+        "tiny.db",
+        "use-m.f16.db",
+    ]
     assert any(p.endswith("e5-small.db") for p in done["converted"])
     assert cluttered["service"].search("蒸気機関車", "kb").hits[0].title == "鉄道の開業"
     again = _gc(cluttered["data"], "--yes")

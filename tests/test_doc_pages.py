@@ -15,13 +15,13 @@ from collections import Counter
 import httpx
 import pytest
 
-from chiezo.api import create_app
-from chiezo.build import BuildOptions
-from chiezo.config import Settings
+from chiezo.core.config import Settings
+from chiezo.ingest.wikipedia import ingest_wikipedia
+from chiezo.ops.service import Service
 from chiezo.search.snippet import SNIPPET_CHARS
-from chiezo.service import Service
-from chiezo.sources.wikipedia import ingest_wikipedia
-from chiezo.web.documents import DOC_BODY_CHARS
+from chiezo.store.build import BuildOptions
+from chiezo.surfaces.rest import create_app
+from chiezo.surfaces.web.document_pages import DOC_BODY_CHARS
 
 from helpers import SCREENSHOTS, RunningServer, browser_page, build_docs, chromium, data_file
 
@@ -36,8 +36,12 @@ def library(tmp_path_factory):
     settings = Settings(data_dir=tmp_path_factory.mktemp("doc-pages") / "data")
     # The word index and the full integrity check serve search and safety, not what a page
     # reads; without them the excerpt builds in about half the time.
-    ingest_wikipedia(settings, data_file(JA), "jawiki",
-                     options=BuildOptions(word_index=False, full_validation=False))  # fmt: skip
+    ingest_wikipedia(
+        settings,
+        data_file(JA),
+        "jawiki",
+        options=BuildOptions(word_index=False, full_validation=False),
+    )
     service = Service(settings)
     build_docs(service, data_file(RUST_BOOK), "rustbook")
     return service
@@ -76,8 +80,9 @@ def page(browser, server, request):
 
 
 def stored(service: Service, source: str, doc_id: int) -> dict:
-    return service.doc(source, doc_id=doc_id, fields=["doc_id", "title", "opening", "body",
-                                                      "chunks"])  # fmt: skip
+    return service.doc(
+        source, doc_id=doc_id, fields=["doc_id", "title", "opening", "body", "chunks"]
+    )
 
 
 def repeated_passages(chunks: list[dict]) -> int:
@@ -93,9 +98,14 @@ def article_with_overlap(service: Service) -> dict:
     """The article with the most passages repeated between its chunks, among those with a
     lead, headings of two levels and a body the page shows uncut."""
     conn = service.library.get("jawiki").conn
-    ids = [r[0] for r in conn.execute(
-        "SELECT doc_id FROM docs WHERE opening != '' AND length(body) < ? AND body LIKE ? "
-        "AND body LIKE ?", (DOC_BODY_CHARS, "%\n## %", "%\n### %"))]  # fmt: skip
+    ids = [
+        r[0]
+        for r in conn.execute(
+            "SELECT doc_id FROM docs WHERE opening != '' AND length(body) < ? AND body LIKE ? "
+            "AND body LIKE ?",
+            (DOC_BODY_CHARS, "%\n## %", "%\n### %"),
+        )
+    ]
     docs = [stored(service, "jawiki", i) for i in ids]
     best = max(docs, key=lambda d: repeated_passages(d["chunks"]))
     assert repeated_passages(best["chunks"]) > 0, "no article of the excerpt has a repeated passage"
@@ -107,7 +117,8 @@ def chapter_with_comments(service: Service) -> dict:
     conn = service.library.get("rustbook").conn
     doc_id = conn.execute(
         "SELECT doc_id FROM docs WHERE body LIKE '%<span class=\"filename\">%' "
-        "ORDER BY length(body) - length(replace(body, '<!--', '')) DESC LIMIT 1").fetchone()[0]  # fmt: skip
+        "ORDER BY length(body) - length(replace(body, '<!--', '')) DESC LIMIT 1"
+    ).fetchone()[0]
     return stored(service, "rustbook", doc_id)
 
 
@@ -223,10 +234,14 @@ def test_search_snippets_are_plain_text_that_marks_the_words(page, library):
 
 def test_api_snippets_of_tables_and_tags_are_plain_text(web, library):
     conn = library.library.get("rustbook").conn
-    body = conn.execute("SELECT body FROM docs WHERE body LIKE '%' || char(10) || '|%' "
-                        "ORDER BY doc_id LIMIT 1").fetchone()[0]  # fmt: skip
-    row = next(line for line in body.splitlines() if line.startswith("|") and "-|-" not in line
-               and "`" not in line)  # fmt: skip
+    body = conn.execute(
+        "SELECT body FROM docs WHERE body LIKE '%' || char(10) || '|%' ORDER BY doc_id LIMIT 1"
+    ).fetchone()[0]
+    row = next(
+        line
+        for line in body.splitlines()
+        if line.startswith("|") and "-|-" not in line and "`" not in line
+    )
     cell = max((c.strip() for c in row.strip("|").split("|")), key=len)  # a table cell's words
     for query in (cell, filename_label(library)):
         for path in ("/v1/rustbook/search", "/v1/search"):  # one source; every source, fused

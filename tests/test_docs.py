@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from chiezo.cli import cli
+from chiezo.surfaces.cli.main import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,9 +56,9 @@ def test_every_endpoint_and_mcp_tool_is_documented(settings):
     import anyio
     from fastapi.routing import APIRoute
 
-    from chiezo.api import create_app
-    from chiezo.mcp_server import build_mcp
-    from chiezo.service import Service
+    from chiezo.ops.service import Service
+    from chiezo.surfaces.mcp.server import build_mcp
+    from chiezo.surfaces.rest import create_app
 
     text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     for route in create_app(settings).routes:

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from chiezo.errors import BuildError, InputError
+from chiezo.core.errors import BuildError, InputError
 
 from helpers import build_docs, data_file, write_files
 

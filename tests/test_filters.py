@@ -7,20 +7,20 @@ import random
 import pytest
 from click.testing import CliRunner
 
-from chiezo.build import build_source
-from chiezo.cli import cli
-from chiezo.errors import BadQuery
-from chiezo.models import Doc
+from chiezo.core.errors import BadQuery
+from chiezo.core.models import Doc
 from chiezo.search import setplan
 from chiezo.search.filters import haversine_km
+from chiezo.store.build import build_source
+from chiezo.surfaces.cli.main import cli
 
 N = 3000
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    from chiezo.config import Settings
-    from chiezo.service import Service
+    from chiezo.core.config import Settings
+    from chiezo.ops.service import Service
 
     rng = random.Random(5)
     docs, truth = [], []
@@ -33,10 +33,28 @@ def world(tmp_path_factory):
         ]
         kind = rng.choice(["amenity=cafe", "amenity=bank", "shop=bakery", "tourism=museum"])
         rank, area = rng.random(), rng.choice(["東", "西"])
-        docs.append(Doc(key=f"k{i}", title=f"場所{i}", body="x", rank_score=rank, tags=tags,
-                        attrs={"feature": [kind], "area": [area]}, point=(lat, lon)))  # fmt: skip
-        truth.append({"key": f"k{i}", "rank": rank, "tags": set(tags), "feature": kind,
-                      "area": area, "lat": lat, "lon": lon})  # fmt: skip
+        docs.append(
+            Doc(
+                key=f"k{i}",
+                title=f"場所{i}",
+                body="x",
+                rank_score=rank,
+                tags=tags,
+                attrs={"feature": [kind], "area": [area]},
+                point=(lat, lon),
+            )
+        )
+        truth.append(
+            {
+                "key": f"k{i}",
+                "rank": rank,
+                "tags": set(tags),
+                "feature": kind,
+                "area": area,
+                "lat": lat,
+                "lon": lon,
+            }
+        )
     settings = Settings(data_dir=tmp_path_factory.mktemp("world") / "data")
     build_source(settings, "world", "test", docs)
     return Service(settings), truth
@@ -60,10 +78,21 @@ def test_one_tag_reads_one_range(world):
 
 def test_conditions_intersect_exactly(world):
     service, truth = world
-    result = service.filter("world", tags=["common"], feature=["amenity=cafe,shop=bakery"],
-                            area=["東"], limit=500, fields=["key"])  # fmt: skip
-    expected = by_rank(t for t in truth if "common" in t["tags"] and t["area"] == "東"
-                       and t["feature"] in ("amenity=cafe", "shop=bakery"))  # fmt: skip
+    result = service.filter(
+        "world",
+        tags=["common"],
+        feature=["amenity=cafe,shop=bakery"],
+        area=["東"],
+        limit=500,
+        fields=["key"],
+    )
+    expected = by_rank(
+        t
+        for t in truth
+        if "common" in t["tags"]
+        and t["area"] == "東"
+        and t["feature"] in ("amenity=cafe", "shop=bakery")
+    )
     assert result["plan"] == "driven"
     assert result["total"] == len(expected) and keys(result) == expected
 
@@ -75,8 +104,16 @@ def test_deep_pages_of_a_driven_plan(world):
     )
     pages = []
     for offset in range(0, len(expected), 50):
-        pages += keys(service.filter("world", tags=["common"], feature=["tourism=museum"],
-                                     limit=50, offset=offset, fields=["key"]))  # fmt: skip
+        pages += keys(
+            service.filter(
+                "world",
+                tags=["common"],
+                feature=["tourism=museum"],
+                limit=50,
+                offset=offset,
+                fields=["key"],
+            )
+        )
     assert pages == expected
 
 
@@ -90,8 +127,9 @@ def test_a_box_returns_exactly_the_points_inside(world):
 def test_nearest_matches_brute_force(world):
     service, truth = world
     lat, lon = 35.2, 137.3
-    result = service.filter("world", near=f"{lat},{lon}", feature=["tourism=museum"], limit=25,
-                            offset=5, fields=["key"])  # fmt: skip
+    result = service.filter(
+        "world", near=f"{lat},{lon}", feature=["tourism=museum"], limit=25, offset=5, fields=["key"]
+    )
     museums = [t for t in truth if t["feature"] == "tourism=museum"]
     expected = sorted(museums, key=lambda t: haversine_km(lat, lon, t["lat"], t["lon"]))
     assert keys(result) == [t["key"] for t in expected[5:30]]
@@ -157,8 +195,22 @@ def test_unknown_values_return_zero_with_similar_ones(world):
 def test_the_cli_filter_command(world):
     service, _ = world
     data = str(service.settings.data_dir)
-    result = CliRunner().invoke(cli, ["--data", data, "filter", "world", "--tag", "rare",
-                                      "--near", "35,137", "-n", "3", "--json"])  # fmt: skip
+    result = CliRunner().invoke(
+        cli,
+        [
+            "--data",
+            data,
+            "filter",
+            "world",
+            "--tag",
+            "rare",
+            "--near",
+            "35,137",
+            "-n",
+            "3",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)
     assert found["order"] == "distance" and len(found["docs"]) == 3

@@ -5,8 +5,8 @@ import zipfile
 
 import pytest
 
-from chiezo.config import Settings
-from chiezo.service import Service
+from chiezo.core.config import Settings
+from chiezo.ops.service import Service
 
 from helpers import build_docs, data_file, write_files
 
@@ -57,8 +57,9 @@ def test_a_slide_deck_and_a_word_file_keep_their_titles(office):
     service, _ = office
     titles = {h.title for h in service.search("AutoGen", "office", limit=10).hits}
     assert "AutoGen: Enabling Next-Gen LLM Applications via Multi-Agent Conversation" in titles
-    deck = next(h for h in service.search("AutoGen", "office", limit=10).hits
-                if h.url.endswith(".pptx"))  # fmt: skip
+    deck = next(
+        h for h in service.search("AutoGen", "office", limit=10).hits if h.url.endswith(".pptx")
+    )
     chunks = service.doc("office", doc_id=deck.doc_id, fields=["chunks"])["chunks"]
     slides = [c["heading_path"] for c in chunks if c["heading_path"].startswith("Slide")]
     assert slides[0].startswith("Slide 1") and len(set(slides)) == len(slides)  # one per chunk
@@ -80,12 +81,15 @@ def test_every_document_records_its_file_facts(office):
 
 
 def test_broken_files_are_reported_and_the_rest_is_built(tmp_path):
-    folder = write_files(tmp_path / "docs", {
-        "ok.md": "# 使える文書\n\n本文。\n",
-        "broken.docx": b"PK\x03\x04 not really a zip",
-        "page.html": "<html><head><title>案内</title></head><body><nav>menu</nav>"
-                     "<main><h1>利用案内</h1><p>開館時間は九時から。</p></main></body></html>",
-    })  # fmt: skip
+    folder = write_files(
+        tmp_path / "docs",
+        {
+            "ok.md": "# 使える文書\n\n本文。\n",
+            "broken.docx": b"PK\x03\x04 not really a zip",
+            "page.html": "<html><head><title>案内</title></head><body><nav>menu</nav>"
+            "<main><h1>利用案内</h1><p>開館時間は九時から。</p></main></body></html>",
+        },
+    )
     with zipfile.ZipFile(folder / "empty.xlsx", "w") as z:
         z.writestr("nothing.txt", "not a workbook")
     service = Service(Settings(data_dir=tmp_path / "data"))
@@ -118,7 +122,7 @@ def test_a_rebuild_converts_only_the_files_that_changed(tmp_path):
 
 
 def test_watch_rebuilds_once_after_a_change_settles(tmp_path):
-    from chiezo.sources.watch import snapshot, watch
+    from chiezo.ingest.watch import snapshot, watch
 
     folder = write_files(tmp_path / "docs", {"a.md": "# A\n\n一。\n"})
     ticks = iter(range(100))
@@ -134,8 +138,15 @@ def test_watch_rebuilds_once_after_a_change_settles(tmp_path):
             (folder / "b.md").write_text("# B\n\n二、改。\n", encoding="utf-8")
 
     stamps: list[int] = []
-    count = watch(lambda: snapshot(folder), lambda: rebuilt.append(True), interval=0,
-                  debounce=1.5, sleep=sleep, clock=clock, rounds=10)  # fmt: skip
+    count = watch(
+        lambda: snapshot(folder),
+        lambda: rebuilt.append(True),
+        interval=0,
+        debounce=1.5,
+        sleep=sleep,
+        clock=clock,
+        rounds=10,
+    )
     assert count == 1 and rebuilt == [True]
 
 

@@ -26,11 +26,24 @@ SEED = os.environ.get("CHIEZO_FUZZ_SEED", "20261201")
 def test_schemathesis_finds_nothing(tmp_path):
     seed = [] if SEED == "random" else ["--seed", SEED]
     done = subprocess.run(
-        [sys.executable, str(BENCH), "--seconds", str(SECONDS), "--library", "small",
-         "--work", str(tmp_path / "work"), "--results", str(tmp_path), *seed],
-        capture_output=True, text=True, timeout=SECONDS * 3 + 240,
+        [
+            sys.executable,
+            str(BENCH),
+            "--seconds",
+            str(SECONDS),
+            "--library",
+            "small",
+            "--work",
+            str(tmp_path / "work"),
+            "--results",
+            str(tmp_path),
+            *seed,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=SECONDS * 3 + 240,
         env={**os.environ, "COLUMNS": "140"},
-    )  # fmt: skip
+    )
     printed = done.stdout[-6000:] + done.stderr[-3000:]
     reports = sorted(tmp_path.glob("api_fuzz-*.json"))
     assert reports, f"the bench wrote no report (exit {done.returncode}):\n{printed}"

@@ -1,4 +1,4 @@
-"""One generation per source for a whole request, named in the response (api/pinning.py):
+"""One generation per source for a whole request, named in the response (surfaces/rest/pinning.py):
 what keeps a rolling switch — a rebuild here, a new generation reaching the replicas of a
 cluster — from mixing two generations into one answer."""
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from chiezo import generations
-from chiezo.api import create_app
-from chiezo.api.pinning import generations_of
-from chiezo.config import Settings
-from chiezo.service import Service
+from chiezo.core.config import Settings
+from chiezo.ops.service import Service
+from chiezo.store import generations
+from chiezo.surfaces.rest import create_app
+from chiezo.surfaces.rest.pinning import generations_of
 
 from helpers import LOCAL, build_docs, write_files
 
@@ -44,13 +44,19 @@ def test_responses_name_the_generation_they_read(service: Service, tmp_path: Pat
     build_docs(service, write_files(tmp_path / "other", NEW), "other")
     with TestClient(create_app(service.settings), base_url=LOCAL) as client:
         one = client.get("/v1/kb/search", params={"q": "雷門"})
-        assert generations_of(one.headers["x-chiezo-generation"]) == {"kb": current(service.settings)}
+        assert generations_of(one.headers["x-chiezo-generation"]) == {
+            "kb": current(service.settings)
+        }
         both = client.get("/v1/search", params={"q": "雷門"})
         assert generations_of(both.headers["x-chiezo-generation"]) == {
-            "kb": current(service.settings), "other": current(service.settings, "other")}
+            "kb": current(service.settings),
+            "other": current(service.settings, "other"),
+        }
         build_docs(service, write_files(tmp_path / "new", NEW), "kb")
         again = client.get("/v1/kb/search", params={"q": "雷門"})
-        assert generations_of(again.headers["x-chiezo-generation"])["kb"] == current(service.settings)
+        assert generations_of(again.headers["x-chiezo-generation"])["kb"] == current(
+            service.settings
+        )
         # what reads no source names none; errors too
         assert "x-chiezo-generation" not in client.get("/healthz").headers
         assert "x-chiezo-generation" not in client.get("/v1/nosuch/search?q=x").headers

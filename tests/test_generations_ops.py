@@ -28,14 +28,14 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from chiezo import generations
-from chiezo.api import create_app
-from chiezo.cli import cli
-from chiezo.config import Settings
-from chiezo.errors import Conflict
-from chiezo.jobs import JobRunner, exclusive
-from chiezo.service import Service
-from chiezo.sources.kinds import kind_named, register
+from chiezo.core.config import Settings
+from chiezo.core.errors import Conflict
+from chiezo.ops.jobs import JobRunner, exclusive
+from chiezo.ops.service import Service
+from chiezo.store import generations
+from chiezo.store.kinds import kind_named, register
+from chiezo.surfaces.cli.main import cli
+from chiezo.surfaces.rest import create_app
 from job_kinds import HeldDocs, Release
 
 from helpers import LOCAL, TEMPLE_PAGES, DumpSite, build_docs, wiki_dump, write_files
@@ -77,8 +77,9 @@ def two_builds(settings, service, folder):
 # -- rollback -----------------------------------------------------------------------------------
 
 
-def test_rollback_serves_the_previous_generation_and_a_second_goes_forward(settings, service,
-                                                                          two_builds):  # fmt: skip
+def test_rollback_serves_the_previous_generation_and_a_second_goes_forward(
+    settings, service, two_builds
+):
     first, second = two_builds
     assert titles(service, "東大寺") == ["東大寺"]  # a running server's library, opened before
     back = run(settings.data_dir, "rollback", "kb", "--json")
@@ -87,8 +88,9 @@ def test_rollback_serves_the_previous_generation_and_a_second_goes_forward(setti
     assert (said["current"], said["previous"], said["docs"]) == (first, second, 2)
     assert current(settings) == first
     assert titles(service, "東大寺") == [] and service.library.get("kb").doc_count == 2
-    assert sorted(p.name for p in generations.generation_files(settings.corpus_dir / "kb")) == \
-        sorted([first, second])  # nothing deleted  # fmt: skip
+    assert sorted(
+        p.name for p in generations.generation_files(settings.corpus_dir / "kb")
+    ) == sorted([first, second])  # nothing deleted
 
     forward = run(settings.data_dir, "rollback", "kb")
     assert forward.exit_code == 0 and f"now serving {second}" in forward.stdout
@@ -135,8 +137,9 @@ def _members(archive: Path) -> list[tarfile.TarInfo]:
         return tar.getmembers()
 
 
-def test_export_then_import_elsewhere_serves_the_same_source_with_its_vectors(settings, service,
-                                                                             two_builds, tmp_path):  # fmt: skip
+def test_export_then_import_elsewhere_serves_the_same_source_with_its_vectors(
+    settings, service, two_builds, tmp_path
+):
     service.embed("kb", "use-m")
     archive = tmp_path / "kb.chiezo.tar"
     exported = run(settings.data_dir, "export", "kb", str(archive), "--json")
@@ -145,8 +148,11 @@ def test_export_then_import_elsewhere_serves_the_same_source_with_its_vectors(se
     generation = generations.current_path(settings.corpus_dir / "kb")
     assert [m.name for m in _members(archive)] == ["manifest.json", "generation.db"]
     assert all(m.isreg() for m in _members(archive))
-    assert manifest["file"] == {"name": "generation.db", "bytes": generation.stat().st_size,
-                                "sha256": hashlib.sha256(generation.read_bytes()).hexdigest()}  # fmt: skip
+    assert manifest["file"] == {
+        "name": "generation.db",
+        "bytes": generation.stat().st_size,
+        "sha256": hashlib.sha256(generation.read_bytes()).hexdigest(),
+    }
     assert (manifest["source"], manifest["kind"], manifest["docs"]) == ("kb", "docs", 3)
     assert manifest["schema_version"] == 1 and manifest["generation"] == generation.name
     assert manifest["vectors"]["model"] == "use-m" and manifest["vectors"]["count"] > 0
@@ -169,8 +175,9 @@ def test_export_then_import_elsewhere_serves_the_same_source_with_its_vectors(se
     assert json.loads(meta["imported_from"])["sha256"] == manifest["file"]["sha256"]
 
 
-def test_an_import_over_an_existing_source_needs_replace_and_keeps_the_previous(settings, service,
-                                                                               folder, tmp_path):  # fmt: skip
+def test_an_import_over_an_existing_source_needs_replace_and_keeps_the_previous(
+    settings, service, folder, tmp_path
+):
     build_docs(service, folder, "kb")
     archive = tmp_path / "kb.tar"
     assert run(settings.data_dir, "export", "kb", str(archive)).exit_code == 0
@@ -201,16 +208,19 @@ def _files(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir())
 
 
-def test_a_tampered_or_truncated_archive_is_refused_and_nothing_changes(settings, exported,
-                                                                       tmp_path):  # fmt: skip
+def test_a_tampered_or_truncated_archive_is_refused_and_nothing_changes(
+    settings, exported, tmp_path
+):
     archive, data, serving = exported
     before = _files(settings.corpus_dir / "kb")
     tampered = bytearray(data)
     tampered[data.index(b"SQLite format 3") + 3000] ^= 0xFF  # one byte of the generation
     (tmp_path / "tampered.tar").write_bytes(tampered)
     (tmp_path / "cut.tar").write_bytes(data[: len(data) // 2])
-    for name, said in (("tampered.tar", "does not match its checksum"),
-                       ("cut.tar", "is not a complete Chiezo export")):  # fmt: skip
+    for name, said in (
+        ("tampered.tar", "does not match its checksum"),
+        ("cut.tar", "is not a complete Chiezo export"),
+    ):
         result = run(settings.data_dir, "import", str(tmp_path / name), "--replace", "--json")
         assert result.exit_code == 2, result.output
         assert said in json.loads(result.stdout)["error"]
@@ -251,22 +261,35 @@ def test_hostile_archives_are_refused_before_anything_is_written(settings, expor
     junk.commit()
     junk.close()
     not_a_source = (tmp_path / "junk.db").read_bytes()
-    foreign = {**manifest, "file": {**manifest["file"], "bytes": len(not_a_source),
-                                    "sha256": hashlib.sha256(not_a_source).hexdigest()}}  # fmt: skip
+    foreign = {
+        **manifest,
+        "file": {
+            **manifest["file"],
+            "bytes": len(not_a_source),
+            "sha256": hashlib.sha256(not_a_source).hexdigest(),
+        },
+    }
     cases = {
-        "a link as the generation": [(_info("manifest.json", len(good)), good),
-                                     (_info("generation.db", 0, tarfile.SYMTYPE, "/etc/passwd"), None)],
-        "a path out of the folder": [(_info("manifest.json", len(good)), good),
-                                     (_info("../generation.db", len(generation)), generation)],
+        "a link as the generation": [
+            (_info("manifest.json", len(good)), good),
+            (_info("generation.db", 0, tarfile.SYMTYPE, "/etc/passwd"), None),
+        ],
+        "a path out of the folder": [
+            (_info("manifest.json", len(good)), good),
+            (_info("../generation.db", len(generation)), generation),
+        ],
         "a manifest over 1 MiB": [(_info("manifest.json", 2 << 20), b" " * (2 << 20))],
         "no manifest first": [(_info("generation.db", len(generation)), generation)],
-        "a member after the generation": [(_info("manifest.json", len(good)), good),
-                                          (_info("generation.db", len(generation)), generation),
-                                          (_info("evil.sh", 3), b"x=1")],
-        "an SQLite file that is no source": [(_info("manifest.json", len(encoded(foreign))),
-                                              encoded(foreign)),
-                                             (_info("generation.db", len(not_a_source)), not_a_source)],
-    }  # fmt: skip
+        "a member after the generation": [
+            (_info("manifest.json", len(good)), good),
+            (_info("generation.db", len(generation)), generation),
+            (_info("evil.sh", 3), b"x=1"),
+        ],
+        "an SQLite file that is no source": [
+            (_info("manifest.json", len(encoded(foreign))), encoded(foreign)),
+            (_info("generation.db", len(not_a_source)), not_a_source),
+        ],
+    }
     for case, members in cases.items():
         archive = _archive(tmp_path / "hostile.tar", members)
         result = run(elsewhere, "import", str(archive), "--name", "x", "--json")
@@ -277,21 +300,27 @@ def test_hostile_archives_are_refused_before_anything_is_written(settings, expor
         assert not (elsewhere / "passwd").exists() and not (tmp_path / "generation.db").exists()
 
     older = encoded({**manifest, "schema_version": 0})
-    archive = _archive(tmp_path / "old.tar", [(_info("manifest.json", len(older)), older),
-                                              (_info("generation.db", len(generation)), generation)])  # fmt: skip
+    archive = _archive(
+        tmp_path / "old.tar",
+        [
+            (_info("manifest.json", len(older)), older),
+            (_info("generation.db", len(generation)), generation),
+        ],
+    )
     result = run(elsewhere, "import", str(archive), "--json")
     assert result.exit_code == 2
     error = json.loads(result.stdout)
     assert "schema version 0" in error["error"] and "version 1" in error["error"]
 
 
-def test_export_and_import_stream_without_holding_the_generation_in_memory(settings, service,
-                                                                           tmp_path):  # fmt: skip
+def test_export_and_import_stream_without_holding_the_generation_in_memory(
+    settings, service, tmp_path
+):
     big = {f"page{n}.md": f"# Page {n}\n\n" + f"本文 {n} の段落。" * 400 for n in range(300)}
     build_docs(service, write_files(tmp_path / "big", big), "big")
     size = generations.current_path(settings.corpus_dir / "big").stat().st_size
     assert size > 8 * 2**20
-    from chiezo.transfer import export_source, import_source
+    from chiezo.ops.transfer import export_source, import_source
 
     tracemalloc.start()
     export_source(settings, "big", tmp_path / "big.tar")
@@ -359,8 +388,9 @@ def test_a_cancelled_job_removes_its_unfinished_generation_and_nothing_changes(
     assert "中止" in page.text  # the jobs list says it, in the page's language
 
 
-def test_a_job_of_another_worker_process_is_cancelled_through_its_record(settings, service,
-                                                                        folder, hold):  # fmt: skip
+def test_a_job_of_another_worker_process_is_cancelled_through_its_record(
+    settings, service, folder, hold
+):
     build_docs(service, folder, "kb")
     held = hold()
     starter, other = JobRunner(service), JobRunner(Service(settings))
@@ -376,8 +406,9 @@ def test_a_job_of_another_worker_process_is_cancelled_through_its_record(setting
 def test_beyond_loopback_cancelling_a_job_needs_the_token(settings, service, folder, hold):
     build_docs(service, folder, "kb")
     held = hold()
-    guarded = TestClient(create_app(replace(settings, token="s3cret"), bind_host="0.0.0.0"),
-                         base_url=LOCAL)  # fmt: skip
+    guarded = TestClient(
+        create_app(replace(settings, token="s3cret"), bind_host="0.0.0.0"), base_url=LOCAL
+    )
     token = {"authorization": "Bearer s3cret"}
     job = guarded.post("/v1/jobs", json={"source": "kb", "action": "rebuild"}, headers=token).json()
     assert guarded.post(f"/v1/jobs/{job['id']}/cancel").status_code == 401
@@ -386,8 +417,9 @@ def test_beyond_loopback_cancelling_a_job_needs_the_token(settings, service, fol
     assert _ended(guarded, job["id"])["state"] == "cancelled"
 
 
-def test_a_cli_rebuild_is_refused_while_a_server_job_runs_and_waits_with_wait(settings, service,
-                                                                             folder, hold):  # fmt: skip
+def test_a_cli_rebuild_is_refused_while_a_server_job_runs_and_waits_with_wait(
+    settings, service, folder, hold
+):
     build_docs(service, folder, "kb")
     held = hold()
     client = TestClient(create_app(settings), base_url=LOCAL)
@@ -409,8 +441,8 @@ def test_a_cli_rebuild_is_refused_while_a_server_job_runs_and_waits_with_wait(se
 LOCK_HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from chiezo.config import Settings
-    from chiezo.jobs import exclusive
+    from chiezo.core.config import Settings
+    from chiezo.ops.jobs import exclusive
     data, ready = Path(sys.argv[1]), Path(sys.argv[2])
     with exclusive(Settings(data_dir=data), "`chiezo rebuild kb`", source="kb", action="rebuild"):
         ready.touch()
@@ -423,8 +455,9 @@ def test_a_server_job_is_refused_while_another_process_builds_from_the_command_l
 ):
     build_docs(service, folder, "kb")
     ready = tmp_path / "ready"
-    holder = subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(settings.data_dir),
-                               str(ready), "1.5"])  # fmt: skip
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, str(settings.data_dir), str(ready), "1.5"]
+    )
     try:
         deadline = time.monotonic() + 30
         while not ready.exists():
@@ -451,7 +484,10 @@ def test_a_server_job_is_refused_while_another_process_builds_from_the_command_l
 
 # -- rebuild with a fresh download --------------------------------------------------------------
 
-NEWER_PAGES = [*TEMPLE_PAGES, (3, "東大寺", "'''東大寺'''は奈良市にある寺。[[Category:奈良県の寺]]")]
+NEWER_PAGES = [
+    *TEMPLE_PAGES,
+    (3, "東大寺", "'''東大寺'''は奈良市にある寺。[[Category:奈良県の寺]]"),
+]
 
 
 def _publish(root: Path, date: str, pages) -> Path:
@@ -461,9 +497,20 @@ def _publish(root: Path, date: str, pages) -> Path:
     name = f"jawiki-{date}-pages-articles-multistream.xml.bz2"
     (folder / name).write_bytes(bz2.compress(wiki_dump(pages).encode()))
     data = (folder / name).read_bytes()
-    status = {"jobs": {"articlesmultistreamdump": {"status": "done", "files": {name: {
-        "size": len(data), "sha1": hashlib.sha1(data).hexdigest(),
-        "url": f"/jawiki/{date}/{name}"}}}}}  # fmt: skip
+    status = {
+        "jobs": {
+            "articlesmultistreamdump": {
+                "status": "done",
+                "files": {
+                    name: {
+                        "size": len(data),
+                        "sha1": hashlib.sha1(data).hexdigest(),
+                        "url": f"/jawiki/{date}/{name}",
+                    }
+                },
+            }
+        }
+    }
     (folder / "dumpstatus.json").write_text(json.dumps(status))
     return folder / name
 
@@ -479,8 +526,18 @@ def site(tmp_path):
 
 def test_rebuild_fetch_downloads_a_newer_dump_and_is_a_no_op_without_one(settings, site):
     data = settings.data_dir
-    built = run(data, "ingest", "wikipedia", "--lang", "ja", "--mirror", site.url, "--name",
-                   "jawiki", "--json")  # fmt: skip
+    built = run(
+        data,
+        "ingest",
+        "wikipedia",
+        "--lang",
+        "ja",
+        "--mirror",
+        site.url,
+        "--name",
+        "jawiki",
+        "--json",
+    )
     assert built.exit_code == 0, built.output
     info = Service(settings).library.info("jawiki")
     assert info.docs == 2 and info.input["fetched"]["options"]["mirror"] == site.url
@@ -506,8 +563,20 @@ def test_rebuild_fetch_downloads_a_newer_dump_and_is_a_no_op_without_one(setting
 
 
 def test_a_fetch_job_over_rest_and_a_local_source_refused(settings, service, site, folder):
-    assert run(settings.data_dir, "ingest", "wikipedia", "--lang", "ja", "--mirror", site.url,
-                  "--name", "jawiki").exit_code == 0  # fmt: skip
+    assert (
+        run(
+            settings.data_dir,
+            "ingest",
+            "wikipedia",
+            "--lang",
+            "ja",
+            "--mirror",
+            site.url,
+            "--name",
+            "jawiki",
+        ).exit_code
+        == 0
+    )
     build_docs(service, folder, "kb")
     client = TestClient(create_app(settings), base_url=LOCAL)
     plan = client.get("/v1/jobs/plan", params={"source": "jawiki", "fetch": "true"}).json()
@@ -528,14 +597,27 @@ def test_a_fetch_job_over_rest_and_a_local_source_refused(settings, service, sit
     assert page.count('class="fetch"') == 1  # offered for the fetched source only
 
 
-def test_the_admin_page_fetches_newer_and_cancels_a_running_job(settings, service, site,
-                                                                folder, hold):  # fmt: skip
+def test_the_admin_page_fetches_newer_and_cancels_a_running_job(
+    settings, service, site, folder, hold
+):
     """In the browser: "Fetch newer" on a fetched source says where from and runs; a held
     rebuild is cancelled from its panel and ends "中止" (static/admin.js)."""
     from helpers import RunningServer, browser_page, chromium
 
-    assert run(settings.data_dir, "ingest", "wikipedia", "--lang", "ja", "--mirror", site.url,
-               "--name", "jawiki").exit_code == 0  # fmt: skip
+    assert (
+        run(
+            settings.data_dir,
+            "ingest",
+            "wikipedia",
+            "--lang",
+            "ja",
+            "--mirror",
+            site.url,
+            "--name",
+            "jawiki",
+        ).exit_code
+        == 0
+    )
     build_docs(service, folder, "kb")
     held = hold()
     with RunningServer(create_app(settings)) as server, chromium() as browser:
@@ -561,8 +643,10 @@ def test_the_admin_page_fetches_newer_and_cancels_a_running_job(settings, servic
     assert titles(service, "東大寺") == [] and service.library.get("kb").doc_count == 2
 
 
-GEONAMES_ROW = ("{id}\t{name}\t{name}\t\t35.0\t135.7\tP\tPPL\tJP\t\t22\t\t\t\t{pop}\t\t50"
-                "\tAsia/Tokyo\t2022-01-01\n")
+GEONAMES_ROW = (
+    "{id}\t{name}\t{name}\t\t35.0\t135.7\tP\tPPL\tJP\t\t22\t\t\t\t{pop}\t\t50"
+    "\tAsia/Tokyo\t2022-01-01\n"
+)
 
 
 def _geonames_site(root: Path, places: list[tuple[int, str, int]]) -> None:
@@ -580,8 +664,9 @@ def test_a_geonames_source_is_fetched_again_when_the_server_has_a_new_export(set
     served = DumpSite(root)
     try:
         mirror = f"{served.url}/export/dump"
-        built = run(settings.data_dir, "ingest", "geonames", "--fetch", "cities15000",
-                       "--mirror", mirror)  # fmt: skip
+        built = run(
+            settings.data_dir, "ingest", "geonames", "--fetch", "cities15000", "--mirror", mirror
+        )
         assert built.exit_code == 0, built.output
         _geonames_site(root, [(1, "Kyoto", 1459640), (2, "Uji", 180000), (3, "Kameoka", 87000)])
         again = run(settings.data_dir, "rebuild", "geonames", "--fetch", "--json")
@@ -612,16 +697,30 @@ def test_alternate_names_fetched_for_a_local_export_are_fetched_again(settings, 
     publish("1\t1857907\tja\t京都府\t1\t\t\t\t\t\n")
     served = DumpSite(tmp_path / "site")
     try:
-        built = run(settings.data_dir, "ingest", "geonames", str(export), "--admin1", str(admin1),
-                    "--fetch-alternate-names", "JP", "--mirror", f"{served.url}/export/dump")  # fmt: skip
+        built = run(
+            settings.data_dir,
+            "ingest",
+            "geonames",
+            str(export),
+            "--admin1",
+            str(admin1),
+            "--fetch-alternate-names",
+            "JP",
+            "--mirror",
+            f"{served.url}/export/dump",
+        )
         assert built.exit_code == 0, built.output
         service = Service(settings)
-        assert service.doc("geonames", title="Kyoto", fields=["attrs"])["attrs"]["area"] == ["京都府"]
+        assert service.doc("geonames", title="Kyoto", fields=["attrs"])["attrs"]["area"] == [
+            "京都府"
+        ]
         publish("1\t1857907\tja\t京都府\t1\t\t\t\t\t\n2\t1857910\tja\t京都市\t1\t\t\t\t\t\n")
         again = run(settings.data_dir, "rebuild", "geonames", "--fetch", "--json")
         assert again.exit_code == 0, again.output
         assert json.loads(again.stdout)["docs"] == 1
-        assert service.doc("geonames", title="京都市", fields=["attrs"])["attrs"]["area"] == ["京都府"]
+        assert service.doc("geonames", title="京都市", fields=["attrs"])["attrs"]["area"] == [
+            "京都府"
+        ]
         identity = service.library.info("geonames").input
         assert identity["path"] == str(export.resolve())  # still the local export
     finally:
@@ -631,26 +730,30 @@ def test_alternate_names_fetched_for_a_local_export_are_fetched_again(settings, 
 # -- checks before any download ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args", [
-    ["wikipedia", "--lang", "ja", "--mirror", "{url}"],
-    ["geonames", "--fetch", "cities15000", "--mirror", "{url}/export/dump"],
-    ["osm", "--fetch", "asia/japan/kanto", "--mirror", "{url}"],
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["wikipedia", "--lang", "ja", "--mirror", "{url}"],
+        ["geonames", "--fetch", "cities15000", "--mirror", "{url}/export/dump"],
+        ["osm", "--fetch", "asia/japan/kanto", "--mirror", "{url}"],
+    ],
+)
 def test_memory_is_checked_before_anything_is_downloaded(settings, site, monkeypatch, args):
-    import chiezo.build
+    import chiezo.store.build
 
-    monkeypatch.setattr(chiezo.build, "available_memory", lambda: 64 * 2**20)
+    monkeypatch.setattr(chiezo.store.build, "available_memory", lambda: 64 * 2**20)
     result = run(settings.data_dir, "ingest", *[a.format(url=site.url) for a in args])
     assert result.exit_code == 1, result.output
     assert "not enough memory" in result.output
     assert site.requests == [] and not (settings.data_dir / "downloads").exists()
 
 
-def test_disk_for_the_dump_and_its_build_is_checked_before_the_dump_is_requested(settings, site,
-                                                                                monkeypatch):  # fmt: skip
-    import chiezo.build
+def test_disk_for_the_dump_and_its_build_is_checked_before_the_dump_is_requested(
+    settings, site, monkeypatch
+):
+    import chiezo.store.build
 
-    monkeypatch.setattr(chiezo.build, "DISK_FACTOR", 1e12)  # a build no disk can hold
+    monkeypatch.setattr(chiezo.store.build, "DISK_FACTOR", 1e12)  # a build no disk can hold
     result = run(settings.data_dir, "ingest", "wikipedia", "--lang", "ja", "--mirror", site.url)
     assert result.exit_code == 1 and "not enough disk" in result.output
     assert "nothing was downloaded" in result.output
@@ -658,10 +761,11 @@ def test_disk_for_the_dump_and_its_build_is_checked_before_the_dump_is_requested
     assert not list((settings.data_dir / "downloads").rglob("*.bz2*"))
 
 
-def test_a_download_of_unknown_size_stops_before_writing_when_the_disk_is_short(tmp_path, site,
-                                                                               monkeypatch):  # fmt: skip
-    from chiezo.errors import BuildError
-    from chiezo.sources import download
+def test_a_download_of_unknown_size_stops_before_writing_when_the_disk_is_short(
+    tmp_path, site, monkeypatch
+):
+    from chiezo.core.errors import BuildError
+    from chiezo.ingest import download
 
     monkeypatch.setattr(download, "FREE_MARGIN", 1 << 62)
     dest = tmp_path / "dumpstatus.json"
@@ -673,18 +777,32 @@ def test_a_download_of_unknown_size_stops_before_writing_when_the_disk_is_short(
 # -- recorded paths -----------------------------------------------------------------------------
 
 
-def test_recorded_paths_are_absolute_and_a_rebuild_runs_from_another_directory(tmp_path,
-                                                                              monkeypatch):  # fmt: skip
+def test_recorded_paths_are_absolute_and_a_rebuild_runs_from_another_directory(
+    tmp_path, monkeypatch
+):
     work = tmp_path / "work"
     work.mkdir()
     (work / "jawiki-20230501-pages-articles.xml").write_text(wiki_dump(TEMPLE_PAGES))
-    (work / "views.bz2").write_bytes(bz2.compress("ja.wikipedia 雷門 2 desktop 900 A900\n".encode()))
+    (work / "views.bz2").write_bytes(
+        bz2.compress("ja.wikipedia 雷門 2 desktop 900 A900\n".encode())
+    )
     (work / "cities.txt").write_text(GEONAMES_ROW.format(id=1, name="Kyoto", pop=1459640))
     (work / "admin1.txt").write_text("JP.22\tKyoto\tKyoto\t1857907\n")
     data = tmp_path / "data"
     monkeypatch.chdir(work)  # every path typed relative to here
-    assert run(data, "ingest", "wikipedia", "jawiki-20230501-pages-articles.xml", "--name",
-                  "jawiki", "--pageviews", "views.bz2").exit_code == 0  # fmt: skip
+    assert (
+        run(
+            data,
+            "ingest",
+            "wikipedia",
+            "jawiki-20230501-pages-articles.xml",
+            "--name",
+            "jawiki",
+            "--pageviews",
+            "views.bz2",
+        ).exit_code
+        == 0
+    )
     assert run(data, "ingest", "geonames", "cities.txt", "--admin1", "admin1.txt").exit_code == 0
 
     elsewhere = tmp_path / "elsewhere"

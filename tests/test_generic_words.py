@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from chiezo.config import Settings
+from chiezo.core.config import Settings
+from chiezo.core.words import evidence_words, light_words, query_words
+from chiezo.ingest.wikipedia import ingest_wikipedia
+from chiezo.ops.service import Service
 from chiezo.search import evidence, retrieval
-from chiezo.service import Service
-from chiezo.sources.wikipedia import ingest_wikipedia
-from chiezo.words import evidence_words, light_words, query_words
 
 from helpers import data_file, titles
 

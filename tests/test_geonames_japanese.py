@@ -16,12 +16,12 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client
 
-from chiezo.cli import cli
-from chiezo.config import Settings
-from chiezo.errors import InputError
-from chiezo.mcp_server import build_mcp
-from chiezo.service import Service
-from chiezo.sources.geonames import GeoNamesOptions, Lookups, display_name, read_places
+from chiezo.core.config import Settings
+from chiezo.core.errors import InputError
+from chiezo.ingest.geonames import GeoNamesOptions, Lookups, display_name, read_places
+from chiezo.ops.service import Service
+from chiezo.surfaces.cli.main import cli
+from chiezo.surfaces.mcp.server import build_mcp
 
 from helpers import DumpSite, data_file
 
@@ -35,7 +35,9 @@ KOBE, KASHIMA_IBARAKI, SAITAMA = "1859171", "1860748", "6940394"
 def english(tmp_path_factory):
     """cities15000 + admin1: Japanese titles from the rows, English areas."""
     service = Service(Settings(data_dir=tmp_path_factory.mktemp("en") / "data"))
-    service.ingest("geonames", data_file(CITIES), "geonames", options=GeoNamesOptions(data_file(ADMIN1)))
+    service.ingest(
+        "geonames", data_file(CITIES), "geonames", options=GeoNamesOptions(data_file(ADMIN1))
+    )
     return service
 
 
@@ -194,8 +196,12 @@ def test_the_area_examples_in_the_mcp_descriptions_work(english, japanese):
 def test_a_file_that_is_not_alternate_names_is_a_clear_error(tmp_path):
     service = Service(Settings(data_dir=tmp_path / "data"))
     with pytest.raises(InputError, match="not an alternate-names file"):
-        service.ingest("geonames", data_file(CITIES), "geonames",
-                       options=GeoNamesOptions(data_file(ADMIN1), data_file(CITIES)))  # fmt: skip
+        service.ingest(
+            "geonames",
+            data_file(CITIES),
+            "geonames",
+            options=GeoNamesOptions(data_file(ADMIN1), data_file(CITIES)),
+        )
 
 
 # -- fetching a country's alternate names -----------------------------------------------------
@@ -214,7 +220,7 @@ def site(tmp_path):
 
 
 def test_a_fetched_zip_is_checked_and_its_sha256_recorded(site, tmp_path):
-    from chiezo.sources.placefetch import fetch_alternate_names
+    from chiezo.ingest.placefetch import fetch_alternate_names
 
     served, original = site
     settings = Settings(data_dir=tmp_path / "data")
@@ -242,12 +248,25 @@ def test_ingest_fetches_japans_alternate_names(site, tmp_path):
     served, _ = site
     export = japan_rows(tmp_path)
     data = str(tmp_path / "data")
-    args = ["--data", data, "ingest", "geonames", str(export), "--admin1", str(data_file(ADMIN1)),
-            "--fetch-alternate-names", "JP", "--mirror", f"{served.url}/export/dump", "--json"]  # fmt: skip
+    args = [
+        "--data",
+        data,
+        "ingest",
+        "geonames",
+        str(export),
+        "--admin1",
+        str(data_file(ADMIN1)),
+        "--fetch-alternate-names",
+        "JP",
+        "--mirror",
+        f"{served.url}/export/dump",
+        "--json",
+    ]
     built = CliRunner().invoke(cli, args)
     assert built.exit_code == 0, built.output
-    found = CliRunner().invoke(cli, ["--data", data, "filter", "geonames", "--area", "京都府",
-                                     "--json"])  # fmt: skip
+    found = CliRunner().invoke(
+        cli, ["--data", data, "filter", "geonames", "--area", "京都府", "--json"]
+    )
     assert found.exit_code == 0, found.output
     assert json.loads(found.stdout)["total"] > 5
     both = CliRunner().invoke(cli, [*args[:-1], "--alternate-names", str(SAMPLE)])

@@ -16,20 +16,32 @@ from chiezo.answer.plan import keyword_queries, parse_plan_reply
 from chiezo.answer.rag import NO_BASIS
 from chiezo.answer.support import check_claims, split_sentences
 from chiezo.answer.terminal import VisibleText
-from chiezo.cli import cli
-from chiezo.config import Settings
-from chiezo.service import Service
+from chiezo.core.config import Settings
+from chiezo.ops.service import Service
+from chiezo.surfaces.cli.main import cli
 from llm_stub import ScriptedLLM, in_turns, tool_call
 
 from helpers import RunningServer, build_docs, wiki_library, write_files
 
 PAGES = [
-    (1, "浅草寺", "'''浅草寺'''は東京都台東区浅草にある寺。628年に創建されたと伝わる。雷門が有名である。"),
-    (2, "夏目漱石", "'''夏目漱石'''は日本の小説家。1867年2月9日に江戸の牛込で生まれた。"
-     "代表作に『坊っちゃん』がある。1916年12月9日に東京で没した。"),
-    (3, "Ray Charles", "'''Ray Charles''' (September 23, 1930 – June 10, 2004) was an American "
-     "singer and pianist. He was born in Albany, Georgia, and died in Beverly Hills."),
-]  # fmt: skip
+    (
+        1,
+        "浅草寺",
+        "'''浅草寺'''は東京都台東区浅草にある寺。628年に創建されたと伝わる。雷門が有名である。",
+    ),
+    (
+        2,
+        "夏目漱石",
+        "'''夏目漱石'''は日本の小説家。1867年2月9日に江戸の牛込で生まれた。"
+        "代表作に『坊っちゃん』がある。1916年12月9日に東京で没した。",
+    ),
+    (
+        3,
+        "Ray Charles",
+        "'''Ray Charles''' (September 23, 1930 – June 10, 2004) was an American "
+        "singer and pianist. He was born in Albany, Georgia, and died in Beverly Hills.",
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +50,11 @@ def library(tmp_path_factory):
 
 
 def service_with(root, url, **settings) -> Service:
-    return Service(Settings(data_dir=root / "data", llm_url=url, llm_model="stub-model",
-                            llm_timeout=5, **settings))  # fmt: skip
+    return Service(
+        Settings(
+            data_dir=root / "data", llm_url=url, llm_model="stub-model", llm_timeout=5, **settings
+        )
+    )
 
 
 def planned(plan: str, answer):
@@ -57,8 +72,7 @@ def planned(plan: str, answer):
 
 def cli_run(root, url, *args, env=None, **kwargs):
     environment = {"CHIEZO_LLM_URL": url, "CHIEZO_LLM_MODEL": "stub-model", **(env or {})}
-    return CliRunner().invoke(cli, ["--data", str(root / "data"), *args], env=environment,
-                              **kwargs)  # fmt: skip
+    return CliRunner().invoke(cli, ["--data", str(root / "data"), *args], env=environment, **kwargs)
 
 
 # -- agent mode: grounding is enforced, not requested ------------------------------------------
@@ -70,8 +84,11 @@ def test_an_agent_answer_before_any_lookup_is_not_returned_chiezo_searches_first
     def answer(body):
         seen.append([m["role"] for m in body["messages"]])
         tools = [m for m in body["messages"] if m["role"] == "tool"]
-        return {"content": "Ray Charles was born in 1930 [1]." if tools else
-                "The capital of Alabama is Baton Rouge."}  # fmt: skip
+        return {
+            "content": "Ray Charles was born in 1930 [1]."
+            if tools
+            else "The capital of Alabama is Baton Rouge."
+        }
 
     with ScriptedLLM(answer) as stub:
         result = service_with(library, stub.url).ask("When was Ray Charles born?", mode="agent")
@@ -91,8 +108,9 @@ def test_an_agent_that_finds_nothing_gives_the_fixed_reply_and_exit_3(library):
         result = service_with(library, stub.url).ask("qzxvbnm plorkwidget?", mode="agent")
     assert result.answer == NO_BASIS["en"] and result.no_basis and not result.grounded
     with ScriptedLLM(in_turns({"content": "Baton Rouge."})) as stub:
-        run = cli_run(library, stub.url, "ask", "--mode", "agent", "--json",
-                      "What is the capital of Alabama?")  # fmt: skip
+        run = cli_run(
+            library, stub.url, "ask", "--mode", "agent", "--json", "What is the capital of Alabama?"
+        )
     body = json.loads(run.stdout)
     assert run.exit_code == 3 and body["no_basis"] and body["grounded"] is False
     assert body["answer"] == NO_BASIS["en"] and body["steps"][0]["by"] == "chiezo"
@@ -106,8 +124,9 @@ def test_an_agent_answer_citing_nothing_is_asked_again_and_never_labelled_ground
     assert asked_again and result.cited == [] and result.grounded is False
     assert result.to_dict()["uncited"] == ["He was born in 1930."]
     with ScriptedLLM(in_turns(search, {"content": "He was born in 1930."})) as stub:
-        strict = cli_run(library, stub.url, "ask", "--mode", "agent", "--strict",
-                         "When was Ray Charles born?")  # fmt: skip
+        strict = cli_run(
+            library, stub.url, "ask", "--mode", "agent", "--strict", "When was Ray Charles born?"
+        )
     assert strict.exit_code == 4 and "uncited: “He was born in 1930.”" in strict.stderr
 
 
@@ -118,8 +137,9 @@ def test_an_agent_keeps_to_the_source_it_was_given(library):
         {"content": "浅草寺は台東区にある [1]。"},
     )
     with ScriptedLLM(replies) as stub:
-        result = service_with(library, stub.url).ask("浅草寺はどこ？", mode="agent",
-                                                      source="jawiki")  # fmt: skip
+        result = service_with(library, stub.url).ask(
+            "浅草寺はどこ？", mode="agent", source="jawiki"
+        )
     tools = [m["content"] for m in stub.requests[-1]["messages"] if m["role"] == "tool"]
     assert "from the source 'jawiki' only" in tools[0]
     assert result.steps[1]["arguments"]["source"] == "jawiki"  # filled in, not "everywhere"
@@ -130,7 +150,7 @@ def test_an_agent_keeps_to_the_source_it_was_given(library):
 
 
 def test_the_agent_is_told_how_to_use_the_library_and_steps_are_timed(library):
-    from chiezo.tools import INSTRUCTIONS
+    from chiezo.ops.tools import INSTRUCTIONS
 
     replies = in_turns(
         {"tool_calls": [tool_call("search", {"query": "夏目漱石"})]},
@@ -147,26 +167,33 @@ def test_the_agent_is_told_how_to_use_the_library_and_steps_are_timed(library):
 
 
 def test_remember_is_offered_in_a_chat_that_may_write_never_in_ask(library):
-    from chiezo.api import create_app
+    from chiezo.surfaces.rest import create_app
 
-    agent = in_turns({"tool_calls": [tool_call("search", {"query": "浅草寺"})]},
-                     {"content": "台東区 [1]"})  # fmt: skip
+    agent = in_turns(
+        {"tool_calls": [tool_call("search", {"query": "浅草寺"})]}, {"content": "台東区 [1]"}
+    )
     with ScriptedLLM(agent) as stub:
         settings = service_with(library, stub.url).settings
         with RunningServer(create_app(settings)) as server:
-            httpx.post(f"{server.url}/v1/chat", timeout=30, json={
-                "mode": "agent", "messages": [{"role": "user", "content": "浅草寺はどこ？"}]})  # fmt: skip
+            httpx.post(
+                f"{server.url}/v1/chat",
+                timeout=30,
+                json={"mode": "agent", "messages": [{"role": "user", "content": "浅草寺はどこ？"}]},
+            )
             chat_tools = {t["function"]["name"] for t in stub.requests[0]["tools"]}
             stub.requests.clear()
-            httpx.get(f"{server.url}/v1/ask", params={"q": "浅草寺はどこ？", "mode": "agent"},
-                      timeout=30)  # fmt: skip
+            httpx.get(
+                f"{server.url}/v1/ask", params={"q": "浅草寺はどこ？", "mode": "agent"}, timeout=30
+            )
             ask_tools = {t["function"]["name"] for t in stub.requests[0]["tools"]}
             stub.requests.clear()
             # a page of another site cannot make the model write on its behalf
-            httpx.post(f"{server.url}/v1/chat", timeout=30,
-                       headers={"Origin": "http://evil.example"},
-                       json={"mode": "agent",
-                             "messages": [{"role": "user", "content": "浅草寺は？"}]})  # fmt: skip
+            httpx.post(
+                f"{server.url}/v1/chat",
+                timeout=30,
+                headers={"Origin": "http://evil.example"},
+                json={"mode": "agent", "messages": [{"role": "user", "content": "浅草寺は？"}]},
+            )
             foreign_tools = {t["function"]["name"] for t in stub.requests[0]["tools"]}
     assert "remember" in chat_tools and "forget" not in chat_tools and "update" not in chat_tools
     assert "remember" not in ask_tools and "remember" not in foreign_tools
@@ -207,16 +234,23 @@ def test_each_sentence_is_checked_against_the_excerpts_it_cites(answer, status, 
 
 
 def test_sentences_keep_their_trailing_citations_and_abbreviations_do_not_split():
-    text = ("He was born in 1930. [1] The U.S. Army drafted him [1].\n- 江戸で生まれた[2]。"
-            "没年は1916年[2]。『よつばと!』を描いた [3]。\n1. Arabic [1]\n2. Algeria [2]")  # fmt: skip
+    text = (
+        "He was born in 1930. [1] The U.S. Army drafted him [1].\n- 江戸で生まれた[2]。"
+        "没年は1916年[2]。『よつばと!』を描いた [3]。\n1. Arabic [1]\n2. Algeria [2]"
+    )
     assert split_sentences(text) == [
-        "He was born in 1930. [1]", "The U.S. Army drafted him [1].", "- 江戸で生まれた[2]。",
-        "没年は1916年[2]。", "『よつばと!』を描いた [3]。", "1. Arabic [1]", "2. Algeria [2]",
-    ]  # fmt: skip
+        "He was born in 1930. [1]",
+        "The U.S. Army drafted him [1].",
+        "- 江戸で生まれた[2]。",
+        "没年は1916年[2]。",
+        "『よつばと!』を描いた [3]。",
+        "1. Arabic [1]",
+        "2. Algeria [2]",
+    ]
 
 
 def test_rag_reports_unsupported_and_uncited_sentences_and_strict_fails(library):
-    from chiezo.api import create_app
+    from chiezo.surfaces.rest import create_app
 
     answer = "夏目漱石は1868年に生まれた [1]。代表作は『坊っちゃん』である。"
     with ScriptedLLM(planned('{"queries": ["夏目漱石"]}', answer)) as stub:
@@ -224,9 +258,12 @@ def test_rag_reports_unsupported_and_uncited_sentences_and_strict_fails(library)
         strict = cli_run(library, stub.url, "ask", "--strict", "夏目漱石はいつ生まれた？")
         settings = service_with(library, stub.url).settings
         with RunningServer(create_app(settings)) as server:
-            body = httpx.get(f"{server.url}/v1/ask", params={"q": "夏目漱石は？"}, timeout=30).json()
-            refused = httpx.get(f"{server.url}/v1/ask", timeout=30,
-                                params={"q": "夏目漱石は？", "strict": 1})  # fmt: skip
+            body = httpx.get(
+                f"{server.url}/v1/ask", params={"q": "夏目漱石は？"}, timeout=30
+            ).json()
+            refused = httpx.get(
+                f"{server.url}/v1/ask", timeout=30, params={"q": "夏目漱石は？", "strict": 1}
+            )
     assert run.exit_code == 0 and run.stdout.startswith(answer)
     assert "unsupported: “夏目漱石は1868年に生まれた [1]。”" in run.stderr
     assert "the number 1868 is in none of the cited excerpts" in run.stderr
@@ -246,16 +283,22 @@ def test_the_lenient_plan_reader_never_takes_a_field_name_for_a_query():
     broken = '{"queries": ["query": "when was ray chris born?", "source": null}'
     assert parse_plan_reply(broken) == (["when was ray chris born?"], None)
     assert parse_plan_reply('{"queries": ["Ray Charles", "source": "enwiki"', ["enwiki"]) == (
-        ["Ray Charles"], "enwiki")  # fmt: skip
+        ["Ray Charles"],
+        "enwiki",
+    )
 
 
 def test_a_follow_up_without_a_subject_carries_the_conversations():
-    history = [{"role": "user", "content": "When was Ray Charles born?"},
-               {"role": "assistant", "content": "In 1930 [1]."}]  # fmt: skip
+    history = [
+        {"role": "user", "content": "When was Ray Charles born?"},
+        {"role": "assistant", "content": "In 1930 [1]."},
+    ]
     assert keyword_queries("When did he die?", history)[:2] == ["Ray Charles die", "Ray Charles"]
     assert keyword_queries("What about Quincy Jones?", history)[0] == "Quincy Jones"
-    cited = [{"role": "user", "content": "浅草寺はどこ？"},
-             {"role": "assistant", "content": "台東区 [1]", "cited_titles": ["浅草寺"]}]  # fmt: skip
+    cited = [
+        {"role": "user", "content": "浅草寺はどこ？"},
+        {"role": "assistant", "content": "台東区 [1]", "cited_titles": ["浅草寺"]},
+    ]
     assert keyword_queries("いつ創建された？", cited)[1] == "浅草寺"
     assert "浅草寺" not in " ".join(keyword_queries("東京タワーの高さは？", cited))
 
@@ -266,7 +309,9 @@ def test_chat_follow_ups_search_the_subject_when_the_plan_is_unusable(library):
         return {"content": "1916年に没した [1]。" if "1916" in sources else "わかりません"}
 
     with ScriptedLLM(planned("no idea", answer)) as stub:
-        chat = cli_run(library, stub.url, "chat", input="夏目漱石はいつ生まれた？\nいつ亡くなった？\n\n")
+        chat = cli_run(
+            library, stub.url, "chat", input="夏目漱石はいつ生まれた？\nいつ亡くなった？\n\n"
+        )
     assert chat.exit_code == 0 and "1916年に没した [1]。" in chat.stdout
     last = [r for r in stub.requests if "search queries" not in r["messages"][0]["content"]][-1]
     assert "[1] 夏目漱石" in last["messages"][-1]["content"]
@@ -279,13 +324,29 @@ def test_ask_streams_the_answer_as_it_is_written(library, tmp_path):
     """A real process against a stub that pauses between pieces: the first words are on
     stdout well before the last piece is sent."""
     text = "浅草寺は東京都台東区浅草にある寺です [1]。" * 3
-    with ScriptedLLM(planned('{"queries": ["浅草寺"]}',
-                             {"content": text, "chunk_delay": 0.15})) as stub:  # fmt: skip
-        env = {"CHIEZO_LLM_URL": stub.url, "CHIEZO_LLM_MODEL": "stub-model", "PYTHONUNBUFFERED": "1"}
+    with ScriptedLLM(
+        planned('{"queries": ["浅草寺"]}', {"content": text, "chunk_delay": 0.15})
+    ) as stub:
+        env = {
+            "CHIEZO_LLM_URL": stub.url,
+            "CHIEZO_LLM_MODEL": "stub-model",
+            "PYTHONUNBUFFERED": "1",
+        }
         process = subprocess.Popen(
-            [sys.executable, "-m", "chiezo", "--data", str(library / "data"), "ask", "浅草寺はどこ？"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **env}, bufsize=0,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "chiezo",
+                "--data",
+                str(library / "data"),
+                "ask",
+                "浅草寺はどこ？",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **env},
+            bufsize=0,
+        )
         first = process.stdout.read(3)
         first_at = time.monotonic()
         rest, errors = process.communicate(timeout=60)
@@ -311,13 +372,21 @@ def test_zim_answers_skip_the_main_page_read_an_article_once_and_link_to_this_se
     zim = data_file("zim/libkiwix_zimfile_raycharles.zim")
     settings = Settings(data_dir=tmp_path / "data")
     Service(settings).ingest("zim", zim, "zim_ray", embed=False)
-    with ScriptedLLM(planned('{"queries": ["Ray Charles", "Main Page"]}',
-                             "Ray Charles was a musician [1].")) as stub:  # fmt: skip
-        service = Service(Settings(data_dir=tmp_path / "data", llm_url=stub.url,
-                                   llm_model="stub-model", public_url="http://127.0.0.1:8080"))  # fmt: skip
+    with ScriptedLLM(
+        planned('{"queries": ["Ray Charles", "Main Page"]}', "Ray Charles was a musician [1].")
+    ) as stub:
+        service = Service(
+            Settings(
+                data_dir=tmp_path / "data",
+                llm_url=stub.url,
+                llm_model="stub-model",
+                public_url="http://127.0.0.1:8080",
+            )
+        )
         result = service.ask("Who was Ray Charles?", source="zim_ray")
-        offline = Service(Settings(data_dir=tmp_path / "data", llm_url=stub.url,
-                                   llm_model="stub-model")).ask("Who was Ray Charles?")  # fmt: skip
+        offline = Service(
+            Settings(data_dir=tmp_path / "data", llm_url=stub.url, llm_model="stub-model")
+        ).ask("Who was Ray Charles?")
     titles = [r["title"] for r in result.references]
     assert "Main Page" not in titles and titles.count("Ray Charles") == 1
     assert any("skipped main page Main Page" in w for w in result.warnings)
@@ -331,11 +400,17 @@ def test_a_cited_document_never_shows_its_local_path(tmp_path):
     folder = write_files(tmp_path / "handbook", {"leave.md": "# 休暇\n\n年次休暇は20日。\n"})
     build_docs(Service(Settings(data_dir=tmp_path / "data")), folder, "handbook")
     with ScriptedLLM(planned('{"queries": ["休暇"]}', "年次休暇は20日 [1]。")) as stub:
-        local = Service(Settings(data_dir=tmp_path / "data", llm_url=stub.url,
-                                 llm_model="stub-model")).ask("休暇は何日？")  # fmt: skip
-        served = Service(Settings(data_dir=tmp_path / "data", llm_url=stub.url,
-                                  llm_model="stub-model", public_url="http://kb.lan:8080/")
-                         ).ask("休暇は何日？")  # fmt: skip
+        local = Service(
+            Settings(data_dir=tmp_path / "data", llm_url=stub.url, llm_model="stub-model")
+        ).ask("休暇は何日？")
+        served = Service(
+            Settings(
+                data_dir=tmp_path / "data",
+                llm_url=stub.url,
+                llm_model="stub-model",
+                public_url="http://kb.lan:8080/",
+            )
+        ).ask("休暇は何日？")
     assert local.references[0]["url"] == "handbook:leave.md" and local.grounded
     assert served.references[0]["url"].startswith("http://kb.lan:8080/doc/handbook/")
     assert "file:" not in json.dumps(local.to_dict() | served.to_dict())
@@ -345,7 +420,7 @@ def test_a_cited_document_never_shows_its_local_path(tmp_path):
 
 
 def test_excerpts_and_token_cap_reach_the_model_from_flags_api_and_environment(library):
-    from chiezo.api import create_app
+    from chiezo.surfaces.rest import create_app
 
     plan = '{"queries": ["浅草寺", "夏目漱石", "Ray Charles"]}'
     # a question each of the three documents answers a part of: each gives a passage
@@ -353,12 +428,16 @@ def test_excerpts_and_token_cap_reach_the_model_from_flags_api_and_environment(l
     with ScriptedLLM(planned(plan, "台東区 [1]")) as stub:
         service = service_with(library, stub.url, answer_excerpts=2, answer_max_tokens=64)
         configured = service.ask(QUESTION)
-        flagged = cli_run(library, stub.url, "ask", "--json", "--excerpts", "1",
-                          "--max-tokens", "32", QUESTION)  # fmt: skip
+        flagged = cli_run(
+            library, stub.url, "ask", "--json", "--excerpts", "1", "--max-tokens", "32", QUESTION
+        )
         cli_request = stub.requests[-1]
         with RunningServer(create_app(service.settings)) as server:
-            api = httpx.get(f"{server.url}/v1/ask", timeout=30,
-                            params={"q": QUESTION, "excerpts": 3, "max_tokens": 100}).json()  # fmt: skip
+            api = httpx.get(
+                f"{server.url}/v1/ask",
+                timeout=30,
+                params={"q": QUESTION, "excerpts": 3, "max_tokens": 100},
+            ).json()
             api_request = stub.requests[-1]
             bad = httpx.get(f"{server.url}/v1/ask", params={"q": "x", "excerpts": 99}, timeout=30)
     assert len(configured.references) == 2 and stub.requests[1]["max_tokens"] == 64
@@ -368,13 +447,20 @@ def test_excerpts_and_token_cap_reach_the_model_from_flags_api_and_environment(l
 
 
 def test_mode_and_grounding_defaults_come_from_the_environment(library, monkeypatch):
-    from chiezo.errors import ConfigError
+    from chiezo.core.errors import ConfigError
 
-    replies = in_turns({"tool_calls": [tool_call("search", {"query": "浅草寺"})]},
-                       {"content": "台東区 [1]"})  # fmt: skip
+    replies = in_turns(
+        {"tool_calls": [tool_call("search", {"query": "浅草寺"})]}, {"content": "台東区 [1]"}
+    )
     with ScriptedLLM(replies) as stub:
-        run = cli_run(library, stub.url, "ask", "--json", "浅草寺は？",
-                      env={"CHIEZO_ANSWER_MODE": "agent", "CHIEZO_ANSWER_GROUNDED": "0"})  # fmt: skip
+        run = cli_run(
+            library,
+            stub.url,
+            "ask",
+            "--json",
+            "浅草寺は？",
+            env={"CHIEZO_ANSWER_MODE": "agent", "CHIEZO_ANSWER_GROUNDED": "0"},
+        )
     body = json.loads(run.stdout)
     assert body["planner"] == "agent" and body["only_from_sources"] is False
     monkeypatch.setenv("CHIEZO_ANSWER_MODE", "oracle")
@@ -388,6 +474,7 @@ def test_an_answer_that_only_echoes_the_list_of_sources_states_nothing():
     titles = {1: "Alabama", 2: "Appellate court", 3: "Ada"}
     (claim,) = check_claims("Alabama, [2] Appellate court, [3] Ada", EXCERPTS, titles=titles)
     assert claim.status == "unsupported" and "states nothing" in claim.reasons[0]
-    (real,) = check_claims("Ray Charles was an American singer [1].", EXCERPTS,
-                           titles={1: "Ray Charles"})  # fmt: skip
+    (real,) = check_claims(
+        "Ray Charles was an American singer [1].", EXCERPTS, titles={1: "Ray Charles"}
+    )
     assert real.status == "supported"

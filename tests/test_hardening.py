@@ -15,11 +15,12 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client
 
-from chiezo import db, generations
-from chiezo.api import create_app
-from chiezo.cli import cli
-from chiezo.errors import BadQuery, BuildError
-from chiezo.web.formatting import highlight
+from chiezo.core import db
+from chiezo.core.errors import BadQuery, BuildError
+from chiezo.store import generations
+from chiezo.surfaces.cli.main import cli
+from chiezo.surfaces.rest import create_app
+from chiezo.surfaces.web.formatting import highlight
 
 from helpers import PAGE_WITH_A_SCRIPT, RunningServer, build_docs, free_port, write_files
 
@@ -55,14 +56,23 @@ def _doc_id(server, title: str) -> int:
 
 @pytest.mark.parametrize(
     "method, path",
-    [("GET", f"/v1/notes/{HUGE}"), ("PATCH", f"/v1/notes/{HUGE}"), ("DELETE", f"/v1/notes/{HUGE}"),
-     ("GET", f"/v1/book/doc/{HUGE}"), ("GET", f"/v1/book/links?doc_id={HUGE}"),
-     ("GET", f"/v1/book/tags?offset={HUGE}"), ("GET", f"/v1/book/features?offset={HUGE}"),
-     ("GET", f"/v1/notes/recall?offset={HUGE}"), ("GET", f"/v1/jobs/{HUGE}"),
-     ("GET", f"/v1/jobs/1?log_from={HUGE}")],
-)  # fmt: skip
+    [
+        ("GET", f"/v1/notes/{HUGE}"),
+        ("PATCH", f"/v1/notes/{HUGE}"),
+        ("DELETE", f"/v1/notes/{HUGE}"),
+        ("GET", f"/v1/book/doc/{HUGE}"),
+        ("GET", f"/v1/book/links?doc_id={HUGE}"),
+        ("GET", f"/v1/book/tags?offset={HUGE}"),
+        ("GET", f"/v1/book/features?offset={HUGE}"),
+        ("GET", f"/v1/notes/recall?offset={HUGE}"),
+        ("GET", f"/v1/jobs/{HUGE}"),
+        ("GET", f"/v1/jobs/1?log_from={HUGE}"),
+    ],
+)
 def test_huge_integers_are_refused_not_a_500(server, method, path):
-    response = httpx.request(method, server.url + path, json={"text": "x"} if method == "PATCH" else None)
+    response = httpx.request(
+        method, server.url + path, json={"text": "x"} if method == "PATCH" else None
+    )
     _error(response, 400, 404)
 
 
@@ -114,24 +124,29 @@ def test_mcp_tools_answer_hostile_input_with_the_error_json(server):
 
 @pytest.mark.parametrize(
     "method, path, body",
-    [("POST", "/v1/notes", '{"text": "a \\ud800"}'),
-     ("POST", "/v1/notes", '{"text": "a", "tags": ["\\udfff"]}'),
-     ("PATCH", "/v1/notes/1", '{"text": "b \\ud800"}'),
-     ("POST", "/v1/chat", '{"messages": [{"role": "user", "content": "x \\ud800"}]}')],
-)  # fmt: skip
+    [
+        ("POST", "/v1/notes", '{"text": "a \\ud800"}'),
+        ("POST", "/v1/notes", '{"text": "a", "tags": ["\\udfff"]}'),
+        ("PATCH", "/v1/notes/1", '{"text": "b \\ud800"}'),
+        ("POST", "/v1/chat", '{"messages": [{"role": "user", "content": "x \\ud800"}]}'),
+    ],
+)
 def test_lone_surrogates_in_json_are_a_400(server, method, path, body):
     httpx.post(f"{server.url}/v1/notes", json={"text": "a note to patch"})
-    response = httpx.request(method, server.url + path, content=body,
-                             headers={"content-type": "application/json"})  # fmt: skip
+    response = httpx.request(
+        method, server.url + path, content=body, headers={"content-type": "application/json"}
+    )
     _error(response, 400)
 
 
 def test_the_service_refuses_surrogates_from_any_surface(service, settings, tmp_path):
     build_docs(service, write_files(tmp_path / "book", FILES), "book")
-    for call in (lambda: service.search("a\udcff", "book"),
-                 lambda: service.doc("book", title="\ud800"),
-                 lambda: service.remember("text", tags=["\udc80"]),
-                 lambda: service.recall(q="\ud800")):  # fmt: skip
+    for call in (
+        lambda: service.search("a\udcff", "book"),
+        lambda: service.doc("book", title="\ud800"),
+        lambda: service.remember("text", tags=["\udc80"]),
+        lambda: service.recall(q="\ud800"),
+    ):
         with pytest.raises(BadQuery, match="not valid Unicode"):
             call()
 
@@ -139,8 +154,12 @@ def test_the_service_refuses_surrogates_from_any_surface(service, settings, tmp_
 def test_invalid_utf8_in_argv_is_a_usage_error_not_a_traceback(settings, service, tmp_path):
     build_docs(service, write_files(tmp_path / "book", FILES), "book")
     env = {**os.environ, "CHIEZO_DATA": str(settings.data_dir), "LC_ALL": "C.UTF-8"}
-    done = subprocess.run([sys.executable, "-m", "chiezo", "search", b"caf\xe9 \xff"],
-                          env=env, capture_output=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "chiezo", "search", b"caf\xe9 \xff"],
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     assert b"Traceback" not in done.stderr and b"not valid Unicode" in done.stderr
 
@@ -150,13 +169,17 @@ def test_invalid_utf8_in_argv_is_a_usage_error_not_a_traceback(settings, service
 
 def test_recall_accepts_dates_at_the_ends_of_the_calendar(server):
     httpx.post(f"{server.url}/v1/notes", json={"text": "the backup runs at 02:00"})
-    for params in ({"until": "9999-12-31"}, {"since": "0001-01-01T00:00:00+01:00"},
-                   {"until": "9999-12-31T23:59:59-05:00"}):  # fmt: skip
+    for params in (
+        {"until": "9999-12-31"},
+        {"since": "0001-01-01T00:00:00+01:00"},
+        {"until": "9999-12-31T23:59:59-05:00"},
+    ):
         found = httpx.get(f"{server.url}/v1/notes/recall", params=params)
         assert found.status_code == 200 and found.json()["total"] == 1, params
-    assert httpx.get(f"{server.url}/v1/notes/recall", params={"until": "0001-01-01"}).json()[
-        "total"
-    ] == 0
+    assert (
+        httpx.get(f"{server.url}/v1/notes/recall", params={"until": "0001-01-01"}).json()["total"]
+        == 0
+    )
 
 
 # -- 5. a 500 does not take the connection down -------------------------------------------------
@@ -169,7 +192,10 @@ def test_an_unexpected_error_answers_500_and_keeps_the_connection(settings):
     def broken():
         raise RuntimeError("a bug")
 
-    with RunningServer(app) as running, socket.create_connection(("127.0.0.1", running.port)) as conn:
+    with (
+        RunningServer(app) as running,
+        socket.create_connection(("127.0.0.1", running.port)) as conn,
+    ):
         conn.settimeout(10)
         replies = []
         for path in ("/v1/broken", "/healthz"):  # both on one keep-alive connection
@@ -233,10 +259,16 @@ REBINDING = {"host": "evil.example:8080", "origin": "http://evil.example:8080"}
 
 @pytest.mark.parametrize(
     "method, path, body",
-    [("POST", "/v1/notes", {"text": "x"}), ("POST", "/v1/jobs", {"source": "book", "action": "rebuild"}),
-     ("GET", "/v1/notes/recall", None), ("GET", "/v1/book/search?q=chiezo", None),
-     ("GET", "/admin", None), ("GET", "/", None), ("POST", "/mcp", {})],
-)  # fmt: skip
+    [
+        ("POST", "/v1/notes", {"text": "x"}),
+        ("POST", "/v1/jobs", {"source": "book", "action": "rebuild"}),
+        ("GET", "/v1/notes/recall", None),
+        ("GET", "/v1/book/search?q=chiezo", None),
+        ("GET", "/admin", None),
+        ("GET", "/", None),
+        ("POST", "/mcp", {}),
+    ],
+)
 def test_a_rebound_host_name_is_refused_on_every_route(server, method, path, body):
     response = httpx.request(method, server.url + path, json=body, headers=REBINDING)
     assert _error(response, 421)["hint"].startswith("a page under another name")
@@ -244,8 +276,17 @@ def test_a_rebound_host_name_is_refused_on_every_route(server, method, path, bod
     assert httpx.get(f"{server.url}/v1/jobs").json()["jobs"] == []  # nothing started
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1:8080", "localhost:8080", "[::1]:8080", "localhost.",
-                                  "app.localhost:8080", "192.168.1.20"])  # fmt: skip
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1:8080",
+        "localhost:8080",
+        "[::1]:8080",
+        "localhost.",
+        "app.localhost:8080",
+        "192.168.1.20",
+    ],
+)
 def test_loopback_names_and_addresses_are_answered(server, host):
     assert httpx.get(f"{server.url}/v1/sources", headers={"host": host}).status_code == 200
 
@@ -253,7 +294,7 @@ def test_loopback_names_and_addresses_are_answered(server, host):
 def test_allowed_hosts_and_the_bound_name_are_answered(settings):
     from dataclasses import replace
 
-    from chiezo.api.security import Security
+    from chiezo.surfaces.rest.security import Security
 
     configured = Security("127.0.0.1", None, ("kb.lan:*", "proxy.example:8443"))
     assert configured.host_allowed("kb.lan:9999") and configured.host_allowed("KB.LAN")
@@ -299,11 +340,15 @@ def test_text_originals_are_plain_text_and_pages_may_not_be_framed(server):
 
 
 def test_tags_are_bounded_in_number_and_length(server):
-    many = httpx.post(f"{server.url}/v1/notes", json={"text": "x", "tags": [f"t{i}" for i in range(51)]})
+    many = httpx.post(
+        f"{server.url}/v1/notes", json={"text": "x", "tags": [f"t{i}" for i in range(51)]}
+    )
     _error(many, 400)
     long = httpx.post(f"{server.url}/v1/notes", json={"text": "x", "tags": ["t" * 101]})
     _error(long, 400)
-    ok = httpx.post(f"{server.url}/v1/notes", json={"text": "x", "tags": [f"t{i}" for i in range(50)]})
+    ok = httpx.post(
+        f"{server.url}/v1/notes", json={"text": "x", "tags": [f"t{i}" for i in range(50)]}
+    )
     assert ok.status_code == 201 and len(ok.json()["tags"]) == 50
 
 
@@ -314,19 +359,24 @@ def test_the_service_bounds_tags_too(service):
 
 def test_a_body_over_the_limit_is_a_413_declared_or_chunked(server):
     body = json.dumps({"text": "あ" * 1_100_000}).encode()
-    declared = httpx.post(f"{server.url}/v1/notes", content=body,
-                          headers={"content-type": "application/json"})  # fmt: skip
+    declared = httpx.post(
+        f"{server.url}/v1/notes", content=body, headers={"content-type": "application/json"}
+    )
     assert _error(declared, 413)["error"].startswith("the request body is larger")
 
     def chunks():
         for start in range(0, len(body), 65536):
             yield body[start : start + 65536]
 
-    chunked = httpx.post(f"{server.url}/v1/notes", content=chunks(),
-                         headers={"content-type": "application/json"})  # fmt: skip
+    chunked = httpx.post(
+        f"{server.url}/v1/notes", content=chunks(), headers={"content-type": "application/json"}
+    )
     _error(chunked, 413)
-    small = httpx.post(f"{server.url}/v1/notes", content=(b'{"text": "chunked"}' for _ in [0]),
-                       headers={"content-type": "application/json"})  # fmt: skip
+    small = httpx.post(
+        f"{server.url}/v1/notes",
+        content=(b'{"text": "chunked"}' for _ in [0]),
+        headers={"content-type": "application/json"},
+    )
     assert small.status_code == 201
 
 
@@ -337,23 +387,29 @@ def test_a_long_title_lookup_is_refused(server, path):
 
 
 def test_jobs_take_only_the_servers_models_and_reveal_no_paths(server, tmp_path):
-    existing = httpx.get(f"{server.url}/v1/jobs/plan",
-                         params={"source": "book", "action": "embed", "model": f"onnx:{tmp_path}"})  # fmt: skip
-    missing = httpx.get(f"{server.url}/v1/jobs/plan",
-                        params={"source": "book", "action": "embed", "model": "onnx:/no/such"})  # fmt: skip
+    existing = httpx.get(
+        f"{server.url}/v1/jobs/plan",
+        params={"source": "book", "action": "embed", "model": f"onnx:{tmp_path}"},
+    )
+    missing = httpx.get(
+        f"{server.url}/v1/jobs/plan",
+        params={"source": "book", "action": "embed", "model": "onnx:/no/such"},
+    )
     first, second = _error(existing, 400), _error(missing, 400)
     assert first["known_models"] == second["known_models"] == ["e5-small", "use-m"]
     assert first["error"].replace(str(tmp_path), "P") == second["error"].replace("/no/such", "P")
-    started = httpx.post(f"{server.url}/v1/jobs",
-                         json={"source": "book", "action": "embed", "model": f"st:{tmp_path}"})  # fmt: skip
+    started = httpx.post(
+        f"{server.url}/v1/jobs",
+        json={"source": "book", "action": "embed", "model": f"st:{tmp_path}"},
+    )
     _error(started, 400)
 
 
 def test_an_operator_can_offer_more_models_to_jobs(settings):
     from dataclasses import replace
 
-    from chiezo.jobs import JobRunner
-    from chiezo.service import Service
+    from chiezo.ops.jobs import JobRunner
+    from chiezo.ops.service import Service
 
     runner = JobRunner(Service(replace(settings, job_models=("onnx:/srv/models/e5",))))
     assert runner.models() == ["e5-small", "onnx:/srv/models/e5", "use-m"]
@@ -381,8 +437,10 @@ def test_killing_the_server_stops_its_workers(tmp_path):
     env = {**os.environ, "CHIEZO_DATA": str(tmp_path / "data")}
     server = subprocess.Popen(
         [sys.executable, "-m", "chiezo", "serve", "--port", str(port), "--workers", "2"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     workers: list[int] = []
     try:
         _wait_until(lambda: _answers(port), 60)
@@ -465,8 +523,9 @@ def test_a_full_disk_fails_the_build_clearly_and_the_old_generation_serves(
     assert not list(directory.glob("*.building*"))
     assert service.search("Chiezo", "book").total >= 1
 
-    result = CliRunner().invoke(cli, ["--data", str(settings.data_dir), "ingest", "docs",
-                                      str(folder), "--name", "book"])  # fmt: skip
+    result = CliRunner().invoke(
+        cli, ["--data", str(settings.data_dir), "ingest", "docs", str(folder), "--name", "book"]
+    )
     assert result.exit_code == 1 and "the disk is full" in result.output
     assert "Traceback" not in result.output and "OperationalError" not in result.output
 
@@ -505,9 +564,15 @@ def test_a_generation_is_on_disk_before_current_points_to_it(service, tmp_path, 
     monkeypatch.setattr(generations, "switch_current", switch)
     report = build_docs(service, write_files(tmp_path / "docs", FILES), "book")
     building = report.path.name + generations.BUILDING_SUFFIX
-    order = [e for e in events if building in e or e == "switch" or e.endswith(str(report.path.parent))]
-    assert order[:4] == [f"fsync {report.path.parent / building}", f"rename {building}",
-                         f"fsync {report.path.parent}", "switch"]  # fmt: skip
+    order = [
+        e for e in events if building in e or e == "switch" or e.endswith(str(report.path.parent))
+    ]
+    assert order[:4] == [
+        f"fsync {report.path.parent / building}",
+        f"rename {building}",
+        f"fsync {report.path.parent}",
+        "switch",
+    ]
 
 
 def test_highlighting_never_marks_inside_an_entity():
@@ -521,13 +586,29 @@ def test_highlighting_never_marks_inside_an_entity():
 
 @pytest.mark.parametrize(
     "text",
-    ["35.7,139.8", "90,180", "-0090.000,-180", "90.01,0", "0,180.5", "1e1,0", "5.,3", "1_0,2",
-     "inf,0", " 4 , 5 ", "\x1e4\u3000,5\x85", "\x0c4,5", "a,b", "1,2,3", "+1,+2", "00,00"],
-)  # fmt: skip
+    [
+        "35.7,139.8",
+        "90,180",
+        "-0090.000,-180",
+        "90.01,0",
+        "0,180.5",
+        "1e1,0",
+        "5.,3",
+        "1_0,2",
+        "inf,0",
+        " 4 , 5 ",
+        "\x1e4\u3000,5\x85",
+        "\x0c4,5",
+        "a,b",
+        "1,2,3",
+        "+1,+2",
+        "00,00",
+    ],
+)
 def test_the_stated_point_pattern_accepts_what_near_accepts(text):
     import re
 
-    from chiezo.api.patterns import POINT
+    from chiezo.ops.patterns import POINT
     from chiezo.search.filters import parse_near
 
     try:
@@ -542,7 +623,7 @@ def test_the_stated_point_pattern_accepts_what_near_accepts(text):
 def test_the_stated_not_blank_pattern_is_what_the_service_calls_empty(text):
     import re
 
-    from chiezo.api.patterns import NOT_BLANK
-    from chiezo.search.query import has_terms
+    from chiezo.core.query import has_terms
+    from chiezo.ops.patterns import NOT_BLANK
 
     assert bool(re.search(NOT_BLANK, text)) == has_terms(text)

@@ -10,9 +10,9 @@ import shutil
 import httpx
 import pytest
 
-from chiezo.api import create_app
-from chiezo.config import Settings
-from chiezo.service import Service
+from chiezo.core.config import Settings
+from chiezo.ops.service import Service
+from chiezo.surfaces.rest import create_app
 
 from helpers import LOCAL, RunningServer, build_docs, data_file, write_files
 
@@ -211,7 +211,7 @@ def _chunk_holding(service: Service, hit, word: str) -> dict:
 
 @pytest.fixture(scope="module")
 def embedded(tmp_path_factory):
-    from chiezo.embedders import ModelUnavailable, get_embedder
+    from chiezo.store.embedders import ModelUnavailable, get_embedder
 
     try:
         get_embedder("use-m")
@@ -225,8 +225,13 @@ def embedded(tmp_path_factory):
 
 
 def test_a_hit_found_by_meaning_names_the_section_of_the_passage_that_matched(embedded):
-    (hit,) = [h for h in embedded.search("五月のお祭りで神輿が担がれる", "docs", mode="semantic",
-                                         min_score=-1.0).hits if h.title == "浅草寺の話"]  # fmt: skip
+    (hit,) = [
+        h
+        for h in embedded.search(
+            "五月のお祭りで神輿が担がれる", "docs", mode="semantic", min_score=-1.0
+        ).hits
+        if h.title == "浅草寺の話"
+    ]
     assert hit.section == "行事"
     assert not hit.snippet.startswith("[") and "行事" not in hit.snippet[:3]  # breadcrumb apart
     assert _chunk_holding(embedded, hit, "神輿")["heading_path"] == "浅草寺の話 > 行事"
@@ -288,10 +293,13 @@ def test_the_web_page_shows_the_section_and_distance_apart_from_coordinates(libr
         page = client.get("/", params={"q": "神仏分離", "source": "docs"}).text
         assert '<p class="section muted small">歴史 &gt; 近代</p>' in page
         near = f"{STATION[0]},{STATION[1]}"
-        page = client.get("/", params={"q": "museum", "source": "osm_helsinki",
-                                       "near": near}).text  # fmt: skip
-    shown = re.findall(r'<p class="place small"><span class="distance">([\d.]+) km</span> · '
-                       r'<span class="coords muted">(-?[\d.]+), (-?[\d.]+)</span>', page)  # fmt: skip
+        page = client.get("/", params={"q": "museum", "source": "osm_helsinki", "near": near}).text
+    shown = re.findall(
+        r'<p class="place small"><span class="distance">([\d.]+) km</span> · '
+        r'<span class="coords muted">(-?[\d.]+), (-?[\d.]+)</span>',
+        page,
+    )
     hits = library.search("museum", "osm_helsinki", near=near, limit=10).hits
-    assert shown == [(f"{h.distance_km:.2f}", f"{h.point.lat:.4f}", f"{h.point.lon:.4f}")
-                     for h in hits]  # fmt: skip
+    assert shown == [
+        (f"{h.distance_km:.2f}", f"{h.point.lat:.4f}", f"{h.point.lon:.4f}") for h in hits
+    ]

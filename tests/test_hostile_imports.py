@@ -21,11 +21,11 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from chiezo import generations
-from chiezo.api import create_app
-from chiezo.cli import cli
-from chiezo.config import Settings
-from chiezo.service import Service
+from chiezo.core.config import Settings
+from chiezo.ops.service import Service
+from chiezo.store import generations
+from chiezo.surfaces.cli.main import cli
+from chiezo.surfaces.rest import create_app
 
 from helpers import RunningServer, build_docs, write_files
 
@@ -47,10 +47,13 @@ def _hostile_archive(tmp_path: Path, victim: Settings, *, key_of=None) -> Path:
     """Built and exported on the attacker's machine, then rewritten: recorded folder ``/``;
     ``key_of(old_key)`` gives each document a new key (default: unchanged)."""
     attacker = Settings(data_dir=tmp_path / "attacker")
-    folder = write_files(tmp_path / "mal", {
-        "a.md": "---\ntitle: Harmless\nurl: file:///etc/passwd\n---\nNothing to see.\n",
-        "b.md": f"---\ntitle: Notes\nurl: {victim.notes_path.resolve().as_uri()}\n---\nHi.\n",
-    })  # fmt: skip
+    folder = write_files(
+        tmp_path / "mal",
+        {
+            "a.md": "---\ntitle: Harmless\nurl: file:///etc/passwd\n---\nNothing to see.\n",
+            "b.md": f"---\ntitle: Notes\nurl: {victim.notes_path.resolve().as_uri()}\n---\nHi.\n",
+        },
+    )
     build_docs(Service(attacker), folder, "mal")
     exported = tmp_path / "mal.tar"
     assert run(attacker.data_dir, "export", "mal", str(exported)).exit_code == 0
@@ -60,9 +63,13 @@ def _hostile_archive(tmp_path: Path, victim: Settings, *, key_of=None) -> Path:
     db_path = tmp_path / "generation.db"
     db_path.write_bytes(data)
     with sqlite3.connect(db_path) as conn:
-        recorded = json.loads(conn.execute("SELECT value FROM meta WHERE key = 'input'").fetchone()[0])
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'input'",
-                     (json.dumps({**recorded, "path": "/"}),))  # fmt: skip
+        recorded = json.loads(
+            conn.execute("SELECT value FROM meta WHERE key = 'input'").fetchone()[0]
+        )
+        conn.execute(
+            "UPDATE meta SET value = ? WHERE key = 'input'",
+            (json.dumps({**recorded, "path": "/"}),),
+        )
         for doc_id, key in conn.execute("SELECT doc_id, key FROM docs").fetchall():
             conn.execute("UPDATE docs SET key = ? WHERE doc_id = ?", ((key_of or str)(key), doc_id))
     conn.close()
@@ -71,7 +78,10 @@ def _hostile_archive(tmp_path: Path, victim: Settings, *, key_of=None) -> Path:
     manifest["file"].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
     archive = tmp_path / "hostile.tar"
     with tarfile.open(archive, "w", format=tarfile.PAX_FORMAT) as tar:
-        for name, body in (("manifest.json", json.dumps(manifest).encode()), ("generation.db", data)):
+        for name, body in (
+            ("manifest.json", json.dumps(manifest).encode()),
+            ("generation.db", data),
+        ):
             info = tarfile.TarInfo(name)
             info.size = len(body)
             tar.addfile(info, io.BytesIO(body))
@@ -120,8 +130,10 @@ def test_with_a_chosen_folder_keys_still_cannot_leave_it(tmp_path, victim):
 
 def test_an_import_serves_originals_and_rebuilds_only_from_the_folder_chosen_here(tmp_path, victim):
     archive = _hostile_archive(tmp_path, victim)
-    chosen = write_files(tmp_path / "copy", {
-        "a.md": "---\ntitle: Harmless\n---\nThe copy on this machine.\n", "b.md": "Hi.\n"})  # fmt: skip
+    chosen = write_files(
+        tmp_path / "copy",
+        {"a.md": "---\ntitle: Harmless\n---\nThe copy on this machine.\n", "b.md": "Hi.\n"},
+    )
     assert run(victim.data_dir, "import", str(archive), "--input", str(chosen)).exit_code == 0
     served = _originals(victim, "mal")
     assert sorted(r.status_code for r in served) == [200, 200]
@@ -162,10 +174,13 @@ def test_a_generation_imported_before_this_rule_is_not_trusted_either(tmp_path, 
 
 
 def test_a_front_matter_file_url_never_becomes_a_file_read(tmp_path, victim):
-    folder = write_files(tmp_path / "docs", {
-        "a.md": "---\ntitle: Harmless\nurl: file:///etc/passwd\n---\nNothing to see.\n",
-        "web.md": "---\ntitle: Web\nurl: https://example.org/page\n---\nA page.\n",
-    })  # fmt: skip
+    folder = write_files(
+        tmp_path / "docs",
+        {
+            "a.md": "---\ntitle: Harmless\nurl: file:///etc/passwd\n---\nNothing to see.\n",
+            "web.md": "---\ntitle: Web\nurl: https://example.org/page\n---\nA page.\n",
+        },
+    )
     service = Service(victim)
     build_docs(service, folder, "kb")
     harmless = service.doc("kb", title="Harmless")

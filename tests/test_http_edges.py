@@ -37,10 +37,21 @@ def served(request, tmp_path_factory):
     port = free_port()
     env = {**os.environ, "CHIEZO_DATA": str(tmp_path_factory.mktemp("data"))}
     process = subprocess.Popen(
-        [sys.executable, "-m", "chiezo", "serve", "--port", str(port), "--workers",
-         str(request.param)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "chiezo",
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            str(request.param),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         log = _read_until_the_address_line(process, 120)
         first_answer = _status_or_error(port)
@@ -145,14 +156,19 @@ def test_a_request_target_of_the_limit_reaches_the_app(served):
 
 @pytest.mark.parametrize(
     "request_bytes, reason",
-    [(b"G@T / HTTP/1.1\r\nHost: localhost\r\n\r\n", "Invalid method"),
-     (b"GET / HTTP/1.1\r\nHost: localhost\r\nno colon here\r\n\r\n", "Invalid header"),
-     (b"GET / HTTQ/1.1\r\nHost: localhost\r\n\r\n", "Expected HTTP/"),
-     (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", "Invalid method"),  # TLS to plain HTTP
-     (b"POST /v1/notes HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-      b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", "chunk size")],
+    [
+        (b"G@T / HTTP/1.1\r\nHost: localhost\r\n\r\n", "Invalid method"),
+        (b"GET / HTTP/1.1\r\nHost: localhost\r\nno colon here\r\n\r\n", "Invalid header"),
+        (b"GET / HTTQ/1.1\r\nHost: localhost\r\n\r\n", "Expected HTTP/"),
+        (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", "Invalid method"),  # TLS to plain HTTP
+        (
+            b"POST /v1/notes HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\nzz\r\n",
+            "chunk size",
+        ),
+    ],
     ids=["method", "header", "version", "tls", "chunked-body"],
-)  # fmt: skip
+)
 def test_a_request_the_parser_refuses_is_a_json_400_with_its_reason(served, request_bytes, reason):
     [response] = _exchange(served.port, request_bytes)
     error = _error(response, 400)
@@ -177,10 +193,21 @@ def test_the_server_still_answers_after_refusals(served):
 
 @pytest.mark.parametrize(
     "host",
-    ["localhost:42@evil.example", "evil.example@localhost", "localhost:8080:80", "localhost:8o",
-     "localhost:123456", "local host", "[::1", "[localhost]:80", "[127.0.0.1]",
-     "localhost/evil", "localhost\\@evil.example", "ｌocalhost"],
-)  # fmt: skip
+    [
+        "localhost:42@evil.example",
+        "evil.example@localhost",
+        "localhost:8080:80",
+        "localhost:8o",
+        "localhost:123456",
+        "local host",
+        "[::1",
+        "[localhost]:80",
+        "[127.0.0.1]",
+        "localhost/evil",
+        "localhost\\@evil.example",
+        "ｌocalhost",
+    ],
+)
 def test_a_host_that_is_not_one_host_and_port_is_a_400(served, host):
     [response] = _exchange(served.port, _request(host=host))
     error = _error(response, 400)
@@ -188,18 +215,28 @@ def test_a_host_that_is_not_one_host_and_port_is_a_400(served, host):
 
 
 @pytest.mark.parametrize(
-    "hosts", [["evil.example", "localhost"], ["localhost", "evil.example"],
-              ["localhost", "localhost"]],
-)  # fmt: skip
+    "hosts",
+    [["evil.example", "localhost"], ["localhost", "evil.example"], ["localhost", "localhost"]],
+)
 def test_more_than_one_host_header_is_a_400(served, hosts):
     [response] = _exchange(served.port, _request(host=hosts))
     assert _error(response, 400)["error"] == "a request has one Host header; this one has 2"
 
 
 @pytest.mark.parametrize(
-    "host", ["localhost", "localhost:8080", "LOCALHOST.", "app.localhost:1", "127.0.0.1:80",
-             "[::1]:8080", "[::1]", "10.0.0.5", "localhost:"],
-)  # fmt: skip
+    "host",
+    [
+        "localhost",
+        "localhost:8080",
+        "LOCALHOST.",
+        "app.localhost:1",
+        "127.0.0.1:80",
+        "[::1]:8080",
+        "[::1]",
+        "10.0.0.5",
+        "localhost:",
+    ],
+)
 def test_hosts_browsers_send_are_still_answered(served, host):
     [response] = _exchange(served.port, _request(host=host))
     assert response[0] == 200

@@ -2,7 +2,7 @@
 a Wikipedia build whose parser process is killed mid-task all end within a bounded time, their
 processes gone, and the next build is not blocked; a killed build's parser processes die with it.
 
-A job runs in a process of its own (job_process.py): the tests find it and its parser processes
+A job runs in a process of its own (ops/job_process.py): the tests find it and its parser processes
 through /proc, as ``ps`` would, and kill them for real."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from chiezo import job_process
-from chiezo.api import create_app
-from chiezo.sources.kinds import register, unregister
+from chiezo.ops import job_process
+from chiezo.store.kinds import register, unregister
+from chiezo.surfaces.rest import create_app
 from job_kinds import HeldKind
 
 from helpers import LOCAL, data_file, wiki_dump
@@ -48,8 +48,8 @@ def descendants(pid: int) -> list[int]:
 
 
 def job_processes() -> list[int]:
-    """This test process's job processes (``python -m chiezo.job_process``)."""
-    return [p for p in descendants(os.getpid()) if b"chiezo.job_process" in _cmdline(p)]
+    """This test process's job processes (``python -m chiezo.ops.job_process``)."""
+    return [p for p in descendants(os.getpid()) if b"chiezo.ops.job_process" in _cmdline(p)]
 
 
 def _cmdline(pid: int) -> bytes:
@@ -68,8 +68,9 @@ def wait_for(what, timeout: float = BOUND_S, every: float = 0.02):
 
 
 def finished(client, job_id: int) -> dict:
-    return wait_for(lambda: (j := client.get(f"/v1/jobs/{job_id}").json())["state"] != "running"
-                    and j)  # fmt: skip
+    return wait_for(
+        lambda: (j := client.get(f"/v1/jobs/{job_id}").json())["state"] != "running" and j
+    )
 
 
 @pytest.fixture
@@ -95,14 +96,17 @@ def _stuck(service, name: str) -> None:
     source = service.library.get(name)
     recorded = source.info().input
     with sqlite3.connect(source.path) as conn:
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'input'",
-                     (json.dumps({**recorded, "options": {"stuck": True}}),))  # fmt: skip
+        conn.execute(
+            "UPDATE meta SET value = ? WHERE key = 'input'",
+            (json.dumps({**recorded, "options": {"stuck": True}}),),
+        )
     conn.close()
     service.library.forget(name)
 
 
 def test_a_cancelled_job_that_does_not_stop_is_killed_and_the_next_build_runs(
-        client, service, held, monkeypatch):  # fmt: skip
+    client, service, held, monkeypatch
+):
     monkeypatch.setattr(job_process, "CANCEL_GRACE_S", 1.0)
     _stuck(service, "slow")
     hold = held.with_name(held.name + ".hold")
@@ -110,8 +114,9 @@ def test_a_cancelled_job_that_does_not_stop_is_killed_and_the_next_build_runs(
     before = client.get("/v1/sources").json()["sources"][0]["generation"]
     job = client.post("/v1/jobs", json={"source": "slow", "action": "rebuild"}).json()
     (pid,) = wait_for(job_processes)
-    wait_for(lambda: (client.get(f"/v1/jobs/{job['id']}").json()["phase"] or {}).get("name")
-             == "waiting")  # fmt: skip
+    wait_for(
+        lambda: (client.get(f"/v1/jobs/{job['id']}").json()["phase"] or {}).get("name") == "waiting"
+    )
     assert client.post(f"/v1/jobs/{job['id']}/cancel").status_code == 202
 
     started = time.monotonic()
@@ -181,8 +186,10 @@ def test_a_cancelled_wiki_rebuild_ends_with_its_parsers(client, jawiki):
 
 def _long_pages(count: int, sections: int) -> list[tuple[int, str, str]]:
     """Articles that take a parser seconds each (measured: 8,000 sections, 2.2 s)."""
-    body = "".join(f"== 節{i} ==\n[[リンク{i}|表示{i}]]の{{{{lang|en|word{i}}}}}と'''太字{i}'''。\n"
-                   for i in range(sections))  # fmt: skip
+    body = "".join(
+        f"== 節{i} ==\n[[リンク{i}|表示{i}]]の{{{{lang|en|word{i}}}}}と'''太字{i}'''。\n"
+        for i in range(sections)
+    )
     return [(n, f"長い記事{n}", body) for n in range(1, count + 1)]
 
 
@@ -192,9 +199,12 @@ def test_a_killed_build_takes_its_parser_processes_with_it(tmp_path):
     dump = tmp_path / "long.xml"
     dump.write_text(wiki_dump(_long_pages(4, 20_000)), encoding="utf-8")
     env = {**os.environ, "CHIEZO_DATA": str(tmp_path / "data")}
-    build = subprocess.Popen([sys.executable, "-m", "chiezo", "ingest", "wikipedia", str(dump),
-                              "--name", "long"], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    build = subprocess.Popen(
+        [sys.executable, "-m", "chiezo", "ingest", "wikipedia", str(dump), "--name", "long"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         workers = wait_for(lambda: _parsers(build.pid), every=0.005)
         wait_for(lambda: any(_cpu_ticks(w) > 50 for w in workers), every=0.05)  # parsing

@@ -11,13 +11,13 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from chiezo.api import create_app
-from chiezo.cli import cli
-from chiezo.errors import BadQuery
-from chiezo.jobs import JobProgress
-from chiezo.rebuild import rebuild_call, rebuild_call_for, source_info
-from chiezo.source_info import SourceInfo
-from chiezo.sources.kinds import register, unregister
+from chiezo.core.errors import BadQuery
+from chiezo.ingest.rebuild import rebuild_call, rebuild_call_for, source_info
+from chiezo.ops.jobs import JobProgress
+from chiezo.store.kinds import register, unregister
+from chiezo.store.source_info import SourceInfo
+from chiezo.surfaces.cli.main import cli
+from chiezo.surfaces.rest import create_app
 from job_kinds import HeldKind, HeldOptions
 
 from helpers import LOCAL, ON_THIS_MACHINE, build_docs, write_files
@@ -68,9 +68,14 @@ def _titles(client, q: str) -> list[str]:
 def test_a_rebuild_plan_states_the_input_the_generation_and_what_keeps_serving(client, folder):
     plan = client.get("/v1/jobs/plan", params={"source": "kb"}).json()
     assert plan["action"] == "rebuild" and plan["kind"] == "docs" and plan["status"] == "ok"
-    assert plan["input"] == {"path": str(folder.resolve()), "paths": [str(folder.resolve())],
-                             "exists": True, "bytes": plan["input"]["bytes"], "files": 4,
-                             "options": {"language": "ja"}}  # fmt: skip
+    assert plan["input"] == {
+        "path": str(folder.resolve()),
+        "paths": [str(folder.resolve())],
+        "exists": True,
+        "bytes": plan["input"]["bytes"],
+        "files": 4,
+        "options": {"language": "ja"},
+    }
     assert plan["input"]["bytes"] > 0 and plan["docs"] == 4 and plan["built_at"]
     assert plan["generation"] == _generation(client)
     assert plan["embed_model"] is None  # no vectors before: none after
@@ -82,12 +87,14 @@ def test_an_embed_plan_needs_a_model_until_the_source_has_one(client, service):
     refused = client.get("/v1/jobs/plan", params={"source": "kb", "action": "embed"})
     assert refused.status_code == 400 and "no vectors" in refused.json()["error"]
     assert MODEL in refused.json()["known_models"]
-    unknown = client.get("/v1/jobs/plan", params={"source": "kb", "action": "embed",
-                                                  "model": "no-such-model"})  # fmt: skip
+    unknown = client.get(
+        "/v1/jobs/plan", params={"source": "kb", "action": "embed", "model": "no-such-model"}
+    )
     assert unknown.status_code == 400 and "e5-small" in unknown.json()["known_models"]
 
-    plan = client.get("/v1/jobs/plan", params={"source": "kb", "action": "embed",
-                                               "model": MODEL}).json()  # fmt: skip
+    plan = client.get(
+        "/v1/jobs/plan", params={"source": "kb", "action": "embed", "model": MODEL}
+    ).json()
     assert plan["model"] == MODEL and plan["current_model"] is None and plan["chunks"] == 4
     assert plan["unit_chars"] == 60 and plan["max_chunks"] is None and plan["ready"]
 
@@ -209,7 +216,7 @@ def test_a_failed_rebuild_is_reported_and_the_old_generation_keeps_serving(clien
 
 
 def test_a_rebuild_whose_embedding_fails_keeps_the_build_and_says_so(client, service, tmp_path):
-    from chiezo.embedders import UseMultilingual
+    from chiezo.store.embedders import UseMultilingual
 
     model_dir = tmp_path / "model"  # the use-m graph as a user's own model directory
     model_dir.mkdir()
@@ -222,29 +229,36 @@ def test_a_rebuild_whose_embedding_fails_keeps_the_build_and_says_so(client, ser
     assert job["model"] == model
     failed = _finished(client, job["id"])
     assert failed["state"] == "failed" and failed["result"]["docs"] == 4
-    assert failed["error"]["error"] == f"built, but embedding failed: no model directory at {model_dir}"
+    assert (
+        failed["error"]["error"]
+        == f"built, but embedding failed: no model directory at {model_dir}"
+    )
     assert _generation(client) == Path(failed["result"]["path"]).name  # the build stands
     assert _titles(client, "浅草寺") == ["浅草寺"]
 
 
 def test_an_unexpected_exception_fails_the_job_not_the_server(client, held, service, caplog):
-    from chiezo.sources.kinds import recorded_options
+    from chiezo.store.kinds import recorded_options
 
     source = service.library.get("slow")
     recorded = source.info().input  # rebuilt as "broken": the test kind's build raises a bug
     assert recorded_options(HeldOptions()) == recorded["options"]
     with sqlite3.connect(source.path) as conn:
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'input'",
-                     (json.dumps({**recorded, "options": {"broken": True}}),))  # fmt: skip
+        conn.execute(
+            "UPDATE meta SET value = ? WHERE key = 'input'",
+            (json.dumps({**recorded, "options": {"broken": True}}),),
+        )
     conn.close()
     service.library.forget("slow")
     job = client.post("/v1/jobs", json={"source": "slow", "action": "rebuild"}).json()
     failed = _finished(client, job["id"])
     assert failed["state"] == "failed"
-    assert failed["error"] == {"error": "internal error (RuntimeError): the disk caught fire",
-                               "status": 500,
-                               "hint": "this is a bug; the server log has the details"}  # fmt: skip
-    logged = [r.getMessage() for r in caplog.records if r.name == "chiezo.jobs"]
+    assert failed["error"] == {
+        "error": "internal error (RuntimeError): the disk caught fire",
+        "status": 500,
+        "hint": "this is a bug; the server log has the details",
+    }
+    logged = [r.getMessage() for r in caplog.records if r.name == "chiezo.ops.jobs"]
     assert any("RuntimeError: the disk caught fire" in m and "Traceback" in m for m in logged)
     assert client.get("/v1/jobs").json()["running"] is None
     assert _titles(client, "浅草寺") == ["浅草寺"]
@@ -263,7 +277,7 @@ def test_a_rebuild_whose_input_folder_is_gone_is_a_400_naming_the_path(client, f
 
 
 def test_a_source_that_needs_a_rebuild_can_be_rebuilt(client, settings):
-    from chiezo import generations
+    from chiezo.store import generations
 
     current = generations.current_path(settings.corpus_dir / "kb")
     with sqlite3.connect(current) as conn:  # as if built by an older Chiezo
@@ -301,8 +315,9 @@ def test_beyond_loopback_starting_a_job_needs_the_token(settings, service, folde
     assert closed.get("/v1/jobs").status_code == 200  # reading jobs and plans is not a write
     assert closed.get("/v1/jobs/plan", params={"source": "kb"}).status_code == 200
 
-    guarded = TestClient(create_app(replace(settings, token="s3cret"), bind_host="0.0.0.0"),
-                         base_url=LOCAL)
+    guarded = TestClient(
+        create_app(replace(settings, token="s3cret"), bind_host="0.0.0.0"), base_url=LOCAL
+    )
     assert guarded.post("/v1/jobs", json=body).status_code == 401
     wrong = guarded.post("/v1/jobs", json=body, headers={"authorization": "Bearer nope"})
     assert wrong.status_code == 401
@@ -326,9 +341,11 @@ def test_a_geonames_rebuild_keeps_its_admin1_and_alternate_names(service, tmp_pa
     admin1 = tmp_path / "admin1CodesASCII.txt"
     admin1.write_text("JP.22\tKyoto\tKyoto\t1857907\n", encoding="utf-8")
     alternates = tmp_path / "alternateNamesV2.txt"
-    alternates.write_text("1\t1857910\tja\t京都市\t1\t\t\t\t\t\n3\t1857907\tja\t京都府\t1\t\t\t\t\t\n",
-                          encoding="utf-8")  # fmt: skip
-    from chiezo.sources.geonames import GeoNamesOptions
+    alternates.write_text(
+        "1\t1857910\tja\t京都市\t1\t\t\t\t\t\n3\t1857907\tja\t京都府\t1\t\t\t\t\t\n",
+        encoding="utf-8",
+    )
+    from chiezo.ingest.geonames import GeoNamesOptions
 
     service.ingest("geonames", export, "jp", options=GeoNamesOptions(admin1, alternates))
     before = service.library.get("jp").info().generation
@@ -337,8 +354,9 @@ def test_a_geonames_rebuild_keeps_its_admin1_and_alternate_names(service, tmp_pa
     assert (call.kind, call.inputs) == ("geonames", [export.resolve()])
     assert call.options.alternate_names == alternates.resolve()  # recorded absolute
     progress = JobProgress()
-    service.ingest(call.kind, call.inputs, "jp", options=call.options, build=call.build,
-                   progress=progress)  # fmt: skip
+    service.ingest(
+        call.kind, call.inputs, "jp", options=call.options, build=call.build, progress=progress
+    )
     assert "reading alternate names" in progress.phases
     assert service.library.get("jp").info().generation != before
     kyoto = service.doc("jp", title="京都市", fields=["attrs"])
@@ -353,16 +371,31 @@ def test_a_geonames_rebuild_keeps_its_admin1_and_alternate_names(service, tmp_pa
 def test_recorded_options_come_back_as_each_kinds_options(settings, tmp_path):
     """Each kind's recorded input becomes its Options again, with the values recorded — also
     for sources built before options were recorded under "options" (read from the identity)."""
-    from chiezo.sources.osm import OsmOptions
-    from chiezo.sources.wikipedia import WikiOptions
+    from chiezo.ingest.osm import OsmOptions
+    from chiezo.ingest.wikipedia import WikiOptions
 
-    dump = write_files(tmp_path, {"jawiki-20250301-pages-articles.xml.bz2": b"x",
-                                  "pageviews": b"x", "extract.osm.pbf": b"x", "w.zim": b"x"})  # fmt: skip
-    wiki_info = SourceInfo("jawiki", kind="wikipedia", language="ja",
-                           input={"path": str(dump / "jawiki-20250301-pages-articles.xml.bz2"),
-                                  "language": "ja", "pageviews": str(dump / "pageviews"),
-                                  "page_props": None, "chunk_chars": 300,
-                                  "truncated": "at byte 9"})  # fmt: skip
+    dump = write_files(
+        tmp_path,
+        {
+            "jawiki-20250301-pages-articles.xml.bz2": b"x",
+            "pageviews": b"x",
+            "extract.osm.pbf": b"x",
+            "w.zim": b"x",
+        },
+    )
+    wiki_info = SourceInfo(
+        "jawiki",
+        kind="wikipedia",
+        language="ja",
+        input={
+            "path": str(dump / "jawiki-20250301-pages-articles.xml.bz2"),
+            "language": "ja",
+            "pageviews": str(dump / "pageviews"),
+            "page_props": None,
+            "chunk_chars": 300,
+            "truncated": "at byte 9",
+        },
+    )
     call = rebuild_call(wiki_info)
     wiki = call.options
     assert isinstance(wiki, WikiOptions) and call.inputs == [Path(wiki_info.input["path"])]
@@ -370,8 +403,11 @@ def test_recorded_options_come_back_as_each_kinds_options(settings, tmp_path):
     assert wiki.pageviews == dump / "pageviews" and wiki.page_props is None
     assert wiki.workers is None and wiki.date is None  # not recorded: defaults
 
-    osm_info = SourceInfo("osm_x", kind="osm", input={"path": str(dump / "extract.osm.pbf"),
-                                                      "admin_levels": ["4", "7"]})  # fmt: skip
+    osm_info = SourceInfo(
+        "osm_x",
+        kind="osm",
+        input={"path": str(dump / "extract.osm.pbf"), "admin_levels": ["4", "7"]},
+    )
     assert rebuild_call(osm_info).options == OsmOptions(admin_levels=("4", "7"))
 
     zim = rebuild_call(SourceInfo("zim_w", kind="zim", input={"path": str(dump / "w.zim")}))
@@ -426,8 +462,8 @@ def test_chiezo_rebuild_rebuilds_from_the_recorded_input(tmp_path, folder):
 
 def test_every_worker_process_sees_every_job(settings, service, folder):
     """``serve --workers N``: a poll may reach a worker that did not start the job."""
-    from chiezo.jobs import JobRunner
-    from chiezo.service import Service
+    from chiezo.ops.jobs import JobRunner
+    from chiezo.ops.service import Service
 
     build_docs(service, folder, "kb")
     starter, other = JobRunner(service), JobRunner(Service(settings))
@@ -446,14 +482,25 @@ def test_every_worker_process_sees_every_job(settings, service, folder):
 def test_a_running_record_left_by_a_dead_process_reads_as_failed(settings):
     import os
 
-    from chiezo.jobs import STALE_S, JobRunner
-    from chiezo.service import Service
+    from chiezo.ops.jobs import STALE_S, JobRunner
+    from chiezo.ops.service import Service
 
     records = settings.data_dir / "jobs"
     records.mkdir(parents=True)
     path = records / "7.json"
-    path.write_text(json.dumps({"id": 7, "source": "kb", "action": "rebuild", "state": "running",
-                                "log": [], "log_next": 0, "log_dropped": 0}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "id": 7,
+                "source": "kb",
+                "action": "rebuild",
+                "state": "running",
+                "log": [],
+                "log_next": 0,
+                "log_dropped": 0,
+            }
+        )
+    )
     old = time.time() - STALE_S - 5
     os.utime(path, (old, old))
     job = JobRunner(Service(settings)).get(7).to_dict()

@@ -119,7 +119,9 @@ def _describe(graph: dict[str, set[str]], group: list[str]) -> str:
 
 def test_chiezo_has_no_import_cycle():
     graph = import_graph(SRC / "chiezo")
-    assert len(graph) > 50 and "chiezo.service" in graph["chiezo.mcp_server"]  # it read them
+    assert (
+        len(graph) > 50 and "chiezo.ops.service" in graph["chiezo.surfaces.mcp.server"]
+    )  # it read them
     found = cycles(graph)
     assert not found, "import cycles: " + " | ".join(_describe(graph, g) for g in found)
 
@@ -128,11 +130,16 @@ def test_the_tools_sit_below_the_service_the_answer_layer_and_the_mcp_server():
     """The seam that removed the agent → MCP server → service → agent cycle: the tools know the
     service only as an object handed in, so both surfaces that offer them can import them."""
     graph = import_graph(SRC / "chiezo")
-    above = {"chiezo.service", "chiezo.mcp_server", "chiezo.api", "chiezo.cli"}
+    above = {
+        "chiezo.ops.service",
+        "chiezo.surfaces.mcp.server",
+        "chiezo.surfaces.rest",
+        "chiezo.surfaces.cli.main",
+    }
     above |= {name for name in graph if name.startswith("chiezo.answer")}
-    assert not depends_on(graph, "chiezo.tools") & above
-    assert "chiezo.tools" in graph["chiezo.answer.agent"] & graph["chiezo.mcp_server"]
-    assert "chiezo.mcp_server" not in depends_on(graph, "chiezo.answer.agent")
+    assert not depends_on(graph, "chiezo.ops.tools") & above
+    assert "chiezo.ops.tools" in graph["chiezo.answer.agent"] & graph["chiezo.surfaces.mcp.server"]
+    assert "chiezo.surfaces.mcp.server" not in depends_on(graph, "chiezo.answer.agent")
 
 
 # -- the scanner itself, on small packages written here --------------------------------------
@@ -147,25 +154,31 @@ def _package(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_the_scan_finds_a_cycle_through_an_import_inside_a_function(tmp_path):
-    root = _package(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/a.py": "from .b import thing\n",
-        "pkg/b.py": "from . import c\nthing = 1\n",
-        "pkg/c.py": "def late():\n    from pkg.a import x\n",
-        "pkg/d.py": "import pkg.c\n",
-    })  # fmt: skip
+    root = _package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from .b import thing\n",
+            "pkg/b.py": "from . import c\nthing = 1\n",
+            "pkg/c.py": "def late():\n    from pkg.a import x\n",
+            "pkg/d.py": "import pkg.c\n",
+        },
+    )
     graph = import_graph(root)
     assert cycles(graph) == [["pkg.a", "pkg.b", "pkg.c"]]
     assert depends_on(graph, "pkg.d") == {"pkg.a", "pkg.b", "pkg.c"}
 
 
 def test_from_dot_import_depends_on_the_module_not_the_package_init(tmp_path):
-    root = _package(tmp_path, {
-        "pkg/__init__.py": "def __getattr__(name):\n    from .app import make\n    return make\n",
-        "pkg/app.py": "from . import errors\n",
-        "pkg/errors.py": "",
-        "pkg/uses_init.py": "from . import VERSION\n",
-    })  # fmt: skip
+    root = _package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "def __getattr__(name):\n    from .app import make\n    return make\n",
+            "pkg/app.py": "from . import errors\n",
+            "pkg/errors.py": "",
+            "pkg/uses_init.py": "from . import VERSION\n",
+        },
+    )
     graph = import_graph(root)
     assert graph["pkg.app"] == {"pkg.errors"} and cycles(graph) == []
     assert graph["pkg.uses_init"] == {"pkg"}  # a name of the package's own is the package

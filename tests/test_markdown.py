@@ -1,4 +1,4 @@
-from chiezo.sources.markdown import (
+from chiezo.core.markdown import (
     MAX_CHARS,
     chunk_markdown,
     document_title,
@@ -138,6 +138,8 @@ def test_a_tiny_preamble_leads_into_the_first_section_instead_of_standing_alone(
 
 
 def test_the_continuation_lines_of_a_list_item_are_not_the_opening():
-    text = ("# Searching\n\n1. Exact titles come first. Searching `浅草寺`\n"
-            "   shows the article before longer ones.\n2. Then bm25.\n\nOrdinary prose here.\n")  # fmt: skip
+    text = (
+        "# Searching\n\n1. Exact titles come first. Searching `浅草寺`\n"
+        "   shows the article before longer ones.\n2. Then bm25.\n\nOrdinary prose here.\n"
+    )
     assert opening_paragraph(parse_sections(text)) == "Ordinary prose here."

@@ -9,8 +9,8 @@ import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
-from chiezo.api import create_app
-from chiezo.mcp_config import snippet
+from chiezo.surfaces.mcp.clients import snippet
+from chiezo.surfaces.rest import create_app
 
 from helpers import RunningServer, build_docs, write_files
 

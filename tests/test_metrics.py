@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from chiezo.api import create_app
 from chiezo.search import retrieval
+from chiezo.surfaces.rest import create_app
 
 from helpers import RunningServer, build_docs, write_files
 
@@ -97,8 +97,10 @@ def test_a_search_increments_its_route_and_source_and_nothing_else(server):
     assert httpx.get(server.url + "/v1/temples/search", params={"q": "浅草寺"}).status_code == 200
     after = scrape(server.url)
     ok = {"route": SEARCH, "method": "GET", "status": "200", "source": "temples"}
-    assert value(after, "chiezo_http_requests_total", **ok) == value(
-        before, "chiezo_http_requests_total", **ok) + 1  # fmt: skip
+    assert (
+        value(after, "chiezo_http_requests_total", **ok)
+        == value(before, "chiezo_http_requests_total", **ok) + 1
+    )
     timing = {"route": SEARCH, "method": "GET", "source": "temples"}
     assert value(after, "chiezo_http_request_duration_seconds_count", **timing) == 1
     assert 0 < value(after, "chiezo_http_request_duration_seconds_sum", **timing) < 10
@@ -116,13 +118,40 @@ def test_errors_count_by_status_under_the_route_template(server):
     httpx.get(server.url + "/nowhere/at/all")  # no route
     samples = scrape(server.url)
     requests = samples["chiezo_http_requests_total"]
-    assert value(samples, "chiezo_http_requests_total", route=SEARCH, method="GET",
-                 status="400", source="temples") == 1  # fmt: skip
+    assert (
+        value(
+            samples,
+            "chiezo_http_requests_total",
+            route=SEARCH,
+            method="GET",
+            status="400",
+            source="temples",
+        )
+        == 1
+    )
     # an unknown name is not a label: asking for new names cannot grow the series
-    assert value(samples, "chiezo_http_requests_total", route=SEARCH, method="GET",
-                 status="404", source="") == 1  # fmt: skip
-    assert value(samples, "chiezo_http_requests_total", route="unrouted", method="GET",
-                 status="404", source="") == 1  # fmt: skip
+    assert (
+        value(
+            samples,
+            "chiezo_http_requests_total",
+            route=SEARCH,
+            method="GET",
+            status="404",
+            source="",
+        )
+        == 1
+    )
+    assert (
+        value(
+            samples,
+            "chiezo_http_requests_total",
+            route="unrouted",
+            method="GET",
+            status="404",
+            source="",
+        )
+        == 1
+    )
     assert not any("no-such-source" in v or "nowhere" in v for k in requests for _, v in k)
 
 
@@ -147,12 +176,14 @@ def test_a_finished_job_is_counted_once_with_its_duration(server):
         samples = scrape(server.url)
         assert value(samples, "chiezo_job_duration_seconds_count", **labels) == 1
         assert value(samples, "chiezo_job_duration_seconds_sum", **labels) == pytest.approx(
-            job["elapsed_s"], abs=0.01)  # fmt: skip
+            job["elapsed_s"], abs=0.01
+        )
         assert value(samples, "chiezo_jobs_running") == 0
 
 
-def test_semantic_fallbacks_count_per_source_on_every_surface(settings, service, tmp_path,
-                                                              monkeypatch):  # fmt: skip
+def test_semantic_fallbacks_count_per_source_on_every_surface(
+    settings, service, tmp_path, monkeypatch
+):
     build_docs(service, write_files(tmp_path / "docs", FILES), "temples")
     service.embed("temples", "use-m")
     build_docs(service, write_files(tmp_path / "plain", {"a.md": "# 寺\n\n寺の話。\n"}), "plain")
@@ -205,15 +236,22 @@ def test_beyond_loopback_metrics_need_a_token(settings, service, tmp_path):
     with RunningServer(
         create_app(replace(settings, token="s3cret"), bind_host="0.0.0.0")
     ) as server:
-        for tried in ({}, {"authorization": "Bearer wrong"}, {"authorization": "s3cret"},
-                      {"authorization": "Basic czNjcmV0"}, {"x-chiezo-token": "s3cret"}):  # fmt: skip
+        for tried in (
+            {},
+            {"authorization": "Bearer wrong"},
+            {"authorization": "s3cret"},
+            {"authorization": "Basic czNjcmV0"},
+            {"x-chiezo-token": "s3cret"},
+        ):
             assert httpx.get(server.url + "/metrics", headers=tried).status_code == 401, tried
         assert httpx.get(server.url + "/metrics", params={"token": "s3cret"}).status_code == 401
         samples = scrape(server.url, authorization="Bearer s3cret")
         assert value(samples, "chiezo_source_documents", source="temples") == 2
         # a page whose name was re-pointed at this machine (DNS rebinding) gets nothing
-        rebinding = httpx.get(server.url + "/metrics", headers={
-            "host": "evil.example", "authorization": "Bearer s3cret"})  # fmt: skip
+        rebinding = httpx.get(
+            server.url + "/metrics",
+            headers={"host": "evil.example", "authorization": "Bearer s3cret"},
+        )
         assert rebinding.status_code == 421
 
 
@@ -226,15 +264,24 @@ def test_metrics_never_carry_what_was_searched_or_written(server):
     text = httpx.get(server.url + "/metrics").text
     assert secret not in text and "金庫" not in text and "PROPFIND" not in text
     samples = parse(text)
-    assert value(samples, "chiezo_http_requests_total", route="/v1/sources", method="other",
-                 status="405", source="") == 1  # fmt: skip
+    assert (
+        value(
+            samples,
+            "chiezo_http_requests_total",
+            route="/v1/sources",
+            method="other",
+            status="405",
+            source="",
+        )
+        == 1
+    )
 
 
 def test_each_worker_of_several_labels_its_series_with_its_process_id(monkeypatch):
     import os
 
-    from chiezo.api.metrics import Metrics, worker_label
-    from chiezo.api.supervision import SUPERVISOR_ENV
+    from chiezo.surfaces.rest.metrics import Metrics, worker_label
+    from chiezo.surfaces.rest.supervision import SUPERVISOR_ENV
 
     monkeypatch.setenv(SUPERVISOR_ENV, str(os.getpid()))  # a single-process server
     assert worker_label() is None
@@ -245,5 +292,15 @@ def test_each_worker_of_several_labels_its_series_with_its_process_id(monkeypatc
     counted = parse("\n".join([*metrics.requests.lines(), *metrics.latency.lines()]) + "\n")
     for name, series in counted.items():
         assert all(dict(labels)["worker"] == "4242" for labels in series), name
-    assert value(counted, "chiezo_http_requests_total", route="/v1/{source}/search",
-                 method="GET", status="200", source="temples", worker="4242") == 1  # fmt: skip
+    assert (
+        value(
+            counted,
+            "chiezo_http_requests_total",
+            route="/v1/{source}/search",
+            method="GET",
+            status="200",
+            source="temples",
+            worker="4242",
+        )
+        == 1
+    )

@@ -7,11 +7,11 @@ import threading
 
 import pytest
 
-from chiezo import generations
-from chiezo.config import Settings
-from chiezo.errors import BadQuery, NotFound
-from chiezo.schema import TABLES
-from chiezo.service import Service
+from chiezo.core.config import Settings
+from chiezo.core.errors import BadQuery, NotFound
+from chiezo.core.schema import TABLES
+from chiezo.ops.service import Service
+from chiezo.store import generations
 
 from helpers import build_docs, write_files
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from chiezo.config import Settings
-from chiezo.service import Service
-from chiezo.sources import formats
-from chiezo.sources.textdecode import Unreadable
+from chiezo.core.config import Settings
+from chiezo.ingest import formats
+from chiezo.ingest.textdecode import Unreadable
+from chiezo.ops.service import Service
 
 from helpers import build_docs, data_file, write_files
 
@@ -44,12 +44,20 @@ def make_xlsx(path: Path, rows: str, dimension: str = "") -> Path:
 
     base = io.BytesIO()
     Workbook().save(base)
-    return _replaced(base, path, "xl/worksheets/sheet1.xml", "<sheetData>", "</sheetData>", rows,
-                     lambda xml: re.sub(r"<dimension [^>]*/>", dimension, xml))  # fmt: skip
+    return _replaced(
+        base,
+        path,
+        "xl/worksheets/sheet1.xml",
+        "<sheetData>",
+        "</sheetData>",
+        rows,
+        lambda xml: re.sub(r"<dimension [^>]*/>", dimension, xml),
+    )
 
 
-def _replaced(base: io.BytesIO, path: Path, part: str, after: str, before: str, new: str,
-              edit=lambda xml: xml) -> Path:  # fmt: skip
+def _replaced(
+    base: io.BytesIO, path: Path, part: str, after: str, before: str, new: str, edit=lambda xml: xml
+) -> Path:
     with zipfile.ZipFile(base) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as out:
         for info in src.infolist():
             data = src.read(info)
@@ -64,16 +72,20 @@ def _replaced(base: io.BytesIO, path: Path, part: str, after: str, before: str, 
 
 
 def sheet_rows(n: int, columns: int = 3) -> str:
-    return "".join(f'<row r="{i}">' + "".join(f'<c r="{chr(65 + j)}{i}"><v>{i * j}</v></c>'
-                                               for j in range(columns)) + "</row>"
-                   for i in range(1, n + 1))  # fmt: skip
+    return "".join(
+        f'<row r="{i}">'
+        + "".join(f'<c r="{chr(65 + j)}{i}"><v>{i * j}</v></c>' for j in range(columns))
+        + "</row>"
+        for i in range(1, n + 1)
+    )
 
 
 def varied_paragraphs(n: int, seed: int = 1) -> str:
     """Paragraphs of varied words: XML that compresses like a real document's (~4×)."""
     rnd = random.Random(seed)
-    return "".join(PARAGRAPH.format(" ".join(rnd.choice(WORDS) for _ in range(12)))
-                   for _ in range(n))  # fmt: skip
+    return "".join(
+        PARAGRAPH.format(" ".join(rnd.choice(WORDS) for _ in range(12))) for _ in range(n)
+    )
 
 
 def misstate_size(path: Path, part: str, declared: int) -> None:
@@ -164,8 +176,11 @@ def test_a_zip_that_understates_its_sizes_is_judged_by_what_it_holds(tmp_path):
     misstate_size(path, "word/document.xml", 1024)
     with pytest.raises(Unreadable, match=r"^expands to 3 MiB of XML, more than the 1 MiB"):
         formats.convert(path, formats.OfficeLimits(xml_held_bytes=2**20))
-    with pytest.raises(Unreadable, match="word/document.xml declares 1,024 bytes but holds "
-                                         r"[\d,]+: a zip that misstates its sizes"):  # fmt: skip
+    with pytest.raises(
+        Unreadable,
+        match="word/document.xml declares 1,024 bytes but holds "
+        r"[\d,]+: a zip that misstates its sizes",
+    ):
         formats.convert(path)
 
 
@@ -179,8 +194,8 @@ def test_a_zip_that_overstates_its_sizes_is_refused_unread(tmp_path):
 DEADLINE = """
 import json, sys, time
 from pathlib import Path
-from chiezo.sources.formats import OfficeLimits, convert
-from chiezo.sources.textdecode import Unreadable
+from chiezo.ingest.formats import OfficeLimits, convert
+from chiezo.ingest.textdecode import Unreadable
 
 started = time.process_time()
 convert(Path(sys.argv[1]))
@@ -201,8 +216,13 @@ def test_the_deadline_stops_a_read_midway(tmp_path):
     CPU time against a whole read of the same file there: a test process that has run the
     suite spends its own time collecting garbage, and a busy machine stretches wall time."""
     path = make_xlsx(tmp_path / "slow.xlsx", sheet_rows(40_000, columns=6))
-    run = subprocess.run([sys.executable, "-c", DEADLINE, str(path)], capture_output=True,
-                         text=True, timeout=120, check=True)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-c", DEADLINE, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     measured = json.loads(run.stdout)
     assert measured["reason"].startswith("not read within 0.3 s, the time allowed"), measured
     assert measured["limited"] < measured["whole"] / 2, measured  # midway, not at the end
@@ -214,8 +234,9 @@ def test_the_deadline_stops_a_read_midway(tmp_path):
 def test_real_office_files_read_within_a_third_of_the_limits(tmp_path):
     """The limits are generous: every Office file of tests/data and a generated 300-page
     manual (Word-like markup, 9.6 MiB of XML) read with each limit cut to a third."""
-    third = formats.OfficeLimits(**{k: v / 3 if k == "seconds" else v // 3
-                            for k, v in vars(formats.OFFICE_LIMITS).items()})  # fmt: skip
+    third = formats.OfficeLimits(
+        **{k: v / 3 if k == "seconds" else v // 3 for k, v in vars(formats.OFFICE_LIMITS).items()}
+    )
     office = data_file("docs/office")
     files = sorted(p for p in office.rglob("*") if p.suffix in formats.OFFICE_FORMATS)
     assert len(files) == 13
@@ -231,8 +252,9 @@ def test_a_100000_row_sheet_passes_the_checks_made_before_reading(tmp_path):
     path = make_xlsx(tmp_path / "big.xlsx", sheet_rows(100_000, columns=10))
     budget = formats._Budget(formats.OFFICE_LIMITS)
     with formats._TimedFile(path, budget) as stream, zipfile.ZipFile(stream) as archive:
-        formats._check_expansion(archive, path.stat().st_size, formats.OFFICE_FORMATS[".xlsx"],
-                                 budget)  # fmt: skip
+        formats._check_expansion(
+            archive, path.stat().st_size, formats.OFFICE_FORMATS[".xlsx"], budget
+        )
     assert budget._counts["rows"] == 100_000
 
 
@@ -243,7 +265,7 @@ def test_a_100000_row_sheet_passes_the_checks_made_before_reading(tmp_path):
 MEASURE = """
 import json, resource, sys, time
 from pathlib import Path
-from chiezo.sources.formats import convert
+from chiezo.ingest.formats import convert
 
 def peak_kib():
     try:
@@ -276,8 +298,13 @@ def test_the_security_reports_bombs_stop_quickly_in_little_memory(tmp_path):
     }
     assert bombs["paragraphs.docx"].stat().st_size < 300_000
     for name, path in bombs.items():
-        run = subprocess.run([sys.executable, "-c", MEASURE, str(path)], capture_output=True,
-                             text=True, timeout=60, check=True)  # fmt: skip
+        run = subprocess.run(
+            [sys.executable, "-c", MEASURE, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
         measured = json.loads(run.stdout)
         assert measured["reason"], name
         assert measured["seconds"] < 10, (name, measured)
@@ -291,18 +318,25 @@ def _numbered_rows(path: Path, n: int) -> Path:
 
     base = io.BytesIO()
     Workbook().save(base)
-    with zipfile.ZipFile(base) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED,
-                                                       compresslevel=1) as out:  # fmt: skip
+    with (
+        zipfile.ZipFile(base) as src,
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as out,
+    ):
         for info in src.infolist():
             if info.filename != "xl/worksheets/sheet1.xml":
                 out.writestr(info.filename, src.read(info))
         with out.open("xl/worksheets/sheet1.xml", "w") as sheet:
-            sheet.write(b'<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/'
-                        b'2006/main"><sheetData>')  # fmt: skip
+            sheet.write(
+                b'<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/'
+                b'2006/main"><sheetData>'
+            )
             for start in range(1, n + 1, 100_000):
                 piece = range(start, min(start + 100_000, n + 1))
-                sheet.write("".join(f'<row r="{i}"><c r="A{i}"><v>{i}</v></c></row>'
-                                    for i in piece).encode())  # fmt: skip
+                sheet.write(
+                    "".join(
+                        f'<row r="{i}"><c r="A{i}"><v>{i}</v></c></row>' for i in piece
+                    ).encode()
+                )
             sheet.write(b"</sheetData></worksheet>")
     return path
 
@@ -311,14 +345,17 @@ def _manual_body(pages: int) -> str:
     """Per page a heading and 15 paragraphs of ~70 words in runs marked up as Word saves
     them (rsids, fonts, sizes), a 12 × 4 table every third page: 9.6 MiB for 300 pages."""
     rnd = random.Random(2)
-    run = ('<w:r w:rsidRPr="00{:06X}"><w:rPr><w:rFonts w:ascii="Calibri" w:hAnsi="Calibri"/>'
-           '<w:sz w:val="22"/><w:lang w:val="en-US"/></w:rPr><w:t xml:space="preserve">{}</w:t>'
-           "</w:r>")  # fmt: skip
+    run = (
+        '<w:r w:rsidRPr="00{:06X}"><w:rPr><w:rFonts w:ascii="Calibri" w:hAnsi="Calibri"/>'
+        '<w:sz w:val="22"/><w:lang w:val="en-US"/></w:rPr><w:t xml:space="preserve">{}</w:t>'
+        "</w:r>"
+    )
 
     def para(words: int, style: str = "") -> str:
-        runs = "".join(run.format(rnd.randrange(2**24), " ".join(rnd.choice(WORDS)
-                                                                  for _ in range(words // 4)))
-                       for _ in range(4))  # fmt: skip
+        runs = "".join(
+            run.format(rnd.randrange(2**24), " ".join(rnd.choice(WORDS) for _ in range(words // 4)))
+            for _ in range(4)
+        )
         pstyle = f'<w:pStyle w:val="{style}"/>' if style else ""
         rsid = f"00{rnd.randrange(2**24):06X}"
         return f'<w:p w:rsidR="{rsid}"><w:pPr>{pstyle}<w:jc w:val="both"/></w:pPr>{runs}</w:p>'

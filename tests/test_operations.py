@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from chiezo.config import Settings
-from chiezo.service import Service
+from chiezo.core.config import Settings
+from chiezo.ops.service import Service
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "operations.md"
 
@@ -33,12 +33,16 @@ def test_the_systemd_unit_is_accepted_by_systemd_analyze(tmp_path):
     # the documented install places, pointed at this checkout (verify checks they exist)
     unit = unit.replace("/opt/chiezo/.venv/bin/chiezo", str(chiezo))
     unit = unit.replace("WorkingDirectory=/opt/chiezo", f"WorkingDirectory={tmp_path}")
-    path = tmp_path / "chiezo.service"
+    path = tmp_path / "chiezo.ops.service"
     path.write_text(unit, encoding="utf-8")
-    done = subprocess.run(["systemd-analyze", "verify", "--man=no", str(path)],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
-    assert "chiezo.service" not in done.stderr, done.stderr  # no warning about our unit
+    assert "chiezo.ops.service" not in done.stderr, done.stderr  # no warning about our unit
     assert "serve --host 127.0.0.1" in unit and "ReadWritePaths=/var/lib/chiezo" in unit
 
 
@@ -78,7 +82,7 @@ def test_the_notes_backup_one_liner_copies_notes_while_they_are_written(tmp_path
 def test_every_command_the_page_names_exists():
     from click.testing import CliRunner
 
-    from chiezo.cli import cli
+    from chiezo.surfaces.cli.main import cli
 
     text = DOC.read_text(encoding="utf-8")
     named = set(re.findall(r"`chiezo ([a-z]+)", text))

@@ -11,9 +11,9 @@ from fastapi.testclient import TestClient
 from chiezo.answer import rag
 from chiezo.answer.excerpt import MIN_PASSAGE, fit
 from chiezo.answer.options import AnswerOptions
-from chiezo.api import create_app
-from chiezo.service import Service
-from chiezo.sources.wikipedia import ingest_wikipedia
+from chiezo.ingest.wikipedia import ingest_wikipedia
+from chiezo.ops.service import Service
+from chiezo.surfaces.rest import create_app
 
 from helpers import LOCAL, build_docs, data_file, write_files
 
@@ -22,7 +22,7 @@ JA = "wikipedia/jawiki-20230501-excerpt.xml.bz2"
 
 @pytest.fixture(scope="module")
 def jawiki(tmp_path_factory):
-    from chiezo.config import Settings
+    from chiezo.core.config import Settings
 
     settings = Settings(data_dir=tmp_path_factory.mktemp("passages") / "data")
     ingest_wikipedia(settings, data_file(JA))
@@ -30,7 +30,9 @@ def jawiki(tmp_path_factory):
 
 
 def excerpts(service: Service, question: str, **options) -> list:
-    return rag.prepare(service, question, AnswerOptions(**options).resolved(service.settings)).excerpts
+    return rag.prepare(
+        service, question, AnswerOptions(**options).resolved(service.settings)
+    ).excerpts
 
 
 def test_the_population_of_paris_is_read_where_the_article_states_it(jawiki):
@@ -51,12 +53,15 @@ def test_the_budget_follows_the_evidence(jawiki):
 
 
 def test_a_document_that_barely_matches_gets_nothing(tmp_path, service):
-    folder = write_files(tmp_path / "docs", {
-        "tower.md": "---\ntitle: 東京タワー\n---\n# 東京タワー\n\n"
-                    "東京タワーは東京都港区芝公園にある総合電波塔である。\n\n## 高さ\n\n"
-                    "東京タワーの高さは333メートルで、完成当時は自立式鉄塔として世界一の高さだった。\n",
-        "menu.md": "---\ntitle: 喫茶店のメニュー\n---\nタワーのように高く盛ったパフェが名物。\n",
-    })  # fmt: skip
+    folder = write_files(
+        tmp_path / "docs",
+        {
+            "tower.md": "---\ntitle: 東京タワー\n---\n# 東京タワー\n\n"
+            "東京タワーは東京都港区芝公園にある総合電波塔である。\n\n## 高さ\n\n"
+            "東京タワーの高さは333メートルで、完成当時は自立式鉄塔として世界一の高さだった。\n",
+            "menu.md": "---\ntitle: 喫茶店のメニュー\n---\nタワーのように高く盛ったパフェが名物。\n",
+        },
+    )
     build_docs(service, folder, "kb")
     found = excerpts(service, "東京タワーの高さは何メートル？", source="kb")
     assert [e.title for e in found] == ["東京タワー"]
@@ -90,17 +95,25 @@ def test_doc_with_a_question_gives_the_passages_that_answer_it(jawiki):
     assert "オテル・デュー" not in plain["body"] and "オテル・デュー" in asked["body"]
     assert asked["passages_for"] == question and asked["truncated"] is True
     assert len(asked["body"]) <= budget * 1.05
-    short = client.get("/v1/jawiki/doc", params={"title": "パリ", "max_chars": 600,
-                                                 "question": question}).json()  # fmt: skip
+    short = client.get(
+        "/v1/jawiki/doc", params={"title": "パリ", "max_chars": 600, "question": question}
+    ).json()
     assert len(short["body"]) <= 600 + 40
     empty = client.get("/v1/jawiki/doc", params={"title": "パリ", "question": " "})
     assert empty.status_code == 400
 
 
 def test_the_agents_doc_tool_takes_the_question(jawiki):
-    from chiezo.tools import call_tool, library_tools
+    from chiezo.ops.tools import call_tool, library_tools
 
     (doc,) = [t for t in library_tools(jawiki) if t.name == "doc"]
-    outcome = call_tool(doc, {"source": "jawiki", "title": "パリ", "max_chars": 2500,
-                              "question": "パリの医療施設で最も古いのは？"})  # fmt: skip
+    outcome = call_tool(
+        doc,
+        {
+            "source": "jawiki",
+            "title": "パリ",
+            "max_chars": 2500,
+            "question": "パリの医療施設で最も古いのは？",
+        },
+    )
     assert not outcome.failed and "オテル・デュー" in outcome.data["body"]

@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from chiezo.config import Settings
-from chiezo.service import Service
-from chiezo.sources import formats
+from chiezo.core.config import Settings
+from chiezo.ingest import formats
+from chiezo.ops.service import Service
 
 from helpers import build_docs, data_file
 
@@ -24,7 +24,8 @@ def _pdfminer_text(name: str) -> str:
 
     pages = []
     for number, layout in enumerate(
-        extract_pages(str(data_file(f"docs/pdf/{name}")), laparams=LAParams(detect_vertical=True)), 1
+        extract_pages(str(data_file(f"docs/pdf/{name}")), laparams=LAParams(detect_vertical=True)),
+        1,
     ):
         text = formats._clean(
             "".join(e.get_text() for e in layout if isinstance(e, LTTextContainer))
@@ -48,9 +49,17 @@ def test_digits_of_a_font_without_a_real_unicode_map_are_dropped():
     assert "政令第百四十九号\n道路交通法施行令の一部を改正する政令" in text  # its neighbours stay
 
 
-@pytest.mark.parametrize("name", ["issue-449-vertical.pdf", "jo.pdf", "markitdown-test.pdf",
-                                  "nlp2004slides.pdf", "simple3.pdf",
-                                  "yaizu-opendatacatalog-kiyaku.pdf"])  # fmt: skip
+@pytest.mark.parametrize(
+    "name",
+    [
+        "issue-449-vertical.pdf",
+        "jo.pdf",
+        "markitdown-test.pdf",
+        "nlp2004slides.pdf",
+        "simple3.pdf",
+        "yaizu-opendatacatalog-kiyaku.pdf",
+    ],
+)
 def test_every_other_pdf_reads_as_pdfminer_lays_it_out(name):
     # no other PDF here has large one-letter lines or a font without a real mapping:
     # 縦書き columns (issue-449-vertical.pdf, jo.pdf and its one-letter title 序) stay as read

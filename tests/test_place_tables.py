@@ -1,4 +1,4 @@
-"""The user's own place tables (sources/places.py) built into real sources and read back through
+"""The user's own place tables (ingest/places.py) built into real sources and read back through
 the service: AED locations from a real workbook, hand-made CSV/TSV/GeoJSON/GPX files with real
 coordinates (tests/data/places/README.md says where each comes from), and small files written
 here where a case needs a file of its own."""
@@ -14,11 +14,9 @@ from pathlib import Path
 import pytest
 from openpyxl import Workbook, load_workbook
 
-from chiezo.build import build_source
-from chiezo.config import Settings
-from chiezo.errors import InputError
-from chiezo.service import Service
-from chiezo.sources.places import (
+from chiezo.core.config import Settings
+from chiezo.core.errors import InputError
+from chiezo.ingest.places import (
     KIND,
     PlaceOptions,
     PlaceTables,
@@ -26,6 +24,8 @@ from chiezo.sources.places import (
     degrees,
     ranges,
 )
+from chiezo.ops.service import Service
+from chiezo.store.build import build_source
 
 from helpers import data_file
 
@@ -48,8 +48,9 @@ def build(settings: Settings, name: str, paths, options: PlaceOptions | None = N
     """(report, warnings) of building ``paths`` into source ``name``, the way the CLI does."""
     tables = PlaceTables([Path(p) for p in paths], options)
     warnings: list[str] = []
-    report = build_source(settings, name, KIND, tables.docs(warnings.append),
-                          input_identity=tables.identity())  # fmt: skip
+    report = build_source(
+        settings, name, KIND, tables.docs(warnings.append), input_identity=tables.identity()
+    )
     return report, warnings
 
 
@@ -89,8 +90,11 @@ def test_every_aed_is_a_document_with_its_point_and_id_key(library):
     assert info["docs"] == len(rows) == 455 and info["points"] == 455
     assert warned["aed"] == []
     first = rows[0]
-    doc = service.doc("aed", key=f"yaizu-aed_location.xlsx:Sheet1#{first['#property']}",
-                      fields=["title", "point", "attrs", "body", "extra"])  # fmt: skip
+    doc = service.doc(
+        "aed",
+        key=f"yaizu-aed_location.xlsx:Sheet1#{first['#property']}",
+        fields=["title", "point", "attrs", "body", "extra"],
+    )
     assert doc["title"] == first["name"]
     assert doc["point"] == {"lat": float(first["latitude"]), "lon": float(first["longitude"])}
     assert doc["attrs"]["address"] == [first["address"]]
@@ -150,8 +154,10 @@ def test_broken_rows_are_reported_by_number_and_kept_without_a_point(library):
 def test_degrees_written_other_ways_read_as_the_same_point(library):
     service, _ = library
     sakaide = service.doc("kagawa", title="坂出", fields=["point"])["point"]  # 34°19'22"N
-    assert sakaide == {"lat": pytest.approx(34.32278, abs=1e-4),
-                       "lon": pytest.approx(133.8356, abs=1e-4)}  # fmt: skip
+    assert sakaide == {
+        "lat": pytest.approx(34.32278, abs=1e-4),
+        "lon": pytest.approx(133.8356, abs=1e-4),
+    }
     utazu = service.doc("kagawa", title="宇多津町", fields=["point"])["point"]  # ３４．３
     assert utazu == {"lat": 34.3, "lon": 133.81667}
 
@@ -171,8 +177,13 @@ def test_categories_become_features_with_their_counts(library):
         "岡山市",
     }
     # near + feature: the settlements within 30 km of Takamatsu that have a point
-    near = service.filter("kagawa", feature=["種別=集落"], near=f"{TAKAMATSU[0]},{TAKAMATSU[1]}",
-                          radius_km=30, fields=["title"])  # fmt: skip
+    near = service.filter(
+        "kagawa",
+        feature=["種別=集落"],
+        near=f"{TAKAMATSU[0]},{TAKAMATSU[1]}",
+        radius_km=30,
+        fields=["title"],
+    )
     assert [d["title"] for d in near["docs"]] == ["宇多津町"]  # 多度津町, 志度: no point
 
 
@@ -242,8 +253,12 @@ def test_the_nearest_cafe_to_the_station_is_the_one_the_file_puts_nearest(librar
     service, _ = library
     features = json.loads((DATA / "helsinki.geojson").read_text(encoding="utf-8"))["features"]
     cafes = [f for f in features if f["properties"].get("amenity") == "cafe"]
-    distance = {f["properties"]["name"]: haversine(HELSINKI_STATION, tuple(
-        reversed(f["geometry"]["coordinates"]))) for f in cafes}  # fmt: skip
+    distance = {
+        f["properties"]["name"]: haversine(
+            HELSINKI_STATION, tuple(reversed(f["geometry"]["coordinates"]))
+        )
+        for f in cafes
+    }
     station = f"{HELSINKI_STATION[0]},{HELSINKI_STATION[1]}"
     result = service.filter("helsinki", feature=["amenity=cafe"], near=station, fields=["title"])
     assert [d["title"] for d in result["docs"]] == sorted(distance, key=distance.get)
@@ -276,11 +291,17 @@ def test_a_semicolon_text_file_with_decimal_commas(tmp_path, settings, service):
 
 
 def test_geojson_bare_points_are_kept_and_other_systems_refused(tmp_path, settings, service):
-    bare = {"type": "FeatureCollection", "features": [
-        {"type": "Feature", "geometry": {"type": "Point", "coordinates": [24.9414566, 60.1713198]},
-         "properties": {}},
-        {"type": "Feature", "geometry": None, "properties": {}},  # nothing at all: no document
-    ]}  # fmt: skip
+    bare = {
+        "type": "FeatureCollection",
+        "features": [
+            {
+                "type": "Feature",
+                "geometry": {"type": "Point", "coordinates": [24.9414566, 60.1713198]},
+                "properties": {},
+            },
+            {"type": "Feature", "geometry": None, "properties": {}},  # nothing at all: no document
+        ],
+    }
     (tmp_path / "bare.geojson").write_text(json.dumps(bare), encoding="utf-8")
     build(settings, "bare", [tmp_path / "bare.geojson"])
     found = service.filter("bare", near="60.1713,24.9415", fields=["title", "point"])
@@ -301,8 +322,10 @@ def test_geojson_bare_points_are_kept_and_other_systems_refused(tmp_path, settin
 
 def test_a_file_without_coordinates_names_its_headers(tmp_path, settings):
     path = tmp_path / "shops.csv"
-    path.write_text("名称,住所,電話\n丸亀市役所,香川県丸亀市大手町二丁目4番21号,0877-23-2111\n",
-                    encoding="utf-8")  # fmt: skip
+    path.write_text(
+        "名称,住所,電話\n丸亀市役所,香川県丸亀市大手町二丁目4番21号,0877-23-2111\n",
+        encoding="utf-8",
+    )
     with pytest.raises(InputError) as caught:
         build(settings, "shops", [path])
     assert (
@@ -342,9 +365,11 @@ def test_lat_and_lon_options_name_the_columns(tmp_path, settings, service):
 
 def test_title_and_feature_options(tmp_path, settings, service):
     path = tmp_path / "aed.csv"
-    path.write_text("番号,設置場所,施設,緯度,経度,設置階\n1,１階ロビー,ＪＲホテルクレメント高松,34.35215833,"
-                    "134.0481344,1階\n2,瓦町駅改札口,ことでん瓦町駅,34.33888667,134.0525983,1階\n",
-                    encoding="utf-8")  # fmt: skip
+    path.write_text(
+        "番号,設置場所,施設,緯度,経度,設置階\n1,１階ロビー,ＪＲホテルクレメント高松,34.35215833,"
+        "134.0481344,1階\n2,瓦町駅改札口,ことでん瓦町駅,34.33888667,134.0525983,1階\n",
+        encoding="utf-8",
+    )
     build(settings, "aed", [path], PlaceOptions(title="施設", feature=("設置階",)))
     doc = service.doc("aed", key="aed.csv#2", fields=["title", "attrs"])
     assert doc["title"] == "ことでん瓦町駅" and doc["attrs"]["feature"] == ["設置階=1階"]
@@ -366,8 +391,15 @@ def aed_workbook(path: Path) -> list[dict]:
     main.append([])
     main.append(["No", "名称", "住所", "緯度", "経度"])
     for row in rows[:20]:
-        main.append([int(row["#property"]), row["name"], row["address"],
-                     float(row["latitude"]), float(row["longitude"])])  # fmt: skip
+        main.append(
+            [
+                int(row["#property"]),
+                row["name"],
+                row["address"],
+                float(row["latitude"]),
+                float(row["longitude"]),
+            ]
+        )
     more = workbook.create_sheet("追加")
     more.append(["名称", "latitude", "longitude"])
     for row in rows[20:25]:
@@ -445,7 +477,13 @@ def test_identity_records_the_files_and_options():
     tables = PlaceTables([DATA / "kagawa.gpx", DATA / "helsinki.geojson"], PlaceOptions(sheet="A"))
     identity = tables.identity()
     assert identity["path"] == str((DATA / "kagawa.gpx").resolve())
-    assert identity["files"] == 2 and identity["options"] == {"lat": None, "lon": None, "title": None, "feature": [], "sheet": "A"}
+    assert identity["files"] == 2 and identity["options"] == {
+        "lat": None,
+        "lon": None,
+        "title": None,
+        "feature": [],
+        "sheet": "A",
+    }
     assert (
         identity["bytes"]
         == tables.total_bytes
@@ -459,13 +497,24 @@ def test_identity_records_the_files_and_options():
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("35.6812", 35.6812), ("３５．６８１２", 35.6812), ("35.6812°", 35.6812),
-        ("N35.68", 35.68), ("35.68S", -35.68), ("W 0.1278", -0.1278), ("−33.9", -33.9),
-        ("35°40'52\"N", 35 + 40 / 60 + 52 / 3600), ("北緯35度40分52秒", 35 + 40 / 60 + 52 / 3600),
-        ("１３３°５０′８″Ｅ", 133 + 50 / 60 + 8 / 3600), ("35,6812", 35.6812),
-        ("abc", None), ("", None), ("35°70'", None), ("1e5", None), ("No", None),
+        ("35.6812", 35.6812),
+        ("３５．６８１２", 35.6812),
+        ("35.6812°", 35.6812),
+        ("N35.68", 35.68),
+        ("35.68S", -35.68),
+        ("W 0.1278", -0.1278),
+        ("−33.9", -33.9),
+        ("35°40'52\"N", 35 + 40 / 60 + 52 / 3600),
+        ("北緯35度40分52秒", 35 + 40 / 60 + 52 / 3600),
+        ("１３３°５０′８″Ｅ", 133 + 50 / 60 + 8 / 3600),
+        ("35,6812", 35.6812),
+        ("abc", None),
+        ("", None),
+        ("35°70'", None),
+        ("1e5", None),
+        ("No", None),
     ],
-)  # fmt: skip
+)
 def test_degrees(text, expected):
     assert degrees(text) == (pytest.approx(expected) if expected is not None else None)
 

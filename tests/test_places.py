@@ -6,11 +6,11 @@ import zipfile
 
 import pytest
 
-from chiezo.config import Settings
-from chiezo.errors import BadQuery, InputError
-from chiezo.service import Service
-from chiezo.sources.geonames import GeoNamesOptions
-from chiezo.sources.osm import OsmOptions, point_in_ring
+from chiezo.core.config import Settings
+from chiezo.core.errors import BadQuery, InputError
+from chiezo.ingest.geonames import GeoNamesOptions
+from chiezo.ingest.osm import OsmOptions, point_in_ring
+from chiezo.ops.service import Service
 
 from helpers import DumpSite, data_file, wiki_dump
 
@@ -28,10 +28,18 @@ def places(tmp_path_factory):
     service.ingest("geonames", data_file(CITIES), "geonames", options=geo)
     service.ingest("osm", data_file(HELSINKI), "osm_helsinki")
     dump = settings.data_dir.parent / "wiki.xml"
-    dump.write_text(wiki_dump([
-        (1, "ヘルシンキ中央駅", "{{Coord|60|10|17|N|24|56|29|E}}'''ヘルシンキ中央駅'''は駅。"),
-        (2, "座標のない記事", "本文だけ。"),
-    ]))  # fmt: skip
+    dump.write_text(
+        wiki_dump(
+            [
+                (
+                    1,
+                    "ヘルシンキ中央駅",
+                    "{{Coord|60|10|17|N|24|56|29|E}}'''ヘルシンキ中央駅'''は駅。",
+                ),
+                (2, "座標のない記事", "本文だけ。"),
+            ]
+        )
+    )
     service.ingest("wikipedia", dump, "testwiki")
     return service
 
@@ -104,8 +112,9 @@ def test_nearest_to_the_central_station_sorts_by_distance(places):
 
 
 def test_near_doc_uses_another_sources_coordinates(places):
-    result = places.filter("osm_helsinki", near_doc="testwiki:ヘルシンキ中央駅",
-                           feature=["railway=station"], limit=3)  # fmt: skip
+    result = places.filter(
+        "osm_helsinki", near_doc="testwiki:ヘルシンキ中央駅", feature=["railway=station"], limit=3
+    )
     assert titles(result)[0] == "Helsinki" and result["docs"][0]["distance_km"] < 0.2
     assert result["near"]["from"] == "testwiki:ヘルシンキ中央駅"
     with pytest.raises(BadQuery, match="no coordinates"):
@@ -153,12 +162,18 @@ def _write_osm(path, boundaries, places_):
             refs.append(node_id)
             node_id += 1
         refs.append(refs[0])
-        writer.add_way(osmium.osm.mutable.Way(id=way_id, nodes=refs, tags={
-            "boundary": "administrative", "admin_level": level, "name": name}))  # fmt: skip
+        writer.add_way(
+            osmium.osm.mutable.Way(
+                id=way_id,
+                nodes=refs,
+                tags={"boundary": "administrative", "admin_level": level, "name": name},
+            )
+        )
         way_id += 1
     for name, tags, (lon, lat) in places_:
-        writer.add_node(osmium.osm.mutable.Node(id=node_id, location=(lon, lat),
-                                                 tags={"name": name, **tags}))  # fmt: skip
+        writer.add_node(
+            osmium.osm.mutable.Node(id=node_id, location=(lon, lat), tags={"name": name, **tags})
+        )
         node_id += 1
     writer.close()
 
@@ -168,11 +183,15 @@ def test_areas_come_from_polygons_not_boxes(tmp_path):
     ell = [(0, 0), (2, 0), (2, 1), (1, 1), (1, 2), (0, 2)]
     square = [(1.05, 1.05), (2, 1.05), (2, 2), (1.05, 2)]
     path = tmp_path / "areas.osm"
-    _write_osm(path, [("Ell", "4", ell), ("Square", "4", square)], [
-        ("Inside ell", {"amenity": "cafe"}, (0.5, 1.5)),
-        ("Inside square", {"amenity": "cafe"}, (1.5, 1.5)),
-        ("Outside both", {"amenity": "cafe"}, (3, 3)),
-    ])  # fmt: skip
+    _write_osm(
+        path,
+        [("Ell", "4", ell), ("Square", "4", square)],
+        [
+            ("Inside ell", {"amenity": "cafe"}, (0.5, 1.5)),
+            ("Inside square", {"amenity": "cafe"}, (1.5, 1.5)),
+            ("Outside both", {"amenity": "cafe"}, (3, 3)),
+        ],
+    )
     service = Service(Settings(data_dir=tmp_path / "data"))
     service.ingest("osm", path, "osm_test", options=OsmOptions(admin_levels=("4",)))
     areas = {
@@ -202,7 +221,7 @@ def test_not_an_osm_file_is_a_clear_error(tmp_path):
 def test_geonames_and_osm_fetch_from_their_servers(tmp_path):
     import hashlib
 
-    from chiezo.sources.placefetch import fetch_geonames, fetch_osm
+    from chiezo.ingest.placefetch import fetch_geonames, fetch_osm
 
     root = tmp_path / "site"
     dump = root / "export" / "dump"

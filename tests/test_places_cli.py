@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from chiezo.cli import cli
-from chiezo.service import Service
+from chiezo.ops.service import Service
+from chiezo.surfaces.cli.main import cli
 
 from helpers import data_file
 
@@ -21,8 +21,10 @@ TAKAMATSU = (34.33333, 134.05)  # GeoNames 1851100
 
 def haversine(a, b) -> float:
     lat1, lon1, lat2, lon2 = map(math.radians, (*a, *b))
-    h = math.sin((lat2 - lat1) / 2) ** 2 + math.cos(lat1) * math.cos(lat2) * math.sin(
-        (lon2 - lon1) / 2) ** 2  # fmt: skip
+    h = (
+        math.sin((lat2 - lat1) / 2) ** 2
+        + math.cos(lat1) * math.cos(lat2) * math.sin((lon2 - lon1) / 2) ** 2
+    )
     return 2 * 6371.0088 * math.asin(math.sqrt(h))
 
 
@@ -32,12 +34,21 @@ def run(settings, *args):
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    from chiezo.config import Settings
+    from chiezo.core.config import Settings
 
     settings = Settings(data_dir=tmp_path_factory.mktemp("places_cli") / "data")
     aed = data_file("docs/office/yaizu-aed_location.xlsx")
-    result = run(settings, "ingest", "places", aed, DATA / "helsinki.geojson",
-                 DATA / "kagawa.gpx", "--name", "mine", "--json")  # fmt: skip
+    result = run(
+        settings,
+        "ingest",
+        "places",
+        aed,
+        DATA / "helsinki.geojson",
+        DATA / "kagawa.gpx",
+        "--name",
+        "mine",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     return settings, json.loads(result.output)
 
@@ -55,20 +66,35 @@ def test_three_formats_build_one_source_with_every_row(built):
 
 def test_filter_near_with_a_feature_orders_by_distance(built):
     settings, _ = built
-    result = run(settings, "filter", "mine", "--near", "34.33333,134.05", "--radius-km", "60",
-                 "--feature", "type=PPLA2", "--fields", "title,point", "--json")  # fmt: skip
+    result = run(
+        settings,
+        "filter",
+        "mine",
+        "--near",
+        "34.33333,134.05",
+        "--radius-km",
+        "60",
+        "--feature",
+        "type=PPLA2",
+        "--fields",
+        "title,point",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     found = json.loads(result.output)
     titles = [d["title"] for d in found["docs"]]
     assert set(titles) == {"丸亀市", "坂出"}  # the GPX's PPLA2 waypoints within 60 km
-    distances = [haversine(TAKAMATSU, (d["point"]["lat"], d["point"]["lon"])) for d in found["docs"]]
+    distances = [
+        haversine(TAKAMATSU, (d["point"]["lat"], d["point"]["lon"])) for d in found["docs"]
+    ]
     assert distances == sorted(distances) and found["total"] == 2
 
 
 def test_search_near_a_point_carries_the_distance(built):
     settings, _ = built
-    result = run(settings, "search", "ホテル", "--source", "mine", "--near",
-                 "34.33333,134.05", "--json")  # fmt: skip
+    result = run(
+        settings, "search", "ホテル", "--source", "mine", "--near", "34.33333,134.05", "--json"
+    )
     assert result.exit_code == 0, result.output
     hits = json.loads(result.output)["hits"]
     assert len(hits) >= 5 and all("ホテル" in h["title"] + h["snippet"] for h in hits[:5])
@@ -76,7 +102,8 @@ def test_search_near_a_point_carries_the_distance(built):
     for hit in hits:
         point = service.doc("mine", doc_id=hit["doc_id"], fields=["point"])["point"]
         assert hit["distance_km"] == pytest.approx(
-            haversine(TAKAMATSU, (point["lat"], point["lon"])), abs=0.01)
+            haversine(TAKAMATSU, (point["lat"], point["lon"])), abs=0.01
+        )
 
 
 def test_features_listing_counts_the_categories(built):
@@ -121,8 +148,16 @@ def test_places_needs_at_least_one_file(tmp_path, settings):
 
 def test_every_other_column_is_an_attribute_a_filter_reads(built):
     settings, _ = built
-    result = run(settings, "filter", "mine", "--attr", "installationPosition=１階ロビー",
-                 "--fields", "title,attrs", "--json")  # fmt: skip
+    result = run(
+        settings,
+        "filter",
+        "mine",
+        "--attr",
+        "installationPosition=１階ロビー",
+        "--fields",
+        "title,attrs",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     found = json.loads(result.output)
     assert "ＪＲホテルクレメント高松" in [d["title"] for d in found["docs"]]
@@ -152,6 +187,7 @@ def test_a_rebuild_reads_only_the_files_that_changed(tmp_path, settings):
     assert service.doc("k", title="琴平町", fields=["point"])["point"]["lat"] == 34.19167
     ids = [h.doc_id for h in service.search("高松市", "k").hits]
     assert ids  # documents from the cache are searchable as before
-    other = json.loads(run(settings, "ingest", "places", csv, "--name", "k2", "--title", "所在地",
-                           "--json").output)  # fmt: skip
+    other = json.loads(
+        run(settings, "ingest", "places", csv, "--name", "k2", "--title", "所在地", "--json").output
+    )
     assert other["conversions"] == {"converted": 1, "reused": 0}  # other options: read again

@@ -13,12 +13,12 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from chiezo import progress as progress_module
-from chiezo.cli import cli
-from chiezo.jobs import JobProgress, JobRunner
-from chiezo.progress import RichProgress, Ticking, ticking
-from chiezo.service import Service
-from chiezo.sources.documents import DocsOptions
+from chiezo.core import progress as progress_module
+from chiezo.core.progress import RichProgress, Ticking, ticking
+from chiezo.ingest.documents import DocsOptions
+from chiezo.ops.jobs import JobProgress, JobRunner
+from chiezo.ops.service import Service
+from chiezo.surfaces.cli.main import cli
 
 from helpers import write_files
 
@@ -124,21 +124,40 @@ def fast_ticks(monkeypatch):
 # -- a real build and embedding, every call timestamped -------------------------------------------
 
 
-def test_a_build_and_its_embedding_never_go_silent_nor_count_past_a_total(settings, docs,
-                                                                         fast_ticks):  # fmt: skip
+def test_a_build_and_its_embedding_never_go_silent_nor_count_past_a_total(
+    settings, docs, fast_ticks
+):
     recorder = Recorder()
-    report = Service(settings).ingest("docs", docs, "kb", options=DocsOptions(),
-                                      progress=recorder, embed=MODEL)  # fmt: skip
+    report = Service(settings).ingest(
+        "docs", docs, "kb", options=DocsOptions(), progress=recorder, embed=MODEL
+    )
     assert report.docs == 3 + 3 and report.embedding["embedded_chunks"] == report.chunks
 
     phases = recorder.phases()
-    build = ["reading", "ordering by popularity", "writing documents",
-             "writing tags, links, chunks", "indexing", "indexing full text",
-             "merging full-text segments", "counting trigrams", "splitting words",
-             "indexing words", "counting tags and attributes", "validating", "switching"]  # fmt: skip
-    embedding = [f"loading {MODEL}", f"embedding with {MODEL}", "copying the generation",
-                 "writing vectors", "building the vector index", "calibrating",
-                 "checking and switching"]  # fmt: skip
+    build = [
+        "reading",
+        "ordering by popularity",
+        "writing documents",
+        "writing tags, links, chunks",
+        "indexing",
+        "indexing full text",
+        "merging full-text segments",
+        "counting trigrams",
+        "splitting words",
+        "indexing words",
+        "counting tags and attributes",
+        "validating",
+        "switching",
+    ]
+    embedding = [
+        f"loading {MODEL}",
+        f"embedding with {MODEL}",
+        "copying the generation",
+        "writing vectors",
+        "building the vector index",
+        "calibrating",
+        "checking and switching",
+    ]
     assert phases == build + embedding
     assert over_total(recorder.events) == []
     # a phase cut into counted steps ends at its total: the count is exact, not a guess
@@ -154,9 +173,8 @@ def test_a_build_and_its_embedding_never_go_silent_nor_count_past_a_total(settin
     assert not recorder.closed  # the display belongs to the caller, also after the build
 
 
-def test_a_slow_model_batch_does_not_silence_the_embedding(settings, docs, fast_ticks,
-                                                            monkeypatch):  # fmt: skip
-    from chiezo import embed
+def test_a_slow_model_batch_does_not_silence_the_embedding(settings, docs, fast_ticks, monkeypatch):
+    from chiezo.store import embed
 
     real = embed.get_embedder(MODEL)
 
@@ -272,13 +290,31 @@ def test_a_job_phase_polled_has_a_live_rate_and_eta_and_no_count_past_its_total(
 
 
 def test_the_cli_shows_the_embedding_after_the_build(tmp_path):
-    result = CliRunner().invoke(cli, ["--data", str(tmp_path / "data"), "ingest", "docs", str(SAMPLE),
-                                      "--name", "sample", "--embed", MODEL])  # fmt: skip
+    result = CliRunner().invoke(
+        cli,
+        [
+            "--data",
+            str(tmp_path / "data"),
+            "ingest",
+            "docs",
+            str(SAMPLE),
+            "--name",
+            "sample",
+            "--embed",
+            MODEL,
+        ],
+    )
     assert result.exit_code == 0, result.output
     shown = result.stderr
     # the build used to close the display, and everything after it went unseen
-    for phase in ("reading", "validating", f"embedding with {MODEL}", "building the vector index",
-                  "calibrating", "checking and switching"):  # fmt: skip
+    for phase in (
+        "reading",
+        "validating",
+        f"embedding with {MODEL}",
+        "building the vector index",
+        "calibrating",
+        "checking and switching",
+    ):
         assert phase in shown, phase
     assert "5/5" in shown and "files/s" in shown
     assert "embedded" in result.stdout

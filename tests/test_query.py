@@ -1,7 +1,7 @@
 import pytest
 
-from chiezo.errors import BadQuery
-from chiezo.search.query import (
+from chiezo.core.errors import BadQuery
+from chiezo.core.query import (
     MAX_QUERY_CHARS,
     like_pattern,
     match_all,

@@ -1,4 +1,4 @@
-"""One declaration of the search and filter parameters (request_models.py), and every surface
+"""One declaration of the search and filter parameters (ops/requests.py), and every surface
 offering exactly it: read from the live surfaces (click's commands, FastAPI's /openapi.json,
 the MCP server's tool schemas), so a parameter added in one place and forgotten in another
 fails here. Then the parameters the CLI and MCP gained, used for real."""
@@ -10,13 +10,9 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client
 
-from chiezo.api import create_app
-from chiezo.build import build_source
-from chiezo.cli import cli
-from chiezo.errors import BadQuery
-from chiezo.mcp_server import build_mcp
-from chiezo.models import Doc
-from chiezo.request_models import (
+from chiezo.core.errors import BadQuery
+from chiezo.core.models import Doc
+from chiezo.ops.requests import (
     MAX_TOP_N,
     FilterRequest,
     SearchRequest,
@@ -24,7 +20,11 @@ from chiezo.request_models import (
     params,
 )
 from chiezo.search.retrieval import RetrievalOptions
-from chiezo.web.search_results import SearchForm
+from chiezo.store.build import build_source
+from chiezo.surfaces.cli.main import cli
+from chiezo.surfaces.mcp.server import build_mcp
+from chiezo.surfaces.rest import create_app
+from chiezo.surfaces.web.search_results import SearchForm
 
 from helpers import LOCAL, RunningServer
 
@@ -50,15 +50,15 @@ def comparable(schema: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def openapi(tmp_path_factory):
-    from chiezo.config import Settings
+    from chiezo.core.config import Settings
 
     return create_app(Settings(data_dir=tmp_path_factory.mktemp("api") / "data")).openapi()
 
 
 @pytest.fixture(scope="module")
 def mcp_tools(tmp_path_factory):
-    from chiezo.config import Settings
-    from chiezo.service import Service
+    from chiezo.core.config import Settings
+    from chiezo.ops.service import Service
 
     server = build_mcp(Service(Settings(data_dir=tmp_path_factory.mktemp("mcp") / "data")))
     return {tool.name: tool for tool in anyio.run(server.list_tools)}

@@ -4,13 +4,13 @@ import random
 
 import pytest
 
-from chiezo.build import build_source
-from chiezo.config import Settings
-from chiezo.errors import BadQuery, QueryTimeout, UnknownSource
-from chiezo.models import Doc
+from chiezo.core.config import Settings
+from chiezo.core.errors import BadQuery, QueryTimeout, UnknownSource
+from chiezo.core.models import Doc
+from chiezo.ops.service import Service
 from chiezo.search import fts
 from chiezo.search.fts import search_source
-from chiezo.service import Service
+from chiezo.store.build import build_source
 
 from helpers import build_docs, data_file, titles, write_files
 
@@ -102,12 +102,44 @@ def test_a_question_typed_as_a_sentence_still_finds_its_document(temples):
 
 
 HOSTILE = [
-    '"', '""', '"unbalanced', 'a" OR "b', "NEAR(浅草寺 雷門)", "*", "-", "-浅草寺", "(", ")",
-    "浅草寺*", "^浅草寺", "AND", "OR", "NOT", "title:浅草寺", "{title}: 浅草寺", "'; DROP TABLE docs; --",
-    "SELECT * FROM docs", "%", "_", "%_%", "\\", "\\x00", "🙂🙂🙂", "a\x00b", "\u200b\u200b\u200b",
-    "浅草寺 AND 雷門", "浅草寺 OR", "col:val", ":", "::::", "'" * 5, "`rm -rf /`", "<script>",
-    "a" * 999, "京都 " * 100,
-]  # fmt: skip
+    '"',
+    '""',
+    '"unbalanced',
+    'a" OR "b',
+    "NEAR(浅草寺 雷門)",
+    "*",
+    "-",
+    "-浅草寺",
+    "(",
+    ")",
+    "浅草寺*",
+    "^浅草寺",
+    "AND",
+    "OR",
+    "NOT",
+    "title:浅草寺",
+    "{title}: 浅草寺",
+    "'; DROP TABLE docs; --",
+    "SELECT * FROM docs",
+    "%",
+    "_",
+    "%_%",
+    "\\",
+    "\\x00",
+    "🙂🙂🙂",
+    "a\x00b",
+    "\u200b\u200b\u200b",
+    "浅草寺 AND 雷門",
+    "浅草寺 OR",
+    "col:val",
+    ":",
+    "::::",
+    "'" * 5,
+    "`rm -rf /`",
+    "<script>",
+    "a" * 999,
+    "京都 " * 100,
+]
 
 
 @pytest.mark.parametrize("text", HOSTILE)

@@ -7,8 +7,8 @@ import httpx
 import pytest
 from mcp import Client
 
-from chiezo.api import create_app
-from chiezo.config import is_loopback
+from chiezo.core.config import is_loopback
+from chiezo.surfaces.rest import create_app
 
 from helpers import RunningServer
 
@@ -35,9 +35,15 @@ def _tool_names(url: str) -> set[str]:
 
 @pytest.mark.parametrize(
     "host, expected",
-    [("127.0.0.1", True), ("localhost", True), ("::1", True), ("0.0.0.0", False),
-     ("192.168.1.5", False), ("kb.example.com", False)],
-)  # fmt: skip
+    [
+        ("127.0.0.1", True),
+        ("localhost", True),
+        ("::1", True),
+        ("0.0.0.0", False),
+        ("192.168.1.5", False),
+        ("kb.example.com", False),
+    ],
+)
 def test_loopback_detection(host, expected):
     assert is_loopback(host) is expected
 
@@ -94,13 +100,15 @@ def test_allowed_hosts_extend_the_host_check(settings):
 
 @pytest.mark.parametrize(
     "origin, host, allowed, same",
-    [("http://127.0.0.1:8080", "127.0.0.1:8080", (), True),
-     ("https://evil.example", "127.0.0.1:8080", (), False),
-     ("null", "127.0.0.1:8080", (), False),
-     ("http://kb.lan:8080", "10.0.0.2:8080", ("kb.lan:*",), True),
-     ("http://kb.lan.evil:8080", "10.0.0.2:8080", ("kb.lan:*",), False)],
-)  # fmt: skip
+    [
+        ("http://127.0.0.1:8080", "127.0.0.1:8080", (), True),
+        ("https://evil.example", "127.0.0.1:8080", (), False),
+        ("null", "127.0.0.1:8080", (), False),
+        ("http://kb.lan:8080", "10.0.0.2:8080", ("kb.lan:*",), True),
+        ("http://kb.lan.evil:8080", "10.0.0.2:8080", ("kb.lan:*",), False),
+    ],
+)
 def test_a_write_from_a_browser_must_come_from_this_site(origin, host, allowed, same):
-    from chiezo.api.security import Security
+    from chiezo.surfaces.rest.security import Security
 
     assert Security("0.0.0.0", "t", allowed).same_site(origin, host) is same

@@ -7,14 +7,14 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from chiezo import generations
-from chiezo.api import create_app
-from chiezo.cli import cli
-from chiezo.config import Settings
-from chiezo.embedders import get_embedder
-from chiezo.errors import BadQuery, ModelUnavailable, VectorsUnavailable
+from chiezo.core.config import Settings
+from chiezo.core.errors import BadQuery, ModelUnavailable, VectorsUnavailable
+from chiezo.ops.service import Service
 from chiezo.search import retrieval
-from chiezo.service import Service
+from chiezo.store import generations
+from chiezo.store.embedders import get_embedder
+from chiezo.surfaces.cli.main import cli
+from chiezo.surfaces.rest import create_app
 
 from helpers import RunningServer, build_docs, wiki_dump, write_files
 
@@ -263,8 +263,8 @@ def test_re_embedding_reuses_cached_vectors_and_rebuilds_carry_them(tmp_path):
 
 
 def test_an_interrupted_embedding_resumes_where_it_stopped(tmp_path, monkeypatch):
-    from chiezo import embed
-    from chiezo.progress import NullProgress
+    from chiezo.core.progress import NullProgress
+    from chiezo.store import embed
 
     class Interrupted(NullProgress):
         def advance(self, n: int = 1) -> None:
@@ -291,16 +291,25 @@ def test_partial_embedding_reports_coverage_and_stays_searchable(tmp_path):
 
 
 def test_chunks_are_embedded_as_sentence_units_or_whole(tmp_path):
-    from chiezo.embed import sentence_spans, unit_spans
+    from chiezo.store.embed import sentence_spans, unit_spans
 
     text = "# 見出し\n第一の文はここにある。第二の文はそこにあります！  \n三つ目の文は何か?  The fourth one. And five"
     sentences = [text[a:b] for a, b in sentence_spans(text)]
-    assert sentences == ["# 見出し", "第一の文はここにある。", "第二の文はそこにあります！",
-                         "三つ目の文は何か?", "The fourth one.", "And five"]  # fmt: skip
+    assert sentences == [
+        "# 見出し",
+        "第一の文はここにある。",
+        "第二の文はそこにあります！",
+        "三つ目の文は何か?",
+        "The fourth one.",
+        "And five",
+    ]
     # a heading line is too short to stand alone: it leads the next sentence
     grouped = [text[a:b] for a, b in unit_spans(text, 1)]
-    assert grouped == ["# 見出し\n第一の文はここにある。", "第二の文はそこにあります！  \n三つ目の文は何か?",
-                       "The fourth one. And five"]  # fmt: skip
+    assert grouped == [
+        "# 見出し\n第一の文はここにある。",
+        "第二の文はそこにあります！  \n三つ目の文は何か?",
+        "The fourth one. And five",
+    ]
     assert [text[a:b] for a, b in unit_spans(text, 40)][0].endswith("そこにあります！")
     assert unit_spans(text, 0) == [(0, len(text))]
     with pytest.raises(BadQuery, match="unit_chars"):
@@ -309,8 +318,12 @@ def test_chunks_are_embedded_as_sentence_units_or_whole(tmp_path):
 
 def test_a_semantic_hit_shows_the_sentence_that_matched(tmp_path):
     service = Service(Settings(data_dir=tmp_path / "data"))
-    long_doc = ("---\ntitle: 町の記録\n---\n" + "町の人口は長く一万人ほどで推移した。" * 3
-                + "ある年、堤防が決壊して市街地が浸水した。" + "祭りは毎年秋に開かれる。" * 3)  # fmt: skip
+    long_doc = (
+        "---\ntitle: 町の記録\n---\n"
+        + "町の人口は長く一万人ほどで推移した。" * 3
+        + "ある年、堤防が決壊して市街地が浸水した。"
+        + "祭りは毎年秋に開かれる。" * 3
+    )
     build_docs(service, write_files(tmp_path / "docs", {"town.md": long_doc}), "kb")
     whole = service.embed("kb", MODEL, unit_chars=0)
     assert whole.vectors == 1
@@ -331,14 +344,27 @@ def test_notes_are_not_embedded(kb):
 def test_near_orders_the_top_n_by_distance_and_says_so(tmp_path):
     service = Service(Settings(data_dir=tmp_path / "data"))
     dump = tmp_path / "wiki.xml"
-    dump.write_text(wiki_dump([
-        (1, "港の博物館", "{{Coord|35.45|139.64}}'''港の博物館'''は港の近くにある海と船の歴史を展示する博物館。"),
-        (2, "丘の美術館", "{{Coord|35.70|139.70}}'''丘の美術館'''は絵画と彫刻を収める美術館。"),
-        (3, "駅前の食堂", "{{Coord|35.46|139.63}}'''駅前の食堂'''は定食を出す店。"),
-    ]))  # fmt: skip
+    dump.write_text(
+        wiki_dump(
+            [
+                (
+                    1,
+                    "港の博物館",
+                    "{{Coord|35.45|139.64}}'''港の博物館'''は港の近くにある海と船の歴史を展示する博物館。",
+                ),
+                (
+                    2,
+                    "丘の美術館",
+                    "{{Coord|35.70|139.70}}'''丘の美術館'''は絵画と彫刻を収める美術館。",
+                ),
+                (3, "駅前の食堂", "{{Coord|35.46|139.63}}'''駅前の食堂'''は定食を出す店。"),
+            ]
+        )
+    )
     service.ingest("wikipedia", dump, "w", embed=MODEL)
-    result = service.search("船の展示がある博物館", "w", near="35.44,139.64", top_n=2,
-                            min_score=-1.0)  # fmt: skip
+    result = service.search(
+        "船の展示がある博物館", "w", near="35.44,139.64", top_n=2, min_score=-1.0
+    )
     assert result.order == "top 2 by relevance, then by distance"
     distances = [h.distance_km for h in result.hits]
     assert distances == sorted(distances) and len(result.hits) == 2
@@ -410,8 +436,24 @@ def test_cli_embed_search_and_exit_codes(tmp_path):
     runner = CliRunner()
     data = str(tmp_path / "data")
     docs = write_files(tmp_path / "docs", FILES)
-    assert runner.invoke(cli, ["--data", data, "ingest", "docs", str(docs), "--name", "kb",
-                               "--embed", MODEL, "--json"]).exit_code == 0  # fmt: skip
+    assert (
+        runner.invoke(
+            cli,
+            [
+                "--data",
+                data,
+                "ingest",
+                "docs",
+                str(docs),
+                "--name",
+                "kb",
+                "--embed",
+                MODEL,
+                "--json",
+            ],
+        ).exit_code
+        == 0
+    )
     listed = runner.invoke(cli, ["--data", data, "sources"])
     assert "vectors: use-m" in listed.output and "100.0% coverage" in listed.output
     again = runner.invoke(cli, ["--data", data, "embed", "kb", "--json"])
@@ -447,8 +489,20 @@ def test_cli_eval_reports_metrics_and_ab_differences(tmp_path):
     assert by_config["mode=semantic"]["R@1"] == 1.0
     assert by_config["mode=keyword"]["R@1"] < 1.0  # the paraphrase
     assert by_config["mode=hybrid"]["nDCG@10"] >= by_config["mode=keyword"]["nDCG@10"]
-    ab = runner.invoke(cli, ["--data", data, "eval", "kb", str(questions), "--ab",
-                             "mode=keyword", "mode=hybrid", "--json"])  # fmt: skip
+    ab = runner.invoke(
+        cli,
+        [
+            "--data",
+            data,
+            "eval",
+            "kb",
+            str(questions),
+            "--ab",
+            "mode=keyword",
+            "mode=hybrid",
+            "--json",
+        ],
+    )
     diff = json.loads(ab.output)["differences"]
     assert [d["question"] for d in diff] == [PARAPHRASE]
     assert diff[0]["a_rank"] == 2 and diff[0]["b_rank"] == 1 and diff[0]["b_relevant"][0]
@@ -462,13 +516,13 @@ def test_cli_eval_reports_metrics_and_ab_differences(tmp_path):
 
 def test_loading_the_onnx_model_after_an_index_does_not_crash(tmp_path):
     """usearch imported before onnxruntime segfaults the process; chiezo imports them in the
-    safe order wherever an index is opened (search/vectors.py)."""
+    safe order wherever an index is opened (store/vectors.py)."""
     import subprocess
     import sys
 
     code = (
-        "from chiezo.search.vectors import usearch_index_class; usearch_index_class();"
-        "from chiezo.embedders import get_embedder; print(get_embedder('use-m').dim)"
+        "from chiezo.store.vectors import usearch_index_class; usearch_index_class();"
+        "from chiezo.store.embedders import get_embedder; print(get_embedder('use-m').dim)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "512", done.stderr[-500:]

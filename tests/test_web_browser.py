@@ -11,9 +11,9 @@ import shutil
 import httpx
 import pytest
 
-from chiezo.api import create_app
-from chiezo.config import Settings
-from chiezo.service import Service
+from chiezo.core.config import Settings
+from chiezo.ops.service import Service
+from chiezo.surfaces.rest import create_app
 from llm_stub import ScriptedLLM, tool_call
 
 from helpers import (
@@ -33,12 +33,11 @@ from helpers import (
 PAGES = [
     *TEMPLE_PAGES,
     (3, "夏目漱石", "'''夏目漱石'''は日本の小説家。1867年2月9日に生まれた。"),
-]  # fmt: skip
+]
 HANDBOOK = {
     "intro.md": "# はじめに\n\nこの手引きは社内の決まりをまとめたもの。\n",
     "leave.md": "# 休暇\n\n年次休暇は20日。申請は一週間前まで。\n",
 }
-
 
 
 def scripted_model(body: dict) -> dict:

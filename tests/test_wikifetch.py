@@ -7,12 +7,12 @@ import shutil
 
 import pytest
 
-from chiezo.config import Settings
-from chiezo.errors import InputError
-from chiezo.service import Service
-from chiezo.sources.download import download
-from chiezo.sources.wikifetch import fetch_dump
-from chiezo.sources.wikipedia import WikiOptions
+from chiezo.core.config import Settings
+from chiezo.core.errors import InputError
+from chiezo.ingest.download import download
+from chiezo.ingest.wikifetch import fetch_dump
+from chiezo.ingest.wikipedia import WikiOptions
+from chiezo.ops.service import Service
 
 from helpers import DumpSite, data_file, free_port
 
@@ -28,9 +28,20 @@ def site(tmp_path):
     name = "jawiki-20230501-pages-articles-multistream.xml.bz2"
     shutil.copy(data_file(JA), folder / name)
     sha1 = hashlib.sha1((folder / name).read_bytes()).hexdigest()
-    status = {"jobs": {"articlesmultistreamdump": {"status": "done", "files": {
-        name: {"size": (folder / name).stat().st_size, "sha1": sha1,
-               "url": f"/jawiki/20230501/{name}"}}}}}  # fmt: skip
+    status = {
+        "jobs": {
+            "articlesmultistreamdump": {
+                "status": "done",
+                "files": {
+                    name: {
+                        "size": (folder / name).stat().st_size,
+                        "sha1": sha1,
+                        "url": f"/jawiki/20230501/{name}",
+                    }
+                },
+            }
+        }
+    }
     (folder / "dumpstatus.json").write_text(json.dumps(status))
     unfinished = {"jobs": {"articlesmultistreamdump": {"status": "in-progress", "files": {}}}}
     (root / "jawiki" / "20230601" / "dumpstatus.json").write_text(json.dumps(unfinished))
@@ -46,7 +57,9 @@ def test_fetches_the_newest_finished_dump_verifies_and_builds(site, tmp_path):
     assert fetched.dump.read_bytes() == data_file(JA).read_bytes()
     service = Service(settings)
     report = service.ingest("wikipedia", fetched.dump, None, options=WikiOptions())
-    assert report.name == "jawiki" and report.docs == 71  # the articles of the excerpt (tests/data/README.md)
+    assert (
+        report.name == "jawiki" and report.docs == 71
+    )  # the articles of the excerpt (tests/data/README.md)
     # fetching again finds the verified file and downloads nothing
     before = len(site.requests)
     fetch_dump(settings, "ja", mirror=site.url)
@@ -56,7 +69,7 @@ def test_fetches_the_newest_finished_dump_verifies_and_builds(site, tmp_path):
 def test_a_multistream_index_listed_beside_the_dump_is_fetched_too(site, tmp_path):
     """The index lets the workers of `ingest wikipedia --ray` read their own streams; it is
     verified like the dump, and saved where wikistreams.index_beside finds it."""
-    from chiezo.sources.wikistreams import index_beside, write_multistream
+    from chiezo.ingest.wikistreams import index_beside, write_multistream
 
     folder = site.root / "jawiki" / "20230501"
     dump = folder / "jawiki-20230501-pages-articles-multistream.xml.bz2"
@@ -68,7 +81,8 @@ def test_a_multistream_index_listed_beside_the_dump_is_fetched_too(site, tmp_pat
     status = json.loads((folder / "dumpstatus.json").read_text())
     status["jobs"]["articlesmultistreamdump"]["files"] = {
         p.name: {"size": p.stat().st_size, "sha1": hashlib.sha1(p.read_bytes()).hexdigest()}
-        for p in (dump, index)}  # fmt: skip
+        for p in (dump, index)
+    }
     (folder / "dumpstatus.json").write_text(json.dumps(status))
     fetched = fetch_dump(Settings(data_dir=tmp_path / "data"), "ja", mirror=site.url)
     assert fetched.index is not None and fetched.index.read_bytes() == index.read_bytes()
@@ -112,7 +126,7 @@ def test_the_cli_fetches_with_extras_and_builds(site, tmp_path):
 
     from click.testing import CliRunner
 
-    from chiezo.cli import cli
+    from chiezo.surfaces.cli.main import cli
 
     folder = site.root / "jawiki" / "20230501"
     props = folder / "jawiki-20230501-page_props.sql.gz"
@@ -120,8 +134,10 @@ def test_the_cli_fetches_with_extras_and_builds(site, tmp_path):
         gzip.compress(b"INSERT INTO `page_props` VALUES (11,'wikibase_item','Q5287',NULL);\n")
     )
     status = json.loads((folder / "dumpstatus.json").read_text())
-    status["jobs"]["pagepropstable"] = {"status": "done", "files": {props.name: {
-        "md5": hashlib.md5(props.read_bytes()).hexdigest()}}}  # fmt: skip
+    status["jobs"]["pagepropstable"] = {
+        "status": "done",
+        "files": {props.name: {"md5": hashlib.md5(props.read_bytes()).hexdigest()}},
+    }
     (folder / "dumpstatus.json").write_text(json.dumps(status))
     month = site.root / "other" / "pageview_complete" / "monthly" / "2023" / "2023-04"
     month.mkdir(parents=True)
@@ -131,9 +147,20 @@ def test_the_cli_fetches_with_extras_and_builds(site, tmp_path):
         f"{hashlib.md5(views.read_bytes()).hexdigest()}  {views.name}\n"
     )
     result = CliRunner().invoke(
-        cli, ["--data", str(tmp_path / "data"), "ingest", "wikipedia", "--lang", "ja",
-              "--mirror", site.url, "--with-extras", "--json"],
-    )  # fmt: skip
+        cli,
+        [
+            "--data",
+            str(tmp_path / "data"),
+            "ingest",
+            "wikipedia",
+            "--lang",
+            "ja",
+            "--mirror",
+            site.url,
+            "--with-extras",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     service = Service(Settings(data_dir=tmp_path / "data"))
     doc = service.doc("jawiki", title="日本語", fields=["attrs", "rank_score", "doc_id"])

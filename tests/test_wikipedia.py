@@ -7,13 +7,13 @@ import re
 
 import pytest
 
-from chiezo import generations
-from chiezo.build import BuildOptions
-from chiezo.config import Settings
-from chiezo.errors import InputError
-from chiezo.service import Service
-from chiezo.sources.wikidump import WikiDump
-from chiezo.sources.wikipedia import WikiOptions, ingest_wikipedia
+from chiezo.core.config import Settings
+from chiezo.core.errors import InputError
+from chiezo.ingest.wikidump import WikiDump
+from chiezo.ingest.wikipedia import WikiOptions, ingest_wikipedia
+from chiezo.ops.service import Service
+from chiezo.store import generations
+from chiezo.store.build import BuildOptions
 
 from helpers import data_file, wiki_dump
 
@@ -38,7 +38,9 @@ def raw_pages():
 
 def test_the_build_keeps_articles_of_namespace_zero(jawiki, raw_pages):
     service, report = jawiki
-    assert report.name == "jawiki" and report.docs == len(raw_pages) == 71  # 189 in the whole excerpt
+    assert (
+        report.name == "jawiki" and report.docs == len(raw_pages) == 71
+    )  # 189 in the whole excerpt
     info = service.library.get("jawiki").info().to_dict()
     assert info["kind"] == "wikipedia" and info["language"] == "ja"
     assert info["input"]["dump_date"] == "20230501"
@@ -87,9 +89,10 @@ def test_prose_is_clean(jawiki):
 def test_articles_with_coordinates_have_them(jawiki, raw_pages):
     service, _ = jawiki
     marked = [
-        t for t, p in raw_pages.items()
+        t
+        for t, p in raw_pages.items()
         if re.search(r"\{\{\s*[Cc]oord\s*\|\s*-?\d|緯度度\s*=\s*\d|ウィキ座標度分秒\|\d", p.text)
-    ]  # fmt: skip
+    ]
     assert len(marked) >= 20
     for title in marked:
         assert service.doc("jawiki", title=title, fields=["point"])["point"], title
@@ -181,19 +184,23 @@ def test_pageviews_and_page_props_give_rank_and_wikidata_ids(tmp_path):
     ]
     dump.write_bytes(bz2.compress(wiki_dump(pages, [(9, "トーキョー", "東京")]).encode()))
     views = tmp_path / "pageviews-202304-user.bz2"
-    views.write_bytes(bz2.compress(
-        "ja.wikipedia 東京 1 desktop 900 A900\n"
-        "ja.wikipedia 東京 1 mobile-web 100 A100\n"
-        "ja.wikipedia 京都 3 desktop 50 A50\n"
-        "en.wikipedia Tokyo 1 desktop 99999 A1\n"
-        "ja.wikipedia 大阪 2 desktop 10 A10\n".encode()
-    ))  # fmt: skip
+    views.write_bytes(
+        bz2.compress(
+            "ja.wikipedia 東京 1 desktop 900 A900\n"
+            "ja.wikipedia 東京 1 mobile-web 100 A100\n"
+            "ja.wikipedia 京都 3 desktop 50 A50\n"
+            "en.wikipedia Tokyo 1 desktop 99999 A1\n"
+            "ja.wikipedia 大阪 2 desktop 10 A10\n".encode()
+        )
+    )
     props = tmp_path / "testwiki-20230501-page_props.sql.gz"
-    props.write_bytes(gzip.compress(
-        b"-- MySQL dump\nINSERT INTO `page_props` VALUES (1,'wikibase_item','Q1490',NULL),"
-        b"(1,'page_image_free','Tokyo.jpg',NULL),(2,'wikibase_item','Q35765',NULL),"
-        b"(3,'defaultsort','\\'Kyoto\\'',NULL);\n"
-    ))  # fmt: skip
+    props.write_bytes(
+        gzip.compress(
+            b"-- MySQL dump\nINSERT INTO `page_props` VALUES (1,'wikibase_item','Q1490',NULL),"
+            b"(1,'page_image_free','Tokyo.jpg',NULL),(2,'wikibase_item','Q35765',NULL),"
+            b"(3,'defaultsort','\\'Kyoto\\'',NULL);\n"
+        )
+    )
     settings = Settings(data_dir=tmp_path / "data")
     ingest_wikipedia(settings, dump, wiki=WikiOptions(pageviews=views, page_props=props))
     service = Service(settings)
@@ -241,7 +248,7 @@ def test_not_a_dump_is_a_clear_error(tmp_path):
 def test_too_little_disk_is_refused_before_reading(tmp_path, monkeypatch):
     import shutil
 
-    from chiezo.errors import BuildError
+    from chiezo.core.errors import BuildError
 
     real = shutil.disk_usage
     monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=1024))
@@ -253,7 +260,7 @@ def test_too_little_disk_is_refused_before_reading(tmp_path, monkeypatch):
 def test_a_multistream_dump_reads_back_stream_by_stream(tmp_path):
     """wikistreams (what the workers of `--ray` read): the ranges of the index give back every
     page of the dump, in order."""
-    from chiezo.sources import wikistreams
+    from chiezo.ingest import wikistreams
 
     dump = wikistreams.write_multistream(data_file(JA), tmp_path, per_stream=10)
     ranges = wikistreams.stream_ranges(dump, wikistreams.index_beside(dump))
@@ -267,7 +274,7 @@ def test_a_multistream_dump_reads_back_stream_by_stream(tmp_path):
 def test_a_hostile_multistream_index_or_stream_is_refused(tmp_path, monkeypatch):
     import bz2
 
-    from chiezo.sources import wikistreams
+    from chiezo.ingest import wikistreams
 
     dump = wikistreams.write_multistream(data_file(JA), tmp_path, per_stream=10)
     index = wikistreams.index_beside(dump)

@@ -2,37 +2,58 @@
 
 import sqlite3
 
-from chiezo.build import BuildOptions, build_source
-from chiezo.generations import current_path, source_dir
-from chiezo.models import Doc
-from chiezo.schema import WRITABLE_TEXT_INDEX
+from chiezo.core.models import Doc
+from chiezo.core.schema import WRITABLE_TEXT_INDEX
+from chiezo.core.words import fold, index_text, marked_words, query_words
 from chiezo.search.fts import search_source
 from chiezo.search.notices import Notice
-from chiezo.words import fold, index_text, marked_words, query_words
+from chiezo.store.build import BuildOptions, build_source
+from chiezo.store.generations import current_path, source_dir
 
 from helpers import titles
 
 ARTICLES = [
-    Doc(key="soseki", title="夏目漱石", rank_score=0.5,
-        body="夏目漱石は日本の小説家。1867年2月9日、江戸の牛込に生まれた。代表作は『吾輩は猫である』。"),
-    Doc(key="ogai", title="森鴎外", rank_score=0.6,
-        body="森鴎外は明治の小説家で軍医。石見国津和野に生まれた。"),
-    Doc(key="hotel", title="ＪＲホテルクレメント高松", rank_score=0.1,
-        body="香川県高松市にあるホテル。高松駅に隣接する。"),
+    Doc(
+        key="soseki",
+        title="夏目漱石",
+        rank_score=0.5,
+        body="夏目漱石は日本の小説家。1867年2月9日、江戸の牛込に生まれた。代表作は『吾輩は猫である』。",
+    ),
+    Doc(
+        key="ogai",
+        title="森鴎外",
+        rank_score=0.6,
+        body="森鴎外は明治の小説家で軍医。石見国津和野に生まれた。",
+    ),
+    Doc(
+        key="hotel",
+        title="ＪＲホテルクレメント高松",
+        rank_score=0.1,
+        body="香川県高松市にあるホテル。高松駅に隣接する。",
+    ),
     Doc(key="ice", title="アイスクリーム", rank_score=0.2, body="牛乳を凍らせた菓子。"),
-    Doc(key="trip", title="修学旅行", rank_score=0.3,
-        body="多くの中学校では三年生の秋に京都と奈良を訪れる。古い寺を見学する。"),
+    Doc(
+        key="trip",
+        title="修学旅行",
+        rank_score=0.3,
+        body="多くの中学校では三年生の秋に京都と奈良を訪れる。古い寺を見学する。",
+    ),
     Doc(key="tokyo", title="東京都", rank_score=0.9, body="日本の首都。"),
-]  # fmt: skip
+]
 # a book whose chapters share a question's grammar (生まれました, 含まれます) but not its content
 CHAPTERS = [
-    Doc(key=f"ch{i}", title=f"第{i}章 所有権とライフタイム", rank_score=0.5,
-        body="値が生まれるとき所有者が決まります。スコープに含まれます。生まれた値は破棄されます。" * 3)
+    Doc(
+        key=f"ch{i}",
+        title=f"第{i}章 所有権とライフタイム",
+        rank_score=0.5,
+        body="値が生まれるとき所有者が決まります。スコープに含まれます。生まれた値は破棄されます。"
+        * 3,
+    )
     for i in range(1, 6)
 ] + [
     Doc(key=f"other{i}", title=f"付録{i}", body=f"コンパイラの警告{i}とテストの書き方。")
     for i in range(60)
-]  # fmt: skip
+]
 
 
 def build(settings, name, docs, **options):
@@ -60,7 +81,10 @@ def test_words_find_width_variants_in_both_indexes(settings, service):
     build(settings, "w", ARTICLES)
     source = service.library.get("w")
     assert source.info().text_index == "words+trigrams"
-    for query, title in (("JRホテルクレメント", "ＪＲホテルクレメント高松"), ("ｱｲｽ", "アイスクリーム")):
+    for query, title in (
+        ("JRホテルクレメント", "ＪＲホテルクレメント高松"),
+        ("ｱｲｽ", "アイスクリーム"),
+    ):
         assert titles(service.search(query, "w"))[0] == title
         assert titles(search_source(source, query))[0] == title  # the trigram index alone
 
@@ -158,7 +182,7 @@ def test_notices_survive_copies_and_pickles():
 def test_a_large_source_is_split_into_words_by_processes_in_doc_id_ranges(
     settings, service, monkeypatch
 ):
-    from chiezo import wordindex
+    from chiezo.store import wordindex
 
     monkeypatch.setattr(wordindex, "PROCESS_MIN_DOCS", 1)  # as for a source of 20,000+
     monkeypatch.setattr(wordindex, "splitter_processes", lambda: 3)
@@ -184,7 +208,7 @@ def test_the_word_side_stops_at_the_requests_deadline(settings, service, monkeyp
     a helper left running)."""
     import threading
 
-    from chiezo.errors import QueryTimeout
+    from chiezo.core.errors import QueryTimeout
     from chiezo.search import keyword
 
     build(settings, "w", ARTICLES)
@@ -194,8 +218,7 @@ def test_the_word_side_stops_at_the_requests_deadline(settings, service, monkeyp
     def endless_word_side(src, words, pool, filters):
         threads.append(threading.current_thread().name)
         src.conn.execute(  # counts for minutes unless interrupted
-            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
-            "SELECT count(*) FROM n"
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"
         ).fetchone()
 
     monkeypatch.setattr(keyword, "word_matches", endless_word_side)

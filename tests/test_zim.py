@@ -3,9 +3,9 @@ metadata, and the ray-charles file's searches."""
 
 import pytest
 
-from chiezo.config import Settings
-from chiezo.errors import InputError
-from chiezo.service import Service
+from chiezo.core.config import Settings
+from chiezo.core.errors import InputError
+from chiezo.ops.service import Service
 
 from helpers import data_file
 
@@ -48,8 +48,9 @@ def test_redirects_are_aliases_and_links_are_titles(zims):
     assert service.search(alias, report.name).hits[0].title == "Ray Charles"
 
 
-@pytest.mark.parametrize("file", ["wikibooks_be_all_nopic_2017-02_nons.zim",
-                                  "wikibooks_be_all_nopic_2017-02_withns.zim"])  # fmt: skip
+@pytest.mark.parametrize(
+    "file", ["wikibooks_be_all_nopic_2017-02_nons.zim", "wikibooks_be_all_nopic_2017-02_withns.zim"]
+)
 def test_both_namespace_schemes_build(tmp_path, file):
     service = Service(Settings(data_dir=tmp_path / "data"))
     report = service.ingest("zim", data_file(f"zim/{file}"), "books")

@@ -1,3 +1,3 @@
-from .cli import main
+from chiezo.surfaces.cli.main import main
 
 main()

@@ -62,10 +62,33 @@ LEFT_OUT = [
 # on in the whole book (the one with most comments among those naming files, ch18-03; the first
 # hits for the word "ファイル名"), its table of contents and its licences.
 RUST_BOOK = "docs/markdown/rust-book-ja"
-RUST_CHAPTERS = ("SUMMARY.md", "title-page.md", "foreword.md", "ch00-", "ch01-", "ch03-",
-                 "ch04-", "ch05-", "ch07-04", "ch07-05", "ch09-", "ch12-01", "ch12-02", "ch13-03",
-                 "ch14-00", "ch14-01", "ch14-03", "ch14-04", "ch14-05", "ch18-03",
-                 "appendix-00", "appendix-01", "appendix-02", "LICENSE-", "SOURCE_COMMIT")  # fmt: skip
+RUST_CHAPTERS = (
+    "SUMMARY.md",
+    "title-page.md",
+    "foreword.md",
+    "ch00-",
+    "ch01-",
+    "ch03-",
+    "ch04-",
+    "ch05-",
+    "ch07-04",
+    "ch07-05",
+    "ch09-",
+    "ch12-01",
+    "ch12-02",
+    "ch13-03",
+    "ch14-00",
+    "ch14-01",
+    "ch14-03",
+    "ch14-04",
+    "ch14-05",
+    "ch18-03",
+    "appendix-00",
+    "appendix-01",
+    "appendix-02",
+    "LICENSE-",
+    "SOURCE_COMMIT",
+)
 
 JAWIKI = "wikipedia/jawiki-20230501-excerpt.xml.bz2"
 ENWIKI = "wikipedia/enwiki-202207-excerpt.xml.bz2"
@@ -73,10 +96,25 @@ TRUNCATED = "wikipedia/jawiki-20230501-truncated.xml.xz"
 # Pages the tests name (test_wikipedia.py, test_wiki_text.py, test_answer_e2e.py), the six
 # disambiguation pages, and a redirect with its target.
 JAWIKI_NAMED = {
-    "日本語", "パリ", "アンパサンド", "北海道", "哲学", "兵庫県", "岩手県", "山口県",
-    "内閣総理大臣の一覧", "イラク", "液晶", "スメクティック相",
-    "EU (曖昧さ回避)", "地理", "タイ", "サンバ", "フォスター", "ゴスペル",
-}  # fmt: skip
+    "日本語",
+    "パリ",
+    "アンパサンド",
+    "北海道",
+    "哲学",
+    "兵庫県",
+    "岩手県",
+    "山口県",
+    "内閣総理大臣の一覧",
+    "イラク",
+    "液晶",
+    "スメクティック相",
+    "EU (曖昧さ回避)",
+    "地理",
+    "タイ",
+    "サンバ",
+    "フォスター",
+    "ゴスペル",
+}
 ENWIKI_NAMED = {"Alabama", "Alaska", "Aldous Huxley", "Albedo", "Austin (disambiguation)"}
 # Besides the named pages: every page below this size (short articles, redirects, project
 # pages: other namespaces and links between pages stay), and in jawiki the smallest pages
@@ -108,8 +146,15 @@ def main() -> None:
     write_wiki(JAWIKI, JAWIKI_NAMED, "https://ja.wikipedia.org")
     write_wiki(ENWIKI, ENWIKI_NAMED, "https://en.wikipedia.org")
     write_truncated()
-    write_cities(CITIES15000, lambda row: row[8] == "JP" or row[7] == "PPLC"
-                 or "Springfield" in row[1] or int(row[14] or 0) >= BIG_CITY)  # fmt: skip
+    write_cities(
+        CITIES15000,
+        lambda row: (
+            row[8] == "JP"
+            or row[7] == "PPLC"
+            or "Springfield" in row[1]
+            or int(row[14] or 0) >= BIG_CITY
+        ),
+    )
     write_cities(CITIES5000, lambda row: row[8] == "JP")
     write_jaquad()
     total = sum(p.stat().st_size for p in HERE.rglob("*") if p.is_file())
@@ -153,8 +198,11 @@ def title(page: str) -> str:
 def write_wiki(relative: str, named: set[str], site: str) -> None:
     with bz2.open(SHARED / relative, "rt", encoding="utf-8") as fh:
         header, pages, footer = split_dump(fh.read())
-    chosen = {i for i, p in enumerate(pages)
-              if title(p) in named or len(p.encode()) < SMALL_PAGE[relative]}  # fmt: skip
+    chosen = {
+        i
+        for i, p in enumerate(pages)
+        if title(p) in named or len(p.encode()) < SMALL_PAGE[relative]
+    }
     located = sorted((len(p.encode()), i) for i, p in enumerate(pages) if COORD.search(p))
     wanted = WITH_COORDINATES[relative] - sum(i in chosen for _, i in located)
     chosen |= {i for _, i in [x for x in located if x[1] not in chosen][: max(wanted, 0)]}
@@ -168,13 +216,18 @@ def write_wiki(relative: str, named: set[str], site: str) -> None:
 
 def write_attribution(relative: str, pages: list[str], site: str) -> None:
     """Each kept page's history: its authors, as CC BY-SA asks to credit them."""
-    lines = [f"# Pages of `{Path(relative).name}` and their authors", "",
-             f"Each page's text is by the contributors listed in its history at {site} "
-             "(CC BY-SA 4.0, https://creativecommons.org/licenses/by-sa/4.0/).", ""]  # fmt: skip
+    lines = [
+        f"# Pages of `{Path(relative).name}` and their authors",
+        "",
+        f"Each page's text is by the contributors listed in its history at {site} "
+        "(CC BY-SA 4.0, https://creativecommons.org/licenses/by-sa/4.0/).",
+        "",
+    ]
     for page in pages:
         name = title(page)
-        lines.append(f"- {name}: {site}/w/index.php?title={quote(name.replace(' ', '_'))}"
-                     "&action=history")  # fmt: skip
+        lines.append(
+            f"- {name}: {site}/w/index.php?title={quote(name.replace(' ', '_'))}&action=history"
+        )
     target = HERE / relative
     target.with_name(target.name.split(".")[0] + "-ATTRIBUTION.md").write_text(
         "\n".join(lines) + "\n", encoding="utf-8"
@@ -188,8 +241,11 @@ def write_truncated() -> None:
     end = text.index("</page>", start)
     cut = text.index("\n", (start + end) // 2) + 1  # a whole line, halfway into the page
     write_bytes(TRUNCATED, lzma.compress(text[:cut].encode(), preset=9))
-    write_attribution(TRUNCATED, re.findall(r"  <page>\n.*?</title>", text[:cut], re.S),
-                      "https://ja.wikipedia.org")  # fmt: skip
+    write_attribution(
+        TRUNCATED,
+        re.findall(r"  <page>\n.*?</title>", text[:cut], re.S),
+        "https://ja.wikipedia.org",
+    )
     print(f"{TRUNCATED}: {text[:cut].count('</page>')} complete pages, then a cut")
 
 

@@ -1,6 +1,6 @@
 """Agent mode: the model calls the library's own tools, within budgets.
 
-The tools are the library's read-only tools (tools.py, which the MCP server serves too; plus
+The tools are the library's read-only tools (ops/tools.py, which the MCP server serves too; plus
 ``remember`` in a chat allowed to write, never in ``ask``), converted to OpenAI function schemas
 with their descriptions, and run in this process as the MCP server runs them; the system prompt
 carries the MCP server's own instructions, so the model is told and reads what an MCP client
@@ -30,15 +30,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ..config import ENV
-from ..context import ContextWindow
-from ..errors import BadQuery, ContextExceeded
-from ..llm import LLMClient, Stage
-from ..tools import INSTRUCTIONS, Tool, call_tool, error_text, library_tools
-from . import budget
-from .options import AnswerOptions
-from .plan import keyword_queries, strip_reasoning
-from .rag import HISTORY_TURNS, NO_BASIS, Answer, language_of
+from chiezo.answer import budget
+from chiezo.answer.context import ContextWindow
+from chiezo.answer.llm import LLMClient, Stage
+from chiezo.answer.options import AnswerOptions
+from chiezo.answer.plan import keyword_queries, strip_reasoning
+from chiezo.answer.rag import HISTORY_TURNS, NO_BASIS, Answer, language_of
+from chiezo.core.config import ENV
+from chiezo.core.errors import BadQuery, ContextExceeded
+from chiezo.ops.tools import INSTRUCTIONS, Tool, call_tool, error_text, library_tools
 
 AGENT_PROMPT = """You answer questions by looking things up in a library with the tools given.
 Search first, read documents when a snippet is not enough, and answer ONLY from what the tools
@@ -78,8 +78,16 @@ class References:
         key = (source, doc_id)
         if key not in self._index:
             url, cite = self._link(source, doc_id, doc.get("key"), doc.get("url"))
-            self.items.append({"n": len(self.items) + 1, "source": source, "doc_id": doc_id,
-                               "title": doc.get("title", ""), "url": url, "cite": cite})  # fmt: skip
+            self.items.append(
+                {
+                    "n": len(self.items) + 1,
+                    "source": source,
+                    "doc_id": doc_id,
+                    "title": doc.get("title", ""),
+                    "url": url,
+                    "cite": cite,
+                }
+            )
             self._index[key] = len(self.items)
         n = self._index[key]
         seen = " ".join(v for k, v in doc.items() if isinstance(v, str) and k not in _NOT_TEXT)
@@ -138,7 +146,11 @@ class Tools:
             return name, args, _error(problem)
         key = name + json.dumps(args, sort_keys=True, ensure_ascii=False)
         if key in self._done:
-            return name, args, "(a repeat of an earlier call: the same result as before)\n" + self._done[key]
+            return (
+                name,
+                args,
+                "(a repeat of an earlier call: the same result as before)\n" + self._done[key],
+            )
         self._done[key] = text = self._run(name, args)
         return name, args, text
 
@@ -185,8 +197,14 @@ def _offered(tool: Tool, options: AnswerOptions) -> bool:
 
 def _schema(tool: Tool) -> dict[str, Any]:
     """The tool as an OpenAI-compatible function."""
-    return {"type": "function", "function": {"name": tool.name, "description": tool.description,
-                                             "parameters": tool.parameters}}  # fmt: skip
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    }
 
 
 def system_prompt(options: AnswerOptions) -> str:
@@ -205,7 +223,9 @@ class Run:
         self.references = References(service.reference_link)
         self.tools = Tools(service, options, self.references)
         self.history = history or []
-        turns = [{"role": m["role"], "content": m["content"]} for m in self.history[-HISTORY_TURNS:]]
+        turns = [
+            {"role": m["role"], "content": m["content"]} for m in self.history[-HISTORY_TURNS:]
+        ]
         self.steps: list[dict[str, Any]] = []
         self.warnings: list[str] = []
         self.stage = Stage("the agent's run", options.deadline, ENV["agent_deadline"])
@@ -219,8 +239,11 @@ class Run:
         self.model: str | None = None
 
     def _opening(self, turns: list[dict]) -> list[dict[str, Any]]:
-        return [{"role": "system", "content": system_prompt(self.options)}, *turns,
-                {"role": "user", "content": self.question}]  # fmt: skip
+        return [
+            {"role": "system", "content": system_prompt(self.options)},
+            *turns,
+            {"role": "user", "content": self.question},
+        ]
 
     def _fit_opening(self, room: budget.Room, turns: list[dict]) -> None:
         """Within a known context: the oldest turns out while the opening would take more
@@ -234,18 +257,26 @@ class Run:
             self.messages = self._opening(turns)
             fixed = self.llm.count(self.messages, self.tools.schemas)
         if dropped:
-            self.warnings.append(f"the conversation's {dropped} oldest messages were left out to "
-                                 f"fit the model's context of {room.window.describe()}")  # fmt: skip
+            self.warnings.append(
+                f"the conversation's {dropped} oldest messages were left out to "
+                f"fit the model's context of {room.window.describe()}"
+            )
         if budget.surely_over(fixed, room.prompt - budget.MIN_EXCERPT_TOKENS):
-            raise budget.too_large(fixed.tokens, room, "the agent's instructions, its tools' "
-                                   "descriptions and the question")  # fmt: skip
-        chars = self.fit.result_chars(fixed, self.options.result_chars, self.options.steps,
-                                      self.question)  # fmt: skip
+            raise budget.too_large(
+                fixed.tokens,
+                room,
+                "the agent's instructions, its tools' descriptions and the question",
+            )
+        chars = self.fit.result_chars(
+            fixed, self.options.result_chars, self.options.steps, self.question
+        )
         if chars < self.options.result_chars:
             self.tools.options = replace(self.tools.options, result_chars=chars)
-            self.warnings.append(f"tool results fitted to the model's context of "
-                                 f"{room.window.describe()}: at most {chars:,} characters each "
-                                 f"(of {self.options.result_chars:,})")  # fmt: skip
+            self.warnings.append(
+                f"tool results fitted to the model's context of "
+                f"{room.window.describe()}: at most {chars:,} characters each "
+                f"(of {self.options.result_chars:,})"
+            )
 
     def left(self) -> float:
         return self.options.deadline - (time.monotonic() - self.started)
@@ -273,27 +304,42 @@ class Run:
         return reply
 
     def _chat(self, schemas):
-        return self.llm.chat(self.messages, tools=schemas, max_tokens=self.options.max_tokens,
-                             timeout=max(5.0, self.left()), stage=self.stage)  # fmt: skip
+        return self.llm.chat(
+            self.messages,
+            tools=schemas,
+            max_tokens=self.options.max_tokens,
+            timeout=max(5.0, self.left()),
+            stage=self.stage,
+        )
 
     def _refit(self, exc: ContextExceeded, schemas) -> bool:
         self.refitted = True
         window = exc.extras.get("context_tokens")
         if window:
-            room = budget.Room(ContextWindow(window, "the endpoint's overflow reply"),
-                               self.options.max_tokens)  # fmt: skip
+            room = budget.Room(
+                ContextWindow(window, "the endpoint's overflow reply"), self.options.max_tokens
+            )
         else:  # the reply names no size: two thirds of what was sent
             sent = self.llm.count(self.messages, schemas).tokens
-            room = budget.Room(ContextWindow(sent * 2 // 3 + self.options.max_tokens + 64,
-                                             "two thirds of the refused request"),
-                               self.options.max_tokens)  # fmt: skip
+            room = budget.Room(
+                ContextWindow(
+                    sent * 2 // 3 + self.options.max_tokens + 64,
+                    "two thirds of the refused request",
+                ),
+                self.options.max_tokens,
+            )
         self.fit = budget.AgentFit(self.llm, room)
         if not self.fit.compact(self.messages, schemas):
             return False
-        sizes = (f"the request took {exc.extras['prompt_tokens']:,} tokens of its {window:,}"
-                 if window and exc.extras.get("prompt_tokens") else exc.message)  # fmt: skip
-        self.warnings.append(f"the model's context was smaller than expected ({sizes}): the "
-                             "tool results were cut and the model asked again")  # fmt: skip
+        sizes = (
+            f"the request took {exc.extras['prompt_tokens']:,} tokens of its {window:,}"
+            if window and exc.extras.get("prompt_tokens")
+            else exc.message
+        )
+        self.warnings.append(
+            f"the model's context was smaller than expected ({sizes}): the "
+            "tool results were cut and the model asked again"
+        )
         return True
 
     def take_step(self, step: int, calls: list[dict], content: str = "") -> None:
@@ -301,38 +347,72 @@ class Run:
         for call in calls:
             started = time.monotonic()
             name, args, text = self.tools.call(call)
-            record = {"step": step, "tool": name, "arguments": args, "result_chars": len(text),
-                      "ms": round((time.monotonic() - started) * 1000, 1)}  # fmt: skip
+            record = {
+                "step": step,
+                "tool": name,
+                "arguments": args,
+                "result_chars": len(text),
+                "ms": round((time.monotonic() - started) * 1000, 1),
+            }
             if call.get("id") == SELF_SEARCH_ID:
                 record["by"] = "chiezo"  # the model answered before looking anything up
             self.steps.append(record)
             self.emit("step", record)
-            self.messages.append({"role": "tool", "tool_call_id": call.get("id", ""),
-                                  "content": text})  # fmt: skip
+            self.messages.append(
+                {"role": "tool", "tool_call_id": call.get("id", ""), "content": text}
+            )
 
     def self_search(self, step: int) -> None:
         query = keyword_queries(self.question, self.history)[0]
         args = {"query": query, **({"source": self.options.source} if self.options.source else {})}
-        self.take_step(step, [{"id": SELF_SEARCH_ID, "type": "function",
-                               "function": {"name": "search",
-                                            "arguments": json.dumps(args, ensure_ascii=False)}}])  # fmt: skip
+        self.take_step(
+            step,
+            [
+                {
+                    "id": SELF_SEARCH_ID,
+                    "type": "function",
+                    "function": {
+                        "name": "search",
+                        "arguments": json.dumps(args, ensure_ascii=False),
+                    },
+                }
+            ],
+        )
 
     def looked_up(self) -> bool:
         return any(s["tool"] != "sources" for s in self.steps)
 
     def answer(self, text: str, *notes: str) -> Answer:
         """The run's result for ``text``, its queries the searches made (claims unchecked)."""
-        queries = [s["arguments"]["query"] for s in self.steps
-                   if s["tool"] == "search" and isinstance(s["arguments"], dict)
-                   and isinstance(s["arguments"].get("query"), str)]  # fmt: skip
-        return Answer(self.question, text, self.references.items, list(dict.fromkeys(queries)),
-                      "agent", self.model, bool(self.options.grounded),
-                      [*self.warnings, *notes], steps=self.steps)  # fmt: skip
+        queries = [
+            s["arguments"]["query"]
+            for s in self.steps
+            if s["tool"] == "search"
+            and isinstance(s["arguments"], dict)
+            and isinstance(s["arguments"].get("query"), str)
+        ]
+        return Answer(
+            self.question,
+            text,
+            self.references.items,
+            list(dict.fromkeys(queries)),
+            "agent",
+            self.model,
+            bool(self.options.grounded),
+            [*self.warnings, *notes],
+            steps=self.steps,
+        )
 
 
-def run_agent(service, question: str, llm: LLMClient, options: AnswerOptions, *,
-              history: list[dict] | None = None,
-              on_event: Callable[[str, dict], None] | None = None) -> Answer:  # fmt: skip
+def run_agent(
+    service,
+    question: str,
+    llm: LLMClient,
+    options: AnswerOptions,
+    *,
+    history: list[dict] | None = None,
+    on_event: Callable[[str, dict], None] | None = None,
+) -> Answer:
     run = Run(service, question, llm, options, history, on_event)
     final = _converse(run)
     if final is None:
@@ -357,8 +437,9 @@ def _converse(run: Run) -> str | None:
             run.self_search(step)  # an answer before any lookup rests on nothing
         else:
             return reply.content
-    run.warnings.append(f"the step budget ({run.options.steps}) ran out; answered from what "
-                        "was found")  # fmt: skip
+    run.warnings.append(
+        f"the step budget ({run.options.steps}) ran out; answered from what was found"
+    )
     return None
 
 
@@ -371,8 +452,10 @@ def _finish(run: Run, text: str, service) -> Answer:
     embed = service.claim_embedder([r["source"] for r in refs.items])
     answer.check(refs.texts, embed)
     if run.options.grounded and not answer.cited and not answer.no_basis:
-        run.messages += [{"role": "assistant", "content": text},
-                         {"role": "user", "content": CITE_PROMPT}]  # fmt: skip
+        run.messages += [
+            {"role": "assistant", "content": text},
+            {"role": "user", "content": CITE_PROMPT},
+        ]
         retry = strip_reasoning(run.ask_model(tools=False).content or "")
         answer = run.answer(retry, "the first answer cited nothing; asked again")
         answer.check(refs.texts, embed)

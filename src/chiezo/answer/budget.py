@@ -20,11 +20,11 @@ where the model's window is known (the endpoint says, or ``CHIEZO_LLM_CONTEXT``)
 
 Where nobody says what the window is, nothing is cut in advance: the configured budget is
 used and an overflow reply decides. Either way an overflow reply (a ``/props`` that lies, an
-estimate that was short) is recognised (llm.py), the excerpts or tool results are cut to the
+estimate that was short) is recognised (answer/llm.py), the excerpts or tool results are cut to the
 context it names, and the request is made **once** more, saying so; a second overflow is the
 error.
 
-Counting is the endpoint's own ``/tokenize`` where it has one, else context.py's estimate.
+Counting is the endpoint's own ``/tokenize`` where it has one, else answer/context.py's estimate.
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import ENV
-from ..context import ContextWindow, tokens_per_char
-from ..errors import ContextExceeded
-from ..llm import Count, LLMClient
-from .excerpt import Excerpt, fit
+from chiezo.answer.context import ContextWindow, tokens_per_char
+from chiezo.answer.excerpt import Excerpt, fit
+from chiezo.answer.llm import Count, LLMClient
+from chiezo.core.config import ENV
+from chiezo.core.errors import ContextExceeded
 
 MIN_EXCERPT_TOKENS = 96  # less room than this for excerpts: the question is too long
 MIN_EXCERPT_CHARS = 100  # excerpts cut below this answer nothing: the error instead
@@ -130,14 +130,17 @@ class RagFit:
         chars = sum(len(e.text) for e in excerpts)
         limit = self.limit
         if limit is not None and limit < configured:
-            out.append(f"excerpts fitted to the model's context of {self.room.window.describe()}: "
-                       f"{chars:,} characters read (of the {configured:,} of {ENV['answer_budget']}), "
-                       f"{self.room.answer:,} tokens kept for the answer")  # fmt: skip
+            out.append(
+                f"excerpts fitted to the model's context of {self.room.window.describe()}: "
+                f"{chars:,} characters read (of the {configured:,} of {ENV['answer_budget']}), "
+                f"{self.room.answer:,} tokens kept for the answer"
+            )
         return out
 
 
-def fit_rag(llm: LLMClient, settings, question_messages, history: list[dict], turns: int,
-            max_tokens: int) -> RagFit | None:  # fmt: skip
+def fit_rag(
+    llm: LLMClient, settings, question_messages, history: list[dict], turns: int, max_tokens: int
+) -> RagFit | None:
     """The room for a rag answer (None where the window is unknown). ``question_messages
     (history, excerpts)`` builds the answer's messages; ``turns``: how many of the history's
     last messages a prompt carries. The oldest turns go (two at a time, a question and its
@@ -154,8 +157,10 @@ def fit_rag(llm: LLMClient, settings, question_messages, history: list[dict], tu
         fixed = llm.count(question_messages(kept, []))
     warnings = []
     if dropped:
-        warnings.append(f"the conversation's {dropped} oldest messages were left out to fit the "
-                        f"model's context of {room.window.describe()}")  # fmt: skip
+        warnings.append(
+            f"the conversation's {dropped} oldest messages were left out to fit the "
+            f"model's context of {room.window.describe()}"
+        )
     if surely_over(fixed, room.prompt - MIN_EXCERPT_TOKENS):
         raise too_large(fixed.tokens, room, "the question")
     return RagFit(llm, room, question_messages, kept, fixed, warnings, dropped=dropped)
@@ -165,21 +170,34 @@ def too_large(tokens: int, room: Room, what: str) -> ContextExceeded:
     """The error for a prompt that cannot fit: both sizes, and what to change."""
     answer_heavy = room.answer >= room.window.tokens // 2
     setting = ENV["answer_max_tokens"] if answer_heavy else None
-    hint = (f"lower {ENV['answer_max_tokens']} (now {room.answer:,})" if answer_heavy
-            else "ask a shorter question" if what == "the question"
-            else f"lower {ENV['answer_budget']}")  # fmt: skip
+    hint = (
+        f"lower {ENV['answer_max_tokens']} (now {room.answer:,})"
+        if answer_heavy
+        else "ask a shorter question"
+        if what == "the question"
+        else f"lower {ENV['answer_budget']}"
+    )
     return ContextExceeded(
         f"{what} take {tokens:,} tokens, and {room.answer:,} are kept for the answer: more than "
         f"the model's context of {room.window.describe()}",
-        prompt_tokens=tokens, context_tokens=room.window.tokens, answer_tokens=room.answer,
-        context_source=room.window.source, setting=setting, cause="context_exceeded",
+        prompt_tokens=tokens,
+        context_tokens=room.window.tokens,
+        answer_tokens=room.answer,
+        context_source=room.window.source,
+        setting=setting,
+        cause="context_exceeded",
         hint=f"{hint}, or give the model a larger context (llama.cpp: -c, which --parallel "
         "splits among slots; Ollama: num_ctx)",
     )
 
 
-def shrink_excerpts(excerpts: list[Excerpt], error: ContextExceeded, llm: LLMClient,
-                    max_tokens: int, configured_context: int | None) -> tuple[list[Excerpt], str]:  # fmt: skip
+def shrink_excerpts(
+    excerpts: list[Excerpt],
+    error: ContextExceeded,
+    llm: LLMClient,
+    max_tokens: int,
+    configured_context: int | None,
+) -> tuple[list[Excerpt], str]:
     """After an overflow reply: the excerpts cut to fit the context it names (or half, where
     it names none), and the warning that says so. Raises ``error`` when nothing can be cut."""
     chars = sum(len(e.text) for e in excerpts)
@@ -192,11 +210,15 @@ def shrink_excerpts(excerpts: list[Excerpt], error: ContextExceeded, llm: LLMCli
     else:
         target = chars // 2
     if not excerpts or target < MIN_EXCERPT_CHARS:
-        error.extras["hint"] = ("even without excerpts the request does not fit: "
-                                + str(error.extras.get("hint", "")))  # fmt: skip
+        error.extras["hint"] = "even without excerpts the request does not fit: " + str(
+            error.extras.get("hint", "")
+        )
         raise error
-    sizes = (f"the request took {prompt:,} tokens of its {window:,}" if prompt and window
-             else error.message)  # fmt: skip
+    sizes = (
+        f"the request took {prompt:,} tokens of its {window:,}"
+        if prompt and window
+        else error.message
+    )
     return fit(excerpts, target), (
         f"the model's context was smaller than expected ({sizes}): the excerpts were cut to "
         f"{target:,} characters and the question asked again"
@@ -206,8 +228,9 @@ def shrink_excerpts(excerpts: list[Excerpt], error: ContextExceeded, llm: LLMCli
 def refit(prepared, error: ContextExceeded, llm: LLMClient) -> None:
     """A rag answer's excerpts (rag.Prepared) cut after an overflow reply, the cut said in
     its warnings; ``error`` raised when nothing can be cut."""
-    prepared.excerpts, said = shrink_excerpts(prepared.excerpts, error, llm,
-                                              prepared.options.max_tokens, None)  # fmt: skip
+    prepared.excerpts, said = shrink_excerpts(
+        prepared.excerpts, error, llm, prepared.options.max_tokens, None
+    )
     prepared.warnings.append(said)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from ..words import fold
+from chiezo.core.words import fold
 
 SEPARATOR = " … "  # between passages that do not follow each other in the document
 MIN_PASSAGE = 120  # a passage cut shorter than this says too little to be worth its place
@@ -27,8 +27,14 @@ class Excerpt:
     passages: list = field(default_factory=list, repr=False)  # passages.Passage, as chosen
 
     def reference(self) -> dict:
-        return {"n": self.n, "source": self.source, "title": self.title, "doc_id": self.doc_id,
-                "url": self.url, "cite": self.cite}  # fmt: skip
+        return {
+            "n": self.n,
+            "source": self.source,
+            "title": self.title,
+            "doc_id": self.doc_id,
+            "url": self.url,
+            "cite": self.cite,
+        }
 
     def to_dict(self) -> dict:
         """The reference with its text: what is shown when no model could answer."""
@@ -43,8 +49,11 @@ def excerpt_text(passages) -> str:
     previous = None
     for p in passages:
         label = " > ".join(p.heading.split(" > ")[-2:]) if p.heading else ""
-        text = f"({label}) {p.text}" if label and (previous is None or
-                                                   previous.heading != p.heading) else p.text  # fmt: skip
+        text = (
+            f"({label}) {p.text}"
+            if label and (previous is None or previous.heading != p.heading)
+            else p.text
+        )
         joiner = " " if previous is not None and p.ord == previous.ord + 1 else SEPARATOR
         parts.append(text if previous is None else joiner + text)
         previous = p
@@ -67,8 +76,9 @@ def fit(excerpts: list[Excerpt], budget: int) -> list[Excerpt]:
         kept.setdefault(p.doc, []).append(p)
     out = []
     for e in excerpts:
-        passages = sorted(kept.get(e.passages[0].doc, []) if e.passages else [],
-                          key=lambda p: p.ord)  # fmt: skip
+        passages = sorted(
+            kept.get(e.passages[0].doc, []) if e.passages else [], key=lambda p: p.ord
+        )
         if passages:
             out.append(replace(e, n=len(out) + 1, text=excerpt_text(passages), passages=passages))
     return out or [replace(excerpts[0], text=window(excerpts[0].text, set(), budget))]
@@ -82,8 +92,11 @@ def take(passages: list, budget: int) -> list:
     for p in sorted(passages, key=lambda p: -p.score):
         if left < MIN_PASSAGE:
             break
-        text = p.text if len(p.text) + len(SEPARATOR) <= left else window(
-            p.text, p.terms, left - len(SEPARATOR))  # fmt: skip
+        text = (
+            p.text
+            if len(p.text) + len(SEPARATOR) <= left
+            else window(p.text, p.terms, left - len(SEPARATOR))
+        )
         if len(text) < min(MIN_PASSAGE, len(p.text)):
             continue
         kept.append(replace(p, text=text))

@@ -1,7 +1,7 @@
 """How one question is to be answered: the choices every surface (CLI, REST, web chat) passes
 through unchanged, in one object rather than a parameter list copied into each of them.
 
-``None`` means "the configured default" (``CHIEZO_ANSWER_*``, config.py); :meth:`resolved`
+``None`` means "the configured default" (``CHIEZO_ANSWER_*``, core/config.py); :meth:`resolved`
 fills those in and checks the bounds once, so the surfaces only parse.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from ..config import MAX_SECONDS
-from ..errors import BadQuery
+from chiezo.core.config import MAX_SECONDS
+from chiezo.core.errors import BadQuery
 
 MODES = ("rag", "agent")
 MAX_EXCERPTS = 20

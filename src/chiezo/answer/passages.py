@@ -30,9 +30,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ChiezoError
-from ..words import content_pieces, fold
-from .excerpt import take
+from chiezo.answer.excerpt import take
+from chiezo.core.errors import ChiezoError
+from chiezo.core.words import content_pieces, fold
 
 WEIGHTS = {"words": 1.0, "heading": 0.6, "meaning": 0.7, "lead": 0.5, "rank": 0.6}
 KEEP_SHARE = 0.45  # a passage scoring below this share of the best one is left out
@@ -87,8 +87,7 @@ def choose(service, hits: list, question: str, budget: int) -> list[Document]:
         by_place[p.doc].chosen.append(p)
     for d in documents:
         d.chosen.sort(key=lambda p: p.ord)
-    return sorted((d for d in documents if d.chosen),
-                  key=lambda d: -max(p.score for p in d.chosen))  # fmt: skip
+    return sorted((d for d in documents if d.chosen), key=lambda d: -max(p.score for p in d.chosen))
 
 
 def _document(service, place: int, hit) -> Document | None:
@@ -96,9 +95,17 @@ def _document(service, place: int, hit) -> Document | None:
         doc = service.doc(hit.source, doc_id=hit.doc_id, fields=["title", "aliases", "chunks"])
         title = doc.get("title") or hit.title
         ids = _chunk_ids(service, hit)
-        passages = [Passage(place, c["ord"], _below_title(c.get("heading_path") or "", title),
-                            _plain(c.get("text") or ""), ids.get(c["ord"], 0))
-                    for c in doc.get("chunks") or [] if _plain(c.get("text") or "")]  # fmt: skip
+        passages = [
+            Passage(
+                place,
+                c["ord"],
+                _below_title(c.get("heading_path") or "", title),
+                _plain(c.get("text") or ""),
+                ids.get(c["ord"], 0),
+            )
+            for c in doc.get("chunks") or []
+            if _plain(c.get("text") or "")
+        ]
         if not passages:  # a document without passages (notes): its body is the one
             body = service.doc(hit.source, doc_id=hit.doc_id, fields=["body"]).get("body") or ""
             passages = [Passage(place, 0, "", " ".join(body.split()))] if body.strip() else []
@@ -143,10 +150,13 @@ def _score(service, documents: list[Document], passages: list[Passage], question
         for p in d.passages:
             words = sum(idf[t] for t in p.terms) / mass
             heading = sum(idf[t] for t in p.heading_terms) / mass
-            p.score = (WEIGHTS["words"] * words + WEIGHTS["heading"] * heading
-                       + WEIGHTS["meaning"] * meaning.get(id(p), 0.0)
-                       + WEIGHTS["lead"] * about * (p.ord == first)
-                       + WEIGHTS["rank"] / (1 + p.doc))  # fmt: skip
+            p.score = (
+                WEIGHTS["words"] * words
+                + WEIGHTS["heading"] * heading
+                + WEIGHTS["meaning"] * meaning.get(id(p), 0.0)
+                + WEIGHTS["lead"] * about * (p.ord == first)
+                + WEIGHTS["rank"] / (1 + p.doc)
+            )
 
 
 def _terms(question: str) -> list[str]:
@@ -183,7 +193,7 @@ def _meaning(service, documents: list[Document], question: str) -> dict[int, flo
     passages that have vectors (a source without them adds nothing)."""
     import numpy as np
 
-    from ..search.semantic import embed_query
+    from chiezo.search.semantic import embed_query
 
     similarity: dict[int, float] = {}
     for source, group in _by_source(documents).items():
@@ -215,8 +225,11 @@ def _best_per_chunk(conn, chunk_ids: list[int], query, np) -> dict[int, float]:
     best: dict[int, float] = {}
     for start in range(0, len(chunk_ids), 500):
         part = chunk_ids[start : start + 500]
-        rows = conn.execute(f"SELECT chunk_id, vec FROM chunk_vectors WHERE chunk_id IN "
-                            f"({','.join('?' * len(part))})", part).fetchall()  # fmt: skip
+        rows = conn.execute(
+            f"SELECT chunk_id, vec FROM chunk_vectors WHERE chunk_id IN "
+            f"({','.join('?' * len(part))})",
+            part,
+        ).fetchall()
         if not rows:
             continue
         vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f2").astype(np.float32)

@@ -33,8 +33,12 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return {"queries": self.queries, "source": self.source, "planner": self.planner,
-                "notes": self.notes}  # fmt: skip
+        return {
+            "queries": self.queries,
+            "source": self.source,
+            "planner": self.planner,
+            "notes": self.notes,
+        }
 
 
 # -- reading a model's reply -------------------------------------------------------------------
@@ -197,8 +201,9 @@ class ReasoningFilter:
             if self._thinking:
                 at = self._pending.find(THINK_CLOSE)
                 if at < 0:  # keep only what may be the start of the closing tag
-                    self._pending = self._pending[len(self._pending) - _partial_tag(
-                        self._pending, THINK_CLOSE):]  # fmt: skip
+                    self._pending = self._pending[
+                        len(self._pending) - _partial_tag(self._pending, THINK_CLOSE) :
+                    ]
                     return self._shown(out)
                 self._pending = self._pending[at + len(THINK_CLOSE) :]
                 self._thinking = False
@@ -218,8 +223,9 @@ class ReasoningFilter:
                 self._pending = self._pending[opening + len(THINK_OPEN) :]
                 self._thinking = True
                 continue
-            keep = max(_partial_tag(self._pending, THINK_OPEN),
-                       _partial_tag(self._pending, THINK_CLOSE))  # fmt: skip
+            keep = max(
+                _partial_tag(self._pending, THINK_OPEN), _partial_tag(self._pending, THINK_CLOSE)
+            )
             cut = len(self._pending) - keep
             out.append(self._pending[:cut])
             self._pending = self._pending[cut:]
@@ -437,7 +443,7 @@ _BACK_REFERENCE = re.compile(
 def _leans_on_context(text: str, phrases: list[str]) -> bool:
     """A follow-up needs the conversation's subject if it points back (he, その) or names
     nothing itself (no phrase, no Japanese name)."""
-    from ..words import japanese_names
+    from chiezo.core.words import japanese_names
 
     return bool(_BACK_REFERENCE.search(text)) or not (phrases or japanese_names(text))
 

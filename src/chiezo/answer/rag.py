@@ -16,15 +16,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import ENV
-from ..errors import BadQuery, ChiezoError, ContextExceeded, LLMUnavailable
-from ..llm import LLMClient, Stage
-from ..textnorm import normalise_title
-from . import budget
-from .excerpt import Excerpt, excerpt_text
-from .options import AnswerOptions
-from .passages import choose
-from .plan import (
+from chiezo.answer import budget
+from chiezo.answer.excerpt import Excerpt, excerpt_text
+from chiezo.answer.llm import LLMClient, Stage
+from chiezo.answer.options import AnswerOptions
+from chiezo.answer.passages import choose
+from chiezo.answer.plan import (
     PLAN_PROMPT,
     Plan,
     keyword_queries,
@@ -32,14 +29,10 @@ from .plan import (
     strip_reasoning,
     without_reasoning,
 )
-from .support import (
-    NO_CLAIM,
-    SUPPORTED,
-    Claim,
-    check_claims,
-    cited_numbers,
-    summary,
-)
+from chiezo.answer.support import NO_CLAIM, SUPPORTED, Claim, check_claims, cited_numbers, summary
+from chiezo.core.config import ENV
+from chiezo.core.errors import BadQuery, ChiezoError, ContextExceeded, LLMUnavailable
+from chiezo.core.textnorm import normalise_title
 
 HITS_PER_QUERY = 5
 HISTORY_TURNS = 4
@@ -61,6 +54,7 @@ UNGROUNDED_PROMPT = """Answer the question. Prefer the numbered sources below an
 [1] or [2]; if they do not contain the answer, you may answer from your own knowledge but must
 begin that part with "(not from the library)". Answer briefly, in the language of the question."""
 
+
 @dataclass
 class Answer:
     question: str
@@ -80,11 +74,15 @@ class Answer:
     @property
     def grounded(self) -> bool:
         """Every sentence that states something cites a source that supports it."""
-        return (not self.no_basis and bool(self.cited)
-                and all(c.status in (SUPPORTED, NO_CLAIM) for c in self.claims))  # fmt: skip
+        return (
+            not self.no_basis
+            and bool(self.cited)
+            and all(c.status in (SUPPORTED, NO_CLAIM) for c in self.claims)
+        )
 
-    def check(self, texts: dict[int, str], embed=None,
-              aliases: dict[int, list[str]] | None = None) -> Answer:  # fmt: skip
+    def check(
+        self, texts: dict[int, str], embed=None, aliases: dict[int, list[str]] | None = None
+    ) -> Answer:
         """Citations and claims checked against ``texts`` (citation number → what the model
         read), each with its title and aliases (``aliases``, else those of the excerpt of that
         number), the question's own names being no invention. An answer that only says the
@@ -98,16 +96,22 @@ class Answer:
             self.no_basis = True
         return self
 
-
     def to_dict(self, with_excerpts: bool = False) -> dict[str, Any]:
         out = {
-            "question": self.question, "answer": self.answer, "references": self.references,
-            "queries": self.queries, "planner": self.planner, "model": self.model,
-            "grounded": self.grounded, "only_from_sources": self.only_from_sources,
-            "no_basis": self.no_basis, "cited": self.cited,
-            "claims": [c.to_dict() for c in self.claims], **summary(self.claims),
+            "question": self.question,
+            "answer": self.answer,
+            "references": self.references,
+            "queries": self.queries,
+            "planner": self.planner,
+            "model": self.model,
+            "grounded": self.grounded,
+            "only_from_sources": self.only_from_sources,
+            "no_basis": self.no_basis,
+            "cited": self.cited,
+            "claims": [c.to_dict() for c in self.claims],
+            **summary(self.claims),
             "warnings": self.warnings,
-        }  # fmt: skip
+        }
         if self.steps:
             out["steps"] = self.steps
         if with_excerpts:
@@ -120,7 +124,10 @@ def language_of(text: str) -> str:
 
 
 def plan_queries(
-    question: str, llm: LLMClient | None, sources: list[str], history: list[dict] | None = None,
+    question: str,
+    llm: LLMClient | None,
+    sources: list[str],
+    history: list[dict] | None = None,
     timeout: float | None = None,
 ) -> Plan:
     """The model's plan if it gives a usable one; otherwise keywords from the question (with
@@ -130,22 +137,37 @@ def plan_queries(
     if llm is None:
         return Plan(keyword_queries(question, history), planner="keywords")
     recent = "\n".join(f"{m['role']}: {m['content']}" for m in (history or [])[-HISTORY_TURNS:])
-    user = (f"Sources: {', '.join(sources)}\n" + (f"Conversation so far:\n{recent}\n" if recent else "")
-            + f"Question: {question}")  # fmt: skip
+    user = (
+        f"Sources: {', '.join(sources)}\n"
+        + (f"Conversation so far:\n{recent}\n" if recent else "")
+        + f"Question: {question}"
+    )
     # each request's own limit (CHIEZO_LLM_TIMEOUT) holds for the planner too
-    planning = (Stage("planning", timeout, ENV["plan_timeout"]) if timeout and timeout < llm.timeout
-                else Stage("planning", llm.timeout, ENV["llm_timeout"]))  # fmt: skip
+    planning = (
+        Stage("planning", timeout, ENV["plan_timeout"])
+        if timeout and timeout < llm.timeout
+        else Stage("planning", llm.timeout, ENV["llm_timeout"])
+    )
     try:
-        reply = llm.chat([{"role": "system", "content": PLAN_PROMPT},
-                          {"role": "user", "content": user}], max_tokens=200,
-                         timeout=planning.seconds, stage=planning)  # fmt: skip
+        reply = llm.chat(
+            [{"role": "system", "content": PLAN_PROMPT}, {"role": "user", "content": user}],
+            max_tokens=200,
+            timeout=planning.seconds,
+            stage=planning,
+        )
     except LLMUnavailable as exc:
-        return Plan(keyword_queries(question, history), planner="keywords",
-                    notes=[f"planning without a model: {exc.message}"])  # fmt: skip
+        return Plan(
+            keyword_queries(question, history),
+            planner="keywords",
+            notes=[f"planning without a model: {exc.message}"],
+        )
     queries, source = parse_plan_reply(reply.content, sources)
     if not queries:
-        return Plan(keyword_queries(question, history), planner="keywords",
-                    notes=["the model's plan was unusable; keywords from the question"])  # fmt: skip
+        return Plan(
+            keyword_queries(question, history),
+            planner="keywords",
+            notes=["the model's plan was unusable; keywords from the question"],
+        )
     return Plan(queries, source, planner="model")
 
 
@@ -195,15 +217,28 @@ def make_excerpts(service, hits, question: str, budget: int) -> list[Excerpt]:
             continue  # two entries with one text (a copy under another path)
         hit = document.hit
         doc = service.doc(hit.source, doc_id=hit.doc_id, fields=["url", "key"])
-        url, cite = service.reference_link(hit.source, hit.doc_id, doc.get("key"),
-                                           doc.get("url") or hit.url)  # fmt: skip
-        out.append(Excerpt(len(out) + 1, hit.source, hit.doc_id, document.title, url, text, cite,
-                           aliases=document.aliases, passages=document.chosen))  # fmt: skip
+        url, cite = service.reference_link(
+            hit.source, hit.doc_id, doc.get("key"), doc.get("url") or hit.url
+        )
+        out.append(
+            Excerpt(
+                len(out) + 1,
+                hit.source,
+                hit.doc_id,
+                document.title,
+                url,
+                text,
+                cite,
+                aliases=document.aliases,
+                passages=document.chosen,
+            )
+        )
     return out
 
 
-def answer_messages(question: str, excerpts: list[Excerpt], history: list[dict] | None = None,
-                    grounded: bool = True):  # fmt: skip
+def answer_messages(
+    question: str, excerpts: list[Excerpt], history: list[dict] | None = None, grounded: bool = True
+):
     sources = "\n\n".join(f"[{e.n}] {e.title}\n{e.text}" for e in excerpts) or "(none found)"
     system = ANSWER_PROMPT if grounded else UNGROUNDED_PROMPT
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
@@ -230,15 +265,23 @@ class Prepared:
         """The answer to return for the model's ``reply`` (reasoning residue stripped),
         its citations and claims checked against the excerpts."""
         text = strip_reasoning(reply)
-        answer = Answer(self.question, text, [e.reference() for e in self.excerpts],
-                        self.plan.queries, self.plan.planner, model,
-                        bool(self.options.grounded), list(self.warnings),
-                        self.excerpts)  # fmt: skip
+        answer = Answer(
+            self.question,
+            text,
+            [e.reference() for e in self.excerpts],
+            self.plan.queries,
+            self.plan.planner,
+            model,
+            bool(self.options.grounded),
+            list(self.warnings),
+            self.excerpts,
+        )
         return answer.check({e.n: e.text for e in self.excerpts}, self.embed)
 
     def messages(self) -> list[dict[str, Any]]:
-        return answer_messages(self.question, self.excerpts, self.history,
-                               bool(self.options.grounded))  # fmt: skip
+        return answer_messages(
+            self.question, self.excerpts, self.history, bool(self.options.grounded)
+        )
 
     @contextlib.contextmanager
     def handing_over(self):
@@ -268,9 +311,15 @@ def prepare(service, question: str, options: AnswerOptions, history=None, llm=No
     fitted = None
     if llm is not None:
         fitted = budget.fit_rag(
-            llm, service.settings,
-            lambda turns, excerpts: answer_messages(question, excerpts, turns, bool(options.grounded)),
-            history, HISTORY_TURNS, options.max_tokens)  # fmt: skip
+            llm,
+            service.settings,
+            lambda turns, excerpts: answer_messages(
+                question, excerpts, turns, bool(options.grounded)
+            ),
+            history,
+            HISTORY_TURNS,
+            options.max_tokens,
+        )
     names = [s["name"] for s in service.sources()]
     # turns left out to fit the context are left out of the planner's prompt too
     turns = fitted.history if fitted is not None and fitted.dropped else history
@@ -285,15 +334,21 @@ def prepare(service, question: str, options: AnswerOptions, history=None, llm=No
         excerpts = fitted.trim(excerpts)
         warnings = warnings + fitted.said(options.budget, excerpts)
     embed = service.claim_embedder([e.source for e in excerpts])
-    return Prepared(question, plan, excerpts, plan.notes + warnings, turns, options,
-                    embed)  # fmt: skip
+    return Prepared(question, plan, excerpts, plan.notes + warnings, turns, options, embed)
 
 
 def no_basis(prepared: Prepared) -> Answer:
-    return Answer(prepared.question, NO_BASIS[language_of(prepared.question)], [],
-                  prepared.plan.queries, prepared.plan.planner, None,
-                  bool(prepared.options.grounded), list(prepared.warnings),
-                  no_basis=True)  # fmt: skip
+    return Answer(
+        prepared.question,
+        NO_BASIS[language_of(prepared.question)],
+        [],
+        prepared.plan.queries,
+        prepared.plan.planner,
+        None,
+        bool(prepared.options.grounded),
+        list(prepared.warnings),
+        no_basis=True,
+    )
 
 
 def answer(prepared: Prepared, llm: LLMClient) -> Answer:
@@ -314,8 +369,14 @@ def answer(prepared: Prepared, llm: LLMClient) -> Answer:
 def stream_answer(prepared: Prepared, llm: LLMClient | None) -> Iterator[tuple[str, Any]]:
     """Events: ``references``, then ``delta``…, then ``done`` with the whole answer, its claims
     checked (and the name of the model that wrote it: a UI shows it as the speaker)."""
-    yield "references", {"references": [e.reference() for e in prepared.excerpts],
-                         "queries": prepared.plan.queries, "planner": prepared.plan.planner}  # fmt: skip
+    yield (
+        "references",
+        {
+            "references": [e.reference() for e in prepared.excerpts],
+            "queries": prepared.plan.queries,
+            "planner": prepared.plan.planner,
+        },
+    )
     if not prepared.needs_model:
         result = no_basis(prepared)
         yield "delta", {"text": result.answer}
@@ -326,7 +387,9 @@ def stream_answer(prepared: Prepared, llm: LLMClient | None) -> Iterator[tuple[s
     with prepared.handing_over():
         for attempt in (1, 2):
             try:
-                for delta in without_reasoning(llm.stream(prepared.messages(), max_tokens=prepared.options.max_tokens)):
+                for delta in without_reasoning(
+                    llm.stream(prepared.messages(), max_tokens=prepared.options.max_tokens)
+                ):
                     parts.append(delta)
                     yield "delta", {"text": delta}
                 break
@@ -336,7 +399,12 @@ def stream_answer(prepared: Prepared, llm: LLMClient | None) -> Iterator[tuple[s
                 before = [e.reference() for e in prepared.excerpts]
                 budget.refit(prepared, exc, llm)
                 if [e.reference() for e in prepared.excerpts] != before:
-                    yield "references", {"references": [e.reference() for e in prepared.excerpts],
-                                         "queries": prepared.plan.queries,
-                                         "planner": prepared.plan.planner}  # fmt: skip
+                    yield (
+                        "references",
+                        {
+                            "references": [e.reference() for e in prepared.excerpts],
+                            "queries": prepared.plan.queries,
+                            "planner": prepared.plan.planner,
+                        },
+                    )
     yield "done", prepared.result("".join(parts), llm.streamed_model).to_dict()

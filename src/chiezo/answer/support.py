@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import words
+from chiezo.core import words
 
 SUPPORTED, UNSUPPORTED, UNCITED, NO_CLAIM = "supported", "unsupported", "uncited", "no_claim"
 
@@ -87,8 +87,13 @@ class Claim:
     found_in: list[int] = field(default_factory=list)  # excerpts that support it (uncited too)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"text": self.text, "cites": self.cites, "status": self.status,
-               "reasons": self.reasons, "overlap": round(self.overlap, 3)}  # fmt: skip
+        out = {
+            "text": self.text,
+            "cites": self.cites,
+            "status": self.status,
+            "reasons": self.reasons,
+            "overlap": round(self.overlap, 3),
+        }
         if self.similarity is not None:
             out["similarity"] = round(self.similarity, 3)
         if self.found_in:
@@ -124,8 +129,11 @@ def split_sentences(answer: str) -> list[str]:
                 out[-1] += " " + lead.group(0).strip()  # "…1930. [1] He died…"
                 piece = piece[lead.end() :]
             pending += piece
-            if (_ABBREVIATION.search(pending.rstrip()) or _inside_brackets(pending)
-                    or _LIST_MARK.fullmatch(pending.strip())):  # fmt: skip
+            if (
+                _ABBREVIATION.search(pending.rstrip())
+                or _inside_brackets(pending)
+                or _LIST_MARK.fullmatch(pending.strip())
+            ):
                 continue  # "U.S. Army", "Dr. Smith", 『よつばと！』, "1. Arabic": not an end
             if _has_words(pending):
                 out.append(pending.strip())
@@ -141,16 +149,23 @@ def _inside_brackets(text: str) -> bool:
     return sum(text.count(c) for c in _OPENING) > sum(text.count(c) for c in _CLOSING)
 
 
-def check_claims(answer: str, excerpts: Mapping[int, str], embed: Embed | None = None,
-                 titles: Mapping[int, str] | None = None,
-                 aliases: Mapping[int, Sequence[str]] | None = None,
-                 question: str | None = None) -> list[Claim]:  # fmt: skip
+def check_claims(
+    answer: str,
+    excerpts: Mapping[int, str],
+    embed: Embed | None = None,
+    titles: Mapping[int, str] | None = None,
+    aliases: Mapping[int, Sequence[str]] | None = None,
+    question: str | None = None,
+) -> list[Claim]:
     """Every sentence of ``answer`` checked against the excerpts it cites (``n`` → text;
     ``titles``: ``n`` → the title the model was told to cite it by; ``aliases``: ``n`` → the
     document's other names; ``question``: what was asked, whose names are no invention)."""
     titles, aliases = titles or {}, aliases or {}
-    evidence = {n: Evidence(text, [titles.get(n) or "", *(aliases.get(n) or ())])
-                for n, text in excerpts.items() if text}  # fmt: skip
+    evidence = {
+        n: Evidence(text, [titles.get(n) or "", *(aliases.get(n) or ())])
+        for n, text in excerpts.items()
+        if text
+    }
     context = Context(evidence, question or "")
     claims: list[Claim] = []
     for sentence in split_sentences(answer):
@@ -160,8 +175,9 @@ def check_claims(answer: str, excerpts: Mapping[int, str], embed: Embed | None =
             claims.append(Claim(sentence, cites, NO_CLAIM))
         elif titles and not _has_words(_without_titles(plain, titles.values())):
             # "Alabama, [2] Appellate court, [3] Ada": the list to cite by, echoed back
-            claims.append(Claim(sentence, cites, UNSUPPORTED,
-                                ["it only names sources; it states nothing"]))  # fmt: skip
+            claims.append(
+                Claim(sentence, cites, UNSUPPORTED, ["it only names sources; it states nothing"])
+            )
         else:
             claims.append(_checked(sentence, plain, cites, context, embed))
     return claims
@@ -185,9 +201,13 @@ class Context:
     def invented(self, facts: Facts) -> list[str]:
         """The sentence's names that no excerpt, title or alias holds and the question does
         not state, as written."""
-        return [name for name, key in facts.names
-                if key not in self._asked_words and key not in self._asked
-                and not any(e.has_name(key) for e in self.evidence.values())]  # fmt: skip
+        return [
+            name
+            for name, key in facts.names
+            if key not in self._asked_words
+            and key not in self._asked
+            and not any(e.has_name(key) for e in self.evidence.values())
+        ]
 
 
 def _checked(sentence, plain, cites, context: Context, embed) -> Claim:
@@ -201,32 +221,54 @@ def _checked(sentence, plain, cites, context: Context, embed) -> Claim:
             claim.status = UNSUPPORTED
             claim.reasons.append(f"it cites {_marks(cites)}, which no source has")
         # which excerpt would bear it out; a name none holds is said once, not held against each
-        claim.found_in = [n for n, e in evidence.items()
-                          if not _problems(facts, plain, [e], embed, set(invented))[0]]  # fmt: skip
+        claim.found_in = [
+            n
+            for n, e in evidence.items()
+            if not _problems(facts, plain, [e], embed, set(invented))[0]
+        ]
         if claim.status == UNCITED:
             rest = " the rest of" if invented else ""
-            claim.reasons.append("it cites no source" + (
-                f"; {_marks(claim.found_in)} would support{rest} it" if claim.found_in else ""))
+            claim.reasons.append(
+                "it cites no source"
+                + (f"; {_marks(claim.found_in)} would support{rest} it" if claim.found_in else "")
+            )
         claim.reasons += [f"the name {name!r} is in no excerpt" for name in invented]
         return claim
     reasons, overlap, similarity = _problems(facts, plain, [evidence[n] for n in valid], embed)
     named = {f"the name {name!r} is in none of the cited excerpts": name for name in invented}
     reasons = [f"the name {named[r]!r} is in no excerpt" if r in named else r for r in reasons]
-    claim = Claim(sentence, cites, UNSUPPORTED if reasons else SUPPORTED, reasons, overlap,
-                  similarity)  # fmt: skip
+    claim = Claim(
+        sentence, cites, UNSUPPORTED if reasons else SUPPORTED, reasons, overlap, similarity
+    )
     if not reasons:
         claim.found_in = valid
     return claim
 
 
-def _problems(facts: Facts, plain: str, cited: Sequence[Evidence], embed: Embed | None,
-              excused: set[str] = frozenset()):  # fmt: skip
+def _problems(
+    facts: Facts,
+    plain: str,
+    cited: Sequence[Evidence],
+    embed: Embed | None,
+    excused: set[str] = frozenset(),
+):
     """(reasons it is not supported, word overlap, similarity) of one sentence; names in
     ``excused`` (reported apart) are not looked up."""
-    reasons = [_detail_problem(f"the number {n}", facts, n, lambda e, n=n: (
-        [-1] if n in e.named_numbers(facts) else e.number_at(n)), cited) for n in facts.numbers]
-    reasons += [_detail_problem(f"the name {name!r}", facts, key, lambda e, k=key: e.name_at(k),
-                                cited) for name, key in facts.names if name not in excused]  # fmt: skip
+    reasons = [
+        _detail_problem(
+            f"the number {n}",
+            facts,
+            n,
+            lambda e, n=n: [-1] if n in e.named_numbers(facts) else e.number_at(n),
+            cited,
+        )
+        for n in facts.numbers
+    ]
+    reasons += [
+        _detail_problem(f"the name {name!r}", facts, key, lambda e, k=key: e.name_at(k), cited)
+        for name, key in facts.names
+        if name not in excused
+    ]
     reasons = [r for r in reasons if r]
     found: set[str] = set().union(*(e.words for e in cited))
     if facts.topic_words and not facts.topic_words & found:
@@ -240,8 +282,11 @@ def _problems(facts: Facts, plain: str, cited: Sequence[Evidence], embed: Embed 
         similarity = max(e.similarity(plain, embed) for e in cited)
     if not reasons and low and (similarity or 0.0) < MIN_SIMILARITY:
         said = f"; similarity {similarity:.2f}" if similarity is not None else ""
-        share = (f"words {overlap:.0%}" if overlap < MIN_OVERLAP
-                 else f"words but the names {rest_overlap:.0%}")  # fmt: skip
+        share = (
+            f"words {overlap:.0%}"
+            if overlap < MIN_OVERLAP
+            else f"words but the names {rest_overlap:.0%}"
+        )
         reasons.append(f"little of it is in the cited excerpts ({share}{said})")
     return reasons, overlap, similarity
 
@@ -274,8 +319,11 @@ class Facts:
         # the words but the names': what the sentence says of them
         self.rest = self.words - set().union(*self._name_words.values())
         self.topic = _japanese_topic(folded)
-        self.topic_words = ({w for w in words.index_text(self.topic).split() if not w.isdigit()}
-                            if self.topic else set())  # fmt: skip
+        self.topic_words = (
+            {w for w in words.index_text(self.topic).split() if not w.isdigit()}
+            if self.topic
+            else set()
+        )
 
     def context_without(self, key: str) -> set[str]:
         """The sentence's words but those of one detail: what must surround that detail."""
@@ -295,8 +343,9 @@ class Evidence:
         self._subject_names = [words.fold(n) for n in names if n and n.strip()]
         self._subject_words = set(words.index_text(heading).split())
         # the words of the names in them ("Kiasma", "Museum", "Modern", "Art"; ヘルシンキ)
-        self._subject_names_words = {key for name in names if name for _, key in _names(
-            unicodedata.normalize("NFKC", name))}  # fmt: skip
+        self._subject_names_words = {
+            key for name in names if name for _, key in _names(unicodedata.normalize("NFKC", name))
+        }
         self.numbers = set(_numbers(unicodedata.normalize("NFKC", text))) | _written_numbers(text)
         self.words = set(words.index_text(text).split()) | self._subject_words
         self._sentences: list[str] = []
@@ -312,8 +361,9 @@ class Evidence:
     def named_numbers(self, sentence: Facts) -> set[str]:
         """Numbers that are part of the title or an alias where the sentence writes it whole
         ("Apollo 11", "エアバスA318"): the subject's name, not a figure it states."""
-        return {n for name in self._subject_names if name in sentence.folded
-                for n in _numbers(name)}  # fmt: skip
+        return {
+            n for name in self._subject_names if name in sentence.folded for n in _numbers(name)
+        }
 
     @property
     def parts(self) -> list[tuple[set[str], set[str], str]]:
@@ -322,9 +372,13 @@ class Evidence:
             self._parts = []
             for sentence in _EXCERPT_SENTENCE.split(self.text):
                 folded = unicodedata.normalize("NFKC", sentence)
-                self._parts.append((set(words.index_text(sentence).split()),
-                                    set(_numbers(folded)) | _written_numbers(sentence),
-                                    words.fold(sentence)))  # fmt: skip
+                self._parts.append(
+                    (
+                        set(words.index_text(sentence).split()),
+                        set(_numbers(folded)) | _written_numbers(sentence),
+                        words.fold(sentence),
+                    )
+                )
         return self._parts
 
     def number_at(self, number: str) -> list[int]:
@@ -382,13 +436,48 @@ def _numbers(text: str) -> list[str]:
     return out
 
 
-_SMALL_WORDS = {w: str(n) for n, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve".split())}  # noqa: SIM905
-_SMALL_KANA = {w: str(n + 1) for n, w in enumerate(
-    "ひとつ ふたつ みっつ よっつ いつつ むっつ ななつ やっつ ここのつ とお".split())}  # noqa: SIM905
+_SMALL_WORDS = {
+    w: str(n)
+    for n, w in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+        ]
+    )
+}  # noqa: SIM905
+_SMALL_KANA = {
+    w: str(n + 1)
+    for n, w in enumerate(
+        [
+            "ひとつ",
+            "ふたつ",
+            "みっつ",
+            "よっつ",
+            "いつつ",
+            "むっつ",
+            "ななつ",
+            "やっつ",
+            "ここのつ",
+            "とお",
+        ]
+    )
+}  # noqa: SIM905
 _KANJI_DIGITS = {c: str(n + 1) for n, c in enumerate("一二三四五六七八九十")}
 # a kanji numeral counts as a number before a counter (一つ, 二人, 三回), not inside a word (統一)
-_KANJI_COUNTED = re.compile("([一二三四五六七八九十])(?=[つ人回度個位本台匹頭冊枚名番階期代点社校曲作])")
+_KANJI_COUNTED = re.compile(
+    "([一二三四五六七八九十])(?=[つ人回度個位本台匹頭冊枚名番階期代点社校曲作])"
+)
 
 
 def _written_numbers(text: str) -> set[str]:
@@ -425,7 +514,7 @@ _POINTING = re.compile(r"^(?:同|本|当|その|この|あの|これ|それ|彼|
 def _japanese_topic(text: str) -> str:
     """What a Japanese sentence is about: the noun phrase before its first topic は
     (「合理主義哲学は…」, 「香川県の県庁所在地は…」), not 「1958年には」 or 「とは」; "" if none."""
-    if not re.search("[\u3040-\u30ff\u4e00-\u9fff]", text[:_TOPIC_MAX_CHARS + 1]):
+    if not re.search("[\u3040-\u30ff\u4e00-\u9fff]", text[: _TOPIC_MAX_CHARS + 1]):
         return ""
     tokenizer, _ = words._sudachi()
     previous = None
@@ -433,8 +522,11 @@ def _japanese_topic(text: str) -> str:
         pos = morpheme.part_of_speech()
         if morpheme.surface() == "は" and pos[:2] == ("助詞", "係助詞"):
             topic = text[: morpheme.begin()].strip()
-            if (previous is None or previous.part_of_speech()[0] not in ("名詞", "接尾辞")
-                    or _POINTING.match(topic)):  # fmt: skip
+            if (
+                previous is None
+                or previous.part_of_speech()[0] not in ("名詞", "接尾辞")
+                or _POINTING.match(topic)
+            ):
                 return ""
             return topic
         previous = morpheme

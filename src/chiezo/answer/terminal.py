@@ -16,8 +16,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import EXIT_FAILURE, EXIT_NO_MODEL, EXIT_NOT_FOUND, EXIT_UNCITED, EXIT_USAGE
-from .plan import ReasoningFilter
+from chiezo.answer.plan import ReasoningFilter
+from chiezo.core.errors import EXIT_FAILURE, EXIT_NO_MODEL, EXIT_NOT_FOUND, EXIT_UNCITED, EXIT_USAGE
 
 # exit codes of errors that arrive inside a stream (after the first byte there is no
 # exception to carry one): by HTTP status
@@ -36,8 +36,10 @@ class Turn:
     def history(self, question: str) -> list[dict[str, Any]]:
         if self.code != 0:
             return []
-        return [{"role": "user", "content": question},
-                {"role": "assistant", "content": self.answer, "cited_titles": self.cited_titles}]  # fmt: skip
+        return [
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": self.answer, "cited_titles": self.cited_titles},
+        ]
 
 
 class Printer:
@@ -79,18 +81,24 @@ class Printer:
             self.err.print(f"[yellow]warning:[/] {escape(warning)}")
         for claim in result.get("claims", []):
             if claim["status"] in ("unsupported", "uncited"):
-                self.err.print(f"[yellow]warning: {claim['status']}:[/] “{escape(claim['text'])}” "
-                               f"[dim]({escape('; '.join(claim['reasons']))})[/]")  # fmt: skip
+                self.err.print(
+                    f"[yellow]warning: {claim['status']}:[/] “{escape(claim['text'])}” "
+                    f"[dim]({escape('; '.join(claim['reasons']))})[/]"
+                )
 
     def code(self, result: dict[str, Any]) -> int:
         if result.get("no_basis"):
-            self.err.print("[dim]hint: try simpler keywords (a name, a title), or run "
-                           "`chiezo doctor`[/]")  # fmt: skip
+            self.err.print(
+                "[dim]hint: try simpler keywords (a name, a title), or run `chiezo doctor`[/]"
+            )
             return EXIT_NOT_FOUND
         if self.strict and not result.get("grounded"):
             doubtful = len(result.get("unsupported", [])) + len(result.get("uncited", []))
-            why = (f"{doubtful} sentence(s) uncited or unsupported" if doubtful
-                   else "the answer cites no source")  # fmt: skip
+            why = (
+                f"{doubtful} sentence(s) uncited or unsupported"
+                if doubtful
+                else "the answer cites no source"
+            )
             self.err.print(f"[bold red]error:[/] {why} (--strict)")
             return EXIT_UNCITED
         return 0
@@ -111,10 +119,14 @@ class Printer:
 
     def _step(self, step: dict) -> None:
         arguments = step.get("arguments")
-        shown = json.dumps(arguments, ensure_ascii=False) if isinstance(arguments, dict) else arguments
+        shown = (
+            json.dumps(arguments, ensure_ascii=False) if isinstance(arguments, dict) else arguments
+        )
         by = " (by chiezo: the model answered before looking up)" if step.get("by") else ""
-        self.err.print(f"[dim]step {step['step']}: {escape(step['tool'])} "
-                       f"{escape(str(shown or ''))[:200]} — {step.get('ms', 0):.0f} ms{by}[/]")  # fmt: skip
+        self.err.print(
+            f"[dim]step {step['step']}: {escape(step['tool'])} "
+            f"{escape(str(shown or ''))[:200]} — {step.get('ms', 0):.0f} ms{by}[/]"
+        )
 
     def _delta(self, text: str) -> None:
         self._streamed = True
@@ -122,8 +134,10 @@ class Printer:
         visible = self._visible.feed(text)
         if self._visible.late_closes > late:  # what was printed was the model thinking aloud
             self.out.print()
-            self.err.print("[dim]the text above was the model's reasoning (its server does not "
-                           "keep it apart); the answer follows[/]")  # fmt: skip
+            self.err.print(
+                "[dim]the text above was the model's reasoning (its server does not "
+                "keep it apart); the answer follows[/]"
+            )
         if visible:
             self.out.print(escape(visible), end="")
             self.out.file.flush()

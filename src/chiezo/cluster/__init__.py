@@ -21,7 +21,7 @@ import os
 import socket
 from typing import Any
 
-from ..errors import ConfigError
+from chiezo.core.errors import ConfigError
 
 INSTALL_HINT = "install the cluster extra: pip install 'chiezo[cluster]'"
 # ``--ray`` given without an address: the cluster RAY_ADDRESS names, else the one `ray start`
@@ -47,12 +47,18 @@ def connect(address: str | None = DEFAULT_ADDRESS):
     target = None if address in (None, "", DEFAULT_ADDRESS) else address
     _check_reachable(target or os.environ.get("RAY_ADDRESS"))
     try:
-        ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False,
-                 configure_logging=False)  # fmt: skip
+        ray.init(
+            address=target,
+            logging_level=logging.WARNING,
+            log_to_driver=False,
+            configure_logging=False,
+        )
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise ConfigError(f"could not join the Ray cluster at {target or 'this machine'}: {exc}",
-                          hint="start one with `ray start --head`, or give its address "
-                          "(host:6379 or ray://host:10001)") from exc  # fmt: skip
+        raise ConfigError(
+            f"could not join the Ray cluster at {target or 'this machine'}: {exc}",
+            hint="start one with `ray start --head`, or give its address "
+            "(host:6379 or ray://host:10001)",
+        ) from exc
     return ray
 
 
@@ -63,14 +69,18 @@ def _check_reachable(address: str | None) -> None:
         return
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not port.isdigit():
-        raise ConfigError(f"not a Ray cluster address: {address!r}",
-                          hint="host:port (e.g. 10.0.0.5:6379) or ray://host:10001")  # fmt: skip
+        raise ConfigError(
+            f"not a Ray cluster address: {address!r}",
+            hint="host:port (e.g. 10.0.0.5:6379) or ray://host:10001",
+        )
     try:
         socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=3).close()
     except OSError as exc:
-        raise ConfigError(f"no Ray cluster answers at {address}: {exc.strerror or exc}",
-                          hint="start one with `ray start --head` (it prints the address), "
-                          "or give --ray without an address for this machine's") from exc  # fmt: skip
+        raise ConfigError(
+            f"no Ray cluster answers at {address}: {exc.strerror or exc}",
+            hint="start one with `ray start --head` (it prints the address), "
+            "or give --ray without an address for this machine's",
+        ) from exc
 
 
 def chiezo_environment(**extra: str) -> dict[str, Any]:
@@ -90,6 +100,8 @@ def check_fits(ray, what: str, count: int, cpus_each: float, flag: str) -> None:
     waits for ever, and the work sent to it with it."""
     have = ray.cluster_resources().get("CPU", 0)
     if count * cpus_each > have:
-        raise ConfigError(f"{count} {what} need {count * cpus_each:g} CPUs; the cluster has "
-                          f"{have:g}", hint=f"give {flag} {max(1, int(have // cpus_each))} or "
-                          "fewer, or add nodes (`ray start --address=HEAD:6379`)")  # fmt: skip
+        raise ConfigError(
+            f"{count} {what} need {count * cpus_each:g} CPUs; the cluster has {have:g}",
+            hint=f"give {flag} {max(1, int(have // cpus_each))} or "
+            "fewer, or add nodes (`ray start --address=HEAD:6379`)",
+        )

@@ -3,7 +3,7 @@
 Each actor loads the model once, on its node, and embeds whole batches (``embed.Work``); the
 driver keeps doing what a local run does — choose the units, look them up in the per-model
 cache, write each batch's vectors into the cache as it comes back, then derive the generation
-(embed.py). So a cluster run is resumable (everything that came back is cached), incremental,
+(store/embed.py). So a cluster run is resumable (everything that came back is cached), incremental,
 and gives the same vectors as a local one: the same model files on every node, and the vectors
 travel as the float16 rows the cache stores.
 
@@ -17,9 +17,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..embed import Vectorize, Work
-from ..embedders import GPU_ENV, Embedder, gpu_usable
-from . import check_fits, chiezo_environment, cluster_cpus, connect
+from chiezo.cluster import check_fits, chiezo_environment, cluster_cpus, connect
+from chiezo.store.embed import Vectorize, Work
+from chiezo.store.embedders import GPU_ENV, Embedder, gpu_usable
 
 IN_FLIGHT = 2  # batches per actor: one computing, one on its way
 
@@ -48,18 +48,20 @@ class RayEmbedding:
             actor_class.options(
                 num_cpus=self.actor_cpus,
                 # the model's threads: the CPUs this actor was given, not every core of its node
-                runtime_env=chiezo_environment(CHIEZO_EMBED_THREADS=threads,
-                                               OMP_NUM_THREADS=threads),  # fmt: skip
+                runtime_env=chiezo_environment(
+                    CHIEZO_EMBED_THREADS=threads, OMP_NUM_THREADS=threads
+                ),
             ).remote(embedder.name)
             for _ in range(count)
         ]
         pool += [
             actor_class.options(
-                num_cpus=1, num_gpus=1,
+                num_cpus=1,
+                num_gpus=1,
                 runtime_env=chiezo_environment(**{GPU_ENV: "cuda"}, CHIEZO_EMBED_THREADS="1"),
             ).remote(embedder.name)
             for _ in range(gpus)
-        ]  # fmt: skip
+        ]
         where = f"a Ray cluster: {count} CPU actor{'s' * (count != 1)}"
         if gpus:
             where += f", {gpus} GPU actor{'s' * (gpus != 1)}"
@@ -120,11 +122,11 @@ class EmbeddingActor:
     """On a cluster node: one model, loaded once; batches of passages in, float16 rows out."""
 
     def __init__(self, model: str) -> None:
-        from ..embedders import get_embedder
+        from chiezo.store.embedders import get_embedder
 
         self.embedder = get_embedder(model)
 
     def embed(self, passages: list[str]):
-        from ..embed import as_fp16
+        from chiezo.store.embed import as_fp16
 
         return as_fp16(self.embedder.embed(passages, "passage"))

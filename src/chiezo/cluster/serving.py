@@ -1,6 +1,6 @@
 """``chiezo serve --ray``: the same application (REST, MCP, web) as a Ray Serve deployment.
 
-Each replica builds the app ``chiezo serve`` runs (api/app.py) from the settings the driver
+Each replica builds the app ``chiezo serve`` runs (surfaces/rest/app.py) from the settings the driver
 hands over in the runtime environment, and reads the generation files under ``CHIEZO_DATA`` —
 a path every node must have: a shared file system, or copies made with ``chiezo export`` /
 ``chiezo import`` (checked by sha256). Ray Serve's proxy on every node listens on ``host:port``
@@ -10,7 +10,7 @@ a request on its way to it is the only one lost.
 Generations switch per replica, as each one's library sees the new ``current`` (about a second,
 library.WATCH_SECONDS): during a rolling switch two replicas may answer from two generations,
 but one response never mixes them — every request is pinned to one generation per source and
-says which in ``X-Chiezo-Generation`` (api/pinning.py).
+says which in ``X-Chiezo-Generation`` (surfaces/rest/pinning.py).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import Settings
-from . import check_fits, chiezo_environment, connect
+from chiezo.cluster import check_fits, chiezo_environment, connect
+from chiezo.core.config import Settings
 
 APP_NAME = "chiezo"
 # Ray Serve's HAProxy ingress and its direct data plane, in place of the Python proxy: on two
@@ -46,11 +46,14 @@ def build_app():
     """On a replica: the application, from the settings in this worker's environment."""
     import socket
 
-    from ..api.app import create_app
+    from chiezo.surfaces.rest.app import create_app
 
     # each replica's series apart: a scrape through the proxy reaches one replica at a time
-    return create_app(Settings.from_env(), bind_host=os.environ.get("CHIEZO_BIND_HOST", "127.0.0.1"),
-                      worker=f"{socket.gethostname()}:{os.getpid()}")  # fmt: skip
+    return create_app(
+        Settings.from_env(),
+        bind_host=os.environ.get("CHIEZO_BIND_HOST", "127.0.0.1"),
+        worker=f"{socket.gethostname()}:{os.getpid()}",
+    )
 
 
 def deploy(settings: Settings, options: ServeOptions, public_url: str | None = None):
@@ -69,8 +72,10 @@ def deploy(settings: Settings, options: ServeOptions, public_url: str | None = N
         serve.ingress(build_app)(),
         name=DEPLOYMENT,
         num_replicas=options.replicas,
-        ray_actor_options={"num_cpus": options.replica_cpus,
-                           "runtime_env": chiezo_environment(**env)},  # fmt: skip
+        ray_actor_options={
+            "num_cpus": options.replica_cpus,
+            "runtime_env": chiezo_environment(**env),
+        },
         # Serve's default (5) makes the proxy back off and retry once 5 requests wait on a
         # replica: at 16 clients throughput fell to a third (design.md §29); the replica's
         # own thread pool (CHIEZO_SERVE_THREADS) bounds the work, its queue is cheap
@@ -87,7 +92,7 @@ def deploy(settings: Settings, options: ServeOptions, public_url: str | None = N
 
 def generations_here(data_dir: str) -> dict[str, tuple[str, int]]:
     """On a node: {source: (current generation file, its size)} under ``data_dir``."""
-    from ..generations import current_path
+    from chiezo.store.generations import current_path
 
     corpus = Path(data_dir) / "corpus"
     found = {}
@@ -130,20 +135,25 @@ def replica_states() -> dict[str, int]:
     if app is None:
         return {}
     status = app.deployments[DEPLOYMENT]
-    return {str(state.value if hasattr(state, "value") else state): n
-            for state, n in status.replica_states.items()}  # fmt: skip
+    return {
+        str(state.value if hasattr(state, "value") else state): n
+        for state, n in status.replica_states.items()
+    }
 
 
-def serve_until_stopped(settings: Settings, options: ServeOptions, public_url: str | None,
-                        say=print) -> None:  # fmt: skip
+def serve_until_stopped(
+    settings: Settings, options: ServeOptions, public_url: str | None, say=print
+) -> None:
     """The CLI's ``serve --ray``: deploy, report the replicas now and then, and take the
     deployment down on Ctrl-C or SIGTERM (the cluster itself keeps running)."""
     from ray import serve
 
     ray = deploy(settings, options, public_url)
     for problem in nodes_out_of_step(ray, str(settings.data_dir.resolve())):
-        say(f"warning: {problem} — its replicas answer from that (docs/cluster.md: a shared "
-            "path, or chiezo export / chiezo import on each node)")
+        say(
+            f"warning: {problem} — its replicas answer from that (docs/cluster.md: a shared "
+            "path, or chiezo export / chiezo import on each node)"
+        )
     # a service manager stops it so (set after joining: Ray installs a handler of its own)
     signal.signal(signal.SIGTERM, _interrupt)
     say(f"{options.replicas} replicas on the Ray cluster: {replica_states()}")

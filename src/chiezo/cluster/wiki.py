@@ -2,13 +2,13 @@
 
 Rendering (mwparserfromhell, templates, tables) is the expensive part of a Wikipedia build; the
 rest — recording redirects, writing the generation — stays in the one builder process
-(sources/wikipedia.py). Two forms, both giving back what the builder stores, in the order it
+(ingest/wikipedia.py). Two forms, both giving back what the builder stores, in the order it
 was sent, so the generation is the one a local build writes, document for document:
 
 * ``ray_parsers`` — the builder reads the XML and sends batches of pages (any dump);
 * ``ray_stream_readers`` — for a multistream dump with its index beside it, the builder sends
   only byte ranges: each task reads, decompresses and parses its streams itself
-  (sources/wikistreams.py), so the builder's one core is not spent on XML. The dump must then
+  (ingest/wikistreams.py), so the builder's one core is not spent on XML. The dump must then
   be at the same path on every node.
 """
 
@@ -17,11 +17,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from ..errors import ChiezoError
-from ..sources.wikirender import init_worker, render_batch
-from ..sources.wikistreams import read_and_render
-from ..sources.wikitext import Namespaces
-from . import cluster_cpus, connect
+from chiezo.cluster import cluster_cpus, connect
+from chiezo.core.errors import ChiezoError
+from chiezo.ingest.wikirender import init_worker, render_batch
+from chiezo.ingest.wikistreams import read_and_render
+from chiezo.ingest.wikitext import Namespaces
 
 
 def ray_parsers(address: str | None, ns: Namespaces, chunk_chars: int, workers: int | None):
@@ -29,16 +29,16 @@ def ray_parsers(address: str | None, ns: Namespaces, chunk_chars: int, workers: 
     return _tasks(address, ns, chunk_chars, workers, render_batch)
 
 
-def ray_stream_readers(address: str | None, ns: Namespaces, chunk_chars: int,
-                       workers: int | None):  # fmt: skip
+def ray_stream_readers(address: str | None, ns: Namespaces, chunk_chars: int, workers: int | None):
     """``(submit(dump_path, start, end), workers)``: ``wikistreams.read_and_render`` on a
     cluster."""
     return _tasks(address, ns, chunk_chars, workers, read_and_render)
 
 
 @contextlib.contextmanager
-def _tasks(address: str | None, ns: Namespaces, chunk_chars: int, workers: int | None,
-           work: Callable):  # fmt: skip
+def _tasks(
+    address: str | None, ns: Namespaces, chunk_chars: int, workers: int | None, work: Callable
+):
     """``work(*args)`` as tasks on workers set up with the wiki's namespaces; ``workers``:
     how many the caller keeps busy (default: the cluster's CPUs)."""
     ray = connect(address)
@@ -46,8 +46,14 @@ def _tasks(address: str | None, ns: Namespaces, chunk_chars: int, workers: int |
     shared_ns = ray.put(ns)  # sent to each node once, not with every task
     running: list = []
     try:
-        yield (lambda *args: _Rendering(ray, task.remote(shared_ns, chunk_chars, work, *args),
-                                        running)), workers or cluster_cpus(ray)  # fmt: skip
+        yield (
+            (
+                lambda *args: _Rendering(
+                    ray, task.remote(shared_ns, chunk_chars, work, *args), running
+                )
+            ),
+            workers or cluster_cpus(ray),
+        )
     finally:
         for ref in running:  # a build that failed: what is still rendering is not wanted
             ray.cancel(ref)

@@ -6,7 +6,7 @@ min-max gives every source's best hit 1.0, so fusing sources by rank gave each a
 and rank 1 to whichever source's best hit came first (R@1 .467 on the 92 jawiki questions
 against .870 in the right source alone). Two measures do compare across sources:
 
-* **coverage** — the share of the query's content words (words.py) a document contains, each
+* **coverage** — the share of the query's content words (core/words.py) a document contains, each
   word weighted by its rarity *in that document's source* (idf), words in its title counting
   more; averaged with the same share in the passage the hit shows, because a long article
   holds most words of any question somewhere. A word no document of a source
@@ -27,11 +27,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..library import Source
-from ..models import Hit
-from ..words import index_text
-from .keyword import word_frequencies
-from .query import phrase
+from chiezo.core.models import Hit
+from chiezo.core.query import phrase
+from chiezo.core.words import index_text
+from chiezo.search.keyword import word_frequencies
+from chiezo.store.library import Source
 
 # A hit's relevance, in a source with vectors: this share is meaning, the rest coverage. Coverage
 # alone favours long documents (an article holds most words of any question), meaning is
@@ -78,8 +78,9 @@ def coverage(source: Source, words: Sequence[str], doc_ids: Sequence[int]) -> di
         ):
             for doc_id in _holding(conn, expr, doc_ids, walk):
                 got[doc_id] += weight[word]
-    return {d: ((1 - TITLE_SHARE) * anywhere[d] + TITLE_SHARE * in_title[d]) / total
-            for d in doc_ids}  # fmt: skip
+    return {
+        d: ((1 - TITLE_SHARE) * anywhere[d] + TITLE_SHARE * in_title[d]) / total for d in doc_ids
+    }
 
 
 def specificity(source: Source, words: Sequence[str], light: frozenset[str] = frozenset()) -> float:
@@ -139,12 +140,19 @@ def _holding(conn, expr: str, doc_ids: Sequence[int], walk: bool) -> list[int]:
     one seek per document (FTS5 runs ``rowid IN (…)`` as one lookup per value, ~15 µs each)."""
     if walk:
         wanted = set(doc_ids)
-        return [d for (d,) in conn.execute(
-            "SELECT rowid FROM words_fts WHERE words_fts MATCH ?", (expr,)) if d in wanted]  # fmt: skip
+        return [
+            d
+            for (d,) in conn.execute("SELECT rowid FROM words_fts WHERE words_fts MATCH ?", (expr,))
+            if d in wanted
+        ]
     marks = ",".join("?" * len(doc_ids))
-    return [d for (d,) in conn.execute(
-        f"SELECT rowid FROM words_fts WHERE words_fts MATCH ? AND rowid IN ({marks})",
-        (expr, *doc_ids))]  # fmt: skip
+    return [
+        d
+        for (d,) in conn.execute(
+            f"SELECT rowid FROM words_fts WHERE words_fts MATCH ? AND rowid IN ({marks})",
+            (expr, *doc_ids),
+        )
+    ]
 
 
 def relevance(hit: Hit, covered: float | None, meaning_weight: float) -> float:

@@ -31,10 +31,10 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from .. import db
-from ..errors import BadQuery, Operation, Option
-from ..library import Source
-from .notices import Notice
+from chiezo.core import db
+from chiezo.core.errors import BadQuery, Operation, Option
+from chiezo.search.notices import Notice
+from chiezo.store.library import Source
 
 MAX_CONDITIONS = 12
 BOX_ESTIMATE_CAP = 60_000  # above setplan.MATERIALIZE: a box this full is read page by page
@@ -172,9 +172,17 @@ class BoxCondition(Condition):
             "SELECT doc_id FROM doc_points WHERE lat BETWEEN ? AND ? AND lon BETWEEN ? AND ? "
             "AND doc_id IN (SELECT doc_id FROM doc_coords WHERE max_lat >= ? AND min_lat <= ? "
             "AND max_lon >= ? AND min_lon <= ?)",
-            (self.south, self.north, self.west, self.east,
-             self.south, self.north, self.west, self.east),
-        )  # fmt: skip
+            (
+                self.south,
+                self.north,
+                self.west,
+                self.east,
+                self.south,
+                self.north,
+                self.west,
+                self.east,
+            ),
+        )
 
     def keep(self, conn: db.Connection, ids: list[int]) -> set[int]:
         found: set[int] = set()
@@ -222,8 +230,9 @@ class Near:
         dlat = math.degrees(km / EARTH_KM)
         coslat = max(math.cos(math.radians(self.lat)), 1e-6)
         dlon = min(math.degrees(km / (EARTH_KM * coslat)), 180.0)
-        return BoxCondition(max(self.lat - dlat, -90), self.lon - dlon,
-                            min(self.lat + dlat, 90), self.lon + dlon)  # fmt: skip
+        return BoxCondition(
+            max(self.lat - dlat, -90), self.lon - dlon, min(self.lat + dlat, 90), self.lon + dlon
+        )
 
     def distance(self, lat: float, lon: float) -> float:
         return haversine_km(self.lat, self.lon, lat, lon)
@@ -425,7 +434,7 @@ _DECIMAL = re.compile(r"[-+]?[0-9]+(?:\.[0-9]+)?")
 
 def _degrees(text: str) -> float:
     """A number of degrees written as a plain decimal, between the spaces ``str.strip``
-    removes: exactly what the API's documented patterns (api/patterns.py) describe. ``float``
+    removes: exactly what the API's documented patterns (ops/patterns.py) describe. ``float``
     alone would also take "1e1", "1_0", "inf" and "5.", and keep U+001C–U+001F."""
     stripped = text.strip()
     if not _DECIMAL.fullmatch(stripped):
@@ -438,7 +447,8 @@ def parse_near(text: str, radius_km: float | None = None) -> Near:
         lat, lon = (_degrees(v) for v in text.split(","))
     except ValueError as exc:
         raise BadQuery(
-            f"near is lat,lon in degrees, got {text!r}", hint="e.g. {see}",
+            f"near is lat,lon in degrees, got {text!r}",
+            hint="e.g. {see}",
             see=Option("near", "35.71,139.80"),
         ) from exc
     if not (-90 <= lat <= 90 and -180 <= lon <= 180):
@@ -491,8 +501,10 @@ def _check_tags(source: Source, condition: TagCondition, check: FilterCheck) -> 
             see=Option("tag"),
         )
     marks = ",".join("?" * len(condition.tags))
-    present = {r[0] for r in conn.execute(
-        f"SELECT tag FROM tag_counts WHERE tag IN ({marks})", condition.tags)}  # fmt: skip
+    present = {
+        r[0]
+        for r in conn.execute(f"SELECT tag FROM tag_counts WHERE tag IN ({marks})", condition.tags)
+    }
     missing = [t for t in condition.tags if t not in present]
     for tag in missing:
         similar = similar_tags(conn, tag)
@@ -514,8 +526,9 @@ def _check_attr(source: Source, condition: AttrCondition, check: FilterCheck, ot
             candidates=difflib.get_close_matches(name, sorted(known), n=5) or None,
         )
     where, params = condition.clause()
-    present = {r[0] for r in source.conn.execute(
-        f"SELECT value FROM attr_counts WHERE {where}", params)}  # fmt: skip
+    present = {
+        r[0] for r in source.conn.execute(f"SELECT value FROM attr_counts WHERE {where}", params)
+    }
     missing = [v for v in condition.values if v not in present]
     if missing:
         names = _name_attributes(source, name) if name in NAME_ATTRIBUTES else (name,)

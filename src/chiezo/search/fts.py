@@ -24,15 +24,10 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from .. import db
-from ..errors import BadQuery
-from ..library import Source
-from ..models import Hit, SearchResult
-from ..textnorm import normalise_title
-from .filters import Filters, check_filters, filter_ids
-from .notices import Notice
-from .pages import is_pdf_url, page_of_heading, page_with_words, with_page
-from .query import (
+from chiezo.core import db
+from chiezo.core.errors import BadQuery
+from chiezo.core.models import Hit, SearchResult
+from chiezo.core.query import (
     MIN_FTS_CHARS,
     ParsedQuery,
     like_pattern,
@@ -42,10 +37,15 @@ from .query import (
     text_grams,
     text_segments,
 )
-from .rank import Candidate, rank_page
-from .scoring import BM25, score_candidates, split_by_cost
-from .sections import points_of, section_of, sections_at
-from .snippet import anchored_snippet, make_snippet
+from chiezo.core.textnorm import normalise_title
+from chiezo.search.filters import Filters, check_filters, filter_ids
+from chiezo.search.notices import Notice
+from chiezo.search.pdf_pages import is_pdf_url, page_of_heading, page_with_words, with_page
+from chiezo.search.rank import Candidate, rank_page
+from chiezo.search.scoring import BM25, score_candidates, split_by_cost
+from chiezo.search.sections import points_of, section_of, sections_at
+from chiezo.search.snippet import anchored_snippet, make_snippet
+from chiezo.store.library import Source
 
 CANDIDATE_WALK = 2000  # matches scored at most, most popular first (see docs/design.md)
 COUNT_CAP = 100_000  # exact totals up to this many matches, a lower bound beyond
@@ -80,8 +80,9 @@ class Planned:
         return page_result(source, self.query.text, hits, self, offset, limit)
 
 
-def page_result(source: Source, query: str, hits: list[Hit], plan, offset: int,
-                limit: int) -> SearchResult:  # fmt: skip
+def page_result(
+    source: Source, query: str, hits: list[Hit], plan, offset: int, limit: int
+) -> SearchResult:
     """One source's page of ``hits``, with how ``plan`` (total, lower_bound, mode, notes)
     found them."""
     return SearchResult(
@@ -456,8 +457,9 @@ def _page(
     return Planned(query, ordered[: offset + limit], total, mode, lower_bound, notes, needles)
 
 
-def read_hits(source: Source, page: list[Candidate], needles: list[str],
-              from_chunks: Collection[int] = ()) -> list[Hit]:  # fmt: skip
+def read_hits(
+    source: Source, page: list[Candidate], needles: list[str], from_chunks: Collection[int] = ()
+) -> list[Hit]:
     """Stage two: read only the rows that are shown, with each document's point and the
     section its snippet quotes (search/sections.py). ``from_chunks``: documents whose snippet
     (and so section and PDF page) the caller takes from the chunk meaning matched."""
@@ -512,15 +514,18 @@ class _Quote:
 
 def _quote(source: Source, row: tuple, needles: list[str], by_meaning: bool) -> _Quote:
     """What a hit quotes. A PDF quotes, and links to, its page with the most of the words
-    (search/pages.py), named by that page's breadcrumb; any other document the densest stretch
+    (search/pdf_pages.py), named by that page's breadcrumb; any other document the densest stretch
     of its body, whose section sections_at finds from the anchor."""
     doc_id, _, title, url, opening, body = row
     if is_pdf_url(url) and not by_meaning:
         found = page_with_words(source.conn, doc_id, needles)
         if found is not None:
             heading, text = found
-            return _Quote(make_snippet(text, needles), with_page(url, page_of_heading(heading)),
-                          section_of(heading, title))  # fmt: skip
+            return _Quote(
+                make_snippet(text, needles),
+                with_page(url, page_of_heading(heading)),
+                section_of(heading, title),
+            )
     snippet, anchor = anchored_snippet(body or opening, needles)
     # an opening is no chunk's text; a passage found by meaning brings its own section
     return _Quote(snippet, url, anchor=anchor if body and not by_meaning else None)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .rank import RRF_K
+from chiezo.search.rank import RRF_K
 
 
 @dataclass(frozen=True)
@@ -80,8 +80,10 @@ def fuse(
     else:
         raise ValueError(f"unknown fusion method {method!r}")
     lead = [d for d in dict.fromkeys(first) if d in combined or d in k_rank]
-    rest = sorted((d for d in combined if d not in set(lead)),
-                  key=lambda d: (-combined[d], k_rank.get(d, 10**9), d))  # fmt: skip
+    rest = sorted(
+        (d for d in combined if d not in set(lead)),
+        key=lambda d: (-combined[d], k_rank.get(d, 10**9), d),
+    )
     return [
         Fused(d, combined.get(d, 1.0), k_rank.get(d), s_rank.get(d), k_score.get(d), s_score.get(d))
         for d in [*lead, *rest]

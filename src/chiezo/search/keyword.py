@@ -1,7 +1,7 @@
 """Keyword search: the word index and the trigram index of one source, fused.
 
 The trigram planner (fts.py) finds any substring and keeps title-exact first; the word index
-(words.py, ``words_fts``) ranks by content words. Each side ranks its own candidates
+(core/words.py, ``words_fts``) ranks by content words. Each side ranks its own candidates
 (bm25 × popularity, rank.py); each list is divided by its best score and the two are summed
 with the word side weighted ``WORD_WEIGHT`` (docs/design.md §24, JaQuAD train: R@1 .887
 against .886 with min-max; the issue measured words alone .842, trigrams .795, fused .861 on
@@ -22,16 +22,16 @@ from __future__ import annotations
 import concurrent.futures
 from dataclasses import dataclass, field, replace
 
-from .. import db
-from ..library import Source
-from ..models import SearchResult
-from ..words import marked_words, query_words
-from .filters import Filters
-from .fts import CANDIDATE_WALK, check_window, page_result, plan_search, read_hits
-from .hybrid import fuse
-from .notices import Notice
-from .query import match_all, match_any
-from .rank import Candidate, rank_page
+from chiezo.core import db
+from chiezo.core.models import SearchResult
+from chiezo.core.query import match_all, match_any
+from chiezo.core.words import marked_words, query_words
+from chiezo.search.filters import Filters
+from chiezo.search.fts import CANDIDATE_WALK, check_window, page_result, plan_search, read_hits
+from chiezo.search.hybrid import fuse
+from chiezo.search.notices import Notice
+from chiezo.search.rank import Candidate, rank_page
+from chiezo.store.library import Source
 
 WORD_WEIGHT = 0.7
 WORDS_BM25 = "bm25(words_fts, 8.0, 4.0, 1.0)"  # title, aliases, body — as the trigram index
@@ -79,8 +79,11 @@ class KeywordPlan:
     def result(self, source: Source, offset: int, limit: int) -> SearchResult:
         page = self.ranked[offset : offset + limit]
         first = set(self.first)
-        hits = read_hits(source, [Candidate(d, 0.0, source.rank_of(d), d in first)
-                                  for d, _ in page], self.needles)  # fmt: skip
+        hits = read_hits(
+            source,
+            [Candidate(d, 0.0, source.rank_of(d), d in first) for d, _ in page],
+            self.needles,
+        )
         scores = dict(page)
         hits = [replace(h, score=round(scores[h.doc_id], 6)) for h in hits]
         return page_result(source, self.query, hits, self, offset, limit)
@@ -120,9 +123,16 @@ def plan_keyword(
     if not source.has_words and source.immutable:  # built before the word index
         trigrams.notes.append(Notice("no_word_index", sources=[source.name]))
     if matches is None or not matches.candidates:
-        return KeywordPlan([(c.doc_id, -c.score) for c in trigrams.ordered], first,
-                           trigrams.total, trigrams.lower_bound, trigrams.mode, trigrams.notes,
-                           trigrams.needles, trigrams.query.text)  # fmt: skip
+        return KeywordPlan(
+            [(c.doc_id, -c.score) for c in trigrams.ordered],
+            first,
+            trigrams.total,
+            trigrams.lower_bound,
+            trigrams.mode,
+            trigrams.notes,
+            trigrams.needles,
+            trigrams.query.text,
+        )
     fused = fuse(
         [(c.doc_id, -c.score) for c in matches.candidates],
         [(c.doc_id, -c.score) for c in trigrams.ordered],
@@ -133,10 +143,15 @@ def plan_keyword(
     total, lower = _union_total(trigrams, matches, len(fused))
     stems, pieces = marked_words(text)  # as written in documents, for the snippets
     return KeywordPlan(
-        [(f.doc_id, f.score) for f in fused], first, total, lower,
-        f"{matches.plan}+{trigrams.mode}", trigrams.notes,
-        [*trigrams.needles, *pieces, *stems], trigrams.query.text,
-    )  # fmt: skip
+        [(f.doc_id, f.score) for f in fused],
+        first,
+        total,
+        lower,
+        f"{matches.plan}+{trigrams.mode}",
+        trigrams.notes,
+        [*trigrams.needles, *pieces, *stems],
+        trigrams.query.text,
+    )
 
 
 def _start_word_side(source: Source, words: list[str], pool: int, filters: Filters):
@@ -155,8 +170,12 @@ def _start_word_side(source: Source, words: list[str], pool: int, filters: Filte
 def _union_total(trigrams, matches: WordMatches, fused: int) -> tuple[int, bool]:
     """How many documents either side matches: exact when each side's every match was fused,
     else the larger total, as a lower bound."""
-    complete = (not trigrams.lower_bound and trigrams.total == len(trigrams.ordered)
-                and not matches.lower_bound and matches.total == len(matches.candidates))  # fmt: skip
+    complete = (
+        not trigrams.lower_bound
+        and trigrams.total == len(trigrams.ordered)
+        and not matches.lower_bound
+        and matches.total == len(matches.candidates)
+    )
     if complete:
         return fused, False
     return max(trigrams.total, matches.total, fused), True
@@ -194,9 +213,12 @@ def _all_words(source, words, df, pool, extra, extra_params) -> WordMatches:
             (*params, walk),
         ).fetchall()
     else:  # some word is too common to weigh: walk by popularity, weigh the rare ones
-        ids = [r[0] for r in conn.execute(
-            f"SELECT rowid FROM words_fts WHERE {where} ORDER BY rowid LIMIT ?", (*params, walk)
-        )]  # fmt: skip
+        ids = [
+            r[0]
+            for r in conn.execute(
+                f"SELECT rowid FROM words_fts WHERE {where} ORDER BY rowid LIMIT ?", (*params, walk)
+            )
+        ]
         rows = _weigh(conn, ids, cheap)
     # more than the walk: the trigram side counts its matches; the union takes the larger
     total, lower = len(rows), len(rows) >= walk
@@ -221,10 +243,13 @@ def _weigh(conn, ids: list[int], cheap: list[str]) -> list[tuple[int, float]]:
     if not cheap or not ids:
         return [(i, 0.0) for i in ids]
     marks = ",".join("?" * len(ids))
-    scored = dict(conn.execute(
-        f"SELECT rowid, {WORDS_BM25} FROM words_fts WHERE words_fts MATCH ? "
-        f"AND +rowid IN ({marks})", (match_any(cheap), *ids)
-    ))  # fmt: skip
+    scored = dict(
+        conn.execute(
+            f"SELECT rowid, {WORDS_BM25} FROM words_fts WHERE words_fts MATCH ? "
+            f"AND +rowid IN ({marks})",
+            (match_any(cheap), *ids),
+        )
+    )
     return [(i, scored.get(i, 0.0)) for i in ids]
 
 
@@ -256,5 +281,3 @@ def choose_words(words: list[str], df: dict[str, int], doc_count: int) -> list[s
         chosen.append(word)
         postings += df[word]
     return chosen
-
-

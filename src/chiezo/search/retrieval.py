@@ -21,22 +21,20 @@ import math
 import time
 from dataclasses import dataclass, replace
 
-from .. import db
-from ..embedders import get_embedder
-from ..errors import BadQuery
-from ..library import Source
-from ..models import Hit, SearchResult
-from ..words import evidence_words, light_words, query_words
-from .evidence import coverage, specificity
-from .filters import Filters, Near
-from .fts import MAX_WINDOW, read_hits
-from .hybrid import Fused, fuse, scale_to_max
-from .keyword import KeywordPlan, keyword_search, plan_keyword
-from .notices import Notice
-from .pages import is_pdf_url, page_of_heading, with_page
-from .rank import Candidate
-from .sections import section_of
-from .semantic import (
+from chiezo.core import db
+from chiezo.core.errors import BadQuery
+from chiezo.core.models import Hit, SearchResult
+from chiezo.core.words import evidence_words, light_words, query_words
+from chiezo.search.evidence import coverage, specificity
+from chiezo.search.filters import Filters, Near
+from chiezo.search.fts import MAX_WINDOW, read_hits
+from chiezo.search.hybrid import Fused, fuse, scale_to_max
+from chiezo.search.keyword import KeywordPlan, keyword_search, plan_keyword
+from chiezo.search.notices import Notice
+from chiezo.search.pdf_pages import is_pdf_url, page_of_heading, with_page
+from chiezo.search.rank import Candidate
+from chiezo.search.sections import section_of
+from chiezo.search.semantic import (
     BELOW_FLOOR_OWNERS,
     SemanticHit,
     default_floor,
@@ -44,8 +42,10 @@ from .semantic import (
     require_vectors,
     semantic_candidates,
 )
-from .snippet import past_headings, snippet_at
-from .vectors import vector_info
+from chiezo.search.snippet import past_headings, snippet_at
+from chiezo.store.embedders import get_embedder
+from chiezo.store.library import Source
+from chiezo.store.vectors import vector_info
 
 MODES = ("keyword", "semantic", "hybrid")
 FUSIONS = ("minmax", "rrf")
@@ -106,8 +106,15 @@ def retrieve(
     near = options.near
     want = offset + limit
     if mode == "keyword" and near is None and not options.explain:
-        result = keyword_search(source, text, limit=limit, offset=offset, timeout=timeout,
-                                filters=filters, others=others)  # fmt: skip
+        result = keyword_search(
+            source,
+            text,
+            limit=limit,
+            offset=offset,
+            timeout=timeout,
+            filters=filters,
+            others=others,
+        )
         result.retrieval = "keyword"
         return result
     n = max(options.top_n, want)
@@ -164,8 +171,7 @@ def retrieve(
 
 def _keyword_side(source, text, n, timeout, filters, others) -> KeywordPlan:
     with db.deadline(source.conn, timeout, what=f"search in {source.name!r}"):
-        return plan_keyword(source, text, want=min(n, MAX_WINDOW), filters=filters,
-                            others=others)  # fmt: skip
+        return plan_keyword(source, text, want=min(n, MAX_WINDOW), filters=filters, others=others)
 
 
 @dataclass
@@ -196,8 +202,9 @@ def _start_semantic(source, text, n, filters, options, timeout, mode) -> _Pendin
 
     def run():
         vector = embed_query(source, text)
-        return semantic_candidates(source, vector, n, filters=filters,
-                                   min_score=options.min_score, below_floor=below)  # fmt: skip
+        return semantic_candidates(
+            source, vector, n, filters=filters, min_score=options.min_score, below_floor=below
+        )
 
     return _PendingSemantic(_pool.submit(run), time.monotonic() + budget)
 
@@ -221,15 +228,26 @@ def _by_coverage(source: Source, text: str, keyword: KeywordPlan) -> KeywordPlan
     covered = coverage(source, evidence_words(text), [d for d, _ in keyword.ranked])
     if not covered:
         return keyword
-    ranked = dict(zip([d for d, _ in keyword.ranked],
-                      scale_to_max([s for _, s in keyword.ranked]), strict=True))  # fmt: skip
-    scaled = sorted(((d, s * math.sqrt(covered.get(d, 0.0))) for d, s in ranked.items()),
-                    key=lambda pair: -pair[1])  # fmt: skip
+    ranked = dict(
+        zip(
+            [d for d, _ in keyword.ranked],
+            scale_to_max([s for _, s in keyword.ranked]),
+            strict=True,
+        )
+    )
+    scaled = sorted(
+        ((d, s * math.sqrt(covered.get(d, 0.0))) for d, s in ranked.items()),
+        key=lambda pair: -pair[1],
+    )
     return replace(keyword, ranked=scaled, scaled=True)
 
 
-def _fuse(keyword: KeywordPlan | None, semantic: list[SemanticHit] | None, options,
-          weight: float = DEFAULT_KEYWORD_WEIGHT) -> list[Fused]:  # fmt: skip
+def _fuse(
+    keyword: KeywordPlan | None,
+    semantic: list[SemanticHit] | None,
+    options,
+    weight: float = DEFAULT_KEYWORD_WEIGHT,
+) -> list[Fused]:
     k_pairs = keyword.ranked if keyword else []
     s_pairs = [(h.doc_id, h.score) for h in semantic] if semantic is not None else []
     first = keyword.first if keyword else []
@@ -237,8 +255,14 @@ def _fuse(keyword: KeywordPlan | None, semantic: list[SemanticHit] | None, optio
         return fuse(k_pairs, [], keyword_weight=1.0, first=first)
     if keyword is None:
         return fuse([], s_pairs, keyword_weight=0.0)
-    return fuse(k_pairs, s_pairs, keyword_weight=weight, method=options.fusion,
-                first=first, keyword_scaled=keyword.scaled)  # fmt: skip
+    return fuse(
+        k_pairs,
+        s_pairs,
+        keyword_weight=weight,
+        method=options.fusion,
+        first=first,
+        keyword_scaled=keyword.scaled,
+    )
 
 
 def keyword_weight(source: Source, options: RetrievalOptions, text: str) -> float:
@@ -273,8 +297,11 @@ def _by_distance(source: Source, fused: list[Fused], near: Near):
         )
     }
     # a radius reaches the search as its bounding box (search/filters.py): the corners go here
-    located = [f for f in fused if f.doc_id in points
-               and (near.radius_km is None or points[f.doc_id] <= near.radius_km)]  # fmt: skip
+    located = [
+        f
+        for f in fused
+        if f.doc_id in points and (near.radius_km is None or points[f.doc_id] <= near.radius_km)
+    ]
     located.sort(key=lambda f: (points[f.doc_id], f.doc_id))
     return located, points
 
@@ -288,8 +315,12 @@ def _hits(source, page, keyword, semantic, text, explain, distances) -> list[Hit
     needles = keyword.needles if keyword else text.split()
     floor = default_floor(source, require_vectors(source).model) if semantic else None
     by_meaning = {f.doc_id for f in page if f.doc_id in chunks and f.doc_id not in by_words}
-    read = read_hits(source, [Candidate(f.doc_id, 0.0, source.rank_of(f.doc_id), f.doc_id in first)
-                              for f in page], needles, from_chunks=by_meaning)  # fmt: skip
+    read = read_hits(
+        source,
+        [Candidate(f.doc_id, 0.0, source.rank_of(f.doc_id), f.doc_id in first) for f in page],
+        needles,
+        from_chunks=by_meaning,
+    )
     known = {h.doc_id: h for h in read}
     _chunk_snippets(source, [h for h in read if h.doc_id in by_meaning], chunks)
     out = []
@@ -302,10 +333,12 @@ def _hits(source, page, keyword, semantic, text, explain, distances) -> list[Hit
             hit.distance_km = round(distances[f.doc_id], 3)
         if explain:
             hit.explain = {
-                "keyword_rank": f.keyword_rank, "semantic_rank": f.semantic_rank,
-                "keyword_score": f.keyword_score, "semantic_score": f.semantic_score,
+                "keyword_rank": f.keyword_rank,
+                "semantic_rank": f.semantic_rank,
+                "keyword_score": f.keyword_score,
+                "semantic_score": f.semantic_score,
                 "fused": round(f.score, 6),
-            }  # fmt: skip
+            }
         out.append(hit)
     return out
 

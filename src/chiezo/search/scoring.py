@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 
-from .. import db
-from ..textnorm import normalise_title
-from .query import MIN_FTS_CHARS, match_all
+from chiezo.core import db
+from chiezo.core.query import MIN_FTS_CHARS, match_all
+from chiezo.core.textnorm import normalise_title
 
 BM25 = "bm25(docs_fts, 8.0, 4.0, 1.0)"  # title, aliases, body
 PHRASE_POSTINGS_BUDGET = 50_000  # ≈ 7.5 ms of IDF work per phrase

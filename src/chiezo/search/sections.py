@@ -5,8 +5,8 @@ documents' headings, then one probe per hit whose document has more than one sec
 their cost follows the hits shown, never the size of the source.
 
 A section is the heading path of a chunk (``chunks.heading_path``, "A > B > C",
-sources/markdown.py) without the document's own title in front: a Wikipedia passage's path
-starts with its article title (浅草寺 > 歴史, sources/wikipedia.py) and a Markdown file's with its
+core/markdown.py) without the document's own title in front: a Wikipedia passage's path
+starts with its article title (浅草寺 > 歴史, ingest/wikipedia.py) and a Markdown file's with its
 H1, and the hit shows the title already. The lead of an article (its path is the title alone)
 has no section; nor has a document without headings (a place, a plain text).
 
@@ -22,10 +22,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..library import Source
-from ..models import Point
-from ..sources.markdown import BREADCRUMB_SEPARATOR
-from ..textnorm import normalise_title
+from chiezo.core.markdown import BREADCRUMB_SEPARATOR
+from chiezo.core.models import Point
+from chiezo.core.textnorm import normalise_title
+from chiezo.store.library import Source
 
 PROBE_CHARS = 24  # of the anchor's line, each side of the anchor
 MIN_PROBE_CHARS = 4  # a shorter probe would be found in whichever chunk comes first

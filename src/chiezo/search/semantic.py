@@ -1,5 +1,5 @@
 """Semantic candidates: the query embedded with the source's own model, nearest vectors (units
-of chunks, see embed.py), best unit per document.
+of chunks, see store/embed.py), best unit per document.
 
 With filters, the candidates must come from the filtered set. A set up to ``EXACT_SET`` documents
 is searched exhaustively (its chunk vectors read from the source file, one matrix product); a
@@ -14,12 +14,12 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from ..embedders import get_embedder
-from ..errors import Operation, Option
-from ..library import Source
-from .filters import Filters, filter_ids
-from .setplan import run_filters
-from .vectors import VectorsUnavailable, vector_info, vector_owners
+from chiezo.core.errors import Operation, Option
+from chiezo.search.filters import Filters, filter_ids
+from chiezo.search.setplan import run_filters
+from chiezo.store.embedders import get_embedder
+from chiezo.store.library import Source
+from chiezo.store.vectors import VectorsUnavailable, vector_info, vector_owners
 
 EXACT_SET = 20_000
 # Vectors fetched per document wanted (documents have several): at least this many, more where
@@ -85,7 +85,7 @@ def _query_vector(model: str, text: str):
 
 
 def default_floor(source: Source, model: str) -> float:
-    """The source's calibrated floor (search/calibration.py), else the model's measured one."""
+    """The source's calibrated floor (store/calibration.py), else the model's measured one."""
     measured = source.meta.get("semantic_floor")
     if measured:
         return float(measured)

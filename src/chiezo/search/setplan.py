@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import db
-from ..errors import BadQuery
-from ..library import Source
-from .filters import Condition, Filters, Near
+from chiezo.core import db
+from chiezo.core.errors import BadQuery
+from chiezo.search.filters import Condition, Filters, Near
+from chiezo.store.library import Source
 
 MATERIALIZE = 60_000  # a driving set this small is read whole: page and total in one pass
 COUNT_SCAN = 60_000  # driven ids counted for an exact total; more → a lower bound
@@ -92,8 +92,10 @@ def _driven(
     if size <= MATERIALIZE:  # one pass: every match, then page and count
         ids = [r[0] for r in conn.execute(f"{sql} ORDER BY d.doc_id", params)]
         return FilterPage(ids[offset : offset + limit], len(ids), "driven")
-    ids = [r[0] for r in conn.execute(
-        f"{sql} ORDER BY d.doc_id LIMIT ? OFFSET ?", (*params, limit, offset))]  # fmt: skip
+    ids = [
+        r[0]
+        for r in conn.execute(f"{sql} ORDER BY d.doc_id LIMIT ? OFFSET ?", (*params, limit, offset))
+    ]
     total, lower = _count(conn, driver, size, others)
     return FilterPage(ids, total, "driven", lower)
 

@@ -28,8 +28,29 @@ _HTML_ELEMENTS = (
 )
 _TAG = re.compile(rf"</?({_HTML_ELEMENTS.replace(' ', '|')})\b(?:\s[^<>]*)?/?>")
 # Tags that break a line leave a space (``a<br>b``); inline ones leave nothing (``<b>東京</b>都``).
-_BREAKING = {"br", "p", "div", "li", "td", "th", "tr", "hr", "dd", "dt", "h1", "h2", "h3", "h4",
-             "h5", "h6", "table", "blockquote", "pre", "section", "article"}  # fmt: skip
+_BREAKING = {
+    "br",
+    "p",
+    "div",
+    "li",
+    "td",
+    "th",
+    "tr",
+    "hr",
+    "dd",
+    "dt",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "table",
+    "blockquote",
+    "pre",
+    "section",
+    "article",
+}
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)  # an unclosed one runs past the window
 _COMMENT_MARK = re.compile(r"<!--|-->")
 # Whole lines of markup: code fences (with their info string), table rulers, thematic breaks.
@@ -146,8 +167,9 @@ def past_headings(text: str, start: int) -> int:
         at = end + 1
 
 
-def _window(text: str, start: int, width: int, comments: list[tuple[int, int]],
-            keep_comments: bool = False) -> str:  # fmt: skip
+def _window(
+    text: str, start: int, width: int, comments: list[tuple[int, int]], keep_comments: bool = False
+) -> str:
     """``width`` characters of plain text from ``start``, ``…`` marking a cut.
     ``keep_comments``: quote the words of HTML comments (without their marks) rather than
     leave them out."""

@@ -1,0 +1,181 @@
+"""Source kind ``zim``: a Kiwix ZIM file (offline Wikipedia, Wikibooks, …).
+
+Every article entry becomes a document: its title, its HTML turned into Markdown-shaped text
+(sources/formats.html_to_markdown — headings become breadcrumbs, navigation is dropped), the
+lead as the opening, internal links as links, the ZIM path as url. Redirect entries become
+aliases of their target. Both namespace schemes are read: the old one (articles under ``A/``)
+and the new one (no namespaces; articles are the HTML entries). The file's metadata (title,
+language, date, creator…) goes into the source's ``input`` record; its language into
+``language``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import replace
+from pathlib import Path
+from urllib.parse import unquote
+
+from chiezo.core.config import Settings
+from chiezo.core.errors import InputError
+from chiezo.core.models import Doc
+from chiezo.core.progress import NullProgress, Progress
+from chiezo.ingest.documents import document_from_text
+from chiezo.ingest.formats import html_to_markdown
+from chiezo.store.build import BuildOptions, BuildReport, GenerationBuilder
+from chiezo.store.kinds import Attribution, SourceKind
+
+KIND = "zim"
+METADATA = ("Title", "Name", "Language", "Date", "Creator", "Publisher", "Description", "License")
+
+
+def open_archive(path: Path):
+    try:
+        from libzim.reader import Archive
+    except ImportError as exc:
+        raise InputError("reading ZIM files needs the libzim package") from exc
+    if not path.is_file():
+        raise InputError(f"no such file: {path}")
+    try:
+        return Archive(str(path))
+    except RuntimeError as exc:
+        raise InputError(f"{path.name} is not a readable ZIM file: {exc}") from exc
+
+
+def metadata(archive) -> dict[str, str]:
+    out = {}
+    for key in METADATA:
+        if key in archive.metadata_keys:
+            out[key.lower()] = bytes(archive.get_metadata(key)).decode("utf-8", "replace").strip()
+    return out
+
+
+def scan(archive) -> tuple[list[int], dict[str, list[str]], dict[str, str]]:
+    """(ids of article entries, target path → redirect titles, article path → title)."""
+    articles: list[int] = []
+    titles: dict[str, str] = {}
+    redirects: dict[str, list[str]] = {}
+    old_scheme = not archive.has_new_namespace_scheme
+    for entry_id in range(archive.entry_count):
+        entry = archive._get_entry_by_id(entry_id)
+        if old_scheme and not entry.path.startswith("A/"):
+            continue
+        if entry.is_redirect:
+            target = entry.get_redirect_entry()
+            if entry.title and entry.title != target.title:
+                redirects.setdefault(target.path, []).append(entry.title)
+            continue
+        if entry.get_item().mimetype.startswith("text/html"):
+            articles.append(entry_id)
+            titles[entry.path] = entry.title or entry.path
+    return articles, redirects, titles
+
+
+def ingest_zim(
+    settings: Settings,
+    path: Path,
+    name: str | None = None,
+    *,
+    options: BuildOptions | None = None,
+    progress: Progress | None = None,
+) -> BuildReport:
+    path = Path(path)
+    archive = open_archive(path)
+    facts = metadata(archive)
+    name = (
+        name
+        or "zim_"
+        + "".join(c if c.isalnum() else "_" for c in (facts.get("name") or path.stem))
+        .strip("_")
+        .lower()
+    )
+    options = options or BuildOptions()
+    if not options.language and facts.get("language"):
+        options = replace(options, language=facts["language"].split(",")[0][:3])
+    articles, redirects, titles = scan(archive)
+    builder = GenerationBuilder(
+        settings,
+        name,
+        KIND,
+        input_identity={
+            "path": str(path.resolve()),
+            "bytes": path.stat().st_size,
+            "new_namespace_scheme": archive.has_new_namespace_scheme,
+            **facts,
+        },
+        options=options,
+        progress=progress or NullProgress(),
+        expected_bytes=path.stat().st_size * 6,
+    )
+    main = _main_path(archive) if len(articles) > 1 else None
+    with builder:
+        builder.start_reading(len(articles))
+        for entry_id in articles:
+            doc = _doc(archive._get_entry_by_id(entry_id), redirects, titles)
+            if doc is None:
+                builder.warn(f"{archive._get_entry_by_id(entry_id).path}: no text; skipped")
+                continue
+            if doc.key == main:
+                doc.attrs["flag"] = ["main"]  # a table of contents: never an answer's excerpt
+            builder.add(doc)
+        return builder.finish()
+
+
+def _main_path(archive) -> str | None:
+    """The path of the archive's main page (its welcome page, often a redirect to one)."""
+    if not archive.has_main_entry:
+        return None
+    entry = archive.main_entry
+    return entry.get_redirect_entry().path if entry.is_redirect else entry.path
+
+
+def _doc(entry, redirects: dict[str, list[str]], titles: dict[str, str]) -> Doc | None:
+    markup = bytes(entry.get_item().content).decode("utf-8", "replace")
+    page_title, text, hrefs = html_to_markdown(markup)
+    if not text.strip():
+        return None
+    title = entry.title or page_title or entry.path
+    doc = document_from_text(entry.path, Path(entry.path), text, {"title": title}, markdown=True)
+    doc.url = entry.path
+    doc.aliases = sorted(set(redirects.get(entry.path, [])) - {title})
+    doc.links = [titles[p] for p in _links(entry.path, hrefs) if p in titles]
+    doc.extra = {"path": entry.path, "format": "zim"}
+    return doc
+
+
+def _links(source_path: str, hrefs: list[str]) -> list[str]:
+    """Internal link targets as ZIM paths (hrefs resolved against the page's own path)."""
+    out = []
+    base = posixpath.dirname(source_path)
+    for href in hrefs:
+        if "://" in href or href.startswith(("#", "mailto:", "javascript:")):
+            continue
+        target = unquote(href.split("#", 1)[0])
+        if target:
+            out.append(posixpath.normpath(posixpath.join(base, target)))
+    return list(dict.fromkeys(out))
+
+
+# -- the kind -------------------------------------------------------------------------------------
+
+
+class ZimKind(SourceKind):
+    name = KIND
+    summary = """Build a source from a Kiwix ZIM file: every article a document, redirects as
+    aliases, old and new namespace schemes."""
+    argument = "FILE"
+    names_itself = True  # zim_<the file's Name>
+
+    def build(self, settings, inputs, name, options, build, progress):
+        return ingest_zim(settings, inputs[0], name, options=build, progress=progress)
+
+    def attribution(self, info):
+        given = info.input
+        who = given.get("creator") or given.get("publisher") or given.get("title") or "ZIM file"
+        described = given.get("title") if given.get("title") and given.get("title") != who else ""
+        return Attribution(
+            who + (f" — {described}" if described else ""), given.get("license") or None
+        )
+
+
+SOURCE_KIND = ZimKind()

@@ -1,0 +1,402 @@
+"""Reading documents and browsing a source: one document, titles by prefix, tags, links, and
+filter listings. Pure functions over an open Source; ops/service.py adds deadlines and limits."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any
+
+from chiezo.core.errors import BadQuery, NotFound, Operation
+from chiezo.core.query import MIN_FTS_CHARS, match_any, match_in_columns, phrase, text_grams
+from chiezo.core.textnorm import normalise_title
+from chiezo.search.filters import Filters, check_filters
+from chiezo.search.notices import Notice
+from chiezo.search.setplan import run_filters
+from chiezo.store.library import Source
+
+DOC_FIELDS = (
+    "source",
+    "doc_id",
+    "key",
+    "title",
+    "url",
+    "rank_score",
+    "aliases",
+    "opening",
+    "body",
+    "tags",
+    "links",
+    "attrs",
+    "point",
+    "chunks",
+    "extra",
+)
+DEFAULT_DOC_FIELDS = tuple(f for f in DOC_FIELDS if f != "chunks")
+
+
+def check_fields(fields: list[str] | None) -> tuple[str, ...]:
+    if not fields:
+        return DEFAULT_DOC_FIELDS
+    unknown = [f for f in fields if f not in DOC_FIELDS]
+    if unknown:
+        raise BadQuery(
+            f"unknown field{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}",
+            allowed_fields=list(DOC_FIELDS),
+        )
+    return tuple(fields)
+
+
+def find_doc(
+    src: Source, *, title: str | None = None, doc_id: int | None = None, key: str | None = None
+) -> tuple[int, list[dict[str, Any]]]:
+    """(doc_id, alternatives): by id, by key, or by exact title through aliases; several docs
+    with one title → the most popular, the others as alternatives; none → 404 with the
+    closest titles as candidates."""
+    source = src.name
+    if doc_id is not None:
+        if not _doc_exists(src, doc_id):
+            raise NotFound(f"{source} has no document {doc_id}", source=source)
+        return doc_id, []
+    if key is not None:
+        row = src.conn.execute("SELECT doc_id FROM docs WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            raise NotFound(f"{source} has no document with key {key!r}", source=source)
+        return row[0], []
+    if title is not None and title.strip():
+        ids = _ids_by_title(src, title)
+        if not ids:
+            raise NotFound(
+                f"{source} has no document titled {title!r}",
+                source=source,
+                candidates=closest_titles(src, title),
+                hint="use one of the candidates, or search for it: {see}",
+                see=Operation("search", source),
+            )
+        return ids[0], [_summary(src, i) for i in ids[1:]]
+    raise BadQuery("give a title, a doc_id or a key")
+
+
+def _doc_exists(src: Source, doc_id: int) -> bool:
+    return src.conn.execute("SELECT 1 FROM docs WHERE doc_id = ?", (doc_id,)).fetchone() is not None
+
+
+def _ids_by_title(src: Source, title: str) -> list[int]:
+    return [
+        r[0]
+        for r in src.conn.execute(
+            "SELECT doc_id FROM titles WHERE norm = ? ORDER BY is_alias, doc_id LIMIT 50",
+            (normalise_title(title),),
+        )
+    ]
+
+
+def _summary(src: Source, doc_id: int) -> dict[str, Any]:
+    key, title = src.conn.execute(
+        "SELECT key, title FROM docs WHERE doc_id = ?", (doc_id,)
+    ).fetchone()
+    return {"doc_id": doc_id, "key": key, "title": title}
+
+
+def read_doc(
+    src: Source, doc_id: int, fields: tuple[str, ...], max_chars: int | None
+) -> dict[str, Any]:
+    conn = src.conn
+    # body is the last column of docs: leaving it out spares its overflow pages
+    body_column = "body" if "body" in fields else "''"
+    extra_column = "extra" if "extra" in fields else "NULL"
+    row = conn.execute(
+        f"SELECT key, title, url, rank_score, aliases, opening, {extra_column}, {body_column} "
+        "FROM docs WHERE doc_id = ?",
+        (doc_id,),
+    ).fetchone()
+    key, title, url, rank_score, aliases, opening, extra, body = row
+    full: dict[str, Any] = {
+        "source": src.name,
+        "doc_id": doc_id,
+        "key": key,
+        "title": title,
+        "url": url,
+        "rank_score": rank_score,
+        "aliases": [a for a in (aliases or "").split("\n") if a],
+        "opening": opening,
+        "extra": json.loads(extra) if extra else {},
+    }
+    out = {f: full[f] for f in fields if f in full}
+    if "body" in fields:
+        out["body"] = body if max_chars is None else body[:max_chars]
+        out["body_chars"] = len(body)
+        if max_chars is not None and len(body) > max_chars:
+            out["truncated"] = True
+    if "tags" in fields:
+        out["tags"] = [
+            r[0]
+            for r in conn.execute(
+                "SELECT tag FROM doc_tags WHERE doc_id = ? ORDER BY tag", (doc_id,)
+            )
+        ]
+    if "links" in fields:
+        out["links"] = [
+            r[0]
+            for r in conn.execute(
+                "SELECT target FROM doc_links WHERE doc_id = ? ORDER BY target", (doc_id,)
+            )
+        ]
+    if "attrs" in fields:
+        attrs: dict[str, list[str]] = {}
+        for name, value in conn.execute(
+            "SELECT name, value FROM doc_attrs WHERE doc_id = ? ORDER BY name, value", (doc_id,)
+        ):
+            attrs.setdefault(name, []).append(value)
+        out["attrs"] = attrs
+    if "point" in fields:
+        point = conn.execute(
+            "SELECT lat, lon FROM doc_points WHERE doc_id = ?", (doc_id,)
+        ).fetchone()
+        out["point"] = {"lat": point[0], "lon": point[1]} if point else None
+    if "chunks" in fields:
+        out["chunks"] = [
+            {"ord": o, "heading_path": h, "text": t}
+            for o, h, t in conn.execute(
+                "SELECT ord, heading_path, text FROM chunks WHERE doc_id = ? ORDER BY ord",
+                (doc_id,),
+            )
+        ]
+    return out
+
+
+def closest_titles(src: Source, text: str, n: int = 10) -> list[str]:
+    """Titles close to ``text``: same prefix, containing it, or sharing its rarer trigrams;
+    ordered by string similarity. Used for "did you mean" on a missing title."""
+    conn = src.conn
+    norm = normalise_title(text)
+    ids: dict[int, None] = {}
+    for (doc_id,) in conn.execute(
+        "SELECT doc_id FROM titles WHERE norm >= ? AND norm < ? LIMIT 20",
+        (norm, norm + "\U0010ffff"),
+    ):
+        ids.setdefault(doc_id)
+    title_columns = ("title", "aliases")
+    if len(norm) >= MIN_FTS_CHARS:
+        expr = match_in_columns(title_columns, phrase(norm))
+        for (doc_id,) in conn.execute(
+            "SELECT rowid FROM docs_fts WHERE docs_fts MATCH ? ORDER BY rowid LIMIT 30", (expr,)
+        ):
+            ids.setdefault(doc_id)
+    grams = text_grams(norm)[:40]
+    if grams:
+        expr = match_in_columns(title_columns, match_any(grams))
+        for (doc_id,) in conn.execute(
+            "SELECT rowid FROM docs_fts WHERE docs_fts MATCH ? ORDER BY rank LIMIT 30", (expr,)
+        ):
+            ids.setdefault(doc_id)
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    titles = [
+        r[0] for r in conn.execute(f"SELECT title FROM docs WHERE doc_id IN ({marks})", list(ids))
+    ]
+    titles = list(dict.fromkeys(titles))
+    titles.sort(key=lambda t: -difflib.SequenceMatcher(None, norm, normalise_title(t)).ratio())
+    return titles[:n]
+
+
+def titles_by_prefix(src: Source, prefix: str, limit: int = 20) -> dict[str, Any]:
+    """Titles (and aliases) starting with ``prefix``, case- and width-insensitive, in
+    alphabetical order of their normalised form."""
+    norm = normalise_title(prefix)
+    if not norm:
+        raise BadQuery("prefix must not be empty")
+    rows = src.conn.execute(
+        "SELECT t.norm, t.doc_id, t.is_alias, d.title, d.key FROM titles t "
+        "JOIN docs d ON d.doc_id = t.doc_id WHERE t.norm >= ? AND t.norm < ? "
+        "ORDER BY t.norm, t.doc_id LIMIT ?",
+        (norm, norm + "\U0010ffff", limit + 1),
+    ).fetchall()
+    items = [
+        {"title": title, "doc_id": doc_id, "key": key, "via_alias": bool(is_alias)}
+        for _, doc_id, is_alias, title, key in rows[:limit]
+    ]
+    return {"source": src.name, "prefix": prefix, "titles": items, "more": len(rows) > limit}
+
+
+def list_tags(
+    src: Source,
+    *,
+    prefix: str | None = None,
+    contains: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> dict[str, Any]:
+    """Tag names with their document counts, most used first. ``prefix`` reads an index range;
+    ``contains`` scans the per-tag count table (one row per tag, not per document)."""
+    if prefix and contains:
+        raise BadQuery("give prefix or contains, not both")
+    total, rows = _counted(src.conn, "tag_counts", "tag", "", (), prefix, contains, limit, offset)
+    return {
+        "source": src.name,
+        "total": total,
+        "tags": [{"tag": t, "docs": n} for t, n in rows],
+    }
+
+
+def list_links(
+    src: Source,
+    doc_id: int,
+    *,
+    direction: str = "out",
+    limit: int = 50,
+    offset: int = 0,
+) -> dict[str, Any]:
+    """Links of a document: ``out`` = its link targets (with the doc_id when the target is a
+    document of this source), ``in`` = documents linking to it (by title or key)."""
+    conn = src.conn
+    title, key = conn.execute("SELECT title, key FROM docs WHERE doc_id = ?", (doc_id,)).fetchone()
+    if direction == "out":
+        total = conn.execute(
+            "SELECT count(*) FROM doc_links WHERE doc_id = ?", (doc_id,)
+        ).fetchone()[0]
+        rows = conn.execute(
+            "SELECT target FROM doc_links WHERE doc_id = ? ORDER BY target LIMIT ? OFFSET ?",
+            (doc_id, limit, offset),
+        ).fetchall()
+        links = [{"target": t, "doc_id": _resolve_target(src, t)} for (t,) in rows]
+    elif direction == "in":
+        targets = list(dict.fromkeys([title, key]))
+        marks = ",".join("?" * len(targets))
+        total = conn.execute(
+            f"SELECT count(DISTINCT doc_id) FROM doc_links WHERE target IN ({marks})", targets
+        ).fetchone()[0]
+        rows = conn.execute(
+            f"SELECT DISTINCT l.doc_id, d.title FROM doc_links l JOIN docs d "
+            f"ON d.doc_id = l.doc_id WHERE l.target IN ({marks}) ORDER BY l.doc_id "
+            "LIMIT ? OFFSET ?",
+            (*targets, limit, offset),
+        ).fetchall()
+        links = [{"doc_id": i, "title": t} for i, t in rows]
+    else:
+        raise BadQuery(f"direction must be 'out' or 'in', got {direction!r}")
+    return {
+        "source": src.name,
+        "doc_id": doc_id,
+        "title": title,
+        "direction": direction,
+        "total": total,
+        "links": links,
+    }
+
+
+def _resolve_target(src: Source, target: str) -> int | None:
+    row = src.conn.execute("SELECT doc_id FROM docs WHERE key = ?", (target,)).fetchone()
+    if row is None:
+        row = src.conn.execute(
+            "SELECT doc_id FROM titles WHERE norm = ? ORDER BY is_alias, doc_id LIMIT 1",
+            (normalise_title(target),),
+        ).fetchone()
+    return row[0] if row else None
+
+
+FILTER_FIELDS = ("doc_id", "key", "title", "url", "point")
+
+
+def filter_docs(
+    src: Source,
+    filters: Filters,
+    *,
+    limit: int = 10,
+    offset: int = 0,
+    fields: tuple[str, ...] | None = None,
+    others=None,
+) -> dict[str, Any]:
+    """Every document meeting all conditions — most popular first, or nearest first with
+    ``distance_km`` — with the total counted from the index sets (the way to list a category:
+    by tag, never by full-text search)."""
+    check = check_filters(src, filters, others)
+    order = "distance" if filters.near else "rank"
+    out: dict[str, Any] = {"source": src.name, "offset": offset, "limit": limit, "order": order}
+    if check.impossible:
+        return {**out, "total": 0, "total_is_lower_bound": False, "docs": [], "notes": check.notes}
+    page = run_filters(src, filters, limit, offset)
+    wanted = fields or FILTER_FIELDS
+    docs = []
+    for doc_id in page.ids:
+        doc = read_doc(src, doc_id, wanted, max_chars=2000)
+        if doc_id in page.distances:
+            doc["distance_km"] = round(page.distances[doc_id], 3)
+        docs.append(doc)
+    notes = list(check.notes)
+    if page.total_is_lower_bound:
+        notes.append(Notice("total_at_least", total=page.total))
+    return {
+        **out,
+        "total": page.total,
+        "total_is_lower_bound": page.total_is_lower_bound,
+        "plan": page.plan,
+        "docs": docs,
+        "notes": notes,
+    }
+
+
+def list_features(
+    src: Source,
+    *,
+    prefix: str | None = None,
+    contains: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> dict[str, Any]:
+    """Feature values (``key=value``) with document counts, most common first: what a model can
+    put in ``feature=`` instead of guessing."""
+    if "feature" not in src.attributes:
+        raise BadQuery(
+            f"source {src.name!r} has no features",
+            source=src.name,
+            known_attributes=src.attributes,
+            hint=f"features come from place sources ({', '.join(place_kinds())}); "
+            "{see} names each kind",
+            see=Operation("sources"),
+        )
+    total, rows = _counted(
+        src.conn, "attr_counts", "value", "name = 'feature'", (), prefix, contains, limit, offset
+    )
+    return {
+        "source": src.name,
+        "total": total,
+        "features": [{"feature": v, "docs": n} for v, n in rows],
+    }
+
+
+def _counted(
+    conn,
+    table: str,
+    column: str,
+    where: str,
+    params: tuple,
+    prefix: str | None,
+    contains: str | None,
+    limit: int,
+    offset: int,
+) -> tuple[int, list[tuple[str, int]]]:
+    """(total, [(name, count)]) from a per-name count table, most used first; ``prefix`` is an
+    index range, ``contains`` a scan of the count table (one row per name, not per document)."""
+    clauses, args = ([where] if where else []), list(params)
+    if prefix:
+        clauses.append(f"{column} >= ? AND {column} < ?")
+        args += [prefix, prefix + "\U0010ffff"]
+    if contains:
+        clauses.append(f"instr({column}, ?) > 0")
+        args.append(contains)
+    sql_where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+    total = conn.execute(f"SELECT count(*) FROM {table} {sql_where}", args).fetchone()[0]
+    rows = conn.execute(
+        f"SELECT {column}, n FROM {table} {sql_where} ORDER BY n DESC, {column} LIMIT ? OFFSET ?",
+        (*args, limit, offset),
+    ).fetchall()
+    return total, rows
+
+
+def place_kinds() -> list[str]:
+    """The kinds whose documents are places (their capability), e.g. osm, geonames, places."""
+    from chiezo.store.kinds import kinds
+
+    return sorted(name for name, kind in kinds().items() if kind.capabilities.places)

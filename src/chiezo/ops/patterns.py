@@ -1,0 +1,48 @@
+"""What the API's text parameters accept, as the regular expressions /openapi.json states.
+
+Each mirrors the Python that parses the value (``float()``, ``str.strip()``, ``str.split()``),
+so a client or a fuzzer that generates from the document produces exactly what the service
+accepts. Whitespace is spelt out character by character (what ``str.isspace`` calls space)
+instead of ``\\s``: regex dialects disagree on it (ECMAScript's lacks U+0085, Python's has it),
+and a fuzzer generating from ``\\s`` produced values the service took for blank. An empty value
+is accepted where the service treats it as absent.
+"""
+
+from __future__ import annotations
+
+from chiezo.ops.browse import DOC_FIELDS
+
+_SPACES = "".join(f"\\u{c:04x}" for c in range(0x3001) if chr(c).isspace())
+_CONTROLS = r"\u0000-\u001f\u007f"  # what search.query turns into spaces
+WS = f"[{_SPACES}]"  # one space, as str.strip() sees it
+NOT_WS = f"[^{_SPACES}]"
+# something to search for (search.query.has_terms): neither a space nor a control character
+NOT_BLANK = f"[^{_CONTROLS}{_SPACES}]"
+ANY = r"[\s\S]"  # any character (a dialect's \s does not matter here)
+
+# -90..90 and -180..180 written as plain decimals: what near= and bbox= take (filters._degrees)
+LAT = r"[-+]?0*(?:90(?:\.0+)?|[1-8]?[0-9](?:\.[0-9]+)?)"
+LON = r"[-+]?0*(?:180(?:\.0+)?|(?:1[0-7][0-9]|[1-9]?[0-9])(?:\.[0-9]+)?)"
+POINT = rf"^$|^{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*$"
+BOX = rf"^$|^{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*,{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*$"
+
+# fields=title,body (empty items are skipped)
+_FIELD = "(?:" + "|".join(DOC_FIELDS) + ")"
+FIELD_LIST = rf"^{WS}*(?:{_FIELD}{WS}*)?(?:,{WS}*(?:{_FIELD}{WS}*)?)*$"
+
+# attr=name=value: something besides spaces on both sides of the first "=" (or nothing at all)
+ATTR = rf"^{WS}*$|^[^=]*[^={_SPACES}][^=]*={ANY}*{NOT_WS}"
+# feature=key=value, commas between alternatives; each stripped item holds "=" inside it
+_KEY_VALUE = rf"{WS}*[^,={_SPACES}][^,]*=[^,]*[^,={_SPACES}]{WS}*"
+FEATURES = rf"^(?:{_KEY_VALUE}|{WS}*)(?:,(?:{_KEY_VALUE}|{WS}*))*$"
+
+NEAR_DOC = r"^$|^[^:]+:" + ANY + "*" + NOT_BLANK  # source:title
+
+# ISO 8601 as Python reads it (a date, or a date and time); empty: no bound
+ISO_MOMENT = {
+    "anyOf": [
+        {"type": "string", "format": "date"},
+        {"type": "string", "format": "date-time"},
+        {"type": "string", "maxLength": 0},
+    ]
+}

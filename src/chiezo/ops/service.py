@@ -1,0 +1,897 @@
+"""The facade every surface calls: CLI, REST API and MCP server.
+
+Behaviour is defined here once, so the answers of every surface agree. Methods take plain
+arguments, return plain data (dicts, dataclasses) and raise ChiezoError subclasses; every read
+runs under the query deadline (QueryTimeout → 504).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from chiezo.answer.options import AnswerOptions
+from chiezo.core import db
+from chiezo.core.config import Settings
+from chiezo.core.errors import (
+    BadQuery,
+    ChiezoError,
+    InputError,
+    InternalError,
+    LLMNotConfigured,
+    NotFound,
+    Operation,
+    Option,
+    QueryTimeout,
+    UnknownSource,
+)
+from chiezo.core.models import SearchResult
+from chiezo.core.progress import NullProgress, Progress
+from chiezo.core.query import MAX_QUERY_CHARS, has_terms
+from chiezo.core.validation import check_id, check_length, check_offset, checked_text
+from chiezo.core.words import query_words
+from chiezo.ops import browse, notes
+from chiezo.ops.requests import (
+    DEFAULT_LIMIT,
+    MAX_FILTER_LIMIT,
+    MAX_LIMIT,
+    MAX_LIST_LIMIT,
+    FilterRequest,
+    SearchRequest,
+)
+from chiezo.search import evidence, notices
+from chiezo.search.filters import Filters, Near, parse_near
+from chiezo.search.fts import check_window
+from chiezo.search.notices import Notice
+from chiezo.search.retrieval import DEFAULT_TOP_N, RetrievalOptions, default_mode, retrieve
+from chiezo.store import generations
+from chiezo.store.build import BuildOptions, BuildReport
+from chiezo.store.kinds import kind_named
+from chiezo.store.library import NOTES, Library, Source
+from chiezo.store.source_info import SourceInfo
+
+log = logging.getLogger("chiezo.service")
+
+MAX_QUESTION_CHARS = 20_000  # a question, or a chat message; a longer one is a document
+
+
+class Service:
+    def __init__(self, settings: Settings | None = None):
+        self.settings = settings or Settings.from_env()
+        self.library = Library(self.settings)
+        self.notes = notes.NotesStore(self.settings.notes_path.parent)
+        # told of every search's result, whichever surface asked (a server's metrics count
+        # the searches whose meaning side fell back to keywords)
+        self.search_observers: list[Callable[[SearchResult], None]] = []
+
+    def _read(self, source: str | Source, what: str):
+        """(source, deadline context) for one read request."""
+        src = self.library.get(source) if isinstance(source, str) else source
+        return src, db.deadline(src.conn, self.settings.query_timeout, what=what)
+
+    # -- sources -----------------------------------------------------------------------------
+
+    def sources(self) -> list[dict[str, Any]]:
+        return [info.to_dict() for info in self.library.infos()]
+
+    def input_paths(self) -> list[str]:
+        """The folders and files the sources here were built from (their recorded inputs)."""
+        found = []
+        for info in self.library.infos():
+            found += [info.input.get("path"), *(info.input.get("paths") or [])]
+        return [p for p in found if isinstance(p, str) and p]
+
+    def remove_source(self, name: str, *, dry_run: bool = False) -> dict[str, Any]:
+        """Delete a built source: every generation, its directory (generations.remove); with
+        ``dry_run`` only say what that would delete. A source that no longer opens (another
+        schema, a damaged file) is removable; the notes source is not built, so is not."""
+        if name == NOTES:
+            raise BadQuery(
+                "the notes source is not a built source and cannot be removed",
+                source=NOTES,
+                hint="forget notes one at a time: {see}",
+                see=Operation("forget"),
+            )
+        try:
+            self.library.get(name)  # an unknown or malformed name: UnknownSource, known ones
+        except UnknownSource:
+            raise
+        except ChiezoError:
+            pass  # there, but unreadable: removing it is the way out
+        directory = generations.source_dir(self.settings.corpus_dir, name)
+        if dry_run:
+            return {"source": name, "removed": False, **generations.describe(directory)}
+        removed = generations.remove(directory)
+        self.library.forget(name)
+        return {"source": name, "removed": True, **removed}
+
+    def ingest(
+        self,
+        kind: str,
+        inputs: str | Path | Sequence[str | Path] | None,
+        name: str | None = None,
+        *,
+        options: Any = None,
+        build: BuildOptions | None = None,
+        progress: Progress | None = None,
+        embed: str | bool | None = None,
+    ) -> BuildReport:
+        """Build source ``name`` of ``kind`` (store/kinds.py) from ``inputs`` with the kind's
+        ``options``; without inputs, a kind that can fetch its input downloads it first. Then
+        embed it with ``embed`` (a model name), or — by default — with the model its previous
+        generation had (cached passages are not embedded again), so a rebuild does not silently
+        lose semantic search. ``embed=False`` skips that."""
+        spec = kind_named(kind)
+        if not spec.ingestable:
+            raise BadQuery(f"a {kind} source is not built from an input", kind=kind)
+        options = spec.Options() if options is None else options
+        if not isinstance(options, spec.Options):
+            raise BadQuery(
+                f"options of a {kind} source are {spec.Options.__name__}, "
+                f"not {type(options).__name__}",
+                kind=kind,
+            )
+        paths = (
+            [Path(inputs)] if isinstance(inputs, str | Path) else [Path(p) for p in inputs or []]
+        )
+        progress = progress or NullProgress()
+        if not paths:
+            if not spec.fetches:
+                raise InputError(f"give the {spec.argument} to build a {kind} source from")
+            fetched = spec.fetch(self.settings, options, progress)
+            paths, options, name = fetched.inputs, fetched.options, name or fetched.name
+        if len(paths) > 1 and not spec.many_inputs:
+            raise InputError(f"a {kind} source is built from one {spec.argument}, not {len(paths)}")
+        name = name or spec.default_name
+        if not name and spec.needs_name():
+            raise BadQuery(f"name the {kind} source (--name)", kind=kind)
+        report = spec.build(self.settings, paths, name, options, build or BuildOptions(), progress)
+        return self.embed_after_build(report, embed, progress=progress)
+
+    def embed_after_build(
+        self, report: BuildReport, embed: str | bool | None = None, *, progress=None
+    ) -> BuildReport:
+        """The embed step of ``ingest`` (also run on its own by background jobs, so that a
+        build that succeeded is reported even when embedding then fails)."""
+        step = embedding_after_build(report.previous, embed)
+        if step is not None:
+            model, max_chunks, unit_chars = step
+            # the generation kept beside the embedded one is what served before the build,
+            # not the text-only one the build switched in for the minutes embedding takes
+            done = self.embed(
+                report.name,
+                model,
+                max_chunks=max_chunks,
+                unit_chars=unit_chars,
+                progress=progress,
+                keep_previous=report.previous,
+            )
+            report.embedding = done.to_dict()
+        return report
+
+    # -- search ------------------------------------------------------------------------------
+
+    @checked_text
+    def search(
+        self,
+        q: str | SearchRequest,
+        source: str | None = None,
+        *,
+        limit: int = DEFAULT_LIMIT,
+        offset: int = 0,
+        tags: list[str] | None = None,
+        attrs: list[str] | None = None,
+        feature: list[str] | None = None,
+        area: list[str] | None = None,
+        wikidata: list[str] | None = None,
+        bbox: str | None = None,
+        near: str | None = None,
+        near_doc: str | None = None,
+        radius_km: float | None = None,
+        mode: str | None = None,
+        keyword_weight: float | None = None,
+        fusion: str | None = None,
+        top_n: int | None = None,
+        explain: bool = False,
+        min_score: float | None = None,
+    ) -> SearchResult:
+        """Search one source (or all, fused) by keyword, meaning or both (search/retrieval.py).
+        ``q`` may be a whole SearchRequest, as the surfaces build it."""
+        if isinstance(q, SearchRequest):
+            return self.search(**q.arguments())
+        limit = check_limit(limit)
+        check_window(limit, offset)
+        point = self._near(near, near_doc, radius_km)
+        filters = Filters.parse(
+            tags,
+            attrs,
+            feature=feature,
+            area=area,
+            wikidata=wikidata,
+            bbox=bbox,
+            near=point if point and point.radius_km else None,
+        )
+        options = RetrievalOptions(
+            mode=mode,
+            keyword_weight=self.settings.keyword_weight
+            if keyword_weight is None
+            else keyword_weight,
+            fusion=fusion or self.settings.fusion,
+            top_n=top_n or DEFAULT_TOP_N,
+            explain=explain,
+            min_score=min_score,
+            near=point,
+        ).checked()
+        if source:
+            src = self.library.get(source)
+            result = retrieve(
+                src,
+                q,
+                limit=limit,
+                offset=offset,
+                timeout=self.settings.query_timeout,
+                filters=filters.resolved(src),
+                others=self._sources_having,
+                options=options,
+            )
+        elif filters or point:
+            raise BadQuery(
+                "filters and near apply to one source",
+                hint="search one source ({see}) to filter",
+                see=Operation("search"),
+            )
+        else:
+            result = self._search_all(q, limit, offset, options)
+        for observe in self.search_observers:
+            observe(result)
+        return result
+
+    def _near(self, near: str | None, near_doc: str | None, radius_km: float | None) -> Near | None:
+        if near and near_doc:
+            raise BadQuery("give near or near_doc, not both")
+        if near:
+            return parse_near(near, radius_km)
+        if near_doc:
+            return self._point_of(near_doc, radius_km)
+        if radius_km is not None:
+            raise BadQuery("radius_km needs near or near_doc")
+        return None
+
+    def _search_all(
+        self, q: str, limit: int, offset: int, options: RetrievalOptions
+    ) -> SearchResult:
+        """Every source searched for the first offset+limit hits, merged in one order of evidence
+        (search/evidence.py). Notes: one line per kind, naming the sources; how each source
+        planned its search only with ``explain``."""
+        sources = self.library.sources()
+        if not sources:
+            raise NotFound(
+                "there are no sources yet",
+                hint="build one with {see}",
+                see=Operation("ingest", kind="docs"),
+            )
+        deadline = time.monotonic() + self.settings.query_timeout
+        results: dict[str, SearchResult] = {}
+        notes_: dict[str, list[str]] = {}
+        timed_out = False
+        for src in sources:
+            remaining = deadline - time.monotonic()
+            try:
+                if remaining <= 0:
+                    raise QueryTimeout("no time left")
+                if options.mode in ("semantic", "hybrid") and default_mode(src) == "keyword":
+                    notes_.setdefault(src.name, []).append(Notice("no_vectors", sources=[src.name]))
+                    per_source = replace(options, mode="keyword")
+                else:
+                    per_source = options
+                results[src.name] = retrieve(
+                    src, q, limit=offset + limit, offset=0, timeout=remaining, options=per_source
+                )
+            except QueryTimeout:
+                timed_out = True
+                notes_.setdefault(src.name, []).append(Notice("source_timeout", sources=[src.name]))
+        if not results and timed_out:
+            raise QueryTimeout(
+                f"searching every source took longer than {self.settings.query_timeout:g} s"
+            )
+        merged = self._merged(q, results, options)
+        for name, r in results.items():
+            shown = r.notes if options.explain else [n for n in r.notes if _about_sources(n)]
+            notes_.setdefault(name, []).extend(shown)
+        return SearchResult(
+            query=q.strip(),
+            hits=merged[offset : offset + limit],
+            total=sum(r.total for r in results.values()),
+            mode="fused:" + ",".join(sorted({r.mode for r in results.values()})),
+            offset=offset,
+            limit=limit,
+            total_is_lower_bound=timed_out or any(r.total_is_lower_bound for r in results.values()),
+            notes=notices.merge(notes_),
+            sources=sorted(results),
+            # how each source was searched, e.g. "hybrid+keyword" (one without vectors)
+            retrieval="+".join(sorted({r.retrieval for r in results.values()})) or "keyword",
+        )
+
+    def _merged(self, q: str, results: dict[str, SearchResult], options: RetrievalOptions):
+        """Every source's hits in one order of evidence (search/evidence.py). Coverage here
+        counts every word of the question, light ones (一番) too: leaving them out, as a
+        source's own search does, measured no better across sources (docs/design.md §31.4)."""
+        words = query_words(q)
+        lists = []
+        for name, result in results.items():
+            src = self.library.get(name)
+            covered = evidence.covered(src, words, result.hits)
+            weight = evidence.MEANING_WEIGHT if result.retrieval == "hybrid" else 0.0
+            lists.append(
+                [
+                    evidence.Weighed(h, evidence.relevance(h, covered.get(h.doc_id), weight), i)
+                    for i, h in enumerate(result.hits)
+                ]
+            )
+        return evidence.merge(lists)
+
+    # -- documents and browsing ---------------------------------------------------------------
+
+    @checked_text
+    def doc(
+        self,
+        source: str,
+        *,
+        title: str | None = None,
+        doc_id: int | None = None,
+        key: str | None = None,
+        fields: list[str] | None = None,
+        max_chars: int | None = None,
+        question: str | None = None,
+    ) -> dict[str, Any]:
+        """One document. With ``question``, its ``body`` is the passages that best answer it
+        (answer/passages.py: what ``ask`` reads of it), within ``max_chars`` (default: the
+        answer budget), in the document's order."""
+        wanted = browse.check_fields(fields)
+        _check_lookup(title, key, doc_id)
+        if max_chars is not None and max_chars < 0:
+            raise BadQuery("max_chars must not be negative")
+        if question is not None:
+            _check_question(question)
+        src, deadline = self._read(source, "doc")
+        with deadline:
+            found, alternatives = browse.find_doc(src, title=title, doc_id=doc_id, key=key)
+            out = browse.read_doc(src, found, wanted, None if question else max_chars)
+        if question and "body" in out:
+            budget = self.settings.answer_budget if max_chars is None else max_chars
+            self._answering_passages(out, question, budget)
+        if alternatives:
+            out["alternatives"] = alternatives
+        return out
+
+    def _answering_passages(self, out: dict[str, Any], question: str, budget: int) -> None:
+        from chiezo.answer.excerpt import excerpt_text
+        from chiezo.answer.passages import Found, choose
+
+        hit = Found(out["source"], out["doc_id"], out.get("title", ""))
+        chosen = choose(self, [hit], question, budget)
+        out["body"] = excerpt_text(chosen[0].chosen) if chosen else ""
+        out["passages_for"] = question  # the body is what answers it, not the document's start
+        out["truncated"] = len(out["body"]) < out["body_chars"]
+
+    @checked_text
+    def titles(self, source: str, prefix: str, *, limit: int = 20) -> dict[str, Any]:
+        check_length(prefix, "prefix")
+        src, deadline = self._read(source, "titles")
+        with deadline:
+            return browse.titles_by_prefix(src, prefix, check_limit(limit, MAX_LIST_LIMIT))
+
+    @checked_text
+    def tags(
+        self,
+        source: str,
+        *,
+        prefix: str | None = None,
+        contains: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        check_offset(offset)
+        check_length(prefix, "prefix")
+        check_length(contains, "contains")
+        src, deadline = self._read(source, "tags")
+        with deadline:
+            return browse.list_tags(
+                src,
+                prefix=prefix,
+                contains=contains,
+                limit=check_limit(limit, MAX_LIST_LIMIT),
+                offset=offset,
+            )
+
+    @checked_text
+    def links(
+        self,
+        source: str,
+        *,
+        title: str | None = None,
+        doc_id: int | None = None,
+        key: str | None = None,
+        direction: str = "out",
+        limit: int = 50,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        check_offset(offset)
+        _check_lookup(title, key, doc_id)
+        src, deadline = self._read(source, "links")
+        with deadline:
+            found, _ = browse.find_doc(src, title=title, doc_id=doc_id, key=key)
+            return browse.list_links(
+                src,
+                found,
+                direction=direction,
+                limit=check_limit(limit, MAX_LIST_LIMIT),
+                offset=offset,
+            )
+
+    @checked_text
+    def filter(
+        self,
+        source: str | FilterRequest,
+        *,
+        tags: list[str] | None = None,
+        attrs: list[str] | None = None,
+        feature: list[str] | None = None,
+        area: list[str] | None = None,
+        wikidata: list[str] | None = None,
+        bbox: str | None = None,
+        near: str | None = None,
+        radius_km: float | None = None,
+        near_doc: str | None = None,
+        fields: list[str] | None = None,
+        limit: int = DEFAULT_LIMIT,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        """List every document meeting all conditions (see search/filters.py). ``source`` may
+        be a whole FilterRequest, as the surfaces build it."""
+        if isinstance(source, FilterRequest):
+            return self.filter(**source.arguments())
+        limit = check_limit(limit, MAX_FILTER_LIMIT)
+        check_offset(offset)
+        wanted = browse.check_fields(fields) if fields else None
+        point = self._near(near, near_doc, radius_km)
+        filters = Filters.parse(
+            tags, attrs, feature=feature, area=area, wikidata=wikidata, bbox=bbox, near=point
+        )
+        src, deadline = self._read(source, "filter")
+        with deadline:
+            result = browse.filter_docs(
+                src,
+                filters.resolved(src),
+                limit=limit,
+                offset=offset,
+                fields=wanted,
+                others=self._sources_having,
+            )
+        if point is not None:
+            result["near"] = {
+                "lat": point.lat,
+                "lon": point.lon,
+                "from": point.label,
+                "radius_km": point.radius_km,
+            }
+        return result
+
+    def _point_of(self, reference: str, radius_km: float | None) -> Near:
+        """``source:title`` → that document's coordinates (resolved server-side, so "the
+        stations nearest to 浅草寺" is one call)."""
+        check_length(reference, "near_doc")
+        name, sep, title = reference.partition(":")
+        if not sep or not name or not title.strip():
+            raise BadQuery(
+                f"near_doc is source:title, got {reference!r}",
+                hint="e.g. {see}",
+                see=Option("near_doc", "jawiki:浅草寺"),
+            )
+        src, deadline = self._read(name, "near_doc")
+        with deadline:
+            doc_id, _ = browse.find_doc(src, title=title)
+            row = src.conn.execute(
+                "SELECT lat, lon FROM doc_points WHERE doc_id = ?", (doc_id,)
+            ).fetchone()
+        if row is None:
+            raise BadQuery(f"{reference!r} has no coordinates", source=name)
+        near = parse_near(f"{row[0]},{row[1]}", radius_km)
+        return Near(near.lat, near.lon, near.radius_km, label=reference)
+
+    def _sources_having(self) -> list[SourceInfo]:
+        """Every source that opens, for "which sources have it" (search/filters.py)."""
+        return [info for info in self.library.infos() if info.ok]
+
+    @checked_text
+    def features(
+        self,
+        source: str,
+        *,
+        prefix: str | None = None,
+        contains: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        check_offset(offset)
+        check_length(prefix, "prefix")
+        check_length(contains, "contains")
+        src, deadline = self._read(source, "features")
+        with deadline:
+            return browse.list_features(
+                src,
+                prefix=prefix,
+                contains=contains,
+                limit=check_limit(limit, MAX_LIST_LIMIT),
+                offset=offset,
+            )
+
+    # -- vectors -----------------------------------------------------------------------------
+
+    def warm(self) -> dict[str, float]:
+        """Warm every source (``Source.warm``: its embedding model, vector index and rank
+        vector), so the first queries after start are as fast as the rest. Not the whole files:
+        the server starts answering only after this, and reading gigabytes of generations would
+        hold it up for what the page cache fills on first use. Returns seconds per source."""
+        spent: dict[str, float] = {}
+        for src in self.library.sources():
+            try:
+                spent[src.name] = round(src.warm(read_file=False), 3)
+            except ChiezoError:
+                continue  # reported on first use; a missing model must not stop the server
+        return spent
+
+    def embed(
+        self,
+        source: str,
+        model: str | None = None,
+        *,
+        max_chunks: int | None = None,
+        unit_chars: int | None = None,
+        progress=None,
+        keep_previous: Path | None | str = generations.REPLACED,
+        runner=None,
+    ):
+        """Vectors for a source's chunks, as a new generation (store/embed.py); ``keep_previous``:
+        the generation kept beside it (default: the one it replaces); ``runner``: where the
+        vectors are computed (default: here; cluster/embedding.py: on a Ray cluster)."""
+        from chiezo.store.embed import embed_source
+
+        return embed_source(
+            self.settings,
+            self.library,
+            source,
+            model,
+            max_chunks=max_chunks,
+            unit_chars=unit_chars,
+            progress=progress,
+            keep_previous=keep_previous,
+            runner=runner,
+        )
+
+    # -- answers ---------------------------------------------------------------------------
+
+    def llm(self):
+        """The configured model client, or None when answering is off (no CHIEZO_LLM_URL)."""
+        from chiezo.answer.llm import LLMClient, endpoints_from
+
+        s = self.settings
+        endpoints = endpoints_from(s.llm_url, s.llm_model, s.llm_key)
+        return LLMClient(endpoints, timeout=s.llm_timeout) if endpoints else None
+
+    def require_llm(self, prepared=None):
+        """The model client, or a configuration error that still hands over what was found."""
+        llm = self.llm()
+        if llm is None:
+            found = (
+                {}
+                if prepared is None
+                else {
+                    "excerpts": [e.to_dict() for e in prepared.excerpts],
+                    "queries": prepared.plan.queries,
+                }
+            )
+            raise LLMNotConfigured(
+                "answering needs a language model endpoint, and none is configured",
+                hint="set CHIEZO_LLM_URL (and CHIEZO_LLM_MODEL)"
+                + ("; the excerpts found are included" if found else ""),
+                **found,
+            )
+        return llm
+
+    @checked_text
+    def prepare_answer(
+        self,
+        question: str,
+        options: AnswerOptions | None = None,
+        *,
+        history: list[dict] | None = None,
+    ):
+        """Plan, retrieve and excerpt (answer/rag.py) — everything before the model answers."""
+        from chiezo.answer import rag
+
+        _check_question(question)
+        options = (options or AnswerOptions()).resolved(self.settings)
+        return rag.prepare(self, question, options, history=history, llm=self.llm())
+
+    @checked_text
+    def ask(
+        self,
+        question: str,
+        options: AnswerOptions | None = None,
+        *,
+        history: list[dict] | None = None,
+        on_event=None,
+        **choices,
+    ):
+        """An answer from numbered sources with citations, its claims checked against them:
+        ``rag`` (plan, search, excerpts, answer) or ``agent`` (the model calls the read-only
+        tools itself, within budgets). ``choices`` are :class:`AnswerOptions` fields."""
+        from chiezo.answer import rag
+
+        options = _answer_options(options, choices).resolved(self.settings)
+        if options.mode == "agent":
+            from chiezo.answer.agent import run_agent  # on use: it loads the MCP SDK (~1 s)
+
+            _check_question(question)
+            return run_agent(
+                self,
+                question.strip(),
+                self.require_llm(),
+                options,
+                history=history,
+                on_event=on_event,
+            )
+        prepared = self.prepare_answer(question, options, history=history)
+        if not prepared.needs_model:
+            return rag.no_basis(prepared)  # the model is not asked without sources
+        return rag.answer(prepared, self.require_llm(prepared))
+
+    @checked_text
+    def answer_events(
+        self,
+        question: str,
+        options: AnswerOptions | None = None,
+        *,
+        history: list[dict] | None = None,
+        **choices,
+    ):
+        """The answer as it is written, as ``(event, data)`` pairs: rag gives ``references``,
+        ``delta``…, ``done``; agent gives a ``step`` per tool call, then ``done``; a failure
+        after the first event is an ``error`` event. Planning, retrieval and the check that a
+        model is configured happen *before* this returns, so their failures are plain errors
+        (an HTTP status, an exit code) rather than a broken stream."""
+        from chiezo.answer import rag
+
+        options = _answer_options(options, choices).resolved(self.settings)
+        if options.mode == "agent":
+            _check_question(question)
+            self.require_llm()
+            return _threaded_events(
+                lambda emit: self.ask(question, options, history=history, on_event=emit).to_dict()
+            )
+        prepared = self.prepare_answer(question, options, history=history)
+        llm = self.require_llm(prepared) if prepared.needs_model else None
+        return _guarded_events(rag.stream_answer(prepared, llm))
+
+    def claim_embedder(self, names):
+        """``texts → unit vectors`` with the embedder of the first of these sources that has
+        vectors (claims are compared in the space their source was searched in), or None."""
+        from chiezo.store.embedders import get_embedder
+        from chiezo.store.vectors import vector_info
+
+        for name in dict.fromkeys(names):
+            try:
+                info = vector_info(self.library.get(name).meta)
+            except ChiezoError:
+                continue
+            if info is not None:
+                model = info.model
+                return lambda texts: get_embedder(model).embed(texts, "passage")
+        return None
+
+    def reference_link(self, source: str, doc_id: int, key: str | None, url: str | None):
+        """(where a person can open a cited document, its stable ``source:key``): the
+        original web address where the source has one (Wikipedia, OSM), else this server's
+        document page when its address is known (``CHIEZO_PUBLIC_URL``, or ``chiezo serve``'s
+        own), else the ``source:key`` itself."""
+        cite = f"{source}:{key if key is not None else doc_id}"
+        if url and url.startswith(("https://", "http://")):
+            return url, cite
+        if self.settings.public_url:
+            base = self.settings.public_url.rstrip("/")
+            return f"{base}/doc/{quote(source, safe='')}/{doc_id}", cite
+        return cite, cite
+
+    def llm_status(self) -> dict[str, Any]:
+        """Is answering on, and does each configured endpoint answer with the model? (The web
+        UI's status line and ``chiezo doctor`` both read this.)"""
+        client = self.llm()
+        if client is None:
+            return {"configured": False, "model": None, "endpoints": []}
+        checked = [client.check(endpoint) for endpoint in client.endpoints]
+        usable = next((c for c in checked if c["ok"]), None)
+        return {
+            "configured": True,
+            "model": (usable or {}).get("model") or self.settings.llm_model,
+            "endpoints": checked,
+        }
+
+    def points(self, hits: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[float, float]]:
+        """Coordinates of the given (source, doc_id) pairs that have them (for a map)."""
+        wanted: dict[str, list[int]] = {}
+        for name, doc_id in hits:
+            wanted.setdefault(name, []).append(doc_id)
+        out: dict[tuple[str, int], tuple[float, float]] = {}
+        for name, ids in wanted.items():
+            src, deadline = self._read(name, "points")
+            if not int(src.meta.get("point_count", 0) or 0):
+                continue
+            marks = ",".join("?" * len(ids))
+            with deadline:
+                for doc_id, lat, lon in src.conn.execute(
+                    f"SELECT doc_id, lat, lon FROM doc_points WHERE doc_id IN ({marks})", ids
+                ):
+                    out[(name, doc_id)] = (lat, lon)
+        return out
+
+    # -- notes -------------------------------------------------------------------------------
+
+    @checked_text
+    def remember(
+        self, text: str, *, title: str | None = None, tags: list[str] | None = None
+    ) -> dict[str, Any]:
+        note_id = self.notes.remember(text, title=title, tags=tags)
+        return self.note(note_id)
+
+    def note(self, note_id: int, *, max_chars: int | None = None) -> dict[str, Any]:
+        check_id(note_id, "note")
+        src, deadline = self._read(self._notes_source(), "note")
+        with deadline:
+            found = notes.note_row(src.conn, note_id, max_chars)
+        if found is None:
+            raise NotFound(f"there is no note {note_id}")
+        return found
+
+    @checked_text
+    def recall(
+        self,
+        *,
+        q: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        tag: str | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        max_chars: int | None = 2000,
+    ) -> dict[str, Any]:
+        limit = check_limit(limit)
+        check_offset(offset)
+        check_length(q, "the query", MAX_QUERY_CHARS)
+        if max_chars is not None and max_chars < 0:
+            raise BadQuery("max_chars must not be negative")
+        src, deadline = self._read(self._notes_source(), "recall")
+        with deadline:
+            return notes.recall(
+                src.conn,
+                q=q,
+                since=since,
+                until=until,
+                tag=tag,
+                limit=limit,
+                offset=offset,
+                max_chars=max_chars,
+            )
+
+    @checked_text
+    def update_note(
+        self,
+        note_id: int,
+        *,
+        text: str | None = None,
+        title: str | None = None,
+        tags: list[str] | None = None,
+    ) -> dict[str, Any]:
+        check_id(note_id, "note")
+        self.notes.update(note_id, text=text, title=title, tags=tags)
+        return self.note(note_id)
+
+    def forget(self, note_id: int) -> dict[str, Any]:
+        self.notes.forget(check_id(note_id, "note"))
+        return {"deleted": note_id}
+
+    def _notes_source(self) -> Source:
+        self.notes.ensure()  # an empty notes file is a valid, empty source
+        return self.library.get(NOTES)
+
+
+def embedding_after_build(
+    previous: Path | None, embed: str | bool | None = None
+) -> tuple[str, int | None, int | None] | None:
+    """(model, max_chunks, unit_chars) of the embed step after a build whose previous
+    generation is ``previous``: ``embed`` (a model name), or by default the previous
+    generation's model with its coverage and unit size; None when nothing is embedded."""
+    if embed is False:
+        return None
+    from chiezo.store.embed import previous_embedding
+
+    carried = previous_embedding(previous)
+    model = embed if isinstance(embed, str) else (carried[0] if carried else None)
+    if not model:
+        return None
+    same = carried is not None and carried[0] == model
+    return model, carried[1] if same else None, carried[2] if same else None
+
+
+def _about_sources(note: str) -> bool:
+    """Notes a search across sources shows without ``explain``: what the user can act on."""
+    return getattr(note, "code", None) in notices.ABOUT_SOURCES
+
+
+def check_limit(limit: int, maximum: int = MAX_LIMIT) -> int:
+    if limit < 1 or limit > maximum:
+        raise BadQuery(f"limit must be between 1 and {maximum}, got {limit}")
+    return limit
+
+
+def _answer_options(options: AnswerOptions | None, choices: dict) -> AnswerOptions:
+    if options is not None and choices:
+        return replace(options, **choices)
+    return options or AnswerOptions.of(**choices)
+
+
+def _guarded_events(events):
+    """A stream whose failures after the first byte become an ``error`` event, the last one:
+    a bug too, in the one error shape, rather than a stream cut without a word."""
+    try:
+        yield from events
+    except Exception as exc:  # noqa: BLE001 - reported in the stream, not swallowed
+        yield "error", _stream_error(exc)
+
+
+def _stream_error(exc: Exception) -> dict:
+    """``exc`` as an ``error`` event's data: ``ChiezoError.to_dict()``; a bug is logged."""
+    if isinstance(exc, ChiezoError):
+        return exc.to_dict()
+    log.exception("answering failed")
+    return InternalError.wrapping(exc).to_dict()
+
+
+def _threaded_events(work):
+    """Run ``work(emit)`` (the agent) in a thread; its events, then ``done`` with what it
+    returns (or ``error``), cross over a queue as they happen."""
+    import queue
+    import threading
+
+    events: queue.Queue = queue.Queue()
+
+    def run():
+        try:
+            events.put(("done", work(lambda name, data: events.put((name, data)))))
+        except Exception as exc:  # noqa: BLE001 - reported in the stream, not swallowed
+            events.put(("error", _stream_error(exc)))
+
+    threading.Thread(target=run, daemon=True).start()
+    while True:
+        name, data = events.get()
+        yield name, data
+        if name in ("done", "error"):
+            return
+
+
+def _check_question(question: str | None) -> None:
+    if question is None or not has_terms(question):  # spaces or control characters only
+        raise BadQuery("the question is empty", hint="ask something in words")
+    check_length(question, "the question", MAX_QUESTION_CHARS)
+
+
+def _check_lookup(title: str | None, key: str | None, doc_id: int | None) -> None:
+    check_length(title, "title")
+    check_length(key, "key")
+    if doc_id is not None:
+        check_id(doc_id, "document")

@@ -1,0 +1,472 @@
+"""The registry of sources: finds them on disk, opens their current generation read-only, and
+notices a newly switched-in generation without a restart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import logging
+import sys
+import threading
+import time
+from array import array
+from pathlib import Path
+from typing import Any
+
+from chiezo.core import db
+from chiezo.core.config import Settings
+from chiezo.core.errors import ChiezoError, Operation, SchemaMismatch, UnknownSource
+from chiezo.core.schema import REQUIRED_TABLES, SCHEMA_VERSION, WORDS_AND_TRIGRAMS
+from chiezo.store import generations
+from chiezo.store.kinds import Attribution, SourceKind, kinds
+from chiezo.store.source_info import NEEDS_REBUILD, SourceInfo, recorded_input
+
+NOTES = "notes"  # the writable source's reserved name
+WATCH_SECONDS = 1.0  # how often a server looks for switched-in generations (one readlink each)
+
+log = logging.getLogger("chiezo.library")
+
+# The sources one request has opened (``Library.pinned``): a context variable, so every thread
+# working for the request (the thread pool copies the context) sees the same generations.
+_PINNED: contextvars.ContextVar[dict[str, Source] | None] = contextvars.ContextVar(
+    "chiezo_pinned_generations", default=None
+)
+
+
+class _Held:
+    """One thread's connection to one generation, closed when that thread ends or the
+    generation is dropped (whichever comes first). A ``sqlite3.Connection`` is in a reference
+    cycle with its own statement cache, so, merely dropped, it stays open — page cache, parsed
+    schema, FTS5 state, the file's mapping — until a full garbage collection, which comes
+    seldom in a server of many long-lived objects: a worker held ~20 more connections after
+    each generation switched in (bench/serve_load.py; docs/design.md, "Under load")."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: db.Connection):
+        self.conn = conn
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # at interpreter exit, or already closed
+            self.conn.close()
+
+
+class Source:
+    """One generation of one source, opened read-only and immutable.
+
+    Connections are per thread (SQLite serialises work on a shared connection); the metadata and
+    the rank vector are read once per generation.
+    """
+
+    immutable = True
+    writable = False  # built as a generation and served read-only
+
+    def __init__(self, name: str, path: Path):
+        self.name = name
+        self.path = path
+        self._local = threading.local()
+        self._ranks: array | None = None
+        self._ranks_lock = threading.Lock()
+        self._vectors = None
+        self.meta = self._read_meta()
+        self._check_schema()
+
+    @property
+    def conn(self) -> db.Connection:
+        held = getattr(self._local, "held", None)
+        if held is None:
+            held = self._local.held = _Held(db.open_readonly(self.path, immutable=self.immutable))
+        return held.conn
+
+    def _read_meta(self) -> dict[str, str]:
+        try:
+            tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master")}
+            missing = [t for t in REQUIRED_TABLES if t not in tables]
+            if "meta" in missing:
+                raise SchemaMismatch(
+                    f"{self.path} is not a Chiezo source (no meta table)",
+                    source=self.name,
+                    hint="remove it ({0}) and build it anew ({1})",
+                    see=(Operation("remove", self.name), Operation("ingest", self.name)),
+                )
+            meta = dict(self.conn.execute("SELECT key, value FROM meta"))
+            meta["_missing_tables"] = ",".join(missing)
+            return meta
+        except db.DatabaseError as exc:
+            raise SchemaMismatch(
+                f"source {self.name!r} cannot be read ({exc})",
+                source=self.name,
+                hint="rebuild it: {see}",
+                see=Operation("rebuild", self.name),
+            ) from exc
+
+    def _check_schema(self) -> None:
+        try:
+            version = int(self.meta.get("schema_version", "0"))
+        except ValueError:
+            version = 0
+        if version == SCHEMA_VERSION and not self.meta["_missing_tables"]:
+            return
+        newer = version > SCHEMA_VERSION
+        raise SchemaMismatch(
+            f"source {self.name!r} was built with schema version {version}; this Chiezo reads "
+            f"version {SCHEMA_VERSION}"
+            + (" (the file is newer than this program)" if newer else " and it needs a rebuild"),
+            source=self.name,
+            schema_version=version,
+            expected_schema_version=SCHEMA_VERSION,
+            **({"hint": "upgrade Chiezo"} if newer else self.rebuild_hint()),
+        )
+
+    def rebuild_hint(self) -> dict[str, Any]:
+        """``hint`` and ``see`` extras: how to rebuild this source, and what that runs."""
+        path = recorded_input(self.meta).get("path")
+        ingest = Operation("ingest", self.name, kind=self.meta.get("kind") or None, path=path)
+        return {
+            "hint": "rebuild it: {0}, which runs {1}",
+            "see": (Operation("rebuild", self.name), ingest),
+        }
+
+    # -- cached projections -----------------------------------------------------------------
+
+    @property
+    def doc_count(self) -> int:
+        return int(self.meta.get("doc_count", 0))
+
+    @property
+    def has_words(self) -> bool:
+        """Whether this generation has the word index beside the trigram one (and folded text
+        in both); sources built before it search by trigrams, as text was written."""
+        return self.meta.get("text_index") == WORDS_AND_TRIGRAMS
+
+    @property
+    def attributes(self) -> list[str]:
+        return json.loads(self.meta.get("attributes", "[]"))
+
+    @property
+    def ranks(self) -> array:
+        """rank_score by doc_id - 1, loaded once per generation (4 bytes per document)."""
+        if self._ranks is None:
+            with self._ranks_lock:
+                if self._ranks is None:
+                    row = self.conn.execute(
+                        "SELECT scores FROM rank_vector WHERE id = 1"
+                    ).fetchone()
+                    values = array("f")
+                    if row is not None:
+                        values.frombytes(row[0])
+                        if sys.byteorder != "little":
+                            values.byteswap()
+                    self._ranks = values
+        return self._ranks
+
+    @property
+    def vectors(self):
+        """The vector index of this generation (store/vectors.py), or None without vectors."""
+        from chiezo.store.vectors import VectorIndex, vector_info
+
+        info = vector_info(self.meta)
+        if info is None:
+            return None
+        if self._vectors is None:
+            with self._ranks_lock:
+                if self._vectors is None:
+                    self._vectors = VectorIndex(self.path, info)
+        return self._vectors
+
+    def warm(self, *, read_file: bool = True) -> float:
+        """Read what the first query would otherwise read: the rank vector, the query embedder
+        of this generation's model (loaded once per process, then one query embedded so its
+        first-run setup is done), the vector index (read once, one probe search) and the file
+        itself (when it is small beside the memory: the keyword side and the snippets read it).
+        Returns the seconds it took. A missing model or index raises, as the first query would.
+
+        The whole file comes last: a query arriving during the warm needs the model and the
+        index whole, but only a few pages of the file, and reading it competes for the disk."""
+        from chiezo.store.embedders import get_embedder
+        from chiezo.store.vectors import read_ahead, vector_info
+
+        started = time.monotonic()
+        _ = self.ranks
+        info = vector_info(self.meta)
+        if info is not None and info.count:
+            get_embedder(info.model).embed(["warm up"], "query")
+            self.vectors.warm()
+        if read_file:
+            read_ahead(self.path)
+        return time.monotonic() - started
+
+    def rank_of(self, doc_id: int) -> float:
+        ranks = self.ranks
+        return float(ranks[doc_id - 1]) if 0 < doc_id <= len(ranks) else 0.0
+
+    def info(self) -> SourceInfo:
+        info = SourceInfo.from_meta(
+            self.name,
+            self.meta,
+            self.path,
+            vectors=self._vector_summary(),
+            # "words+trigrams", or "trigrams" for a source built before the word index
+            text_index="words+trigrams" if self.has_words else "trigrams",
+            writable=self.writable,
+        )
+        info.attribution = attribution(info)
+        return info
+
+    @property
+    def kind(self) -> SourceKind | None:
+        """The source's kind (store/kinds.py); None for a kind no longer registered."""
+        return kinds().get(self.meta.get("kind", ""))
+
+    def _vector_summary(self) -> dict[str, Any] | None:
+        from chiezo.store.vectors import vector_info
+
+        info = vector_info(self.meta)
+        if info is None:
+            return None
+        units = self.meta.get("embedding_unit_chars")
+        return {
+            "model": info.model,
+            "dim": info.dim,
+            "count": info.count,
+            "embedded_chunks": info.embedded_chunks,
+            "coverage": round(info.coverage, 4),
+            "unit_chars": int(units) if units not in (None, "") else 0,
+            "embedded_at": self.meta.get("embedded_at"),
+        }
+
+
+class NotesSource(Source):
+    """The writable notes file, read side: read-only but not immutable (the writer changes it
+    in place), and its counts are read live instead of from build-time metadata."""
+
+    immutable = False
+    writable = True
+
+    @property
+    def doc_count(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM docs").fetchone()[0]
+
+    @property
+    def ranks(self) -> array:
+        return array("f")  # notes have no popularity
+
+    def info(self) -> SourceInfo:
+        info = super().info()
+        info.docs = self.doc_count
+        info.tags = self.conn.execute("SELECT count(*) FROM tag_counts").fetchone()[0]
+        return info
+
+
+class Library:
+    """All sources under ``<data>/corpus``; ``get(name)`` always returns the current generation."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._open: dict[str, Source] = {}
+        self._lock = threading.Lock()
+        # A server warms each generation it switches to (``watch``); a CLI command that opens
+        # a source for one query does not: reading a whole index ahead would cost it more.
+        self.warm_new_generations = False
+        self.warmed: dict[str, dict[str, Any]] = {}  # name → {generation, seconds | error}
+        self._warm_lock = threading.Lock()  # one warm at a time: two model loads compete
+        self._watcher: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    @property
+    def corpus_dir(self) -> Path:
+        return self.settings.corpus_dir
+
+    def names(self) -> list[str]:
+        names = []
+        if self.corpus_dir.is_dir():
+            names = [
+                d.name
+                for d in self.corpus_dir.iterdir()
+                if d.is_dir() and d.name != NOTES and generations.current_path(d) is not None
+            ]
+        if self.settings.notes_path.exists():
+            names.append(NOTES)
+        for gone in set(self._open) - set(names):  # removed by another process
+            self.forget(gone)
+        return sorted(names)
+
+    @contextlib.contextmanager
+    def pinned(self):
+        """For one request: every ``get`` of a source inside returns the generation its first
+        ``get`` returned, so a generation switched in meanwhile never mixes into the answer.
+        Yields {name: Source} of what was opened (the response names their generations)."""
+        used: dict[str, Source] = {}
+        token = _PINNED.set(used)
+        try:
+            yield used
+        finally:
+            _PINNED.reset(token)
+
+    def get(self, name: str) -> Source:
+        pins = _PINNED.get()
+        if pins is None:
+            return self._current(name)
+        source = pins.get(name)
+        if source is None:
+            source = pins[name] = self._current(name)
+        return source
+
+    def _current(self, name: str) -> Source:
+        if name == NOTES and self.settings.notes_path.exists():
+            return self._cached(name, self.settings.notes_path, NotesSource)
+        directory = self.corpus_dir / name
+        path = (
+            generations.current_path(directory)
+            if generations.NAME_PATTERN.match(name or "")
+            else None
+        )
+        if path is None:
+            self.forget(name)  # removed since it was opened: its files are freed
+            known = self.names()
+            raise UnknownSource(
+                f"unknown source: {name!r}",
+                known_sources=known,
+                hint="known sources: " + ", ".join(known) if known else "build one with {see}",
+                see=None if known else _building(name),
+            )
+        return self._cached(name, path, Source)
+
+    def _cached(self, name: str, path: Path, kind: type[Source]) -> Source:
+        with self._lock:
+            source = self._open.get(name)
+            if source is None or source.path != path:
+                source = kind(name, path)  # a new generation: switch to it
+                self._open[name] = source
+                if self.warm_new_generations and not source.writable:
+                    self._warm_in_background(source)
+            return source
+
+    def is_open(self, name: str) -> bool:
+        """Whether ``name`` is a source this process has opened (so a name that is not a source
+        costs no file system look-up)."""
+        return name in self._open
+
+    # -- warming switched-in generations ------------------------------------------------------
+
+    def watch(self, interval: float = WATCH_SECONDS) -> threading.Thread:
+        """In a server: from now on warm every generation switched in (``Source.warm``), in
+        the background, and look for them every ``interval`` seconds — so a new generation is
+        usually warm before its first query arrives, and a query that comes sooner waits only
+        for what it would have loaded itself (the model and the index are loaded under locks,
+        once). Switching stays immediate: the generation serves at once, warm or not."""
+        with self._lock:
+            if self._watcher is not None and not self._stop.is_set():
+                return self._watcher  # already watching
+            self._stop = threading.Event()  # each watch its own: a stopped one stays stopped
+            self.warm_new_generations = True
+            self._watcher = threading.Thread(
+                target=self._watch,
+                args=(interval, self._stop),
+                name="chiezo-generation-watch",
+                daemon=True,
+            )
+            self._watcher.start()
+            return self._watcher
+
+    def stop_watching(self) -> None:
+        """Stop looking, and stop warming generations switched in from now on."""
+        with self._lock:
+            self.warm_new_generations = False
+            self._stop.set()
+
+    def _watch(self, interval: float, stop: threading.Event) -> None:
+        while not stop.wait(interval):
+            for name in self.names():
+                try:
+                    self.get(name)  # a new ``current`` is opened here, and its warm started
+                except ChiezoError:
+                    continue  # reported to whoever asks for it
+                except Exception:  # noqa: BLE001 - the watch must outlive one bad file
+                    log.exception("looking at source %s failed", name)
+
+    def _warm_in_background(self, source: Source) -> None:
+        threading.Thread(
+            target=self._warm, args=(source,), name=f"chiezo-warm-{source.name}", daemon=True
+        ).start()
+
+    def _warm(self, source: Source) -> None:
+        with self._warm_lock:
+            if self._open.get(source.name) is not source:
+                return  # already replaced by a newer generation: warm that one instead
+            record: dict[str, Any] = {"generation": source.path.name}
+            try:
+                record["seconds"] = round(source.warm(), 3)
+            except ChiezoError as exc:  # reported on first use, as without warming
+                record["error"] = exc.message
+            except Exception as exc:  # noqa: BLE001 - a failed warm must not stop the server
+                log.exception("warming %s failed", source.path)
+                record["error"] = str(exc)
+            self.warmed[source.name] = record
+
+    def forget(self, name: str) -> None:
+        """Drop ``name``'s open generation (a source removed): the space of its files is freed
+        once the last request still reading them is done."""
+        with self._lock:
+            self._open.pop(name, None)
+
+    def sources(self) -> list[Source]:
+        """Every source that opens cleanly (broken ones are reported by ``infos()``)."""
+        out = []
+        for name in self.names():
+            try:
+                out.append(self.get(name))
+            except ChiezoError:
+                continue
+        return out
+
+    def infos(self) -> list[SourceInfo]:
+        return [self.info(name) for name in self.names()]
+
+    def info(self, name: str) -> SourceInfo:
+        """What is known of source ``name``; for one that no longer opens (another schema
+        version, a damaged file) the facts its current file's meta table still gives, with
+        status ``needs_rebuild`` and the reason — so that it can be listed and rebuilt.
+        An unknown source is UnknownSource."""
+        try:
+            return self.get(name).info()
+        except UnknownSource:
+            raise
+        except ChiezoError as exc:
+            path = generations.current_path(self.corpus_dir / name)
+            meta = raw_meta(path) if path is not None else None
+            info = SourceInfo.from_meta(name, meta, path) if meta else SourceInfo(name=name)
+            info.status, info.error, info.hint = NEEDS_REBUILD, exc.message, exc.extras.get("hint")
+            return info
+
+
+def _building(name: str) -> Operation:
+    """How to build a source: under the name asked for, where that can be a source's name."""
+    try:
+        generations.check_name(name)
+    except ChiezoError:
+        name = "NAME"
+    return Operation("ingest", name, kind="docs")
+
+
+def raw_meta(path: Path) -> dict[str, str] | None:
+    """The meta table of a file that may not open as a source."""
+    try:
+        conn = db.open_readonly(path)
+        try:
+            return dict(conn.execute("SELECT key, value FROM meta"))
+        finally:
+            conn.close()
+    except db.Error:
+        return None
+
+
+def attribution(info: SourceInfo) -> dict[str, str | None]:
+    """Whose data the source is and under which licence (its kind says; public dumps come
+    with obligations: Wikipedia CC BY-SA, OpenStreetMap ODbL, GeoNames CC BY)."""
+    kind = kinds().get(info.kind)
+    if kind is None:
+        return Attribution(f"a {info.kind or 'unknown'} source").to_dict()
+    return kind.attribution(info).to_dict()

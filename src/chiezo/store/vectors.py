@@ -1,0 +1,187 @@
+"""Chunk vectors: stored in the source file, searched through an index file next to it.
+
+* ``chunk_vectors(vec_id, chunk_id, span_start, span_end, vec)`` in the generation file holds
+  every vector as float16 (half the size of float32; the top-20 results kept ≥ 95% of their
+  members in the design notes' study, re-measured in docs/design.md). A vector stands for a
+  *unit* of a chunk — a few sentences, ``chunk.text[span_start:span_end]`` — or the whole
+  chunk (store/embed.py says which and why). The model, dimension, normalisation and unit size are in
+  ``meta``; a query is always embedded with the source's own model.
+* ``gen-….db.usearch`` next to it is an HNSW index (usearch, cosine, float16), opened as a
+  memory-mapped *view*: nothing is loaded into the process heap, the OS page cache holds it, and
+  it is warmed (read once) when the server starts and when a new generation switches in
+  (store/library.py), so the first queries are not slow.
+* Below ``EXACT_BELOW`` vectors the same file is searched exhaustively (SIMD over float16, about
+  10 ms per 100k vectors here): exact results, no recall question.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from chiezo.core import db
+from chiezo.core.errors import Operation, VectorsUnavailable
+
+EXACT_BELOW = 50_000
+INDEX_SUFFIX = ".usearch"
+CONNECTIVITY = 16
+EXPANSION_ADD = 128
+EXPANSION_SEARCH = 200  # at 1M vectors ef=96 kept recall@10 at .91; ef=200 .985 (design.md §18)
+# A file is read ahead into the page cache only when it is at most this share of the memory:
+# a big dump's files must not push everything else out.
+READ_AHEAD_SHARE = 8
+READ_CHUNK = 1 << 20
+
+VECTOR_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS chunk_vectors (
+        vec_id     INTEGER PRIMARY KEY,
+        chunk_id   INTEGER NOT NULL,
+        span_start INTEGER NOT NULL,
+        span_end   INTEGER NOT NULL,
+        vec        BLOB NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS chunk_vectors_by_chunk ON chunk_vectors (chunk_id)",
+)
+
+
+@dataclass(frozen=True)
+class VectorInfo:
+    model: str
+    dim: int
+    count: int  # vectors
+    chunks: int  # chunks in the source
+    embedded_chunks: int  # chunks with at least one vector
+    docs: int
+
+    @property
+    def coverage(self) -> float:
+        return self.embedded_chunks / self.chunks if self.chunks else 0.0
+
+    @property
+    def vectors_per_doc(self) -> float:
+        return self.count / self.docs if self.docs else 1.0
+
+
+def vector_info(meta: dict[str, str]) -> VectorInfo | None:
+    if not meta.get("embedding_model"):
+        return None
+    return VectorInfo(
+        model=meta["embedding_model"],
+        dim=int(meta.get("embedding_dim", 0)),
+        count=int(meta.get("vector_count", 0)),
+        chunks=int(meta.get("chunk_count", 0)),
+        embedded_chunks=int(meta.get("embedded_chunks") or meta.get("vector_count", 0)),
+        docs=int(meta.get("doc_count", 0)),
+    )
+
+
+def usearch_index_class():
+    """usearch's ``Index``, imported safely.
+
+    Importing ``onnxruntime`` *after* ``usearch`` kills the process with SIGSEGV in libstdc++
+    (reproduced: ``python -c "import usearch.index; import onnxruntime"`` → exit 139; the other
+    order is fine). A process that opens an index and later loads the use-m embedder — an
+    evaluation, a server whose first semantic query comes after an e5 source was opened — hit
+    it. So onnxruntime, when installed, is always imported first."""
+    with contextlib.suppress(ImportError):
+        import onnxruntime  # noqa: F401  (import order matters: see above)
+    from usearch.index import Index
+
+    return Index
+
+
+def index_path(generation: Path) -> Path:
+    return generation.with_name(generation.name + INDEX_SUFFIX)
+
+
+class VectorIndex:
+    """The index view of one generation, opened once, shared by threads."""
+
+    def __init__(self, generation: Path, info: VectorInfo):
+        Index = usearch_index_class()  # noqa: N806 - a class
+
+        self.info = info
+        path = index_path(generation)
+        if not path.exists():
+            raise VectorsUnavailable(
+                f"the vector index file {path.name} is missing next to its source",
+                hint="embed the source again: {see}",
+                see=Operation("embed"),
+            )
+        self._path = path
+        self._index = Index.restore(str(path), view=True)
+        self._index.expansion_search = EXPANSION_SEARCH
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def search(self, query, k: int) -> list[tuple[int, float]]:
+        """(vec_id, cosine similarity), best first."""
+        if not len(self._index):
+            return []
+        exact = len(self._index) < EXACT_BELOW
+        with self._lock:  # one search context per index: serialise (each takes < 1 ms)
+            matches = self._index.search(query, min(k, len(self._index)), exact=exact)
+        pairs = zip(matches.keys, matches.distances, strict=True)
+        return [(int(key), 1.0 - float(dist)) for key, dist in pairs]
+
+    def warm(self) -> None:
+        """Read the whole index file once into the page cache (it stays mapped, not copied),
+        then run one search so the graph's entry levels are resident."""
+        import numpy as np
+
+        read_ahead(self._path)  # when too big for that, the search below still warms the top
+        probe = np.zeros(self.info.dim, dtype=np.float32)
+        probe[0] = 1.0
+        self.search(probe, 10)
+
+
+def read_ahead(path: Path, share: int = READ_AHEAD_SHARE) -> int:
+    """Read ``path`` once, sequentially, so that its pages are in the OS page cache and the
+    first query reads none from the disk — when it is at most 1/``share`` of the memory.
+    Returns the bytes read. ``posix_fadvise(WILLNEED)`` alone does not do it: Linux reads ahead
+    only one readahead window of the file (24 of 103 MiB here, bench/first_query.py)."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        memory = 0  # unknown: read nothing rather than risk evicting everything else
+    done = 0
+    try:
+        if path.stat().st_size > memory // share:
+            return 0
+        chunk = memoryview(bytearray(READ_CHUNK))  # one buffer, reused: the heap stays flat
+        with open(path, "rb", buffering=0) as handle:
+            with contextlib.suppress(AttributeError, OSError):  # a hint; Linux widens readahead
+                os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            while count := handle.readinto(chunk):
+                done += count
+    except OSError:
+        pass  # gone or unreadable: the first query will say so
+    return done
+
+
+@dataclass(frozen=True)
+class VectorOwner:
+    chunk_id: int
+    doc_id: int
+    span: tuple[int, int]
+
+
+def vector_owners(conn: db.Connection, vec_ids: list[int]) -> dict[int, VectorOwner]:
+    """vec_id → the chunk, document and text span it stands for."""
+    out: dict[int, VectorOwner] = {}
+    for start in range(0, len(vec_ids), 500):
+        part = vec_ids[start : start + 500]
+        marks = ",".join("?" * len(part))
+        for vec_id, chunk_id, doc_id, a, b in conn.execute(
+            f"SELECT v.vec_id, v.chunk_id, c.doc_id, v.span_start, v.span_end "
+            f"FROM chunk_vectors v JOIN chunks c ON c.chunk_id = v.chunk_id "
+            f"WHERE v.vec_id IN ({marks})",
+            part,
+        ):
+            out[vec_id] = VectorOwner(chunk_id, doc_id, (a, b))
+    return out

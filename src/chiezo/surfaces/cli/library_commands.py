@@ -1,0 +1,272 @@
+"""What the library holds: ``chiezo sources`` (and ``sources rm``), and the browsing commands
+``features``, ``tags``, ``titles`` and ``links`` — each the command-line face of the REST route
+of the same name (``/v1/{source}/features``...), with its parameters, bounds and JSON.
+
+A list that comes back empty exits 3, as a search that finds nothing does.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from chiezo.core.errors import EXIT_FAILURE, EXIT_NOT_FOUND, BadQuery
+from chiezo.core.validation import MAX_OFFSET, MAX_SQL_INT
+from chiezo.ops.requests import MAX_LIST_LIMIT
+from chiezo.surfaces.cli.common import emit_json, err, handles_errors, out, service_of, units_label
+
+# -- sources -----------------------------------------------------------------------------------
+
+
+@click.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def sources(ctx, as_json) -> None:
+    """List the sources and what they hold (`chiezo sources rm NAME` removes one)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    infos = service_of(ctx).sources()
+    if as_json:
+        emit_json(infos)
+        return
+    if not infos:
+        err.print("no sources yet: build one with `chiezo ingest docs PATH --name NAME`")
+        return
+    for info in infos:
+        if info.get("status") != "ok":
+            out.print(f"[red]{escape(info['name'])}[/]  needs rebuild: {escape(info['error'])}")
+            continue
+        out.print(
+            f"[bold]{escape(info['name'])}[/]  {info['kind']}  {info['docs']:,} docs  "
+            f"{info['chunks']:,} chunks  built {info['built_at']}  "
+            f"[dim]{(info['size_bytes'] or 0) / 2**20:,.1f} MiB, schema {info['schema_version']}[/]"
+        )
+        vectors = info.get("vectors")
+        if vectors:
+            out.print(
+                f"    vectors: {vectors['model']} ({vectors['dim']}-d), {vectors['count']:,} for "
+                f"{vectors['embedded_chunks']:,} chunks = {vectors['coverage']:.1%} coverage, "
+                f"{units_label(vectors['unit_chars'])}, embedded {vectors['embedded_at']}"
+            )
+        elif not info.get("writable"):
+            out.print(
+                f"    [dim]no vectors (keyword search only; `chiezo embed "
+                f"{escape(info['name'])}` adds them)[/]"
+            )
+
+
+@sources.command("rm")
+@click.argument("name")
+@click.option("--yes", "-y", is_flag=True, help="Remove without asking.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def sources_rm(ctx, name, yes, as_json) -> None:
+    """Remove source NAME for good: every generation of it and its folder. Asks first, showing
+    what goes; a build of it running meanwhile refuses the removal."""
+    service = service_of(ctx)
+    plan = service.remove_source(name, dry_run=True)
+    if not yes and not _confirmed(plan):
+        if as_json:
+            emit_json(plan)
+        err.print(f"kept {escape(name)}: nothing removed")
+        sys.exit(EXIT_FAILURE)
+    removed = service.remove_source(name)
+    if as_json:
+        emit_json(removed)
+        return
+    out.print(
+        f"removed {escape(name)}: {_generations(removed)}, {removed['files']} files, "
+        f"{_size(removed['bytes'])} freed"
+    )
+
+
+def _confirmed(plan: dict[str, Any]) -> bool:
+    """Ask on the terminal; with no terminal to ask on, refuse (a script says --yes)."""
+    if not sys.stdin.isatty():
+        raise BadQuery(
+            f"removing {plan['source']!r} needs confirmation, and there is no terminal to ask on",
+            source=plan["source"],
+            hint="add --yes to remove it without asking",
+        )
+    err.print(
+        f"[bold]{escape(plan['source'])}[/]: {_generations(plan)}, {plan['files']} files, "
+        f"{_size(plan['bytes'])} in {escape(plan['directory'])}"
+    )
+    for generation in plan["generations"]:
+        current = "  (current)" if generation == plan["current"] else ""
+        err.print(f"  {escape(generation)}{current}")
+    return click.confirm(f"remove {plan['source']} for good?", default=False, err=True)
+
+
+def _generations(plan: dict[str, Any]) -> str:
+    count = len(plan["generations"])
+    return f"{count} generation{'' if count == 1 else 's'}"
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if count >= scale:
+            return f"{count / scale:,.1f} {unit}"
+    return f"{count:,} bytes"
+
+
+# -- browsing: what the REST routes /v1/{source}/features, tags, titles and links give ---------
+
+
+def _limit(default: int):
+    return click.option(
+        "--limit",
+        "-n",
+        type=click.IntRange(1, MAX_LIST_LIMIT),
+        default=default,
+        show_default=True,
+        help=f"At most this many (1-{MAX_LIST_LIMIT}).",
+    )
+
+
+_offset = click.option(
+    "--offset", type=click.IntRange(0, MAX_OFFSET), default=0, help="Skip this many, for paging."
+)
+_json = click.option("--json", "as_json", is_flag=True, help="Print the route's JSON.")
+
+
+@click.command()
+@click.argument("source")
+@click.option("--prefix", default=None, help="Values starting with this, e.g. railway=.")
+@click.option("--contains", default=None, help="Values containing this, e.g. museum.")
+@_limit(50)
+@_offset
+@_json
+@click.pass_context
+@handles_errors
+def features(ctx, source, prefix, contains, limit, offset, as_json) -> None:
+    """Feature values (key=value) of place source SOURCE with their document counts, most common
+    first: what --feature of search and filter takes."""
+    found = service_of(ctx).features(
+        source, prefix=prefix, contains=contains, limit=limit, offset=offset
+    )
+    _print_counts(found, "features", "feature", "feature values", offset, as_json)
+
+
+@click.command()
+@click.argument("source")
+@click.option("--prefix", default=None, help="Tags starting with this.")
+@click.option("--contains", default=None, help="Tags containing this.")
+@_limit(50)
+@_offset
+@_json
+@click.pass_context
+@handles_errors
+def tags(ctx, source, prefix, contains, limit, offset, as_json) -> None:
+    """Tag (category) names of SOURCE with their document counts, most used first: what --tag
+    of search and filter takes."""
+    found = service_of(ctx).tags(
+        source, prefix=prefix, contains=contains, limit=limit, offset=offset
+    )
+    _print_counts(found, "tags", "tag", "tags", offset, as_json)
+
+
+def _print_counts(
+    found: dict, listed: str, name: str, noun: str, offset: int, as_json: bool
+) -> None:
+    items = found[listed]
+    if as_json:
+        emit_json(found)
+    else:
+        for item in items:
+            out.print(f"{item['docs']:>9,}  {escape(item[name])}")
+        shown = f"{offset + 1}-{offset + len(items)} of " if items else ""
+        out.print(f"[dim]{shown}{found['total']:,} {noun} in {escape(found['source'])}[/]")
+    if not items:
+        sys.exit(EXIT_NOT_FOUND)
+
+
+@click.command()
+@click.argument("source")
+@click.argument("prefix", nargs=-1, required=True)
+@_limit(20)
+@_json
+@click.pass_context
+@handles_errors
+def titles(ctx, source, prefix, limit, as_json) -> None:
+    """Titles of SOURCE starting with PREFIX (case- and width-insensitive, aliases included),
+    in order: for finding a document's exact title."""
+    found = service_of(ctx).titles(source, " ".join(prefix), limit=limit)
+    if as_json:
+        emit_json(found)
+    else:
+        for item in found["titles"]:
+            alias = "  [dim](by an alias)[/]" if item["via_alias"] else ""
+            out.print(
+                f"[bold]{escape(item['title'])}[/]  [dim]doc {item['doc_id']} · "
+                f"{escape(item['key'])}[/]{alias}"
+            )
+        if found["more"]:
+            out.print("[dim]more: raise --limit or lengthen the prefix[/]")
+    if not found["titles"]:
+        sys.exit(EXIT_NOT_FOUND)
+
+
+@click.command()
+@click.argument("source")
+@click.argument("title", nargs=-1)
+@click.option(
+    "--id",
+    "doc_id",
+    type=click.IntRange(0, MAX_SQL_INT),
+    default=None,
+    help="The document by doc_id.",
+)
+@click.option("--key", default=None, help="The document by the source's own key.")
+@click.option(
+    "--direction",
+    type=click.Choice(["out", "in"]),
+    default="out",
+    show_default=True,
+    help="out: what it links to; in: what links to it.",
+)
+@_limit(50)
+@_offset
+@_json
+@click.pass_context
+@handles_errors
+def links(ctx, source, title, doc_id, key, direction, limit, offset, as_json) -> None:
+    """Links of one document of SOURCE (by TITLE, --id or --key): what it links to, or with
+    --direction in, what links to it."""
+    found = service_of(ctx).links(
+        source,
+        title=" ".join(title) or None,
+        doc_id=doc_id,
+        key=key,
+        direction=direction,
+        limit=limit,
+        offset=offset,
+    )
+    if as_json:
+        emit_json(found)
+    else:
+        way = "links to" if direction == "out" else "is linked from"
+        out.print(
+            f"[bold]{escape(found['title'])}[/]  [dim]doc {found['doc_id']} {way} "
+            f"{found['total']:,}[/]"
+        )
+        for link in found["links"]:
+            out.print("  " + _link(link, direction))
+    if not found["links"]:
+        sys.exit(EXIT_NOT_FOUND)
+
+
+def _link(link: dict, direction: str) -> str:
+    if direction == "in":
+        return f"← {escape(link['title'])}  [dim]doc {link['doc_id']}[/]"
+    where = f"doc {link['doc_id']}" if link["doc_id"] is not None else "not in this source"
+    return f"→ {escape(link['target'])}  [dim]{where}[/]"
+
+
+# what surfaces/cli/main.py registers
+COMMANDS = (sources, features, tags, titles, links)

@@ -1,0 +1,819 @@
+"""The ``chiezo`` command line: a thin layer over ops/service.py.
+
+Exit codes are part of the interface (scripts rely on them): 0 ok, 1 failure, 2 usage or
+configuration error (including an unknown source), 3 nothing found.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from chiezo import __version__
+from chiezo.answer.options import MAX_EXCERPTS, MAX_TOKENS, AnswerOptions
+from chiezo.answer.terminal import Turn
+from chiezo.core.config import Settings, is_loopback
+from chiezo.core.errors import EXIT_NOT_FOUND, ChiezoError
+from chiezo.core.models import SearchResult
+from chiezo.core.progress import console_progress
+from chiezo.ops.requests import MAX_LIMIT, FilterRequest, Param, Request, SearchRequest, params
+from chiezo.ops.service import Service
+from chiezo.surfaces.cli.common import (
+    emit_json,
+    err,
+    handles_errors,
+    one_build_at_a_time,
+    out,
+    print_error,
+    ray_option,
+    service_of,
+    units_label,
+)
+from chiezo.surfaces.cli.ingest_commands import ingest, rebuild
+from chiezo.surfaces.cli.library_commands import COMMANDS
+from chiezo.surfaces.cli.operator_commands import COMMANDS as OPS_COMMANDS
+from chiezo.surfaces.mcp.clients import MCP_CLIENTS
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--data",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="CHIEZO_DATA",
+    default="./data",
+    show_default=True,
+    help="Data directory (sources live in DATA/corpus). Env: CHIEZO_DATA.",
+)
+@click.version_option(__version__, prog_name="chiezo")
+@click.pass_context
+def cli(ctx: click.Context, data: Path) -> None:
+    """Chiezo: an offline knowledge base for AI. Build sources, then search them."""
+    ctx.obj = {"service": Service(Settings.from_env(data_dir=data))}
+
+
+for command in (ingest, rebuild, *COMMANDS, *OPS_COMMANDS):
+    cli.add_command(command)
+
+
+# -- search ------------------------------------------------------------------------------------
+
+
+def request_options(model: type[Request]):
+    """The arguments and options of a command taking ``model``'s parameters (ops/requests.py):
+    ``--near-doc`` for ``near_doc``, a repeatable option for a list, click's ranges and choices
+    for the declared bounds, so the CLI offers what REST and MCP offer."""
+
+    def decorate(command):
+        for param in reversed(params(model)):
+            command = _click_param(param)(command)
+        return command
+
+    return decorate
+
+
+def _click_param(param: Param):
+    if param.surface.cli_argument == "words":
+        return click.argument(param.name, nargs=-1)
+    if param.surface.cli_argument:
+        return click.argument(param.name, required=param.required)
+    flags = ["--" + param.name.replace("_", "-"), *param.surface.cli_flags, param.name]
+    if param.kind is bool:
+        return click.option(*flags, is_flag=True, default=param.default, help=param.help)
+    shown = param.default is not None
+    return click.option(
+        *flags,
+        type=_click_type(param),
+        multiple=param.many,
+        default=param.default,
+        show_default=shown,
+        help=param.help,
+    )
+
+
+def _click_type(param: Param) -> click.ParamType:
+    if param.choices:
+        return click.Choice(param.choices)
+    bounds = param.bounds
+    if not bounds or param.kind not in (int, float):
+        return click.types.convert_type(param.kind)
+    low = bounds.get("ge", bounds.get("gt"))
+    ranged = click.IntRange if param.kind is int else click.FloatRange
+    return ranged(low, bounds.get("le"), min_open="gt" in bounds)
+
+
+def _request(model: type[Request], values: dict[str, Any]) -> Request:
+    """The model from a command's values (its other options, e.g. --json, left out)."""
+    taken = {}
+    for param in params(model):
+        value = values[param.name]
+        taken[param.name] = " ".join(value) if param.surface.cli_argument == "words" else value
+    return model.model_validate(taken)
+
+
+@cli.command()
+@request_options(SearchRequest)
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--interactive", "-i", is_flag=True, help="Read queries from the terminal.")
+@click.pass_context
+@handles_errors
+def search(ctx, as_json, interactive, **values) -> None:
+    """Search by words and by meaning. Titles equal to the query come first; then, where the
+    source has vectors, full text and meaning fused (hybrid), else bm25 × popularity. A question
+    typed as one sentence still finds its documents."""
+    service = service_of(ctx)
+    request = _request(SearchRequest, values)
+    if interactive:
+        _interactive(service, request)
+        return
+    if not request.query.strip():
+        raise click.UsageError("give a query, or --interactive")
+    result = service.search(request)
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        _print_result(result, explain=request.explain)
+    if not result.hits:
+        sys.exit(EXIT_NOT_FOUND)
+
+
+# how a search was made, in words (the web UI says the same through its i18n catalogue)
+_HOW = {
+    "keyword": "by keyword",
+    "semantic": "by meaning",
+    "hybrid": "by keyword and meaning",
+    "keyword-fallback": "by keyword (meaning ran out of time)",
+}
+
+
+def _print_result(result: SearchResult, *, explain: bool = False) -> None:
+    for i, hit in enumerate(result.hits, start=result.offset + 1):
+        marker = " [green]= title[/]" if hit.title_match else ""
+        out.print(
+            f"[bold]{i:>2}. {escape(hit.title)}[/]  [dim]{escape(hit.source)} · doc {hit.doc_id}"
+            f" · {escape(hit.key)}[/]{marker}"
+        )
+        if hit.section:
+            out.print(f"    [dim]{escape(hit.section)}[/]")
+        place = [f"{hit.distance_km:.2f} km"] if hit.distance_km is not None else []
+        if hit.point:
+            place.append(f"{hit.point.lat:.5f}, {hit.point.lon:.5f}")
+        if place:
+            out.print("    [dim]" + " · ".join(place) + "[/]")
+        if hit.snippet:
+            out.print(f"    {escape(hit.snippet)}")
+        if hit.explain:
+            out.print("    [dim]" + escape(_explained(hit.explain)) + "[/]")
+    bound = "at least " if result.total_is_lower_bound else ""
+    how = " + ".join(
+        dict.fromkeys(_HOW.get(p, p) for p in (result.retrieval or "keyword").split("+"))
+    )
+    if explain:
+        how += f" (match mode {result.mode})"
+    summary = f"{bound}{result.total:,} {'match' if result.total == 1 else 'matches'}, {how}"
+    if result.order and result.order != "relevance":
+        summary += f", order: {result.order}"
+    if not result.hits:
+        summary = f"nothing found for {result.query!r} ({how})"
+    out.print(f"[dim]{escape(summary)}[/]")
+    for note in result.notes:
+        out.print(f"[dim]note: {escape(note)}[/]")
+
+
+def _explained(explain: dict) -> str:
+    def show(value) -> str:
+        return (
+            "-" if value is None else (f"{value:.4g}" if isinstance(value, float) else str(value))
+        )
+
+    return "  ".join(f"{k}={show(v)}" for k, v in explain.items())
+
+
+def _interactive(service: Service, request: SearchRequest) -> None:
+    source = request.source
+    names = [s["name"] for s in service.sources() if s.get("status") == "ok"]
+    err.print(
+        f"Chiezo search — sources: {', '.join(names) or '(none)'}. Type a query; "
+        "':source NAME' to pick one, ':all' for all, an empty line or Ctrl-D to quit."
+    )
+    while True:
+        try:
+            line = input(f"search{'@' + source if source else ''}> ").strip()
+        except (EOFError, KeyboardInterrupt):
+            err.print()
+            return
+        if not line:
+            return
+        if line.startswith(":source"):
+            source = line.split(maxsplit=1)[1] if " " in line else None
+            continue
+        if line == ":all":
+            source = None
+            continue
+        try:
+            asked = request.model_copy(update={"query": line, "source": source})
+            _print_result(service.search(asked))
+        except ChiezoError as exc:
+            print_error(exc)
+
+
+@cli.command("filter")
+@request_options(FilterRequest)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def filter_command(ctx, as_json, **values) -> None:
+    """List every document of SOURCE meeting all conditions, with the exact total: a category
+    (--tag), places of a kind (--feature) in an --area or --bbox, or nearest to --near/--near-doc."""
+    request = _request(FilterRequest, values)
+    offset = request.offset
+    result = service_of(ctx).filter(request)
+    if as_json:
+        emit_json(result)
+    else:
+        for i, doc in enumerate(result["docs"], start=offset + 1):
+            distance = f"  {doc['distance_km']:.2f} km" if "distance_km" in doc else ""
+            out.print(
+                f"{i:>3}. [bold]{escape(doc.get('title', ''))}[/]{distance}  "
+                f"[dim]doc {doc.get('doc_id', '')}[/]"
+            )
+        bound = "≥ " if result.get("total_is_lower_bound") else ""
+        out.print(f"[dim]{bound}{result['total']:,} match(es), by {result['order']}[/]")
+        for note in result.get("notes", []):
+            out.print(f"[dim]note: {escape(note)}[/]")
+    if not result["docs"]:
+        sys.exit(EXIT_NOT_FOUND)
+
+
+# -- answers ---------------------------------------------------------------------------------
+
+
+def answer_options(command):
+    """The options ``ask`` and ``chat`` share; unset ones take CHIEZO_ANSWER_* defaults."""
+    for option in reversed(
+        [
+            click.option("--source", "-s", default=None, help="Answer from this source only."),
+            click.option(
+                "--mode",
+                type=click.Choice(["rag", "agent"]),
+                default=None,
+                help="rag: plan, search, excerpts, answer; agent: the model calls the "
+                "tools (default CHIEZO_ANSWER_MODE, else rag).",
+            ),
+            click.option(
+                "--grounded/--ungrounded",
+                default=None,
+                help="Only from the sources (default), or let the model go beyond them, "
+                "marked so (CHIEZO_ANSWER_GROUNDED).",
+            ),
+            click.option(
+                "--budget",
+                type=click.IntRange(300, 200_000),
+                default=None,
+                help="Characters of excerpts given to the model (CHIEZO_ANSWER_BUDGET).",
+            ),
+            click.option(
+                "--excerpts",
+                type=click.IntRange(1, MAX_EXCERPTS),
+                default=None,
+                help="Documents read for an answer (CHIEZO_ANSWER_EXCERPTS, else 5).",
+            ),
+            click.option(
+                "--max-tokens",
+                type=click.IntRange(16, MAX_TOKENS),
+                default=None,
+                help="The answer's length cap (CHIEZO_ANSWER_MAX_TOKENS, else 512).",
+            ),
+            click.option(
+                "--steps", type=click.IntRange(1, 20), default=6, help="Agent: tool-call steps."
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+@cli.command()
+@click.argument("question", nargs=-1, required=True)
+@answer_options
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Fail (exit 4) on any sentence that cites no source or that its sources do not support.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON, at the end.")
+@click.pass_context
+@handles_errors
+def ask(ctx, question, strict, as_json, **choices) -> None:
+    """Answer QUESTION only from what the library holds, citing numbered sources; the answer
+    is streamed as it is written, and each sentence is checked against what it cites.
+
+    Needs an OpenAI-compatible endpoint (CHIEZO_LLM_URL, CHIEZO_LLM_MODEL). Exit codes: 0
+    answered, 2 usage/config, 3 nothing found, 4 an uncited or unsupported sentence with
+    --strict, 5 no model reachable (the excerpts found are printed anyway)."""
+    options = AnswerOptions.of(strict=strict, **choices)
+    turn = _answer_turn(service_of(ctx), " ".join(question), [], options, as_json=as_json)
+    sys.exit(turn.code)
+
+
+@cli.command()
+@answer_options
+@click.pass_context
+@handles_errors
+def chat(ctx, **choices) -> None:
+    """A conversation with citations: one question per line, an empty line or Ctrl-D ends it.
+    Follow-up questions see the recent turns and what they cited (not their text); the
+    agent may remember notes here."""
+    service = service_of(ctx)
+    options = AnswerOptions.of(writable=True, **choices)
+    history: list[dict] = []
+    while True:
+        try:
+            line = click.prompt("?", prompt_suffix=" ", default="", show_default=False, err=True)
+        except (EOFError, click.Abort):
+            break
+        if not line.strip():
+            break
+        history += _answer_turn(service, line, history, options).history(line)
+
+
+def _answer_turn(service, text, history, options, *, as_json=False):
+    """One question answered and printed (streamed unless ``as_json``): its Turn."""
+    from chiezo.answer.terminal import Printer
+    from chiezo.core.errors import LLMNotConfigured, LLMUnavailable
+
+    printer = Printer(out, err, strict=options.strict)
+    try:
+        if not as_json:
+            return printer.play(service.answer_events(text, options, history=history))
+        result = service.ask(text, options, history=history).to_dict()
+    except (LLMUnavailable, LLMNotConfigured) as exc:
+        if as_json:
+            emit_json(exc.to_dict())
+        else:
+            printer.failed(exc.to_dict())
+        return Turn(exc.exit_code)
+    emit_json(result)
+    printer.warn(result)
+    return Turn(printer.code(result), result["answer"])
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+@click.pass_context
+@handles_errors
+def doctor(ctx, as_json) -> None:
+    """Check the data directory, sources, model endpoints, memory and disk; exit 1 on a
+    problem."""
+    from chiezo.ops.doctor import check
+
+    rows = check(service_of(ctx))
+    if as_json:
+        emit_json({"ok": all(r["ok"] for r in rows), "checks": rows})
+    else:
+        for row in rows:
+            mark = "[green]ok[/]  " if row["ok"] else "[bold red]FAIL[/]"
+            out.print(f"{mark} {escape(row['check'])}: {escape(row['detail'])}")
+            if row.get("hint"):
+                out.print(f"      [dim]{escape(row['hint'])}[/]")
+    if not all(r["ok"] for r in rows):
+        sys.exit(1)
+
+
+# -- vectors and evaluation --------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("source")
+@click.option(
+    "--model",
+    default=None,
+    help="e5-small, use-m, onnx:/dir or st:/dir (default: the source's, else use-m).",
+)
+@click.option(
+    "--max-chunks",
+    type=click.IntRange(1),
+    default=None,
+    help="Embed only the first N chunks (most popular documents first).",
+)
+@click.option(
+    "--unit-chars",
+    type=click.IntRange(0),
+    default=None,
+    help="Embed sentences grouped up to N characters (0: whole chunks). Default: as before, "
+    "else 60 — or whole chunks for sources over 200,000 chunks.",
+)
+@ray_option("Compute the vectors on a Ray cluster (docs/cluster.md)")
+@click.option(
+    "--actors",
+    type=click.IntRange(1, 4096),
+    default=None,
+    help="--ray: embedding actors (default: one per CPU of the cluster).",
+)
+@click.option("--wait", is_flag=True, help="If a build or job runs, wait for it, then start.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+@handles_errors
+def embed(ctx, source, model, max_chunks, unit_chars, ray, actors, wait, as_json) -> None:
+    """Add vectors to SOURCE for semantic and hybrid search (a new generation). Resumable and
+    incremental: vectors are cached by chunk text, so an interrupted run or a rebuild only
+    embeds what is new. The source stays searchable by text meanwhile."""
+    service = service_of(ctx)
+    if actors is not None and ray is None:
+        raise click.UsageError("--actors goes with --ray")
+    runner = None
+    if ray is not None:
+        from chiezo.cluster.embedding import RayEmbedding
+
+        runner = RayEmbedding(ray, actors=actors)
+    progress = console_progress(err, quiet=as_json)
+    try:
+        with one_build_at_a_time(service, f"`chiezo embed {source}`", source, "embed", wait):
+            report = service.embed(
+                source,
+                model,
+                max_chunks=max_chunks,
+                unit_chars=unit_chars,
+                progress=progress,
+                runner=runner,
+            )
+    finally:
+        progress.close()
+    data = report.to_dict()
+    if as_json:
+        emit_json(data)
+        return
+    out.print(
+        f"[bold]{escape(source)}[/]: {data['embedded_chunks']:,} of {data['chunks']:,} chunks "
+        f"have {escape(data['model'])} vectors — {data['vectors']:,} vectors, "
+        f"{units_label(data['unit_chars'])} ({data['embedded']:,} embedded now at "
+        f"{data['passages_per_s']:,} passages/s, {data['reused']:,} reused) in {data['seconds']} s"
+        + (f", computed on {escape(data['computed_by'])}" if ray is not None else "")
+    )
+
+
+@cli.command("eval")
+@click.argument("source")
+@click.argument("questions", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--config",
+    "configs",
+    multiple=True,
+    help="A configuration to measure, e.g. mode=hybrid,keyword_weight=0.7; repeatable "
+    "(default: keyword, semantic, hybrid).",
+)
+@click.option(
+    "--ab",
+    nargs=2,
+    default=None,
+    metavar="A B",
+    help="Compare two configurations question by question (e.g. source=a source=b).",
+)
+@click.option(
+    "--show",
+    type=click.IntRange(0),
+    default=10,
+    show_default=True,
+    help="With --ab: questions shown where the two differ.",
+)
+@click.option("--max-questions", type=click.IntRange(1), default=None)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def eval_command(ctx, source, questions, configs, ab, show, max_questions, as_json) -> None:
+    """Measure retrieval on QUESTIONS (JSON Lines: question + relevant_keys/relevant_titles):
+    recall@1/5/10, MRR and nDCG@10 per configuration."""
+    from chiezo.ops import evaluate
+
+    service = service_of(ctx)
+    asked = evaluate.load_questions(questions, max_questions)
+    notes: list[str] = []
+    if ab:
+        chosen = [evaluate.parse_config(c) for c in ab]
+    elif configs:
+        chosen = [evaluate.parse_config(c) for c in configs]
+    else:
+        chosen, notes = evaluate.default_configs(service, source)
+    runs = [evaluate.run(service, source, asked, c) for c in chosen]
+    report = {
+        "source": source,
+        "questions": len(asked),
+        "notes": notes,
+        "results": [r.summary() for r in runs],
+    }
+    if ab:
+        report["differences"] = evaluate.differing(runs[0], runs[1], asked, show)
+    if as_json:
+        emit_json(report)
+        return
+    _print_eval(report)
+
+
+def _print_eval(report: dict) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{report['questions']:,} questions · {report['source']}")
+    columns = ("config", "R@1", "R@5", "R@10", "MRR", "nDCG@10", "ms_per_query")
+    for column in columns:
+        table.add_column(column, justify="left" if column == "config" else "right")
+    for row in report["results"]:
+        table.add_row(*(escape(str(row[c])) for c in columns))
+    out.print(table)
+    for note in report["notes"]:
+        out.print(f"[dim]note: {escape(note)}[/]")
+    for diff in report.get("differences", []):
+        out.print(
+            f"\n[bold]{escape(diff['question'])}[/]  A: rank {diff['a_rank'] or '-'}  "
+            f"B: rank {diff['b_rank'] or '-'}"
+        )
+        for i in range(max(len(diff["a_top"]), len(diff["b_top"]))):
+            out.print(f"  {i + 1:>2}. {_marked(diff, 'a', i):<40} {_marked(diff, 'b', i)}")
+
+
+def _marked(diff: dict, side: str, i: int) -> str:
+    titles, relevant = diff[f"{side}_top"], diff[f"{side}_relevant"]
+    if i >= len(titles):
+        return ""
+    return ("✓ " if relevant[i] else "  ") + escape(titles[i][:36])
+
+
+# -- doc ---------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("title", nargs=-1)
+@click.option("--source", "-s", required=True)
+@click.option("--id", "doc_id", type=int, default=None, help="Look up by doc_id.")
+@click.option("--key", default=None, help="Look up by the source's own key (e.g. a path).")
+@click.option("--fields", default=None, help="Comma-separated fields to return.")
+@click.option("--max-chars", type=click.IntRange(0), default=None, help="Cut the body.")
+@click.option(
+    "--question",
+    "-q",
+    default=None,
+    help="Show the passages that best answer this question (what `ask` reads).",
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def doc(ctx, title, source, doc_id, key, fields, max_chars, question, as_json) -> None:
+    """Show one document, by TITLE, --id or --key. A missing title lists the closest ones."""
+    text = " ".join(title) or None
+    if text is None and doc_id is None and key is None:
+        raise click.UsageError("give a TITLE, --id or --key")
+    field_list = [f.strip() for f in fields.split(",") if f.strip()] if fields else None
+    data = service_of(ctx).doc(
+        source,
+        title=text,
+        doc_id=doc_id,
+        key=key,
+        fields=field_list,
+        max_chars=max_chars,
+        question=question,
+    )
+    if as_json:
+        emit_json(data)
+        return
+    if "title" in data:
+        out.print(
+            f"[bold]{escape(data['title'])}[/]  [dim]{source} · doc {data.get('doc_id', '')}[/]"
+        )
+    for name in ("key", "url", "aliases", "tags", "attrs", "point"):
+        if data.get(name):
+            value = data[name]
+            shown = ", ".join(value) if isinstance(value, list) else value
+            out.print(f"[dim]{name}:[/] {escape(str(shown))}")
+    if data.get("body"):
+        out.print()
+        out.print(escape(data["body"]))
+        if data.get("truncated"):
+            out.print(f"[dim]… ({data['body_chars']:,} characters in all)[/]")
+    for alt in data.get("alternatives", []):
+        out.print(f"[dim]also titled so: doc {alt['doc_id']} ({escape(alt['key'])})[/]")
+
+
+# -- serve and MCP ------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on. Beyond loopback, writes need CHIEZO_TOKEN.",
+)
+@click.option("--port", default=8080, show_default=True, type=int)
+@click.option(
+    "--workers",
+    default=min(2, os.cpu_count() or 1),
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Server processes (~90 MB each); one per core serves more clients at once.",
+)
+@ray_option("Serve as a Ray Serve deployment on a cluster (docs/cluster.md)")
+@click.option(
+    "--replicas",
+    type=click.IntRange(1, 1024),
+    default=None,
+    help="--ray: copies of the server on the cluster (default 2).",
+)
+@click.pass_context
+@handles_errors
+def serve(ctx, host, port, workers, ray, replicas) -> None:
+    """Serve the REST API (/v1, docs at /docs) and the MCP endpoint (/mcp) over HTTP."""
+    from chiezo.surfaces.rest import http_server
+
+    if replicas is not None and ray is None:
+        raise click.UsageError("--replicas goes with --ray")
+    if (
+        ray is not None
+        and ctx.get_parameter_source("workers") is click.core.ParameterSource.COMMANDLINE
+    ):
+        raise click.UsageError("--workers is for one machine; on a cluster give --replicas")
+    settings = service_of(ctx).settings
+    if not is_loopback(host):
+        if settings.token:
+            err.print(f"[yellow]listening on {host}: writes and /mcp need the bearer token[/]")
+        else:
+            err.print(
+                f"[yellow]listening on {host} without CHIEZO_TOKEN: writes are disabled "
+                "and /mcp offers read-only tools[/]"
+            )
+    if ray is not None:
+        _serve_on_ray(settings, host, port, ray, replicas or 2)
+        return
+    # Worker processes rebuild the app from the environment: hand the settings over there.
+    os.environ["CHIEZO_DATA"] = str(settings.data_dir)
+    os.environ["CHIEZO_BIND_HOST"] = host
+    os.environ["CHIEZO_SUPERVISOR_PID"] = str(os.getpid())  # workers stop when this process dies
+    # citations of documents without a web address link to this server's pages
+    os.environ.setdefault("CHIEZO_PUBLIC_URL", _own_address(host, port))
+    # said once every worker answers (scripts wait for this line), not while the app is built
+    shown = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL has it
+    line = f"Chiezo on http://{shown}:{port}  (API docs /docs, MCP /mcp)"
+    http_server.serve(
+        "chiezo.surfaces.rest.app:app_from_env",
+        host=host,
+        port=port,
+        workers=workers,
+        on_ready=lambda: err.print(escape(line)),
+    )
+
+
+def _serve_on_ray(settings, host: str, port: int, address: str, replicas: int) -> None:
+    from chiezo.cluster.serving import ServeOptions, serve_until_stopped
+
+    options = ServeOptions(host=host, port=port, replicas=replicas, address=address)
+    err.print(
+        f"Chiezo on the Ray cluster, http://{host}:{port} on every node "
+        f"({replicas} replicas; Ctrl-C takes the deployment down)"
+    )
+    serve_until_stopped(
+        settings,
+        options,
+        os.environ.get("CHIEZO_PUBLIC_URL") or _own_address(host, port),
+        say=lambda line: err.print(escape(line)),
+    )
+
+
+def _own_address(host: str, port: int) -> str:
+    """The address this server is reached at: its host, or this machine's name when it
+    listens on every interface."""
+    import socket
+
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.gethostname()
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def mcp(ctx) -> None:
+    """Run the MCP server over stdio (for desktop MCP clients); see `chiezo mcp config`."""
+    if ctx.invoked_subcommand is None:
+        from chiezo.surfaces.mcp.server import build_mcp
+
+        build_mcp(service_of(ctx)).run("stdio")
+
+
+@mcp.command("config")
+@click.option(
+    "--client", type=click.Choice(sorted(MCP_CLIENTS)), default="claude-desktop", show_default=True
+)
+@click.option(
+    "--http",
+    "url",
+    default=None,
+    help="Register the HTTP endpoint (e.g. http://127.0.0.1:8080/mcp) instead of stdio.",
+)
+@click.pass_context
+def mcp_config(ctx, client, url) -> None:
+    """Print the snippet that registers Chiezo with an MCP client."""
+    from chiezo.surfaces.mcp.clients import snippet
+
+    data_dir = service_of(ctx).settings.data_dir.resolve()
+    click.echo(snippet(client, data_dir=data_dir, url=url))
+
+
+# -- notes ---------------------------------------------------------------------------------------
+
+
+@cli.group()
+def notes() -> None:
+    """The writable notes source: remember, recall, update, forget."""
+
+
+@notes.command("remember")
+@click.argument("text", nargs=-1, required=True)
+@click.option("--title", default=None)
+@click.option("--tag", "tags", multiple=True, help="Repeat for several tags.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def notes_remember(ctx, text, title, tags, as_json) -> None:
+    """Store TEXT as a note (write the content itself, not a label)."""
+    note = service_of(ctx).remember(" ".join(text), title=title, tags=list(tags))
+    _print_note(note, as_json)
+
+
+@notes.command("recall")
+@click.argument("query", nargs=-1)
+@click.option("--since", default=None, help="ISO date/time, e.g. 2026-11-01.")
+@click.option("--until", default=None, help="ISO date/time, inclusive.")
+@click.option("--tag", default=None)
+@click.option("--limit", "-n", type=click.IntRange(1, MAX_LIMIT), default=10, show_default=True)
+@click.option("--offset", type=click.IntRange(0), default=0)
+@click.option("--max-chars", type=click.IntRange(0), default=2000, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def notes_recall(ctx, query, since, until, tag, limit, offset, max_chars, as_json) -> None:
+    """Notes newest first, narrowed by words, time and tag."""
+    found = service_of(ctx).recall(
+        q=" ".join(query) or None,
+        since=since,
+        until=until,
+        tag=tag,
+        limit=limit,
+        offset=offset,
+        max_chars=max_chars,
+    )
+    if as_json:
+        emit_json(found)
+    else:
+        for note in found["notes"]:
+            _print_note(note, False)
+        out.print(f"[dim]{found['total']} note(s), mode {found['mode']}[/]")
+    if not found["notes"]:
+        sys.exit(EXIT_NOT_FOUND)
+
+
+@notes.command("update")
+@click.argument("note_id", type=int)
+@click.option("--text", default=None)
+@click.option("--title", default=None)
+@click.option("--tag", "tags", multiple=True, help="Replaces the tags; repeat for several.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def notes_update(ctx, note_id, text, title, tags, as_json) -> None:
+    """Change a note; only the options given change."""
+    note = service_of(ctx).update_note(
+        note_id, text=text, title=title, tags=list(tags) if tags else None
+    )
+    _print_note(note, as_json)
+
+
+@notes.command("forget")
+@click.argument("note_id", type=int)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def notes_forget(ctx, note_id, as_json) -> None:
+    """Delete a note."""
+    result = service_of(ctx).forget(note_id)
+    if as_json:
+        emit_json(result)
+    else:
+        out.print(f"deleted note {note_id}")
+
+
+def _print_note(note: dict, as_json: bool) -> None:
+    if as_json:
+        emit_json(note)
+        return
+    tags = f"  [dim]#{' #'.join(note['tags'])}[/]" if note["tags"] else ""
+    out.print(f"[bold]{note['id']}. {escape(note['title'])}[/]  [dim]{note['updated_at']}[/]{tags}")
+    out.print(f"    {escape(note['text'])}")
+
+
+def main() -> None:
+    cli(prog_name="chiezo")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+"""Operating a library over months: ``chiezo gc`` (disk); ``rollback`` (back to the kept
+previous generation), ``export`` and ``import`` (a source moved to another machine,
+ops/transfer.py). ``COMMANDS`` (at the end) lists them for surfaces/cli/main.py."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.markup import escape
+
+from chiezo.core.errors import EXIT_FAILURE, BadQuery
+from chiezo.core.progress import console_progress
+from chiezo.ops.maintenance import Survey, reclaim, survey
+from chiezo.surfaces.cli.common import (
+    emit_json,
+    err,
+    handles_errors,
+    one_build_at_a_time,
+    out,
+    service_of,
+)
+
+# -- gc ----------------------------------------------------------------------------------------
+
+
+@click.command("gc")
+@click.option(
+    "--caches",
+    is_flag=True,
+    help="Also delete vector caches of models no source uses and document-cache "
+    "entries unused for 90 days (making them again costs time).",
+)
+@click.option("--dry-run", is_flag=True, help="Show what would be reclaimed; delete nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Reclaim without asking.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def gc(ctx, caches, dry_run, yes, as_json) -> None:
+    """Show what the data directory holds and reclaim what is not needed: generations older
+    than the kept previous one, files of builds that stopped, old-layout vector caches
+    (converted) — never a current generation or the kept previous one; a source whose build
+    is running is skipped. Asks first."""
+    settings = service_of(ctx).settings
+    plan = survey(settings, caches=caches)
+    if not as_json:
+        _show(plan)
+    if dry_run or not plan.reclaimable:
+        if as_json:
+            emit_json(plan.to_dict())
+        elif not plan.reclaimable:
+            err.print("nothing to reclaim")
+        return
+    if not yes and not _confirmed(plan):
+        err.print("nothing deleted")
+        sys.exit(EXIT_FAILURE)
+    done = reclaim(settings, caches=caches)  # surveyed again, under each source's build lock
+    if as_json:
+        emit_json({**plan.to_dict(), "reclaimed": done.to_dict()})
+        return
+    out.print(
+        f"reclaimed {_size(done.freed)}: {len(done.deleted)} deleted, "
+        f"{len(done.converted)} converted"
+    )
+    for skipped in done.skipped:
+        err.print(f"[yellow]skipped[/] {escape(skipped['path'])}: {escape(skipped['why'])}")
+
+
+def _show(plan: Survey) -> None:
+    for source in plan.sources:
+        busy = "  [yellow](a build is running: skipped)[/]" if source.busy else ""
+        previous = source.total("previous")
+        out.print(
+            f"[bold]{escape(source.name)}[/]  current {_size(source.total('current'))}, "
+            f"previous {_size(previous) if previous else '—'}{busy}"
+        )
+        for item in source.items:
+            if item.kind not in ("current", "previous"):
+                _line(item)
+    if plan.leftovers:
+        out.print("[bold]not sources[/] [dim](left by builds, imports and removals)[/]")
+        for item in plan.leftovers:
+            _line(item)
+    if plan.caches:
+        out.print("[bold]caches[/]")
+        for item in plan.caches:
+            _line(item)
+    if plan.downloads:
+        out.print("[bold]downloads[/] [dim](only shown; delete by hand)[/]")
+        for item in plan.downloads:
+            _line(item)
+    out.print(
+        f"reclaimable: [bold]{_size(plan.reclaimable)}[/]"
+        + ("" if plan.caches_included else " [dim](--caches: unused caches too)[/]")
+    )
+
+
+def _line(item) -> None:
+    verb = {"delete": "[red]delete[/]", "convert": "[cyan]convert[/]"}.get(item.action, "keep  ")
+    out.print(f"  {verb} {escape(item.path)}  {_size(item.bytes)}  [dim]{escape(item.why)}[/]")
+
+
+def _confirmed(plan: Survey) -> bool:
+    """Ask on the terminal; with no terminal to ask on, refuse (a script says --yes)."""
+    if not sys.stdin.isatty():
+        raise BadQuery(
+            "reclaiming space needs confirmation, and there is no terminal to ask on",
+            hint="add --yes to reclaim without asking, or --dry-run to only look",
+        )
+    return click.confirm(f"reclaim {_size(plan.reclaimable)}?", default=False, err=True)
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if count >= scale:
+            return f"{count / scale:,.1f} {unit}"
+    return f"{count:,} bytes"
+
+
+# -- rollback, export, import -----------------------------------------------------------------
+
+
+@click.command()
+@click.argument("source")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def rollback(ctx, source, as_json) -> None:
+    """Serve SOURCE's kept previous generation again (the one its last build or import
+    replaced). The generation that was current is kept in its place, so a second rollback
+    goes forward again. Refused while a build of SOURCE runs, without a previous generation,
+    and when that one was written by another schema version (rebuild then)."""
+    from chiezo.store import generations
+
+    service = service_of(ctx)
+    directory = generations.source_dir(service.settings.corpus_dir, source)  # not notes
+    service.library.info(source)  # unknown: UnknownSource; one that needs a rebuild may roll back
+    done = generations.rollback(directory)
+    service.library.forget(source)
+    _switched("rolled back", source, done, f"built {done['built_at']}", as_json)
+
+
+@click.command("export")
+@click.argument("source")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Overwrite FILE if it exists.")
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
+@click.pass_context
+@handles_errors
+def export_command(ctx, source, file, force, as_json) -> None:
+    """Write SOURCE's current generation to FILE (a tar holding manifest.json, then the
+    generation with its sha256), for `chiezo import` on another machine."""
+    from chiezo.ops.transfer import export_source
+
+    progress = console_progress(err, quiet=as_json)
+    try:
+        done = export_source(
+            service_of(ctx).settings, source, file, overwrite=force, progress=progress
+        )
+    finally:
+        progress.close()
+    if as_json:
+        emit_json(done)
+        return
+    out.print(
+        f"[green]exported[/] {escape(source)} ({escape(done['generation'])}, "
+        f"{done['docs']:,} documents) to {escape(str(file))}: "
+        f"{_size(done['archive_bytes'])}, sha256 {done['file']['sha256'][:16]}…"
+    )
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--name", default=None, help="Import under this name (default: the exported one).")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace a source of that name (its generation is kept for rollback).",
+)
+@click.option(
+    "--input",
+    "input_path",
+    default=None,
+    metavar="PATH",
+    type=click.Path(exists=True, path_type=Path),
+    help="This source's input on this machine (its documents' folder, its dump): "
+    "original files are served from there and `chiezo rebuild` reads it. Without "
+    "it the source serves no original files and is rebuilt only by a new ingest.",
+)
+@click.option("--wait", is_flag=True, help="Wait for a running build or job instead of refusing.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def import_command(ctx, file, name, replace, input_path, wait, as_json) -> None:
+    """Switch in the source FILE holds (made by `chiezo export`), like a build: checked
+    (manifest, sha256, schema version, SQLite), then `current` is repointed; the previous
+    generation is kept. A damaged, cut or altered FILE is refused and nothing changes. The
+    paths FILE records are another machine's: only --input is used here."""
+    from chiezo.ops.transfer import import_source
+
+    service = service_of(ctx)
+    progress = console_progress(err, quiet=as_json)
+    try:
+        with one_build_at_a_time(service, f"`chiezo import {file.name}`", None, "import", wait):
+            done = import_source(
+                service.settings,
+                file,
+                name=name,
+                replace=replace,
+                input_path=input_path,
+                progress=progress,
+            )
+    finally:
+        progress.close()
+    _switched(
+        "imported", done["source"], done, f"exported as {escape(done['generation'])}", as_json
+    )
+
+
+def _switched(what: str, source: str, done: dict, how: str, as_json: bool) -> None:
+    """What a rollback or an import switched in, and the generation kept to return to."""
+    if as_json:
+        emit_json(done)
+        return
+    out.print(
+        f"[green]{what}[/] {escape(source)}: now serving {escape(done['current'])} "
+        f"({done['docs']:,} documents, {how})"
+    )
+    if done["previous"]:
+        out.print(
+            f"[dim]kept {escape(done['previous'])}: `chiezo rollback {escape(source)}` "
+            "returns to it[/]"
+        )
+
+
+COMMANDS = (gc, rollback, export_command, import_command)

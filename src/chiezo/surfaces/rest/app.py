@@ -1,0 +1,484 @@
+"""``create_app()``: the REST API (``/v1``), the MCP endpoint (``/mcp``) and health, in one app.
+
+Routes are thin: parse parameters, call the service, return its data. Parameters a route does
+not know are refused (400 with the allowed ones) rather than silently ignored — a misspelt
+filter that is ignored returns wrong results with a straight face.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from dataclasses import replace
+from typing import Annotated, Any
+
+import anyio.to_thread
+from fastapi import Depends, FastAPI, Query, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from chiezo import __version__
+from chiezo.answer.options import AnswerOptions
+from chiezo.core.config import Settings
+from chiezo.core.errors import BadQuery, Uncited
+from chiezo.ops.requests import FilterRequest, SearchRequest, one_source_names
+from chiezo.ops.service import Service
+from chiezo.surfaces import web
+from chiezo.surfaces.mcp.server import build_mcp
+from chiezo.surfaces.rest import docs_pages, jobs_routes, metrics, openapi
+from chiezo.surfaces.rest import error_responses as errors
+from chiezo.surfaces.rest.disclosure import Disclosure, on_this_machine
+from chiezo.surfaces.rest.limits import BodyLimit
+from chiezo.surfaces.rest.openapi import errors as documented
+from chiezo.surfaces.rest.params import (
+    ANSWER_RESPONSES,
+    SOURCE_RESPONSES,
+    AskParams,
+    ChatIn,
+    DocQuestion,
+    Fields,
+    Limit,
+    ListLimit,
+    NoteIn,
+    NotePatch,
+    Offset,
+    PathId,
+    QueryId,
+    Question,
+    RecallText,
+    SearchText,
+    ShortText,
+    Since,
+    SourceName,
+    Until,
+    model_query,
+    query_parameters,
+)
+from chiezo.surfaces.rest.pinning import PinnedGenerations
+from chiezo.surfaces.rest.security import HostGuard, Security
+
+# search and filter read the parameters ops/requests.py declares (surfaces/rest/params.py)
+OneSourceSearch = Annotated[SearchRequest, Depends(query_parameters(SearchRequest))]
+AllSourcesSearch = Annotated[
+    SearchRequest,
+    Depends(query_parameters(SearchRequest, omit={"source"} | one_source_names(SearchRequest))),
+]
+Filter = Annotated[FilterRequest, Depends(query_parameters(FilterRequest))]
+
+
+def reject_unknown_parameters(request: Request) -> None:
+    """A query parameter the route does not declare is an error naming the allowed ones."""
+    if not request.url.path.startswith("/v1/"):
+        return  # web pages read their own query strings (and keep ?lang= on every link)
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    allowed = {p.alias or p.name for p in _all_query_params(dependant)}
+    unknown = sorted(set(request.query_params) - allowed)
+    if unknown:
+        raise BadQuery(
+            f"unknown parameter{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}",
+            allowed_parameters=sorted(allowed),
+        )
+
+
+def _all_query_params(dependant) -> list:
+    params = list(dependant.query_params)
+    for sub in dependant.dependencies:
+        params += _all_query_params(sub)
+    return params
+
+
+def _json(data: Any, status: int = 200) -> JSONResponse:
+    """Answer with the service's data as is: it is plain JSON already, so FastAPI's response
+    validation and encoding walk (about a third of a small request's time) is skipped."""
+    return JSONResponse(data, status_code=status)
+
+
+def _answer(
+    service: Service, question: str, history: list[dict], options: AnswerOptions, stream: bool
+):
+    """One answer as JSON, or as server-sent events (``stream``): rag sends ``references``,
+    ``delta``…, ``done``; agent a ``step`` per tool call, then ``done``."""
+    if stream:
+        events = service.answer_events(question, options, history=history)
+        return StreamingResponse(
+            (_sse(name, data) for name, data in events), media_type="text/event-stream"
+        )
+    result = service.ask(question, options, history=history)
+    if options.strict and not result.no_basis and not result.grounded:
+        body = result.to_dict()
+        raise Uncited(
+            "the answer has sentences that cite no source or that their sources do "
+            "not support (strict)",
+            **{
+                k: body[k]
+                for k in ("answer", "references", "cited", "claims", "unsupported", "uncited")
+            },
+        )
+    return _json(result.to_dict())
+
+
+def _sse(name: str, data: Any) -> str:
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+def _split(values: list[str] | None) -> list[str] | None:
+    """``fields=a,b`` and ``fields=a&fields=b`` both work."""
+    if not values:
+        return None
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+def create_app(
+    settings: Settings | None = None, *, bind_host: str = "127.0.0.1", worker: str | None = None
+) -> FastAPI:
+    """``worker``: the label of this process's metrics, where several serve (default: the
+    process id under ``serve --workers N``; a Ray replica gives its host and process)."""
+    settings = settings or Settings.from_env()
+    counted = metrics.Metrics(worker=worker or metrics.worker_label())
+    service = Service(settings)
+    service.search_observers.append(counted.searched)
+    security = Security(bind_host, settings.token, settings.allowed_hosts)
+    mcp = build_mcp(service, writable=security.writes_enabled)
+    mcp_app = mcp.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=True,
+        json_response=True,
+        transport_security=security.transport_security(),
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        # Each worker thread keeps a connection per source: bound the threads, bound memory.
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.serve_threads
+        # Models loaded and vector indexes read before the first request, not during it.
+        app.state.warmed = await anyio.to_thread.run_sync(service.warm)
+        service.library.watch()  # and each generation switched in later (store/library.py)
+        async with mcp.session_manager.run():
+            yield
+        service.library.stop_watching()
+        service.notes.close()
+
+    app = FastAPI(
+        title="Chiezo",
+        version=__version__,
+        description="An offline knowledge base for AI: search, read and remember.",
+        lifespan=lifespan,
+        dependencies=[Depends(reject_unknown_parameters)],
+        docs_url=None,  # FastAPI's pages load from a CDN: docs_pages serves installed files
+        redoc_url=None,
+    )
+    app.state.service = service
+    app.state.security = security
+    errors.install(app)
+    openapi.install(app)
+    docs_pages.install(app)
+    # Outermost last: a bug anywhere answers 500 without dropping the connection; no answer
+    # tells a credential, or a path to a client elsewhere (disclosure.py); a foreign Host is
+    # refused before anything else runs; an oversized body before it is read; each request
+    # reads one generation per source (pinning.py).
+    app.add_middleware(PinnedGenerations, library=service.library)
+    app.add_middleware(BodyLimit)
+    app.add_middleware(HostGuard, security=security)
+    app.add_middleware(Disclosure, settings=settings, input_paths=service.input_paths)
+    app.add_middleware(errors.UnexpectedErrors)
+
+    def writer(request: Request) -> None:
+        security.check_write(request)
+
+    _routes(app, service, writer)
+    web.install(app, service)
+    if security.token_required:
+        app.router.routes.extend(_guarded(mcp_app.routes, security))
+    else:
+        app.router.routes.extend(mcp_app.routes)
+    metrics.install(app, service, counted, security)  # its middleware outermost: sees every answer
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """Factory for uvicorn worker processes (``chiezo serve --workers N``): each worker builds
+    its own app from the environment the CLI prepared."""
+    from chiezo.core.processes import limit_malloc_arenas
+    from chiezo.surfaces.rest.supervision import follow_supervisor
+
+    follow_supervisor()
+    limit_malloc_arenas()  # before the request threads start (core/processes.py says why)
+    return create_app(
+        Settings.from_env(), bind_host=os.environ.get("CHIEZO_BIND_HOST", "127.0.0.1")
+    )
+
+
+class _TokenGuard:
+    """An ASGI app in front of the MCP endpoint that lets only bearer-token requests through."""
+
+    def __init__(self, app, security: Security):
+        self.app, self.security = app, security
+
+    async def __call__(self, scope, receive, send) -> None:
+        header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+        if not self.security.authorized(header):
+            response = errors.error_response(
+                401, "the MCP endpoint needs Authorization: Bearer <CHIEZO_TOKEN>"
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _guarded(routes, security: Security) -> list:
+    from starlette.routing import Route
+
+    return [
+        Route(route.path, endpoint=_TokenGuard(route.app, security), methods=route.methods)
+        for route in routes
+    ]
+
+
+def _routes(app: FastAPI, service: Service, writer) -> None:
+    write = [Depends(writer)]
+
+    @app.get("/healthz", tags=["meta"])
+    def healthz() -> JSONResponse:
+        return _json(
+            {"status": "ok", "version": __version__, "sources": len(service.library.names())}
+        )
+
+    @app.get("/v1/sources", tags=["sources"], responses=documented(409))
+    def sources() -> JSONResponse:
+        """Every source: kind, language, documents, build time, schema version, attributes,
+        input identity. Sources built or removed while the server runs appear here at once."""
+        return _json({"sources": service.sources()})
+
+    @app.get("/v1/search", tags=["search"], responses=documented(404, 504))
+    def search_all(request: AllSourcesSearch) -> JSONResponse:
+        """Search every source, in one order of evidence: titles equal to the query first, then
+        by how much of the query each hit covers in its own source and how close its meaning
+        is. Sources without vectors are searched by keyword whatever ``mode`` asks (the
+        response notes say which)."""
+        return _json(service.search(request).to_dict())
+
+    # -- answers -------------------------------------------------------------------------------
+
+    @app.get("/v1/ask", tags=["answers"], responses=ANSWER_RESPONSES)
+    def ask(q: Question, choices: Annotated[AskParams, Depends(model_query(AskParams))]):
+        """Answer ``q`` only from the library, citing numbered sources (needs CHIEZO_LLM_URL);
+        every sentence is checked against the excerpts it cites (``claims``, ``unsupported``,
+        ``uncited``). Nothing found: a fixed "no basis" reply (``no_basis``), the model not
+        called. ``strict``: an answer with an uncited or unsupported sentence is a 422.
+        ``stream``: server-sent events ``references``, ``delta``…, ``done`` — planning and
+        retrieval finish before the first byte. Never offers the model a tool that writes."""
+        return _answer(service, q, [], choices.options(), choices.stream)
+
+    @app.post("/v1/chat", tags=["answers"], responses=ANSWER_RESPONSES)
+    def chat(body: ChatIn, request: Request):
+        """A conversation turn: the last message is the question; the recent turns inform the
+        plan and the answer (their sources are not replayed; an assistant turn's
+        ``cited_titles`` tell a follow-up what "he" or 「その」 refers to). In agent mode the
+        model may ``remember`` only where this request could write notes itself."""
+        if not body.messages or body.messages[-1].role != "user":
+            raise BadQuery("the last message must be the user's question")
+        history = [m.model_dump(exclude_none=True) for m in body.messages[:-1]]
+        options = replace(body.options(), writable=request.app.state.security.may_write(request))
+        return _answer(service, body.messages[-1].content, history, options, body.stream)
+
+    @app.get("/v1/llm", tags=["answers"])
+    def llm_status(request: Request) -> JSONResponse:
+        """The answer layer: configured or not, and for each endpoint whether it answers and
+        with which model (and which models it has when the configured one is missing). Model
+        names are shown as names, not paths on this machine, to a client beyond loopback."""
+        status = service.llm_status()
+        return _json(status if on_this_machine(request.scope) else labelled_models(status))
+
+    # -- notes (declared before /v1/{source}/... so that /v1/notes/recall is not a source) ---
+
+    @app.post(
+        "/v1/notes",
+        status_code=201,
+        tags=["notes"],
+        dependencies=write,
+        responses=documented(401, 403, 503, 507),
+    )
+    def remember(note: NoteIn) -> JSONResponse:
+        """Store a note; the answer is the note as stored (durable once acknowledged)."""
+        return _json(service.remember(note.text, title=note.title, tags=note.tags), 201)
+
+    @app.get("/v1/notes/recall", tags=["notes"], responses=documented(504))
+    def recall(
+        q: RecallText = None,
+        since: Since = None,
+        until: Until = None,
+        tag: str | None = None,
+        limit: Limit = 10,
+        offset: Offset = 0,
+        max_chars: Annotated[int | None, Query(ge=0)] = 2000,
+    ) -> JSONResponse:
+        """Notes newest first; narrow by time (``since`` alone works for vague references),
+        tag and/or words."""
+        found = service.recall(
+            q=q, since=since, until=until, tag=tag, limit=limit, offset=offset, max_chars=max_chars
+        )
+        return _json(found)
+
+    @app.get("/v1/notes/{note_id:int}", tags=["notes"], responses=documented(404, 504))
+    def get_note(
+        note_id: PathId, max_chars: Annotated[int | None, Query(ge=0)] = None
+    ) -> JSONResponse:
+        return _json(service.note(note_id, max_chars=max_chars))
+
+    @app.patch(
+        "/v1/notes/{note_id:int}",
+        tags=["notes"],
+        dependencies=write,
+        responses=documented(401, 403, 404, 503, 507),
+    )
+    def update_note(note_id: PathId, patch: NotePatch) -> JSONResponse:
+        """Change a note: only the fields sent change."""
+        sent = patch.model_dump(exclude_unset=True)
+        return _json(service.update_note(note_id, **sent))
+
+    @app.delete(
+        "/v1/notes/{note_id:int}",
+        tags=["notes"],
+        dependencies=write,
+        responses=documented(401, 403, 404, 503, 507),
+    )
+    def forget(note_id: PathId) -> JSONResponse:
+        return _json(service.forget(note_id))
+
+    jobs_routes.install(app, service, write)  # /v1/jobs: background rebuild and embed jobs
+
+    # -- one source ---------------------------------------------------------------------------
+
+    @app.get("/v1/{source}/search", tags=["search"], responses=SOURCE_RESPONSES)
+    def search(request: OneSourceSearch) -> JSONResponse:
+        """Search one source by keyword, meaning or both (``mode``), optionally within
+        tags/attributes/areas/a radius the source has (a comma inside one value means OR).
+        With ``near``/``near_doc`` the first ``top_n`` by relevance are ordered by distance."""
+        return _json(service.search(request).to_dict())
+
+    @app.get("/v1/{source}/doc", tags=["documents"], responses=SOURCE_RESPONSES)
+    def doc_by_title(
+        source: SourceName,
+        title: ShortText = None,
+        key: ShortText = None,
+        fields: Fields = None,
+        max_chars: Annotated[int | None, Query(ge=0)] = None,
+        question: DocQuestion = None,
+    ) -> JSONResponse:
+        """One document by exact title (through aliases) or key; 404 lists close titles."""
+        if title is None and key is None:
+            raise BadQuery("give title= or key=", hint="or use /v1/{source}/doc/{doc_id}")
+        return _json(
+            service.doc(
+                source,
+                title=title,
+                key=key,
+                fields=_split(fields),
+                max_chars=max_chars,
+                question=question,
+            )
+        )
+
+    @app.get("/v1/{source}/doc/{doc_id:int}", tags=["documents"], responses=SOURCE_RESPONSES)
+    def doc_by_id(
+        source: SourceName,
+        doc_id: PathId,
+        fields: Fields = None,
+        max_chars: Annotated[int | None, Query(ge=0)] = None,
+        question: DocQuestion = None,
+    ) -> JSONResponse:
+        return _json(
+            service.doc(
+                source, doc_id=doc_id, fields=_split(fields), max_chars=max_chars, question=question
+            )
+        )
+
+    @app.get("/v1/{source}/titles", tags=["documents"], responses=SOURCE_RESPONSES)
+    def titles(source: SourceName, prefix: SearchText, limit: ListLimit = 20) -> JSONResponse:
+        return _json(service.titles(source, prefix, limit=limit))
+
+    @app.get("/v1/{source}/tags", tags=["documents"], responses=SOURCE_RESPONSES)
+    def tags(
+        source: SourceName,
+        prefix: ShortText = None,
+        contains: ShortText = None,
+        limit: ListLimit = 50,
+        offset: Offset = 0,
+    ) -> JSONResponse:
+        """Tag names with document counts, most used first."""
+        return _json(
+            service.tags(source, prefix=prefix, contains=contains, limit=limit, offset=offset)
+        )
+
+    @app.get("/v1/{source}/links", tags=["documents"], responses=SOURCE_RESPONSES)
+    def links(
+        source: SourceName,
+        title: ShortText = None,
+        doc_id: QueryId = None,
+        key: ShortText = None,
+        direction: Annotated[str, Query(pattern="^(in|out)$")] = "out",
+        limit: ListLimit = 50,
+        offset: Offset = 0,
+    ) -> JSONResponse:
+        """Outgoing (``direction=out``) or incoming (``in``) links of one document."""
+        found = service.links(
+            source,
+            title=title,
+            doc_id=doc_id,
+            key=key,
+            direction=direction,
+            limit=limit,
+            offset=offset,
+        )
+        return _json(found)
+
+    @app.get("/v1/{source}/filter", tags=["search"], responses=SOURCE_RESPONSES)
+    def filter_docs(request: Filter) -> JSONResponse:
+        """Every document meeting all conditions (AND; comma = OR within one), with the exact
+        total; most popular first, or nearest first with distance_km when near/near_doc."""
+        return _json(service.filter(request))
+
+    @app.get("/v1/{source}/features", tags=["documents"], responses=SOURCE_RESPONSES)
+    def features(
+        source: SourceName,
+        prefix: ShortText = None,
+        contains: ShortText = None,
+        limit: ListLimit = 50,
+        offset: Offset = 0,
+    ) -> JSONResponse:
+        """Feature values (key=value) of a place source with counts: what `feature=` takes."""
+        found = service.features(
+            source, prefix=prefix, contains=contains, limit=limit, offset=offset
+        )
+        return _json(found)
+
+    @app.head("/healthz", include_in_schema=False)
+    def healthz_head() -> Response:
+        return Response(status_code=200)
+
+
+def labelled_models(status: dict) -> dict:
+    """``/v1/llm`` with every model name as ``model_label`` shows it (a ``.gguf`` path is a
+    fact of this machine, not of the answer layer)."""
+    from chiezo.surfaces.web.formatting import model_label
+
+    def named(text):
+        return model_label(text) if isinstance(text, str) else text
+
+    endpoints = []
+    for endpoint in status.get("endpoints") or []:
+        shown = {
+            **endpoint,
+            "model": named(endpoint.get("model")),
+            "models": [named(m) for m in endpoint.get("models") or []],
+        }
+        if endpoint.get("problem"):  # "no model named '/models/x.gguf' here"
+            shown["problem"] = re.sub(
+                r"'([^']*)'", lambda m: repr(named(m.group(1))), endpoint["problem"]
+            )
+        endpoints.append(shown)
+    return {**status, "model": named(status.get("model")), "endpoints": endpoints}

@@ -1,0 +1,189 @@
+"""The HTTP server under ``chiezo serve``: uvicorn, with Chiezo's own answers where uvicorn would
+give its own, and a way to know when it really serves.
+
+* A request the HTTP parser cannot take apart got uvicorn's ``400 text/plain "Invalid HTTP
+  request received."`` — the one failure outside the JSON error shape (SECURITY.md rule 7).
+  ``ChiezoHttpProtocol`` answers it in that shape, with the parser's reason, and a request
+  target longer than ``MAX_TARGET_BYTES`` with 414: it is refused as soon as the parser has
+  read that much of it, rather than buffered to its end (uvicorn keeps the whole of a request
+  line in memory, however long).
+* ``chiezo serve`` printed its address before uvicorn had even built the app (10-18 s on a
+  real library), so a script that waited for the line found the port closed. ``serve`` calls
+  ``on_ready`` only once every worker has started listening.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import sys
+import threading
+from collections.abc import Callable
+
+import httptools
+import uvicorn
+from uvicorn.config import STARTUP_FAILURE
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+# The longest request target (path and query string) answered. httptools cannot split a longer
+# URL into path and query (its offsets are 16-bit), so beyond this uvicorn could only fail;
+# a GET that needs more (a very long question) belongs in a POST body.
+MAX_TARGET_BYTES = 65_535
+# After a refusal, how long the rest of the request is read and dropped before the connection
+# is closed: closing with unread data makes the kernel reset the connection, and the client
+# may then lose the answer it was sent.
+LINGER_SECONDS = 5.0
+
+
+class _TargetTooLong(Exception):
+    pass
+
+
+class ChiezoHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, answering what its parser refuses in the JSON error shape."""
+
+    _refused = False
+    _deferred: tuple[int, str] | None = None
+    _linger: asyncio.TimerHandle | None = None
+
+    def on_url(self, url: bytes) -> None:
+        if len(self.url) + len(url) > MAX_TARGET_BYTES:
+            raise _TargetTooLong  # the parser stops here: the rest of the URL is never kept
+        super().on_url(url)
+
+    def data_received(self, data: bytes) -> None:
+        # uvicorn's own, except for the answers to what the parser refuses
+        if self._refused:
+            return  # the rest of a refused request, read only so that the answer arrives
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+        except httptools.HttpParserError as exc:
+            self._refuse(*_refusal(exc))
+
+    def send_400_response(self, msg: str) -> None:
+        self._refuse(400, "invalid HTTP request")  # should uvicorn call it from elsewhere
+
+    def _refuse(self, status: int, message: str) -> None:
+        """Answer ``status`` in the JSON error shape and read no more requests from this
+        connection: the parser has lost its place in the stream."""
+        self.logger.warning("refused a request: %s", message)
+        self._refused = True
+        self.flow.resume_reading()  # what follows is read and dropped (pipelining paused it)
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
+            self._answer(status, message)
+        elif not cycle.more_body:  # sent after requests whose answers are still being written
+            self._deferred = (status, message)
+        elif cycle.response_started or self.pipeline:  # nothing can cut into an answer
+            self.transport.close()
+        else:  # the body of the request being served is broken: its handler sees the client go
+            cycle.disconnected = True
+            cycle.message_event.set()
+            self._answer(status, message)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self._deferred and self.cycle.response_complete and not self.transport.is_closing():
+            self._unset_keepalive_if_required()
+            self._answer(*self._deferred)
+
+    def _answer(self, status: int, message: str) -> None:
+        from chiezo.surfaces.rest.error_responses import (
+            error_response,  # FastAPI: in a worker, already loaded by the app
+        )
+
+        body = error_response(status, message).body
+        head = [STATUS_LINE[status]]
+        for name, value in self.server_state.default_headers:  # date, server: as every answer
+            head.append(name + b": " + value + b"\r\n")
+        head += [
+            b"content-type: application/json\r\n",
+            b"content-length: %d\r\n" % len(body),
+            b"x-content-type-options: nosniff\r\n",
+            b"connection: close\r\n\r\n",
+        ]
+        self.transport.write(b"".join(head) + body)
+        if self.transport.can_write_eof():
+            self.transport.write_eof()  # the client sees the end at once; its close ends ours
+        self._linger = self.loop.call_later(LINGER_SECONDS, self.transport.close)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._linger is not None:
+            self._linger.cancel()
+        super().connection_lost(exc)
+
+
+def _refusal(exc: httptools.HttpParserError) -> tuple[int, str]:
+    """The status and message for what the parser refused. The reasons are llhttp's own fixed
+    texts ("Invalid header token"), never bytes of the request."""
+    cause = exc.__context__ if isinstance(exc, httptools.HttpParserCallbackError) else exc
+    if isinstance(cause, _TargetTooLong):
+        return 414, f"the request target is longer than {MAX_TARGET_BYTES:,} bytes"
+    if isinstance(cause, httptools.HttpParserError):
+        return 400, f"invalid HTTP request: {cause}"
+    return 400, "invalid HTTP request"
+
+
+class _Ready:
+    """uvicorn's ``callback_notify``, which each server process calls from its main loop — so
+    first right after it started listening with the app built: counts that process as ready,
+    once. Passed to worker processes inside their config (the semaphore is inherited)."""
+
+    def __init__(self, semaphore) -> None:
+        self.semaphore, self.told = semaphore, False
+
+    async def __call__(self) -> None:
+        if not self.told:
+            self.told = True
+            self.semaphore.release()
+
+
+def serve(app: str, *, host: str, port: int, workers: int, on_ready: Callable[[], None]) -> None:
+    """Serve the app factory ``app`` ("module:function") until stopped, in ``workers``
+    processes (1: in this one); ``on_ready`` is called once all of them answer."""
+    # worker processes inherit a process-shared semaphore; one process needs no more than a
+    # thread's (a named one would outlive a process killed by SIGTERM, and be reported leaked)
+    ready = (
+        multiprocessing.get_context("spawn").Semaphore(0) if workers > 1 else threading.Semaphore(0)
+    )
+    config = uvicorn.Config(
+        app,
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="warning",
+        http=ChiezoHttpProtocol,
+        callback_notify=_Ready(ready),
+    )
+    threading.Thread(target=_announce, args=(ready, workers, on_ready), daemon=True).start()
+    try:
+        if workers > 1:
+            _supervise(config)
+        else:
+            server = uvicorn.Server(config)
+            server.run()
+            if not server.started:  # the port was taken or the app failed: uvicorn said why
+                sys.exit(STARTUP_FAILURE)
+    except KeyboardInterrupt:  # Ctrl-C: uvicorn has already shut down
+        pass
+
+
+def _announce(ready, workers: int, on_ready: Callable[[], None]) -> None:
+    for _ in range(workers):
+        ready.acquire()
+    on_ready()
+
+
+def _supervise(config: uvicorn.Config) -> None:
+    """uvicorn.run's path for several workers, with this config (uvicorn.run takes no
+    ``callback_notify``): one socket bound here, shared by the worker processes."""
+    from uvicorn.supervisors import Multiprocess
+
+    Multiprocess(config, sockets=[config.bind_socket()]).run()  # each worker builds its Server

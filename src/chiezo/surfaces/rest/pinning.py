@@ -1,0 +1,56 @@
+"""One generation per source for the whole of a request, and the response says which.
+
+A source switched in while a request runs (a rebuild, a rollback, a rolling switch across the
+replicas of a cluster) must not mix into it: a search that opens the source again for its
+snippets would otherwise read two generations. ``Library.pinned`` holds, for the request, the
+generation each source was first opened at; the response names them in ``X-Chiezo-Generation``
+(``jawiki=gen-20261201T061500-1a2b3c.db, osm=…``), so a client — or a test of a rolling
+switch — can tell which data answered.
+"""
+
+from __future__ import annotations
+
+from chiezo.store.library import Library
+
+HEADER = b"x-chiezo-generation"
+
+
+class PinnedGenerations:
+    """ASGI middleware: each HTTP request inside ``library.pinned()``; the generations it
+    opened go into the response header. A streamed answer keeps its pins until its last byte,
+    but its header can only name what was opened before the first one."""
+
+    def __init__(self, app, library: Library):
+        self.app, self.library = app, library
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        with self.library.pinned() as used:
+
+            async def send_named(message) -> None:
+                if message["type"] == "http.response.start":
+                    named = header_value(used)
+                    if named:
+                        message = {
+                            **message,
+                            "headers": [*message.get("headers", []), (HEADER, named)],
+                        }
+                await send(message)
+
+            await self.app(scope, receive, send_named)
+
+
+def header_value(used: dict) -> bytes:
+    """``name=generation`` of each read-only source opened, by name (the writable notes have
+    no generations). Names and generation files are ASCII (generations.NAME_PATTERN)."""
+    return ", ".join(
+        f"{name}={source.path.name}" for name, source in sorted(used.items()) if not source.writable
+    ).encode("ascii")
+
+
+def generations_of(header: str | None) -> dict[str, str]:
+    """The header read back: {source: generation file name}."""
+    pairs = (item.strip().partition("=") for item in (header or "").split(","))
+    return {name: gen for name, sep, gen in pairs if sep}

@@ -1,0 +1,319 @@
+"""The search page's query string and what it shows: hits or filtered documents, and the map.
+
+Words search (``Service.search``); filters without words list every match with the exact
+total (``Service.filter``), as the API's ``/filter`` does. Either way the items carry what a
+page shows: number, title, section (the breadcrumb of the passage quoted), snippet, source,
+distance, coordinates, a served original — all from the hits themselves (search/sections.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from markupsafe import Markup
+from starlette.requests import Request
+
+from chiezo.core.errors import ChiezoError
+from chiezo.core.validation import MAX_OFFSET
+from chiezo.ops.requests import SearchRequest, params
+from chiezo.ops.service import Service
+from chiezo.search.snippet import plain_text
+from chiezo.surfaces.web.document_pages import original_href
+from chiezo.surfaces.web.mapview import MapPoint, render_map, worth_drawing
+
+PAGE_SIZE = 10
+MAP_POINTS = 500  # filtered places drawn beyond the page's own (as small unnumbered dots)
+NEARBY_KM = 2.0  # a document page's map and its "find nearby" link: places this close
+NEARBY_POINTS = 30  # at most this many of them on the document page's map
+_POINT = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*$")
+
+
+class SearchForm:
+    """The search page's query string, read once and checked for shape. Its fields are
+    parameters of the search operation (ops/requests.py), spelt as in the REST API; ``near``
+    also takes a title (sent as near_doc)."""
+
+    FIELDS = ("q", "source", "mode", "tag", "feature", "area", "near", "radius_km")
+    MODES = next(p.choices for p in params(SearchRequest) if p.name == "mode")
+
+    def __init__(self, values: dict[str, str], offset: int):
+        self.values = values
+        self.offset = offset
+
+    @classmethod
+    def read(cls, request: Request) -> SearchForm:
+        params = request.query_params
+        values = {f: (params.get(f) or "").strip() for f in cls.FIELDS}
+        return cls(values, read_offset(params.get("offset")))
+
+    def __getattr__(self, name: str) -> str:
+        if name in SearchForm.FIELDS:
+            return self.values[name]
+        raise AttributeError(name)
+
+    @property
+    def has_filters(self) -> bool:
+        return any(self.values[f] for f in ("tag", "feature", "area", "near"))
+
+    def near_arguments(self) -> dict[str, Any]:
+        """``near`` is a point (``lat,lon``), ``source:title`` or a title in this source."""
+        text = self.near
+        if not text:
+            return {}
+        radius = float(self.radius_km) if _is_number(self.radius_km) else None
+        if _POINT.match(text):
+            return {"near": text, "radius_km": radius}
+        reference = text if ":" in text else f"{self.source}:{text}"
+        return {"near_doc": reference, "radius_km": radius}
+
+    def filter_arguments(self) -> dict[str, Any]:
+        return {
+            "feature": [self.feature] if self.feature else None,
+            "area": [self.area] if self.area else None,
+            **self.near_arguments(),
+        }
+
+
+def search_results(service: Service, form: SearchForm) -> dict[str, Any]:
+    extra = form.filter_arguments() if form.source else {}
+    result = service.search(
+        form.q,
+        form.source or None,
+        limit=PAGE_SIZE,
+        offset=form.offset,
+        mode=form.mode or None,
+        tags=[form.tag] if form.tag else None,
+        **extra,
+    )
+    items = []
+    for number, hit in enumerate(result.hits, start=form.offset + 1):
+        original = None
+        if (hit.url or "").startswith("file://"):  # a local file: served, at the hit's page
+            original = original_href({"source": hit.source, "doc_id": hit.doc_id, "url": hit.url})
+        items.append(
+            {
+                "number": number,
+                "source": hit.source,
+                "doc_id": hit.doc_id,
+                "title": hit.title,
+                "section": hit.section,
+                "snippet": hit.snippet,
+                "url": hit.url,
+                "distance_km": hit.distance_km,
+                "point": (hit.point.lat, hit.point.lon) if hit.point else None,
+                "original": original,
+            }
+        )
+    summary = {
+        "total": result.total,
+        "at_least": result.total_is_lower_bound,
+        "notes": result.notes,
+        "how": result.retrieval,
+        "order": result.order,
+    }
+    center = _near_point(service, extra) if extra.get("near") or extra.get("near_doc") else None
+    return {"result": summary, "items": items, "map_svg": _map(items, center, form.near)}
+
+
+def browse_results(service: Service, form: SearchForm) -> dict[str, Any]:
+    """Filters without words: every document meeting them (exact total), as the API's filter."""
+    found = service.filter(
+        form.source,
+        tags=[form.tag] if form.tag else None,
+        fields=["doc_id", "key", "title", "url", "point", "opening"],
+        limit=PAGE_SIZE,
+        offset=form.offset,
+        **form.filter_arguments(),
+    )
+    items = []
+    for number, doc in enumerate(found["docs"], start=form.offset + 1):
+        point = doc.get("point")
+        items.append(
+            {
+                "number": number,
+                "source": form.source,
+                "doc_id": doc["doc_id"],
+                "title": doc["title"],
+                "snippet": _cut(doc.get("opening") or "", 160),
+                "url": doc.get("url"),
+                "distance_km": doc.get("distance_km"),
+                "point": (point["lat"], point["lon"]) if point else None,
+            }
+        )
+    summary = {
+        "total": found["total"],
+        "at_least": found["total_is_lower_bound"],
+        "notes": found["notes"],
+        "how": "filter",
+        "order": found["order"],
+        "browse": True,
+    }
+    near = found.get("near")
+    center = (near["lat"], near["lon"]) if near else None
+    others = _more_points(service, form, found["total"], {i["doc_id"] for i in items})
+    return {
+        "result": summary,
+        "items": items,
+        "map_more": len(others),
+        "map_svg": _map(items, center, form.near, others),
+    }
+
+
+def _more_points(service: Service, form: SearchForm, total: int, shown: set[int]) -> list:
+    """Beyond the page: up to MAP_POINTS of the other matches, so the map shows the spread."""
+    if total <= len(shown):
+        return []
+    found = service.filter(
+        form.source,
+        tags=[form.tag] if form.tag else None,
+        fields=["doc_id", "title", "point"],
+        limit=MAP_POINTS,
+        **form.filter_arguments(),
+    )
+    return [
+        MapPoint(
+            d["point"]["lat"],
+            d["point"]["lon"],
+            d["title"],
+            href=f"/doc/{form.source}/{d['doc_id']}",
+            distance_km=d.get("distance_km"),
+        )
+        for d in found["docs"]
+        if d.get("point") and d["doc_id"] not in shown
+    ]
+
+
+def _map(
+    items: list[dict],
+    center: tuple[float, float] | None,
+    near_text: str = "",
+    others: list[MapPoint] = (),
+) -> Markup:
+    """The page's map, when it adds something to the list (mapview.worth_drawing)."""
+    points = list(others) + [
+        MapPoint(
+            i["point"][0],
+            i["point"][1],
+            i["title"],
+            href=f"/doc/{i['source']}/{i['doc_id']}",
+            number=i["number"],
+            distance_km=i.get("distance_km"),
+        )
+        for i in items
+        if i.get("point")
+    ]
+    if not worth_drawing(points, center):
+        return Markup("")
+    return Markup(render_map(points, center=center, center_label=near_text))
+
+
+def _near_point(service: Service, near: dict[str, Any]) -> tuple[float, float] | None:
+    """The point a search was made around: typed as ``lat,lon``, or a document's (its
+    coordinates read once more: a search's result does not carry them)."""
+    if near.get("near"):
+        lat, lon = _POINT.match(near["near"]).groups()
+        return float(lat), float(lon)
+    name, _, title = near["near_doc"].partition(":")
+    point = service.doc(name, title=title, fields=["point"]).get("point")
+    return (point["lat"], point["lon"]) if point else None
+
+
+def doc_map(service: Service, doc: dict) -> tuple[Markup, int]:
+    """A document page's locator map and how many neighbours it shows: the document's point
+    amid the nearest places of its source (those "find nearby" lists first), each a link. A
+    lone point on an empty grid says no more than its coordinates, so with no neighbours
+    there is no map. The map is an extra: a neighbour search that fails leaves it out."""
+    point = doc.get("point")
+    if not point:
+        return Markup(""), 0
+    try:
+        found = service.filter(
+            doc["source"],
+            near=f"{point['lat']},{point['lon']}",
+            radius_km=NEARBY_KM,
+            fields=["doc_id", "title", "point"],
+            limit=NEARBY_POINTS + 1,
+        )
+    except ChiezoError:
+        return Markup(""), 0
+    neighbours = [
+        MapPoint(
+            d["point"]["lat"],
+            d["point"]["lon"],
+            d["title"],
+            href=f"/doc/{doc['source']}/{d['doc_id']}",
+            distance_km=d.get("distance_km"),
+        )
+        for d in found["docs"]
+        if d["doc_id"] != doc["doc_id"] and d.get("point")
+    ][:NEARBY_POINTS]
+    center = (point["lat"], point["lon"])
+    if not worth_drawing(neighbours, center):
+        return Markup(""), 0
+    svg = render_map(
+        neighbours,
+        center=center,
+        center_label=doc["title"],
+        title=doc["title"],
+        width=440,
+        max_height=300,
+    )
+    return Markup(svg), len(neighbours)
+
+
+def suggestions(service: Service, info: dict) -> dict[str, list[dict]]:
+    """The source's commonest tags and features with their counts: the filter boxes'
+    drop-downs, and the ways into a source before anything is searched. Ranking every tag by
+    count scans the whole count table, so a built generation's answer is kept (it cannot
+    change); the notes, written in place, are read each time."""
+    if info.get("writable"):
+        return _commonest(service, info["name"], bool(info.get("tags")), info.get("attributes", []))
+    return _commonest_cached(
+        service,
+        info["name"],
+        info.get("generation"),
+        bool(info.get("tags")),
+        tuple(info.get("attributes", [])),
+    )
+
+
+def _commonest(service: Service, name: str, has_tags: bool, attributes) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {"tags": [], "features": []}
+    if has_tags:
+        out["tags"] = service.tags(name, limit=200)["tags"]
+    if "feature" in attributes:
+        out["features"] = service.features(name, limit=200).get("features", [])
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _commonest_cached(
+    service: Service, name: str, generation: str | None, has_tags: bool, attributes: tuple[str, ...]
+) -> dict[str, list[dict]]:
+    return _commonest(service, name, has_tags, attributes)
+
+
+def read_offset(text: str | None) -> int:
+    """A page's offset from the query string: a bad or negative one is the first page, one
+    beyond the deepest page the last that can be asked for (never an OverflowError)."""
+    try:
+        return min(max(0, int(text or 0)), MAX_OFFSET)
+    except ValueError:
+        return 0
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _cut(text: str, chars: int) -> str:
+    """An opening as a snippet: plain text like a search's (a Markdown file's first paragraph
+    keeps its backticks and emphasis marks), cut to ``chars``."""
+    text = plain_text(text)
+    return text if len(text) <= chars else text[: chars - 1] + "…"
