@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 CHIEZO_DATA ?= ./data
 export CHIEZO_DATA
 
-.PHONY: install cluster browser sample run test lint fuzz bench bench-quick bench-serve clean
+.PHONY: install cluster browser sample run test test-fast lint fuzz bench bench-quick bench-serve clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Chiezo needs Python 3.11 or newer")'
@@ -61,8 +61,16 @@ run: sample
 test: install cluster browser
 	$(BIN)/python -m pytest -q
 
+# The quick check while editing: the tests not marked slow, under a minute on two cores (every module runs but cluster/wiki.py).
+test-fast: install cluster browser
+	$(BIN)/python -m pytest -q -m "not slow" -p no:schemathesis
+
+# Style and types: ruff's rules, its formatting (checked, never rewritten here), and mypy on the
+# package (its settings and the libraries it lets go untyped are in pyproject.toml).
 lint: install
 	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
 
 # Schemathesis against a real `chiezo serve`: every operation of /openapi.json, every check,
 # about four minutes (the fuzzing in `make test` is the short, hand-written kind).
@@ -82,4 +90,4 @@ bench-serve: install
 	$(BIN)/python bench/serve_load.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache

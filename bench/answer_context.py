@@ -186,7 +186,7 @@ def measure(service, questions: list[dict], source: str | None, selections) -> d
     found = {name: {"in": 0, "first": 0, "chars": [], "ms": []} for name in selections}
     for q in questions:
         plan = rag.plan_queries(q["question"], None, names)
-        hits, _ = rag.retrieve(service, plan, source, options.excerpts)
+        hits, _ = rag.find_documents(service, plan, source, options.excerpts)
         gold = [folded(a) for a in q["answers"] if a.strip()]
         for name, select in selections.items():
             started = time.perf_counter()

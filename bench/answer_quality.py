@@ -53,6 +53,7 @@ sys.path.insert(0, str(HERE))
 from chiezo.answer.options import AnswerOptions  # noqa: E402
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.errors import NotFound  # noqa: E402
+from chiezo.ops.requests import SearchRequest  # noqa: E402
 from chiezo.ops.service import Service  # noqa: E402
 
 SHARED = HERE.parent.parent / "shared"
@@ -148,7 +149,7 @@ def main() -> None:
     started = time.monotonic()
     for row in rows:
         relevant = set(row.get("relevant_titles_in_excerpt") or [])
-        typed = service.search(row["question"], "jawiki", limit=5)
+        typed = service.search(SearchRequest.of(query=row["question"], source="jawiki", limit=5))
         base_hit = bool(relevant & {h.title for h in typed.hits})
         options = AnswerOptions(source="jawiki", budget=args.budget)
         prepared = service.prepare_answer(row["question"], options)

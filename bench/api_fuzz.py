@@ -1,7 +1,7 @@
 """Schemathesis against a real `chiezo serve`: every operation of /openapi.json, every check.
 
     python bench/api_fuzz.py [--seconds 240] [--max-examples 150] [--workers 1]   (make fuzz)
-    python bench/api_fuzz.py --seconds 45 --library small        (tests/test_fuzz_schema.py)
+    python bench/api_fuzz.py --seconds 45 --library small        (tests/test_openapi.py)
 
 Builds a scratch library that gives every route something to find — the bundled guide
 (sample/, Markdown with tags and links), Helsinki from OpenStreetMap (features, areas,

@@ -113,7 +113,7 @@ def map_case(context, case):
     ``strict`` (both chosen by the generated request, so that a case replays the same), so
     that the answer path — the model, the citations, the strict 422 — is fuzzed with every
     other parameter, even in a short run. Hostile questions are the negative cases' (left
-    untouched), /v1/search's and tests/test_fuzz.py's."""
+    untouched), /v1/search's and tests/test_hostile_input_fuzzed.py's."""
     meta = getattr(case, "meta", None)
     if meta is None or not meta.generation.mode.is_positive:
         return case

@@ -58,7 +58,7 @@ from chiezo.ingest.wikirender import default_workers, local_parsers  # noqa: E40
 from chiezo.ingest.wikistreams import write_multistream  # noqa: E402
 from chiezo.ingest.wikitext import Namespaces  # noqa: E402
 from chiezo.ops.service import Service  # noqa: E402
-from chiezo.store.embed import BATCH, Work, local_vectors, passage_text, unit_spans  # noqa: E402
+from chiezo.store.embed import BATCH, EmbedBatch, local_vectors, passage_text, unit_spans  # noqa: E402
 from chiezo.store.embedders import get_embedder  # noqa: E402
 
 from corpus import SHARED_DATA  # noqa: E402
@@ -89,7 +89,7 @@ def pages(dump_path: Path) -> tuple[Namespaces, list[list[tuple]]]:
 # -- embed ------------------------------------------------------------------------------------
 
 
-def work_batches(batches: list[list[tuple]], limit: int) -> list[Work]:
+def work_batches(batches: list[list[tuple]], limit: int) -> list[EmbedBatch]:
     """Sentence units of the articles' plain text, as embed_source batches them."""
     import re
 
@@ -105,12 +105,14 @@ def work_batches(batches: list[list[tuple]], limit: int) -> list[Work]:
                     break
     units = units[:limit]
     return [
-        Work([str(i) for i in range(at, min(at + BATCH, len(units)))], units[at : at + BATCH], 1, 0)
+        EmbedBatch(
+            [str(i) for i in range(at, min(at + BATCH, len(units)))], units[at : at + BATCH], 1, 0
+        )
         for at in range(0, len(units), BATCH)
     ]
 
 
-def time_vectorize(vectorize, work: list[Work]) -> dict:
+def time_vectorize(vectorize, work: list[EmbedBatch]) -> dict:
     started = time.monotonic()
     first = None
     count = 0
@@ -129,7 +131,7 @@ def time_vectorize(vectorize, work: list[Work]) -> dict:
     }
 
 
-def embed_local(embedder, work: list[Work]) -> dict:
+def embed_local(embedder, work: list[EmbedBatch]) -> dict:
     embedder.embed(work[0].passages[:4], "passage")  # the model loaded before timing
     return {
         "job": "embed",
@@ -139,7 +141,7 @@ def embed_local(embedder, work: list[Work]) -> dict:
     }
 
 
-def embed_on_ray(embedder, work: list[Work], n: int, address: str | None) -> dict:
+def embed_on_ray(embedder, work: list[EmbedBatch], n: int, address: str | None) -> dict:
     from chiezo.cluster.embedding import RayEmbedding
 
     return {
@@ -195,6 +197,9 @@ def wiki_on_ray(ns, batches, n: int, address: str | None) -> dict:
 def build_row(path: str, n: int, dump: Path, chars: int, ray_address: str | None) -> dict:
     """A whole ``ingest wikipedia`` into a scratch data directory: chars/s of wikitext."""
     from chiezo.ingest.wikipedia import WikiOptions, ingest_wikipedia
+
+    if ray_address is not None:
+        import chiezo.cluster.wiki  # noqa: F401 - registers the ray rendering, as --ray does
 
     with tempfile.TemporaryDirectory(dir=HERE / "work") as scratch:
         started = time.monotonic()

@@ -22,6 +22,7 @@ import contextlib
 import json
 import sys
 import time
+from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -35,9 +36,9 @@ from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.errors import NotFound  # noqa: E402
 from chiezo.ingest.geonames import GeoNamesOptions  # noqa: E402
 from chiezo.ops import evaluate  # noqa: E402
+from chiezo.ops.requests import SearchRequest  # noqa: E402
 from chiezo.ops.service import Service  # noqa: E402
 from chiezo.search import semantic  # noqa: E402
-from chiezo.search.rank import reciprocal_rank_fusion  # noqa: E402
 from retrieval_eval import jaquad_folder  # noqa: E402
 
 from corpus import SHARED  # noqa: E402
@@ -86,6 +87,20 @@ def with_jaquad(five: Service) -> Service:
     docs, _ = jaquad_folder("dev", None)
     build(six, "jaquad", "docs", docs, {}, "use-m")
     return six
+
+
+RRF_K = 60  # the baseline's k (as search/rank.RRF_K)
+
+
+def reciprocal_rank_fusion(ranked_lists: Iterable[Sequence[Hashable]], k: int = RRF_K):
+    """The baseline: each item scores the sum of 1/(k + rank) over the lists (scores from
+    different sources are not comparable); ties keep the order of first appearance."""
+    scores: dict[Hashable, float] = {}
+    for ranking in ranked_lists:
+        for position, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + position)
+    order = {item: i for i, item in enumerate(scores)}
+    return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
 
 
 def rank_fused(service: Service):
@@ -139,7 +154,7 @@ def ask(service: Service, questions, source: str | None, label: str, target: str
     mrr, started = 0.0, time.monotonic()
     titles = _titles(service, target)
     for question in questions:
-        result = service.search(question.text, source=source, limit=10)
+        result = service.search(SearchRequest.of(query=question.text, source=source, limit=10))
         if result.hits:
             first = result.hits[0]
             if first.source == target:
@@ -176,13 +191,13 @@ def latency(service: Service, source: str, questions, rounds: int = 3) -> list[d
     samples: dict[str, list[float]] = {m: [] for m in modes}
     for question in questions[:20]:  # warm-up
         for mode in modes:
-            service.search(question.text, source=source, mode=mode)
+            service.search(SearchRequest.of(query=question.text, source=source, mode=mode))
     for _ in range(rounds):
         for question in questions:
             for mode in modes:
                 forget_queries()
                 started = time.perf_counter()
-                service.search(question.text, source=source, mode=mode)
+                service.search(SearchRequest.of(query=question.text, source=source, mode=mode))
                 samples[mode].append((time.perf_counter() - started) * 1000)
     rows = []
     for mode in modes:
@@ -216,7 +231,7 @@ def _at(ordered: list[float], share: float) -> float:
 def everyday(service: Service) -> dict:
     shown = {}
     for query in EVERYDAY:
-        result = service.search(query, limit=5)
+        result = service.search(SearchRequest.of(query=query, limit=5))
         shown[query] = [f"{h.source}: {h.title}" for h in result.hits]
         console.print(f"[bold]{query}[/]: " + " | ".join(shown[query]))
     return shown

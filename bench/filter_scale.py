@@ -30,6 +30,7 @@ from chiezo.core import db  # noqa: E402
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.models import Doc  # noqa: E402
 from chiezo.core.progress import RichProgress  # noqa: E402
+from chiezo.ops.requests import FilterRequest  # noqa: E402
 from chiezo.ops.service import Service  # noqa: E402
 from chiezo.store.build import BuildOptions, GenerationBuilder  # noqa: E402
 
@@ -176,12 +177,12 @@ def main() -> None:
     rows = {}
     for cls, queries in classes(args.size).items():
         for params in queries:  # warm-up
-            service.filter("places", **params)
+            service.filter(FilterRequest.of(source="places", **params))
         samples, totals, plans = [], [], set()
         for _ in range(RUNS // len(queries) + 1):
             for params in queries:
                 started = time.perf_counter()
-                result = service.filter("places", **params)
+                result = service.filter(FilterRequest.of(source="places", **params))
                 samples.append((time.perf_counter() - started) * 1000)
                 totals.append(result["total"])
                 plans.add(result.get("plan", "-"))

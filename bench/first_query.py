@@ -48,6 +48,7 @@ sys.path.insert(0, str(HERE))
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.errors import NotFound  # noqa: E402
 from chiezo.ops import evaluate  # noqa: E402
+from chiezo.ops.requests import SearchRequest  # noqa: E402
 from chiezo.ops.service import Service  # noqa: E402
 from chiezo.search import semantic  # noqa: E402
 from chiezo.store import embedders, generations  # noqa: E402
@@ -118,7 +119,7 @@ def unload_model() -> None:
 
 def timed(service: Service, question: str, mode: str | None) -> tuple[float, str]:
     started = time.perf_counter()
-    result = service.search(question, NAME, limit=10, mode=mode)
+    result = service.search(SearchRequest.of(query=question, source=NAME, limit=10, mode=mode))
     return (time.perf_counter() - started) * 1000, result.retrieval
 
 

@@ -46,6 +46,7 @@ from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.query import phrase  # noqa: E402
 from chiezo.core.words import light_words, query_words  # noqa: E402
 from chiezo.ops import evaluate  # noqa: E402
+from chiezo.ops.requests import SearchRequest  # noqa: E402
 from chiezo.ops.service import Service  # noqa: E402
 from chiezo.search import retrieval  # noqa: E402
 from chiezo.search.evidence import SPECIFIC, TITLE_SHARE, _holding  # noqa: E402
@@ -88,7 +89,9 @@ def collect(service: Service, name: str, questions) -> list[dict]:
     out = []
     for q in questions:
         plan = retrieval._keyword_side(source, q.text, TOP, None, Filters(), None)
-        live = service.search(q.text, name, limit=10)  # the code itself
+        live = service.search(
+            SearchRequest.of(query=q.text, source=name, limit=10)
+        )  # the code itself
         trigrams = plan_search(source, q.text, want=TOP)
         sem = semantic_candidates(
             source, embed_query(source, q.text), TOP, below_floor=BELOW_FLOOR_OWNERS
@@ -116,7 +119,7 @@ def collect(service: Service, name: str, questions) -> list[dict]:
                 "has_words": source.has_words,
                 "keyword": plan.ranked,
                 "first": plan.first,
-                "mode": plan.mode,
+                "mode": plan.plan,
                 "trigrams": [(c.doc_id, -c.score) for c in trigrams.ordered],
                 "held": {str(d): v for d, v in held.items()},
                 "in_title": {str(d): v for d, v in in_title.items()},

@@ -31,6 +31,7 @@ from chiezo.core import db  # noqa: E402
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.progress import RichProgress  # noqa: E402
 from chiezo.core.query import match_all, match_any, text_grams, text_segments  # noqa: E402
+from chiezo.ops.requests import SearchRequest  # noqa: E402
 from chiezo.ops.service import Service  # noqa: E402
 from chiezo.store.build import BuildOptions, GenerationBuilder  # noqa: E402
 
@@ -152,7 +153,7 @@ def question_recall(service: Service, name: str, rng: random.Random, n: int = 20
         if probe is None or count(src.conn, match_all([probe[:20]])) == 0:
             continue
         asked += 1
-        result = service.search(question, name, limit=5)
+        result = service.search(SearchRequest.of(query=question, source=name, limit=5))
         ids = [h.doc_id for h in result.hits]
         bodies = dict(
             src.conn.execute(
@@ -198,12 +199,14 @@ def time_classes(service: Service, name: str, classes, baseline: bool) -> dict:
         if not queries:
             continue
         for text, offset in queries:  # warm-up pass
-            service.search(text, name, limit=10, offset=offset)
+            service.search(SearchRequest.of(query=text, source=name, limit=10, offset=offset))
         samples, totals, modes = [], [], {}
         for _ in range(2):
             for text, offset in queries:
                 started = time.perf_counter()
-                result = service.search(text, name, limit=10, offset=offset)
+                result = service.search(
+                    SearchRequest.of(query=text, source=name, limit=10, offset=offset)
+                )
                 samples.append((time.perf_counter() - started) * 1000)
                 totals.append(result.total)
                 modes[result.mode] = modes.get(result.mode, 0) + 1

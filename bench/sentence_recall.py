@@ -27,8 +27,8 @@ from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.models import Doc  # noqa: E402
 from chiezo.core.query import phrase  # noqa: E402
 from chiezo.ops.service import Service  # noqa: E402
-from chiezo.search import fts  # noqa: E402
-from chiezo.store.build import BuildOptions, build_source  # noqa: E402
+from chiezo.search.retrieval import retrieve  # noqa: E402
+from chiezo.store.build import BuildOptions, GenerationBuilder  # noqa: E402
 
 from corpus import jaquad_articles  # noqa: E402
 
@@ -66,7 +66,8 @@ def evaluate(src, questions, search) -> dict:
 
 
 def chiezo_search(src, question):
-    return [h.key for h in fts.search_source(src, question, limit=5).hits]
+    """One source's search as the service runs it (search/retrieval.py)."""
+    return [h.key for h in retrieve(src, question, limit=5, offset=0, timeout=None).hits]
 
 
 def phrase_search(src, question):
@@ -87,7 +88,11 @@ def main() -> None:
     docs, questions = load(args.split, args.paragraphs)
     settings = Settings(data_dir=Path(args.work), query_timeout=60)
     name = f"jaquad-{args.split}"
-    build_source(settings, name, "bench", docs, options=BuildOptions(allow_shrink=True))
+    with GenerationBuilder(settings, name, "bench", options=BuildOptions(allow_shrink=True)) as b:
+        b.start_reading(len(docs))
+        for doc in docs:
+            b.add(doc)
+        b.finish()
     src = Service(settings).library.get(name)
     rows = {
         "whole question as one phrase (baseline)": evaluate(src, questions, phrase_search),

@@ -25,6 +25,7 @@ sys.path.insert(0, str(HERE))
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.query import phrase  # noqa: E402
 from chiezo.ingest.wikipedia import ingest_wikipedia  # noqa: E402
+from chiezo.ops.requests import SearchRequest  # noqa: E402
 from chiezo.ops.service import Service  # noqa: E402
 
 from corpus import SHARED  # noqa: E402
@@ -58,7 +59,12 @@ def main() -> None:
         conn = service.library.get("jawiki").conn
 
         def chiezo(text: str) -> list[str]:
-            return [h.title for h in service.search(text, "jawiki", limit=10).hits]
+            return [
+                h.title
+                for h in service.search(
+                    SearchRequest.of(query=text, source="jawiki", limit=10)
+                ).hits
+            ]
 
         def whole_phrase(text: str) -> list[str]:
             rows = conn.execute(

@@ -8,6 +8,9 @@ import pytest
 
 from chiezo.core.config import Settings
 from chiezo.ops.service import Service
+from chiezo.surfaces.rest import create_app
+
+from helpers import BOOK_FILES, RunningServer, build_docs, write_files
 
 
 @pytest.fixture
@@ -18,3 +21,12 @@ def settings(tmp_path: Path) -> Settings:
 @pytest.fixture
 def service(settings: Settings) -> Service:
     return Service(settings)
+
+
+@pytest.fixture
+def server(settings, service, tmp_path):
+    """A real server on loopback with one source, "book" (helpers.BOOK_FILES). A module that
+    needs another server defines its own ``server`` fixture, which takes the place of this one."""
+    build_docs(service, write_files(tmp_path / "book", BOOK_FILES), "book")
+    with RunningServer(create_app(settings)) as running:
+        yield running

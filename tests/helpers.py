@@ -48,6 +48,24 @@ def build_docs(service: Service, folder: Path, name: str, **options):
     )
 
 
+def build_source(
+    settings, name: str, kind: str, docs, *, input_identity=None, options=None, progress=None
+):
+    """Build source ``name`` from ``docs`` (Doc records) and switch it in, as every source
+    kind's build does (store/build.py ``GenerationBuilder``): for tests that need exactly these
+    documents."""
+    from chiezo.store.build import GenerationBuilder
+
+    builder = GenerationBuilder(
+        settings, name, kind, input_identity=input_identity, options=options, progress=progress
+    )
+    with builder:
+        builder.start_reading(None)
+        for doc in docs:
+            builder.add(doc)
+        return builder.finish()
+
+
 def switch_in_an_old_schema(settings, name: str) -> None:
     """Switch in a copy of source ``name`` marked with schema version 0, as a build by an
     older Chiezo would have left it."""
@@ -75,6 +93,23 @@ ON_THIS_MACHINE = ("127.0.0.1", 50000)
 
 def titles(result) -> list[str]:
     return [h.title for h in result.hits]
+
+
+def trigram_side(source, text: str, limit: int = 10):
+    """The trigram planner alone, as keyword search runs it for its trigram side
+    (search/keyword.plan_keyword → search/fts.plan_search), and its first ``limit`` hits read
+    as a search reads them: ``(plan, hits)``."""
+    from chiezo.search.fts import plan_search, read_hits
+
+    plan = plan_search(source, text, want=limit)
+    return plan, read_hits(source, plan.ordered[:limit], plan.needles)
+
+
+def generations_of(header: str | None) -> dict[str, str]:
+    """``X-Chiezo-Generation`` (surfaces/rest/pinning.py) read back as a client reads it:
+    {source: generation file name}."""
+    pairs = (item.strip().partition("=") for item in (header or "").split(","))
+    return {name: gen for name, sep, gen in pairs if sep}
 
 
 def free_port() -> int:
@@ -138,6 +173,33 @@ PAGE_WITH_A_SCRIPT = (
     "fetch('/v1/notes', {method: 'POST', headers: {'content-type': 'application/json'},"
     " body: JSON.stringify({text: 'written by an indexed page'})});</script></body></html>"
 )
+
+# A small source of three formats, named "book" by the ``server`` fixture (conftest.py): the
+# hostile-input, security, HTTP-edge, notes and jobs tests run against it.
+BOOK_FILES = {
+    "guide.md": "# Getting started\n\nChiezo keeps each source in one SQLite file.\n",
+    "offer.html": PAGE_WITH_A_SCRIPT,
+    "prices.csv": "item,price\ntea,120\n",
+}
+
+
+def error_body(response, *statuses: int) -> dict:
+    """The response is one of ``statuses`` and carries the one error shape."""
+    assert response.status_code in statuses, (response.status_code, response.text[:300])
+    body = response.json()
+    assert body["status"] == response.status_code and body["error"]
+    return body
+
+
+def capped(open_function, pages: int):
+    """SQLite's own SQLITE_FULL, as a full disk gives it: the file may not grow past ``pages``."""
+
+    def opened(path, *args, **kwargs):
+        conn = open_function(path, *args, **kwargs)
+        conn.execute(f"PRAGMA max_page_count = {pages}")
+        return conn
+
+    return opened
 
 
 def wiki_library(root: Path, pages: list[tuple[int, str, str]], name: str = "jawiki") -> Path:
@@ -231,7 +293,7 @@ SCREENSHOTS = Path(__file__).resolve().parents[1] / "test-output" / "screenshots
 def chromium():
     """Debian's headless Chromium through Playwright (never a downloaded browser)."""
     if not CHROMIUM.exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}: `make install` installs Debian's chromium")
+        pytest.skip(f"no Chromium at {CHROMIUM}: `make browser` installs Debian's chromium")
     from playwright.sync_api import sync_playwright
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

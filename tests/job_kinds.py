@@ -13,7 +13,7 @@ from pathlib import Path
 
 from chiezo.core.models import Chunk, Doc
 from chiezo.ingest.documents import DocumentsKind
-from chiezo.store.build import build_source
+from chiezo.store.build import GenerationBuilder
 from chiezo.store.kinds import SourceKind, option_field, recorded_options
 
 WAIT_S = 120.0  # a guard: nothing in a test waits this long
@@ -50,15 +50,14 @@ class HeldKind(SourceKind):
             for i, line in enumerate(lines, 1)
         ]
         identity = {"path": str(path.resolve()), "options": recorded_options(options)}
-        return build_source(
-            settings,
-            name,
-            self.name,
-            docs,
-            input_identity=identity,
-            options=build,
-            progress=progress,
+        builder = GenerationBuilder(
+            settings, name, self.name, input_identity=identity, options=build, progress=progress
         )
+        with builder:  # as a kind's build writes its documents
+            builder.start_reading(None)
+            for doc in docs:
+                builder.add(doc)
+            return builder.finish()
 
 
 class HeldDocs(DocumentsKind):

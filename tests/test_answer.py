@@ -12,6 +12,7 @@ from chiezo.answer.rag import NO_BASIS
 from chiezo.answer.support import cited_numbers
 from chiezo.core.config import Settings
 from chiezo.core.errors import LLMNotConfigured, LLMUnavailable, ModelMissing
+from chiezo.ops.requests import SearchRequest
 from chiezo.ops.service import Service
 from llm_stub import ScriptedLLM, in_turns, tool_call
 
@@ -126,6 +127,7 @@ def test_a_passage_too_long_for_what_is_left_keeps_the_window_where_its_words_ar
 # -- answering -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_answer_cites_the_documents_it_came_from(library):
     plan = '```json\n{"queries": ["夏目漱石"], "source": "jawiki"}\n```'
     with ScriptedLLM(scripted(plan, "<think>考え中</think>1867年2月9日に生まれた [1]。")) as stub:
@@ -138,6 +140,7 @@ def test_an_answer_cites_the_documents_it_came_from(library):
     assert "[1] 夏目漱石" in prompt and "1867年2月9日" in prompt
 
 
+@pytest.mark.slow
 def test_an_unusable_plan_falls_back_to_keywords_visibly(library):
     with ScriptedLLM(scripted("I think you should search the web.", "港区にある [1]")) as stub:
         result = service_with(library, stub.url).ask("東京タワーはどこにある？")
@@ -146,6 +149,7 @@ def test_an_unusable_plan_falls_back_to_keywords_visibly(library):
     assert any("unusable" in w for w in result.warnings)
 
 
+@pytest.mark.slow
 def test_nothing_found_is_the_fixed_reply_without_asking_the_model(library):
     with ScriptedLLM(scripted('{"queries": ["qzxvbnm plorkwidget"]}', "invented!")) as stub:
         result = service_with(library, stub.url).ask("qzxvbnm plorkwidget はいつ？")
@@ -153,6 +157,7 @@ def test_nothing_found_is_the_fixed_reply_without_asking_the_model(library):
     assert answer_requests(stub) == []  # the answering model was never called
 
 
+@pytest.mark.slow
 def test_disambiguation_pages_are_skipped_and_said_so(library):
     plan = '{"queries": ["夏目"]}'
     with ScriptedLLM(scripted(plan, "小説家 [1]")) as stub:
@@ -161,6 +166,7 @@ def test_disambiguation_pages_are_skipped_and_said_so(library):
     assert any("skipped disambiguation page 夏目 (曖昧さ回避)" in w for w in result.warnings)
 
 
+@pytest.mark.slow
 def test_the_next_endpoint_answers_when_the_first_is_down(library):
     dead = f"http://127.0.0.1:{free_port()}/v1"
     with ScriptedLLM(scripted('{"queries": ["浅草寺"]}', "台東区にある [1]")) as stub:
@@ -168,6 +174,7 @@ def test_the_next_endpoint_answers_when_the_first_is_down(library):
     assert result.cited == [1] and result.references[0]["title"] == "浅草寺"
 
 
+@pytest.mark.slow
 def test_no_endpoint_reachable_still_hands_over_the_excerpts(library):
     dead = f"http://127.0.0.1:{free_port()}/v1"
     with pytest.raises(LLMUnavailable) as caught:
@@ -177,6 +184,7 @@ def test_no_endpoint_reachable_still_hands_over_the_excerpts(library):
     assert "台東区" in body["excerpts"][0]["text"]
 
 
+@pytest.mark.slow
 def test_a_missing_model_is_named_as_such(library):
     with (
         ScriptedLLM(scripted("{}", "x"), models=("smollm2",)) as stub,
@@ -192,7 +200,9 @@ def test_without_a_configured_model_the_layer_is_off_but_says_what_it_found(libr
         service.ask("浅草寺はどこにある？")
     assert caught.value.to_dict()["excerpts"][0]["title"] == "浅草寺"
     assert service.ask("qzxvbnm plorkwidget").answer == NO_BASIS["en"]
-    assert service.search("浅草寺", "jawiki").hits[0].title == "浅草寺"  # everything else works
+    assert (
+        service.search(SearchRequest.of(query="浅草寺", source="jawiki")).hits[0].title == "浅草寺"
+    )  # everything else works
 
 
 # -- the CLI contract ----------------------------------------------------------------------------
@@ -207,6 +217,7 @@ def run_ask(root, url, *args, model="stub-model"):
     return CliRunner().invoke(cli, ["--data", str(root / "data"), "ask", *args], env=env)
 
 
+@pytest.mark.slow
 def test_cli_prints_the_answer_then_numbered_citations(library):
     with ScriptedLLM(scripted('{"queries": ["夏目漱石"]}', "1867年に生まれた [1]")) as stub:
         result = run_ask(library, stub.url, "夏目漱石はいつ生まれましたか？")
@@ -215,6 +226,7 @@ def test_cli_prints_the_answer_then_numbered_citations(library):
     assert lines[0] == "1867年に生まれた [1]" and lines[1].startswith("[1] 夏目漱石 — http")
 
 
+@pytest.mark.slow
 def test_cli_exit_codes(library):
     with ScriptedLLM(scripted('{"queries": ["夏目"]}', "夏目漱石は小説家である。")) as stub:
         uncited = run_ask(library, stub.url, "夏目とは？", "--strict")
@@ -236,6 +248,7 @@ def test_cli_exit_codes(library):
 # -- REST ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_rest_ask_chat_strict_and_streaming(library):
     import httpx
 
@@ -303,6 +316,7 @@ def test_agent_calls_read_only_tools_and_cites_what_it_saw(library):
     assert "cite as: [1] 夏目漱石" in tool_results[0]["content"]
 
 
+@pytest.mark.slow
 def test_agent_repeats_errors_and_budgets(library):
     same = tool_call("search", {"query": "浅草寺", "source": "jawiki"})
     script = in_turns(
@@ -346,6 +360,7 @@ def test_doctor_names_a_missing_model_and_an_unreachable_endpoint(library):
     assert healthy.exit_code == 0 and json.loads(healthy.stdout)["ok"] is True
 
 
+@pytest.mark.slow
 def test_cli_agent_mode_and_chat(library):
     from click.testing import CliRunner
 
@@ -377,6 +392,7 @@ def test_cli_agent_mode_and_chat(library):
     assert any(m["content"] == "浅草寺はどこ？" for m in second)  # the earlier turn is there
 
 
+@pytest.mark.slow
 def test_ungrounded_asks_the_model_even_without_sources(library):
     with ScriptedLLM(scripted('{"queries": ["qzxvbnm"]}', "(not from the library) 42")) as stub:
         result = service_with(library, stub.url).ask("qzxvbnm とは？", grounded=False)
@@ -385,6 +401,7 @@ def test_ungrounded_asks_the_model_even_without_sources(library):
     assert "not from the library" in request["messages"][0]["content"]
 
 
+@pytest.mark.slow
 def test_a_slow_endpoint_times_out_and_the_next_one_answers(library):
     slow = ScriptedLLM(lambda body: {"delay": 3, "content": "too late"})
     with slow, ScriptedLLM(scripted('{"queries": ["浅草寺"]}', "台東区 [1]")) as fast:
@@ -398,6 +415,7 @@ def test_a_slow_endpoint_times_out_and_the_next_one_answers(library):
     assert result.answer == "台東区 [1]" and result.planner == "model"
 
 
+@pytest.mark.slow
 def test_rest_agent_mode_streams_one_event_per_step(library):
     import httpx
 
@@ -456,6 +474,7 @@ def _serving(library, stub):
     return RunningServer(create_app(service_with(library, stub.url).settings))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "failure, deltas, said",
     [
@@ -478,6 +497,7 @@ def test_a_model_failing_mid_stream_ends_it_with_an_error_event(library, failure
     assert error["excerpts"][0]["title"] == "浅草寺"  # what was found is handed over still
 
 
+@pytest.mark.slow
 def test_an_agent_whose_model_fails_after_a_step_ends_with_an_error_event(library):
     script = in_turns({"tool_calls": [tool_call("search", {"query": "浅草寺"})]}, {"status": 500})
     with ScriptedLLM(script) as stub, _serving(library, stub) as server:
@@ -495,6 +515,7 @@ def test_an_agent_whose_model_fails_after_a_step_ends_with_an_error_event(librar
     assert events[-1][1]["status"] == 503 and "no language model" in events[-1][1]["error"]
 
 
+@pytest.mark.slow
 def test_a_bug_mid_stream_ends_it_with_a_500_error_event_and_a_logged_traceback(
     library, monkeypatch, caplog
 ):
@@ -527,6 +548,7 @@ def test_a_bug_mid_stream_ends_it_with_a_500_error_event_and_a_logged_traceback(
     assert len(logged) == 2  # each with its traceback, for whoever reads the server log
 
 
+@pytest.mark.slow
 def test_cli_reports_a_model_that_stopped_mid_answer_and_exits_5(library):
     cut = {"content": "浅草寺は東京都台東区 [1]", "drop_after": 3}
     with ScriptedLLM(plan_then(cut)) as stub:
@@ -536,6 +558,7 @@ def test_cli_reports_a_model_that_stopped_mid_answer_and_exits_5(library):
     assert "stopped in the middle of the answer" in result.stderr
 
 
+@pytest.mark.slow
 def test_an_answer_cut_mid_stream_is_not_started_again_by_the_next_endpoint(library):
     cut = {"content": "浅草寺は東京都台東区にある [1]。", "drop_after": 2}
     with (

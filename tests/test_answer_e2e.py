@@ -17,6 +17,9 @@ from chiezo.ops.service import Service
 
 from helpers import data_file, free_port
 
+# a real model (llama.cpp) answering, over a minute: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 EN = "wikipedia/enwiki-202207-excerpt.xml.bz2"
 ALIAS = "local"  # the alias of docs/operations.md's command line
 

@@ -7,10 +7,9 @@ import pytest
 
 from chiezo.core.config import Settings
 from chiezo.core.models import Doc
-from chiezo.store.build import build_source
 from chiezo.surfaces.rest import create_app
 
-from helpers import RunningServer, build_docs, switch_in_an_old_schema, write_files
+from helpers import RunningServer, build_docs, build_source, switch_in_an_old_schema, write_files
 
 FILES = {
     "sensoji.md": "---\ntitle: 浅草寺\naliases: [せんそうじ]\ntags: [寺院, 東京]\nrank: 0.9\n"
@@ -39,6 +38,7 @@ def test_health_and_openapi(api):
     assert api.get("/docs").status_code == 200
 
 
+@pytest.mark.slow
 def test_sources_describe_what_each_source_has(api):
     (src,) = api.get("/v1/sources").json()["sources"]
     assert src["name"] == "temples" and src["kind"] == "docs" and src["docs"] == 4
@@ -54,16 +54,19 @@ def test_search_one_source_and_all(api):
     assert len(every["hits"]) == 2 and every["sources"] == ["temples"]
 
 
+@pytest.mark.slow
 def test_search_with_a_tag_filter(api):
     result = api.get("/v1/temples/search", params={"q": "区の寺", "tag": "京都"}).json()
     assert [h["title"] for h in result["hits"]] == ["清水寺"]
 
 
+@pytest.mark.slow
 def test_a_tag_nobody_has_returns_zero_with_the_reason(api):
     result = api.get("/v1/temples/search", params={"q": "浅草寺", "tag": "大阪"}).json()
     assert result["total"] == 0 and "no document has the tag '大阪'" in result["notes"][0]
 
 
+@pytest.mark.slow
 def test_an_attribute_the_source_does_not_have_is_a_400_with_the_reason(api):
     response = api.get("/v1/temples/search", params={"q": "浅草寺", "attr": "feature=shop"})
     body = response.json()
@@ -72,6 +75,7 @@ def test_an_attribute_the_source_does_not_have_is_a_400_with_the_reason(api):
     assert body["known_attributes"] == ["version"]
 
 
+@pytest.mark.slow
 def test_doc_by_title_with_alternatives_fields_and_max_chars(api):
     doc = api.get(
         "/v1/temples/doc", params={"title": "浅草寺", "fields": "title,body,tags", "max_chars": 5}
@@ -83,30 +87,35 @@ def test_doc_by_title_with_alternatives_fields_and_max_chars(api):
     assert again["body"].startswith("同名")
 
 
+@pytest.mark.slow
 def test_doc_not_found_is_404_with_candidates(api):
     response = api.get("/v1/temples/doc", params={"title": "浅草"})
     assert response.status_code == 404
     assert "浅草寺" in response.json()["candidates"]
 
 
+@pytest.mark.slow
 def test_unknown_field_is_400_with_allowed_fields(api):
     response = api.get("/v1/temples/doc", params={"title": "浅草寺", "fields": "title,colour"})
     assert response.status_code == 400
     assert "colour" in response.json()["error"] and "body" in response.json()["allowed_fields"]
 
 
+@pytest.mark.slow
 def test_unknown_parameters_are_refused_naming_the_allowed_ones(api):
     response = api.get("/v1/temples/search", params={"q": "浅草寺", "lmit": 3})
     assert response.status_code == 400
     assert "lmit" in response.json()["error"] and "limit" in response.json()["allowed_parameters"]
 
 
+@pytest.mark.slow
 def test_unknown_source_is_404_listing_known_sources(api):
     response = api.get("/v1/nowhere/search", params={"q": "x"})
     assert response.status_code == 404
     assert response.json()["known_sources"] == ["temples"]
 
 
+@pytest.mark.slow
 def test_bad_parameter_values_are_400_in_the_same_shape(api):
     for params in ({"q": "x", "limit": 500}, {"q": "x", "limit": "many"}, {"q": ""}, {}):
         response = api.get("/v1/temples/search", params=params)
@@ -114,11 +123,13 @@ def test_bad_parameter_values_are_400_in_the_same_shape(api):
         assert set(response.json()) >= {"error", "status"}
 
 
+@pytest.mark.slow
 def test_unknown_endpoint_is_a_json_404(api):
     response = api.get("/v2/whatever")
     assert response.status_code == 404 and response.json()["status"] == 404
 
 
+@pytest.mark.slow
 def test_titles_tags_links_filter(api):
     titles = api.get("/v1/temples/titles", params={"prefix": "浅"}).json()["titles"]
     assert [t["title"] for t in titles] == ["浅草寺", "浅草寺"]
@@ -135,6 +146,7 @@ def test_titles_tags_links_filter(api):
     assert both["total"] == 1
 
 
+@pytest.mark.slow
 def test_a_new_generation_and_new_sources_are_served_without_restart(api, settings, tmp_path):
     build_source(settings, "extra", "test", [Doc(key="a", title="追加の記事", body="新しい本文")])
     assert "extra" in [s["name"] for s in api.get("/v1/sources").json()["sources"]]
@@ -147,6 +159,7 @@ def test_a_new_generation_and_new_sources_are_served_without_restart(api, settin
     assert "extra" not in [s["name"] for s in api.get("/v1/sources").json()["sources"]]
 
 
+@pytest.mark.slow
 def test_a_source_with_an_old_schema_is_a_409(api, settings):
     """A generation written by an older schema is switched in (as an old build would be):
     the server refuses to read it and says how to rebuild."""
@@ -157,6 +170,7 @@ def test_a_source_with_an_old_schema_is_a_409(api, settings):
     assert "chiezo ingest docs" in response.json()["hint"]
 
 
+@pytest.mark.slow
 def test_a_query_past_its_deadline_is_a_504(tmp_path):
     settings = Settings(data_dir=tmp_path / "data", query_timeout=1e-9)
     items = [Doc(key=f"k{i}", title=f"記事{i}", body=f"共通の語と番号{i}") for i in range(3000)]
@@ -189,6 +203,7 @@ def test_notes_round_trip(api):
     assert api.patch("/v1/notes/1", json={"title": "x"}).status_code == 404
 
 
+@pytest.mark.slow
 def test_recall_by_time_alone_and_max_chars(api):
     api.post("/v1/notes", json={"text": "a" * 50, "title": "long"})
     recalled = api.get("/v1/notes/recall", params={"since": "2000-01-01", "max_chars": 10}).json()
@@ -200,6 +215,7 @@ def test_recall_by_time_alone_and_max_chars(api):
     assert bad.status_code == 400 and "ISO" in bad.json()["error"]
 
 
+@pytest.mark.slow
 def test_bad_note_bodies_are_400(api):
     assert api.post("/v1/notes", json={"text": "   "}).status_code == 400
     assert api.post("/v1/notes", json={"txt": "typo"}).status_code == 400
@@ -211,6 +227,7 @@ def test_bad_note_bodies_are_400(api):
     )
 
 
+@pytest.mark.slow
 def test_filter_errors_say_why(api):
     nothing = api.get("/v1/temples/filter")
     assert nothing.status_code == 400 and "at least one condition" in nothing.json()["error"]

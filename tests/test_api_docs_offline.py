@@ -15,6 +15,9 @@ from chiezo.surfaces.rest.docs_pages import CSP
 
 from helpers import SCREENSHOTS, TEMPLE_PAGES, RunningServer, browser_page, chromium, wiki_dump
 
+# a real browser against a real server: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):

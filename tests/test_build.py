@@ -1,19 +1,22 @@
-"""Generations: built aside, validated, switched atomically, one previous kept, failures
-leave the current generation serving."""
+"""Generations: built aside, validated, on disk before they are switched in atomically, one
+previous kept, failures (a full disk among them) leave the current generation serving."""
 
 import os
 import threading
 
 import pytest
+from click.testing import CliRunner
 
+from chiezo.core import db
 from chiezo.core.errors import BuildError, SchemaMismatch, UnknownSource
 from chiezo.core.models import Chunk, Doc
 from chiezo.core.schema import SCHEMA_VERSION
-from chiezo.search.fts import search_source
+from chiezo.ops.requests import SearchRequest
 from chiezo.store import generations
-from chiezo.store.build import BuildOptions, GenerationBuilder, build_source
+from chiezo.store.build import BuildOptions, GenerationBuilder
+from chiezo.surfaces.cli.main import cli
 
-from helpers import build_docs, write_files
+from helpers import BOOK_FILES, build_docs, build_source, capped, trigram_side, write_files
 
 
 def docs(n, prefix="doc", body="本文の例です。"):
@@ -34,7 +37,7 @@ def test_a_build_switches_in_a_new_generation_and_keeps_one_previous(settings, s
     current = generations.current_path(settings.corpus_dir / "s")
     assert current in files
     assert service.library.get("s").meta["doc_count"] == "5"
-    assert search_source(service.library.get("s"), "r2 title 1").hits[0].key == "r2-1"
+    assert service.search(SearchRequest.of(query="r2 title 1", source="s")).hits[0].key == "r2-1"
 
 
 def test_meta_records_schema_counts_and_input(settings, service):
@@ -88,7 +91,7 @@ def test_a_failing_source_leaves_the_previous_generation_serving_and_no_debris(s
         p.name for p in directory.iterdir() if p.name not in (before.name, "current", ".build.lock")
     ]
     assert leftovers == []
-    assert search_source(service.library.get("s"), "doc title 1").total == 1
+    assert service.search(SearchRequest.of(query="doc title 1", source="s")).total == 1
 
 
 def test_an_empty_input_fails_and_keeps_the_current_generation(settings, service):
@@ -158,12 +161,12 @@ def test_a_reader_holding_the_old_generation_keeps_reading_it_while_new_ones_swi
     assert not old.path.exists()
     # the open handle still reads the old generation, consistently
     assert old_conn.execute("SELECT count(*) FROM docs WHERE key LIKE 'old-%'").fetchone()[0] == 4
-    assert search_source(old, "old title 2").total == 1
+    assert trigram_side(old, "old title 2")[0].total == 1  # on the handle it holds
     # and the library hands out the newest generation without a restart
     current = service.library.get("s")
     assert current.path != old.path
-    assert search_source(current, "newer title 2").total == 1
-    assert search_source(current, "old title 2").total == 0
+    assert trigram_side(current, "newer title 2")[0].total == 1
+    assert trigram_side(current, "old title 2")[0].total == 0  # every term: none of the old
 
 
 def test_readers_in_other_threads_see_the_switch(settings, service):
@@ -171,7 +174,7 @@ def test_readers_in_other_threads_see_the_switch(settings, service):
     seen = []
 
     def read():
-        seen.append(search_source(service.library.get("s"), "second title 1").total)
+        seen.append(service.search(SearchRequest.of(query="second title 1", source="s")).total)
 
     build_source(settings, "s", "test", docs(3, prefix="second"))
     thread = threading.Thread(target=read)
@@ -217,3 +220,60 @@ def test_unknown_sources_list_the_known_ones(settings, service):
         service.library.get("beta")
     assert info.value.extras["known_sources"] == ["alpha"]
     assert info.value.status == 404
+
+
+# -- a full disk, and durability ---------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_full_disk_fails_the_build_clearly_and_the_old_generation_serves(
+    service, settings, tmp_path, monkeypatch
+):
+    folder = write_files(tmp_path / "docs", BOOK_FILES)
+    first = build_docs(service, folder, "book")
+    write_files(folder, {f"more{i}.md": f"# More {i}\n\n" + "text " * 4000 for i in range(30)})
+    monkeypatch.setattr(db, "open_for_build", capped(db.open_for_build, 40))
+    with pytest.raises(BuildError, match="the disk is full; the current generation keeps serving"):
+        build_docs(service, folder, "book")
+    directory = settings.corpus_dir / "book"
+    assert generations.current_path(directory) == first.path
+    assert not list(directory.glob("*.building*"))
+    assert service.search(SearchRequest.of(query="Chiezo", source="book")).total >= 1
+
+    result = CliRunner().invoke(
+        cli, ["--data", str(settings.data_dir), "ingest", "docs", str(folder), "--name", "book"]
+    )
+    assert result.exit_code == 1 and "the disk is full" in result.output
+    assert "Traceback" not in result.output and "OperationalError" not in result.output
+
+
+def test_a_generation_is_on_disk_before_current_points_to_it(service, tmp_path, monkeypatch):
+    events: list[str] = []
+    real_fsync, real_replace, real_switch = os.fsync, os.replace, generations.switch_current
+
+    def fsync(fd):
+        events.append("fsync " + os.readlink(f"/proc/self/fd/{fd}"))
+        return real_fsync(fd)
+
+    def replace(source, target):
+        events.append(f"rename {os.path.basename(source)}")
+        return real_replace(source, target)
+
+    def switch(directory, generation):
+        events.append("switch")
+        return real_switch(directory, generation)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(generations, "switch_current", switch)
+    report = build_docs(service, write_files(tmp_path / "docs", BOOK_FILES), "book")
+    building = report.path.name + generations.BUILDING_SUFFIX
+    order = [
+        e for e in events if building in e or e == "switch" or e.endswith(str(report.path.parent))
+    ]
+    assert order[:4] == [
+        f"fsync {report.path.parent / building}",
+        f"rename {building}",
+        f"fsync {report.path.parent}",
+        "switch",
+    ]

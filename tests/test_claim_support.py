@@ -252,6 +252,7 @@ def plan_then(answer: dict):
     )
 
 
+@pytest.mark.slow
 def test_ask_checks_against_the_aliases_of_the_documents_found(library):
     """End to end: the name the answer uses is the document's redirect, an alias, and
     nothing the model read says "Modern Art"."""
@@ -350,6 +351,7 @@ def _answer_events(library, reply: str, **choices):
     return events
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reply", REPLIES[:4])
 def test_streamed_answers_never_carry_reasoning(library, reply):
     """The real streamed path: the scripted server sends the reply in 4-character pieces
@@ -362,6 +364,7 @@ def test_streamed_answers_never_carry_reasoning(library, reply):
     assert done["answer"].startswith("Kiasma")
 
 
+@pytest.mark.slow
 def test_the_web_chat_stream_and_the_cli_show_no_reasoning(library):
     """What the web chat reads (``/v1/chat`` server-sent events) and what ``chiezo ask``
     prints, for a reply whose think block comes split over pieces."""

@@ -1,16 +1,21 @@
-"""The CLI: output, JSON, and exit codes scripts can rely on."""
+"""The CLI: output, JSON, and exit codes scripts can rely on; `chiezo serve` runs until stopped,
+and killed, takes its workers with it."""
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
 from chiezo.surfaces.cli.main import cli
 
-from helpers import write_files
+from helpers import free_port, write_files
 
 FILES = {
     "a.md": "# 浅草寺\n\n東京都台東区にある寺。\n",
@@ -101,6 +106,7 @@ def test_sources_lists_counts(runner):
     assert data[0]["name"] == "t" and data[0]["docs"] == 2 and data[0]["kind"] == "docs"
 
 
+@pytest.mark.slow
 def test_the_installed_command_runs_end_to_end(tmp_path):
     """The real entry point in a separate process: build, search, exit codes."""
     env = {**os.environ, "CHIEZO_DATA": str(tmp_path / "data")}
@@ -189,3 +195,67 @@ def test_serve_runs_the_api_until_stopped(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+@pytest.mark.slow
+def test_killing_the_server_stops_its_workers(tmp_path):
+    port = free_port()
+    env = {**os.environ, "CHIEZO_DATA": str(tmp_path / "data")}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "chiezo", "serve", "--port", str(port), "--workers", "2"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    workers: list[int] = []
+    try:
+        _wait_until(lambda: _answers(port), 60)
+        workers = _children(server.pid)
+        assert len(workers) >= 2
+        server.send_signal(signal.SIGKILL)
+        server.wait(10)
+        _wait_until(lambda: not any(_alive(pid) for pid in workers), 20)
+        with socket.socket() as again:  # the port is free for the restart
+            again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            again.bind(("127.0.0.1", port))
+    finally:
+        server.kill()
+        for pid in workers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _answers(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                found.append(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_until(condition, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)

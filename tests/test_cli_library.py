@@ -13,16 +13,15 @@ import sys
 import time
 from pathlib import Path
 
-import click
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from chiezo.core.config import Settings
 from chiezo.core.errors import MCP, BadQuery, ChiezoError
+from chiezo.ops.requests import FilterRequest, SearchRequest
 from chiezo.ops.service import Service
 from chiezo.store import generations
-from chiezo.surfaces.cli.library_commands import COMMANDS
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.rest import create_app
 
@@ -94,6 +93,7 @@ SAME_QUERIES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "route", "params"), SAME_QUERIES)
 def test_each_command_gives_what_its_route_gives(library, rest, args, route, params):
     result = chiezo(library.data_dir, *args, "--json")
@@ -125,25 +125,6 @@ def _json(settings, *args):
     result = chiezo(settings.data_dir, *args, "--json")
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
-
-
-def test_the_commands_take_exactly_the_routes_parameters(rest):
-    """Same names, defaults and bounds as the route: a parameter added to one and not the
-    other fails here."""
-    routes = {route.path: route for route in rest.app.routes if hasattr(route, "dependant")}
-    for command in COMMANDS[1:]:
-        route = routes[f"/v1/{{source}}/{command.name}"]
-        offered = {p.name: p for p in command.params if p.name != "as_json"}
-        taken = {p.alias: p for p in route.dependant.query_params}
-        assert set(offered) == set(taken) | {"source"}, command.name
-        for name, param in taken.items():
-            option = offered[name]
-            if isinstance(option, click.Option):  # (an argument's absence is no value)
-                assert option.default == param.field_info.default, (command.name, name)
-            bounds = {type(m).__name__: m for m in param.field_info.metadata}
-            if "Le" in bounds:
-                assert isinstance(option.type, click.IntRange), (command.name, name)
-                assert (option.type.min, option.type.max) == (bounds["Ge"].ge, bounds["Le"].le)
 
 
 def test_plain_output_reads_as_a_list_and_an_empty_one_exits_3(library):
@@ -200,7 +181,7 @@ def test_a_hint_names_the_command_on_the_cli_and_the_route_over_rest(library, re
 
 def test_a_hint_names_the_tool_call_over_mcp(library):
     with pytest.raises(BadQuery) as caught:
-        Service(library).filter("osm_helsinki", feature=["museum"])
+        Service(library).filter(FilterRequest.of(source="osm_helsinki", feature=["museum"]))
     shown = caught.value.to_dict(MCP, source="osm_helsinki")
     assert shown["see"] == ['features(source="osm_helsinki")']
     assert '`features(source="osm_helsinki")`' in shown["hint"]
@@ -226,7 +207,7 @@ def test_what_only_the_server_does_is_a_job_over_rest_and_a_command_elsewhere(li
     assert body["see"] == ['POST /v1/jobs {"source": "guide", "action": "embed"}', "mode=keyword"]
     assert "(or `chiezo embed guide` on the server)" in body["hint"]
     with pytest.raises(ChiezoError) as caught:
-        Service(library).search("x", "guide", mode="semantic")
+        Service(library).search(SearchRequest.of(query="x", source="guide", mode="semantic"))
     assert caught.value.to_dict(MCP)["hint"] == (
         'embed it with `chiezo embed guide` on the server, or search with `mode="keyword"`'
     )
@@ -301,6 +282,7 @@ def test_rm_without_a_terminal_or_yes_refuses_and_keeps_it(two):
     assert generations.current_path(two / "corpus" / "guide") is not None
 
 
+@pytest.mark.slow
 def test_rm_asks_on_a_terminal_showing_what_goes(two):
     kept = _on_a_terminal(two, ["sources", "rm", "contracts"], answer="n")
     assert kept.returncode == 1 and "nothing removed" in kept.output
@@ -372,6 +354,7 @@ def test_an_unknown_source_is_unknown(two):
     assert json.loads(result.stdout)["known_sources"] == ["contracts", "guide"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
     [
@@ -418,6 +401,7 @@ def test_a_build_in_progress_refuses_the_removal(two):
     assert generations.current_path(two / "corpus" / "guide") is not None
 
 
+@pytest.mark.slow
 def test_a_reader_of_the_removed_generation_reads_on_then_lets_it_go(two):
     """A request that opened the generation before the removal finishes with it (Linux keeps
     an unlinked file's data for its open descriptors); the next request finds no source, and

@@ -38,9 +38,11 @@ from chiezo.ingest.wikistreams import index_beside, write_multistream
 from chiezo.ops.service import Service
 from chiezo.store import generations
 from chiezo.surfaces.cli.main import cli
-from chiezo.surfaces.rest.pinning import generations_of
 
-from helpers import build_docs, data_file, write_files
+from helpers import build_docs, data_file, generations_of, write_files
+
+# a real two-node Ray cluster: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 JA = "wikipedia/jawiki-20230501-excerpt.xml.bz2"
 OLD = {"a.md": "---\ntitle: 雷門\n---\n浅草寺の総門。赤い提灯が下がる。\n"}
@@ -203,6 +205,7 @@ def test_workers_read_their_own_streams_of_a_multistream_dump(
 ):
     """With the index beside the dump, the builder sends byte ranges, never reads a page of
     XML itself, and writes the same source as a local build of the same dump."""
+    import chiezo.cluster.wiki  # noqa: F401 - registers the ray rendering, as the CLI's --ray does
     from chiezo.ingest import wikidump
 
     dump = write_multistream(data_file(JA), tmp_path, per_stream=10)

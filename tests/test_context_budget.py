@@ -366,6 +366,7 @@ def test_the_new_settings_are_read_from_the_environment_and_checked(monkeypatch)
 # -- rag: fitted before asking, cut once on an overflow reply ------------------------------------
 
 
+@pytest.mark.slow
 def test_a_known_context_fits_the_excerpts_before_the_model_is_asked_and_says_so(library):
     with ContextStub(context=1200, says=1200) as stub:
         result = service(library, stub).ask("夏目漱石はいつ生まれましたか？", max_tokens=200)
@@ -376,6 +377,7 @@ def test_a_known_context_fits_the_excerpts_before_the_model_is_asked_and_says_so
     assert fitted and "1,200 tokens per request (llama.cpp /props)" in fitted[0]
 
 
+@pytest.mark.slow
 def test_without_a_figure_the_configured_budget_is_used_and_nothing_is_said(library):
     for says in (None, "<html>props</html>", {"default_generation_settings": {"n_ctx": "lots"}}):
         with ContextStub(says=says) as stub:
@@ -384,6 +386,7 @@ def test_without_a_figure_the_configured_budget_is_used_and_nothing_is_said(libr
         assert sum(len(m["content"]) for m in stub.answers()[0]["messages"]) > 2000
 
 
+@pytest.mark.slow
 def test_chiezo_llm_context_is_the_figure_where_the_endpoint_gives_none(library):
     with ContextStub(context=1500, says=None, tokenize=False) as stub:
         result = service(library, stub, llm_context=1500).ask(
@@ -393,6 +396,7 @@ def test_chiezo_llm_context_is_the_figure_where_the_endpoint_gives_none(library)
     assert any("1,500 tokens per request (CHIEZO_LLM_CONTEXT)" in w for w in result.warnings)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", [False, True], ids=["ask", "stream"])
 @pytest.mark.parametrize("style", ["llama.cpp", "openai", "vllm"])
 def test_a_props_that_lies_is_corrected_by_the_overflow_reply_once_and_said(library, style, stream):
@@ -413,6 +417,7 @@ def test_a_props_that_lies_is_corrected_by_the_overflow_reply_once_and_said(libr
     assert result["answer"] == ANSWER and result["references"][0]["title"] == "夏目漱石"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("style", ["llama.cpp", "openai", "vllm"])
 def test_a_second_overflow_is_a_413_naming_both_sizes_on_every_surface(library, style):
     from chiezo.surfaces.rest import create_app
@@ -437,6 +442,7 @@ def test_a_second_overflow_is_a_413_naming_both_sizes_on_every_surface(library, 
     assert cli.exit_code == 1 and "does not fit the context" in cli.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("says", [1200, None], ids=["context-known", "context-unknown"])
 def test_a_question_longer_than_the_context_is_a_clear_413_never_a_500(library, says):
     from chiezo.surfaces.rest import create_app
@@ -468,6 +474,7 @@ def test_a_question_longer_than_the_context_is_a_clear_413_never_a_500(library, 
     assert cli.exit_code == 1 and "error:" in cli.stderr and "Traceback" not in cli.output
 
 
+@pytest.mark.slow
 def test_a_long_conversation_loses_its_oldest_turns_to_fit_and_says_so(library):
     history = []
     for n in range(2):
@@ -493,6 +500,7 @@ def agent_script(body: dict) -> dict:
     return {"content": ANSWER}
 
 
+@pytest.mark.slow
 def test_agent_tool_results_are_fitted_to_a_known_context(library):
     # the agent's instructions alone are ~2,600 characters: a 4,000-token context leaves ~1,200
     with ContextStub(context=4000, says=4000, reply=agent_script) as stub:
@@ -504,6 +512,7 @@ def test_agent_tool_results_are_fitted_to_a_known_context(library):
     assert any(w.startswith("tool results fitted") for w in result.warnings)
 
 
+@pytest.mark.slow
 def test_agent_overflow_reply_cuts_the_tool_results_and_asks_once_more(library):
     with ContextStub(context=4000, says=32768, reply=agent_script) as stub:
         result = service(library, stub).ask(
@@ -513,6 +522,7 @@ def test_agent_overflow_reply_cuts_the_tool_results_and_asks_once_more(library):
     assert any("tool results were cut and the model asked again" in w for w in result.warnings)
 
 
+@pytest.mark.slow
 def test_agent_second_overflow_is_the_error(library):
     with ContextStub(shrinking=True, reply=agent_script) as stub, pytest.raises(ContextExceeded):
         service(library, stub).ask("夏目漱石はいつ生まれましたか？", mode="agent")
@@ -521,6 +531,7 @@ def test_agent_second_overflow_is_the_error(library):
 # -- deadlines: which stage, after how long, which setting ----------------------------------------
 
 
+@pytest.mark.slow
 def test_a_slow_planner_gives_way_to_keywords_after_chiezo_plan_timeout(library):
     def slow_plan(body):
         planning = "search queries" in body["messages"][0]["content"]
@@ -532,6 +543,7 @@ def test_a_slow_planner_gives_way_to_keywords_after_chiezo_plan_timeout(library)
     assert any("planning within 1 s (CHIEZO_PLAN_TIMEOUT)" in w for w in result.warnings)
 
 
+@pytest.mark.slow
 def test_an_answer_past_its_deadline_is_a_504_naming_the_stage_and_setting(library):
     from chiezo.surfaces.rest import create_app
 
@@ -555,6 +567,7 @@ def test_an_answer_past_its_deadline_is_a_504_naming_the_stage_and_setting(libra
     assert rest.status_code == 504 and rest.json()["setting"] == "CHIEZO_LLM_TIMEOUT"
 
 
+@pytest.mark.slow
 def test_a_stream_that_trickles_past_the_deadline_is_stopped(library):
     trickle = {"content": "夏目漱石は1867年に生まれた。" * 10, "chunk_delay": 0.25}
     reply = lambda body: trickle if body.get("stream") else {"content": PLAN}  # noqa: E731
@@ -566,6 +579,7 @@ def test_a_stream_that_trickles_past_the_deadline_is_stopped(library):
     assert "had not finished the answer within 1 s" in events[-1][1]["error"]
 
 
+@pytest.mark.slow
 def test_the_agents_deadline_is_a_setting_named_when_it_runs_out(library):
     slow = lambda body: {"content": ANSWER, "delay": 7}  # noqa: E731
     with ContextStub(reply=slow) as stub, pytest.raises(LLMTimeout) as caught:
@@ -577,6 +591,7 @@ def test_the_agents_deadline_is_a_setting_named_when_it_runs_out(library):
 # -- endpoints that are down, or answer garbage ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_unreachable_endpoint_is_named_as_such(library):
     dead = f"http://127.0.0.1:{free_port()}/v1"
     with pytest.raises(LLMUnavailable) as caught:
@@ -586,6 +601,7 @@ def test_an_unreachable_endpoint_is_named_as_such(library):
     assert "connection refused" in error["error"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", [False, True], ids=["ask", "stream"])
 def test_an_endpoint_answering_garbage_is_said_to_and_is_no_500(library, stream):
     garbage = lambda body: {"raw": "<html><body>It works!</body></html>"}  # noqa: E731
@@ -606,6 +622,7 @@ def test_an_endpoint_answering_garbage_is_said_to_and_is_no_500(library, stream)
     )
 
 
+@pytest.mark.slow
 def test_a_stream_closed_midway_is_said_to_be_cut_short(library):
     cut = {"content": "夏目漱石は1867年に生まれた [1]。", "drop_after": 2}
     reply = lambda body: cut if body.get("stream") else {"content": PLAN}  # noqa: E731
@@ -617,6 +634,7 @@ def test_a_stream_closed_midway_is_said_to_be_cut_short(library):
 # -- chiezo doctor and the web chat ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_doctor_shows_the_context_and_whether_the_default_budget_fits_it(library):
     from chiezo.ops.doctor import check
 
@@ -642,6 +660,7 @@ def test_doctor_shows_the_context_and_whether_the_default_budget_fits_it(library
     assert not row["ok"] and "no room" in row["detail"]
 
 
+@pytest.mark.slow
 def test_the_web_chat_names_the_cause_of_a_failed_answer(library):
     from chiezo.surfaces.rest import create_app
 
@@ -666,6 +685,7 @@ def test_the_web_chat_names_the_cause_of_a_failed_answer(library):
     assert not page.errors
 
 
+@pytest.mark.slow
 def test_the_chat_and_admin_pages_show_the_context_the_endpoint_says(library):
     from chiezo.surfaces.rest import create_app
 

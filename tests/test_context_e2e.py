@@ -20,6 +20,9 @@ from test_context_budget import PAGES
 
 from helpers import free_port, wiki_library
 
+# a real model (llama.cpp) answering at two context sizes, minutes: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 ALIAS = "local"
 QUESTIONS = {
     "ja": ("夏目漱石はいつ生まれましたか？", "代表作は何ですか？"),

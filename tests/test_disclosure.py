@@ -90,6 +90,7 @@ def _read_all(get) -> dict[str, str]:
     return {route: get(route).text for route in ROUTES}
 
 
+@pytest.mark.slow
 def test_a_forwarded_client_learns_no_credentials_and_no_paths(library):
     settings, folder = library
     with RunningServer(create_app(settings)) as server:
@@ -108,6 +109,7 @@ def test_a_forwarded_client_learns_no_credentials_and_no_paths(library):
         assert PASSWORD not in text and KEY not in text
 
 
+@pytest.mark.slow
 def test_a_client_at_another_address_learns_no_paths(library):
     settings, folder = library
     remote = TestClient(create_app(settings), base_url=LOCAL, client=("203.0.113.9", 40000))
@@ -116,6 +118,7 @@ def test_a_client_at_another_address_learns_no_paths(library):
             assert secret not in text, f"{route} shows {secret!r}"
 
 
+@pytest.mark.slow
 def test_errors_and_job_logs_name_no_path_beyond_loopback(library):
     settings, folder = library
     import shutil
@@ -135,6 +138,7 @@ def test_errors_and_job_logs_name_no_path_beyond_loopback(library):
     assert str(folder.resolve()) in here.text  # on this machine, the whole path
 
 
+@pytest.mark.slow
 def test_a_name_is_replaced_only_where_it_ends_and_files_keep_their_length(library):
     from chiezo.surfaces.rest.disclosure import Table
 

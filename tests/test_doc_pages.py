@@ -25,6 +25,9 @@ from chiezo.surfaces.web.document_pages import DOC_BODY_CHARS
 
 from helpers import SCREENSHOTS, RunningServer, browser_page, build_docs, chromium, data_file
 
+# the jawiki excerpt and the Rust book built, in a real browser: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 JA = "wikipedia/jawiki-20230501-excerpt.xml.bz2"
 RUST_BOOK = "docs/markdown/rust-book-ja"
 HEADING_LINE = re.compile(r"^(#{1,6}) (.+)$")

@@ -1,10 +1,12 @@
-"""The ``docs`` source kind: folders of Markdown and text, and what happens with bad files."""
+"""The ``docs`` source kind: folders of Markdown and text, and what happens with bad files and
+with links out of the folder."""
 
 import os
 
 import pytest
 
 from chiezo.core.errors import BuildError, InputError
+from chiezo.ops.requests import SearchRequest
 
 from helpers import build_docs, data_file, write_files
 
@@ -103,7 +105,7 @@ def test_shift_jis_japanese_text_is_decoded(service, tmp_path):
     text = "# 就業規則\n\n従業員は、この規則を守らなければならない。\n"
     folder = write_files(tmp_path / "docs", {"rules.md": text.encode("cp932")})
     build_docs(service, folder, "d")
-    assert service.search("従業員", "d").hits[0].title == "就業規則"
+    assert service.search(SearchRequest.of(query="従業員", source="d")).hits[0].title == "就業規則"
 
 
 def test_a_single_file_can_be_a_source(service, tmp_path):
@@ -112,6 +114,7 @@ def test_a_single_file_can_be_a_source(service, tmp_path):
     assert report.docs == 1
 
 
+@pytest.mark.slow
 def test_the_rust_book_builds_with_every_chapter(service):
     folder = data_file("docs/markdown/rust-book-ja")
     report = build_docs(service, folder, "rust")
@@ -135,3 +138,20 @@ def test_front_matter_templates_become_attributes(service):
 def _all_docs(service, name):
     conn = service.library.get(name).conn
     return [{"key": k, "title": t} for k, t in conn.execute("SELECT key, title FROM docs")]
+
+
+# -- links out of the folder -------------------------------------------------------------------
+
+
+def test_links_out_of_a_docs_folder_are_not_indexed_and_said(service, tmp_path):
+    outside = write_files(tmp_path / "outside", {"secret.md": "# Secret\n\nnot to be shared\n"})
+    folder = write_files(tmp_path / "docs", {"inside.md": "# Inside\n\nshared\n"})
+    (folder / "secret.md").symlink_to(outside / "secret.md")
+    (folder / "elsewhere").symlink_to(outside, target_is_directory=True)
+    (folder / "alias.md").symlink_to(folder / "inside.md")  # inside the folder: indexed
+    report = build_docs(service, folder, "docs")
+    assert report.docs == 2
+    said = " ".join(report.warnings)
+    assert "secret.md: a link to" in said and "outside the folder; not indexed" in said
+    assert "elsewhere: a link to" in said
+    assert service.search(SearchRequest.of(query="Secret", source="docs")).total == 0

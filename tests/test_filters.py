@@ -9,10 +9,12 @@ from click.testing import CliRunner
 
 from chiezo.core.errors import BadQuery
 from chiezo.core.models import Doc
+from chiezo.ops.requests import FilterRequest
 from chiezo.search import setplan
 from chiezo.search.filters import haversine_km
-from chiezo.store.build import build_source
 from chiezo.surfaces.cli.main import cli
+
+from helpers import build_source
 
 N = 3000
 
@@ -68,9 +70,12 @@ def by_rank(items):
     return [t["key"] for t in sorted(items, key=lambda t: -t["rank"])]
 
 
+@pytest.mark.slow
 def test_one_tag_reads_one_range(world):
     service, truth = world
-    result = service.filter("world", tags=["half"], limit=20, offset=100, fields=["key"])
+    result = service.filter(
+        FilterRequest.of(source="world", tag=["half"], limit=20, offset=100, fields=["key"])
+    )
     expected = by_rank(t for t in truth if "half" in t["tags"])
     assert result["plan"] == "range" and result["total"] == len(expected)
     assert keys(result) == expected[100:120]
@@ -79,12 +84,14 @@ def test_one_tag_reads_one_range(world):
 def test_conditions_intersect_exactly(world):
     service, truth = world
     result = service.filter(
-        "world",
-        tags=["common"],
-        feature=["amenity=cafe,shop=bakery"],
-        area=["東"],
-        limit=500,
-        fields=["key"],
+        FilterRequest.of(
+            source="world",
+            tag=["common"],
+            feature=["amenity=cafe,shop=bakery"],
+            area=["東"],
+            limit=500,
+            fields=["key"],
+        )
     )
     expected = by_rank(
         t
@@ -106,12 +113,14 @@ def test_deep_pages_of_a_driven_plan(world):
     for offset in range(0, len(expected), 50):
         pages += keys(
             service.filter(
-                "world",
-                tags=["common"],
-                feature=["tourism=museum"],
-                limit=50,
-                offset=offset,
-                fields=["key"],
+                FilterRequest.of(
+                    source="world",
+                    tag=["common"],
+                    feature=["tourism=museum"],
+                    limit=50,
+                    offset=offset,
+                    fields=["key"],
+                )
             )
         )
     assert pages == expected
@@ -119,7 +128,9 @@ def test_deep_pages_of_a_driven_plan(world):
 
 def test_a_box_returns_exactly_the_points_inside(world):
     service, truth = world
-    result = service.filter("world", bbox="34.5,136,35.0,137.5", limit=500, fields=["key"])
+    result = service.filter(
+        FilterRequest.of(source="world", bbox="34.5,136,35.0,137.5", limit=500, fields=["key"])
+    )
     expected = by_rank(t for t in truth if 34.5 <= t["lat"] <= 35 and 136 <= t["lon"] <= 137.5)
     assert result["total"] == len(expected) and keys(result) == expected[:500]
 
@@ -128,13 +139,22 @@ def test_nearest_matches_brute_force(world):
     service, truth = world
     lat, lon = 35.2, 137.3
     result = service.filter(
-        "world", near=f"{lat},{lon}", feature=["tourism=museum"], limit=25, offset=5, fields=["key"]
+        FilterRequest.of(
+            source="world",
+            near=f"{lat},{lon}",
+            feature=["tourism=museum"],
+            limit=25,
+            offset=5,
+            fields=["key"],
+        )
     )
     museums = [t for t in truth if t["feature"] == "tourism=museum"]
     expected = sorted(museums, key=lambda t: haversine_km(lat, lon, t["lat"], t["lon"]))
     assert keys(result) == [t["key"] for t in expected[5:30]]
     assert result["total"] == len(museums)
-    alone = service.filter("world", near=f"{lat},{lon}", limit=10, fields=["key"])
+    alone = service.filter(
+        FilterRequest.of(source="world", near=f"{lat},{lon}", limit=10, fields=["key"])
+    )
     everyone = sorted(truth, key=lambda t: haversine_km(lat, lon, t["lat"], t["lon"]))
     assert alone["plan"] == "nearest" and keys(alone) == [t["key"] for t in everyone[:10]]
     assert alone["total"] == N
@@ -143,7 +163,11 @@ def test_nearest_matches_brute_force(world):
 def test_a_radius_keeps_the_circle_not_the_box(world):
     service, truth = world
     lat, lon, km = 35.0, 137.0, 40.0
-    result = service.filter("world", near=f"{lat},{lon}", radius_km=km, limit=500, fields=["key"])
+    result = service.filter(
+        FilterRequest.of(
+            source="world", near=f"{lat},{lon}", radius_km=km, limit=500, fields=["key"]
+        )
+    )
     inside = [t for t in truth if haversine_km(lat, lon, t["lat"], t["lon"]) <= km]
     assert result["total"] == len(inside) > 10
     assert set(keys(result)) == {t["key"] for t in inside}
@@ -154,7 +178,9 @@ def test_large_driven_sets_count_a_lower_bound(world, monkeypatch):
     service, truth = world
     monkeypatch.setattr(setplan, "COUNT_SCAN", 100)
     monkeypatch.setattr(setplan, "MATERIALIZE", 100)
-    result = service.filter("world", tags=["common"], feature=["amenity=bank"], limit=5)
+    result = service.filter(
+        FilterRequest.of(source="world", tag=["common"], feature=["amenity=bank"], limit=5)
+    )
     assert result["total_is_lower_bound"] and result["total"] <= 100
     assert any("at least" in n for n in result["notes"])
 
@@ -166,7 +192,7 @@ def test_large_driven_sets_count_a_lower_bound(world, monkeypatch):
         ({"bbox": "1,2,3"}, "south,west,north,east"),
         ({"bbox": "36,135,35,136"}, "south ≤ north"),
         ({"near": "35"}, "lat,lon"),
-        ({"near": "35,135", "radius_km": -1}, "positive"),
+        ({"near": "35,135", "radius_km": -1}, "greater than 0"),
         ({"radius_km": 5}, "needs near"),
         ({"feature": ["museum"]}, "key=value"),
         ({"near_doc": "nosep"}, "source:title"),
@@ -175,9 +201,9 @@ def test_large_driven_sets_count_a_lower_bound(world, monkeypatch):
 )
 def test_bad_filters_are_400_with_a_reason(world, params, message):
     service, _ = world
-    args = {k if k != "attr" else "attrs": [v] if k == "attr" else v for k, v in params.items()}
+    args = {k: [v] if k == "attr" else v for k, v in params.items()}
     with pytest.raises(BadQuery) as info:
-        service.filter("world", **args)
+        service.filter(FilterRequest.of(source="world", **args))
     if message:
         assert message in info.value.message
     else:
@@ -186,9 +212,9 @@ def test_bad_filters_are_400_with_a_reason(world, params, message):
 
 def test_unknown_values_return_zero_with_similar_ones(world):
     service, _ = world
-    result = service.filter("world", feature=["amenity=caffe"])
+    result = service.filter(FilterRequest.of(source="world", feature=["amenity=caffe"]))
     assert result["total"] == 0 and "amenity=cafe" in result["notes"][0]
-    result = service.filter("world", tags=["comon"])
+    result = service.filter(FilterRequest.of(source="world", tag=["comon"]))
     assert result["total"] == 0 and "common" in result["notes"][0]
 
 

@@ -6,6 +6,7 @@ import zipfile
 import pytest
 
 from chiezo.core.config import Settings
+from chiezo.ops.requests import SearchRequest
 from chiezo.ops.service import Service
 
 from helpers import build_docs, data_file, write_files
@@ -25,17 +26,21 @@ def pdfs(tmp_path_factory):
     return service, report
 
 
+@pytest.mark.slow
 def test_a_gazette_pdf_is_read_as_japanese_text(pdfs):
     service, _ = pdfs
-    (hit,) = service.search("道路交通法施行令の一部を改正する政令", "pdf").hits[:1]
+    (hit,) = service.search(
+        SearchRequest.of(query="道路交通法施行令の一部を改正する政令", source="pdf")
+    ).hits[:1]
     assert hit.title == "kampo" and hit.url.endswith("/kampo.pdf#page=1")
     body = service.doc("pdf", doc_id=hit.doc_id, fields=["body"])["body"]
     assert "政令第百四十九号" in body
 
 
+@pytest.mark.slow
 def test_a_pdf_hit_knows_its_page(pdfs):
     service, _ = pdfs
-    doc = service.search("固有表現", "pdf").hits[0]
+    doc = service.search(SearchRequest.of(query="固有表現", source="pdf")).hits[0]
     assert doc.title == "nlp2004slides"
     chunks = service.doc("pdf", doc_id=doc.doc_id, fields=["chunks"])["chunks"]
     assert chunks[0]["heading_path"] == "p. 1"  # the page, for a citation that says "p. 1"
@@ -43,9 +48,10 @@ def test_a_pdf_hit_knows_its_page(pdfs):
     assert pages[:3] == ["p. 1", "p. 2", "p. 3"]  # one page, one chunk: citable
 
 
+@pytest.mark.slow
 def test_a_spreadsheet_row_is_found_by_a_place_in_it(office):
     service, _ = office
-    hit = service.search("高松市番町", "office").hits[0]
+    hit = service.search(SearchRequest.of(query="高松市番町", source="office")).hits[0]
     assert hit.title == "yaizu-aed location — Sheet1" and hit.url.endswith(
         "aed_location.xlsx#Sheet1"
     )
@@ -53,28 +59,36 @@ def test_a_spreadsheet_row_is_found_by_a_place_in_it(office):
     assert "name: 健康増進施設サラマンダー" in body  # a row reads as header: value lines
 
 
+@pytest.mark.slow
 def test_a_slide_deck_and_a_word_file_keep_their_titles(office):
     service, _ = office
-    titles = {h.title for h in service.search("AutoGen", "office", limit=10).hits}
+    titles = {
+        h.title
+        for h in service.search(SearchRequest.of(query="AutoGen", source="office", limit=10)).hits
+    }
     assert "AutoGen: Enabling Next-Gen LLM Applications via Multi-Agent Conversation" in titles
     deck = next(
-        h for h in service.search("AutoGen", "office", limit=10).hits if h.url.endswith(".pptx")
+        h
+        for h in service.search(SearchRequest.of(query="AutoGen", source="office", limit=10)).hits
+        if h.url.endswith(".pptx")
     )
     chunks = service.doc("office", doc_id=deck.doc_id, fields=["chunks"])["chunks"]
     slides = [c["heading_path"] for c in chunks if c["heading_path"].startswith("Slide")]
     assert slides[0].startswith("Slide 1") and len(set(slides)) == len(slides)  # one per chunk
 
 
+@pytest.mark.slow
 def test_a_shift_jis_csv_is_decoded(office):
     service, _ = office
-    hit = service.search("髙橋淳", "office").hits[0]
+    hit = service.search(SearchRequest.of(query="髙橋淳", source="office")).hits[0]
     assert hit.url.endswith("mskanji.csv")
     assert "住所: 名古屋" in service.doc("office", doc_id=hit.doc_id, fields=["body"])["body"]
 
 
+@pytest.mark.slow
 def test_every_document_records_its_file_facts(office):
     service, _ = office
-    hit = service.search("高松市番町", "office").hits[0]
+    hit = service.search(SearchRequest.of(query="高松市番町", source="office")).hits[0]
     extra = service.doc("office", doc_id=hit.doc_id)["extra"]
     assert extra["format"] == "xlsx" and extra["size"] > 0 and len(extra["sha1"]) == 40
     assert extra["modified"].startswith("20")
@@ -97,11 +111,12 @@ def test_broken_files_are_reported_and_the_rest_is_built(tmp_path):
     assert report.docs == 2
     assert any("broken.docx" in w for w in report.warnings)
     assert any("empty.xlsx" in w for w in report.warnings)
-    hit = service.search("開館時間", "mixed").hits[0]
+    hit = service.search(SearchRequest.of(query="開館時間", source="mixed")).hits[0]
     assert hit.title == "案内"
     assert "menu" not in service.doc("mixed", doc_id=hit.doc_id, fields=["body"])["body"]
 
 
+@pytest.mark.slow
 def test_a_rebuild_converts_only_the_files_that_changed(tmp_path):
     import shutil
 
@@ -117,8 +132,14 @@ def test_a_rebuild_converts_only_the_files_that_changed(tmp_path):
     shutil.copy(data_file("docs/office/markitdown-test.docx"), folder / "new.docx")
     second = build_docs(service, folder, "mine", allow_shrink=True)
     assert second.conversions == {"converted": 1, "reused": 2}
-    assert second.docs == 3 and service.search("高松市番町", "mine").hits == []
-    assert service.search("政令第百四十九号", "mine").hits[0].title == "kampo"
+    assert (
+        second.docs == 3
+        and service.search(SearchRequest.of(query="高松市番町", source="mine")).hits == []
+    )
+    assert (
+        service.search(SearchRequest.of(query="政令第百四十九号", source="mine")).hits[0].title
+        == "kampo"
+    )
 
 
 def test_watch_rebuilds_once_after_a_change_settles(tmp_path):
@@ -150,9 +171,10 @@ def test_watch_rebuilds_once_after_a_change_settles(tmp_path):
     assert count == 1 and rebuilt == [True]
 
 
+@pytest.mark.slow
 def test_a_pdf_hit_links_to_its_page(pdfs):
     service, _ = pdfs
-    hit = service.search("字句的な知識を構築する方法", "pdf").hits[0]
+    hit = service.search(SearchRequest.of(query="字句的な知識を構築する方法", source="pdf")).hits[0]
     assert hit.title == "nlp2004slides" and hit.url.endswith("nlp2004slides.pdf#page=3")
-    other = service.search("固有表現", "pdf").hits[0]
+    other = service.search(SearchRequest.of(query="固有表現", source="pdf")).hits[0]
     assert other.url.endswith("#page=1")

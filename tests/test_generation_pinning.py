@@ -9,12 +9,12 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from chiezo.core.config import Settings
+from chiezo.ops.requests import SearchRequest
 from chiezo.ops.service import Service
 from chiezo.store import generations
 from chiezo.surfaces.rest import create_app
-from chiezo.surfaces.rest.pinning import generations_of
 
-from helpers import LOCAL, build_docs, write_files
+from helpers import LOCAL, build_docs, generations_of, write_files
 
 OLD = {"a.md": "---\ntitle: 雷門\n---\n浅草寺の総門。赤い提灯が下がる。\n"}
 NEW = {"a.md": "---\ntitle: 雷門\n---\n浅草寺の総門。風神と雷神の像が立つ。\n"}
@@ -31,12 +31,12 @@ def test_a_switch_inside_a_request_does_not_reach_it(service: Service, tmp_path:
         first = service.library.get("kb")
         build_docs(service, write_files(tmp_path / "new", NEW), "kb")
         assert service.library.get("kb") is first  # still the generation the request began with
-        hits = service.search("提灯", "kb").hits
+        hits = service.search(SearchRequest.of(query="提灯", source="kb")).hits
         assert [h.title for h in hits] == ["雷門"]
         assert used["kb"].path.name == old
     assert current(service.settings) != old
     assert service.library.get("kb").path.name == current(service.settings)  # outside: the new
-    assert service.search("提灯", "kb").hits == []
+    assert service.search(SearchRequest.of(query="提灯", source="kb")).hits == []
 
 
 def test_responses_name_the_generation_they_read(service: Service, tmp_path: Path):

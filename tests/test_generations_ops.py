@@ -31,6 +31,7 @@ from fastapi.testclient import TestClient
 from chiezo.core.config import Settings
 from chiezo.core.errors import Conflict
 from chiezo.ops.jobs import JobRunner, exclusive
+from chiezo.ops.requests import SearchRequest
 from chiezo.ops.service import Service
 from chiezo.store import generations
 from chiezo.store.kinds import kind_named, register
@@ -56,7 +57,7 @@ def current(settings: Settings, name: str = "kb") -> str:
 
 
 def titles(service: Service, q: str, source: str = "kb") -> list[str]:
-    return [h.title for h in service.search(q, source).hits]
+    return [h.title for h in service.search(SearchRequest.of(query=q, source=source)).hits]
 
 
 @pytest.fixture
@@ -137,6 +138,7 @@ def _members(archive: Path) -> list[tarfile.TarInfo]:
         return tar.getmembers()
 
 
+@pytest.mark.slow
 def test_export_then_import_elsewhere_serves_the_same_source_with_its_vectors(
     settings, service, two_builds, tmp_path
 ):
@@ -167,8 +169,15 @@ def test_export_then_import_elsewhere_serves_the_same_source_with_its_vectors(
     said = json.loads(imported.stdout)
     assert said["docs"] == 3 and said["previous"] is None and said["generation"] == generation.name
     there = Service(other)
-    assert [h.title for h in there.search("東大寺", "handbook", mode="keyword").hits] == ["東大寺"]
-    semantic = there.search("奈良の大仏", "handbook", mode="semantic")
+    assert [
+        h.title
+        for h in there.search(
+            SearchRequest.of(query="東大寺", source="handbook", mode="keyword")
+        ).hits
+    ] == ["東大寺"]
+    semantic = there.search(
+        SearchRequest.of(query="奈良の大仏", source="handbook", mode="semantic")
+    )
     assert semantic.hits and semantic.hits[0].title == "東大寺"  # the index, rebuilt here
     meta = there.library.get("handbook").meta
     assert meta["generation"] == said["current"]
@@ -313,6 +322,7 @@ def test_hostile_archives_are_refused_before_anything_is_written(settings, expor
     assert "schema version 0" in error["error"] and "version 1" in error["error"]
 
 
+@pytest.mark.slow
 def test_export_and_import_stream_without_holding_the_generation_in_memory(
     settings, service, tmp_path
 ):
@@ -360,6 +370,7 @@ def _ended(client, job_id: int) -> dict:
     return job
 
 
+@pytest.mark.slow
 def test_a_cancelled_job_removes_its_unfinished_generation_and_nothing_changes(
     settings, service, folder, hold
 ):
@@ -388,6 +399,7 @@ def test_a_cancelled_job_removes_its_unfinished_generation_and_nothing_changes(
     assert "中止" in page.text  # the jobs list says it, in the page's language
 
 
+@pytest.mark.slow
 def test_a_job_of_another_worker_process_is_cancelled_through_its_record(
     settings, service, folder, hold
 ):
@@ -403,6 +415,7 @@ def test_a_job_of_another_worker_process_is_cancelled_through_its_record(
     assert not (settings.data_dir / "jobs" / f"{job.id}.cancel").exists()
 
 
+@pytest.mark.slow
 def test_beyond_loopback_cancelling_a_job_needs_the_token(settings, service, folder, hold):
     build_docs(service, folder, "kb")
     held = hold()
@@ -417,6 +430,7 @@ def test_beyond_loopback_cancelling_a_job_needs_the_token(settings, service, fol
     assert _ended(guarded, job["id"])["state"] == "cancelled"
 
 
+@pytest.mark.slow
 def test_a_cli_rebuild_is_refused_while_a_server_job_runs_and_waits_with_wait(
     settings, service, folder, hold
 ):
@@ -450,6 +464,7 @@ LOCK_HOLDER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_server_job_is_refused_while_another_process_builds_from_the_command_line(
     settings, service, folder, tmp_path
 ):
@@ -524,6 +539,7 @@ def site(tmp_path):
     served.close()
 
 
+@pytest.mark.slow
 def test_rebuild_fetch_downloads_a_newer_dump_and_is_a_no_op_without_one(settings, site):
     data = settings.data_dir
     built = run(
@@ -562,6 +578,7 @@ def test_rebuild_fetch_downloads_a_newer_dump_and_is_a_no_op_without_one(setting
     assert plain.exit_code == 0 and json.loads(plain.stdout)["docs"] == 3
 
 
+@pytest.mark.slow
 def test_a_fetch_job_over_rest_and_a_local_source_refused(settings, service, site, folder):
     assert (
         run(
@@ -597,6 +614,7 @@ def test_a_fetch_job_over_rest_and_a_local_source_refused(settings, service, sit
     assert page.count('class="fetch"') == 1  # offered for the fetched source only
 
 
+@pytest.mark.slow
 def test_the_admin_page_fetches_newer_and_cancels_a_running_job(
     settings, service, site, folder, hold
 ):
@@ -658,6 +676,7 @@ def _geonames_site(root: Path, places: list[tuple[int, str, int]]) -> None:
     (dump / "admin1CodesASCII.txt").write_text("JP.22\tKyoto\tKyoto\t1857907\n")
 
 
+@pytest.mark.slow
 def test_a_geonames_source_is_fetched_again_when_the_server_has_a_new_export(settings, tmp_path):
     root = tmp_path / "geosite"
     _geonames_site(root, [(1, "Kyoto", 1459640), (2, "Uji", 180000)])
@@ -680,6 +699,7 @@ def test_a_geonames_source_is_fetched_again_when_the_server_has_a_new_export(set
         served.close()
 
 
+@pytest.mark.slow
 def test_alternate_names_fetched_for_a_local_export_are_fetched_again(settings, tmp_path):
     """A local export with --fetch-alternate-names: rebuild --fetch fetches the names again
     (the export stays the local file)."""
@@ -730,6 +750,7 @@ def test_alternate_names_fetched_for_a_local_export_are_fetched_again(settings, 
 # -- checks before any download ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [
@@ -748,6 +769,7 @@ def test_memory_is_checked_before_anything_is_downloaded(settings, site, monkeyp
     assert site.requests == [] and not (settings.data_dir / "downloads").exists()
 
 
+@pytest.mark.slow
 def test_disk_for_the_dump_and_its_build_is_checked_before_the_dump_is_requested(
     settings, site, monkeypatch
 ):
@@ -777,6 +799,7 @@ def test_a_download_of_unknown_size_stops_before_writing_when_the_disk_is_short(
 # -- recorded paths -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_recorded_paths_are_absolute_and_a_rebuild_runs_from_another_directory(
     tmp_path, monkeypatch
 ):

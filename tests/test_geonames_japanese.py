@@ -19,6 +19,7 @@ from mcp import Client
 from chiezo.core.config import Settings
 from chiezo.core.errors import InputError
 from chiezo.ingest.geonames import GeoNamesOptions, Lookups, display_name, read_places
+from chiezo.ops.requests import FilterRequest, SearchRequest
 from chiezo.ops.service import Service
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.mcp.server import build_mcp
@@ -71,11 +72,13 @@ def japan_titles(export: str, tmp_path) -> dict[str, str]:
 
 
 def total(service, **conditions) -> int:
-    return service.filter("geonames", **conditions)["total"]
+    return service.filter(FilterRequest.of(source="geonames", **conditions))["total"]
 
 
 def keys(service, **conditions) -> set[str]:
-    found = service.filter("geonames", fields=["key"], limit=500, **conditions)
+    found = service.filter(
+        FilterRequest.of(source="geonames", fields=["key"], limit=500, **conditions)
+    )
     return {d["key"] for d in found["docs"]}
 
 
@@ -104,15 +107,17 @@ def test_the_japanese_form_is_the_title(tmp_path):
     assert titles["1863905"] == "本町"  # Honchō in Funabashi: not 船橋市
 
 
+@pytest.mark.slow
 def test_other_forms_still_find_the_place(english):
-    chinese = english.search("神户市", "geonames").hits[0]
+    chinese = english.search(SearchRequest.of(query="神户市", source="geonames")).hits[0]
     assert chinese.key == KOBE and chinese.title == "神戸市"
-    assert english.search("Kobe", "geonames").hits[0].key == KOBE
+    assert english.search(SearchRequest.of(query="Kobe", source="geonames")).hits[0].key == KOBE
 
 
 # -- areas without alternate names ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_english_areas_match_whatever_the_case_width_or_accents(english):
     kyoto = total(english, area=["Kyoto"])
     assert kyoto > 5
@@ -120,26 +125,30 @@ def test_english_areas_match_whatever_the_case_width_or_accents(english):
     osaka = english.doc("geonames", title="大阪市", fields=["attrs"])["attrs"]
     assert osaka["area"] == ["Ōsaka"] and osaka["area_alias"] == ["Osaka"]
     assert keys(english, area=["osaka"]) == keys(english, area=["Ōsaka"])
-    result = english.filter("geonames", area=["kyoto"], limit=1)
+    result = english.filter(FilterRequest.of(source="geonames", area=["kyoto"], limit=1))
     assert result["plan"] == "range"  # resolved to the stored value: one index range
 
 
+@pytest.mark.slow
 def test_a_missing_area_lists_the_closest_names_not_the_commonest(english):
-    tokio = english.filter("geonames", area=["Tokio"])
+    tokio = english.filter(FilterRequest.of(source="geonames", area=["Tokio"]))
     assert tokio["total"] == 0
     assert tokio["notes"][0].params["similar"][0] == "Tokyo"
-    typo = english.filter("geonames", area=["Caliphornia"])
+    typo = english.filter(FilterRequest.of(source="geonames", area=["Caliphornia"]))
     assert typo["notes"][0].params["similar"][0] == "California"
-    japanese_name = english.filter("geonames", area=["東京都"])  # no Japanese areas here
+    japanese_name = english.filter(
+        FilterRequest.of(source="geonames", area=["東京都"])
+    )  # no Japanese areas here
     assert japanese_name["total"] == 0
     assert "England" not in japanese_name["notes"][0].params["similar"]
-    feature = english.filter("geonames", feature=["P=PPLAA"])
+    feature = english.filter(FilterRequest.of(source="geonames", feature=["P=PPLAA"]))
     assert feature["notes"][0].params["similar"][0] == "P=PPLA"
 
 
 # -- with alternate names ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_alternate_names_give_the_title_and_japanese_areas(japanese):
     kashima = japanese.doc("geonames", key=KASHIMA_IBARAKI, fields=["title", "attrs", "aliases"])
     assert kashima["title"] == "鹿嶋市"  # the file's preferred name; the row alone says 鹿島市
@@ -151,15 +160,18 @@ def test_alternate_names_give_the_title_and_japanese_areas(japanese):
     assert not {"平安京", "みやこ"} & set(kyoto["aliases"])  # historic, colloquial: skipped
 
 
+@pytest.mark.slow
 def test_an_area_is_found_by_either_language(japanese):
     tokyo = keys(japanese, area=["東京都"])
     assert len(tokyo) > 10
     assert keys(japanese, area=["Tokyo"]) == keys(japanese, area=["tokyo"]) == tokyo
     assert keys(japanese, area=["東京"]) == tokyo  # the file's short name
     assert keys(japanese, area=["京都府"]) == keys(japanese, area=["Kyoto"])
-    both = japanese.filter("geonames", area=["東京都,Kyoto"])
+    both = japanese.filter(FilterRequest.of(source="geonames", area=["東京都,Kyoto"]))
     assert both["total"] == len(tokyo) + total(japanese, area=["京都府"])
-    assert japanese.search("市", "geonames", area=["tokyo"]).total > 0  # search filters too
+    assert (
+        japanese.search(SearchRequest.of(query="市", source="geonames", area=["tokyo"])).total > 0
+    )  # search filters too
 
 
 def mcp_area_examples(service) -> tuple[set[str], dict]:
@@ -183,6 +195,7 @@ def mcp_area_examples(service) -> tuple[set[str], dict]:
     return anyio.run(go)
 
 
+@pytest.mark.slow
 def test_the_area_examples_in_the_mcp_descriptions_work(english, japanese):
     """Every area example the MCP instructions and filter tool give returns places: all of
     them where areas have Japanese names, the English ones on any GeoNames build."""
@@ -219,6 +232,7 @@ def site(tmp_path):
     served.close()
 
 
+@pytest.mark.slow
 def test_a_fetched_zip_is_checked_and_its_sha256_recorded(site, tmp_path):
     from chiezo.ingest.placefetch import fetch_alternate_names
 
@@ -244,6 +258,7 @@ def test_a_fetched_zip_is_checked_and_its_sha256_recorded(site, tmp_path):
         fetch_alternate_names(settings, "JP", mirror=mirror)
 
 
+@pytest.mark.slow
 def test_ingest_fetches_japans_alternate_names(site, tmp_path):
     served, _ = site
     export = japan_rows(tmp_path)

@@ -12,10 +12,9 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from chiezo.answer.plan import keyword_queries, parse_plan_reply
+from chiezo.answer.plan import ReasoningFilter, keyword_queries, parse_plan_reply
 from chiezo.answer.rag import NO_BASIS
 from chiezo.answer.support import check_claims, split_sentences
-from chiezo.answer.terminal import VisibleText
 from chiezo.core.config import Settings
 from chiezo.ops.service import Service
 from chiezo.surfaces.cli.main import cli
@@ -78,6 +77,7 @@ def cli_run(root, url, *args, env=None, **kwargs):
 # -- agent mode: grounding is enforced, not requested ------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_agent_answer_before_any_lookup_is_not_returned_chiezo_searches_first(library):
     seen = []
 
@@ -99,6 +99,7 @@ def test_an_agent_answer_before_any_lookup_is_not_returned_chiezo_searches_first
     assert "tool" in seen[1]  # the second request carried the search Chiezo made
 
 
+@pytest.mark.slow
 def test_an_agent_that_finds_nothing_gives_the_fixed_reply_and_exit_3(library):
     replies = in_turns(
         {"tool_calls": [tool_call("search", {"query": "qzxvbnm plorkwidget"})]},
@@ -116,6 +117,7 @@ def test_an_agent_that_finds_nothing_gives_the_fixed_reply_and_exit_3(library):
     assert body["answer"] == NO_BASIS["en"] and body["steps"][0]["by"] == "chiezo"
 
 
+@pytest.mark.slow
 def test_an_agent_answer_citing_nothing_is_asked_again_and_never_labelled_grounded(library):
     search = {"tool_calls": [tool_call("search", {"query": "Ray Charles"})]}
     with ScriptedLLM(in_turns(search, {"content": "He was born in 1930."})) as stub:
@@ -130,6 +132,7 @@ def test_an_agent_answer_citing_nothing_is_asked_again_and_never_labelled_ground
     assert strict.exit_code == 4 and "uncited: “He was born in 1930.”" in strict.stderr
 
 
+@pytest.mark.slow
 def test_an_agent_keeps_to_the_source_it_was_given(library):
     replies = in_turns(
         {"tool_calls": [tool_call("search", {"query": "浅草寺", "source": "other"})]},
@@ -149,6 +152,7 @@ def test_an_agent_keeps_to_the_source_it_was_given(library):
     assert result.grounded
 
 
+@pytest.mark.slow
 def test_the_agent_is_told_how_to_use_the_library_and_steps_are_timed(library):
     from chiezo.ops.tools import INSTRUCTIONS
 
@@ -166,6 +170,7 @@ def test_the_agent_is_told_how_to_use_the_library_and_steps_are_timed(library):
     assert titles.index("夏目漱石") < titles.index("浅草寺")  # the order they were first seen
 
 
+@pytest.mark.slow
 def test_remember_is_offered_in_a_chat_that_may_write_never_in_ask(library):
     from chiezo.surfaces.rest import create_app
 
@@ -249,6 +254,7 @@ def test_sentences_keep_their_trailing_citations_and_abbreviations_do_not_split(
     ]
 
 
+@pytest.mark.slow
 def test_rag_reports_unsupported_and_uncited_sentences_and_strict_fails(library):
     from chiezo.surfaces.rest import create_app
 
@@ -303,6 +309,7 @@ def test_a_follow_up_without_a_subject_carries_the_conversations():
     assert "浅草寺" not in " ".join(keyword_queries("東京タワーの高さは？", cited))
 
 
+@pytest.mark.slow
 def test_chat_follow_ups_search_the_subject_when_the_plan_is_unusable(library):
     def answer(body):
         sources = body["messages"][-1]["content"]
@@ -320,6 +327,7 @@ def test_chat_follow_ups_search_the_subject_when_the_plan_is_unusable(library):
 # -- streaming ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_ask_streams_the_answer_as_it_is_written(library, tmp_path):
     """A real process against a stub that pauses between pieces: the first words are on
     stdout well before the last piece is sent."""
@@ -358,7 +366,7 @@ def test_ask_streams_the_answer_as_it_is_written(library, tmp_path):
 
 
 def test_reasoning_is_not_shown_while_streaming():
-    visible = VisibleText()
+    visible = ReasoningFilter()  # what the terminal prints of a streamed answer (terminal.py)
     pieces = ["<th", "ink>let me think", " more</thi", "nk>Answer", " [1]. <", "b>"]
     assert "".join(visible.feed(p) for p in pieces) + visible.flush() == "Answer [1]. <b>"
 
@@ -366,6 +374,7 @@ def test_reasoning_is_not_shown_while_streaming():
 # -- citations a person can open -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_zim_answers_skip_the_main_page_read_an_article_once_and_link_to_this_server(tmp_path):
     from helpers import data_file
 
@@ -396,6 +405,7 @@ def test_zim_answers_skip_the_main_page_read_an_article_once_and_link_to_this_se
     assert offline.references[0]["url"] == offline.references[0]["cite"]
 
 
+@pytest.mark.slow
 def test_a_cited_document_never_shows_its_local_path(tmp_path):
     folder = write_files(tmp_path / "handbook", {"leave.md": "# 休暇\n\n年次休暇は20日。\n"})
     build_docs(Service(Settings(data_dir=tmp_path / "data")), folder, "handbook")
@@ -419,6 +429,7 @@ def test_a_cited_document_never_shows_its_local_path(tmp_path):
 # -- settings a small machine needs ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_excerpts_and_token_cap_reach_the_model_from_flags_api_and_environment(library):
     from chiezo.surfaces.rest import create_app
 
@@ -446,6 +457,7 @@ def test_excerpts_and_token_cap_reach_the_model_from_flags_api_and_environment(l
     assert bad.status_code == 400
 
 
+@pytest.mark.slow
 def test_mode_and_grounding_defaults_come_from_the_environment(library, monkeypatch):
     from chiezo.core.errors import ConfigError
 

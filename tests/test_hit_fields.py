@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from chiezo.core.config import Settings
+from chiezo.ops.requests import SearchRequest
 from chiezo.ops.service import Service
 from chiezo.surfaces.rest import create_app
 
@@ -100,20 +101,23 @@ def point_of(service: Service, source: str, doc_id: int) -> dict:
 # -- coordinates and distance ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_place_hits_carry_their_documents_coordinates(library):
-    result = library.search("museum", "osm_helsinki", limit=10)
+    result = library.search(SearchRequest.of(query="museum", source="osm_helsinki", limit=10))
     assert len(result.hits) >= 5
     for hit in result.hits:
         assert hit.to_dict()["point"] == point_of(library, "osm_helsinki", hit.doc_id)
     # a document without coordinates has no point, and no key for one
-    (hit,) = library.search("覚え書き", "docs").hits[:1]
+    (hit,) = library.search(SearchRequest.of(query="覚え書き", source="docs")).hits[:1]
     assert hit.point is None and "point" not in hit.to_dict()
 
 
 def test_near_gives_every_hit_its_great_circle_distance(library):
     near = f"{STATION[0]},{STATION[1]}"
     for radius in (None, 0.35):  # ordered by distance, whether the search is bounded or not
-        result = library.search("museum", "osm_helsinki", near=near, radius_km=radius)
+        result = library.search(
+            SearchRequest.of(query="museum", source="osm_helsinki", near=near, radius_km=radius)
+        )
         assert result.hits and result.order.endswith("by distance")
         for hit in result.hits:
             point = point_of(library, "osm_helsinki", hit.doc_id)
@@ -122,12 +126,16 @@ def test_near_gives_every_hit_its_great_circle_distance(library):
             assert radius is None or hit.distance_km <= radius
         distances = [h.distance_km for h in result.hits]
         assert distances == sorted(distances)
-    far = library.search("museum", "osm_helsinki", near=near).hits[-1].distance_km
+    far = (
+        library.search(SearchRequest.of(query="museum", source="osm_helsinki", near=near))
+        .hits[-1]
+        .distance_km
+    )
     assert far > 0.35  # the unbounded search reached past the radius: a different case
 
 
 def test_without_near_there_is_no_distance(library):
-    hit = library.search("museum", "osm_helsinki").hits[0]
+    hit = library.search(SearchRequest.of(query="museum", source="osm_helsinki")).hits[0]
     assert hit.distance_km is None and "distance_km" not in hit.to_dict()
 
 
@@ -147,7 +155,11 @@ def test_without_near_there_is_no_distance(library):
     ],
 )
 def test_a_keyword_hit_names_the_section_its_snippet_quotes(library, query, section):
-    (hit,) = [h for h in library.search(query, "docs", mode="keyword").hits if h.key != "memo.md"]
+    (hit,) = [
+        h
+        for h in library.search(SearchRequest.of(query=query, source="docs", mode="keyword")).hits
+        if h.key != "memo.md"
+    ]
     assert hit.section == section and hit.to_dict()["section"] == section
     assert query.lower() in hit.snippet.lower()
     chunk = _chunk_holding(library, hit, query)
@@ -156,19 +168,22 @@ def test_a_keyword_hit_names_the_section_its_snippet_quotes(library, query, sect
 
 def test_the_section_is_where_the_words_are_not_where_the_window_starts(library):
     # the snippet begins a line early, on the last sentence of 近代; its words are under 行事
-    hits = library.search("三社祭", "docs", mode="keyword").hits
+    hits = library.search(SearchRequest.of(query="三社祭", source="docs", mode="keyword")).hits
     hit = next(h for h in hits if h.title == "浅草寺の話")
     assert "公園" in hit.snippet.split("三社祭")[0] and "近代" not in hit.snippet
     assert hit.section == "行事"
 
 
 def test_the_lead_and_a_document_without_headings_have_no_section(library):
-    lead = library.search("台東区", "docs", mode="keyword").hits[0]
+    lead = library.search(SearchRequest.of(query="台東区", source="docs", mode="keyword")).hits[0]
     assert lead.title == "浅草寺の話" and lead.section is None  # its path is the title alone
     assert "section" not in lead.to_dict()
-    memo = next(h for h in library.search("日程", "docs", mode="keyword").hits)
+    memo = next(
+        h
+        for h in library.search(SearchRequest.of(query="日程", source="docs", mode="keyword")).hits
+    )
     assert memo.key == "memo.md" and memo.section is None
-    place = library.search("Kiasma", "osm_helsinki").hits[0]
+    place = library.search(SearchRequest.of(query="Kiasma", source="osm_helsinki")).hits[0]
     assert place.section is None and place.point is not None
 
 
@@ -179,7 +194,9 @@ def test_sections_and_points_are_read_for_the_page_only(library):
     conn = library.library.get("docs").conn
     conn.set_trace_callback(statements.append)
     try:
-        result = library.search("三社祭", "docs", mode="keyword", limit=2)
+        result = library.search(
+            SearchRequest.of(query="三社祭", source="docs", mode="keyword", limit=2)
+        )
     finally:
         conn.set_trace_callback(None)
     assert len(result.hits) == 2
@@ -190,7 +207,9 @@ def test_sections_and_points_are_read_for_the_page_only(library):
     statements.clear()
     osm.set_trace_callback(statements.append)
     try:
-        result = library.search("cafe", "osm_helsinki", mode="keyword", limit=10)
+        result = library.search(
+            SearchRequest.of(query="cafe", source="osm_helsinki", mode="keyword", limit=10)
+        )
     finally:
         osm.set_trace_callback(None)
     assert len(result.hits) == 10 and all(h.point for h in result.hits)
@@ -224,11 +243,14 @@ def embedded(tmp_path_factory):
     return service
 
 
+@pytest.mark.slow
 def test_a_hit_found_by_meaning_names_the_section_of_the_passage_that_matched(embedded):
     (hit,) = [
         h
         for h in embedded.search(
-            "五月のお祭りで神輿が担がれる", "docs", mode="semantic", min_score=-1.0
+            SearchRequest.of(
+                query="五月のお祭りで神輿が担がれる", source="docs", mode="semantic", min_score=-1.0
+            )
         ).hits
         if h.title == "浅草寺の話"
     ]
@@ -238,7 +260,7 @@ def test_a_hit_found_by_meaning_names_the_section_of_the_passage_that_matched(em
 
 
 def test_hybrid_hits_carry_sections_from_either_side(embedded):
-    result = embedded.search("神仏分離", "docs", mode="hybrid")
+    result = embedded.search(SearchRequest.of(query="神仏分離", source="docs", mode="hybrid"))
     assert result.retrieval == "hybrid"
     hit = next(h for h in result.hits if h.title == "浅草寺の話")
     assert hit.section == "歴史 > 近代"  # the keyword side's snippet, so its section
@@ -247,13 +269,14 @@ def test_hybrid_hits_carry_sections_from_either_side(embedded):
 # -- PDF pages -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_pdf_hit_quotes_names_and_links_the_same_page(tmp_path):
     folder = tmp_path / "files"
     folder.mkdir()
     shutil.copy(data_file("docs/pdf/nlp2004slides.pdf"), folder / "slides.pdf")
     service = Service(Settings(data_dir=tmp_path / "data"))
     build_docs(service, folder, "pdf")
-    hit = service.search("字句的な知識を構築する方法", "pdf").hits[0]
+    hit = service.search(SearchRequest.of(query="字句的な知識を構築する方法", source="pdf")).hits[0]
     assert hit.url.endswith("slides.pdf#page=3") and hit.section == "p. 3"
     chunks = service.doc("pdf", doc_id=hit.doc_id, fields=["chunks"])["chunks"]
     page = next(c for c in chunks if c["heading_path"] == "p. 3")
@@ -263,6 +286,7 @@ def test_a_pdf_hit_quotes_names_and_links_the_same_page(tmp_path):
 # -- the surfaces ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_rest_search_returns_point_distance_and_section(library):
     app = create_app(library.settings)
     with RunningServer(app) as server, httpx.Client(base_url=server.url, timeout=30) as client:
@@ -286,6 +310,7 @@ def test_rest_search_returns_point_distance_and_section(library):
     assert set(spec["components"]["schemas"]["PointBody"]["properties"]) == {"lat", "lon"}
 
 
+@pytest.mark.slow
 def test_the_web_page_shows_the_section_and_distance_apart_from_coordinates(library):
     from fastapi.testclient import TestClient
 
@@ -299,7 +324,9 @@ def test_the_web_page_shows_the_section_and_distance_apart_from_coordinates(libr
         r'<span class="coords muted">(-?[\d.]+), (-?[\d.]+)</span>',
         page,
     )
-    hits = library.search("museum", "osm_helsinki", near=near, limit=10).hits
+    hits = library.search(
+        SearchRequest.of(query="museum", source="osm_helsinki", near=near, limit=10)
+    ).hits
     assert shown == [
         (f"{h.distance_km:.2f}", f"{h.point.lat:.4f}", f"{h.point.lon:.4f}") for h in hits
     ]

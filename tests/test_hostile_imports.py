@@ -103,6 +103,7 @@ def _reveals_nothing(responses: list[httpx.Response]) -> None:
         assert "has no original file to show" in response.text
 
 
+@pytest.mark.slow
 def test_an_archive_naming_root_as_its_folder_reads_no_file_here(tmp_path, victim):
     archive = _hostile_archive(tmp_path, victim)
     imported = run(victim.data_dir, "import", str(archive))
@@ -110,6 +111,7 @@ def test_an_archive_naming_root_as_its_folder_reads_no_file_here(tmp_path, victi
     _reveals_nothing(_originals(victim, "mal"))
 
 
+@pytest.mark.slow
 def test_keys_pointing_at_files_of_this_machine_read_nothing_either(tmp_path, victim):
     notes = victim.notes_path.resolve()
     targets = iter([str(SECRET_FILE).lstrip("/"), str(notes).lstrip("/")])
@@ -118,6 +120,7 @@ def test_keys_pointing_at_files_of_this_machine_read_nothing_either(tmp_path, vi
     _reveals_nothing(_originals(victim, "mal"))
 
 
+@pytest.mark.slow
 def test_with_a_chosen_folder_keys_still_cannot_leave_it(tmp_path, victim):
     chosen = write_files(tmp_path / "chosen", {"a.md": "mine\n", "b.md": "mine too\n"})
     climb = iter(["../" * 12 + str(SECRET_FILE).lstrip("/"), "../" * 12 + "proc/self/environ"])
@@ -128,6 +131,7 @@ def test_with_a_chosen_folder_keys_still_cannot_leave_it(tmp_path, victim):
         assert "is not there any more" in response.text
 
 
+@pytest.mark.slow
 def test_an_import_serves_originals_and_rebuilds_only_from_the_folder_chosen_here(tmp_path, victim):
     archive = _hostile_archive(tmp_path, victim)
     chosen = write_files(
@@ -148,6 +152,7 @@ def test_an_import_serves_originals_and_rebuilds_only_from_the_folder_chosen_her
     assert Service(victim).library.info("mal").input["path"] == str(chosen.resolve())
 
 
+@pytest.mark.slow
 def test_an_import_without_a_folder_has_no_input_to_rebuild_from(tmp_path, victim):
     archive = _hostile_archive(tmp_path, victim)
     assert run(victim.data_dir, "import", str(archive)).exit_code == 0
@@ -160,6 +165,7 @@ def test_an_import_without_a_folder_has_no_input_to_rebuild_from(tmp_path, victi
         assert job.status_code == 400
 
 
+@pytest.mark.slow
 def test_a_generation_imported_before_this_rule_is_not_trusted_either(tmp_path, victim):
     """An import by an older Chiezo kept the archive's recorded folder: it is not used."""
     folder = write_files(tmp_path / "docs", {"a.md": "---\ntitle: A\n---\nText.\n"})
@@ -173,6 +179,7 @@ def test_a_generation_imported_before_this_rule_is_not_trusted_either(tmp_path, 
     _reveals_nothing(_originals(victim, "old"))
 
 
+@pytest.mark.slow
 def test_a_front_matter_file_url_never_becomes_a_file_read(tmp_path, victim):
     folder = write_files(
         tmp_path / "docs",

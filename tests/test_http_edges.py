@@ -2,7 +2,9 @@
 parser refuses answers in the one JSON error shape (414 for a request target that is too long,
 400 with the parser's reason otherwise) and the connection ends cleanly; a Host header no
 browser sends is refused; the address line is printed only once the server answers. Each runs
-against a single-process server and a two-worker one (the supervisor's path)."""
+against a single-process server and a two-worker one (the supervisor's path). Then, on a server
+in this process: a 500 keeps its connection, a 405 names the allowed methods, a body over the
+limit is a 413 whether its length is declared or it comes chunked."""
 
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from helpers import free_port
+from chiezo.surfaces.rest import create_app
+
+from helpers import RunningServer, error_body, free_port
 
 ADDRESS_LINE = "Chiezo on http://"
 MAX_TARGET_BYTES = 65_535  # the longest request target answered (SECURITY.md rule 6)
@@ -139,6 +143,7 @@ def _error(response: tuple[int, dict[str, str], bytes], status: int) -> dict:
 # -- 1. what the HTTP parser refuses --------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("length", [MAX_TARGET_BYTES + 1, 70_000, 2_000_000])
 def test_a_request_target_too_long_is_a_json_414(served, length):
     target = "/v1/search?q=" + "a" * (length - len("/v1/search?q="))
@@ -148,12 +153,14 @@ def test_a_request_target_too_long_is_a_json_414(served, length):
     assert response[1]["connection"] == "close"
 
 
+@pytest.mark.slow
 def test_a_request_target_of_the_limit_reaches_the_app(served):
     target = "/" + "a" * (MAX_TARGET_BYTES - 1)
     [response] = _exchange(served.port, _request(target))
     assert _error(response, 404)["error"].startswith("no such endpoint")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "request_bytes, reason",
     [
@@ -175,6 +182,7 @@ def test_a_request_the_parser_refuses_is_a_json_400_with_its_reason(served, requ
     assert error["error"].startswith("invalid HTTP request: ") and reason in error["error"]
 
 
+@pytest.mark.slow
 def test_a_broken_request_after_a_good_one_is_answered_after_it(served):
     pipelined = _request().replace(b"Connection: close\r\n", b"") + b"G@T / HTTP/1.1\r\n\r\n"
     first, second = _exchange(served.port, pipelined)
@@ -182,6 +190,7 @@ def test_a_broken_request_after_a_good_one_is_answered_after_it(served):
     assert "Invalid method" in _error(second, 400)["error"]
 
 
+@pytest.mark.slow
 def test_the_server_still_answers_after_refusals(served):
     _exchange(served.port, _request("/" + "a" * 100_000))
     [response] = _exchange(served.port, _request())
@@ -191,6 +200,7 @@ def test_the_server_still_answers_after_refusals(served):
 # -- 2. Host headers no browser sends -------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "host",
     [
@@ -214,6 +224,7 @@ def test_a_host_that_is_not_one_host_and_port_is_a_400(served, host):
     assert "is not a host name or address" in error["error"] and error["hint"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "hosts",
     [["evil.example", "localhost"], ["localhost", "evil.example"], ["localhost", "localhost"]],
@@ -223,6 +234,7 @@ def test_more_than_one_host_header_is_a_400(served, hosts):
     assert _error(response, 400)["error"] == "a request has one Host header; this one has 2"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "host",
     [
@@ -242,6 +254,7 @@ def test_hosts_browsers_send_are_still_answered(served, host):
     assert response[0] == 200
 
 
+@pytest.mark.slow
 def test_a_foreign_name_is_still_a_421(served):
     [response] = _exchange(served.port, _request(host="evil.example:8080"))
     _error(response, 421)
@@ -250,5 +263,76 @@ def test_a_foreign_name_is_still_a_421(served):
 # -- 3. the address line -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_address_line_comes_once_the_server_answers(served):
     assert served.first_answer == 200
+
+
+# -- 4. errors, methods and bodies, on a server in this process --------------------------------
+
+
+@pytest.mark.slow
+def test_an_unexpected_error_answers_500_and_keeps_the_connection(settings):
+    app = create_app(settings)
+
+    @app.get("/v1/broken")
+    def broken():
+        raise RuntimeError("a bug")
+
+    with (
+        RunningServer(app) as running,
+        socket.create_connection(("127.0.0.1", running.port)) as conn,
+    ):
+        conn.settimeout(10)
+        replies = []
+        for path in ("/v1/broken", "/healthz"):  # both on one keep-alive connection
+            conn.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+            replies.append(_read_response(conn))
+    (status, headers, body), (next_status, _, _) = replies
+    assert status == 500 and json.loads(body)["error"] == "internal error (RuntimeError)"
+    assert headers.get("connection") != "close"
+    assert next_status == 200  # the next request on that connection is answered
+
+
+def _read_response(conn: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        assert chunk, "the server closed the connection"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    while len(body) < int(headers.get("content-length", 0)):
+        body += conn.recv(65536)
+    return int(lines[0].split()[1]), headers, body
+
+
+@pytest.mark.slow
+def test_a_405_names_the_allowed_methods(server):
+    response = httpx.put(f"{server.url}/v1/sources")
+    assert error_body(response, 405) and response.headers["allow"] == "GET"
+
+
+@pytest.mark.slow
+def test_a_body_over_the_limit_is_a_413_declared_or_chunked(server):
+    body = json.dumps({"text": "あ" * 1_100_000}).encode()
+    declared = httpx.post(
+        f"{server.url}/v1/notes", content=body, headers={"content-type": "application/json"}
+    )
+    assert error_body(declared, 413)["error"].startswith("the request body is larger")
+
+    def chunks():
+        for start in range(0, len(body), 65536):
+            yield body[start : start + 65536]
+
+    chunked = httpx.post(
+        f"{server.url}/v1/notes", content=chunks(), headers={"content-type": "application/json"}
+    )
+    error_body(chunked, 413)
+    small = httpx.post(
+        f"{server.url}/v1/notes",
+        content=(b'{"text": "chunked"}' for _ in [0]),
+        headers={"content-type": "application/json"},
+    )
+    assert small.status_code == 201

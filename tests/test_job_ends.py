@@ -24,6 +24,9 @@ from job_kinds import HeldKind
 
 from helpers import LOCAL, data_file, wiki_dump
 
+# Wikipedia builds and their parser processes, killed for real: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 JAWIKI = "wikipedia/jawiki-20230501-excerpt.xml.bz2"
 BOUND_S = 30.0  # "a bounded time": far above what each end takes, far below a hang
 

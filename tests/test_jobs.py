@@ -1,4 +1,5 @@
-"""Background jobs: rebuild and re-embed real sources over REST, with live progress and a log."""
+"""Background jobs: rebuild and re-embed real sources over REST, with live progress and a log;
+the embedding models a job may take are the server's, named without paths."""
 
 import json
 import shutil
@@ -7,6 +8,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
@@ -20,7 +22,7 @@ from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.rest import create_app
 from job_kinds import HeldKind, HeldOptions
 
-from helpers import LOCAL, ON_THIS_MACHINE, build_docs, write_files
+from helpers import LOCAL, ON_THIS_MACHINE, build_docs, error_body, write_files
 
 FILES = {
     "sensoji.md": "---\ntitle: 浅草寺\ntags: [寺院, 東京]\n---\n東京都台東区にある寺。\n",
@@ -83,6 +85,7 @@ def test_a_rebuild_plan_states_the_input_the_generation_and_what_keeps_serving(c
     assert plan["problem"] is None and plan["running_job"] is None and plan["ready"] is True
 
 
+@pytest.mark.slow
 def test_an_embed_plan_needs_a_model_until_the_source_has_one(client, service):
     refused = client.get("/v1/jobs/plan", params={"source": "kb", "action": "embed"})
     assert refused.status_code == 400 and "no vectors" in refused.json()["error"]
@@ -121,6 +124,7 @@ def test_bad_requests_are_refused_with_the_reason(client):
 # -- running ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_rebuild_over_rest_switches_in_a_new_generation_with_phases_and_a_log(client, folder):
     before = _generation(client)
     (folder / "horyuji.md").write_text("---\ntitle: 法隆寺\n---\n斑鳩町の寺。\n", encoding="utf-8")
@@ -155,6 +159,7 @@ def test_a_rebuild_over_rest_switches_in_a_new_generation_with_phases_and_a_log(
     assert "log" not in listed["jobs"][0] and listed["jobs"][0]["state"] == "done"
 
 
+@pytest.mark.slow
 def test_an_embed_job_adds_vectors(client):
     started = client.post("/v1/jobs", json={"source": "kb", "action": "embed", "model": MODEL})
     assert started.status_code == 202 and started.json()["model"] == MODEL
@@ -178,6 +183,7 @@ def held(settings, service, tmp_path):
     unregister(kind.name)
 
 
+@pytest.mark.slow
 def test_a_second_start_while_one_runs_is_a_409_naming_it(client, held):
     held.touch()  # the first job waits until the test lets it go
     try:
@@ -198,6 +204,7 @@ def test_a_second_start_while_one_runs_is_a_409_naming_it(client, held):
     assert _finished(client, after.json()["id"])["state"] == "done"
 
 
+@pytest.mark.slow
 def test_a_failed_rebuild_is_reported_and_the_old_generation_keeps_serving(client, folder):
     before = _generation(client)
     for name in ("kiyomizu.md", "todaiji.md", "kinkaku.md"):
@@ -215,6 +222,7 @@ def test_a_failed_rebuild_is_reported_and_the_old_generation_keeps_serving(clien
     assert _titles(client, "清水寺") == ["清水寺"]  # a removed file's document still answers
 
 
+@pytest.mark.slow
 def test_a_rebuild_whose_embedding_fails_keeps_the_build_and_says_so(client, service, tmp_path):
     from chiezo.store.embedders import UseMultilingual
 
@@ -237,6 +245,7 @@ def test_a_rebuild_whose_embedding_fails_keeps_the_build_and_says_so(client, ser
     assert _titles(client, "浅草寺") == ["浅草寺"]
 
 
+@pytest.mark.slow
 def test_an_unexpected_exception_fails_the_job_not_the_server(client, held, service, caplog):
     from chiezo.store.kinds import recorded_options
 
@@ -258,7 +267,7 @@ def test_an_unexpected_exception_fails_the_job_not_the_server(client, held, serv
         "status": 500,
         "hint": "this is a bug; the server log has the details",
     }
-    logged = [r.getMessage() for r in caplog.records if r.name == "chiezo.ops.jobs"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "chiezo.jobs"]
     assert any("RuntimeError: the disk caught fire" in m and "Traceback" in m for m in logged)
     assert client.get("/v1/jobs").json()["running"] is None
     assert _titles(client, "浅草寺") == ["浅草寺"]
@@ -276,6 +285,7 @@ def test_a_rebuild_whose_input_folder_is_gone_is_a_400_naming_the_path(client, f
     assert client.get("/v1/jobs").json()["jobs"] == []  # nothing was started
 
 
+@pytest.mark.slow
 def test_a_source_that_needs_a_rebuild_can_be_rebuilt(client, settings):
     from chiezo.store import generations
 
@@ -307,6 +317,7 @@ def test_notes_cannot_be_rebuilt(client, service):
 # -- security -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_beyond_loopback_starting_a_job_needs_the_token(settings, service, folder):
     build_docs(service, folder, "kb")
     body = {"source": "kb", "action": "rebuild"}
@@ -460,6 +471,7 @@ def test_chiezo_rebuild_rebuilds_from_the_recorded_input(tmp_path, folder):
     assert gone.exit_code == 2 and json.loads(gone.stdout)["path"] == str(folder.resolve())
 
 
+@pytest.mark.slow
 def test_every_worker_process_sees_every_job(settings, service, folder):
     """``serve --workers N``: a poll may reach a worker that did not start the job."""
     from chiezo.ops.jobs import JobRunner
@@ -506,3 +518,36 @@ def test_a_running_record_left_by_a_dead_process_reads_as_failed(settings):
     job = JobRunner(Service(settings)).get(7).to_dict()
     assert job["state"] == "failed" and "stopped" in job["error"]["error"]
     assert job["error"]["status"] == 500
+
+
+# -- the models a job may take -----------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_jobs_take_only_the_servers_models_and_reveal_no_paths(server, tmp_path):
+    existing = httpx.get(
+        f"{server.url}/v1/jobs/plan",
+        params={"source": "book", "action": "embed", "model": f"onnx:{tmp_path}"},
+    )
+    missing = httpx.get(
+        f"{server.url}/v1/jobs/plan",
+        params={"source": "book", "action": "embed", "model": "onnx:/no/such"},
+    )
+    first, second = error_body(existing, 400), error_body(missing, 400)
+    assert first["known_models"] == second["known_models"] == ["e5-small", "use-m"]
+    assert first["error"].replace(str(tmp_path), "P") == second["error"].replace("/no/such", "P")
+    started = httpx.post(
+        f"{server.url}/v1/jobs",
+        json={"source": "book", "action": "embed", "model": f"st:{tmp_path}"},
+    )
+    error_body(started, 400)
+
+
+def test_an_operator_can_offer_more_models_to_jobs(settings):
+    from dataclasses import replace
+
+    from chiezo.ops.jobs import JobRunner
+    from chiezo.ops.service import Service
+
+    runner = JobRunner(Service(replace(settings, job_models=("onnx:/srv/models/e5",))))
+    assert runner.models() == ["e5-small", "onnx:/srv/models/e5", "use-m"]

@@ -126,20 +126,14 @@ def test_chiezo_has_no_import_cycle():
     assert not found, "import cycles: " + " | ".join(_describe(graph, g) for g in found)
 
 
-def test_the_tools_sit_below_the_service_the_answer_layer_and_the_mcp_server():
-    """The seam that removed the agent → MCP server → service → agent cycle: the tools know the
-    service only as an object handed in, so both surfaces that offer them can import them."""
+def test_the_agent_is_handed_the_tools_it_does_not_import_them():
+    """The seam that removed the agent → tools → service → agent cycle: the tools (ops/) know
+    the service only as an object handed in, and the agent (answer/, below ops/) receives them
+    from the service as a Toolbox, so both surfaces that offer tools share one set."""
     graph = import_graph(SRC / "chiezo")
-    above = {
-        "chiezo.ops.service",
-        "chiezo.surfaces.mcp.server",
-        "chiezo.surfaces.rest",
-        "chiezo.surfaces.cli.main",
-    }
-    above |= {name for name in graph if name.startswith("chiezo.answer")}
-    assert not depends_on(graph, "chiezo.ops.tools") & above
-    assert "chiezo.ops.tools" in graph["chiezo.answer.agent"] & graph["chiezo.surfaces.mcp.server"]
-    assert "chiezo.surfaces.mcp.server" not in depends_on(graph, "chiezo.answer.agent")
+    assert not {m for m in depends_on(graph, "chiezo.answer.agent") if m.startswith("chiezo.ops")}
+    assert "chiezo.ops.tools" in graph["chiezo.surfaces.mcp.server"]
+    assert "chiezo.answer.tool_calls" in graph["chiezo.ops.tools"]
 
 
 # -- the scanner itself, on small packages written here --------------------------------------
@@ -182,3 +176,75 @@ def test_from_dot_import_depends_on_the_module_not_the_package_init(tmp_path):
     graph = import_graph(root)
     assert graph["pkg.app"] == {"pkg.errors"} and cycles(graph) == []
     assert graph["pkg.uses_init"] == {"pkg"}  # a name of the package's own is the package
+
+
+# -- the layers ----------------------------------------------------------------------------------
+
+# chiezo's folders from the bottom up (docs/architecture.md): a module may import its own
+# folder and the folders below it, never one above. cluster/ (the optional Ray extra) sits on
+# top and nothing imports it except the CLI's `--ray` handling, inside the function (LAZY_CLUSTER).
+LAYERS = ("core", "store", "ingest", "search", "answer", "ops", "surfaces", "cluster")
+# within surfaces/, the REST app mounts the web UI and the MCP endpoint, and `chiezo serve`
+# starts the REST app: cli > rest > {web, mcp}
+SURFACES = ("web", "mcp", "rest", "cli")
+LAZY_CLUSTER = {"chiezo.surfaces.cli.common", "chiezo.surfaces.cli.main"}
+
+
+def _floor(module: str) -> tuple[int, int]:
+    parts = module.split(".")
+    if len(parts) < 2 or parts[1] not in LAYERS:
+        return (-1, 0)  # chiezo itself (__version__), __main__
+    inner = SURFACES.index(parts[2]) if parts[1] == "surfaces" and len(parts) > 2 else 0
+    return (LAYERS.index(parts[1]), inner)
+
+
+def test_every_module_sits_in_a_layer():
+    graph = import_graph(SRC / "chiezo")
+    loose = sorted(
+        m for m in graph if m.count(".") == 1 and m.split(".")[1] not in (*LAYERS, "__main__")
+    )
+    assert not loose, f"modules outside the layers (move them into one): {loose}"
+
+
+def test_no_import_runs_up_a_layer():
+    graph = import_graph(SRC / "chiezo")
+    upward = sorted(
+        f"{m} -> {t}"
+        for m, targets in graph.items()
+        for t in targets
+        if _floor(m)[0] >= 0
+        and _floor(t) > _floor(m)
+        and not (t.startswith("chiezo.cluster") and m in LAZY_CLUSTER)
+    )
+    assert not upward, "imports running up a layer:\n" + "\n".join(upward)
+
+
+def test_only_the_cli_reaches_the_cluster_and_only_when_asked():
+    """The optional extra is imported inside the function handling `--ray`, never at the top
+    of a module, so the default path never loads it."""
+    for name in LAZY_CLUSTER:
+        path = SRC / (name.replace(".", "/") + ".py")
+        top = ast.parse(path.read_text(encoding="utf-8")).body
+        for node in top:
+            if isinstance(node, ast.ImportFrom | ast.Import):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                names += [a.name for a in node.names]
+                assert not any(n.startswith("chiezo.cluster") for n in names), name
+
+
+def test_the_ray_render_backend_plugs_in_only_when_the_cluster_package_loads():
+    """ingest/wikipedia.py declares render backends; cluster/wiki.py registers Ray's when it is
+    imported (the CLI does so for --ray), so the core names nothing of the optional extra. In a
+    child process: the registration is process-wide."""
+    import subprocess
+    import sys
+
+    script = (
+        "from chiezo.ingest import wikipedia as w\n"
+        "assert w.RAY_RENDERING not in w._render_backends, 'registered before the import'\n"
+        "import chiezo.cluster.wiki\n"
+        "assert w.RAY_RENDERING in w._render_backends\n"
+        "import sys; assert 'ray' not in sys.modules, 'importing the backend loaded Ray'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

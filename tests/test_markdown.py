@@ -1,6 +1,6 @@
 from chiezo.core.markdown import (
     MAX_CHARS,
-    chunk_markdown,
+    chunk_sections,
     document_title,
     markdown_links,
     opening_paragraph,
@@ -25,7 +25,7 @@ def test_unclosed_fence_runs_to_the_end_without_crashing():
     text = "# Title\n\n```python\n# comment\ndef f():\n    pass\n## also code\n"
     sections = parse_sections(text)
     assert [s.path for s in sections] == [("Title",)]
-    chunks = chunk_markdown(text)
+    chunks = chunk_sections(parse_sections(text))
     assert len(chunks) == 1 and "## also code" in chunks[0].text
 
 
@@ -53,7 +53,7 @@ def test_title_falls_back_to_the_highest_level_heading():
 
 def test_tiny_sibling_sections_merge_and_keep_their_headings_inline():
     text = "# Doc\n\n## A\n\nalpha\n\n## B\n\nbeta\n\n## C\n\ngamma\n"
-    chunks = chunk_markdown(text)
+    chunks = chunk_sections(parse_sections(text))
     assert len(chunks) == 1
     assert chunks[0].heading_path == "Doc"
     for heading in ("## A", "## B", "## C"):
@@ -63,7 +63,7 @@ def test_tiny_sibling_sections_merge_and_keep_their_headings_inline():
 def test_merging_stops_near_the_target_size():
     body = "x" * 500
     text = "# Doc\n" + "".join(f"\n## S{i}\n\n{body}\n" for i in range(4))
-    chunks = chunk_markdown(text)
+    chunks = chunk_sections(parse_sections(text))
     assert len(chunks) >= 3
     assert all(len(c.text) <= 800 + 20 for c in chunks)
 
@@ -71,7 +71,7 @@ def test_merging_stops_near_the_target_size():
 def test_breadcrumbs_follow_the_heading_path():
     big = "word " * 200  # each section ~1000 chars: no merging
     text = f"# Book\n\n## Part\n\n### Chapter\n\n{big}\n\n### Other\n\n{big}\n"
-    chunks = chunk_markdown(text)
+    chunks = chunk_sections(parse_sections(text))
     crumbs = [c.heading_path for c in chunks]
     assert "Book > Part > Chapter" in crumbs
     assert "Book > Part > Other" in crumbs
@@ -79,13 +79,13 @@ def test_breadcrumbs_follow_the_heading_path():
 
 def test_a_tiny_document_is_one_chunk():
     text = "# Doc\n\n## A\n\n### A1\n\nsmall\n\n## B\n\n### B1\n\nsmall too\n"
-    assert len(chunk_markdown(text)) == 1
+    assert len(chunk_sections(parse_sections(text))) == 1
 
 
 def test_a_heading_without_text_stays_with_what_follows_it():
     body = "z" * 500
     text = f"# Doc\n\n## A\n\n### A1\n\n{body}\n\n## B\n\n### B1\n\n{body}\n"
-    chunks = chunk_markdown(text)
+    chunks = chunk_sections(parse_sections(text))
     assert len(chunks) == 2
     assert "### A1" in chunks[0].text and "## B" not in chunks[0].text
     assert chunks[1].text.startswith("## B") and "### B1" in chunks[1].text
@@ -95,7 +95,7 @@ def test_a_heading_without_text_stays_with_what_follows_it():
 def test_oversized_sections_split_on_lines_with_overlap():
     lines = [f"line {i:03d} " + "y" * 60 for i in range(60)]  # ~4,300 characters
     text = "# Big\n\n" + "\n".join(lines)
-    chunks = chunk_markdown(text)
+    chunks = chunk_sections(parse_sections(text))
     assert len(chunks) >= 3
     assert all(len(c.text) <= MAX_CHARS for c in chunks)
     assert all(c.heading_path == "Big" for c in chunks)
@@ -131,7 +131,7 @@ def test_markdown_links_exclude_images():
 def test_a_tiny_preamble_leads_into_the_first_section_instead_of_standing_alone():
     body = "本文。" * 300  # a large first section
     text = f"<!--\n## English Title\n-->\n\n## 日本語の題\n\n{body}\n"
-    chunks = chunk_markdown(text)
+    chunks = chunk_sections(parse_sections(text))
     assert chunks[0].text.startswith("<!--")
     assert chunks[0].heading_path == "日本語の題"
     assert all(c.heading_path for c in chunks)

@@ -33,6 +33,7 @@ def run(coroutine_fn):
     return anyio.run(coroutine_fn)
 
 
+@pytest.mark.slow
 def test_tools_are_listed_with_read_only_hints_and_instructions(server):
     async def go():
         async with Client(f"{server.url}/mcp") as client:
@@ -52,6 +53,7 @@ def test_tools_are_listed_with_read_only_hints_and_instructions(server):
     assert "\n        " not in tools["search"].description  # docstrings are dedented
 
 
+@pytest.mark.slow
 def test_search_doc_and_filter_over_http(server):
     async def go():
         async with Client(f"{server.url}/mcp") as client:
@@ -67,6 +69,7 @@ def test_search_doc_and_filter_over_http(server):
     assert members.structured_content["total"] == 2
 
 
+@pytest.mark.slow
 def test_tool_errors_carry_the_same_reason_as_the_rest_api(server):
     async def go():
         async with Client(f"{server.url}/mcp") as client:
@@ -87,6 +90,7 @@ def test_tool_errors_carry_the_same_reason_as_the_rest_api(server):
     assert "allowed_fields" in bad_field.content[0].text
 
 
+@pytest.mark.slow
 def test_notes_through_mcp(server):
     async def go():
         async with Client(f"{server.url}/mcp") as client:
@@ -107,6 +111,7 @@ def test_notes_through_mcp(server):
     assert again.is_error and "no note" in again.content[0].text
 
 
+@pytest.mark.slow
 def test_stdio_server(settings, service, tmp_path):
     build_docs(service, write_files(tmp_path / "docs", FILES), "temples")
     params = StdioServerParameters(

@@ -92,6 +92,7 @@ def server(settings, service, tmp_path):
 SEARCH = "/v1/{source}/search"
 
 
+@pytest.mark.slow
 def test_a_search_increments_its_route_and_source_and_nothing_else(server):
     before = scrape(server.url)
     assert httpx.get(server.url + "/v1/temples/search", params={"q": "浅草寺"}).status_code == 200
@@ -112,6 +113,7 @@ def test_a_search_increments_its_route_and_source_and_nothing_else(server):
     assert value(after, "chiezo_search_semantic_fallbacks_total", source="temples") == 0
 
 
+@pytest.mark.slow
 def test_errors_count_by_status_under_the_route_template(server):
     httpx.get(server.url + "/v1/temples/search", params={"q": "浅草寺", "bogus": "1"})  # 400
     httpx.get(server.url + "/v1/no-such-source/search", params={"q": "x"})  # 404
@@ -155,6 +157,7 @@ def test_errors_count_by_status_under_the_route_template(server):
     assert not any("no-such-source" in v or "nowhere" in v for k in requests for _, v in k)
 
 
+@pytest.mark.slow
 def test_generation_age_is_the_time_since_built_at(server):
     (info,) = httpx.get(server.url + "/v1/sources").json()["sources"]
     built = time.mktime(time.strptime(info["built_at"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
@@ -162,6 +165,7 @@ def test_generation_age_is_the_time_since_built_at(server):
     assert abs(age - (time.time() - built)) < 2
 
 
+@pytest.mark.slow
 def test_a_finished_job_is_counted_once_with_its_duration(server):
     started = httpx.post(server.url + "/v1/jobs", json={"source": "temples", "action": "rebuild"})
     assert started.status_code == 202, started.text
@@ -181,6 +185,7 @@ def test_a_finished_job_is_counted_once_with_its_duration(server):
         assert value(samples, "chiezo_jobs_running") == 0
 
 
+@pytest.mark.slow
 def test_semantic_fallbacks_count_per_source_on_every_surface(
     settings, service, tmp_path, monkeypatch
 ):
@@ -206,6 +211,7 @@ def test_semantic_fallbacks_count_per_source_on_every_surface(
     assert value(samples, "chiezo_search_semantic_fallbacks_total", source="plain") == 0
 
 
+@pytest.mark.slow
 def test_a_switched_in_generation_is_warmed_before_it_is_asked(settings, service, tmp_path):
     build_docs(service, write_files(tmp_path / "docs", FILES), "temples")
     with RunningServer(create_app(settings)) as server:
@@ -227,6 +233,7 @@ def test_a_switched_in_generation_is_warmed_before_it_is_asked(settings, service
 # -- who may read it -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_beyond_loopback_metrics_need_a_token(settings, service, tmp_path):
     build_docs(service, write_files(tmp_path / "docs", FILES), "temples")
     with RunningServer(create_app(settings, bind_host="0.0.0.0")) as server:
@@ -255,6 +262,7 @@ def test_beyond_loopback_metrics_need_a_token(settings, service, tmp_path):
         assert rebinding.status_code == 421
 
 
+@pytest.mark.slow
 def test_metrics_never_carry_what_was_searched_or_written(server):
     secret = "極秘の合言葉"
     httpx.get(server.url + "/v1/temples/search", params={"q": secret})

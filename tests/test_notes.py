@@ -1,19 +1,24 @@
 """The notes source: same core schema as built sources, durable and safe under concurrent
-writers, recall by time, text and tag."""
+writers, recall by time (to the calendar's ends), text and tag; tags bounded; a note on a full
+disk refused with a 507 and nothing lost."""
 
 import multiprocessing
 import sqlite3
 import threading
 
+import httpx
 import pytest
 
+from chiezo.core import db
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, NotFound
 from chiezo.core.schema import TABLES
+from chiezo.ops.requests import SearchRequest
 from chiezo.ops.service import Service
 from chiezo.store import generations
+from chiezo.surfaces.rest import create_app
 
-from helpers import build_docs, write_files
+from helpers import RunningServer, build_docs, capped, error_body, write_files
 
 
 def _core_schema(path) -> dict[str, str]:
@@ -86,9 +91,12 @@ def test_a_vague_question_finds_notes_through_shared_pieces(service):
 
 def test_notes_are_searchable_like_any_source(service):
     service.remember("清水寺の舞台は高さ約13メートル。", title="清水寺メモ")
-    result = service.search("清水寺メモ", "notes")
+    result = service.search(SearchRequest.of(query="清水寺メモ", source="notes"))
     assert result.hits[0].title_match
-    assert service.search("清水寺の舞台の高さは", "notes").mode == "trigram_or"
+    assert (
+        service.search(SearchRequest.of(query="清水寺の舞台の高さは", source="notes")).mode
+        == "trigram_or"
+    )
 
 
 def test_the_trigram_counts_follow_updates_and_deletes(service, settings):
@@ -128,6 +136,7 @@ def _write_from_process(data_dir: str, worker: int) -> None:
         service.remember(f"process {worker} note {i}")
 
 
+@pytest.mark.slow
 def test_concurrent_writer_processes_lose_nothing(settings, service):
     service.remember("first")
     ctx = multiprocessing.get_context("spawn")
@@ -153,3 +162,55 @@ def test_bad_notes_are_refused(service):
         service.update_note(999, text="x")
     with pytest.raises(BadQuery, match="ISO"):
         service.recall(since="yesterday")
+
+
+# -- over REST, at the edges -------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_recall_accepts_dates_at_the_ends_of_the_calendar(server):
+    httpx.post(f"{server.url}/v1/notes", json={"text": "the backup runs at 02:00"})
+    for params in (
+        {"until": "9999-12-31"},
+        {"since": "0001-01-01T00:00:00+01:00"},
+        {"until": "9999-12-31T23:59:59-05:00"},
+    ):
+        found = httpx.get(f"{server.url}/v1/notes/recall", params=params)
+        assert found.status_code == 200 and found.json()["total"] == 1, params
+    assert (
+        httpx.get(f"{server.url}/v1/notes/recall", params={"until": "0001-01-01"}).json()["total"]
+        == 0
+    )
+
+
+@pytest.mark.slow
+def test_tags_are_bounded_in_number_and_length(server):
+    many = httpx.post(
+        f"{server.url}/v1/notes", json={"text": "x", "tags": [f"t{i}" for i in range(51)]}
+    )
+    error_body(many, 400)
+    long = httpx.post(f"{server.url}/v1/notes", json={"text": "x", "tags": ["t" * 101]})
+    error_body(long, 400)
+    ok = httpx.post(
+        f"{server.url}/v1/notes", json={"text": "x", "tags": [f"t{i}" for i in range(50)]}
+    )
+    assert ok.status_code == 201 and len(ok.json()["tags"]) == 50
+
+
+def test_the_service_bounds_tags_too(service):
+    with pytest.raises(BadQuery, match="at most 50 tags"):
+        service.remember("x", tags=[str(i) for i in range(4_000)])
+
+
+@pytest.mark.slow
+def test_a_note_on_a_full_disk_is_a_507_and_nothing_is_lost(settings, tmp_path, monkeypatch):
+    with RunningServer(create_app(settings)) as running:
+        kept = httpx.post(f"{running.url}/v1/notes", json={"text": "kept"})
+        assert kept.status_code == 201
+    monkeypatch.setattr(db, "open_for_writing", capped(db.open_for_writing, 1))
+    with RunningServer(create_app(settings)) as running:
+        full = httpx.post(f"{running.url}/v1/notes", json={"text": "big " * 50_000})
+        assert error_body(full, 507)["error"].endswith("the disk is full")
+        assert [n["text"] for n in httpx.get(f"{running.url}/v1/notes/recall").json()["notes"]] == [
+            "kept"
+        ]

@@ -210,6 +210,7 @@ print(json.dumps({"whole": whole, "limited": time.process_time() - started, "rea
 """
 
 
+@pytest.mark.slow
 def test_the_deadline_stops_a_read_midway(tmp_path):
     """Checked between rows (and on every read of the file), not after: a sheet that takes
     seconds to read is dropped a moment after its deadline. Measured in a fresh process, in
@@ -231,6 +232,7 @@ def test_the_deadline_stops_a_read_midway(tmp_path):
 # -- the real limits: real documents read, the security report's bombs stopped ----------------
 
 
+@pytest.mark.slow
 def test_real_office_files_read_within_a_third_of_the_limits(tmp_path):
     """The limits are generous: every Office file of tests/data and a generated 300-page
     manual (Word-like markup, 9.6 MiB of XML) read with each limit cut to a third."""
@@ -246,6 +248,7 @@ def test_real_office_files_read_within_a_third_of_the_limits(tmp_path):
     assert "Page 300" in formats.convert(manual, third)[0].text
 
 
+@pytest.mark.slow
 def test_a_100000_row_sheet_passes_the_checks_made_before_reading(tmp_path):
     """100,000 rows of ten numbers (31 MiB of XML from 5.5 MiB). Read in full it takes ~17 s,
     so the test stops after pass 1 (sizes, ratio, rows), the checks a big sheet could fail."""
@@ -285,6 +288,7 @@ print(json.dumps({"reason": reason, "seconds": time.monotonic() - started,
 """
 
 
+@pytest.mark.slow
 def test_the_security_reports_bombs_stop_quickly_in_little_memory(tmp_path):
     """The real limits against files shaped like the report's: a 226 KB .docx of 1.9M
     paragraphs (64 MiB of XML; >600 s and 1 GB before), a .xlsx of 2M rows of one repeated

@@ -33,7 +33,7 @@ def test_the_systemd_unit_is_accepted_by_systemd_analyze(tmp_path):
     # the documented install places, pointed at this checkout (verify checks they exist)
     unit = unit.replace("/opt/chiezo/.venv/bin/chiezo", str(chiezo))
     unit = unit.replace("WorkingDirectory=/opt/chiezo", f"WorkingDirectory={tmp_path}")
-    path = tmp_path / "chiezo.ops.service"
+    path = tmp_path / "chiezo.service"
     path.write_text(unit, encoding="utf-8")
     done = subprocess.run(
         ["systemd-analyze", "verify", "--man=no", str(path)],
@@ -42,7 +42,7 @@ def test_the_systemd_unit_is_accepted_by_systemd_analyze(tmp_path):
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert "chiezo.ops.service" not in done.stderr, done.stderr  # no warning about our unit
+    assert "chiezo.service" not in done.stderr, done.stderr  # no warning about our unit
     assert "serve --host 127.0.0.1" in unit and "ReadWritePaths=/var/lib/chiezo" in unit
 
 

@@ -17,6 +17,9 @@ from chiezo.surfaces.rest import create_app
 
 from helpers import LOCAL, build_docs, data_file, write_files
 
+# the jawiki excerpt built and embedded: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 JA = "wikipedia/jawiki-20230501-excerpt.xml.bz2"
 
 
@@ -104,7 +107,8 @@ def test_doc_with_a_question_gives_the_passages_that_answer_it(jawiki):
 
 
 def test_the_agents_doc_tool_takes_the_question(jawiki):
-    from chiezo.ops.tools import call_tool, library_tools
+    from chiezo.answer.tool_calls import call_tool
+    from chiezo.ops.tools import library_tools
 
     (doc,) = [t for t in library_tools(jawiki) if t.name == "doc"]
     outcome = call_tool(

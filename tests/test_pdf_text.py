@@ -8,6 +8,7 @@ import pytest
 
 from chiezo.core.config import Settings
 from chiezo.ingest import formats
+from chiezo.ops.requests import SearchRequest
 from chiezo.ops.service import Service
 
 from helpers import build_docs, data_file
@@ -49,6 +50,7 @@ def test_digits_of_a_font_without_a_real_unicode_map_are_dropped():
     assert "政令第百四十九号\n道路交通法施行令の一部を改正する政令" in text  # its neighbours stay
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
     [
@@ -71,6 +73,7 @@ def test_vertical_text_and_a_normal_size_letter_stay_as_they_are():
     assert _text("jo.pdf").startswith("## p. 1\n\n序\nわたくしといふ現象は\n")
 
 
+@pytest.mark.slow
 def test_only_the_gazette_digit_font_is_judged_unmapped():
     judged = {}
     for path in sorted(data_file("docs/pdf").glob("*.pdf")):
@@ -104,9 +107,10 @@ def test_a_pdf_with_no_unicode_mapping_is_reported_as_needing_ocr(tmp_path):
     (warning,) = [w for w in report.warnings if "jo-nomap.pdf" in w]
     assert "898 of 898 characters have no Unicode mapping" in warning
     assert "p. 1 is mostly such text and needs OCR" in warning and warning.endswith("skipped")
-    assert service.search("官報", "pdf").hits[0].title == "kampo"
+    assert service.search(SearchRequest.of(query="官報", source="pdf")).hits[0].title == "kampo"
 
 
+@pytest.mark.slow
 def test_a_page_mostly_without_mapping_is_named_and_its_document_kept(tmp_path, monkeypatch):
     # kampo.pdf's page loses 10 of its 2,635 characters; with the bar below that share the
     # same drop is reported, and the page is still indexed
@@ -119,6 +123,6 @@ def test_a_page_mostly_without_mapping_is_named_and_its_document_kept(tmp_path, 
     assert report.docs == 1
     (warning,) = [w for w in report.warnings if "kampo.pdf" in w]
     assert "10 of 2635 characters have no Unicode mapping" in warning and "p. 1" in warning
-    assert service.search("官報", "pdf").hits[0].title == "kampo"
+    assert service.search(SearchRequest.of(query="官報", source="pdf")).hits[0].title == "kampo"
     again = build_docs(service, folder, "pdf")  # from the conversion cache: said again
     assert again.conversions == {"converted": 0, "reused": 1} and again.warnings == [warning]

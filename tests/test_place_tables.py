@@ -24,10 +24,10 @@ from chiezo.ingest.places import (
     degrees,
     ranges,
 )
+from chiezo.ops.requests import FeaturesRequest, FilterRequest, SearchRequest
 from chiezo.ops.service import Service
-from chiezo.store.build import build_source
 
-from helpers import data_file
+from helpers import build_source, data_file
 
 DATA = Path(__file__).parent / "data" / "places"
 AED = "docs/office/yaizu-aed_location.xlsx"
@@ -83,6 +83,7 @@ def aed_rows() -> list[dict]:
 # -- a real workbook: AED locations -----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_aed_is_a_document_with_its_point_and_id_key(library):
     service, warned = library
     rows = aed_rows()
@@ -110,14 +111,16 @@ def test_the_nearest_aeds_to_takamatsu_are_those_the_file_puts_nearest(library):
         rows, key=lambda r: haversine(TAKAMATSU, (float(r["latitude"]), float(r["longitude"])))
     )
     near = f"{TAKAMATSU[0]},{TAKAMATSU[1]}"
-    result = service.filter("aed", near=near, limit=5, fields=["title", "key"])
+    result = service.filter(
+        FilterRequest.of(source="aed", near=near, limit=5, fields=["title", "key"])
+    )
     assert [d["title"] for d in result["docs"]] == [r["name"] for r in by_distance[:5]]
     nearest = by_distance[0]
     expected_km = haversine(TAKAMATSU, (float(nearest["latitude"]), float(nearest["longitude"])))
     assert result["docs"][0]["distance_km"] == pytest.approx(expected_km, abs=0.001)
     points = [(float(r["latitude"]), float(r["longitude"])) for r in rows]
     within = [p for p in points if haversine(TAKAMATSU, p) <= 1.0]
-    counted = service.filter("aed", near=near, radius_km=1.0, limit=1)
+    counted = service.filter(FilterRequest.of(source="aed", near=near, radius_km=1.0, limit=1))
     assert counted["total"] == len(within) and 0 < len(within) < len(rows)
 
 
@@ -126,11 +129,19 @@ def test_aeds_are_found_by_any_column_and_filtered_by_town(library):
     rows = aed_rows()
     # the town comes from the address: 綾歌郡綾川町… → 綾川町
     ayagawa = [r for r in rows if r["address"].startswith("綾歌郡綾川町")]
-    assert service.filter("aed", area=["綾川町"], limit=1)["total"] == len(ayagawa) > 0
+    assert (
+        service.filter(FilterRequest.of(source="aed", area=["綾川町"], limit=1))["total"]
+        == len(ayagawa)
+        > 0
+    )
     takamatsu = [r for r in rows if r["address"].removeprefix("香川県").startswith("高松市")]
-    assert service.filter("aed", area=["高松市"], limit=1)["total"] == len(takamatsu)
+    assert service.filter(FilterRequest.of(source="aed", area=["高松市"], limit=1))["total"] == len(
+        takamatsu
+    )
     # a value only in the installation-position column is found by keyword
-    hits = service.search("ジャスコ防災センター", "aed", limit=3).hits
+    hits = service.search(
+        SearchRequest.of(query="ジャスコ防災センター", source="aed", limit=3)
+    ).hits
     assert hits and hits[0].title == "イオン綾川ショッピングセンター"
 
 
@@ -148,7 +159,10 @@ def test_broken_rows_are_reported_by_number_and_kept_without_a_point(library):
     for key in ("5", "6", "7", "8", "11"):
         doc = service.doc("kagawa", key=f"kagawa-broken.csv#{key}", fields=["point", "body"])
         assert doc["point"] is None
-    assert service.search("多度津町", "kagawa").hits[0].title == "多度津町"
+    assert (
+        service.search(SearchRequest.of(query="多度津町", source="kagawa")).hits[0].title
+        == "多度津町"
+    )
 
 
 def test_degrees_written_other_ways_read_as_the_same_point(library):
@@ -166,9 +180,14 @@ def test_categories_become_features_with_their_counts(library):
     service, _ = library
     with open(DATA / "kagawa-broken.csv", encoding="utf-8", newline="") as fh:
         kinds = [r["種別"] for r in csv.DictReader(fh) if r["種別"]]
-    listed = {f["feature"]: f["docs"] for f in service.features("kagawa")["features"]}
+    listed = {
+        f["feature"]: f["docs"]
+        for f in service.features(FeaturesRequest.of(source="kagawa"))["features"]
+    }
     assert listed == {f"種別={k}": kinds.count(k) for k in set(kinds)}
-    capitals = service.filter("kagawa", feature=["種別=県庁所在地"], limit=10, fields=["title"])
+    capitals = service.filter(
+        FilterRequest.of(source="kagawa", feature=["種別=県庁所在地"], limit=10, fields=["title"])
+    )
     assert {d["title"] for d in capitals["docs"]} == {
         "高松市",
         "松山市",
@@ -178,11 +197,13 @@ def test_categories_become_features_with_their_counts(library):
     }
     # near + feature: the settlements within 30 km of Takamatsu that have a point
     near = service.filter(
-        "kagawa",
-        feature=["種別=集落"],
-        near=f"{TAKAMATSU[0]},{TAKAMATSU[1]}",
-        radius_km=30,
-        fields=["title"],
+        FilterRequest.of(
+            source="kagawa",
+            feature=["種別=集落"],
+            near=f"{TAKAMATSU[0]},{TAKAMATSU[1]}",
+            radius_km=30,
+            fields=["title"],
+        )
     )
     assert [d["title"] for d in near["docs"]] == ["宇多津町"]  # 多度津町, 志度: no point
 
@@ -193,7 +214,7 @@ def test_urls_and_areas_come_from_their_columns(library):
     assert doc["url"] == "https://www.geonames.org/1849073"
     assert doc["attrs"]["area"] == ["宇多津町", "香川県"]
     assert doc["opening"] == "宇多津町 — 集落, 香川県綾歌郡宇多津町"
-    assert service.filter("kagawa", area=["香川県"], limit=1)["total"] == 7
+    assert service.filter(FilterRequest.of(source="kagawa", area=["香川県"], limit=1))["total"] == 7
 
 
 # -- swapped columns, CP932 ---------------------------------------------------------------------
@@ -210,7 +231,9 @@ def test_swapped_columns_are_read_swapped_with_a_warning(library):
         kochi["point"] == {"lat": 33.55, "lon": 133.53333}
         and kochi["key"] == "shikoku-swapped.tsv:3"
     )
-    nearest = service.filter("shikoku", near=f"{TAKAMATSU[0]},{TAKAMATSU[1]}", limit=1)
+    nearest = service.filter(
+        FilterRequest.of(source="shikoku", near=f"{TAKAMATSU[0]},{TAKAMATSU[1]}", limit=1)
+    )
     assert nearest["docs"][0]["title"] == "丸亀市"
 
 
@@ -220,7 +243,9 @@ def test_a_cp932_csv_is_decoded_and_its_suffixed_headers_found(library):
     raw = (DATA / "takamatsu-aed-cp932.csv").read_bytes()
     with pytest.raises(UnicodeDecodeError):
         raw.decode("utf-8")
-    hit = service.search("JRホテルクレメント", "aed_cp932").hits[0]  # ＪＲ in the file
+    hit = service.search(SearchRequest.of(query="JRホテルクレメント", source="aed_cp932")).hits[
+        0
+    ]  # ＪＲ in the file
     assert hit.title == "ＪＲホテルクレメント高松"
     doc = service.doc("aed_cp932", key=hit.key, fields=["point", "attrs"])
     assert doc["point"] == {"lat": 34.35215833, "lon": 134.0481344}
@@ -236,14 +261,19 @@ def test_geojson_points_features_and_other_geometries(library):
         "helsinki.geojson: feature 11 has no usable coordinates; kept without a point "
         "(a LineString, not a point: 11)"
     ]
-    listed = {f["feature"]: f["docs"] for f in service.features("helsinki")["features"]}
+    listed = {
+        f["feature"]: f["docs"]
+        for f in service.features(FeaturesRequest.of(source="helsinki"))["features"]
+    }
     assert listed["amenity=cafe"] == 3 and listed["tourism=museum"] == 2
     assert listed["amenity=pharmacy"] == 2 and listed["railway=station"] == 1
     street = service.doc("helsinki", key="helsinki.geojson#way/28564345", fields=["point"])
     assert street["point"] is None
     mikonkatu = service.doc("helsinki", title="Mikonkatu", fields=["point"])  # MultiPoint: first
     assert mikonkatu["point"] == {"lat": 60.1698141, "lon": 24.9453995}
-    library_doc = service.filter("helsinki", wikidata=["Q420747"], fields=["title", "url"])
+    library_doc = service.filter(
+        FilterRequest.of(source="helsinki", wikidata=["Q420747"], fields=["title", "url"])
+    )
     assert library_doc["docs"] == [
         {"title": "Kansalliskirjasto", "url": "https://www.kansalliskirjasto.fi/"}
     ]
@@ -260,7 +290,11 @@ def test_the_nearest_cafe_to_the_station_is_the_one_the_file_puts_nearest(librar
         for f in cafes
     }
     station = f"{HELSINKI_STATION[0]},{HELSINKI_STATION[1]}"
-    result = service.filter("helsinki", feature=["amenity=cafe"], near=station, fields=["title"])
+    result = service.filter(
+        FilterRequest.of(
+            source="helsinki", feature=["amenity=cafe"], near=station, fields=["title"]
+        )
+    )
     assert [d["title"] for d in result["docs"]] == sorted(distance, key=distance.get)
     assert result["docs"][0]["distance_km"] == pytest.approx(min(distance.values()), abs=0.001)
 
@@ -270,7 +304,10 @@ def test_gpx_waypoints_and_named_route_and_track_points(library):
     assert warned["gpx"] == []
     info = next(s for s in service.sources() if s["name"] == "gpx")
     assert info["docs"] == 8  # 5 waypoints, 2 of 3 route points, 1 of 3 track points
-    listed = {f["feature"]: f["docs"] for f in service.features("gpx")["features"]}
+    listed = {
+        f["feature"]: f["docs"]
+        for f in service.features(FeaturesRequest.of(source="gpx"))["features"]
+    }
     assert listed["type=PPL"] == 3 and listed["sym=City (Large)"] == 1
     takamatsu = service.doc("gpx", key="kagawa.gpx:wpt:1", fields=["title", "url", "body"])
     assert takamatsu["title"] == "高松市" and takamatsu["url"] == "https://www.geonames.org/1851100"
@@ -304,7 +341,9 @@ def test_geojson_bare_points_are_kept_and_other_systems_refused(tmp_path, settin
     }
     (tmp_path / "bare.geojson").write_text(json.dumps(bare), encoding="utf-8")
     build(settings, "bare", [tmp_path / "bare.geojson"])
-    found = service.filter("bare", near="60.1713,24.9415", fields=["title", "point"])
+    found = service.filter(
+        FilterRequest.of(source="bare", near="60.1713,24.9415", fields=["title", "point"])
+    )
     assert found["total"] == 1 and found["docs"][0]["title"] == "bare.geojson feature 1"
     projected = {
         **bare,
@@ -373,7 +412,9 @@ def test_title_and_feature_options(tmp_path, settings, service):
     build(settings, "aed", [path], PlaceOptions(title="施設", feature=("設置階",)))
     doc = service.doc("aed", key="aed.csv#2", fields=["title", "attrs"])
     assert doc["title"] == "ことでん瓦町駅" and doc["attrs"]["feature"] == ["設置階=1階"]
-    assert service.features("aed")["features"] == [{"feature": "設置階=1階", "docs": 2}]
+    assert service.features(FeaturesRequest.of(source="aed"))["features"] == [
+        {"feature": "設置階=1階", "docs": 2}
+    ]
 
 
 def aed_workbook(path: Path) -> list[dict]:
@@ -443,7 +484,9 @@ def test_keys_stay_unique_across_files_of_one_name(tmp_path, settings, service):
         (tmp_path / folder).mkdir()
         shutil.copy(DATA / "shikoku-swapped.tsv", tmp_path / folder / "cities.tsv")
     build(settings, "both", [tmp_path / "east" / "cities.tsv", tmp_path / "west" / "cities.tsv"])
-    found = service.filter("both", near="33.55,133.53333", radius_km=1, fields=["key"])
+    found = service.filter(
+        FilterRequest.of(source="both", near="33.55,133.53333", radius_km=1, fields=["key"])
+    )
     assert sorted(d["key"] for d in found["docs"]) == ["east/cities.tsv:3", "west/cities.tsv:3"]
 
 

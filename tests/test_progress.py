@@ -124,6 +124,7 @@ def fast_ticks(monkeypatch):
 # -- a real build and embedding, every call timestamped -------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_build_and_its_embedding_never_go_silent_nor_count_past_a_total(
     settings, docs, fast_ticks
 ):
@@ -173,6 +174,7 @@ def test_a_build_and_its_embedding_never_go_silent_nor_count_past_a_total(
     assert not recorder.closed  # the display belongs to the caller, also after the build
 
 
+@pytest.mark.slow
 def test_a_slow_model_batch_does_not_silence_the_embedding(settings, docs, fast_ticks, monkeypatch):
     from chiezo.store import embed
 
@@ -202,6 +204,7 @@ def test_a_slow_model_batch_does_not_silence_the_embedding(settings, docs, fast_
 # -- the heartbeat itself ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_heartbeat_ticks_while_the_work_is_silent_and_stops_with_the_block():
     recorder = Recorder()
     with ticking(recorder, interval=TICK) as shown:
@@ -217,6 +220,7 @@ def test_the_heartbeat_ticks_while_the_work_is_silent_and_stops_with_the_block()
     assert len(recorder.events) == stopped and not recorder.closed  # stopped, not closed
 
 
+@pytest.mark.slow
 def test_a_heartbeat_waits_while_the_work_reports():
     recorder = Recorder()
     shown = Ticking(recorder, interval=0.3)
@@ -238,6 +242,7 @@ def _rendered(progress: RichProgress) -> str:
     return console.file.getvalue()
 
 
+@pytest.mark.slow
 def test_the_rich_bar_moves_its_rate_and_eta_between_updates_and_never_shows_more_than_all():
     shown = RichProgress(Console(file=io.StringIO(), width=160, force_terminal=True))
     try:
@@ -257,6 +262,7 @@ def test_the_rich_bar_moves_its_rate_and_eta_between_updates_and_never_shows_mor
         shown.close()
 
 
+@pytest.mark.slow
 def test_off_a_terminal_each_phase_is_a_line_and_a_long_one_repeats_it(monkeypatch):
     monkeypatch.setattr(progress_module, "PLAIN_EVERY_S", 0.2)
     log = io.StringIO()  # e.g. a service's journal: a live display would print only at the end
@@ -273,6 +279,7 @@ def test_off_a_terminal_each_phase_is_a_line_and_a_long_one_repeats_it(monkeypat
     assert "100/100" in lines[len(running)] and "building the vector index" in lines[-1]
 
 
+@pytest.mark.slow
 def test_a_job_phase_polled_has_a_live_rate_and_eta_and_no_count_past_its_total():
     job = JobProgress()
     job.phase("embedding with use-m", 100, "chunks")
@@ -289,6 +296,7 @@ def test_a_job_phase_polled_has_a_live_rate_and_eta_and_no_count_past_its_total(
     assert job.snapshot()["log"][-1]["text"] == "validating"  # steps are not "(4 checks)"
 
 
+@pytest.mark.slow
 def test_the_cli_shows_the_embedding_after_the_build(tmp_path):
     result = CliRunner().invoke(
         cli,
@@ -320,6 +328,7 @@ def test_the_cli_shows_the_embedding_after_the_build(tmp_path):
     assert "embedded" in result.stdout
 
 
+@pytest.mark.slow
 def test_a_rebuild_job_with_embedding_shows_the_embedding_phase_to_pollers(settings, docs):
     service = Service(settings)
     service.ingest("docs", docs, "kb", options=DocsOptions(), embed=MODEL)

@@ -1,4 +1,5 @@
-from chiezo.search.rank import combined_score, rank_page, reciprocal_rank_fusion
+from chiezo.search.hybrid import fuse
+from chiezo.search.rank import combined_score, rank_page
 
 
 def test_popularity_moves_a_document_up_but_only_by_up_to_forty_percent():
@@ -27,6 +28,11 @@ def test_ties_go_to_the_more_popular_document():
 
 
 def test_reciprocal_rank_fusion_rewards_agreement():
-    fused = reciprocal_rank_fusion([["a", "b", "c"], ["b", "a", "d"], ["b"]])
-    assert [item for item, _ in fused][:2] == ["b", "a"]
-    assert {item for item, _ in fused} == {"a", "b", "c", "d"}
+    """fusion=rrf (hybrid.fuse): the ranks count, not the scores, and a document both sides
+    found beats the first of either side alone."""
+    keyword = [(1, 9.0), (2, 5.0), (3, 1.0)]
+    semantic = [(2, 0.3), (4, 0.2)]
+    fused = fuse(keyword, semantic, method="rrf")
+    assert [f.doc_id for f in fused][:2] == [2, 1]
+    assert {f.doc_id for f in fused} == {1, 2, 3, 4}
+    assert fused[0].keyword_rank == 2 and fused[0].semantic_rank == 1

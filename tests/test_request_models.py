@@ -20,13 +20,12 @@ from chiezo.ops.requests import (
     params,
 )
 from chiezo.search.retrieval import RetrievalOptions
-from chiezo.store.build import build_source
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.mcp.server import build_mcp
 from chiezo.surfaces.rest import create_app
 from chiezo.surfaces.web.search_results import SearchForm
 
-from helpers import LOCAL, RunningServer
+from helpers import LOCAL, RunningServer, build_source
 
 OPERATIONS = {  # operation → (model, REST path, CLI command, MCP tool)
     "search": (SearchRequest, "/v1/{source}/search", "search", "search"),
@@ -154,12 +153,16 @@ def test_the_engine_enforces_the_declared_top_n_bound():
 def test_the_service_takes_the_model_or_keywords_alike(places):
     service = places
     asked = SearchRequest(query="temple", source="places", wikidata=["Q2"], limit=5)
-    by_keywords = service.search("temple", "places", wikidata=["Q2"], limit=5)
+    by_keywords = service.search(
+        SearchRequest.of(query="temple", source="places", wikidata=["Q2"], limit=5)
+    )
     assert service.search(asked).to_dict() == by_keywords.to_dict()
     listed = service.filter(
         FilterRequest(source="places", fields=["key,title"], tag=["temple"], area=[])
     )
-    assert listed == service.filter("places", fields=["key", "title"], tags=["temple"])
+    assert listed == service.filter(
+        FilterRequest.of(source="places", fields=["key", "title"], tag=["temple"])
+    )
     assert set(listed["docs"][0]) == {"key", "title"}
 
 
@@ -228,6 +231,7 @@ def test_cli_filter_takes_fields_repeated_or_comma_separated(settings, places):
     assert set(doc) == {"key", "title", "point"} and doc["key"] == "kinkakuji"
 
 
+@pytest.mark.slow
 def test_mcp_search_takes_wikidata_bbox_and_the_hybrid_options(settings, places):
     async def go(url):
         async with Client(f"{url}/mcp") as client:

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, ModelUnavailable, VectorsUnavailable
+from chiezo.ops.requests import SearchRequest
 from chiezo.ops.service import Service
 from chiezo.search import retrieval
 from chiezo.store import generations
@@ -72,6 +73,7 @@ def titles(result) -> list[str]:
 # -- what embedding records ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_embedding_records_model_dimension_and_coverage(kb):
     (info,) = [s for s in kb.sources() if s["name"] == "kb"]
     assert info["vectors"]["model"] == MODEL and info["vectors"]["dim"] == 512
@@ -98,17 +100,24 @@ def test_vectors_are_float16_blobs_with_an_index_file_next_to_the_source(kb):
 def test_a_paraphrase_is_found_by_meaning_where_full_text_finds_nothing(kb):
     # by words it only shares 記録 (記録的な豪雨), and 将棋 "shares" 使う (Sudachi reads
     # つかった as 使った): keyword search puts the wrong article first
-    assert titles(kb.search(PARAPHRASE, "kb", mode="keyword"))[0] == "将棋"
-    semantic = kb.search(PARAPHRASE, "kb", mode="semantic")
+    assert (
+        titles(kb.search(SearchRequest.of(query=PARAPHRASE, source="kb", mode="keyword")))[0]
+        == "将棋"
+    )
+    semantic = kb.search(SearchRequest.of(query=PARAPHRASE, source="kb", mode="semantic"))
     assert titles(semantic)[0] == "昭和28年の大水害" and semantic.retrieval == "semantic"
-    hybrid = kb.search(PARAPHRASE, "kb")  # hybrid is the default where vectors exist
+    hybrid = kb.search(
+        SearchRequest.of(query=PARAPHRASE, source="kb")
+    )  # hybrid is the default where vectors exist
     assert hybrid.retrieval == "hybrid" and titles(hybrid)[0] == "昭和28年の大水害"
     # found by meaning only: the snippet is the passage that matched
     assert "氾濫" in hybrid.hits[0].snippet
 
 
 def test_hybrid_keeps_keyword_hits_and_adds_meaning(kb):
-    result = kb.search("蒸気機関車はいつ走り始めた", "kb", explain=True)
+    result = kb.search(
+        SearchRequest.of(query="蒸気機関車はいつ走り始めた", source="kb", explain=True)
+    )
     assert titles(result)[0] == "鉄道の開業"
     first = result.hits[0].explain
     assert first["keyword_rank"] == 1 and first["semantic_rank"] == 1
@@ -116,54 +125,76 @@ def test_hybrid_keeps_keyword_hits_and_adds_meaning(kb):
 
 
 def test_english_works_too(kb):
-    result = kb.search("a city burned down in the seventeenth century", "kb", mode="semantic")
+    result = kb.search(
+        SearchRequest.of(
+            query="a city burned down in the seventeenth century", source="kb", mode="semantic"
+        )
+    )
     assert titles(result)[0] == "Great Fire of London"
 
 
 def test_title_exact_comes_first_in_hybrid(kb):
-    result = kb.search("将棋", "kb")
+    result = kb.search(SearchRequest.of(query="将棋", source="kb"))
     assert result.hits[0].title == "将棋" and result.hits[0].title_match
 
 
 @pytest.mark.parametrize("mode", ["keyword", "semantic", "hybrid"])
 def test_nonsense_finds_nothing_in_any_mode(kb, mode):
-    result = kb.search(NONSENSE, "kb", mode=mode)
+    result = kb.search(SearchRequest.of(query=NONSENSE, source="kb", mode=mode))
     assert result.hits == [] and result.total == 0
 
 
 def test_the_floor_keeps_semantic_only_junk_out_but_not_keyword_matches(kb):
     floor = float(kb.library.get("kb").meta["semantic_floor"])
     # 茶道 and 所有権 share no meaning with the query, but the keyword side finds the word
-    mixed = kb.search("qzxvbnm 千利休", "kb", explain=True)
+    mixed = kb.search(SearchRequest.of(query="qzxvbnm 千利休", source="kb", explain=True))
     assert titles(mixed) == ["茶道"]
     # the keyword match keeps its similarity, even below the floor, for the fusion
     assert mixed.hits[0].explain["semantic_rank"] is not None
     assert any("keyword weight 0.8" in n for n in mixed.notes)  # use-m's measured default
-    semantic = kb.search("qzxvbnm 千利休", "kb", mode="semantic", limit=50)
+    semantic = kb.search(
+        SearchRequest.of(query="qzxvbnm 千利休", source="kb", mode="semantic", limit=50)
+    )
     assert all(h.score >= floor for h in semantic.hits)
 
 
 def test_min_score_is_a_parameter(kb):
-    everything = kb.search(NONSENSE, "kb", mode="semantic", min_score=-1.0, limit=50)
+    everything = kb.search(
+        SearchRequest.of(query=NONSENSE, source="kb", mode="semantic", min_score=-1.0, limit=50)
+    )
     assert len(everything.hits) == len(FILES)  # the nearest junk, when asked for it
 
 
 def test_semantic_candidates_respect_filters(kb):
-    result = kb.search(PARAPHRASE, "kb", mode="semantic", tags=["火山"], min_score=-1.0)
+    result = kb.search(
+        SearchRequest.of(
+            query=PARAPHRASE, source="kb", mode="semantic", tag=["火山"], min_score=-1.0
+        )
+    )
     assert titles(result) == ["桜島の噴火"]
-    result = kb.search("災害の記録", "kb", mode="hybrid", tags=["災害"], min_score=-1.0)
+    result = kb.search(
+        SearchRequest.of(
+            query="災害の記録", source="kb", mode="hybrid", tag=["災害"], min_score=-1.0
+        )
+    )
     assert set(titles(result)) <= {"昭和28年の大水害", "大正の大地震", "桜島の噴火"}
 
 
 def test_hybrid_weights_and_rrf_are_accepted_and_checked(kb):
     for options in ({"keyword_weight": 0.9}, {"keyword_weight": 0.1}):
-        assert titles(kb.search(PARAPHRASE, "kb", **options))[0] == "昭和28年の大水害"
+        assert (
+            titles(kb.search(SearchRequest.of(query=PARAPHRASE, source="kb", **options)))[0]
+            == "昭和28年の大水害"
+        )
     # rank fusion knows no coverage: the one-word keyword match ties with the meaning
-    assert "昭和28年の大水害" in titles(kb.search(PARAPHRASE, "kb", fusion="rrf"))[:2]
+    assert (
+        "昭和28年の大水害"
+        in titles(kb.search(SearchRequest.of(query=PARAPHRASE, source="kb", fusion="rrf")))[:2]
+    )
     with pytest.raises(BadQuery, match="fusion"):
-        kb.search("寿司", "kb", fusion="zscore")
+        kb.search(SearchRequest.of(query="寿司", source="kb", fusion="zscore"))
     with pytest.raises(BadQuery, match="keyword_weight"):
-        kb.search("寿司", "kb", keyword_weight=2)
+        kb.search(SearchRequest.of(query="寿司", source="kb", keyword_weight=2))
 
 
 # -- errors and fallbacks ------------------------------------------------------------------------
@@ -171,9 +202,11 @@ def test_hybrid_weights_and_rrf_are_accepted_and_checked(kb):
 
 def test_semantic_search_on_a_source_without_vectors_says_what_to_do(kb):
     with pytest.raises(VectorsUnavailable) as caught:
-        kb.search("本文", "plain", mode="semantic")
+        kb.search(SearchRequest.of(query="本文", source="plain", mode="semantic"))
     assert "chiezo embed plain" in caught.value.to_dict()["hint"]
-    assert kb.search("本文", "plain").retrieval == "keyword"  # default: keyword there
+    assert (
+        kb.search(SearchRequest.of(query="本文", source="plain")).retrieval == "keyword"
+    )  # default: keyword there
 
 
 def test_unknown_or_missing_models_are_clear_errors():
@@ -184,6 +217,7 @@ def test_unknown_or_missing_models_are_clear_errors():
         get_embedder("onnx:/nonexistent/model")
 
 
+@pytest.mark.slow
 def test_a_model_directory_of_your_own_loads_offline(tmp_path):
     import importlib.resources
 
@@ -209,7 +243,7 @@ def test_a_model_that_changed_dimension_is_refused_not_compared(kb, monkeypatch)
     source = kb.library.get("kb")
     monkeypatch.setitem(source.meta, "embedding_dim", "384")
     with pytest.raises(VectorsUnavailable, match="384-d"):
-        kb.search(PARAPHRASE, "kb", mode="semantic")
+        kb.search(SearchRequest.of(query=PARAPHRASE, source="kb", mode="semantic"))
 
 
 def test_slow_semantic_side_falls_back_to_keyword(kb, monkeypatch):
@@ -221,14 +255,14 @@ def test_slow_semantic_side_falls_back_to_keyword(kb, monkeypatch):
 
     monkeypatch.setattr(retrieval, "SEMANTIC_BUDGET", 0.2)
     monkeypatch.setattr(retrieval, "embed_query", slow)
-    result = kb.search("蒸気機関車", "kb")
+    result = kb.search(SearchRequest.of(query="蒸気機関車", source="kb"))
     assert result.retrieval == "keyword-fallback"
     assert titles(result)[0] == "鉄道の開業"
     assert any("budget" in n for n in result.notes)
 
 
 def test_search_across_sources_notes_the_ones_without_vectors(kb):
-    result = kb.search("蒸気機関車", None, mode="hybrid")
+    result = kb.search(SearchRequest.of(query="蒸気機関車", source=None, mode="hybrid"))
     assert titles(result)[0] == "鉄道の開業"
     assert any("plain" in n and "keyword" in n for n in result.notes)
 
@@ -236,6 +270,7 @@ def test_search_across_sources_notes_the_ones_without_vectors(kb):
 # -- embedding is incremental, resumable and blue-green ------------------------------------------
 
 
+@pytest.mark.slow
 def test_re_embedding_reuses_cached_vectors_and_rebuilds_carry_them(tmp_path):
     service = Service(Settings(data_dir=tmp_path / "data"))
     docs = write_files(tmp_path / "docs", FILES)
@@ -255,7 +290,10 @@ def test_re_embedding_reuses_cached_vectors_and_rebuilds_carry_them(tmp_path):
     report = build_docs(service, docs, "kb")
     assert report.embedding["embedded"] == 1 and report.embedding["reused"] == first.vectors - 1
     assert report.embedding["unit_chars"] == 40
-    assert titles(service.search(PARAPHRASE, "kb"))[0] == "昭和28年の大水害"
+    assert (
+        titles(service.search(SearchRequest.of(query=PARAPHRASE, source="kb")))[0]
+        == "昭和28年の大水害"
+    )
     # only kept generations keep their index files
     directory = generations.source_dir(service.settings.corpus_dir, "kb")
     for index in directory.glob("*.usearch"):
@@ -287,7 +325,7 @@ def test_partial_embedding_reports_coverage_and_stays_searchable(tmp_path):
     assert report.embedded_chunks == 3 and report.chunks == len(FILES)
     (info,) = service.sources()
     assert info["vectors"]["coverage"] == pytest.approx(0.3)
-    assert titles(service.search("握り寿司", "kb"))[0] == "握り寿司"
+    assert titles(service.search(SearchRequest.of(query="握り寿司", source="kb")))[0] == "握り寿司"
 
 
 def test_chunks_are_embedded_as_sentence_units_or_whole(tmp_path):
@@ -316,6 +354,7 @@ def test_chunks_are_embedded_as_sentence_units_or_whole(tmp_path):
         Service(Settings(data_dir=tmp_path / "d")).embed("kb", MODEL, unit_chars=-1)
 
 
+@pytest.mark.slow
 def test_a_semantic_hit_shows_the_sentence_that_matched(tmp_path):
     service = Service(Settings(data_dir=tmp_path / "data"))
     long_doc = (
@@ -328,7 +367,9 @@ def test_a_semantic_hit_shows_the_sentence_that_matched(tmp_path):
     whole = service.embed("kb", MODEL, unit_chars=0)
     assert whole.vectors == 1
     service.embed("kb", MODEL, unit_chars=30)
-    (hit,) = service.search("川があふれて町が水につかった", "kb", mode="semantic").hits
+    (hit,) = service.search(
+        SearchRequest.of(query="川があふれて町が水につかった", source="kb", mode="semantic")
+    ).hits
     assert "堤防が決壊" in hit.snippet.split("]")[-1][:25]
 
 
@@ -341,6 +382,7 @@ def test_notes_are_not_embedded(kb):
 # -- places and coordinates ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_near_orders_the_top_n_by_distance_and_says_so(tmp_path):
     service = Service(Settings(data_dir=tmp_path / "data"))
     dump = tmp_path / "wiki.xml"
@@ -363,12 +405,18 @@ def test_near_orders_the_top_n_by_distance_and_says_so(tmp_path):
     )
     service.ingest("wikipedia", dump, "w", embed=MODEL)
     result = service.search(
-        "船の展示がある博物館", "w", near="35.44,139.64", top_n=2, min_score=-1.0
+        SearchRequest.of(
+            query="船の展示がある博物館", source="w", near="35.44,139.64", top_n=2, min_score=-1.0
+        )
     )
     assert result.order == "top 2 by relevance, then by distance"
     distances = [h.distance_km for h in result.hits]
     assert distances == sorted(distances) and len(result.hits) == 2
-    within = service.search("博物館", "w", near="35.44,139.64", radius_km=5, min_score=-1.0)
+    within = service.search(
+        SearchRequest.of(
+            query="博物館", source="w", near="35.44,139.64", radius_km=5, min_score=-1.0
+        )
+    )
     assert all(h.distance_km <= 5 for h in within.hits)
     assert "美術館" not in "".join(titles(within))
 
@@ -393,6 +441,7 @@ def test_wikipedia_passages_carry_the_article_title(tmp_path):
 # -- the surfaces --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_rest_search_modes_explain_and_errors(kb):
     app = create_app(kb.settings)
     with (
@@ -415,6 +464,7 @@ def test_rest_search_modes_explain_and_errors(kb):
         assert sources["kb"]["vectors"]["coverage"] == 1.0
 
 
+@pytest.mark.slow
 def test_mcp_search_by_meaning(kb):
     import anyio
     from mcp import Client
@@ -432,6 +482,7 @@ def test_mcp_search_by_meaning(kb):
     assert body["hits"][0]["title"] == "昭和28年の大水害" and body["retrieval"] == "semantic"
 
 
+@pytest.mark.slow
 def test_cli_embed_search_and_exit_codes(tmp_path):
     runner = CliRunner()
     data = str(tmp_path / "data")
@@ -514,6 +565,7 @@ def test_cli_eval_reports_metrics_and_ab_differences(tmp_path):
     assert refused.exit_code == 2 and "relevant" in refused.output
 
 
+@pytest.mark.slow
 def test_loading_the_onnx_model_after_an_index_does_not_crash(tmp_path):
     """usearch imported before onnxruntime segfaults the process; chiezo imports them in the
     safe order wherever an index is opened (store/vectors.py)."""

@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 
 from chiezo.core.errors import BadQuery
 from chiezo.core.models import Chunk, Doc
+from chiezo.ops.requests import SearchRequest
 from chiezo.ops.service import Service
-from chiezo.store.build import build_source
 from chiezo.store.kinds import (
     Attribution,
     Capabilities,
@@ -28,7 +28,7 @@ from chiezo.store.kinds import (
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.rest import create_app
 
-from helpers import LOCAL
+from helpers import LOCAL, build_source
 
 
 @dataclass
@@ -108,7 +108,7 @@ def test_a_registered_kind_has_its_ingest_command_with_its_options(lines_kind, s
     )
     assert built.exit_code == 0, built.output
     service = Service(settings)
-    titles = [h.title for h in service.search("蛙", "haiku").hits]
+    titles = [h.title for h in service.search(SearchRequest.of(query="蛙", source="haiku")).hits]
     assert titles == ["句: 蛙飛び込む"]
     assert service.library.get("haiku").info().docs == 3  # "# 注" left out
 
@@ -131,11 +131,15 @@ def test_rebuild_reads_the_recorded_options_back(lines_kind, settings, service, 
 
     rebuilt = run(settings, "rebuild", "haiku", "--json")
     assert rebuilt.exit_code == 0, rebuilt.output
-    titles = {h.title for h in Service(settings).search("閑さや", "haiku").hits}
+    titles = {
+        h.title
+        for h in Service(settings).search(SearchRequest.of(query="閑さや", source="haiku")).hits
+    }
     assert titles == {"句: 閑さや"}  # the prefix was recorded and applied again
     assert Service(settings).library.get("haiku").info().docs == 4  # and "#" still skipped
 
 
+@pytest.mark.slow
 def test_a_server_job_rebuilds_a_registered_kind(lines_kind, settings, service, text_file):
     service.ingest("lines", text_file, "haiku", options=LinesOptions(prefix="> "))
     client = TestClient(create_app(settings), base_url=LOCAL)

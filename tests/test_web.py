@@ -12,6 +12,7 @@ import pytest
 from chiezo.core.config import Settings
 from chiezo.ops.service import Service
 from chiezo.surfaces.rest import create_app
+from chiezo.surfaces.web.formatting import highlight
 from chiezo.surfaces.web.i18n import from_accept_language
 from chiezo.surfaces.web.mapview import MapPoint, render_map
 from llm_stub import ScriptedLLM
@@ -298,6 +299,7 @@ def test_chat_without_a_model_says_the_answer_layer_is_off_and_offers_search(web
     assert web.get("/v1/llm").json() == {"configured": False, "model": None, "endpoints": []}
 
 
+@pytest.mark.slow
 def test_with_a_model_the_chat_page_names_it_and_streams_grounded_or_not(library):
     with ScriptedLLM(lambda body: {"content": "浅草にある [1]。"}) as stub:
         settings = Settings(data_dir=library.data_dir, llm_url=stub.url, llm_model="stub-model")
@@ -347,6 +349,7 @@ def test_a_write_from_another_site_is_refused(web):
     assert own.status_code == 201
 
 
+@pytest.mark.slow
 def test_beyond_loopback_the_admin_page_says_writes_need_the_token(library):
     open_app = create_app(library, bind_host="0.0.0.0")
     with RunningServer(open_app) as server:
@@ -413,6 +416,7 @@ def test_a_documents_own_url_is_a_link_only_when_it_is_safe():
     assert safe_url(None) is None and safe_url("data:text/html,x") is None
 
 
+@pytest.mark.slow
 def test_a_source_that_needs_a_rebuild_is_listed_with_its_reason_and_a_rebuild_button(tmp_path):
     from fastapi.testclient import TestClient
 
@@ -430,6 +434,7 @@ def test_a_source_that_needs_a_rebuild_is_listed_with_its_reason_and_a_rebuild_b
         assert client.get("/", headers=JA).status_code == 200  # search still lists the others
 
 
+@pytest.mark.slow
 def test_a_local_file_is_served_as_the_original_at_the_hits_page(tmp_path):
     from fastapi.testclient import TestClient
 
@@ -454,3 +459,9 @@ def test_a_local_file_is_served_as_the_original_at_the_hits_page(tmp_path):
 def test_only_a_documents_sources_files_are_served(web):
     doc = web.get("/v1/jawiki/doc", params={"title": "浅草寺", "fields": "doc_id"}).json()
     assert web.get(f"/doc/jawiki/{doc['doc_id']}/original").status_code == 404
+
+
+def test_highlighting_never_marks_inside_an_entity():
+    assert str(highlight("fish & chips", "amp")) == "fish &amp; chips"
+    assert str(highlight('say "hello"', "quot hello")) == "say &#34;<mark>hello</mark>&#34;"
+    assert str(highlight("<b>浅草寺</b>", "浅草")) == "&lt;b&gt;<mark>浅草</mark>寺&lt;/b&gt;"

@@ -30,6 +30,9 @@ from helpers import (
     write_files,
 )
 
+# a real browser against a real server: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 PAGES = [
     *TEMPLE_PAGES,
     (3, "夏目漱石", "'''夏目漱石'''は日本の小説家。1867年2月9日に生まれた。"),
@@ -56,7 +59,7 @@ def scripted_model(body: dict) -> dict:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     if not CHROMIUM.exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}: `make install` installs Debian's chromium")
+        pytest.skip(f"no Chromium at {CHROMIUM}: `make browser` installs Debian's chromium")
     root = tmp_path_factory.mktemp("browser")
     service = Service(Settings(data_dir=root / "data"))
     dump = root / "wiki.xml"

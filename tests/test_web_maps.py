@@ -132,6 +132,7 @@ def crowded(found: list[dict]) -> int:
 # -- when there is a map ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_one_place_alone_gets_no_map_but_with_the_query_point_it_does(web):
     alone = web.get("/", params={"q": "夏目漱石", "source": "jawiki"}).text
     assert 'class="hit"' in alone and "35.7056, 139.7194" in alone
@@ -144,12 +145,14 @@ def test_one_place_alone_gets_no_map_but_with_the_query_point_it_does(web):
     assert [label["number"] for label in labels(svg)] == [1]
 
 
+@pytest.mark.slow
 def test_two_places_get_a_map(web):
     page = web.get("/", params={"q": "浅草寺", "source": "jawiki"}).text
     assert sorted(label["number"] for label in labels(map_of(page))) == [1, 2]
     assert 'class="map-center"' not in page  # no near: no query point
 
 
+@pytest.mark.slow
 def test_a_near_title_search_marks_that_documents_place(web):
     page = web.get(
         "/", params={"q": "寺", "source": "jawiki", "near": "雷門", "radius_km": "1"}
@@ -158,6 +161,7 @@ def test_a_near_title_search_marks_that_documents_place(web):
     assert re.search(r'<g class="map-center"><title>雷門</title><circle cx', svg)
 
 
+@pytest.mark.slow
 def test_a_document_page_shows_its_place_among_its_neighbours_or_no_map(web):
     temple = web.get("/doc/jawiki", params={"title": "浅草寺"}, follow_redirects=True).text
     svg = map_of(temple)
@@ -177,6 +181,7 @@ def test_a_document_page_shows_its_place_among_its_neighbours_or_no_map(web):
     assert 'id="doc-point">35.70556, 139.71944<' in lonely and map_of(lonely) is None
 
 
+@pytest.mark.slow
 def test_a_place_page_in_a_dense_city_shows_its_nearest_neighbours(web):
     hit = web.get(
         "/v1/osm_helsinki/filter", params={"near": STATION, "radius_km": 0.05, "limit": 1}
@@ -191,6 +196,7 @@ def test_a_place_page_in_a_dense_city_shows_its_nearest_neighbours(web):
 # -- markers that do not hide each other ------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "params",
     [
@@ -220,6 +226,7 @@ def test_the_first_result_keeps_its_own_place_when_it_is_free():
     assert sum(label["moved"] for label in found) == 9  # all ten at one spot: nine move away
 
 
+@pytest.mark.slow
 def test_labels_keep_clear_of_the_query_point(web):
     svg = map_of(
         web.get("/", params={"source": "osm_helsinki", "near": STATION, "radius_km": "0.3"}).text
@@ -242,6 +249,7 @@ def test_labels_keep_clear_of_the_query_point(web):
 PLACE_LINE = re.compile(r"^\d+\.\d\d km · -?\d+\.\d{4}, -?\d+\.\d{4}$")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "params",
     [
@@ -263,6 +271,7 @@ def test_a_distance_never_runs_into_the_coordinates(web, params):
         assert name and re.fullmatch(r"\d+\.\d\d km · -?\d+\.\d{5}, -?\d+\.\d{5}", where)
 
 
+@pytest.mark.slow
 def test_the_scale_bar_measures_what_the_graticule_says(web):
     svg = map_of(
         web.get("/", params={"source": "aed", "near": TAKAMATSU_STATION, "radius_km": "2"}).text
@@ -312,6 +321,7 @@ def test_a_model_is_named_by_its_name_never_by_its_path():
     assert model_label(None) == ""
 
 
+@pytest.mark.slow
 def test_the_chat_page_carries_no_model_path(settings):
     with ScriptedLLM(models=[MODEL_PATH]) as llm:
         configured = Settings(data_dir=settings.data_dir, llm_url=llm.url, llm_model=MODEL_PATH)
@@ -343,6 +353,7 @@ def page(site, request):
     assert not page.errors, f"script errors on the page: {page.errors}"
 
 
+@pytest.mark.slow
 def test_drawn_labels_fit_their_numbers_and_never_touch(page):
     page.goto(page.base + f"/?source=osm_helsinki&near={STATION}&radius_km=0.3&offset=100")
     drawn = page.eval_on_selector_all(
@@ -361,6 +372,7 @@ def test_drawn_labels_fit_their_numbers_and_never_touch(page):
         assert tw > 0 and bx <= tx and tx + tw <= bx + bw and by <= ty and ty + th <= by + bh
 
 
+@pytest.mark.slow
 def test_the_chat_and_admin_show_the_models_name(page):
     page.goto(page.base + "/chat")
     page.wait_for_function("() => document.querySelector('#chat-model-line').textContent")
@@ -377,6 +389,7 @@ def test_the_chat_and_admin_show_the_models_name(page):
     assert "Qwen2.5-7B-Instruct (Q4_K_M)" in status and "/srv/models" not in status
 
 
+@pytest.mark.slow
 def test_the_browser_names_models_as_the_server_does(page):
     page.goto(page.base + "/")
     assert page.evaluate("names => names.map(Chiezo.modelLabel)", list(NAMES)) == list(

@@ -12,6 +12,9 @@ from chiezo.ingest.wikitext import Namespaces, parse_article
 
 from helpers import data_file
 
+# Wikipedia excerpts built whole: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 # a unit that only ever follows a number, and what may stand before it
 UNIT = re.compile(r"(?<![A-Za-z_])(平方キロメートル|km2|km²|square miles|sq mi)")  # not area_km2
 NUMBER_BEFORE = re.compile(r"(?:[\d〇一二三四五六七八九十百千万億数]|[(（/]|per|of)\s*$")

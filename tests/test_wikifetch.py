@@ -16,6 +16,9 @@ from chiezo.ops.service import Service
 
 from helpers import DumpSite, data_file, free_port
 
+# dumps downloaded from a local site and built: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 JA = "wikipedia/jawiki-20230501-excerpt.xml.bz2"
 
 

@@ -11,11 +11,15 @@ from chiezo.core.config import Settings
 from chiezo.core.errors import InputError
 from chiezo.ingest.wikidump import WikiDump
 from chiezo.ingest.wikipedia import WikiOptions, ingest_wikipedia
+from chiezo.ops.requests import FilterRequest, SearchRequest
 from chiezo.ops.service import Service
 from chiezo.store import generations
 from chiezo.store.build import BuildOptions
 
 from helpers import data_file, wiki_dump
+
+# the jawiki and enwiki excerpts built whole: left out of `make test-fast`
+pytestmark = pytest.mark.slow
 
 JA = "wikipedia/jawiki-20230501-excerpt.xml.bz2"
 EN = "wikipedia/enwiki-202207-excerpt.xml.bz2"
@@ -48,7 +52,7 @@ def test_the_build_keeps_articles_of_namespace_zero(jawiki, raw_pages):
 
 def test_searching_a_title_returns_that_article_first(jawiki):
     service, _ = jawiki
-    result = service.search("日本語", "jawiki")
+    result = service.search(SearchRequest.of(query="日本語", source="jawiki"))
     assert result.hits[0].title == "日本語" and result.hits[0].title_match
     assert result.hits[0].url == "https://ja.wikipedia.org/wiki/%E6%97%A5%E6%9C%AC%E8%AA%9E"
 
@@ -57,7 +61,7 @@ def test_a_redirect_title_resolves_to_its_target(jawiki):
     service, _ = jawiki
     doc = service.doc("jawiki", title="スメクティック相", fields=["title", "aliases"])
     assert doc["title"] == "液晶" and "スメクティック相" in doc["aliases"]
-    hit = service.search("スメクティック相", "jawiki").hits[0]
+    hit = service.search(SearchRequest.of(query="スメクティック相", source="jawiki")).hits[0]
     assert hit.title == "液晶" and hit.title_match
 
 
@@ -70,7 +74,7 @@ def test_category_membership_is_complete(jawiki, raw_pages):
         }
         tags = set(service.doc("jawiki", title=title, fields=["tags"])["tags"])
         assert expected and expected <= tags, title
-    members = service.filter("jawiki", tags=["日本の言語"])
+    members = service.filter(FilterRequest.of(source="jawiki", tag=["日本の言語"]))
     assert "日本語" in [d["title"] for d in members["docs"]]
 
 
@@ -105,7 +109,9 @@ def test_articles_with_coordinates_have_them(jawiki, raw_pages):
 
 def test_the_six_disambiguation_pages_are_flagged(jawiki):
     service, _ = jawiki
-    flagged = service.filter("jawiki", attrs=["flag=disambiguation"], limit=50)
+    flagged = service.filter(
+        FilterRequest.of(source="jawiki", attr=["flag=disambiguation"], limit=50)
+    )
     assert {d["title"] for d in flagged["docs"]} == {
         "EU (曖昧さ回避)",
         "地理",
@@ -141,12 +147,16 @@ def test_the_english_excerpt_builds(tmp_path):
     service = Service(Settings(data_dir=tmp_path / "data"))
     report = ingest_wikipedia(service.settings, data_file(EN))
     assert report.name == "enwiki" and report.docs == 42  # 139 in the whole excerpt
-    assert service.search("Albedo", "enwiki").hits[0].title == "Albedo"
+    assert (
+        service.search(SearchRequest.of(query="Albedo", source="enwiki")).hits[0].title == "Albedo"
+    )
     doc = service.doc("enwiki", title="Alabama", fields=["point", "tags", "body"])
     assert doc["point"]["lat"] == pytest.approx(33, abs=1.5)
     assert "States of the United States" in doc["tags"]
     assert "{{" not in doc["body"] and "<ref" not in doc["body"]
-    flagged = service.filter("enwiki", attrs=["flag=disambiguation"], limit=50)
+    flagged = service.filter(
+        FilterRequest.of(source="enwiki", attr=["flag=disambiguation"], limit=50)
+    )
     assert "Austin (disambiguation)" in {d["title"] for d in flagged["docs"]}
 
 
@@ -160,7 +170,9 @@ def test_a_truncated_dump_fails_and_the_previous_generation_keeps_serving(jawiki
     message = info.value.message
     assert "truncated" in message and "complete pages" in message and "the last:" in message
     assert generations.current_path(settings.corpus_dir / "jawiki") == before
-    assert service.search("日本語", "jawiki").hits[0].title == "日本語"
+    assert (
+        service.search(SearchRequest.of(query="日本語", source="jawiki")).hits[0].title == "日本語"
+    )
     leftovers = [p.name for p in (settings.corpus_dir / "jawiki").glob("*.building*")]
     assert leftovers == []
 
@@ -211,7 +223,12 @@ def test_pageviews_and_page_props_give_rank_and_wikidata_ids(tmp_path):
         "大阪",
     ]
     assert service.doc("testwiki", title="東京", fields=["rank_score"])["rank_score"] == 1.0
-    assert service.filter("testwiki", attrs=["wikidata=Q35765"])["docs"][0]["title"] == "大阪"
+    assert (
+        service.filter(FilterRequest.of(source="testwiki", attr=["wikidata=Q35765"]))["docs"][0][
+            "title"
+        ]
+        == "大阪"
+    )
     assert service.doc("testwiki", title="トーキョー", fields=["title"])["title"] == "東京"
     assert "wikidata" in service.library.get("testwiki").attributes
 
@@ -223,7 +240,9 @@ def test_broken_markup_keeps_the_article(tmp_path):
     settings = Settings(data_dir=tmp_path / "data")
     report = ingest_wikipedia(settings, dump, "broken", options=BuildOptions())
     assert report.docs == 2
-    assert Service(settings).search("普通の本文", "broken").total == 1
+    assert (
+        Service(settings).search(SearchRequest.of(query="普通の本文", source="broken")).total == 1
+    )
 
 
 def test_multistream_bz2_dumps_are_read_whole(tmp_path):

@@ -36,9 +36,9 @@ from chiezo.answer.llm import LLMClient, Stage
 from chiezo.answer.options import AnswerOptions
 from chiezo.answer.plan import keyword_queries, strip_reasoning
 from chiezo.answer.rag import HISTORY_TURNS, NO_BASIS, Answer, language_of
+from chiezo.answer.tool_calls import Tool, Toolbox, call_tool, error_text
 from chiezo.core.config import ENV
 from chiezo.core.errors import BadQuery, ContextExceeded
-from chiezo.ops.tools import INSTRUCTIONS, Tool, call_tool, error_text, library_tools
 
 AGENT_PROMPT = """You answer questions by looking things up in a library with the tools given.
 Search first, read documents when a snippet is not enough, and answer ONLY from what the tools
@@ -119,10 +119,9 @@ class Tools:
     """The library's tools offered to the model, called in-process, with the run's rules: the
     source restriction, repeats answered from memory, results cut to the budget."""
 
-    def __init__(self, service, options: AnswerOptions, references: References):
+    def __init__(self, offered: list[Tool], options: AnswerOptions, references: References):
         self.options = options
         self.references = references
-        offered = library_tools(service, writable=options.writable)
         self.tools: dict[str, Tool] = {t.name: t for t in offered if _offered(t, options)}
         self.schemas = [_schema(t) for t in self.tools.values()]
         self._sourced = {name for name, t in self.tools.items() if _takes_source(t)}
@@ -207,21 +206,22 @@ def _schema(tool: Tool) -> dict[str, Any]:
     }
 
 
-def system_prompt(options: AnswerOptions) -> str:
+def system_prompt(options: AnswerOptions, instructions: str) -> str:
     prompt = AGENT_PROMPT if options.grounded else UNGROUNDED_AGENT_PROMPT
     if options.source:
         prompt += f"\nLook things up in the source {options.source!r} only."
-    return f"{prompt}\n\nAbout the library and its tools:\n{INSTRUCTIONS}"
+    return f"{prompt}\n\nAbout the library and its tools:\n{instructions}"
 
 
 class Run:
     """One agent run: the conversation with the model, the steps taken, the budgets left."""
 
-    def __init__(self, service, question, llm, options, history, on_event):
+    def __init__(self, service, question, llm, options, history, on_event, toolbox: Toolbox):
         self.question, self.llm, self.options = question, llm, options
+        self.instructions = toolbox.instructions
         self.emit = on_event or (lambda name, data: None)
         self.references = References(service.reference_link)
-        self.tools = Tools(service, options, self.references)
+        self.tools = Tools(toolbox.tools, options, self.references)
         self.history = history or []
         turns = [
             {"role": m["role"], "content": m["content"]} for m in self.history[-HISTORY_TURNS:]
@@ -240,7 +240,7 @@ class Run:
 
     def _opening(self, turns: list[dict]) -> list[dict[str, Any]]:
         return [
-            {"role": "system", "content": system_prompt(self.options)},
+            {"role": "system", "content": system_prompt(self.options, self.instructions)},
             *turns,
             {"role": "user", "content": self.question},
         ]
@@ -292,6 +292,7 @@ class Run:
         request made once more in the run, saying so; a second is the error."""
         schemas = self.tools.schemas if tools else None
         if not self.fits(tools=tools):
+            assert self.fit is not None  # without a known context everything fits
             count = self.llm.count(self.messages, schemas)
             raise budget.too_large(count.tokens, self.fit.room, "the conversation")
         try:
@@ -409,11 +410,14 @@ def run_agent(
     question: str,
     llm: LLMClient,
     options: AnswerOptions,
+    toolbox: Toolbox,
     *,
     history: list[dict] | None = None,
     on_event: Callable[[str, dict], None] | None = None,
 ) -> Answer:
-    run = Run(service, question, llm, options, history, on_event)
+    """``toolbox``: the library's tools and their instructions (ops/tools.py), handed in by
+    the service, which sits above this layer."""
+    run = Run(service, question, llm, options, history, on_event, toolbox)
     final = _converse(run)
     if final is None:
         run.messages.append({"role": "user", "content": FINAL_PROMPT})

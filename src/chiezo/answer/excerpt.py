@@ -60,11 +60,6 @@ def excerpt_text(passages) -> str:
     return "".join(parts).strip()
 
 
-def _cut_at_sentence(text: str) -> str:
-    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
-    return text[: ends[-1]].strip() if ends and ends[-1] > len(text) // 2 else text.strip()
-
-
 def fit(excerpts: list[Excerpt], budget: int) -> list[Excerpt]:
     """``excerpts`` within ``budget`` characters of text in all (a model's context that turned
     out smaller than planned): the passages of least evidence go first (``take``), an excerpt
@@ -74,7 +69,7 @@ def fit(excerpts: list[Excerpt], budget: int) -> list[Excerpt]:
     kept: dict[int, list] = {}  # a passage's document → its passages kept
     for p in take([p for e in excerpts for p in e.passages], budget):
         kept.setdefault(p.doc, []).append(p)
-    out = []
+    out: list[Excerpt] = []
     for e in excerpts:
         passages = sorted(
             kept.get(e.passages[0].doc, []) if e.passages else [], key=lambda p: p.ord

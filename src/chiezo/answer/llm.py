@@ -491,8 +491,8 @@ def _probe(endpoint: Endpoint) -> Probe:
         if isinstance(caps, dict) and isinstance(caps.get("supports_tools"), bool):
             probe.renders_tools = caps["supports_tools"]
     if said is not None:
-        tokens, slots = said
-        probe.window = ContextWindow(tokens, "llama.cpp /props", slots, endpoint.url)
+        per_request, slots = said
+        probe.window = ContextWindow(per_request, "llama.cpp /props", slots, endpoint.url)
         return probe
     models = _get_json(endpoint, f"{endpoint.base}/models")
     tokens = context.from_models(models, endpoint.model)

@@ -9,12 +9,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from chiezo.core.config import MAX_SECONDS
+from chiezo.core.config import ANSWER_MODES, MAX_SECONDS
 from chiezo.core.errors import BadQuery
 
-MODES = ("rag", "agent")
-MAX_EXCERPTS = 20
-MAX_TOKENS = 8192
+# The bounds of each numeric choice, declared once: check() enforces them here, and the
+# answer request model (ops/requests.py), from which the CLI, REST and the web derive their
+# own, states them.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "excerpts": (1, 20),
+    "max_tokens": (16, 8192),
+    "budget": (300, 200_000),
+    "steps": (1, 20),
+    "result_chars": (200, 20_000),
+    "deadline": (0.1, MAX_SECONDS),
+}
+DEFAULT_STEPS = 6
 
 
 @dataclass(frozen=True)
@@ -25,7 +34,7 @@ class AnswerOptions:
     budget: int | None = None  # characters of excerpts (rag)
     excerpts: int | None = None  # documents read (rag)
     max_tokens: int | None = None  # the answer's length cap
-    steps: int = 6  # agent: tool-call steps
+    steps: int = DEFAULT_STEPS  # agent: tool-call steps
     result_chars: int = 3000  # agent: characters of each tool result the model reads
     deadline: float | None = None  # agent: seconds for the whole run (CHIEZO_AGENT_DEADLINE)
     strict: bool = False  # any uncited or unsupported sentence fails the answer
@@ -54,14 +63,10 @@ class AnswerOptions:
         return options
 
     def check(self) -> None:
-        if self.mode not in MODES:
-            raise BadQuery(f"mode must be rag or agent, got {self.mode!r}")
-        _within("excerpts", self.excerpts, 1, MAX_EXCERPTS)
-        _within("max_tokens", self.max_tokens, 16, MAX_TOKENS)
-        _within("budget", self.budget, 300, 200_000)
-        _within("steps", self.steps, 1, 20)
-        _within("result_chars", self.result_chars, 200, 20_000)
-        _within("deadline", self.deadline, 0.1, MAX_SECONDS)
+        if self.mode not in ANSWER_MODES:
+            raise BadQuery(f"mode must be {' or '.join(ANSWER_MODES)}, got {self.mode!r}")
+        for name, (low, high) in BOUNDS.items():
+            _within(name, getattr(self, name), low, high)
 
 
 def _within(name: str, value, low, high) -> None:

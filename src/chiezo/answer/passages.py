@@ -94,7 +94,7 @@ def _document(service, place: int, hit) -> Document | None:
     try:
         doc = service.doc(hit.source, doc_id=hit.doc_id, fields=["title", "aliases", "chunks"])
         title = doc.get("title") or hit.title
-        ids = _chunk_ids(service, hit)
+        ids = service.chunk_ids(hit.source, hit.doc_id)
         passages = [
             Passage(
                 place,
@@ -121,11 +121,6 @@ _HEADING_LINE = re.compile(r"^\s*#{1,6}\s.*$", re.M)
 def _plain(text: str) -> str:
     """A passage as one line, without its heading's ``## …`` line (the heading path says it)."""
     return " ".join(_HEADING_LINE.sub(" ", text).split())
-
-
-def _chunk_ids(service, hit) -> dict[int, int]:
-    conn = service.library.get(hit.source).conn
-    return dict(conn.execute("SELECT ord, chunk_id FROM chunks WHERE doc_id = ?", (hit.doc_id,)))
 
 
 def _below_title(path: str, title: str) -> str:
@@ -189,23 +184,13 @@ def _aboutness(document: Document, terms: list[str], idf: dict[str, float], mass
 
 
 def _meaning(service, documents: list[Document], question: str) -> dict[int, float]:
-    """Passage → how close its best vector is to the question's, scaled to 0..1 over the
-    passages that have vectors (a source without them adds nothing)."""
-    import numpy as np
-
-    from chiezo.search.semantic import embed_query
-
+    """Passage → how close its best vector is to the question's (the service's
+    ``passage_closeness``), scaled to 0..1 over the passages that have vectors (a source
+    without them adds nothing)."""
     similarity: dict[int, float] = {}
     for source, group in _by_source(documents).items():
-        opened = service.library.get(source)
-        if opened.vectors is None:
-            continue
-        try:
-            query = np.asarray(embed_query(opened, question), dtype=np.float32)
-        except ChiezoError:
-            continue
         by_chunk = {p.chunk_id: p for d in group for p in d.passages if p.chunk_id}
-        for chunk_id, best in _best_per_chunk(opened.conn, list(by_chunk), query, np).items():
+        for chunk_id, best in service.passage_closeness(source, list(by_chunk), question).items():
             similarity[id(by_chunk[chunk_id])] = best
     if not similarity:
         return {}
@@ -219,24 +204,3 @@ def _by_source(documents: list[Document]) -> dict[str, list[Document]]:
     for d in documents:
         out.setdefault(d.hit.source, []).append(d)
     return out
-
-
-def _best_per_chunk(conn, chunk_ids: list[int], query, np) -> dict[int, float]:
-    best: dict[int, float] = {}
-    for start in range(0, len(chunk_ids), 500):
-        part = chunk_ids[start : start + 500]
-        rows = conn.execute(
-            f"SELECT chunk_id, vec FROM chunk_vectors WHERE chunk_id IN "
-            f"({','.join('?' * len(part))})",
-            part,
-        ).fetchall()
-        if not rows:
-            continue
-        vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f2").astype(np.float32)
-        vectors = vectors.reshape(len(rows), -1)
-        if vectors.shape[1] != len(query):
-            return {}
-        scores = vectors @ query
-        for (chunk_id, _), score in zip(rows, scores, strict=True):
-            best[chunk_id] = max(best.get(chunk_id, -1.0), float(score))
-    return best

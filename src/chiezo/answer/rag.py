@@ -171,7 +171,7 @@ def plan_queries(
     return Plan(queries, source, planner="model")
 
 
-def retrieve(service, plan: Plan, source: str | None, max_docs: int):
+def find_documents(service, plan: Plan, source: str | None, max_docs: int):
     """Documents for the plan's queries, in order, each article once (one title, one
     excerpt); disambiguation and main pages skipped, list and date pages after the rest.
     Returns (hits, warnings)."""
@@ -179,14 +179,15 @@ def retrieve(service, plan: Plan, source: str | None, max_docs: int):
     seen: dict[tuple[str, str], Any] = {}
     for query in plan.queries:
         try:
-            result = service.search(query, chosen_source, limit=HITS_PER_QUERY)
+            result = service.search_for_answer(query, chosen_source, HITS_PER_QUERY)
         except BadQuery:
             continue
         for hit in result.hits:
             # the same article under two entries (a ZIM page and its copy) is read once
             seen.setdefault((hit.source, normalise_title(hit.title)), hit)
     warnings: list[str] = []
-    kept, demoted = [], []
+    kept: list[Any] = []
+    demoted: list[Any] = []
     for hit in seen.values():
         flags = _flags(service, hit)
         skipped = [f for f in flags if f in SKIPPED_FLAGS]
@@ -299,6 +300,12 @@ class Prepared:
         """Without excerpts a grounded answer is the fixed reply: the model is not asked."""
         return bool(self.excerpts) or not self.options.grounded
 
+    @property
+    def max_tokens(self) -> int:
+        """The answer's length cap: never None once the options are resolved (prepare's)."""
+        assert self.options.max_tokens is not None
+        return self.options.max_tokens
+
 
 def prepare(service, question: str, options: AnswerOptions, history=None, llm=None) -> Prepared:
     """Plan, retrieve and excerpt. With a model whose context window is known, the excerpts
@@ -307,6 +314,9 @@ def prepare(service, question: str, options: AnswerOptions, history=None, llm=No
     question = question.strip()  # Service.prepare_answer refused an empty one
     if options.source is not None:
         service.library.get(options.source)  # unknown source: a 404 with the known ones, now
+    # the caller resolved the options (AnswerOptions.resolved): no default is left as None
+    assert options.max_tokens is not None
+    assert options.budget is not None and options.excerpts is not None
     history = list(history or [])
     fitted = None
     if llm is not None:
@@ -324,7 +334,7 @@ def prepare(service, question: str, options: AnswerOptions, history=None, llm=No
     # turns left out to fit the context are left out of the planner's prompt too
     turns = fitted.history if fitted is not None and fitted.dropped else history
     plan = plan_queries(question, llm, names, turns, timeout=service.settings.plan_timeout)
-    hits, warnings = retrieve(service, plan, options.source, options.excerpts)
+    hits, warnings = find_documents(service, plan, options.source, options.excerpts)
     chars = options.budget
     if fitted is not None:
         found = " ".join(f"{h.title} {getattr(h, 'snippet', '') or ''}" for h in hits)
@@ -359,10 +369,10 @@ def answer(prepared: Prepared, llm: LLMClient) -> Answer:
         return no_basis(prepared)
     with prepared.handing_over():
         try:
-            reply = llm.chat(prepared.messages(), max_tokens=prepared.options.max_tokens)
+            reply = llm.chat(prepared.messages(), max_tokens=prepared.max_tokens)
         except ContextExceeded as exc:
             budget.refit(prepared, exc, llm)
-            reply = llm.chat(prepared.messages(), max_tokens=prepared.options.max_tokens)
+            reply = llm.chat(prepared.messages(), max_tokens=prepared.max_tokens)
     return prepared.result(reply.content, reply.model)
 
 
@@ -388,7 +398,7 @@ def stream_answer(prepared: Prepared, llm: LLMClient | None) -> Iterator[tuple[s
         for attempt in (1, 2):
             try:
                 for delta in without_reasoning(
-                    llm.stream(prepared.messages(), max_tokens=prepared.options.max_tokens)
+                    llm.stream(prepared.messages(), max_tokens=prepared.max_tokens)
                 ):
                     parts.append(delta)
                     yield "delta", {"text": delta}

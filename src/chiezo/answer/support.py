@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -250,7 +250,7 @@ def _problems(
     plain: str,
     cited: Sequence[Evidence],
     embed: Embed | None,
-    excused: set[str] = frozenset(),
+    excused: Set[str] = frozenset(),
 ):
     """(reasons it is not supported, word overlap, similarity) of one sentence; names in
     ``excused`` (reported apart) are not looked up."""
@@ -349,7 +349,7 @@ class Evidence:
         self.numbers = set(_numbers(unicodedata.normalize("NFKC", text))) | _written_numbers(text)
         self.words = set(words.index_text(text).split()) | self._subject_words
         self._sentences: list[str] = []
-        self._vectors = None
+        self._vectors: Any = None  # embed()'s rows, once asked for
         self._parts: list[tuple[set[str], set[str], str]] | None = None
 
     def has_name(self, key: str) -> bool:

@@ -143,12 +143,6 @@ class Printer:
             self.out.file.flush()
 
 
-# A streamed answer without a reasoning model's ``<think>…</think>`` (the final answer has it
-# stripped too): the service streams it filtered already; a stray ``</think>`` after text was
-# shown (the block was opened in the prompt) still ends here, and is said to be one.
-VisibleText = ReasoningFilter
-
-
 def reference_line(ref: dict) -> str:
     """``[1] title — url  (source)``, escaped: "[1]" is not rich markup here."""
     url = f" — {ref['url']}" if ref.get("url") else ""

@@ -21,12 +21,10 @@ import os
 import socket
 from typing import Any
 
+from chiezo.core.config import RAY_DEFAULT_ADDRESS
 from chiezo.core.errors import ConfigError
 
 INSTALL_HINT = "install the cluster extra: pip install 'chiezo[cluster]'"
-# ``--ray`` given without an address: the cluster RAY_ADDRESS names, else the one `ray start`
-# runs on this machine, else a new local one (ray.init's own order).
-DEFAULT_ADDRESS = "default"
 
 
 def ray_module():
@@ -38,13 +36,14 @@ def ray_module():
     return ray
 
 
-def connect(address: str | None = DEFAULT_ADDRESS):
-    """Join the cluster at ``address`` (``DEFAULT_ADDRESS``: see above) unless this process
-    already has; returns ``ray``. An address nobody answers at is a configuration error."""
+def connect(address: str | None = RAY_DEFAULT_ADDRESS):
+    """Join the cluster at ``address`` (``RAY_DEFAULT_ADDRESS``: core/config.py) unless this
+    process already has; returns ``ray``. An address nobody answers at is a configuration
+    error."""
     ray = ray_module()
     if ray.is_initialized():
         return ray
-    target = None if address in (None, "", DEFAULT_ADDRESS) else address
+    target = None if address in (None, "", RAY_DEFAULT_ADDRESS) else address
     _check_reachable(target or os.environ.get("RAY_ADDRESS"))
     try:
         ray.init(

@@ -1,11 +1,11 @@
 """``chiezo embed SRC --ray``: the missing vectors computed by a pool of actors on a cluster.
 
-Each actor loads the model once, on its node, and embeds whole batches (``embed.Work``); the
-driver keeps doing what a local run does — choose the units, look them up in the per-model
+Each actor loads the model once, on its node, and embeds whole batches (``embed.EmbedBatch``);
+the driver keeps doing what a local run does — choose the units, look them up in the per-model
 cache, write each batch's vectors into the cache as it comes back, then derive the generation
-(store/embed.py). So a cluster run is resumable (everything that came back is cached), incremental,
-and gives the same vectors as a local one: the same model files on every node, and the vectors
-travel as the float16 rows the cache stores.
+(store/embed.py). So a cluster run is resumable (everything that came back is cached),
+incremental, and gives the same vectors as a local one: the same model files on every node, and
+the vectors travel as the float16 rows the cache stores.
 
 Batches are handed out as actors free up, at most ``IN_FLIGHT`` per actor queued: memory on the
 driver holds that many batches, whatever the source's size.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chiezo.cluster import check_fits, chiezo_environment, cluster_cpus, connect
-from chiezo.store.embed import Vectorize, Work
+from chiezo.store.embed import EmbedBatch, Vectorize
 from chiezo.store.embedders import GPU_ENV, Embedder, gpu_usable
 
 IN_FLIGHT = 2  # batches per actor: one computing, one on its way
@@ -90,9 +90,9 @@ class Spread:
     def __init__(self, ray, pool: list, where: str) -> None:
         self.ray, self.pool, self.where = ray, pool, where
 
-    def __call__(self, batches: Iterable[Work]) -> Iterator[tuple[Work, Any]]:
+    def __call__(self, batches: Iterable[EmbedBatch]) -> Iterator[tuple[EmbedBatch, Any]]:
         busy = {id(actor): 0 for actor in self.pool}
-        running: dict[Any, tuple[Work, Any]] = {}  # object ref → (work, actor)
+        running: dict[Any, tuple[EmbedBatch, Any]] = {}  # object ref → (work, actor)
         try:
             for work in batches:
                 if not work.passages:

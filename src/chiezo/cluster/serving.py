@@ -86,7 +86,8 @@ def deploy(settings: Settings, options: ServeOptions, public_url: str | None = N
         # a replica taken down may finish what it answers: the query time limit bounds that
         graceful_shutdown_timeout_s=settings.query_timeout + 1,
     )
-    serve.run(deployment.bind(), name=APP_NAME, route_prefix="/")
+    # Ray types serve.deployment as the decorator only; given the class it is the Deployment
+    serve.run(deployment.bind(), name=APP_NAME, route_prefix="/")  # type: ignore[attr-defined]
     return ray
 
 

@@ -10,6 +10,10 @@ was sent, so the generation is the one a local build writes, document for docume
   only byte ranges: each task reads, decompresses and parses its streams itself
   (ingest/wikistreams.py), so the builder's one core is not spent on XML. The dump must then
   be at the same path on every node.
+
+Importing this module registers both as the ``ray`` rendering of ingest/wikipedia.py (its
+``RenderBackend`` seam): the CLI imports it when ``--ray`` is given; a program that builds
+with ``WikiOptions(ray=…)`` imports it first.
 """
 
 from __future__ import annotations
@@ -19,13 +23,15 @@ from collections.abc import Callable
 
 from chiezo.cluster import cluster_cpus, connect
 from chiezo.core.errors import ChiezoError
+from chiezo.ingest.wikipedia import RAY_RENDERING, RenderBackend, register_render_backend
 from chiezo.ingest.wikirender import init_worker, render_batch
 from chiezo.ingest.wikistreams import read_and_render
 from chiezo.ingest.wikitext import Namespaces
 
 
 def ray_parsers(address: str | None, ns: Namespaces, chunk_chars: int, workers: int | None):
-    """``sources/wikipedia._parsers`` on a cluster: ``(submit(batch), workers)``."""
+    """The ``parsers`` of the ``ray`` rendering (ingest/wikipedia.RenderBackend):
+    ``(submit(batch), workers)``, each batch a task."""
     return _tasks(address, ns, chunk_chars, workers, render_batch)
 
 
@@ -84,3 +90,8 @@ class _Rendering:
             raise
         finally:
             self.running.remove(self.ref)
+
+
+register_render_backend(
+    RAY_RENDERING, RenderBackend(parsers=ray_parsers, stream_readers=ray_stream_readers)
+)

@@ -10,8 +10,13 @@ import ipaddress
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import overload
 
 
+@overload
+def _env_float(name: str, default: float) -> float: ...
+@overload
+def _env_float(name: str, default: None) -> float | None: ...
 def _env_float(name: str, default: float | None) -> float | None:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
@@ -65,6 +70,10 @@ def _env_seconds(name: str, default: float) -> float:
 
 
 MAX_SECONDS = 3600  # a model deadline longer than an hour is a typo
+ANSWER_MODES = ("rag", "agent")  # how ask/chat answer: plan-search-read, or the model calls tools
+# ``--ray`` given without an address: the cluster RAY_ADDRESS names, else the one `ray start`
+# runs on this machine, else a new local one (ray.init's own order; cluster/__init__.py)
+RAY_DEFAULT_ADDRESS = "default"
 
 # The environment variable of each setting that an error, a warning or ``chiezo doctor`` names
 # (what to change): spelled here once, read by from_env for the settings added with it.
@@ -182,7 +191,7 @@ class Settings:
             answer_budget=int(_env_float("CHIEZO_ANSWER_BUDGET", 2500)),
             answer_excerpts=int(_env_float("CHIEZO_ANSWER_EXCERPTS", 5)),
             answer_max_tokens=int(_env_float("CHIEZO_ANSWER_MAX_TOKENS", 512)),
-            answer_mode=_env_choice("CHIEZO_ANSWER_MODE", ("rag", "agent"), "rag"),
+            answer_mode=_env_choice("CHIEZO_ANSWER_MODE", ANSWER_MODES, "rag"),
             answer_grounded=_env_bool("CHIEZO_ANSWER_GROUNDED", True),
             public_url=os.environ.get("CHIEZO_PUBLIC_URL") or None,
             llm_context=_env_positive_int(ENV["llm_context"]),

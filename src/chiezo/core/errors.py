@@ -17,6 +17,8 @@ import shlex
 from typing import Any
 from urllib.parse import quote
 
+from chiezo.core.operations import BY_NAME, CATALOGUE, hint_spellings
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -37,40 +39,12 @@ class Operation:
     the surface is answering (``to_dict(source=...)``); ``args`` are an operation's own values
     (``kind``/``path`` of ``ingest``, ``model`` of ``embed``)."""
 
-    # what every surface offers: (the command after "chiezo ", the REST route, the MCP tool call)
-    EVERYWHERE = {
-        "sources": ("sources", "GET /v1/sources", "sources()"),
-        "search": (
-            "search QUERY --source {cli}",
-            "GET /v1/{rest}/search?q=…",
-            "search(source={mcp}, query=…)",
-        ),
-        "filter": ("filter {cli}", "GET /v1/{rest}/filter", "filter(source={mcp})"),
-        "doc": (
-            "doc TITLE --source {cli}",
-            "GET /v1/{rest}/doc?title=…",
-            "doc(source={mcp}, title=…)",
-        ),
-        "titles": (
-            "titles {cli} PREFIX",
-            "GET /v1/{rest}/titles?prefix=…",
-            "titles(source={mcp}, prefix=…)",
-        ),
-        "tags": ("tags {cli}", "GET /v1/{rest}/tags", "tags(source={mcp})"),
-        "links": (
-            "links {cli} TITLE",
-            "GET /v1/{rest}/links?title=…",
-            "links(source={mcp}, title=…)",
-        ),
-        "features": ("features {cli}", "GET /v1/{rest}/features", "features(source={mcp})"),
-        "forget": ("notes forget ID", "DELETE /v1/notes/{{id}}", "forget(note_id=…)"),
-    }
+    # what every surface offers: (the command after "chiezo ", the REST route, the MCP tool
+    # call), spelt from the catalogue of operations (core/operations.py)
+    EVERYWHERE = {e.name: hint_spellings(e) for e in CATALOGUE if e.everywhere}
     # what the server's operator does on its machine; REST also starts these as jobs
     OPERATOR = {
-        "embed": "embed {cli}",
-        "rebuild": "rebuild {cli}",
-        "ingest": "ingest {kind} {path} --name {cli}",
-        "remove": "sources rm {cli}",
+        name: hint_spellings(BY_NAME[name])[0] for name in ("embed", "rebuild", "ingest", "remove")
     }
     JOBS = ("embed", "rebuild")
 
@@ -149,7 +123,7 @@ class Option:
         return f"Option({self.name!r}, {self.value!r})"
 
 
-def _json(value: str) -> str:
+def _json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 

@@ -155,10 +155,6 @@ def chunk_sections(
     return chunks
 
 
-def chunk_markdown(text: str) -> list[Chunk]:
-    return chunk_sections(parse_sections(text))
-
-
 def _heading_only(section: Section) -> bool:
     return section.level > 0 and len(section.text.splitlines()) <= 1
 

@@ -19,7 +19,10 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 TICK_S = 1.0  # the longest a phase goes without an update (issue 19 asks for 2 s at most)
 # Units of phases cut into unequal steps (statements, checks): their count says how far the
@@ -183,7 +186,7 @@ class RichProgress:
         self._lock = threading.RLock()
         self._live = self.console.is_terminal
         self._open = False
-        self._task = None
+        self._task: TaskID | None = None  # the phase's bar, while one is shown
         self._total: int | None = None
         self._done = 0
         self._printed = time.monotonic()
@@ -233,6 +236,7 @@ class RichProgress:
     def _show(self) -> None:
         # an estimate the count has passed is shown as the count: never "139/138"
         total = None if self._total is None else max(self._total, self._done)
+        assert self._task is not None  # called within a phase only
         self._bar.update(self._task, completed=self._done, total=total, done=self._done, of=total)
         if not self._live and time.monotonic() - self._printed >= PLAIN_EVERY_S:
             self._print_line()

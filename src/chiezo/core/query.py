@@ -97,7 +97,8 @@ def _is_gram_break(char: str) -> bool:
 
 def text_segments(text: str) -> list[str]:
     """Runs of text between spaces and punctuation, folded like the FTS index folds."""
-    segments, current = [], []
+    segments: list[str] = []
+    current: list[str] = []
     for char in text:
         if _is_gram_break(char):
             if current:

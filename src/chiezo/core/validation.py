@@ -20,6 +20,8 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 from chiezo.core.errors import BadQuery, NotFound
 
 MAX_SQL_INT = 2**63 - 1  # SQLite's INTEGER range; Python ints beyond it cannot be bound
@@ -63,8 +65,11 @@ def checked_text(method: F) -> F:
     def wrapper(*args, **kwargs):
         named = signature.bind_partial(*args, **kwargs).arguments
         for name, value in named.items():
-            for text in _strings(value):
-                check_unicode(text, name)
+            # a request model (ops/requests.py): each field by its own name
+            fields = dict(value) if isinstance(value, BaseModel) else {name: value}
+            for field, item in fields.items():
+                for text in _strings(item):
+                    check_unicode(text, field)
         return method(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]

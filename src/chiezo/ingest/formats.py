@@ -30,6 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
 from chiezo.ingest.textdecode import Unreadable, decode_bytes, read_text
 
@@ -159,7 +160,7 @@ def _font_noting_aggregator():
 
         def render_char(self, matrix, font, fontsize, scaling, rise, cid, *rest):
             advance = super().render_char(matrix, font, fontsize, scaling, rise, cid, *rest)
-            char = self.cur_item._objs[-1]  # the LTChar just made
+            char: Any = self.cur_item._objs[-1]  # the LTChar just made, given font_use here
             use = self.fonts.get(font)
             if use is None:
                 use = self.fonts[font] = _FontUse(_symbolic_simple(font))
@@ -263,12 +264,12 @@ def _join_large_letters(lines: list[list]) -> list[list]:
         return lines
     body = statistics.median(c.size for line in lines for c in line if isinstance(c, LTChar))
     letters = {i: c for i, c in letters.items() if c.size >= body * LARGE_LETTER}
+    joined: set[int] = set()  # lines whose letter went into an earlier line's word
     for group in _word_groups(letters, lines):
         ordered = _reading_order([letters[i] for i in group])
         lines[group[0]] = ordered
-        for i in group[1:]:
-            lines[i] = None
-    return [line for line in lines if line is not None]
+        joined.update(group[1:])
+    return [line for i, line in enumerate(lines) if i not in joined]
 
 
 def _lone_letter(line: list):
@@ -351,8 +352,8 @@ def _reading_order(chars: list) -> list:
 def _runs(line: list) -> list[tuple[str, _FontUse | None]]:
     """The line as runs of one font each (pdfminer's spaces have none)."""
     runs = []
-    for _, items in itertools.groupby(line, key=lambda item: id(getattr(item, "font_use", None))):
-        items = list(items)
+    for _, group in itertools.groupby(line, key=lambda item: id(getattr(item, "font_use", None))):
+        items = list(group)
         text = "".join(
             _GONE if _CID.fullmatch(t) else t.replace("\x00", "")
             for t in (item.get_text() for item in items)
@@ -402,7 +403,7 @@ def _pdf_title(path: Path) -> str | None:
 
         with open(path, "rb") as fh:
             info = PDFDocument(PDFParser(fh)).info
-        raw = info[0].get("Title") if info else None
+        raw: Any = info[0].get("Title") if info else None  # a PDF object, of any kind
         if hasattr(raw, "resolve"):
             raw = raw.resolve()
         if isinstance(raw, bytes):
@@ -509,7 +510,7 @@ class _TimedFile(io.BufferedReader):
 
 @dataclass(frozen=True)
 class _OfficeFormat:
-    read: Callable[[io.BufferedIOBase, _Budget, Path], list[Converted]]
+    read: Callable[[IO[bytes], _Budget, Path], list[Converted]]
     # content types of parts the library streams rather than holding whole, each with a scan
     # that pass 1 feeds them through (bounding what streaming still keeps)
     streamed: dict[str, Callable[[_Budget], Callable[[bytes], None]]] = field(default_factory=dict)
@@ -630,13 +631,17 @@ def _content_types(archive: zipfile.ZipFile, names: set[str], budget: _Budget) -
         ):
             budget.check_time()
             kind = element.get("ContentType", "")
-            if element.tag.endswith("Default"):
+            tag = element.tag
+            assert isinstance(tag, str)  # as parsed (only one set by hand is ever not a str)
+            if tag.endswith("Default"):
                 defaults[element.get("Extension", "").lower()] = kind
             elif (name := element.get("PartName", "").lstrip("/")) in names:
                 types[name] = kind
             element.clear()
+            parent = element.getparent()
             while element.getprevious() is not None:
-                del element.getparent()[0]
+                assert parent is not None  # it has a sibling, so a parent
+                del parent[0]
     for name in names - types.keys():
         types[name] = defaults.get(name.rpartition(".")[2].lower(), "")
     return types
@@ -655,7 +660,7 @@ def _size(n: int) -> str:
 # -- Word ------------------------------------------------------------------------------------------
 
 
-def docx(stream: io.BufferedIOBase, budget: _Budget, path: Path) -> list[Converted]:
+def docx(stream: IO[bytes], budget: _Budget, path: Path) -> list[Converted]:
     import docx as python_docx
 
     document = python_docx.Document(stream)
@@ -713,7 +718,7 @@ def _heading_level(style: str) -> int:
 _WORKSHEET = "application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"
 
 
-def xlsx(stream: io.BufferedIOBase, budget: _Budget, path: Path) -> list[Converted]:
+def xlsx(stream: IO[bytes], budget: _Budget, path: Path) -> list[Converted]:
     from openpyxl import load_workbook
 
     workbook = load_workbook(stream, read_only=True, data_only=True)  # read_only: streamed
@@ -840,7 +845,7 @@ def _table_text(rows: Iterable[list[str]]) -> str:
 # -- slides ----------------------------------------------------------------------------------------
 
 
-def pptx(stream: io.BufferedIOBase, budget: _Budget, path: Path) -> list[Converted]:
+def pptx(stream: IO[bytes], budget: _Budget, path: Path) -> list[Converted]:
     from pptx import Presentation
 
     deck = Presentation(stream)

@@ -513,6 +513,7 @@ def _with_alternate_names(settings: Settings, options: GeoNamesOptions, progress
     from chiezo.ingest.placefetch import fetch_alternate_names, geonames_base
 
     country = options.fetch_alternate_names
+    assert country is not None  # called only when it is given
     record = dict(options.fetched or {"input": False, "options": {}, "filled": []})
     # fetched for this source before (rebuild --fetch): ask whether the server's file changed
     again = "fetch_alternate_names" in record.get("options", {})

@@ -205,8 +205,8 @@ class _Handler:
             Doc(
                 key=f"{kind[0]}{oid}",
                 title=name,
-                body=describe(name, found, raw),
-                opening=describe(name, found, raw).split("\n", 1)[0],
+                body=describe_place(name, found, raw),
+                opening=describe_place(name, found, raw).split("\n", 1)[0],
                 url=f"https://www.openstreetmap.org/{kind}/{oid}",
                 rank_score=rank_for(found, tags),
                 aliases=aliases,
@@ -271,7 +271,7 @@ class _Handler:
             self.emit("relation", a.orig_id(), tags, centre)
 
 
-def describe(name: str, found: list[str], tags: dict[str, str]) -> str:
+def describe_place(name: str, found: list[str], tags: dict[str, str]) -> str:
     lines = [f"{name}: " + ", ".join(found)]
     address = " ".join(
         tags[k]
@@ -415,13 +415,13 @@ def _identity(path: Path, osm: OsmOptions) -> dict[str, Any]:
     return {**identity, "fetched": osm.fetched} if osm.fetched else identity
 
 
-def build_room(settings: Settings, size: int) -> tuple[Path, int]:
+def osm_build_room(settings: Settings, size: int) -> tuple[Path, int]:
     """The disk an OSM build of a ``size``-byte extract takes: the source (the download's
     estimate) and, above DISK_INDEX_ABOVE, the node index on disk (~3x the extract) — checked
     before the extract is downloaded."""
-    from chiezo.ingest.download import build_room as text_room
+    from chiezo.ingest.download import build_room
 
-    folder, needed = text_room(settings.corpus_dir, size)
+    folder, needed = build_room(settings.corpus_dir, size)
     return folder, needed + (size * 3 if size > DISK_INDEX_ABOVE else 0)
 
 
@@ -455,7 +455,7 @@ class OsmKind(SourceKind):
             options.fetch,
             mirror=options.mirror,
             progress=progress,
-            room_for_build=lambda size: build_room(settings, size),
+            room_for_build=lambda size: osm_build_room(settings, size),
         )
         record = {
             "input": True,

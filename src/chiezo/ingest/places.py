@@ -1074,6 +1074,7 @@ def _table_docs(table: Table, layout: Layout, warn: Warn) -> Iterator[Doc]:
     for message in problems.messages(table.where):
         warn(message)
     if repeated:
+        assert layout.id is not None  # only rows keyed by an id column are counted
         warn(
             f"{table.where}: rows {ranges(repeated)} repeat or lack the id in column "
             f"{table.header[layout.id]!r}; keyed by their row number instead"

@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 from chiezo.core.errors import InputError
 
@@ -61,7 +61,8 @@ def open_dump(path: Path) -> tuple[IO[bytes], IO[bytes]]:
     if name.endswith(".xz"):
         return lzma.LZMAFile(raw), raw
     if name.endswith(".gz"):
-        return gzip.GzipFile(fileobj=raw), raw
+        # typeshed has GzipFile as a BufferedIOBase only, not IO[bytes] (BZ2File, LZMAFile are)
+        return cast(IO[bytes], gzip.GzipFile(fileobj=raw)), raw
     return raw, raw
 
 
@@ -77,7 +78,7 @@ class WikiDump:
         self.pages_read = 0
         self._stream, self._raw = open_dump(self.path)
         self._events = ET.iterparse(self._stream, events=("start", "end"))
-        self._root = None
+        self._root: ET.Element | None = None  # the first element read
         self.siteinfo = self._read_siteinfo()
 
     def close(self) -> None:
@@ -131,6 +132,7 @@ class WikiDump:
             elif tag == "namespace":
                 info.namespaces[int(elem.get("key", "0"))] = (elem.text or "").strip()
             elif tag == "siteinfo":
+                assert self._root is not None  # set by the first event, its start
                 self._root.clear()
                 return info
             elif tag == "page":
@@ -139,6 +141,8 @@ class WikiDump:
     def pages(self) -> Iterator[Page]:
         page: dict = {}
         in_revision = False
+        root = self._root
+        assert root is not None  # _read_siteinfo read past it
         while True:
             try:
                 event, elem = self._next()
@@ -171,7 +175,7 @@ class WikiDump:
             elif tag == "revision":
                 in_revision = False
             elif tag == "page":
-                self._root.clear()  # drop the finished page from the tree
+                root.clear()  # drop the finished page from the tree
                 self.pages_read += 1
                 self._last_title, self._last_id = page.get("title"), page.get("id")
                 yield Page(

@@ -32,7 +32,10 @@ ARTICLE_JOBS = ("articlesmultistreamdump", "articlesdumprecombine", "articlesdum
 
 
 @dataclass
-class Fetched:
+class WikiDownload:
+    """What ``fetch_dump`` downloaded: the dump, and with ``extras`` its page views and
+    page_props (a kind's fetch turns these into store/kinds.py ``Fetched``)."""
+
     dump: Path
     pageviews: Path | None = None
     page_props: Path | None = None
@@ -50,7 +53,7 @@ def fetch_dump(
     extras: bool = False,
     progress: Progress | None = None,
     room: Room | None = None,
-) -> Fetched:
+) -> WikiDownload:
     """The dump of ``language`` (the newest finished one, or of ``date``), and with ``extras``
     its page views and page_props. ``room(dump bytes)``: the space the build from it will need,
     checked with the download's own before a byte is fetched (download.py)."""
@@ -69,7 +72,7 @@ def fetch_dump(
         progress=progress,
         room=room,
     )
-    fetched = Fetched(dump=dump, date=date, site=base)
+    fetched = WikiDownload(dump=dump, date=date, site=base)
     index = _index_file(status, name)
     if index is not None:  # lets the workers of `--ray` read their own streams (wikistreams.py)
         fetched.index = _fetch_index(base, wiki, date, index, target, progress)

@@ -25,7 +25,7 @@ from chiezo.core import db
 from chiezo.core.errors import InputError
 from chiezo.core.progress import Progress
 from chiezo.ingest.wikidump import open_dump
-from chiezo.ingest.wikitext import normalise_title
+from chiezo.ingest.wikitext import mediawiki_title
 
 BATCH = 50_000
 _PROP_ROW = re.compile(r"\((\d+),'((?:[^'\\]|\\.)*)','((?:[^'\\]|\\.)*)',(?:NULL|[-+0-9.eE]+)\)")
@@ -73,7 +73,7 @@ class WikiLookups:
                 else:
                     continue
                 if views.isdigit():
-                    rows.append((normalise_title(fields[1]), int(views)))
+                    rows.append((mediawiki_title(fields[1]), int(views)))
                 if len(rows) >= BATCH:
                     self._add_views(rows)
                     progress.advance(len(rows))

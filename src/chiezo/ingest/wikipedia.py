@@ -1,10 +1,11 @@
 """Source kind ``wikipedia``: a MediaWiki pages-articles XML dump → ``<lang>wiki``.
 
-One pass over the dump. The main process reads XML (and records redirects); workers render
-the wikitext (the expensive part, mwparserfromhell) in batches — processes on this machine, or
-with ``--ray`` tasks on a cluster (wikirender.py) — and the main process feeds the builder, in
-dump order. Lookup tables that grow with the wiki — page views, Wikidata ids — live in a temporary
-on-disk SQLite, so resident memory stays flat whatever the dump size.
+One pass over the dump. The main process reads XML (and records redirects); workers render the
+wikitext (the expensive part, mwparserfromhell) in batches — processes on this machine, or with
+``--ray`` tasks on a cluster (a ``RenderBackend`` that cluster/wiki.py registers here) — and the
+main process feeds the builder, in dump order. Lookup tables that grow with the wiki — page
+views, Wikidata ids — live in a temporary on-disk SQLite, so resident memory stays flat whatever
+the dump size.
 
 Popularity (``rank_score``, 0..1, log-scaled): page views when a pageviews file is given;
 otherwise the number of links pointing at the article from the rest of the dump (through
@@ -16,16 +17,16 @@ from __future__ import annotations
 import collections
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from chiezo.cluster import DEFAULT_ADDRESS
 from chiezo.core import db
-from chiezo.core.config import Settings
+from chiezo.core.config import RAY_DEFAULT_ADDRESS, Settings
+from chiezo.core.errors import ConfigError
 from chiezo.core.models import Chunk, Doc
 from chiezo.core.progress import NullProgress, Progress
 from chiezo.ingest.download import mtime
@@ -33,7 +34,7 @@ from chiezo.ingest.wikidump import WikiDump
 from chiezo.ingest.wikilookups import WikiLookups
 from chiezo.ingest.wikirender import DEFAULT_CHUNK_CHARS, default_workers, local_parsers
 from chiezo.ingest.wikistreams import index_beside, stream_ranges
-from chiezo.ingest.wikitext import Namespaces, normalise_title
+from chiezo.ingest.wikitext import Namespaces, mediawiki_title
 from chiezo.store import generations
 from chiezo.store.build import (
     BuildOptions,
@@ -70,7 +71,7 @@ class WikiOptions:
     ray: str | None = option_field(
         None,
         recorded=False,
-        flag_value=DEFAULT_ADDRESS,
+        flag_value=RAY_DEFAULT_ADDRESS,
         metavar="[ADDRESS]",
         help="Render the wikitext on a Ray cluster (docs/cluster.md); alone: this machine's "
         "cluster.",
@@ -185,6 +186,57 @@ def _identity(path: Path, info, language: str, wiki: WikiOptions) -> dict[str, A
     return {**identity, "fetched": wiki.fetched} if wiki.fetched else identity
 
 
+# -- where the wikitext is rendered: the seam the cluster plugs into ----------------------------
+
+
+@dataclass(frozen=True)
+class RenderBackend:
+    """A way of rendering a build's wikitext in parallel. Each is called as ``(address, ns,
+    chunk_chars, workers)`` — the ``--ray`` address (None without it), the wiki's namespaces,
+    the passage size, ``--workers`` — and gives a context of ``(submit, workers)``: ``submit(…)``
+    returns a result whose ``get()`` is the work's return value; ``workers`` is how many the
+    builder keeps busy.
+
+    * ``parsers``: ``submit(batch)`` renders pages the builder read
+      (``wikirender.render_batch``);
+    * ``stream_readers``: ``submit(dump_path, start, end)`` reads and renders a byte range of
+      a multistream dump itself (``wikistreams.read_and_render``); None where the workers
+      cannot read the dump.
+    """
+
+    parsers: Callable[..., Any]
+    stream_readers: Callable[..., Any] | None = None
+
+
+def _local_parsers(address: str | None, ns: Namespaces, chunk_chars: int, workers: int | None):
+    """Parser processes on this machine."""
+    return local_parsers(ns, chunk_chars, workers or default_workers())
+
+
+LOCAL_RENDERING, RAY_RENDERING = "local", "ray"
+_render_backends: dict[str, RenderBackend] = {LOCAL_RENDERING: RenderBackend(_local_parsers)}
+
+
+def register_render_backend(name: str, backend: RenderBackend) -> None:
+    """Offer ``backend`` as the rendering ``name``: cluster/wiki.py registers ``ray`` when it
+    is imported (the CLI's ``--ray`` imports it), so this layer never imports the optional
+    extra."""
+    _render_backends[name] = backend
+
+
+def _render_backend(wiki: WikiOptions) -> RenderBackend:
+    """Where this build renders: with ``--ray`` the cluster's backend, else this machine's."""
+    if wiki.ray is None:
+        return _render_backends[LOCAL_RENDERING]
+    backend = _render_backends.get(RAY_RENDERING)
+    if backend is None:
+        raise ConfigError(
+            "rendering on a Ray cluster needs the cluster backend, which is not loaded",
+            hint="import chiezo.cluster.wiki before the build (the CLI's --ray does)",
+        )
+    return backend
+
+
 # -- the pipeline -----------------------------------------------------------------------------
 
 
@@ -197,13 +249,15 @@ def _stream(
     wiki: WikiOptions,
     progress: Progress,
 ) -> None:
-    index = index_beside(dump.path) if wiki.ray is not None and not wiki.allow_truncated else None
-    if index is not None:
-        _stream_from_workers(dump, index, builder, lookups, ns, url_prefix, wiki, progress)
+    backend = _render_backend(wiki)
+    readers = backend.stream_readers
+    index = index_beside(dump.path) if readers is not None and not wiki.allow_truncated else None
+    if readers is not None and index is not None:
+        _stream_from_workers(dump, index, builder, lookups, ns, url_prefix, wiki, progress, readers)
         return
     total_bytes = max(dump.path.stat().st_size, 1)
     builder.start_reading(None)
-    with _parsers(wiki, ns) as (submit, workers):
+    with backend.parsers(wiki.ray, ns, wiki.chunk_chars, wiki.workers) as (submit, workers):
         pending: collections.deque = collections.deque()  # in dump order: the order stays stable
         for batch in _article_batches(dump, builder, ns):
             pending.append((batch, submit(batch)))
@@ -224,15 +278,15 @@ def _stream_from_workers(
     url_prefix: str,
     wiki: WikiOptions,
     progress: Progress,
+    stream_readers: Callable[..., Any],
 ) -> None:
     """``--ray`` on a multistream dump with its index: the workers read their own streams
-    (wikistreams.py); here only redirects and documents are stored, in dump order."""
-    from chiezo.cluster.wiki import ray_stream_readers  # the optional extra, only when asked for
-
+    (wikistreams.py, through the backend's ``stream_readers``); here only redirects and
+    documents are stored, in dump order."""
     ranges = stream_ranges(dump.path, index)
     size, path = dump.path.stat().st_size, str(dump.path.resolve())
     builder.start_reading(None)
-    with ray_stream_readers(wiki.ray, ns, wiki.chunk_chars, wiki.workers) as (submit, workers):
+    with stream_readers(wiki.ray, ns, wiki.chunk_chars, wiki.workers) as (submit, workers):
         pending: collections.deque = collections.deque()
         for start, end in ranges:
             pending.append((end, submit(path, start, end)))
@@ -252,16 +306,6 @@ def _store_streams(
         _record_redirect(title, target, builder, ns)
     for (page_id, title, text, timestamp), parsed in got["articles"]:
         builder.add(_doc(page_id, title, text, timestamp, parsed, lookups, url_prefix, builder))
-
-
-def _parsers(wiki: WikiOptions, ns: Namespaces):
-    """Where the wikitext is rendered: a context of ``(submit, workers)``, ``submit(batch)``
-    giving a result whose ``get()`` is ``wikirender.render_batch``'s list."""
-    if wiki.ray is not None:
-        from chiezo.cluster.wiki import ray_parsers  # the optional extra, only when asked for
-
-        return ray_parsers(wiki.ray, ns, wiki.chunk_chars, wiki.workers)
-    return local_parsers(ns, wiki.chunk_chars, wiki.workers or default_workers())
 
 
 def _estimate_articles(dump: WikiDump, builder: GenerationBuilder, total_bytes: int) -> int:
@@ -291,7 +335,7 @@ def _article_batches(
 
 
 def _record_redirect(title: str, redirect: str, builder: GenerationBuilder, ns: Namespaces) -> None:
-    target = normalise_title((redirect or "").split("#", 1)[0])
+    target = mediawiki_title((redirect or "").split("#", 1)[0])
     prefix, sep, _ = target.partition(":")
     if not target or (sep and prefix.casefold() in ns.other | ns.file | ns.category):
         return  # a redirect out of the article namespace

@@ -344,7 +344,7 @@ def parse_article(wikitext: str, ns: Namespaces) -> Article:
     )
 
 
-def normalise_title(title: str) -> str:
+def mediawiki_title(title: str) -> str:
     """MediaWiki title form: underscores as spaces, one space, first letter upper-case."""
     title = " ".join(title.replace("_", " ").split())
     return title[:1].upper() + title[1:] if title else title
@@ -393,7 +393,9 @@ class _Renderer:
                     self.templates.append(node)  # still a source of coordinates
                     continue
             rendered = self.node(node, None)
-            started = started or (isinstance(node, Text | Tag | Wikilink) and rendered.strip())
+            started = started or (
+                isinstance(node, Text | Tag | Wikilink) and bool(rendered.strip())
+            )
             out.append(rendered)
         return "".join(out)
 
@@ -431,14 +433,14 @@ class _Renderer:
         folded = prefix.strip().casefold()
         if sep and not shown_namespace:
             if folded in self.ns.category:
-                self.categories.append(normalise_title(bare.partition(":")[2]))
+                self.categories.append(mediawiki_title(bare.partition(":")[2]))
                 return ""
             if folded in self.ns.file:
                 return ""
             if folded in self.ns.languages:
                 return ""  # interlanguage link
         if not sep or folded not in self.ns.other | self.ns.file | self.ns.category:
-            page = normalise_title(bare.split("#", 1)[0])
+            page = mediawiki_title(bare.split("#", 1)[0])
             if page:
                 self.links.append(page)
         if link.text is not None:

@@ -165,6 +165,11 @@ def read_doc(
     return out
 
 
+def chunk_ids(src: Source, doc_id: int) -> dict[int, int]:
+    """A document's passages: each one's place in the document (``ord``) → its chunk_id."""
+    return dict(src.conn.execute("SELECT ord, chunk_id FROM chunks WHERE doc_id = ?", (doc_id,)))
+
+
 def closest_titles(src: Source, text: str, n: int = 10) -> list[str]:
     """Titles close to ``text``: same prefix, containing it, or sharing its rarer trigrams;
     ordered by string similarity. Used for "did you mean" on a missing title."""
@@ -201,7 +206,7 @@ def closest_titles(src: Source, text: str, n: int = 10) -> list[str]:
     return titles[:n]
 
 
-def titles_by_prefix(src: Source, prefix: str, limit: int = 20) -> dict[str, Any]:
+def titles_by_prefix(src: Source, prefix: str, limit: int) -> dict[str, Any]:
     """Titles (and aliases) starting with ``prefix``, case- and width-insensitive, in
     alphabetical order of their normalised form."""
     norm = normalise_title(prefix)
@@ -225,8 +230,8 @@ def list_tags(
     *,
     prefix: str | None = None,
     contains: str | None = None,
-    limit: int = 50,
-    offset: int = 0,
+    limit: int,
+    offset: int,
 ) -> dict[str, Any]:
     """Tag names with their document counts, most used first. ``prefix`` reads an index range;
     ``contains`` scans the per-tag count table (one row per tag, not per document)."""
@@ -244,9 +249,9 @@ def list_links(
     src: Source,
     doc_id: int,
     *,
-    direction: str = "out",
-    limit: int = 50,
-    offset: int = 0,
+    direction: str,
+    limit: int,
+    offset: int,
 ) -> dict[str, Any]:
     """Links of a document: ``out`` = its link targets (with the doc_id when the target is a
     document of this source), ``in`` = documents linking to it (by title or key)."""
@@ -303,15 +308,15 @@ def filter_docs(
     src: Source,
     filters: Filters,
     *,
-    limit: int = 10,
-    offset: int = 0,
+    limit: int,
+    offset: int,
     fields: tuple[str, ...] | None = None,
-    others=None,
+    list_sources=None,
 ) -> dict[str, Any]:
     """Every document meeting all conditions — most popular first, or nearest first with
     ``distance_km`` — with the total counted from the index sets (the way to list a category:
     by tag, never by full-text search)."""
-    check = check_filters(src, filters, others)
+    check = check_filters(src, filters, list_sources)
     order = "distance" if filters.near else "rank"
     out: dict[str, Any] = {"source": src.name, "offset": offset, "limit": limit, "order": order}
     if check.impossible:
@@ -342,8 +347,8 @@ def list_features(
     *,
     prefix: str | None = None,
     contains: str | None = None,
-    limit: int = 50,
-    offset: int = 0,
+    limit: int,
+    offset: int,
 ) -> dict[str, Any]:
     """Feature values (``key=value``) with document counts, most common first: what a model can
     put in ``feature=`` instead of guessing."""

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from chiezo.core.errors import BadQuery
-from chiezo.search.retrieval import MODES
+from chiezo.ops.requests import SearchRequest
+from chiezo.search.retrieval import RETRIEVAL_MODES
 from chiezo.store.vectors import vector_info
 
 KS = (1, 5, 10)
@@ -106,8 +107,8 @@ def parse_config(text: str) -> dict[str, Any]:
             config[key] = _NUMBERS.get(key, str)(value.strip())
         except ValueError as exc:
             raise BadQuery(f"{key} needs a number, got {value!r}") from exc
-    if config.get("mode") not in (None, *MODES):
-        raise BadQuery(f"mode must be one of {', '.join(MODES)}")
+    if config.get("mode") not in (None, *RETRIEVAL_MODES):
+        raise BadQuery(f"mode must be one of {', '.join(RETRIEVAL_MODES)}")
     return config
 
 
@@ -146,7 +147,9 @@ def run(service, source: str, questions: list[Question], config: dict[str, Any])
     scores = Scores(config)
     started = time.monotonic()
     for question in questions:
-        result = service.search(question.text, source=name, limit=DEPTH, **params)
+        result = service.search(
+            SearchRequest.of(query=question.text, source=name, limit=DEPTH, **params)
+        )
         marks = [question.relevant(h.key, h.title) for h in result.hits]
         first = next((i for i, rel in enumerate(marks, 1) if rel), None)
         scores.ranks.append(first)
@@ -184,7 +187,7 @@ def differing(a: Scores, b: Scores, questions: list[Question], show: int) -> lis
     def rank(r: int | None) -> int:
         return r if r is not None else DEPTH + 1
 
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "question": q.text,
             "a_rank": ra,

@@ -99,9 +99,11 @@ class JobProcess:
         threading.Thread(target=self._send, args=(payload,), daemon=True).start()
 
     def _send(self, payload: bytes) -> None:
+        stdin = self.process.stdin
+        assert stdin is not None  # started with stdin=PIPE
         with contextlib.suppress(OSError):  # a process that died at once: reported by watch
-            self.process.stdin.write(payload)
-            self.process.stdin.close()
+            stdin.write(payload)
+            stdin.close()
 
     def watch(self, job) -> Outcome:
         try:

@@ -15,6 +15,7 @@ and validated, so the current generation keeps serving (docs/design.md §21).
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import datetime as dt
 import fcntl
@@ -371,7 +372,7 @@ class JobRunner:
 
     def get(self, job_id: int) -> Job | SavedJob:
         with self._lock:
-            job = self._jobs.get(job_id)
+            job: Job | SavedJob | None = self._jobs.get(job_id)
         if job is None:
             job = self._load(self._dir / f"{job_id}.json")
         if job is None:
@@ -392,7 +393,7 @@ class JobRunner:
 
     # -- the records on disk -------------------------------------------------------------------
 
-    def _record_paths(self) -> list[Path]:
+    def _record_paths(self) -> builtins.list[Path]:  # `list` is the method above
         """Job records, newest (highest id) first."""
         if not self._dir.is_dir():
             return []
@@ -492,7 +493,7 @@ class JobRunner:
             "what": holder_text(holder),
         }
 
-    def models(self) -> list[str]:
+    def models(self) -> builtins.list[str]:
         """The embedding models a job may name: the built-in ones, those the sources already
         use (chosen by whoever ran ``chiezo embed`` on this machine) and CHIEZO_JOB_MODELS.
         A client never names a path: ``model=onnx:/etc`` once told whether a server folder
@@ -578,7 +579,9 @@ class JobRunner:
                 known_models=self.models(),
                 hint="e.g. model=use-m (fast) or e5-small (best for Japanese, slow)",
             )
-        model_, max_chunks, unit_chars = embedding_after_build(current, model)
+        embedding = embedding_after_build(current, model)
+        assert embedding is not None  # a model named, else the vectors' own (checked above)
+        model_, max_chunks, unit_chars = embedding
         plan.update(
             chunks=info.chunks,
             model=model_,

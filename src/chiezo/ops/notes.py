@@ -315,14 +315,14 @@ def _meta(conn: db.Connection, key: str) -> str:
 
 def _refresh_counts(conn: db.Connection, grams: set[str], tags: set[str] | list[str]) -> None:
     """Re-read the document frequency of the trigrams and tags a write touched."""
-    grams = list(grams)
-    if grams:
+    listed = list(grams)
+    if listed:
         conn.execute(
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.notes_vocab "
             "USING fts5vocab(main, docs_fts, row)"
         )
-        for start in range(0, len(grams), 500):
-            part = grams[start : start + 500]
+        for start in range(0, len(listed), 500):
+            part = listed[start : start + 500]
             marks = ",".join("?" * len(part))
             conn.execute(f"DELETE FROM gram_df WHERE gram IN ({marks})", part)
             conn.execute(
@@ -427,8 +427,8 @@ def recall(
     since: str | None = None,
     until: str | None = None,
     tag: str | None = None,
-    limit: int = 10,
-    offset: int = 0,
+    limit: int,
+    offset: int,
     max_chars: int | None = None,
 ) -> dict[str, Any]:
     """Notes newest first (by last change), narrowed by time, tag and/or text.
@@ -447,7 +447,7 @@ def recall(
     if tag:
         clauses.append("t.doc_id IN (SELECT doc_id FROM doc_tags WHERE tag = ?)")
         params.append(tag)
-    mode = "time"
+    plan = "time"  # how the notes were found: the result's ``mode``
     if q is not None and has_terms(q):  # a q of spaces or control characters narrows nothing
         query = parse_query(q)
         text_clauses, text_params = [], []
@@ -460,14 +460,14 @@ def recall(
                 "OR body LIKE ? ESCAPE '\\')"
             )
             text_params += [like_pattern(term)] * 2
-        mode = "fts"
+        plan = "fts"
         if not _count(conn, clauses + text_clauses, params + text_params):
             doc_count = conn.execute("SELECT count(*) FROM docs").fetchone()[0]
             grams = choose_grams(conn, query.text, doc_count)
             if grams:
                 text_clauses = ["t.doc_id IN (SELECT rowid FROM docs_fts WHERE docs_fts MATCH ?)"]
                 text_params = [match_any(grams)]
-                mode = "trigram_or"
+                plan = "trigram_or"
         clauses, params = clauses + text_clauses, params + text_params
     where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
     total = _count(conn, clauses, params)
@@ -480,7 +480,7 @@ def recall(
         )
     ]
     notes = [n for n in (note_row(conn, i, max_chars) for i in ids) if n is not None]
-    return {"total": total, "mode": mode, "offset": offset, "limit": limit, "notes": notes}
+    return {"total": total, "mode": plan, "offset": offset, "limit": limit, "notes": notes}
 
 
 def _count(conn: db.Connection, clauses: list[str], params: list) -> int:

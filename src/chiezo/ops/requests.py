@@ -20,19 +20,34 @@ from __future__ import annotations
 import types
 import typing
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 import annotated_types
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from chiezo.answer.options import BOUNDS as ANSWER_BOUNDS
+from chiezo.answer.options import DEFAULT_STEPS
+from chiezo.core.config import ANSWER_MODES
+from chiezo.core.errors import BadQuery
 from chiezo.core.query import MAX_QUERY_CHARS
-from chiezo.core.validation import MAX_OFFSET, MAX_TEXT_CHARS
+from chiezo.core.validation import MAX_OFFSET, MAX_SQL_INT, MAX_TEXT_CHARS
 from chiezo.ops.browse import DOC_FIELDS
-from chiezo.ops.patterns import ATTR, BOX, FEATURES, FIELD_LIST, NEAR_DOC, NOT_BLANK, POINT
+from chiezo.ops.notes import MAX_NOTE_CHARS, MAX_TAG_CHARS, MAX_TAGS
+from chiezo.ops.patterns import (
+    ATTR,
+    BOX,
+    FEATURES,
+    FIELD_LIST,
+    ISO_MOMENT,
+    NEAR_DOC,
+    NOT_BLANK,
+    POINT,
+)
 from chiezo.search.fts import MAX_WINDOW
-from chiezo.search.retrieval import DEFAULT_TOP_N, FUSIONS, MODES
+from chiezo.search.retrieval import DEFAULT_TOP_N, FUSIONS, RETRIEVAL_MODES
 
 DEFAULT_LIMIT = 10
+MAX_QUESTION_CHARS = 20_000  # a question, or a chat message; a longer one is a document
 MAX_LIMIT = 50  # hits of one search page
 MAX_FILTER_LIMIT = 500  # documents of one filter page (cheap rows, no ranking)
 MAX_LIST_LIMIT = 500  # names of one list page (titles, tags, links, features)
@@ -60,10 +75,15 @@ class Surface:
 
     rest: str | None = None  # REST's name, e.g. q for query
     cli_flags: tuple[str, ...] = ()  # short CLI flags besides the long one, e.g. -n
+    cli_name: str | None = None  # the long CLI flag where it is not --NAME, e.g. --id
     # a positional CLI argument rather than an option: "value", or "words" (several, joined
     # by spaces, so that a query needs no quotes)
     cli_argument: Literal["value", "words"] | None = None
     rest_path: bool = False  # REST: part of the path (/v1/{source}/...), not the query
+    # MCP's default where a model needs another than a person or a program (doc's max_chars:
+    # a small model's context is not a terminal)
+    mcp_default: Any = None
+    cli_off: str | None = None  # a boolean's CLI flag that sets it false, e.g. --ungrounded
     one_source: bool = False  # a condition on one source's documents (not in /v1/search)
 
 
@@ -108,26 +128,50 @@ RadiusKm = Annotated[
 ]
 
 
+def comma_separated(value: list[str] | None) -> list[str] | None:
+    """``fields=a,b`` and ``fields=a&fields=b`` (``--fields a,b``) mean the same."""
+    if value is None:
+        return None
+    return [f.strip() for item in value for f in item.split(",") if f.strip()] or None
+
+
 class Request(BaseModel):
     """What search and filter share: how their values reach the service."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # the service's own names (its keyword arguments predate these models)
-    SERVICE_NAMES: typing.ClassVar[dict[str, str]] = {"query": "q", "tag": "tags", "attr": "attrs"}
+    @classmethod
+    def of(cls, **values: Any) -> Self:
+        """The request from Python values, as the web pages, the answer layer and programs
+        build it: a value out of bounds is a BadQuery naming the field, as on the surfaces."""
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise BadQuery(f"{where}: {first['msg']}", field=where) from exc
+
+    @classmethod
+    def default(cls, name: str) -> Any:
+        """A field's declared default, for a Python signature that offers the same one."""
+        return cls.model_fields[name].default
+
+    def arguments(self) -> dict[str, Any]:
+        """Keyword arguments for the Service method of this operation (named as the fields)."""
+        return dict(self)
+
+
+class ConditionsRequest(Request):
+    """Search and filter: a list of conditions with no items is no condition."""
 
     @field_validator("*", mode="before")
     @classmethod
     def _no_items_is_no_condition(cls, value: Any) -> Any:
-        # the CLI gives () for an option never repeated, a form or client may send []
+        # a form or client may send [] for a condition left empty
         return None if isinstance(value, list | tuple) and not value else value
 
-    def arguments(self) -> dict[str, Any]:
-        """Keyword arguments for the Service method of this operation."""
-        return {self.SERVICE_NAMES.get(name, name): value for name, value in self}
 
-
-class SearchRequest(Request):
+class SearchRequest(ConditionsRequest):
     query: Annotated[
         str,
         Field(
@@ -166,7 +210,7 @@ class SearchRequest(Request):
     near_doc: NearDoc = None
     radius_km: RadiusKm = None
     mode: Annotated[
-        Literal[MODES] | None,  # type: ignore[valid-type]
+        Literal[RETRIEVAL_MODES] | None,  # type: ignore[valid-type]
         Field(
             description="keyword, semantic (by meaning) or hybrid; default: hybrid where "
             "the source has vectors, keyword elsewhere"
@@ -202,7 +246,7 @@ class SearchRequest(Request):
     ] = None
 
 
-class FilterRequest(Request):
+class FilterRequest(ConditionsRequest):
     source: Annotated[
         str,
         Field(description="a source name (see sources)"),
@@ -237,13 +281,250 @@ class FilterRequest(Request):
         int, Field(ge=0, le=MAX_OFFSET, description="documents to skip, for paging")
     ] = 0
 
-    @field_validator("fields", mode="after")
-    @classmethod
-    def _comma_separated(cls, value: list[str] | None) -> list[str] | None:
-        """``fields=a,b`` and ``fields=a&fields=b`` (``--fields a,b``) mean the same."""
-        if value is None:
-            return None
-        return [f.strip() for item in value for f in item.split(",") if f.strip()] or None
+    _comma_separated = field_validator("fields", mode="after")(comma_separated)
+
+
+# -- browsing and reading: the other operations on one source ------------------------------------
+
+# declared once for every operation that takes them (tools and routes used to declare their own)
+SourceName = Annotated[
+    str,
+    Field(description="a source name (see sources)"),
+    Surface(cli_argument="value", rest_path=True),
+]
+ListOffset = Annotated[int, Field(ge=0, le=MAX_OFFSET, description="skip this many, for paging")]
+ShortText = Annotated[str | None, Field(**stated(max_length=MAX_TEXT_CHARS))]
+# An id is stated within SQLite's integers but checked by the service: one beyond them names
+# nothing, so it is "not found" (404, exit 3) like any other id that names nothing.
+IDS = stated(minimum=0, maximum=MAX_SQL_INT)
+DocId = Annotated[
+    int | None, Field(description="the document by doc_id", **IDS), Surface(cli_name="--id")
+]
+Key = Annotated[
+    str | None,
+    Field(description="the document by the source's own key", **stated(max_length=MAX_TEXT_CHARS)),
+]
+
+
+# a list page's limit: the bound is shared, the default is the operation's own (`= 50`)
+ListLimit = Annotated[
+    int,
+    Field(ge=1, le=MAX_LIST_LIMIT, description=f"at most this many (1-{MAX_LIST_LIMIT})"),
+    Surface(cli_flags=("-n",)),
+]
+
+
+class TagsRequest(Request):
+    source: SourceName
+    prefix: Annotated[ShortText, Field(description="tags starting with this")] = None
+    contains: Annotated[ShortText, Field(description="tags containing this")] = None
+    limit: ListLimit = 50
+    offset: ListOffset = 0
+
+
+class FeaturesRequest(Request):
+    source: SourceName
+    prefix: Annotated[ShortText, Field(description="values starting with this, e.g. railway=")] = (
+        None
+    )
+    contains: Annotated[ShortText, Field(description="values containing this, e.g. museum")] = None
+    limit: ListLimit = 50
+    offset: ListOffset = 0
+
+
+class TitlesRequest(Request):
+    source: SourceName
+    prefix: Annotated[
+        str,
+        Field(
+            description="the start of a title",
+            **stated(min_length=1, max_length=MAX_QUERY_CHARS, pattern=NOT_BLANK),
+        ),
+        Surface(cli_argument="words"),
+    ]
+    limit: ListLimit = 20
+
+
+class LinksRequest(Request):
+    source: SourceName
+    title: Annotated[
+        ShortText, Field(description="the document by exact title"), Surface(cli_argument="words")
+    ] = None
+    doc_id: DocId = None
+    key: Key = None
+    direction: Annotated[
+        Literal["out", "in"], Field(description="out: what it links to; in: what links to it")
+    ] = "out"
+    limit: ListLimit = 50
+    offset: ListOffset = 0
+
+
+class DocRequest(Request):
+    """One document by title (or alias), doc_id or key: one of them is needed."""
+
+    source: Annotated[
+        str,
+        Field(description="a source name (see sources)"),
+        Surface(cli_flags=("-s",), rest_path=True),
+    ]
+    title: Annotated[
+        ShortText, Field(description="exact title (or alias)"), Surface(cli_argument="words")
+    ] = None
+    doc_id: DocId = None
+    key: Key = None
+    fields: Annotated[
+        list[str] | None,
+        Field(
+            description="fields per document, comma-separated: " + ", ".join(DOC_FIELDS),
+            **stated_items(FIELD_LIST),
+        ),
+    ] = None
+    max_chars: Annotated[
+        int | None,
+        Field(ge=0, description="cut the body to this many characters"),
+        Surface(mcp_default=4000),  # a model's context, not a terminal
+    ] = None
+    question: Annotated[
+        str | None,
+        Field(
+            description="the question being answered: the body is then the passages of the "
+            "document that best answer it (what `ask` reads), within max_chars (default: the "
+            "answer budget)",
+            **stated(min_length=1, max_length=MAX_QUESTION_CHARS, pattern=NOT_BLANK),
+        ),
+        Surface(cli_flags=("-q",)),
+    ] = None
+
+    _comma_separated = field_validator("fields", mode="after")(comma_separated)
+
+
+# -- notes, the writable source ------------------------------------------------------------------
+
+NoteText = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_NOTE_CHARS,
+        pattern=NOT_BLANK,
+        description="the content itself: names, numbers, dates, list items, written so it makes "
+        "sense later without this conversation — never a summary label",
+    ),
+]
+NoteTags = Annotated[
+    list[Annotated[str, Field(max_length=MAX_TAG_CHARS)]] | None,
+    Field(max_length=MAX_TAGS, description=f"at most {MAX_TAGS} short labels"),
+    Surface(cli_name="--tag"),  # repeated: one tag each
+]
+NoteId = Annotated[int, Field(description="the note's id", **IDS), Surface(cli_argument="value")]
+
+
+class RememberRequest(Request):
+    text: Annotated[NoteText, Surface(cli_argument="words")]
+    title: Annotated[
+        str | None, Field(description="a short title; default: the first line (cut at 200)")
+    ] = None
+    tags: NoteTags = None
+
+
+class RecallRequest(Request):
+    q: Annotated[
+        str | None,
+        Field(description="words the note contains", **stated(max_length=MAX_QUERY_CHARS)),
+        Surface(cli_argument="words"),
+    ] = None
+    since: Annotated[
+        str | None,
+        Field(
+            description="ISO date/time: changed at or after (e.g. 2026-11-01)",
+            json_schema_extra=ISO_MOMENT,
+        ),
+    ] = None
+    until: Annotated[
+        str | None,
+        Field(description="ISO date/time: changed up to, inclusive", json_schema_extra=ISO_MOMENT),
+    ] = None
+    tag: Annotated[str | None, Field(description="only notes with this tag")] = None
+    limit: Annotated[
+        int,
+        Field(ge=1, le=MAX_LIMIT, description=f"notes per page (1-{MAX_LIMIT})"),
+        Surface(cli_flags=("-n",)),
+    ] = 10
+    offset: ListOffset = 0
+    max_chars: Annotated[
+        int | None, Field(ge=0, description="cut each note's text to this many characters")
+    ] = 2000
+
+
+class UpdateRequest(Request):
+    """Only the fields given change."""
+
+    note_id: NoteId
+    text: Annotated[
+        str | None,
+        Field(description="the new content", min_length=1, max_length=MAX_NOTE_CHARS),
+    ] = None
+    title: Annotated[str | None, Field(description="the new title")] = None
+    tags: Annotated[NoteTags, Field(description="replaces the tags")] = None
+
+
+class ForgetRequest(Request):
+    note_id: NoteId
+
+
+# -- answers -------------------------------------------------------------------------------------
+
+
+def _answer_bound(name: str) -> dict[str, float]:
+    low, high = ANSWER_BOUNDS[name]
+    return {"ge": low, "le": high}
+
+
+class AnswerRequest(Request):
+    """How ``ask`` and ``chat`` answer; unset choices take the configured defaults
+    (CHIEZO_ANSWER_*). The bounds are answer/options.py's, which enforces them again."""
+
+    source: Annotated[
+        str | None, Field(description="answer from this source only"), Surface(cli_flags=("-s",))
+    ] = None
+    mode: Annotated[
+        Literal[ANSWER_MODES] | None,  # type: ignore[valid-type]
+        Field(
+            description="rag: plan, search, excerpts, answer; agent: the model calls the tools "
+            "(default CHIEZO_ANSWER_MODE, else rag)"
+        ),
+    ] = None
+    grounded: Annotated[
+        bool | None,
+        Field(
+            description="only from the sources (the default), or false: the model may go beyond "
+            "them, marked so (CHIEZO_ANSWER_GROUNDED)"
+        ),
+        Surface(cli_off="--ungrounded"),
+    ] = None
+    budget: Annotated[
+        int | None,
+        Field(
+            description="characters of excerpts given to the model (CHIEZO_ANSWER_BUDGET)",
+            **_answer_bound("budget"),
+        ),
+    ] = None
+    excerpts: Annotated[
+        int | None,
+        Field(
+            description="documents read for an answer (CHIEZO_ANSWER_EXCERPTS, else 5)",
+            **_answer_bound("excerpts"),
+        ),
+    ] = None
+    max_tokens: Annotated[
+        int | None,
+        Field(
+            description="the answer's length cap (CHIEZO_ANSWER_MAX_TOKENS, else 512)",
+            **_answer_bound("max_tokens"),
+        ),
+    ] = None
+    steps: Annotated[int, Field(description="agent: tool-call steps", **_answer_bound("steps"))] = (
+        DEFAULT_STEPS
+    )
 
 
 # -- what the surfaces read ---------------------------------------------------------------------

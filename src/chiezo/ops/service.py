@@ -37,18 +37,29 @@ from chiezo.core.validation import check_id, check_length, check_offset, checked
 from chiezo.core.words import query_words
 from chiezo.ops import browse, notes
 from chiezo.ops.requests import (
-    DEFAULT_LIMIT,
     MAX_FILTER_LIMIT,
     MAX_LIMIT,
     MAX_LIST_LIMIT,
+    MAX_QUESTION_CHARS,
+    FeaturesRequest,
     FilterRequest,
+    LinksRequest,
+    RecallRequest,
     SearchRequest,
+    TagsRequest,
+    TitlesRequest,
 )
 from chiezo.search import evidence, notices
 from chiezo.search.filters import Filters, Near, parse_near
 from chiezo.search.fts import check_window
 from chiezo.search.notices import Notice
-from chiezo.search.retrieval import DEFAULT_TOP_N, RetrievalOptions, default_mode, retrieve
+from chiezo.search.retrieval import (
+    DEFAULT_TOP_N,
+    RetrievalOptions,
+    default_retrieval,
+    retrieve,
+)
+from chiezo.search.semantic import chunk_closeness
 from chiezo.store import generations
 from chiezo.store.build import BuildOptions, BuildReport
 from chiezo.store.kinds import kind_named
@@ -56,8 +67,6 @@ from chiezo.store.library import NOTES, Library, Source
 from chiezo.store.source_info import SourceInfo
 
 log = logging.getLogger("chiezo.service")
-
-MAX_QUESTION_CHARS = 20_000  # a question, or a chat message; a longer one is a document
 
 
 class Service:
@@ -177,54 +186,31 @@ class Service:
     # -- search ------------------------------------------------------------------------------
 
     @checked_text
-    def search(
-        self,
-        q: str | SearchRequest,
-        source: str | None = None,
-        *,
-        limit: int = DEFAULT_LIMIT,
-        offset: int = 0,
-        tags: list[str] | None = None,
-        attrs: list[str] | None = None,
-        feature: list[str] | None = None,
-        area: list[str] | None = None,
-        wikidata: list[str] | None = None,
-        bbox: str | None = None,
-        near: str | None = None,
-        near_doc: str | None = None,
-        radius_km: float | None = None,
-        mode: str | None = None,
-        keyword_weight: float | None = None,
-        fusion: str | None = None,
-        top_n: int | None = None,
-        explain: bool = False,
-        min_score: float | None = None,
-    ) -> SearchResult:
-        """Search one source (or all, fused) by keyword, meaning or both (search/retrieval.py).
-        ``q`` may be a whole SearchRequest, as the surfaces build it."""
-        if isinstance(q, SearchRequest):
-            return self.search(**q.arguments())
+    def search(self, request: SearchRequest) -> SearchResult:
+        """Search one source (or all, in one order of evidence) by keyword, meaning or both
+        (search/retrieval.py). Every surface builds the request (ops/requests.py)."""
+        q, source, limit, offset = request.query, request.source, request.limit, request.offset
+        near, near_doc, radius_km = request.near, request.near_doc, request.radius_km
         limit = check_limit(limit)
         check_window(limit, offset)
         point = self._near(near, near_doc, radius_km)
         filters = Filters.parse(
-            tags,
-            attrs,
-            feature=feature,
-            area=area,
-            wikidata=wikidata,
-            bbox=bbox,
+            request.tag,
+            request.attr,
+            feature=request.feature,
+            area=request.area,
+            wikidata=request.wikidata,
+            bbox=request.bbox,
             near=point if point and point.radius_km else None,
         )
+        weight = request.keyword_weight
         options = RetrievalOptions(
-            mode=mode,
-            keyword_weight=self.settings.keyword_weight
-            if keyword_weight is None
-            else keyword_weight,
-            fusion=fusion or self.settings.fusion,
-            top_n=top_n or DEFAULT_TOP_N,
-            explain=explain,
-            min_score=min_score,
+            retrieval=request.mode,
+            keyword_weight=self.settings.keyword_weight if weight is None else weight,
+            fusion=request.fusion or self.settings.fusion,
+            top_n=request.top_n or DEFAULT_TOP_N,
+            explain=request.explain,
+            min_score=request.min_score,
             near=point,
         ).checked()
         if source:
@@ -236,7 +222,7 @@ class Service:
                 offset=offset,
                 timeout=self.settings.query_timeout,
                 filters=filters.resolved(src),
-                others=self._sources_having,
+                list_sources=self._sources_having,
                 options=options,
             )
         elif filters or point:
@@ -250,6 +236,11 @@ class Service:
         for observe in self.search_observers:
             observe(result)
         return result
+
+    def search_for_answer(self, query: str, source: str | None, limit: int) -> SearchResult:
+        """A search the answer layer runs for one planned query (answer/rag.py, below this
+        layer, does not build requests itself)."""
+        return self.search(SearchRequest.of(query=query, source=source, limit=limit))
 
     def _near(self, near: str | None, near_doc: str | None, radius_km: float | None) -> Near | None:
         if near and near_doc:
@@ -284,9 +275,12 @@ class Service:
             try:
                 if remaining <= 0:
                     raise QueryTimeout("no time left")
-                if options.mode in ("semantic", "hybrid") and default_mode(src) == "keyword":
+                if (
+                    options.retrieval in ("semantic", "hybrid")
+                    and default_retrieval(src) == "keyword"
+                ):
                     notes_.setdefault(src.name, []).append(Notice("no_vectors", sources=[src.name]))
-                    per_source = replace(options, mode="keyword")
+                    per_source = replace(options, retrieval="keyword")
                 else:
                     per_source = options
                 results[src.name] = retrieve(
@@ -380,88 +374,65 @@ class Service:
         out["truncated"] = len(out["body"]) < out["body_chars"]
 
     @checked_text
-    def titles(self, source: str, prefix: str, *, limit: int = 20) -> dict[str, Any]:
-        check_length(prefix, "prefix")
-        src, deadline = self._read(source, "titles")
+    def titles(self, request: TitlesRequest) -> dict[str, Any]:
+        check_length(request.prefix, "prefix")
+        src, deadline = self._read(request.source, "titles")
         with deadline:
-            return browse.titles_by_prefix(src, prefix, check_limit(limit, MAX_LIST_LIMIT))
+            limit = check_limit(request.limit, MAX_LIST_LIMIT)
+            return browse.titles_by_prefix(src, request.prefix, limit)
 
     @checked_text
-    def tags(
-        self,
-        source: str,
-        *,
-        prefix: str | None = None,
-        contains: str | None = None,
-        limit: int = 50,
-        offset: int = 0,
-    ) -> dict[str, Any]:
-        check_offset(offset)
-        check_length(prefix, "prefix")
-        check_length(contains, "contains")
-        src, deadline = self._read(source, "tags")
+    def tags(self, request: TagsRequest) -> dict[str, Any]:
+        check_offset(request.offset)
+        check_length(request.prefix, "prefix")
+        check_length(request.contains, "contains")
+        src, deadline = self._read(request.source, "tags")
         with deadline:
             return browse.list_tags(
                 src,
-                prefix=prefix,
-                contains=contains,
-                limit=check_limit(limit, MAX_LIST_LIMIT),
-                offset=offset,
+                prefix=request.prefix,
+                contains=request.contains,
+                limit=check_limit(request.limit, MAX_LIST_LIMIT),
+                offset=request.offset,
             )
 
     @checked_text
-    def links(
-        self,
-        source: str,
-        *,
-        title: str | None = None,
-        doc_id: int | None = None,
-        key: str | None = None,
-        direction: str = "out",
-        limit: int = 50,
-        offset: int = 0,
-    ) -> dict[str, Any]:
-        check_offset(offset)
+    def links(self, request: LinksRequest) -> dict[str, Any]:
+        check_offset(request.offset)
+        title, doc_id, key = request.title, request.doc_id, request.key
         _check_lookup(title, key, doc_id)
-        src, deadline = self._read(source, "links")
+        src, deadline = self._read(request.source, "links")
         with deadline:
             found, _ = browse.find_doc(src, title=title, doc_id=doc_id, key=key)
             return browse.list_links(
                 src,
                 found,
-                direction=direction,
-                limit=check_limit(limit, MAX_LIST_LIMIT),
-                offset=offset,
+                direction=request.direction,
+                limit=check_limit(request.limit, MAX_LIST_LIMIT),
+                offset=request.offset,
             )
 
     @checked_text
-    def filter(
-        self,
-        source: str | FilterRequest,
-        *,
-        tags: list[str] | None = None,
-        attrs: list[str] | None = None,
-        feature: list[str] | None = None,
-        area: list[str] | None = None,
-        wikidata: list[str] | None = None,
-        bbox: str | None = None,
-        near: str | None = None,
-        radius_km: float | None = None,
-        near_doc: str | None = None,
-        fields: list[str] | None = None,
-        limit: int = DEFAULT_LIMIT,
-        offset: int = 0,
-    ) -> dict[str, Any]:
-        """List every document meeting all conditions (see search/filters.py). ``source`` may
-        be a whole FilterRequest, as the surfaces build it."""
-        if isinstance(source, FilterRequest):
-            return self.filter(**source.arguments())
+    def filter(self, request: FilterRequest) -> dict[str, Any]:
+        """List every document meeting all conditions (see search/filters.py)."""
+        source, limit, offset, fields = (
+            request.source,
+            request.limit,
+            request.offset,
+            request.fields,
+        )
         limit = check_limit(limit, MAX_FILTER_LIMIT)
         check_offset(offset)
         wanted = browse.check_fields(fields) if fields else None
-        point = self._near(near, near_doc, radius_km)
+        point = self._near(request.near, request.near_doc, request.radius_km)
         filters = Filters.parse(
-            tags, attrs, feature=feature, area=area, wikidata=wikidata, bbox=bbox, near=point
+            request.tag,
+            request.attr,
+            feature=request.feature,
+            area=request.area,
+            wikidata=request.wikidata,
+            bbox=request.bbox,
+            near=point,
         )
         src, deadline = self._read(source, "filter")
         with deadline:
@@ -471,7 +442,7 @@ class Service:
                 limit=limit,
                 offset=offset,
                 fields=wanted,
-                others=self._sources_having,
+                list_sources=self._sources_having,
             )
         if point is not None:
             result["near"] = {
@@ -509,26 +480,18 @@ class Service:
         return [info for info in self.library.infos() if info.ok]
 
     @checked_text
-    def features(
-        self,
-        source: str,
-        *,
-        prefix: str | None = None,
-        contains: str | None = None,
-        limit: int = 50,
-        offset: int = 0,
-    ) -> dict[str, Any]:
-        check_offset(offset)
-        check_length(prefix, "prefix")
-        check_length(contains, "contains")
-        src, deadline = self._read(source, "features")
+    def features(self, request: FeaturesRequest) -> dict[str, Any]:
+        check_offset(request.offset)
+        check_length(request.prefix, "prefix")
+        check_length(request.contains, "contains")
+        src, deadline = self._read(request.source, "features")
         with deadline:
             return browse.list_features(
                 src,
-                prefix=prefix,
-                contains=contains,
-                limit=check_limit(limit, MAX_LIST_LIMIT),
-                offset=offset,
+                prefix=request.prefix,
+                contains=request.contains,
+                limit=check_limit(request.limit, MAX_LIST_LIMIT),
+                offset=request.offset,
             )
 
     # -- vectors -----------------------------------------------------------------------------
@@ -637,6 +600,7 @@ class Service:
         options = _answer_options(options, choices).resolved(self.settings)
         if options.mode == "agent":
             from chiezo.answer.agent import run_agent  # on use: it loads the MCP SDK (~1 s)
+            from chiezo.ops.tools import toolbox
 
             _check_question(question)
             return run_agent(
@@ -644,6 +608,7 @@ class Service:
                 question.strip(),
                 self.require_llm(),
                 options,
+                toolbox(self, writable=options.writable),
                 history=history,
                 on_event=on_event,
             )
@@ -722,6 +687,17 @@ class Service:
             "endpoints": checked,
         }
 
+    def chunk_ids(self, source: str, doc_id: int) -> dict[int, int]:
+        """A document's passages, ``ord`` → chunk_id: what answer/passages.py weighs them by."""
+        return browse.chunk_ids(self.library.get(source), doc_id)
+
+    def passage_closeness(
+        self, source: str, chunk_ids: list[int], question: str
+    ) -> dict[int, float]:
+        """chunk_id → how close its best vector is to ``question`` (empty without vectors):
+        the meaning answer/passages.py weighs a passage by."""
+        return chunk_closeness(self.library.get(source), chunk_ids, question)
+
     def points(self, hits: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[float, float]]:
         """Coordinates of the given (source, doc_id) pairs that have them (for a map)."""
         wanted: dict[str, list[int]] = {}
@@ -766,9 +742,9 @@ class Service:
         since: str | None = None,
         until: str | None = None,
         tag: str | None = None,
-        limit: int = 10,
-        offset: int = 0,
-        max_chars: int | None = 2000,
+        limit: int = RecallRequest.default("limit"),
+        offset: int = RecallRequest.default("offset"),
+        max_chars: int | None = RecallRequest.default("max_chars"),
     ) -> dict[str, Any]:
         limit = check_limit(limit)
         check_offset(offset)
@@ -824,8 +800,9 @@ def embedding_after_build(
     model = embed if isinstance(embed, str) else (carried[0] if carried else None)
     if not model:
         return None
-    same = carried is not None and carried[0] == model
-    return model, carried[1] if same else None, carried[2] if same else None
+    if carried is None or carried[0] != model:
+        return model, None, None
+    return model, carried[1], carried[2]
 
 
 def _about_sources(note: str) -> bool:

@@ -19,12 +19,9 @@ step; a bug comes back in the same shape (status 500), never as a bare "Error ex
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
-import json
 import logging
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from mcp.server.mcpserver.exceptions import ToolError
@@ -32,10 +29,10 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from chiezo.answer.tool_calls import Toolbox, error_text
 from chiezo.core.errors import ChiezoError, InternalError
+from chiezo.ops.registry import BINDINGS, Binding
 from chiezo.ops.requests import (
-    MAX_LIMIT,
-    MAX_LIST_LIMIT,
     FilterRequest,
     Param,
     Request,
@@ -88,47 +85,20 @@ DESTRUCTIVE = ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
 )
 
-Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description=f"results per page (1-{MAX_LIMIT})")]
-ListLimit = Annotated[int, Field(ge=1, le=MAX_LIST_LIMIT)]
-Offset = Annotated[int, Field(ge=0, description="results to skip, for paging")]
-SourceName = Annotated[str, Field(description="a source name from `sources`")]
-
 
 # -- building and running tools -----------------------------------------------------------------
+
+
+def toolbox(service, *, writable: bool = True) -> Toolbox:
+    """The tools over ``service`` with the instructions that say how to use them, as the agent
+    receives them (answer/agent.py sits below this module and is handed them)."""
+    return Toolbox(library_tools(service, writable=writable), INSTRUCTIONS)
 
 
 def library_tools(service, *, writable: bool = True) -> list[Tool]:
     """Every tool over ``service``; ``writable=False`` leaves out the note-writing tools."""
     made = _read_tools(service) + (_note_tools(service) if writable else [])
     return [Tool.from_function(fn, annotations=hints) for fn, hints in made]
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One tool call as an MCP client sees it: ``text`` (the result as JSON, or the error's
-    text), ``data`` (the structured result; None for an error) and whether it ``failed``."""
-
-    text: str
-    data: Any
-    failed: bool
-
-
-def call_tool(tool: Tool, arguments: dict[str, Any]) -> Outcome:
-    """Run ``tool`` in this process, its arguments validated against its schema and its
-    result converted as the MCP server does both (agent mode calls tools this way)."""
-    try:
-        result = asyncio.run(tool.run(arguments, None, convert_result=True))  # type: ignore[arg-type]
-    except ToolError as exc:  # a 400/404 reason or bad arguments: material for the next step
-        return Outcome(str(exc), None, True)
-    text = "".join(getattr(c, "text", "") for c in result.content)
-    return Outcome(text, None if result.is_error else result.structured_content, result.is_error)
-
-
-def error_text(error: ChiezoError, source: str | None = None) -> str:
-    """What a tool's caller reads for ``error``: the REST API's JSON body, with hints naming
-    tool calls (``features(source="osm")``) rather than routes. (The MCP SDK puts "Error
-    executing tool NAME: " in front of it.)"""
-    return json.dumps(error.to_dict("mcp", source=source), ensure_ascii=False)
 
 
 def _reported(fn):
@@ -167,7 +137,10 @@ def takes(model: type[Request]):
 
 
 def _tool_parameter(param: Param) -> inspect.Parameter:
-    default = inspect.Parameter.empty if param.required else param.default
+    if param.required:
+        default = inspect.Parameter.empty
+    else:  # a model's own default where it needs another (ops/requests.py Surface)
+        default = param.default if param.surface.mcp_default is None else param.surface.mcp_default
     return inspect.Parameter(
         param.name,
         inspect.Parameter.KEYWORD_ONLY,
@@ -199,81 +172,6 @@ def _read_tools(service) -> list:
         return service.search(request).to_dict()
 
     @_reported
-    def doc(
-        source: SourceName,
-        title: Annotated[str | None, Field(description="exact title (or alias)")] = None,
-        doc_id: Annotated[int | None, Field(description="doc_id from a search hit")] = None,
-        key: Annotated[str | None, Field(description="the source's own key")] = None,
-        fields: Annotated[
-            list[str] | None,
-            Field(
-                description="subset of: title url aliases opening body tags links attrs "
-                "point chunks extra key rank_score source doc_id"
-            ),
-        ] = None,
-        max_chars: Annotated[
-            int | None, Field(ge=0, description="cut the body to this many characters")
-        ] = 4000,
-        question: Annotated[
-            str | None,
-            Field(
-                description="the question you are answering: the body is then the passages of the "
-                "document that best answer it, not its beginning"
-            ),
-        ] = None,
-    ) -> dict[str, Any]:
-        """Read one document by title, doc_id or key — with `question`, the parts of it that
-        answer the question. A missing title returns an error with the closest titles as
-        `candidates`; several documents sharing a title come back as `alternatives`."""
-        return service.doc(
-            source,
-            title=title,
-            doc_id=doc_id,
-            key=key,
-            fields=fields,
-            max_chars=max_chars,
-            question=question,
-        )
-
-    @_reported
-    def titles(
-        source: SourceName,
-        prefix: Annotated[str, Field(description="the start of a title")],
-        limit: ListLimit = 20,
-    ) -> dict[str, Any]:
-        """Titles starting with `prefix` (case- and width-insensitive, aliases included): for
-        finding the exact name of a document."""
-        return service.titles(source, prefix, limit=limit)
-
-    @_reported
-    def tags(
-        source: SourceName,
-        prefix: Annotated[str | None, Field(description="tags starting with this")] = None,
-        contains: Annotated[str | None, Field(description="tags containing this")] = None,
-        limit: ListLimit = 50,
-        offset: Offset = 0,
-    ) -> dict[str, Any]:
-        """Tag (category) names with document counts, most used first. Use it to find the exact
-        tag before `filter`."""
-        return service.tags(source, prefix=prefix, contains=contains, limit=limit, offset=offset)
-
-    @_reported
-    def links(
-        source: SourceName,
-        title: str | None = None,
-        doc_id: int | None = None,
-        direction: Annotated[
-            str, Field(description="'out': what it links to; 'in': what links to it")
-        ] = "out",
-        limit: ListLimit = 50,
-        offset: Offset = 0,
-    ) -> dict[str, Any]:
-        """Links of a document (by title or doc_id), to follow related documents."""
-        return service.links(
-            source, title=title, doc_id=doc_id, direction=direction, limit=limit, offset=offset
-        )
-
-    @_reported
     @takes(FilterRequest)
     def filter(request: FilterRequest) -> dict[str, Any]:
         """List every document meeting all conditions with the exact `total` — the way to list
@@ -284,77 +182,38 @@ def _read_tools(service) -> list:
         have comes back with the closest ones it does."""
         return service.filter(request)
 
-    @_reported
-    def features(
-        source: SourceName,
-        contains: Annotated[str | None, Field(description="e.g. museum, station")] = None,
-        limit: ListLimit = 50,
-    ) -> dict[str, Any]:
-        """Feature values ("key=value") of a place source with counts — look up the exact value
-        (tourism=museum) before filtering instead of guessing (feature=博物館 matches nothing)."""
-        return service.features(source, contains=contains, limit=limit)
-
-    @_reported
-    def recall(
-        q: Annotated[str | None, Field(description="words the note contains")] = None,
-        since: Annotated[
-            str | None, Field(description="ISO date/time: changed at or after (e.g. 2026-11-01)")
-        ] = None,
-        until: Annotated[str | None, Field(description="ISO date/time: changed up to")] = None,
-        tag: str | None = None,
-        limit: Limit = 10,
-        offset: Offset = 0,
-        max_chars: Annotated[int | None, Field(ge=0)] = 2000,
-    ) -> dict[str, Any]:
-        """Read notes, newest first. For a vague reference ("last week's plan") pass only
-        `since`: notes rarely share words with how they are later asked about."""
-        return service.recall(
-            q=q,
-            since=since,
-            until=until,
-            tag=tag,
-            limit=limit,
-            offset=offset,
-            max_chars=max_chars,
-        )
-
+    doc, titles, tags, links, features, recall = (
+        _bound_tool(service, BINDINGS[name])
+        for name in ("doc", "titles", "tags", "links", "features", "recall")
+    )
     return [
         (fn, READ) for fn in (sources, search, doc, titles, tags, links, filter, features, recall)
     ]
 
 
+def _bound_tool(service, binding: Binding):
+    """The tool of a bound operation (ops/registry.py): its arguments are the request model's,
+    its description the binding's, its result the service's."""
+
+    @_reported
+    @takes(binding.request)
+    def tool(request: Request) -> dict[str, Any]:
+        return binding.handle(service, request)
+
+    tool.__name__ = tool.__qualname__ = binding.entry.mcp or binding.name
+    tool.__doc__ = binding.tool_help
+    return tool
+
+
 def _note_tools(service) -> list:
-    @_reported
-    def remember(
-        text: Annotated[
-            str,
-            Field(
-                description="the content itself: names, numbers, dates, list items, written "
-                "so it makes sense later without this conversation — never a summary label"
-            ),
-        ],
-        title: Annotated[
-            str | None, Field(description="a short title; default: first line")
-        ] = None,
-        tags: list[str] | None = None,
-    ) -> dict[str, Any]:
-        """Store a note for later conversations. Write out what should be remembered in full
-        (e.g. "浅草寺の最寄り駅は浅草駅（銀座線・浅草線）、雷門から徒歩1分"), not "looked up 浅草寺"."""
-        return service.remember(text, title=title, tags=tags)
+    return [
+        (_bound_tool(service, BINDINGS[name]), _hints(BINDINGS[name].entry))
+        for name in ("remember", "update", "forget")
+    ]
 
-    @_reported
-    def update(
-        note_id: int,
-        text: str | None = None,
-        title: str | None = None,
-        tags: list[str] | None = None,
-    ) -> dict[str, Any]:
-        """Change a note; only the fields given change."""
-        return service.update_note(note_id, text=text, title=title, tags=tags)
 
-    @_reported
-    def forget(note_id: int) -> dict[str, Any]:
-        """Delete a note for good."""
-        return service.forget(note_id)
-
-    return [(remember, WRITE), (update, WRITE), (forget, DESTRUCTIVE)]
+def _hints(entry) -> ToolAnnotations:
+    """What a client is told the tool does to data, from the catalogue's flags."""
+    if entry.destructive:
+        return DESTRUCTIVE
+    return WRITE if entry.writes else READ

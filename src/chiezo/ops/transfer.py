@@ -209,8 +209,8 @@ def local_input(manifest: dict, chosen: Path | None) -> dict[str, Any]:
     once served /etc/passwd as an "original" (issue #28). They are never used here."""
     if chosen is None:
         return {}
-    recorded = manifest.get("input") if isinstance(manifest.get("input"), dict) else {}
-    options = recorded.get("options") if isinstance(recorded.get("options"), dict) else {}
+    recorded = given if isinstance(given := manifest.get("input"), dict) else {}
+    options = asked if isinstance(asked := recorded.get("options"), dict) else {}
     kept = {k: v for k, v in options.items() if _plain_option(v)}
     return {"path": str(chosen.resolve()), **({"options": kept} if kept else {})}
 

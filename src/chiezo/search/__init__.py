@@ -1,2 +1,4 @@
-"""Finding documents: query parsing (query.py), full-text plans (fts.py), ranking and fusion
-(rank.py) and snippets (snippet.py)."""
+"""Finding documents: full-text plans (fts.py, keyword.py, scoring.py), meaning (semantic.py),
+both fused (hybrid.py, rank.py) or merged across sources by evidence (evidence.py), conditions
+(filters.py, setplan.py), snippets and sections (snippet.py, sections.py, pdf_pages.py); the
+query language itself is core/query.py."""

@@ -30,6 +30,7 @@ import math
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from chiezo.core import db
 from chiezo.core.errors import BadQuery, Operation, Option
@@ -41,8 +42,8 @@ BOX_ESTIMATE_CAP = 60_000  # above setplan.MATERIALIZE: a box this full is read 
 BATCH = 500
 EARTH_KM = 6371.0088
 NAMED_ATTRIBUTES = ("feature", "area", "wikidata")
-# Attributes whose values are names, matched by ``fold``ed spelling and through "<name>_alias"
-# (another stored attribute holding the same places' other names).
+# Attributes whose values are names, matched by spelling (``fold_name``) and through
+# "<name>_alias" (another stored attribute holding the same places' other names).
 NAME_ATTRIBUTES = ("area",)
 ALIAS = "_alias"
 SIMILAR_POOL = 50_000  # values compared for "closest": ~0.1 s of difflib; more → same first letter
@@ -328,7 +329,7 @@ class Filters:
 _LATIN_MARKS = re.compile(r"[\u0300-\u036f]")
 
 
-def fold(text: str) -> str:
+def fold_name(text: str) -> str:
     """A name compared without case, width, accents or spacing: ＫＹＯＴＯ, kyoto, Kyōto and
     Kyoto are one. Only Latin/Greek/Cyrillic combining marks go: the kana voicing marks that
     NFKD also splits off (が = か + ゙) are put back by NFC."""
@@ -336,7 +337,7 @@ def fold(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", bare).casefold().split())
 
 
-def _is_name(condition: Condition) -> bool:
+def _is_name(condition: Condition) -> TypeGuard[AttrCondition]:
     return isinstance(condition, AttrCondition) and condition.name in NAME_ATTRIBUTES
 
 
@@ -369,8 +370,8 @@ def stored_spellings(
     conn: db.Connection, names: tuple[str, ...], values: tuple[str, ...]
 ) -> dict[str, list[tuple[str, str]]]:
     """Each value → the (attribute, value) pairs stored for it: the exact spelling where one
-    exists (one index seek), else every value equal to it once ``fold``ed (a scan of the
-    attribute's values, a few thousand admin areas)."""
+    exists (one index seek), else every value equal to it through ``fold_name`` (a scan of
+    the attribute's values, a few thousand admin areas)."""
     found: dict[str, list[tuple[str, str]]] = {}
     for value in values:
         exact = unicodedata.normalize("NFKC", value)
@@ -384,12 +385,12 @@ def stored_spellings(
     missing: dict[str, list[str]] = {}
     for value in values:
         if value not in found:
-            missing.setdefault(fold(value), []).append(value)
+            missing.setdefault(fold_name(value), []).append(value)
     if missing:
         for name, stored in conn.execute(
             f"SELECT name, value FROM attr_counts WHERE name IN ({_marks(names)})", names
         ):
-            for asked in missing.get(fold(stored), ()):
+            for asked in missing.get(fold_name(stored), ()):
                 found.setdefault(asked, []).append((name, stored))
     return found
 
@@ -470,23 +471,23 @@ class FilterCheck:
     impossible: bool = False  # a condition matches no document at all
 
 
-def check_filters(source: Source, filters: Filters, others=None) -> FilterCheck:
+def check_filters(source: Source, filters: Filters, list_sources=None) -> FilterCheck:
     """Refuse conditions the source can never satisfy; explain the ones that match nothing.
-    ``others()`` lists the SourceInfo of every source, for "which sources have it"."""
+    ``list_sources()`` lists the SourceInfo of every source, for "which sources have it"."""
     check = FilterCheck()
     conn = source.conn
     for condition in filters.conditions:
         if isinstance(condition, TagCondition):
             _check_tags(source, condition, check)
         elif isinstance(condition, AttrCondition):
-            _check_attr(source, condition, check, others)
+            _check_attr(source, condition, check, list_sources)
     if (filters.near or any(isinstance(c, BoxCondition) for c in filters.conditions)) and not (
         conn.execute("SELECT 1 FROM doc_points LIMIT 1").fetchone()
     ):
         raise BadQuery(
             f"source {source.name!r} has no coordinates, so bbox/near can never match",
             source=source.name,
-            sources_with_it=_having(others, lambda info: info.points),
+            sources_with_it=_having(list_sources, lambda info: info.points),
         )
     return check
 
@@ -513,7 +514,7 @@ def _check_tags(source: Source, condition: TagCondition, check: FilterCheck) -> 
         check.impossible = True
 
 
-def _check_attr(source: Source, condition: AttrCondition, check: FilterCheck, others) -> None:
+def _check_attr(source: Source, condition: AttrCondition, check: FilterCheck, list_sources) -> None:
     name = condition.name
     known = set(source.attributes)
     if name not in known:
@@ -522,7 +523,7 @@ def _check_attr(source: Source, condition: AttrCondition, check: FilterCheck, ot
             f"source {source.name!r} has no attribute {name!r}, so {label}=... can never match",
             source=source.name,
             known_attributes=sorted(known),
-            sources_with_it=_having(others, lambda info: name in info.attributes),
+            sources_with_it=_having(list_sources, lambda info: name in info.attributes),
             candidates=difflib.get_close_matches(name, sorted(known), n=5) or None,
         )
     where, params = condition.clause()
@@ -538,10 +539,10 @@ def _check_attr(source: Source, condition: AttrCondition, check: FilterCheck, ot
         check.impossible = True
 
 
-def _having(others, predicate) -> list[str] | None:
-    if others is None:
+def _having(list_sources, predicate) -> list[str] | None:
+    if list_sources is None:
         return None
-    return [info.name for info in others() if predicate(info)] or None
+    return [info.name for info in list_sources() if predicate(info)] or None
 
 
 def similar_tags(conn: db.Connection, tag: str, n: int = 5) -> list[str]:
@@ -558,14 +559,14 @@ def similar_values(
     conn: db.Connection, name: str, value: str, n: int = 8, names: tuple[str, ...] = ()
 ) -> list[str]:
     """The values of an attribute (or of ``names``: an area and its other-language names)
-    closest in spelling to ``value``, closest first, compared ``fold``ed; a feature's within
-    its key (amenity=caffe → amenity=cafe). None when nothing is close: the commonest values
-    (England, California for 東京都) would only mislead."""
+    closest in spelling to ``value``, closest first, compared through ``fold_name``; a
+    feature's within its key (amenity=caffe → amenity=cafe). None when nothing is close: the
+    commonest values (England, California for 東京都) would only mislead."""
     key = value.split("=", 1)[0] + "=" if name == "feature" and "=" in value else ""
     by_fold: dict[str, list[str]] = {}
-    for stored in _value_pool(conn, names or (name,), key, fold(value[len(key) :])[:1]):
-        by_fold.setdefault(fold(stored), []).append(stored)
-    close = difflib.get_close_matches(fold(value), list(by_fold), n=n, cutoff=SIMILAR_CUTOFF)
+    for stored in _value_pool(conn, names or (name,), key, fold_name(value[len(key) :])[:1]):
+        by_fold.setdefault(fold_name(stored), []).append(stored)
+    close = difflib.get_close_matches(fold_name(value), list(by_fold), n=n, cutoff=SIMILAR_CUTOFF)
     return list(dict.fromkeys(v for f in close for v in by_fold[f]))[:n]
 
 

@@ -69,61 +69,43 @@ class Planned:
     query: ParsedQuery
     ordered: list[Candidate]
     total: int
-    mode: str
+    plan: str  # which plan found them (the result's ``mode``): fts, title_prefix, trigram_or…
     lower_bound: bool
     notes: list[str]
     needles: list[str]  # what snippets look for
 
-    def result(self, source: Source, offset: int, limit: int) -> SearchResult:
-        """Stage two: read the rows of the page that is shown."""
-        hits = read_hits(source, self.ordered[offset : offset + limit], self.needles)
-        return page_result(source, self.query.text, hits, self, offset, limit)
-
 
 def page_result(
-    source: Source, query: str, hits: list[Hit], plan, offset: int, limit: int
+    source: Source, query: str, hits: list[Hit], planned, offset: int, limit: int
 ) -> SearchResult:
-    """One source's page of ``hits``, with how ``plan`` (total, lower_bound, mode, notes)
+    """One source's page of ``hits``, with how ``planned`` (total, lower_bound, plan, notes)
     found them."""
     return SearchResult(
         query=query,
         hits=hits,
-        total=plan.total,
-        mode=plan.mode,
+        total=planned.total,
+        mode=planned.plan,
         offset=offset,
         limit=limit,
-        total_is_lower_bound=plan.lower_bound,
-        notes=plan.notes,
+        total_is_lower_bound=planned.lower_bound,
+        notes=planned.notes,
         sources=[source.name],
     )
 
 
-def search_source(
+def plan_search(
     source: Source,
     text: str,
     *,
-    limit: int = 10,
-    offset: int = 0,
-    timeout: float | None = None,
+    want: int,
     filters: Filters | None = None,
-    others=None,
-) -> SearchResult:
-    """Search one source, optionally within a tag/attribute filter. ``timeout`` bounds the
-    whole query (QueryTimeout → 504)."""
-    check_window(limit, offset)
-    with db.deadline(source.conn, timeout, what=f"search in {source.name!r}"):
-        planned = plan_search(source, text, want=offset + limit, filters=filters, others=others)
-        return planned.result(source, offset, limit)
-
-
-def plan_search(
-    source: Source, text: str, *, want: int, filters: Filters | None = None, others=None
+    list_sources=None,
 ) -> Planned:
     """The first ``want`` candidates of the trigram planner, unread (the caller holds the
     deadline)."""
     query = parse_query(text, folded=source.has_words)
     filters = filters or Filters()
-    check = check_filters(source, filters, others)
+    check = check_filters(source, filters, list_sources)
     if check.impossible:
         return Planned(query, [], 0, "filter", False, check.notes, [])
     if not query.long_terms:
@@ -190,9 +172,9 @@ def _fulltext(
         outside = [i for i in title_ids if not _matches(conn, where, params, i)]
         total = matched + len(outside)
         notes.append(Notice("many_matches", n=walk))
-    mode = "fts+short" if query.short_terms else "fts"
+    plan = "fts+short" if query.short_terms else "fts"
     needles = [*query.long_terms, *query.short_terms]
-    return _page(source, query, ordered, total, mode, limit, offset, needles, lower_bound, notes)
+    return _page(source, query, ordered, total, plan, limit, offset, needles, lower_bound, notes)
 
 
 def _sentence(
@@ -246,7 +228,8 @@ def choose_grams(conn: db.Connection, text: str, doc_count: int) -> list[str]:
     cost = {p: sum(df.get(g, 0) for g in gs) for p, gs in pieces.items()}
     noise = max(SENTENCE_NOISE_SHARE * doc_count, 1)
     usable = sorted((p for p in pieces if 0 < docs[p] <= noise), key=lambda p: docs[p])
-    chosen, postings = [], 0
+    chosen: list[str] = []
+    postings = 0
     for piece in usable:
         if len(chosen) >= SENTENCE_MAX_GRAMS:
             break
@@ -291,7 +274,7 @@ def _short_only(
         ordered = [c for c in ordered if c.doc_id in keep]
         total = len(ordered)
     notes: list[str] = [Notice("short_terms", term=query.terms[0])]
-    mode = "title_prefix"
+    plan = "title_prefix"
     expr, expansion_complete = _expand_short_terms(
         conn, tuple(query.index_form(t) for t in query.terms)
     )
@@ -308,7 +291,7 @@ def _short_only(
         in_titles = {c.doc_id for c in ordered}
         body_ids = [d for (d,) in rows if d not in in_titles]
         if body_ids:
-            mode = "title_prefix+fts"
+            plan = "title_prefix+fts"
         titles_total = total
         need = max(want - len(ordered), 0)
         ordered = ordered + [Candidate(d, 0.0, source.rank_of(d)) for d in body_ids[:need]]
@@ -318,7 +301,7 @@ def _short_only(
             matched, _ = _count(conn, where, params, SHORT_COUNT_CAP)
             total, lower_bound = max(matched, titles_total, len(ordered)), True
     return _page(
-        source, query, ordered, total, mode, limit, offset, list(query.terms), lower_bound, notes
+        source, query, ordered, total, plan, limit, offset, list(query.terms), lower_bound, notes
     )
 
 
@@ -447,14 +430,14 @@ def _page(
     query: ParsedQuery,
     ordered: list[Candidate],
     total: int,
-    mode: str,
+    plan: str,
     limit: int,
     offset: int,
     needles: list[str],
     lower_bound: bool,
     notes: list[str],
 ) -> Planned:
-    return Planned(query, ordered[: offset + limit], total, mode, lower_bound, notes, needles)
+    return Planned(query, ordered[: offset + limit], total, plan, lower_bound, notes, needles)
 
 
 def read_hits(

@@ -70,7 +70,7 @@ class KeywordPlan:
     first: list[int]
     total: int
     lower_bound: bool
-    mode: str
+    plan: str  # the result's ``mode``: the word plan and the trigram plan, e.g. words+fts
     notes: list[str]
     needles: list[str]
     query: str
@@ -97,16 +97,23 @@ def keyword_search(
     offset: int,
     timeout: float | None,
     filters: Filters | None = None,
-    others=None,
+    list_sources=None,
 ) -> SearchResult:
     check_window(limit, offset)
     with db.deadline(source.conn, timeout, what=f"search in {source.name!r}"):
-        plan = plan_keyword(source, text, want=offset + limit, filters=filters, others=others)
+        plan = plan_keyword(
+            source, text, want=offset + limit, filters=filters, list_sources=list_sources
+        )
         return plan.result(source, offset, limit)
 
 
 def plan_keyword(
-    source: Source, text: str, *, want: int, filters: Filters | None = None, others=None
+    source: Source,
+    text: str,
+    *,
+    want: int,
+    filters: Filters | None = None,
+    list_sources=None,
 ) -> KeywordPlan:
     """Words and trigrams fused where the source has words; trigrams alone elsewhere. At least
     ``FUSION_POOL`` candidates of each side are fused, so that the first ``want`` are right.
@@ -115,9 +122,9 @@ def plan_keyword(
     pool = max(want, FUSION_POOL)
     words = query_words(text) if source.has_words else []
     pending = _start_word_side(source, words, pool, filters) if words else None
-    trigrams = plan_search(source, text, want=pool, filters=filters, others=others)
+    trigrams = plan_search(source, text, want=pool, filters=filters, list_sources=list_sources)
     matches = pending.result() if pending is not None else None
-    if trigrams.mode == "filter":  # no text to match: the filters' own order
+    if trigrams.plan == "filter":  # no text to match: the filters' own order
         matches = None
     first = [c.doc_id for c in trigrams.ordered if c.title_match]
     if not source.has_words and source.immutable:  # built before the word index
@@ -128,7 +135,7 @@ def plan_keyword(
             first,
             trigrams.total,
             trigrams.lower_bound,
-            trigrams.mode,
+            trigrams.plan,
             trigrams.notes,
             trigrams.needles,
             trigrams.query.text,
@@ -147,7 +154,7 @@ def plan_keyword(
         first,
         total,
         lower,
-        f"{matches.plan}+{trigrams.mode}",
+        f"{matches.plan}+{trigrams.plan}",
         trigrams.notes,
         [*trigrams.needles, *pieces, *stems],
         trigrams.query.text,

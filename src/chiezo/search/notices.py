@@ -8,7 +8,7 @@ one line naming the sources (``merge``), instead of one line per source.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 # code: (Japanese, English); {name} are parameters, lists are joined
@@ -128,7 +128,7 @@ class _Missing(dict):
         return ""
 
 
-def merge(per_source: dict[str, Iterable[str]]) -> list[str]:
+def merge(per_source: Mapping[str, Iterable[str]]) -> list[str]:
     """One line per code for a search over several sources: the notices of every source, those
     of the same code (and parameters) joined into one that names the sources; plain strings are
     kept, prefixed with their source."""

@@ -9,14 +9,15 @@ open ``#page=N`` at that page."""
 from __future__ import annotations
 
 import re
+from typing import TypeGuard
 
 from chiezo.core import db
 
 _PAGE = re.compile(r"(?:^|> )p\. (\d+)$")
 
 
-def is_pdf_url(url: str | None) -> bool:
-    return bool(url) and url.lower().split("#", 1)[0].endswith(".pdf")
+def is_pdf_url(url: str | None) -> TypeGuard[str]:
+    return bool(url and url.lower().split("#", 1)[0].endswith(".pdf"))
 
 
 def page_of_heading(heading_path: str) -> int | None:

@@ -11,7 +11,7 @@ The order a person expects (measured on jawiki in the design notes):
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 POPULARITY_WEIGHT = 0.4
@@ -66,16 +66,3 @@ def rank_page(
     for _, doc_id, bm25 in heapq.nsmallest(max(upto - len(page), 0), scored):
         page.append(Candidate(doc_id, bm25, rank(doc_id)))
     return page
-
-
-def reciprocal_rank_fusion(
-    ranked_lists: Iterable[Sequence[Hashable]], k: int = RRF_K
-) -> list[tuple[Hashable, float]]:
-    """Fuse rankings whose scores are not comparable (bm25 from different files, dense and
-    sparse): each item scores Σ 1/(k + rank). Ties keep the order of first appearance."""
-    scores: dict[Hashable, float] = {}
-    for ranking in ranked_lists:
-        for position, item in enumerate(ranking, start=1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + position)
-    order = {item: i for i, item in enumerate(scores)}
-    return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))

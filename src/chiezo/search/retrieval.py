@@ -47,7 +47,7 @@ from chiezo.store.embedders import get_embedder
 from chiezo.store.library import Source
 from chiezo.store.vectors import vector_info
 
-MODES = ("keyword", "semantic", "hybrid")
+RETRIEVAL_MODES = ("keyword", "semantic", "hybrid")  # the search's public ``mode``
 FUSIONS = ("minmax", "rrf")
 # The keyword side's weight in min-max fusion, per model, for a query with a specific word (a
 # query of common words only gets less: keyword_weight): a weaker semantic model earns less
@@ -65,7 +65,7 @@ _pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix=
 
 @dataclass(frozen=True)
 class RetrievalOptions:
-    mode: str | None = None
+    retrieval: str | None = None  # RETRIEVAL_MODES; None: default_retrieval (the public ``mode``)
     keyword_weight: float | None = None  # None: KEYWORD_WEIGHT of the source's model
     fusion: str = "minmax"
     top_n: int = DEFAULT_TOP_N
@@ -74,8 +74,10 @@ class RetrievalOptions:
     near: Near | None = None
 
     def checked(self) -> RetrievalOptions:
-        if self.mode is not None and self.mode not in MODES:
-            raise BadQuery(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.retrieval is not None and self.retrieval not in RETRIEVAL_MODES:
+            raise BadQuery(
+                f"mode must be one of {', '.join(RETRIEVAL_MODES)}, got {self.retrieval!r}"
+            )
         if self.fusion not in FUSIONS:
             raise BadQuery(f"fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}")
         if self.keyword_weight is not None and not 0.0 <= self.keyword_weight <= 1.0:
@@ -85,7 +87,7 @@ class RetrievalOptions:
         return self
 
 
-def default_mode(source: Source) -> str:
+def default_retrieval(source: Source) -> str:
     info = vector_info(source.meta)
     return "hybrid" if info is not None and info.count else "keyword"
 
@@ -98,14 +100,14 @@ def retrieve(
     offset: int,
     timeout: float | None,
     filters: Filters | None = None,
-    others=None,
+    list_sources=None,
     options: RetrievalOptions | None = None,
 ) -> SearchResult:
     options = (options or RetrievalOptions()).checked()
-    mode = options.mode or default_mode(source)
+    retrieval = options.retrieval or default_retrieval(source)
     near = options.near
     want = offset + limit
-    if mode == "keyword" and near is None and not options.explain:
+    if retrieval == "keyword" and near is None and not options.explain:
         result = keyword_search(
             source,
             text,
@@ -113,7 +115,7 @@ def retrieve(
             offset=offset,
             timeout=timeout,
             filters=filters,
-            others=others,
+            list_sources=list_sources,
         )
         result.retrieval = "keyword"
         return result
@@ -121,17 +123,17 @@ def retrieve(
     notes: list[str] = []
     semantic: list[SemanticHit] | None = None
     # the two sides run at once: embedding (ONNX) and SQLite both release the GIL
-    pending = _start_semantic(source, text, n, filters, options, timeout, mode)
+    pending = _start_semantic(source, text, n, filters, options, timeout, retrieval)
     keyword = None
-    if mode == "hybrid":
-        keyword = _keyword_side(source, text, n, timeout, filters, others)
+    if retrieval == "hybrid":
+        keyword = _keyword_side(source, text, n, timeout, filters, list_sources)
     if pending is not None:
         semantic = pending.result()
         if semantic is None:
             notes.append(Notice("semantic_timeout"))
-            mode = "keyword-fallback"
-    if mode != "semantic" and keyword is None:
-        keyword = _keyword_side(source, text, n, timeout, filters, others)
+            retrieval = "keyword-fallback"
+    if retrieval != "semantic" and keyword is None:
+        keyword = _keyword_side(source, text, n, timeout, filters, list_sources)
     if keyword is not None:
         notes += keyword.notes
     if keyword is not None and semantic:
@@ -140,7 +142,7 @@ def retrieve(
         keyword = _by_coverage(source, text, keyword)
     weight = keyword_weight(source, options, text) if semantic is not None else 1.0
     fused = _fuse(keyword, semantic, options, weight)
-    if options.explain and mode == "hybrid":
+    if options.explain and retrieval == "hybrid":
         notes.append(Notice("fusion", fusion=options.fusion, weight=weight))
     total, lower = _total(keyword, semantic, fused, n)
     order = "relevance"
@@ -158,20 +160,22 @@ def retrieve(
         query=text.strip(),
         hits=hits,
         total=total,
-        mode=keyword.mode if keyword is not None else "semantic",
+        mode=keyword.plan if keyword is not None else "semantic",
         offset=offset,
         limit=limit,
         total_is_lower_bound=lower,
         notes=notes,
         sources=[source.name],
-        retrieval=mode,
+        retrieval=retrieval,
         order=order,
     )
 
 
-def _keyword_side(source, text, n, timeout, filters, others) -> KeywordPlan:
+def _keyword_side(source, text, n, timeout, filters, list_sources) -> KeywordPlan:
     with db.deadline(source.conn, timeout, what=f"search in {source.name!r}"):
-        return plan_keyword(source, text, want=min(n, MAX_WINDOW), filters=filters, others=others)
+        return plan_keyword(
+            source, text, want=min(n, MAX_WINDOW), filters=filters, list_sources=list_sources
+        )
 
 
 @dataclass
@@ -187,8 +191,10 @@ class _PendingSemantic:
             return None
 
 
-def _start_semantic(source, text, n, filters, options, timeout, mode) -> _PendingSemantic | None:
-    if mode not in ("semantic", "hybrid"):
+def _start_semantic(
+    source, text, n, filters, options, timeout, retrieval
+) -> _PendingSemantic | None:
+    if retrieval not in ("semantic", "hybrid"):
         return None
     budget = min(SEMANTIC_BUDGET, timeout) if timeout else SEMANTIC_BUDGET
     # Loading the model and opening the index happen once per process, here, outside the
@@ -198,7 +204,7 @@ def _start_semantic(source, text, n, filters, options, timeout, mode) -> _Pendin
     _ = source.vectors
 
     # hybrid fetches below the floor too; _floored decides per document
-    below = BELOW_FLOOR_OWNERS if mode == "hybrid" else 0
+    below = BELOW_FLOOR_OWNERS if retrieval == "hybrid" else 0
 
     def run():
         vector = embed_query(source, text)
@@ -209,7 +215,7 @@ def _start_semantic(source, text, n, filters, options, timeout, mode) -> _Pendin
     return _PendingSemantic(_pool.submit(run), time.monotonic() + budget)
 
 
-def _floored(source, semantic: list[SemanticHit], keyword: SearchResult, options):
+def _floored(source, semantic: list[SemanticHit], keyword: KeywordPlan, options):
     """Semantic hits at or above the floor, and any the keyword side found too."""
     floor = options.min_score
     if floor is None:

@@ -40,7 +40,8 @@ def phrase_postings(conn: db.Connection, term: str) -> int:
 
 def split_by_cost(conn: db.Connection, terms: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """(cheap, costly) terms for bm25's IDF, judged by phrase_postings()."""
-    cheap, costly = [], []
+    cheap: list[str] = []
+    costly: list[str] = []
     for term in terms:
         (cheap if phrase_postings(conn, term) <= PHRASE_POSTINGS_BUDGET else costly).append(term)
     return cheap, costly

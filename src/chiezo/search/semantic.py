@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from chiezo.core.errors import Operation, Option
+from chiezo.core.errors import ChiezoError, Operation, Option
 from chiezo.search.filters import Filters, filter_ids
 from chiezo.search.setplan import run_filters
 from chiezo.store.embedders import get_embedder
@@ -82,6 +82,39 @@ def _query_vector(model: str, text: str):
     vector = get_embedder(model).embed([text], "query")[0]
     vector.setflags(write=False)
     return vector
+
+
+def chunk_closeness(source: Source, chunk_ids: list[int], text: str) -> dict[int, float]:
+    """Each of ``chunk_ids`` (that has vectors) → the cosine of its best vector to ``text``
+    embedded with the source's model: which passages of a document are about a question
+    (answer/passages.py). Empty where the source has no vectors, ``text`` cannot be embedded
+    (ChiezoError), or the vectors are of another size than the model's."""
+    import numpy as np
+
+    if source.vectors is None:
+        return {}
+    try:
+        query = np.asarray(embed_query(source, text), dtype=np.float32)
+    except ChiezoError:
+        return {}
+    best: dict[int, float] = {}
+    for start in range(0, len(chunk_ids), 500):
+        part = chunk_ids[start : start + 500]
+        rows = source.conn.execute(
+            f"SELECT chunk_id, vec FROM chunk_vectors WHERE chunk_id IN "
+            f"({','.join('?' * len(part))})",
+            part,
+        ).fetchall()
+        if not rows:
+            continue
+        vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f2").astype(np.float32)
+        vectors = vectors.reshape(len(rows), -1)
+        if vectors.shape[1] != len(query):
+            return {}
+        scores = vectors @ query
+        for (chunk_id, _), score in zip(rows, scores, strict=True):
+            best[chunk_id] = max(best.get(chunk_id, -1.0), float(score))
+    return best
 
 
 def default_floor(source: Source, model: str) -> float:

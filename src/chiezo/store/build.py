@@ -29,7 +29,6 @@ import shutil
 import sys
 import time
 from array import array
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,36 +112,11 @@ class BuildReport:
         }
 
 
-def build_source(
-    settings: Settings,
-    name: str,
-    kind: str,
-    docs: Iterable[Doc],
-    *,
-    input_identity: dict[str, Any] | None = None,
-    options: BuildOptions | None = None,
-    progress: Progress | None = None,
-    expected_docs: int | None = None,
-    expected_bytes: int | None = None,
-) -> BuildReport:
-    """Build and switch in a new generation of ``name`` from ``docs``."""
-    builder = GenerationBuilder(
-        settings,
-        name,
-        kind,
-        input_identity=input_identity,
-        options=options,
-        progress=progress,
-        expected_bytes=expected_bytes,
-    )
-    with builder:
-        builder.start_reading(expected_docs)
-        for doc in docs:
-            builder.add(doc)
-        return builder.finish()
-
-
 class GenerationBuilder:
+    # the phase under way, for its timing (unset until the first phase: see _end_phase)
+    _phase_name: str | None
+    _phase_started: float
+
     def __init__(
         self,
         settings: Settings,
@@ -346,8 +320,8 @@ class GenerationBuilder:
         self.progress.phase(name, total, unit)
 
     def _end_phase(self) -> None:
-        if getattr(self, "_phase_name", None):
-            self.timings[self._phase_name] = time.monotonic() - self._phase_started
+        if name := getattr(self, "_phase_name", None):
+            self.timings[name] = time.monotonic() - self._phase_started
             self._phase_name = None
 
     # -- finishing ---------------------------------------------------------------------------

@@ -244,7 +244,7 @@ def _embed_source(
 
 
 @dataclass(frozen=True)
-class Work:
+class EmbedBatch:
     """One batch of units for the embedder: the ones the cache lacks (by text hash)."""
 
     hashes: list[str]
@@ -255,14 +255,14 @@ class Work:
 
 # A runner turns batches of work into (work, vectors) pairs, in any order: the cache is keyed
 # by text, so where a vector is computed does not change the result.
-Vectorize = Callable[[Iterable[Work]], Iterator[tuple[Work, Any]]]
+Vectorize = Callable[[Iterable[EmbedBatch]], Iterator[tuple[EmbedBatch, Any]]]
 Runner = Callable[[Embedder], Vectorize]
 
 
 def local_vectors(embedder: Embedder) -> Vectorize:
     """The default runner: this process's embedder, one batch after another."""
 
-    def vectorize(batches: Iterable[Work]) -> Iterator[tuple[Work, Any]]:
+    def vectorize(batches: Iterable[EmbedBatch]) -> Iterator[tuple[EmbedBatch, Any]]:
         for work in batches:
             yield work, embedder.embed(work.passages, "passage") if work.passages else None
 
@@ -278,13 +278,13 @@ def as_fp16(vectors):
 
 def _missing(
     conn: db.Connection, wanted: int, unit_chars: int, cache: VectorCache, model: str
-) -> Iterator[Work]:
+) -> Iterator[EmbedBatch]:
     """The units of ``_unit_batches`` whose vectors the cache lacks, batch by batch."""
     for batch, chunk_count in _unit_batches(conn, wanted, unit_chars):
         hashes = [text_hash(model, unit.passage) for unit in batch]
         known = cache.known(hashes)
         todo = {h: unit.passage for h, unit in zip(hashes, batch, strict=True) if h not in known}
-        yield Work(list(todo), list(todo.values()), chunk_count, len(batch) - len(todo))
+        yield EmbedBatch(list(todo), list(todo.values()), chunk_count, len(batch) - len(todo))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import threading
 import time
 from array import array
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chiezo.core import db
 from chiezo.core.config import Settings
@@ -22,6 +22,9 @@ from chiezo.core.schema import REQUIRED_TABLES, SCHEMA_VERSION, WORDS_AND_TRIGRA
 from chiezo.store import generations
 from chiezo.store.kinds import Attribution, SourceKind, kinds
 from chiezo.store.source_info import NEEDS_REBUILD, SourceInfo, recorded_input
+
+if TYPE_CHECKING:  # the type only: the module is imported where it is used
+    from chiezo.store.vectors import VectorIndex
 
 NOTES = "notes"  # the writable source's reserved name
 WATCH_SECONDS = 1.0  # how often a server looks for switched-in generations (one readlink each)
@@ -69,7 +72,7 @@ class Source:
         self._local = threading.local()
         self._ranks: array | None = None
         self._ranks_lock = threading.Lock()
-        self._vectors = None
+        self._vectors: VectorIndex | None = None
         self.meta = self._read_meta()
         self._check_schema()
 
@@ -437,7 +440,11 @@ class Library:
         except ChiezoError as exc:
             path = generations.current_path(self.corpus_dir / name)
             meta = raw_meta(path) if path is not None else None
-            info = SourceInfo.from_meta(name, meta, path) if meta else SourceInfo(name=name)
+            info = (
+                SourceInfo.from_meta(name, meta, path)
+                if meta and path is not None  # a meta table was read only from a path
+                else SourceInfo(name=name)
+            )
             info.status, info.error, info.hint = NEEDS_REBUILD, exc.message, exc.extras.get("hint")
             return info
 

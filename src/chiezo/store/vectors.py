@@ -73,7 +73,7 @@ def vector_info(meta: dict[str, str]) -> VectorInfo | None:
         dim=int(meta.get("embedding_dim", 0)),
         count=int(meta.get("vector_count", 0)),
         chunks=int(meta.get("chunk_count", 0)),
-        embedded_chunks=int(meta.get("embedded_chunks") or meta.get("vector_count", 0)),
+        embedded_chunks=int(meta.get("embedded_chunks") or meta.get("vector_count", "0")),
         docs=int(meta.get("doc_count", 0)),
     )
 

@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from chiezo.core.config import RAY_DEFAULT_ADDRESS
 from chiezo.core.errors import CLI, ChiezoError
 from chiezo.ops.service import Service
 
@@ -84,14 +85,20 @@ def one_build_at_a_time(service, what: str, source: str | None, action: str, wai
 def ray_option(what: str):
     """``--ray [ADDRESS]``: ``what`` on a Ray cluster; alone, the cluster RAY_ADDRESS names,
     else the one `ray start` runs on this machine, else a new local one (cluster/__init__.py)."""
-    from chiezo.cluster import DEFAULT_ADDRESS
-
     return click.option(
         "--ray",
         "ray",
         is_flag=False,
-        flag_value=DEFAULT_ADDRESS,
+        flag_value=RAY_DEFAULT_ADDRESS,
         default=None,
         metavar="[ADDRESS]",
         help=f"{what}; alone: this machine's cluster.",
     )
+
+
+def load_ray_backends() -> None:
+    """``--ray`` given to a build: the cluster extra registers its backends with the seams
+    they plug into (cluster/wiki.py: the Wikipedia rendering, ingest/wikipedia.py). Imported
+    here, only when asked for, so the default path never loads it; Ray itself is imported
+    when the backend runs (a missing Ray: the extra's error, exit 2)."""
+    import chiezo.cluster.wiki  # noqa: F401 - registers on import

@@ -24,6 +24,7 @@ from chiezo.surfaces.cli.common import (
     emit_json,
     err,
     handles_errors,
+    load_ray_backends,
     one_build_at_a_time,
     out,
     print_error,
@@ -193,6 +194,8 @@ def _ingest(ctx: click.Context, kind: SourceKind, fields: list[OptionField], val
     if inputs and fetching:
         flag = (fetching[0].flag.names or ["--" + fetching[0].name.replace("_", "-")])[0]
         raise click.UsageError(f"{flag} is for downloading the {kind.argument}; one was given")
+    if values.get("ray") is not None:  # a kind's --ray (wikipedia): the cluster's backend
+        load_ray_backends()
 
     def build() -> None:
         service = service_of(ctx)

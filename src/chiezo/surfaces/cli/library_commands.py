@@ -14,9 +14,10 @@ import click
 from rich.markup import escape
 
 from chiezo.core.errors import EXIT_FAILURE, EXIT_NOT_FOUND, BadQuery
-from chiezo.core.validation import MAX_OFFSET, MAX_SQL_INT
-from chiezo.ops.requests import MAX_LIST_LIMIT
+from chiezo.ops.registry import BINDINGS
+from chiezo.ops.requests import FeaturesRequest, LinksRequest, TagsRequest, TitlesRequest
 from chiezo.surfaces.cli.common import emit_json, err, handles_errors, out, service_of, units_label
+from chiezo.surfaces.cli.parameters import request_from, request_options
 
 # -- sources -----------------------------------------------------------------------------------
 
@@ -118,57 +119,33 @@ def _size(count: int) -> str:
 # -- browsing: what the REST routes /v1/{source}/features, tags, titles and links give ---------
 
 
-def _limit(default: int):
-    return click.option(
-        "--limit",
-        "-n",
-        type=click.IntRange(1, MAX_LIST_LIMIT),
-        default=default,
-        show_default=True,
-        help=f"At most this many (1-{MAX_LIST_LIMIT}).",
-    )
-
-
-_offset = click.option(
-    "--offset", type=click.IntRange(0, MAX_OFFSET), default=0, help="Skip this many, for paging."
-)
 _json = click.option("--json", "as_json", is_flag=True, help="Print the route's JSON.")
 
 
 @click.command()
-@click.argument("source")
-@click.option("--prefix", default=None, help="Values starting with this, e.g. railway=.")
-@click.option("--contains", default=None, help="Values containing this, e.g. museum.")
-@_limit(50)
-@_offset
+@request_options(FeaturesRequest)
 @_json
 @click.pass_context
 @handles_errors
-def features(ctx, source, prefix, contains, limit, offset, as_json) -> None:
+def features(ctx, as_json, **values) -> None:
     """Feature values (key=value) of place source SOURCE with their document counts, most common
     first: what --feature of search and filter takes."""
-    found = service_of(ctx).features(
-        source, prefix=prefix, contains=contains, limit=limit, offset=offset
-    )
-    _print_counts(found, "features", "feature", "feature values", offset, as_json)
+    request = request_from(FeaturesRequest, values)
+    found = BINDINGS["features"].handle(service_of(ctx), request)
+    _print_counts(found, "features", "feature", "feature values", request.offset, as_json)
 
 
 @click.command()
-@click.argument("source")
-@click.option("--prefix", default=None, help="Tags starting with this.")
-@click.option("--contains", default=None, help="Tags containing this.")
-@_limit(50)
-@_offset
+@request_options(TagsRequest)
 @_json
 @click.pass_context
 @handles_errors
-def tags(ctx, source, prefix, contains, limit, offset, as_json) -> None:
+def tags(ctx, as_json, **values) -> None:
     """Tag (category) names of SOURCE with their document counts, most used first: what --tag
     of search and filter takes."""
-    found = service_of(ctx).tags(
-        source, prefix=prefix, contains=contains, limit=limit, offset=offset
-    )
-    _print_counts(found, "tags", "tag", "tags", offset, as_json)
+    request = request_from(TagsRequest, values)
+    found = BINDINGS["tags"].handle(service_of(ctx), request)
+    _print_counts(found, "tags", "tag", "tags", request.offset, as_json)
 
 
 def _print_counts(
@@ -187,16 +164,14 @@ def _print_counts(
 
 
 @click.command()
-@click.argument("source")
-@click.argument("prefix", nargs=-1, required=True)
-@_limit(20)
+@request_options(TitlesRequest)
 @_json
 @click.pass_context
 @handles_errors
-def titles(ctx, source, prefix, limit, as_json) -> None:
+def titles(ctx, as_json, **values) -> None:
     """Titles of SOURCE starting with PREFIX (case- and width-insensitive, aliases included),
     in order: for finding a document's exact title."""
-    found = service_of(ctx).titles(source, " ".join(prefix), limit=limit)
+    found = BINDINGS["titles"].handle(service_of(ctx), request_from(TitlesRequest, values))
     if as_json:
         emit_json(found)
     else:
@@ -213,40 +188,16 @@ def titles(ctx, source, prefix, limit, as_json) -> None:
 
 
 @click.command()
-@click.argument("source")
-@click.argument("title", nargs=-1)
-@click.option(
-    "--id",
-    "doc_id",
-    type=click.IntRange(0, MAX_SQL_INT),
-    default=None,
-    help="The document by doc_id.",
-)
-@click.option("--key", default=None, help="The document by the source's own key.")
-@click.option(
-    "--direction",
-    type=click.Choice(["out", "in"]),
-    default="out",
-    show_default=True,
-    help="out: what it links to; in: what links to it.",
-)
-@_limit(50)
-@_offset
+@request_options(LinksRequest)
 @_json
 @click.pass_context
 @handles_errors
-def links(ctx, source, title, doc_id, key, direction, limit, offset, as_json) -> None:
+def links(ctx, as_json, **values) -> None:
     """Links of one document of SOURCE (by TITLE, --id or --key): what it links to, or with
     --direction in, what links to it."""
-    found = service_of(ctx).links(
-        source,
-        title=" ".join(title) or None,
-        doc_id=doc_id,
-        key=key,
-        direction=direction,
-        limit=limit,
-        offset=offset,
-    )
+    request = request_from(LinksRequest, values)
+    direction = request.direction
+    found = BINDINGS["links"].handle(service_of(ctx), request)
     if as_json:
         emit_json(found)
     else:

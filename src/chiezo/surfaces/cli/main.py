@@ -9,19 +9,28 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.markup import escape
 
 from chiezo import __version__
-from chiezo.answer.options import MAX_EXCERPTS, MAX_TOKENS, AnswerOptions
+from chiezo.answer.options import AnswerOptions
 from chiezo.answer.terminal import Turn
 from chiezo.core.config import Settings, is_loopback
 from chiezo.core.errors import EXIT_NOT_FOUND, ChiezoError
 from chiezo.core.models import SearchResult
 from chiezo.core.progress import console_progress
-from chiezo.ops.requests import MAX_LIMIT, FilterRequest, Param, Request, SearchRequest, params
+from chiezo.ops.registry import BINDINGS
+from chiezo.ops.requests import (
+    AnswerRequest,
+    DocRequest,
+    FilterRequest,
+    ForgetRequest,
+    RecallRequest,
+    RememberRequest,
+    SearchRequest,
+    UpdateRequest,
+)
 from chiezo.ops.service import Service
 from chiezo.surfaces.cli.common import (
     emit_json,
@@ -37,6 +46,7 @@ from chiezo.surfaces.cli.common import (
 from chiezo.surfaces.cli.ingest_commands import ingest, rebuild
 from chiezo.surfaces.cli.library_commands import COMMANDS
 from chiezo.surfaces.cli.operator_commands import COMMANDS as OPS_COMMANDS
+from chiezo.surfaces.cli.parameters import request_from, request_options
 from chiezo.surfaces.mcp.clients import MCP_CLIENTS
 
 
@@ -63,58 +73,6 @@ for command in (ingest, rebuild, *COMMANDS, *OPS_COMMANDS):
 # -- search ------------------------------------------------------------------------------------
 
 
-def request_options(model: type[Request]):
-    """The arguments and options of a command taking ``model``'s parameters (ops/requests.py):
-    ``--near-doc`` for ``near_doc``, a repeatable option for a list, click's ranges and choices
-    for the declared bounds, so the CLI offers what REST and MCP offer."""
-
-    def decorate(command):
-        for param in reversed(params(model)):
-            command = _click_param(param)(command)
-        return command
-
-    return decorate
-
-
-def _click_param(param: Param):
-    if param.surface.cli_argument == "words":
-        return click.argument(param.name, nargs=-1)
-    if param.surface.cli_argument:
-        return click.argument(param.name, required=param.required)
-    flags = ["--" + param.name.replace("_", "-"), *param.surface.cli_flags, param.name]
-    if param.kind is bool:
-        return click.option(*flags, is_flag=True, default=param.default, help=param.help)
-    shown = param.default is not None
-    return click.option(
-        *flags,
-        type=_click_type(param),
-        multiple=param.many,
-        default=param.default,
-        show_default=shown,
-        help=param.help,
-    )
-
-
-def _click_type(param: Param) -> click.ParamType:
-    if param.choices:
-        return click.Choice(param.choices)
-    bounds = param.bounds
-    if not bounds or param.kind not in (int, float):
-        return click.types.convert_type(param.kind)
-    low = bounds.get("ge", bounds.get("gt"))
-    ranged = click.IntRange if param.kind is int else click.FloatRange
-    return ranged(low, bounds.get("le"), min_open="gt" in bounds)
-
-
-def _request(model: type[Request], values: dict[str, Any]) -> Request:
-    """The model from a command's values (its other options, e.g. --json, left out)."""
-    taken = {}
-    for param in params(model):
-        value = values[param.name]
-        taken[param.name] = " ".join(value) if param.surface.cli_argument == "words" else value
-    return model.model_validate(taken)
-
-
 @cli.command()
 @request_options(SearchRequest)
 @click.option("--json", "as_json", is_flag=True)
@@ -126,7 +84,7 @@ def search(ctx, as_json, interactive, **values) -> None:
     source has vectors, full text and meaning fused (hybrid), else bm25 × popularity. A question
     typed as one sentence still finds its documents."""
     service = service_of(ctx)
-    request = _request(SearchRequest, values)
+    request = request_from(SearchRequest, values)
     if interactive:
         _interactive(service, request)
         return
@@ -229,7 +187,7 @@ def _interactive(service: Service, request: SearchRequest) -> None:
 def filter_command(ctx, as_json, **values) -> None:
     """List every document of SOURCE meeting all conditions, with the exact total: a category
     (--tag), places of a kind (--feature) in an --area or --bbox, or nearest to --near/--near-doc."""
-    request = _request(FilterRequest, values)
+    request = request_from(FilterRequest, values)
     offset = request.offset
     result = service_of(ctx).filter(request)
     if as_json:
@@ -253,48 +211,13 @@ def filter_command(ctx, as_json, **values) -> None:
 
 
 def answer_options(command):
-    """The options ``ask`` and ``chat`` share; unset ones take CHIEZO_ANSWER_* defaults."""
-    for option in reversed(
-        [
-            click.option("--source", "-s", default=None, help="Answer from this source only."),
-            click.option(
-                "--mode",
-                type=click.Choice(["rag", "agent"]),
-                default=None,
-                help="rag: plan, search, excerpts, answer; agent: the model calls the "
-                "tools (default CHIEZO_ANSWER_MODE, else rag).",
-            ),
-            click.option(
-                "--grounded/--ungrounded",
-                default=None,
-                help="Only from the sources (default), or let the model go beyond them, "
-                "marked so (CHIEZO_ANSWER_GROUNDED).",
-            ),
-            click.option(
-                "--budget",
-                type=click.IntRange(300, 200_000),
-                default=None,
-                help="Characters of excerpts given to the model (CHIEZO_ANSWER_BUDGET).",
-            ),
-            click.option(
-                "--excerpts",
-                type=click.IntRange(1, MAX_EXCERPTS),
-                default=None,
-                help="Documents read for an answer (CHIEZO_ANSWER_EXCERPTS, else 5).",
-            ),
-            click.option(
-                "--max-tokens",
-                type=click.IntRange(16, MAX_TOKENS),
-                default=None,
-                help="The answer's length cap (CHIEZO_ANSWER_MAX_TOKENS, else 512).",
-            ),
-            click.option(
-                "--steps", type=click.IntRange(1, 20), default=6, help="Agent: tool-call steps."
-            ),
-        ]
-    ):
-        command = option(command)
-    return command
+    """The options ``ask`` and ``chat`` share (ops/requests.py AnswerRequest); unset ones take
+    the CHIEZO_ANSWER_* defaults."""
+    return request_options(AnswerRequest)(command)
+
+
+def _answer_choices(values: dict) -> dict:
+    return request_from(AnswerRequest, values).arguments()
 
 
 @cli.command()
@@ -315,7 +238,7 @@ def ask(ctx, question, strict, as_json, **choices) -> None:
     Needs an OpenAI-compatible endpoint (CHIEZO_LLM_URL, CHIEZO_LLM_MODEL). Exit codes: 0
     answered, 2 usage/config, 3 nothing found, 4 an uncited or unsupported sentence with
     --strict, 5 no model reachable (the excerpts found are printed anyway)."""
-    options = AnswerOptions.of(strict=strict, **choices)
+    options = AnswerOptions.of(strict=strict, **_answer_choices(choices))
     turn = _answer_turn(service_of(ctx), " ".join(question), [], options, as_json=as_json)
     sys.exit(turn.code)
 
@@ -329,7 +252,7 @@ def chat(ctx, **choices) -> None:
     Follow-up questions see the recent turns and what they cited (not their text); the
     agent may remember notes here."""
     service = service_of(ctx)
-    options = AnswerOptions.of(writable=True, **choices)
+    options = AnswerOptions.of(writable=True, **_answer_choices(choices))
     history: list[dict] = []
     while True:
         try:
@@ -545,36 +468,17 @@ def _marked(diff: dict, side: str, i: int) -> str:
 
 
 @cli.command()
-@click.argument("title", nargs=-1)
-@click.option("--source", "-s", required=True)
-@click.option("--id", "doc_id", type=int, default=None, help="Look up by doc_id.")
-@click.option("--key", default=None, help="Look up by the source's own key (e.g. a path).")
-@click.option("--fields", default=None, help="Comma-separated fields to return.")
-@click.option("--max-chars", type=click.IntRange(0), default=None, help="Cut the body.")
-@click.option(
-    "--question",
-    "-q",
-    default=None,
-    help="Show the passages that best answer this question (what `ask` reads).",
-)
+@request_options(DocRequest)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def doc(ctx, title, source, doc_id, key, fields, max_chars, question, as_json) -> None:
+def doc(ctx, as_json, **values) -> None:
     """Show one document, by TITLE, --id or --key. A missing title lists the closest ones."""
-    text = " ".join(title) or None
-    if text is None and doc_id is None and key is None:
+    request = request_from(DocRequest, values)
+    if request.title is None and request.doc_id is None and request.key is None:
         raise click.UsageError("give a TITLE, --id or --key")
-    field_list = [f.strip() for f in fields.split(",") if f.strip()] if fields else None
-    data = service_of(ctx).doc(
-        source,
-        title=text,
-        doc_id=doc_id,
-        key=key,
-        fields=field_list,
-        max_chars=max_chars,
-        question=question,
-    )
+    source = request.source
+    data = BINDINGS["doc"].handle(service_of(ctx), request)
     if as_json:
         emit_json(data)
         return
@@ -728,40 +632,23 @@ def notes() -> None:
 
 
 @notes.command("remember")
-@click.argument("text", nargs=-1, required=True)
-@click.option("--title", default=None)
-@click.option("--tag", "tags", multiple=True, help="Repeat for several tags.")
+@request_options(RememberRequest)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def notes_remember(ctx, text, title, tags, as_json) -> None:
+def notes_remember(ctx, as_json, **values) -> None:
     """Store TEXT as a note (write the content itself, not a label)."""
-    note = service_of(ctx).remember(" ".join(text), title=title, tags=list(tags))
-    _print_note(note, as_json)
+    _print_note(_noted("remember", RememberRequest, ctx, values), as_json)
 
 
 @notes.command("recall")
-@click.argument("query", nargs=-1)
-@click.option("--since", default=None, help="ISO date/time, e.g. 2026-11-01.")
-@click.option("--until", default=None, help="ISO date/time, inclusive.")
-@click.option("--tag", default=None)
-@click.option("--limit", "-n", type=click.IntRange(1, MAX_LIMIT), default=10, show_default=True)
-@click.option("--offset", type=click.IntRange(0), default=0)
-@click.option("--max-chars", type=click.IntRange(0), default=2000, show_default=True)
+@request_options(RecallRequest)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def notes_recall(ctx, query, since, until, tag, limit, offset, max_chars, as_json) -> None:
+def notes_recall(ctx, as_json, **values) -> None:
     """Notes newest first, narrowed by words, time and tag."""
-    found = service_of(ctx).recall(
-        q=" ".join(query) or None,
-        since=since,
-        until=until,
-        tag=tag,
-        limit=limit,
-        offset=offset,
-        max_chars=max_chars,
-    )
+    found = _noted("recall", RecallRequest, ctx, values)
     if as_json:
         emit_json(found)
     else:
@@ -773,33 +660,32 @@ def notes_recall(ctx, query, since, until, tag, limit, offset, max_chars, as_jso
 
 
 @notes.command("update")
-@click.argument("note_id", type=int)
-@click.option("--text", default=None)
-@click.option("--title", default=None)
-@click.option("--tag", "tags", multiple=True, help="Replaces the tags; repeat for several.")
+@request_options(UpdateRequest)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def notes_update(ctx, note_id, text, title, tags, as_json) -> None:
+def notes_update(ctx, as_json, **values) -> None:
     """Change a note; only the options given change."""
-    note = service_of(ctx).update_note(
-        note_id, text=text, title=title, tags=list(tags) if tags else None
-    )
-    _print_note(note, as_json)
+    _print_note(_noted("update", UpdateRequest, ctx, values), as_json)
 
 
 @notes.command("forget")
-@click.argument("note_id", type=int)
+@request_options(ForgetRequest)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def notes_forget(ctx, note_id, as_json) -> None:
+def notes_forget(ctx, as_json, **values) -> None:
     """Delete a note."""
-    result = service_of(ctx).forget(note_id)
+    result = _noted("forget", ForgetRequest, ctx, values)
     if as_json:
         emit_json(result)
     else:
-        out.print(f"deleted note {note_id}")
+        out.print(f"deleted note {values['note_id']}")
+
+
+def _noted(name: str, model, ctx, values: dict):
+    """A notes operation run through its binding (ops/registry.py)."""
+    return BINDINGS[name].handle(service_of(ctx), request_from(model, values))
 
 
 def _print_note(note: dict, as_json: bool) -> None:

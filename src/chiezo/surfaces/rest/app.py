@@ -8,6 +8,7 @@ filter that is ignored returns wrong results with a straight face.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import re
@@ -22,7 +23,17 @@ from chiezo import __version__
 from chiezo.answer.options import AnswerOptions
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, Uncited
-from chiezo.ops.requests import FilterRequest, SearchRequest, one_source_names
+from chiezo.ops.registry import BINDINGS, Binding
+from chiezo.ops.requests import (
+    DocRequest,
+    FilterRequest,
+    ForgetRequest,
+    RecallRequest,
+    RememberRequest,
+    SearchRequest,
+    UpdateRequest,
+    one_source_names,
+)
 from chiezo.ops.service import Service
 from chiezo.surfaces import web
 from chiezo.surfaces.mcp.server import build_mcp
@@ -36,22 +47,9 @@ from chiezo.surfaces.rest.params import (
     SOURCE_RESPONSES,
     AskParams,
     ChatIn,
-    DocQuestion,
-    Fields,
-    Limit,
-    ListLimit,
-    NoteIn,
     NotePatch,
-    Offset,
     PathId,
-    QueryId,
     Question,
-    RecallText,
-    SearchText,
-    ShortText,
-    Since,
-    SourceName,
-    Until,
     model_query,
     query_parameters,
 )
@@ -65,6 +63,12 @@ AllSourcesSearch = Annotated[
     Depends(query_parameters(SearchRequest, omit={"source"} | one_source_names(SearchRequest))),
 ]
 Filter = Annotated[FilterRequest, Depends(query_parameters(FilterRequest))]
+# one document: by title or key in the query, or by doc_id in the path
+Recall = Annotated[RecallRequest, Depends(query_parameters(RecallRequest))]
+DocByTitle = Annotated[DocRequest, Depends(query_parameters(DocRequest, omit={"doc_id"}))]
+DocById = Annotated[
+    DocRequest, Depends(query_parameters(DocRequest, omit={"doc_id", "title", "key"}))
+]
 
 
 def reject_unknown_parameters(request: Request) -> None:
@@ -123,13 +127,6 @@ def _answer(
 
 def _sse(name: str, data: Any) -> str:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
-
-
-def _split(values: list[str] | None) -> list[str] | None:
-    """``fields=a,b`` and ``fields=a&fields=b`` both work."""
-    if not values:
-        return None
-    return [v.strip() for value in values for v in value.split(",") if v.strip()]
 
 
 def create_app(
@@ -302,26 +299,15 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         dependencies=write,
         responses=documented(401, 403, 503, 507),
     )
-    def remember(note: NoteIn) -> JSONResponse:
+    def remember(note: RememberRequest) -> JSONResponse:
         """Store a note; the answer is the note as stored (durable once acknowledged)."""
-        return _json(service.remember(note.text, title=note.title, tags=note.tags), 201)
+        return _json(BINDINGS["remember"].handle(service, note), 201)
 
     @app.get("/v1/notes/recall", tags=["notes"], responses=documented(504))
-    def recall(
-        q: RecallText = None,
-        since: Since = None,
-        until: Until = None,
-        tag: str | None = None,
-        limit: Limit = 10,
-        offset: Offset = 0,
-        max_chars: Annotated[int | None, Query(ge=0)] = 2000,
-    ) -> JSONResponse:
+    def recall(request: Recall) -> JSONResponse:
         """Notes newest first; narrow by time (``since`` alone works for vague references),
         tag and/or words."""
-        found = service.recall(
-            q=q, since=since, until=until, tag=tag, limit=limit, offset=offset, max_chars=max_chars
-        )
-        return _json(found)
+        return _json(BINDINGS["recall"].handle(service, request))
 
     @app.get("/v1/notes/{note_id:int}", tags=["notes"], responses=documented(404, 504))
     def get_note(
@@ -337,8 +323,8 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
     )
     def update_note(note_id: PathId, patch: NotePatch) -> JSONResponse:
         """Change a note: only the fields sent change."""
-        sent = patch.model_dump(exclude_unset=True)
-        return _json(service.update_note(note_id, **sent))
+        sent = UpdateRequest(note_id=note_id, **patch.model_dump(exclude_unset=True))
+        return _json(BINDINGS["update"].handle(service, sent))
 
     @app.delete(
         "/v1/notes/{note_id:int}",
@@ -347,7 +333,7 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         responses=documented(401, 403, 404, 503, 507),
     )
     def forget(note_id: PathId) -> JSONResponse:
-        return _json(service.forget(note_id))
+        return _json(BINDINGS["forget"].handle(service, ForgetRequest(note_id=note_id)))
 
     jobs_routes.install(app, service, write)  # /v1/jobs: background rebuild and embed jobs
 
@@ -361,80 +347,15 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         return _json(service.search(request).to_dict())
 
     @app.get("/v1/{source}/doc", tags=["documents"], responses=SOURCE_RESPONSES)
-    def doc_by_title(
-        source: SourceName,
-        title: ShortText = None,
-        key: ShortText = None,
-        fields: Fields = None,
-        max_chars: Annotated[int | None, Query(ge=0)] = None,
-        question: DocQuestion = None,
-    ) -> JSONResponse:
+    def doc_by_title(request: DocByTitle) -> JSONResponse:
         """One document by exact title (through aliases) or key; 404 lists close titles."""
-        if title is None and key is None:
+        if request.title is None and request.key is None:
             raise BadQuery("give title= or key=", hint="or use /v1/{source}/doc/{doc_id}")
-        return _json(
-            service.doc(
-                source,
-                title=title,
-                key=key,
-                fields=_split(fields),
-                max_chars=max_chars,
-                question=question,
-            )
-        )
+        return _json(BINDINGS["doc"].handle(service, request))
 
     @app.get("/v1/{source}/doc/{doc_id:int}", tags=["documents"], responses=SOURCE_RESPONSES)
-    def doc_by_id(
-        source: SourceName,
-        doc_id: PathId,
-        fields: Fields = None,
-        max_chars: Annotated[int | None, Query(ge=0)] = None,
-        question: DocQuestion = None,
-    ) -> JSONResponse:
-        return _json(
-            service.doc(
-                source, doc_id=doc_id, fields=_split(fields), max_chars=max_chars, question=question
-            )
-        )
-
-    @app.get("/v1/{source}/titles", tags=["documents"], responses=SOURCE_RESPONSES)
-    def titles(source: SourceName, prefix: SearchText, limit: ListLimit = 20) -> JSONResponse:
-        return _json(service.titles(source, prefix, limit=limit))
-
-    @app.get("/v1/{source}/tags", tags=["documents"], responses=SOURCE_RESPONSES)
-    def tags(
-        source: SourceName,
-        prefix: ShortText = None,
-        contains: ShortText = None,
-        limit: ListLimit = 50,
-        offset: Offset = 0,
-    ) -> JSONResponse:
-        """Tag names with document counts, most used first."""
-        return _json(
-            service.tags(source, prefix=prefix, contains=contains, limit=limit, offset=offset)
-        )
-
-    @app.get("/v1/{source}/links", tags=["documents"], responses=SOURCE_RESPONSES)
-    def links(
-        source: SourceName,
-        title: ShortText = None,
-        doc_id: QueryId = None,
-        key: ShortText = None,
-        direction: Annotated[str, Query(pattern="^(in|out)$")] = "out",
-        limit: ListLimit = 50,
-        offset: Offset = 0,
-    ) -> JSONResponse:
-        """Outgoing (``direction=out``) or incoming (``in``) links of one document."""
-        found = service.links(
-            source,
-            title=title,
-            doc_id=doc_id,
-            key=key,
-            direction=direction,
-            limit=limit,
-            offset=offset,
-        )
-        return _json(found)
+    def doc_by_id(doc_id: PathId, request: DocById) -> JSONResponse:
+        return _json(BINDINGS["doc"].handle(service, request.model_copy(update={"doc_id": doc_id})))
 
     @app.get("/v1/{source}/filter", tags=["search"], responses=SOURCE_RESPONSES)
     def filter_docs(request: Filter) -> JSONResponse:
@@ -442,23 +363,31 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         total; most popular first, or nearest first with distance_km when near/near_doc."""
         return _json(service.filter(request))
 
-    @app.get("/v1/{source}/features", tags=["documents"], responses=SOURCE_RESPONSES)
-    def features(
-        source: SourceName,
-        prefix: ShortText = None,
-        contains: ShortText = None,
-        limit: ListLimit = 50,
-        offset: Offset = 0,
-    ) -> JSONResponse:
-        """Feature values (key=value) of a place source with counts: what `feature=` takes."""
-        found = service.features(
-            source, prefix=prefix, contains=contains, limit=limit, offset=offset
-        )
-        return _json(found)
+    for name in ("titles", "tags", "links", "features"):
+        _bound_route(app, service, BINDINGS[name])
 
     @app.head("/healthz", include_in_schema=False)
     def healthz_head() -> Response:
         return Response(status_code=200)
+
+
+def _bound_route(app: FastAPI, service: Service, binding: Binding) -> None:
+    """The GET route of a bound operation (ops/registry.py): its query parameters are the
+    request model's, read and checked by ``query_parameters``; the answer is the service's."""
+    method, path = binding.entry.rest[0].split(" ", 1)
+
+    def route(request) -> JSONResponse:
+        return _json(binding.handle(service, request))
+
+    taken = Annotated[Any, Depends(query_parameters(binding.request))]
+    route.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("request", inspect.Parameter.KEYWORD_ONLY, annotation=taken)],
+        return_annotation=JSONResponse,
+    )
+
+    route.__name__ = binding.name
+    route.__doc__ = binding.tool_help
+    app.add_api_route(path, route, methods=[method], tags=["documents"], responses=SOURCE_RESPONSES)
 
 
 def labelled_models(status: dict) -> dict:

@@ -200,6 +200,7 @@ class _Scrubbing:
 
     async def _first(self, message: dict) -> dict:
         start, self.start = self.start, None
+        assert start is not None  # called only while the response's start is held
         headers = start.get("headers") or []
         declared = any(k == b"content-length" for k, _ in headers)
         if message.get("more_body") and declared:

@@ -9,7 +9,7 @@ and its list.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Query
 from fastapi.responses import JSONResponse
@@ -23,7 +23,7 @@ from chiezo.surfaces.rest.params import PathId
 
 # The notes (the one writable source, its name reserved) have no rebuild and no embed: the
 # document says so as the schema of `source`, so that no client takes "notes" for a valid job.
-NOT_NOTES = {"not": {"const": NOTES}}
+NOT_NOTES: dict[str, Any] = {"not": {"const": NOTES}}
 JobSource = Annotated[
     str,
     Query(

@@ -45,6 +45,7 @@ from fastapi.responses import PlainTextResponse
 from chiezo.core.errors import Forbidden, Unauthorized
 from chiezo.core.models import SearchResult
 from chiezo.ops.service import Service
+from chiezo.search.notices import Notice
 from chiezo.surfaces.rest.openapi import errors as documented
 from chiezo.surfaces.rest.security import Security
 from chiezo.surfaces.rest.supervision import SUPERVISOR_ENV
@@ -91,9 +92,10 @@ class Histogram:
         yield from _header(self.name, self.help, "histogram")
         with self._lock:
             series = sorted((labels, list(counts)) for labels, counts in self._series.items())
+        bounds: tuple[float | str, ...] = (*self.buckets, "+Inf")
         for labels, counts in series:
             running = 0.0
-            for bound, count in zip((*self.buckets, "+Inf"), counts[:-1], strict=True):
+            for bound, count in zip(bounds, counts[:-1], strict=True):
                 running += count
                 le = bound if isinstance(bound, str) else _number(bound)
                 yield f"{self.name}_bucket{_labels((*labels, ('le', le)))} {_number(running)}"
@@ -241,7 +243,7 @@ def fallback_sources(result: SearchResult) -> list[str]:
     notice names them in a search across sources; one source's own notice names none."""
     names: list[str] = []
     for note in result.notes:
-        if getattr(note, "code", None) == "semantic_timeout":
+        if isinstance(note, Notice) and note.code == "semantic_timeout":
             names += note.params.get("sources") or result.sources
     return sorted(set(names))
 

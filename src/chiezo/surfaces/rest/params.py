@@ -1,7 +1,7 @@
 """What each parameter and body of the API accepts, stated so that /openapi.json tells the
 truth: types, ranges, lengths, enumerations, the patterns of ops/patterns.py, and the errors
-each kind of route gives. Routes (app.py, jobs_routes.py) only name these; search and filter
-take theirs from ops/requests.py (``query_parameters``)."""
+each kind of route gives. Routes (app.py, jobs_routes.py) only name these; the operations of
+ops/registry.py take theirs from ops/requests.py (``query_parameters``)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,19 @@ from typing import Annotated, Any, Literal
 from fastapi import Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from chiezo.answer.options import MAX_EXCERPTS, MAX_TOKENS, AnswerOptions
-from chiezo.core.query import MAX_QUERY_CHARS
-from chiezo.core.validation import MAX_OFFSET, MAX_SQL_INT, MAX_TEXT_CHARS
-from chiezo.ops.browse import DOC_FIELDS
-from chiezo.ops.notes import MAX_NOTE_CHARS, MAX_TAG_CHARS, MAX_TAGS
-from chiezo.ops.patterns import FIELD_LIST, ISO_MOMENT, NOT_BLANK
-from chiezo.ops.requests import MAX_LIMIT, MAX_LIST_LIMIT, Param, Request, params, stated
-from chiezo.ops.service import MAX_QUESTION_CHARS
+from chiezo.answer.options import AnswerOptions
+from chiezo.core.validation import MAX_SQL_INT
+from chiezo.ops.notes import MAX_TAG_CHARS, MAX_TAGS
+from chiezo.ops.patterns import NOT_BLANK
+from chiezo.ops.requests import (
+    MAX_QUESTION_CHARS,
+    AnswerRequest,
+    NoteText,
+    Param,
+    Request,
+    params,
+    stated,
+)
 from chiezo.surfaces.rest.openapi import errors as documented
 
 SOURCE_RESPONSES = documented(404, 409, 504)
@@ -65,8 +70,8 @@ def model_query(model: type[BaseModel]) -> Callable[..., Any]:
     def read(**values: Any) -> BaseModel:
         return model.model_validate(values)
 
-    read.__signature__ = inspect.Signature(
-        [  # type: ignore[attr-defined]
+    read.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
             inspect.Parameter(
                 name,
                 inspect.Parameter.KEYWORD_ONLY,
@@ -97,64 +102,15 @@ def _rest_parameter(param: Param) -> inspect.Parameter:
     )
 
 
-Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"1-{MAX_LIMIT}")]
-ListLimit = Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)]
-Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET)]
-Fields = Annotated[
-    list[str] | None,
-    Query(
-        description="comma-separated: " + ", ".join(DOC_FIELDS),
-        json_schema_extra={"items": {"type": "string", "pattern": FIELD_LIST}},
-    ),
-]
-Since = Annotated[
-    str | None, Query(description="ISO date or date-time", json_schema_extra=ISO_MOMENT)
-]
-Until = Annotated[
-    str | None, Query(description="ISO date or date-time, inclusive", json_schema_extra=ISO_MOMENT)
-]
-SearchText = Annotated[
-    str, Query(**stated(min_length=1, max_length=MAX_QUERY_CHARS, pattern=NOT_BLANK))
-]
-ShortText = Annotated[str | None, Query(**stated(max_length=MAX_TEXT_CHARS))]
-RecallText = Annotated[str | None, Query(**stated(max_length=MAX_QUERY_CHARS))]
 Question = Annotated[
     str, Query(**stated(min_length=1, max_length=MAX_QUESTION_CHARS, pattern=NOT_BLANK))
 ]
-DocQuestion = Annotated[
-    str | None,
-    Query(
-        **stated(min_length=1, max_length=MAX_QUESTION_CHARS, pattern=NOT_BLANK),
-        description="the body becomes the passages that best answer this question (what `ask` "
-        "reads of the document), within max_chars (default: the answer budget)",
-    ),
-]
 # a document, note or job id: within SQLite's integers (beyond them an id names nothing)
 PathId = Annotated[int, Path(ge=0, le=MAX_SQL_INT)]
-QueryId = Annotated[int | None, Query(ge=0, le=MAX_SQL_INT)]
-SourceName = Annotated[str, Path(description="a source name from /v1/sources")]
-
-NoteText = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=MAX_NOTE_CHARS,
-        pattern=NOT_BLANK,
-        description="the content itself: names, numbers, dates, items",
-    ),
-]
 NoteTagList = Annotated[
     list[Annotated[str, Field(max_length=MAX_TAG_CHARS)]],
     Field(max_length=MAX_TAGS, description=f"at most {MAX_TAGS} short labels"),
 ]
-NoteTags = Annotated[NoteTagList | None, Field(default=None)]
-
-
-class NoteIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    text: NoteText
-    title: str | None = Field(default=None, description="default: the first line (cut at 200)")
-    tags: NoteTags = None
 
 
 class ChatMessage(BaseModel):
@@ -168,28 +124,17 @@ class ChatMessage(BaseModel):
     )
 
 
-class AnswerChoices(BaseModel):
-    """How to answer; unset fields take the configured defaults (CHIEZO_ANSWER_*)."""
+class AnswerChoices(AnswerRequest):
+    """How to answer (ops/requests.py), and how the answer comes back."""
 
-    model_config = ConfigDict(extra="forbid")
-    source: str | None = Field(default=None, description="answer from this source only")
     # JSON true/false only: 0 and "no" are not false here (lax parsing accepted them)
     strict: StrictBool = Field(
         default=False, description="422 on an uncited or unsupported sentence"
     )
     stream: StrictBool = False
-    budget: int | None = Field(
-        default=None, ge=300, le=200_000, description="characters of excerpts"
-    )
-    excerpts: int | None = Field(default=None, ge=1, le=MAX_EXCERPTS, description="documents read")
-    max_tokens: int | None = Field(
-        default=None, ge=16, le=MAX_TOKENS, description="the answer's length cap"
-    )
-    mode: Literal["rag", "agent"] | None = None
     grounded: StrictBool | None = Field(
         default=None, description="false: may answer beyond the sources"
     )
-    steps: int = Field(default=6, ge=1, le=20, description="agent: tool-call steps")
 
     def options(self) -> AnswerOptions:
         return AnswerOptions.of(**self.model_dump(exclude={"stream", "messages"}))
@@ -214,6 +159,6 @@ class NotePatch(BaseModel):
     """Only the fields sent change (at least one); null is not a value of any of them."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
-    text: NoteText = None  # type: ignore[assignment] - absent, never null
+    text: NoteText = None  # type: ignore[assignment]  # absent, never null
     title: str = None  # type: ignore[assignment]
     tags: NoteTagList = None  # type: ignore[assignment]

@@ -48,9 +48,3 @@ def header_value(used: dict) -> bytes:
     return ", ".join(
         f"{name}={source.path.name}" for name, source in sorted(used.items()) if not source.writable
     ).encode("ascii")
-
-
-def generations_of(header: str | None) -> dict[str, str]:
-    """The header read back: {source: generation file name}."""
-    pairs = (item.strip().partition("=") for item in (header or "").split(","))
-    return {name: gen for name, sep, gen in pairs if sep}

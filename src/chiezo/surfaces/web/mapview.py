@@ -80,7 +80,7 @@ def render_map(
         parts.append(_center_mark(x, y, center_label))
         obstacles.append(_square(x, y, 2 * CENTER_RADIUS))
     others = [p for p in points if p.number is None]
-    numbered = sorted((p for p in points if p.number is not None), key=lambda p: p.number)
+    numbered = sorted((p for p in points if p.number is not None), key=lambda p: p.number or 0)
     parts += [_dot(frame, p) for p in others]
     anchors = [(*frame.xy(p.lat, p.lon), *_label_size(p.number)) for p in numbered]
     spots = place_labels(anchors, obstacles, (0, 0, width, frame.height))
@@ -122,7 +122,7 @@ def _candidates(x: float, y: float, w: float, h: float) -> Iterator[Box]:
     the size of a large map; the caller falls back to the spot itself past the last."""
     yield _centred(x, y, w, h)
     step = h + LABEL_GAP
-    for ring in range(1, 2 * MAX_HEIGHT // step):
+    for ring in range(1, int(2 * MAX_HEIGHT // step)):
         radius = ring * step
         count = 8 * ring
         for i in range(count):

@@ -81,7 +81,7 @@ def _html_inline(self, tokens, idx, options, env) -> str:
         return ""
     tag = _TAG.match(content)
     name = tag.group(2).lower() if tag else ""
-    if name in KEPT_ELEMENTS:
+    if tag and name in KEPT_ELEMENTS:
         return f"<{tag.group(1)}{name}>"
     return "" if name in UNWRAPPED_ELEMENTS else str(escape(content))
 

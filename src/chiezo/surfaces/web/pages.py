@@ -12,11 +12,12 @@ from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from chiezo import __version__
 from chiezo.core.errors import ChiezoError
+from chiezo.ops.requests import LinksRequest
 from chiezo.ops.service import Service
 from chiezo.surfaces.web.disk import install as install_disk
 from chiezo.surfaces.web.disk import page_survey
@@ -140,7 +141,7 @@ def install(app: FastAPI, service: Service) -> None:
         return render(request, "search.html", status, **context)
 
     @app.get("/doc/{source}", include_in_schema=False)
-    def doc_by_title(request: Request, source: str) -> HTMLResponse:
+    def doc_by_title(request: Request, source: str) -> Response:
         title, key = request.query_params.get("title"), request.query_params.get("key")
         try:
             found = service.doc(
@@ -180,8 +181,12 @@ def install(app: FastAPI, service: Service) -> None:
             )
             opened = service.library.get(source)
             info = opened.info().to_dict()
-            outgoing = service.links(source, doc_id=doc_id, direction="out", limit=SHOWN_LINKS)
-            incoming = service.links(source, doc_id=doc_id, direction="in", limit=30)
+            outgoing = service.links(
+                LinksRequest.of(source=source, doc_id=doc_id, direction="out", limit=SHOWN_LINKS)
+            )
+            incoming = service.links(
+                LinksRequest.of(source=source, doc_id=doc_id, direction="in", limit=30)
+            )
         except ChiezoError as exc:
             return render(
                 request, "doc.html", exc.status, doc=None, error=exc.to_dict(), source=source

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from markupsafe import Markup
@@ -17,7 +18,13 @@ from starlette.requests import Request
 
 from chiezo.core.errors import ChiezoError
 from chiezo.core.validation import MAX_OFFSET
-from chiezo.ops.requests import SearchRequest, params
+from chiezo.ops.requests import (
+    FeaturesRequest,
+    FilterRequest,
+    SearchRequest,
+    TagsRequest,
+    params,
+)
 from chiezo.ops.service import Service
 from chiezo.search.snippet import plain_text
 from chiezo.surfaces.web.document_pages import original_href
@@ -78,15 +85,16 @@ class SearchForm:
 
 def search_results(service: Service, form: SearchForm) -> dict[str, Any]:
     extra = form.filter_arguments() if form.source else {}
-    result = service.search(
-        form.q,
-        form.source or None,
+    request = SearchRequest.of(
+        query=form.q,
+        source=form.source or None,
         limit=PAGE_SIZE,
         offset=form.offset,
         mode=form.mode or None,
-        tags=[form.tag] if form.tag else None,
+        tag=[form.tag] if form.tag else None,
         **extra,
     )
+    result = service.search(request)
     items = []
     for number, hit in enumerate(result.hits, start=form.offset + 1):
         original = None
@@ -120,12 +128,14 @@ def search_results(service: Service, form: SearchForm) -> dict[str, Any]:
 def browse_results(service: Service, form: SearchForm) -> dict[str, Any]:
     """Filters without words: every document meeting them (exact total), as the API's filter."""
     found = service.filter(
-        form.source,
-        tags=[form.tag] if form.tag else None,
-        fields=["doc_id", "key", "title", "url", "point", "opening"],
-        limit=PAGE_SIZE,
-        offset=form.offset,
-        **form.filter_arguments(),
+        FilterRequest.of(
+            source=form.source,
+            tag=[form.tag] if form.tag else None,
+            fields=["doc_id", "key", "title", "url", "point", "opening"],
+            limit=PAGE_SIZE,
+            offset=form.offset,
+            **form.filter_arguments(),
+        )
     )
     items = []
     for number, doc in enumerate(found["docs"], start=form.offset + 1):
@@ -166,11 +176,13 @@ def _more_points(service: Service, form: SearchForm, total: int, shown: set[int]
     if total <= len(shown):
         return []
     found = service.filter(
-        form.source,
-        tags=[form.tag] if form.tag else None,
-        fields=["doc_id", "title", "point"],
-        limit=MAP_POINTS,
-        **form.filter_arguments(),
+        FilterRequest.of(
+            source=form.source,
+            tag=[form.tag] if form.tag else None,
+            fields=["doc_id", "title", "point"],
+            limit=MAP_POINTS,
+            **form.filter_arguments(),
+        )
     )
     return [
         MapPoint(
@@ -189,7 +201,7 @@ def _map(
     items: list[dict],
     center: tuple[float, float] | None,
     near_text: str = "",
-    others: list[MapPoint] = (),
+    others: Sequence[MapPoint] = (),
 ) -> Markup:
     """The page's map, when it adds something to the list (mapview.worth_drawing)."""
     points = list(others) + [
@@ -213,7 +225,9 @@ def _near_point(service: Service, near: dict[str, Any]) -> tuple[float, float] |
     """The point a search was made around: typed as ``lat,lon``, or a document's (its
     coordinates read once more: a search's result does not carry them)."""
     if near.get("near"):
-        lat, lon = _POINT.match(near["near"]).groups()
+        point = _POINT.match(near["near"])
+        assert point is not None  # near_arguments gives "near" only to a lat,lon
+        lat, lon = point.groups()
         return float(lat), float(lon)
     name, _, title = near["near_doc"].partition(":")
     point = service.doc(name, title=title, fields=["point"]).get("point")
@@ -230,11 +244,13 @@ def doc_map(service: Service, doc: dict) -> tuple[Markup, int]:
         return Markup(""), 0
     try:
         found = service.filter(
-            doc["source"],
-            near=f"{point['lat']},{point['lon']}",
-            radius_km=NEARBY_KM,
-            fields=["doc_id", "title", "point"],
-            limit=NEARBY_POINTS + 1,
+            FilterRequest.of(
+                source=doc["source"],
+                near=f"{point['lat']},{point['lon']}",
+                radius_km=NEARBY_KM,
+                fields=["doc_id", "title", "point"],
+                limit=NEARBY_POINTS + 1,
+            ),
         )
     except ChiezoError:
         return Markup(""), 0
@@ -282,9 +298,11 @@ def suggestions(service: Service, info: dict) -> dict[str, list[dict]]:
 def _commonest(service: Service, name: str, has_tags: bool, attributes) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {"tags": [], "features": []}
     if has_tags:
-        out["tags"] = service.tags(name, limit=200)["tags"]
+        out["tags"] = service.tags(TagsRequest.of(source=name, limit=200))["tags"]
     if "feature" in attributes:
-        out["features"] = service.features(name, limit=200).get("features", [])
+        out["features"] = service.features(FeaturesRequest.of(source=name, limit=200)).get(
+            "features", []
+        )
     return out
 
 

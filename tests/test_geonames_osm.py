@@ -10,6 +10,7 @@ from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, InputError
 from chiezo.ingest.geonames import GeoNamesOptions
 from chiezo.ingest.osm import OsmOptions, point_in_ring
+from chiezo.ops.requests import FeaturesRequest, FilterRequest, SearchRequest
 from chiezo.ops.service import Service
 
 from helpers import DumpSite, data_file, wiki_dump
@@ -51,15 +52,22 @@ def titles(result) -> list[str]:
 # -- GeoNames ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_japanese_names_find_their_places(places):
-    kyoto = places.search("京都市", "geonames").hits[0]
+    kyoto = places.search(SearchRequest.of(query="京都市", source="geonames")).hits[0]
     assert kyoto.title == "京都市" and kyoto.title_match
-    tokyo = places.search("東京", "geonames").hits[0]
+    tokyo = places.search(SearchRequest.of(query="東京", source="geonames")).hits[0]
     assert tokyo.title_match and tokyo.key == "1850147"
-    assert places.search("Tokyo", "geonames").hits[0].key == "1850147"
-    assert places.search("ニューヨーク", "geonames").hits[0].title == "ニューヨーク"
+    assert (
+        places.search(SearchRequest.of(query="Tokyo", source="geonames")).hits[0].key == "1850147"
+    )
+    assert (
+        places.search(SearchRequest.of(query="ニューヨーク", source="geonames")).hits[0].title
+        == "ニューヨーク"
+    )
 
 
+@pytest.mark.slow
 def test_places_carry_feature_country_area_and_population_rank(places):
     doc = places.doc("geonames", title="京都市", fields=["attrs", "point", "rank_score", "extra"])
     assert doc["attrs"]["feature"] == ["P=PPLA"] and doc["attrs"]["country"] == ["JP"]
@@ -68,81 +76,116 @@ def test_places_carry_feature_country_area_and_population_rank(places):
     assert doc["extra"]["population"] == 1459640 and 0.7 < doc["rank_score"] < 1
 
 
+@pytest.mark.slow
 def test_duplicate_names_get_distinguishable_titles(places):
-    result = places.search("Springfield", "geonames", limit=20)
+    result = places.search(SearchRequest.of(query="Springfield", source="geonames", limit=20))
     names = [h.title for h in result.hits]
     assert len(names) == len(set(names)) > 5
     assert all("(" in n for n in names if n.startswith("スプリングフィールド"))
 
 
+@pytest.mark.slow
 def test_a_box_around_kyoto_holds_kyoto_and_not_osaka(places):
-    result = places.filter("geonames", bbox="34.95,135.65,35.10,135.85", limit=100)
+    result = places.filter(
+        FilterRequest.of(source="geonames", bbox="34.95,135.65,35.10,135.85", limit=100)
+    )
     assert "京都市" in titles(result)
     assert "大阪市" not in titles(result)
     assert result["total"] == len(result["docs"])
 
 
+@pytest.mark.slow
 def test_feature_and_country_filters_with_exact_totals(places):
-    capitals = places.filter("geonames", feature=["P=PPLC"], limit=500)
+    capitals = places.filter(FilterRequest.of(source="geonames", feature=["P=PPLC"], limit=500))
     assert capitals["total"] == len(capitals["docs"]) > 150
-    japan = places.filter("geonames", feature=["P=PPLA"], attrs=["country=JP"], limit=100)
+    japan = places.filter(
+        FilterRequest.of(source="geonames", feature=["P=PPLA"], attr=["country=JP"], limit=100)
+    )
     assert japan["total"] == 47 - 1  # every prefectural seat but Tokyo (a PPLC)
-    either = places.filter("geonames", feature=["P=PPLA,P=PPLC"], attrs=["country=JP"], limit=100)
+    either = places.filter(
+        FilterRequest.of(
+            source="geonames", feature=["P=PPLA,P=PPLC"], attr=["country=JP"], limit=100
+        )
+    )
     assert either["total"] == 47
 
 
 # -- OpenStreetMap ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_museum_is_listed_with_the_right_total(places):
-    museums = places.filter("osm_helsinki", feature=["tourism=museum"], limit=50)
+    museums = places.filter(
+        FilterRequest.of(source="osm_helsinki", feature=["tourism=museum"], limit=50)
+    )
     assert museums["total"] == 6 == len(museums["docs"])
     assert {"Ateneum", "Kiasma"} <= set(titles(museums))
 
 
+@pytest.mark.slow
 def test_nearest_to_the_central_station_sorts_by_distance(places):
-    result = places.filter("osm_helsinki", near=STATION, feature=["railway=tram_stop"], limit=10)
+    result = places.filter(
+        FilterRequest.of(
+            source="osm_helsinki", near=STATION, feature=["railway=tram_stop"], limit=10
+        )
+    )
     distances = [d["distance_km"] for d in result["docs"]]
     assert distances == sorted(distances)
     assert 0 < distances[0] < 0.5 and distances[-1] < 2
     assert result["order"] == "distance" and result["total"] == 40
-    within = places.filter("osm_helsinki", near=STATION, radius_km=0.3, limit=500)
+    within = places.filter(
+        FilterRequest.of(source="osm_helsinki", near=STATION, radius_km=0.3, limit=500)
+    )
     assert all(d["distance_km"] <= 0.3 for d in within["docs"])
     assert within["total"] == len(within["docs"]) > 10
 
 
+@pytest.mark.slow
 def test_near_doc_uses_another_sources_coordinates(places):
     result = places.filter(
-        "osm_helsinki", near_doc="testwiki:ヘルシンキ中央駅", feature=["railway=station"], limit=3
+        FilterRequest.of(
+            source="osm_helsinki",
+            near_doc="testwiki:ヘルシンキ中央駅",
+            feature=["railway=station"],
+            limit=3,
+        )
     )
     assert titles(result)[0] == "Helsinki" and result["docs"][0]["distance_km"] < 0.2
     assert result["near"]["from"] == "testwiki:ヘルシンキ中央駅"
     with pytest.raises(BadQuery, match="no coordinates"):
-        places.filter("osm_helsinki", near_doc="testwiki:座標のない記事")
+        places.filter(FilterRequest.of(source="osm_helsinki", near_doc="testwiki:座標のない記事"))
 
 
+@pytest.mark.slow
 def test_features_can_be_discovered(places):
-    found = places.features("osm_helsinki", contains="museum")
+    found = places.features(FeaturesRequest.of(source="osm_helsinki", contains="museum"))
     assert {"feature": "tourism=museum", "docs": 6} in found["features"]
     with pytest.raises(BadQuery, match="no features"):
-        places.features("testwiki")
+        places.features(FeaturesRequest.of(source="testwiki"))
 
 
+@pytest.mark.slow
 def test_transport_infrastructure_comes_by_value_not_by_key(places):
-    values = {f["feature"] for f in places.features("osm_helsinki", limit=500)["features"]}
+    values = {
+        f["feature"]
+        for f in places.features(FeaturesRequest.of(source="osm_helsinki", limit=500))["features"]
+    }
     assert "railway=station" in values and "railway=tram_stop" in values
     assert not {
         v for v in values if v.startswith("railway=") and v.split("=")[1] in ("rail", "tram")
     }
 
 
+@pytest.mark.slow
 def test_a_place_filter_on_a_wikipedia_source_says_why(places):
     with pytest.raises(BadQuery) as info:
-        places.filter("testwiki", feature=["railway=station"])
+        places.filter(FilterRequest.of(source="testwiki", feature=["railway=station"]))
     assert "has no attribute 'feature'" in info.value.message
     assert info.value.extras["sources_with_it"] == ["geonames", "osm_helsinki"]
     with pytest.raises(BadQuery, match="no attribute 'area'"):
-        places.filter("osm_helsinki", area=["Kamppi"])  # its boundaries are clipped: no areas
+        places.filter(
+            FilterRequest.of(source="osm_helsinki", area=["Kamppi"])
+        )  # its boundaries are clipped: no areas
 
 
 # -- admin areas by point-in-polygon ----------------------------------------------------------
@@ -199,7 +242,9 @@ def test_areas_come_from_polygons_not_boxes(tmp_path):
         for t in ("Inside ell", "Inside square", "Outside both")
     }
     assert areas == {"Inside ell": ["Ell"], "Inside square": ["Square"], "Outside both": None}
-    square_cafes = service.filter("osm_test", area=["Square"], feature=["amenity=cafe"])
+    square_cafes = service.filter(
+        FilterRequest.of(source="osm_test", area=["Square"], feature=["amenity=cafe"])
+    )
     assert titles(square_cafes) == ["Inside square"]
 
 
@@ -273,5 +318,8 @@ def test_alternate_names_give_japanese_areas_and_wikidata_ids(tmp_path):
     service.ingest("geonames", export, "jp", options=geo)
     kyoto = service.doc("jp", title="京都市", fields=["attrs", "aliases"])
     assert kyoto["attrs"]["area"] == ["京都府"] and kyoto["attrs"]["wikidata"] == ["Q34600"]
-    assert service.filter("jp", area=["京都府"])["total"] == 1
-    assert service.filter("jp", wikidata=["Q34600"])["docs"][0]["title"] == "京都市"
+    assert service.filter(FilterRequest.of(source="jp", area=["京都府"]))["total"] == 1
+    assert (
+        service.filter(FilterRequest.of(source="jp", wikidata=["Q34600"]))["docs"][0]["title"]
+        == "京都市"
+    )

@@ -25,6 +25,9 @@ from llm_stub import ScriptedLLM
 
 from helpers import TEMPLE_PAGES, RunningServer, build_docs, wiki_dump, write_files
 
+# thousands of fuzzed requests: left out of `make test-fast`
+pytestmark = pytest.mark.slow
+
 PAGES = [
     *TEMPLE_PAGES,
     (3, "Helsinki", "'''Helsinki''' is the capital of Finland. {{Coord|60|10|N|24|56|E}}"),

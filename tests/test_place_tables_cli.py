@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from chiezo.ops.requests import SearchRequest
 from chiezo.ops.service import Service
 from chiezo.surfaces.cli.main import cli
 
@@ -53,6 +54,7 @@ def built(tmp_path_factory):
     return settings, json.loads(result.output)
 
 
+@pytest.mark.slow
 def test_three_formats_build_one_source_with_every_row(built):
     settings, report = built
     assert report["kind"] == "places"
@@ -114,6 +116,7 @@ def test_features_listing_counts_the_categories(built):
     assert counts["amenity=cafe"] == 3 and counts["type=PPLA2"] == 2
 
 
+@pytest.mark.slow
 def test_rebuild_keeps_the_files_and_options(built, tmp_path):
     settings, report = built
     rebuilt = run(settings, "rebuild", "mine", "--json")
@@ -185,7 +188,7 @@ def test_a_rebuild_reads_only_the_files_that_changed(tmp_path, settings):
     assert same["conversions"] == {"converted": 0, "reused": 2}
     service = Service(settings)
     assert service.doc("k", title="琴平町", fields=["point"])["point"]["lat"] == 34.19167
-    ids = [h.doc_id for h in service.search("高松市", "k").hits]
+    ids = [h.doc_id for h in service.search(SearchRequest.of(query="高松市", source="k")).hits]
     assert ids  # documents from the cache are searchable as before
     other = json.loads(
         run(settings, "ingest", "places", csv, "--name", "k2", "--title", "所在地", "--json").output

@@ -1,0 +1,1 @@
+"""The ``chiezo`` command (main.py) and its command groups."""

@@ -1,0 +1,1 @@
+"""The MCP server (server.py) and desktop clients' configuration (clients.py)."""
