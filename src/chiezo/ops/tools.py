@@ -145,7 +145,12 @@ def _tool_parameter(param: Param) -> inspect.Parameter:
         param.name,
         inspect.Parameter.KEYWORD_ONLY,
         default=default,
-        annotation=Annotated[param.annotation, Field(**param.constraints())],
+        # what a model reads: names, types, bounds, choices, defaults and the help. Not the
+        # stated text shapes (ops/requests.py ``stated``: patterns of hundreds of Unicode
+        # escapes, lengths): the service checks those and answers with its reason, and each
+        # costs a small model's context on every step: the nine read tools' schemas are 13.8 KB
+        # without them, 29.2 KB with them (26.1 KB when only search and filter stated theirs)
+        annotation=Annotated[param.annotation, Field(description=param.help, **param.bounds)],
     )
 
 
