@@ -385,7 +385,10 @@ def test_gc_reclaims_old_generations_and_debris_and_keeps_what_serves(cluttered)
         "use-m.f16.db",
     ]
     assert any(p.endswith("e5-small.db") for p in done["converted"])
-    assert cluttered["service"].search(SearchRequest.of(query="蒸気機関車", source="kb")).hits[0].title == "鉄道の開業"
+    assert (
+        cluttered["service"].search(SearchRequest.of(query="蒸気機関車", source="kb")).hits[0].title
+        == "鉄道の開業"
+    )
     again = _gc(cluttered["data"], "--yes")
     assert again.exit_code == 0 and "nothing to reclaim" in again.output
 

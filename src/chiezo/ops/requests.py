@@ -548,6 +548,10 @@ class Param:
     schema_extra: dict[str, Any] | None  # stated, not enforced (checked by the service)
     surface: Surface
 
+    def enforced(self) -> dict[str, Any]:
+        """Keyword arguments for a ``Field`` with the help and the enforced bounds only."""
+        return {"description": self.help, **self.bounds}
+
     def constraints(self) -> dict[str, Any]:
         """Keyword arguments for a FastAPI ``Query``/``Path`` or a pydantic ``Field``."""
         return {"description": self.help, "json_schema_extra": self.schema_extra, **self.bounds}

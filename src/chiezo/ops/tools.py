@@ -150,7 +150,7 @@ def _tool_parameter(param: Param) -> inspect.Parameter:
         # escapes, lengths): the service checks those and answers with its reason, and each
         # costs a small model's context on every step: the nine read tools' schemas are 13.8 KB
         # without them, 29.2 KB with them (26.1 KB when only search and filter stated theirs)
-        annotation=Annotated[param.annotation, Field(description=param.help, **param.bounds)],
+        annotation=Annotated[param.annotation, Field(**param.enforced())],
     )
 
 
