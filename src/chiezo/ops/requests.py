@@ -314,22 +314,22 @@ ListLimit = Annotated[
 ]
 
 
-class TagsRequest(Request):
+class CountsRequest(Request):
+    """A page of one source's names with their document counts, most used first."""
+
     source: SourceName
-    prefix: Annotated[ShortText, Field(description="tags starting with this")] = None
-    contains: Annotated[ShortText, Field(description="tags containing this")] = None
+    prefix: Annotated[ShortText, Field(description="names starting with this")] = None
+    contains: Annotated[ShortText, Field(description="names containing this")] = None
     limit: ListLimit = 50
     offset: ListOffset = 0
 
 
-class FeaturesRequest(Request):
-    source: SourceName
-    prefix: Annotated[ShortText, Field(description="values starting with this, e.g. railway=")] = (
-        None
-    )
-    contains: Annotated[ShortText, Field(description="values containing this, e.g. museum")] = None
-    limit: ListLimit = 50
-    offset: ListOffset = 0
+class TagsRequest(CountsRequest):
+    """Tag (category) names."""
+
+
+class FeaturesRequest(CountsRequest):
+    """Feature values (key=value) of a place source, e.g. railway=station."""
 
 
 class TitlesRequest(Request):

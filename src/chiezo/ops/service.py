@@ -41,6 +41,7 @@ from chiezo.ops.requests import (
     MAX_LIMIT,
     MAX_LIST_LIMIT,
     MAX_QUESTION_CHARS,
+    CountsRequest,
     FeaturesRequest,
     FilterRequest,
     LinksRequest,
@@ -383,18 +384,7 @@ class Service:
 
     @checked_text
     def tags(self, request: TagsRequest) -> dict[str, Any]:
-        check_offset(request.offset)
-        check_length(request.prefix, "prefix")
-        check_length(request.contains, "contains")
-        src, deadline = self._read(request.source, "tags")
-        with deadline:
-            return browse.list_tags(
-                src,
-                prefix=request.prefix,
-                contains=request.contains,
-                limit=check_limit(request.limit, MAX_LIST_LIMIT),
-                offset=request.offset,
-            )
+        return self._counted(request, "tags", browse.list_tags)
 
     @checked_text
     def links(self, request: LinksRequest) -> dict[str, Any]:
@@ -481,12 +471,16 @@ class Service:
 
     @checked_text
     def features(self, request: FeaturesRequest) -> dict[str, Any]:
+        return self._counted(request, "features", browse.list_features)
+
+    def _counted(self, request: CountsRequest, what: str, lister) -> dict[str, Any]:
+        """A page of one source's names with their document counts (tags, features)."""
         check_offset(request.offset)
         check_length(request.prefix, "prefix")
         check_length(request.contains, "contains")
-        src, deadline = self._read(request.source, "features")
+        src, deadline = self._read(request.source, what)
         with deadline:
-            return browse.list_features(
+            return lister(
                 src,
                 prefix=request.prefix,
                 contains=request.contains,
