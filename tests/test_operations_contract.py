@@ -78,6 +78,23 @@ def test_writes_are_flagged_where_the_surfaces_treat_them_as_writes(surfaces):
             assert bool(hints.read_only_hint) is (not entry.writes), entry.name
 
 
+def test_writes_and_streams_are_what_the_routes_document(surfaces):
+    """A writing operation's main route states the write rules' answers (401, 403; a reading
+    route may too, /metrics is guarded); a streaming one answers as server-sent events too,
+    and no other does."""
+    _, openapi, _ = surfaces
+    for entry in CATALOGUE:
+        if not entry.rest:
+            continue
+        method, path = entry.rest[0].split(" ", 1)
+        operation = openapi["paths"][path][method.lower()]
+        refused = {"401", "403"} <= set(operation["responses"])
+        assert refused or not entry.writes, entry.name
+        ok = next(v for k, v in operation["responses"].items() if k.startswith("2"))
+        content = ok.get("content", {})
+        assert ("text/event-stream" in content) is entry.streams, entry.name
+
+
 @pytest.mark.parametrize("name", sorted(BINDINGS))
 def test_each_surface_takes_the_request_models_parameters(surfaces, name):
     commands, openapi, tools = surfaces

@@ -22,7 +22,6 @@ from typing import Literal
 @dataclass(frozen=True)
 class Entry:
     name: str
-    summary: str  # what it does, in a few words (docs/architecture.md's table)
     cli: str | None = None  # the command after "chiezo ", e.g. "notes forget"
     rest: tuple[str, ...] = ()  # "METHOD /path" of each route, the main one first
     mcp: str | None = None  # the tool's name
@@ -45,12 +44,11 @@ _ONE = "GET /v1/{source}/"
 
 CATALOGUE: tuple[Entry, ...] = (
     # what the library holds
-    Entry("sources", "list the sources", "sources", ("GET /v1/sources",), "sources"),
-    Entry("remove", "remove a source for good", "sources rm", cli_source="argument", writes=True),
+    Entry("sources", "sources", ("GET /v1/sources",), "sources"),
+    Entry("remove", "sources rm", cli_source="argument", writes=True),
     # finding
     Entry(
         "search",
-        "search by words and meaning",
         "search",
         (_ONE + "search", "GET /v1/search"),
         "search",
@@ -60,7 +58,6 @@ CATALOGUE: tuple[Entry, ...] = (
     ),
     Entry(
         "filter",
-        "list documents meeting conditions",
         "filter",
         (_ONE + "filter",),
         "filter",
@@ -69,7 +66,6 @@ CATALOGUE: tuple[Entry, ...] = (
     # reading one source
     Entry(
         "doc",
-        "read one document",
         "doc",
         (_ONE + "doc", _ONE + "doc/{doc_id}"),
         "doc",
@@ -78,17 +74,15 @@ CATALOGUE: tuple[Entry, ...] = (
     ),
     Entry(
         "titles",
-        "titles starting with a prefix",
         "titles",
         (_ONE + "titles",),
         "titles",
         cli_source="argument",
         named="prefix",
     ),
-    Entry("tags", "tag names with counts", "tags", (_ONE + "tags",), "tags", cli_source="argument"),
+    Entry("tags", "tags", (_ONE + "tags",), "tags", cli_source="argument"),
     Entry(
         "links",
-        "links of one document",
         "links",
         (_ONE + "links",),
         "links",
@@ -97,21 +91,17 @@ CATALOGUE: tuple[Entry, ...] = (
     ),
     Entry(
         "features",
-        "feature values of a place source",
         "features",
         (_ONE + "features",),
         "features",
         cli_source="argument",
     ),
     # notes, the writable source
-    Entry(
-        "remember", "store a note", "notes remember", ("POST /v1/notes",), "remember", writes=True
-    ),
-    Entry("recall", "read notes", "notes recall", ("GET /v1/notes/recall",), "recall"),
-    Entry("note", "one note by id", rest=("GET /v1/notes/{note_id}",)),
+    Entry("remember", "notes remember", ("POST /v1/notes",), "remember", writes=True),
+    Entry("recall", "notes recall", ("GET /v1/notes/recall",), "recall"),
+    Entry("note", rest=("GET /v1/notes/{note_id}",)),
     Entry(
         "update",
-        "change a note",
         "notes update",
         ("PATCH /v1/notes/{note_id}",),
         "update",
@@ -120,7 +110,6 @@ CATALOGUE: tuple[Entry, ...] = (
     ),
     Entry(
         "forget",
-        "delete a note",
         "notes forget",
         ("DELETE /v1/notes/{note_id}",),
         "forget",
@@ -129,24 +118,20 @@ CATALOGUE: tuple[Entry, ...] = (
         named="note_id",
     ),
     # answers
-    Entry("ask", "answer a question with citations", "ask", ("GET /v1/ask",), streams=True),
-    Entry("chat", "a conversation with citations", "chat", ("POST /v1/chat",), streams=True),
-    Entry("llm", "the model endpoint's state", rest=("GET /v1/llm",)),
+    Entry("ask", "ask", ("GET /v1/ask",), streams=True),
+    Entry("chat", "chat", ("POST /v1/chat",), streams=True),
+    Entry("llm", rest=("GET /v1/llm",)),
     # building and operating (the operator's machine; REST starts rebuild and embed as jobs)
     Entry(
         "ingest",
-        "build a source",
         "ingest",
         writes=True,
         cli_hint="ingest {kind} {path} --name {cli}",
     ),
-    Entry(
-        "rebuild", "rebuild a source from its inputs", "rebuild", cli_source="argument", writes=True
-    ),
-    Entry("embed", "add vectors to a source", "embed", cli_source="argument", writes=True),
+    Entry("rebuild", "rebuild", cli_source="argument", writes=True),
+    Entry("embed", "embed", cli_source="argument", writes=True),
     Entry(
         "jobs",
-        "background rebuild and embed jobs",
         rest=(
             "POST /v1/jobs",
             "GET /v1/jobs",
@@ -158,22 +143,21 @@ CATALOGUE: tuple[Entry, ...] = (
     ),
     Entry(
         "rollback",
-        "serve the previous generation again",
         "rollback",
         cli_source="argument",
         writes=True,
     ),
-    Entry("export", "a source's generation to a file", "export", cli_source="argument"),
-    Entry("import", "switch in an exported source", "import", writes=True),
-    Entry("gc", "reclaim what nothing uses", "gc", writes=True),
+    Entry("export", "export", cli_source="argument"),
+    Entry("import", "import", writes=True),
+    Entry("gc", "gc", writes=True),
     # the server and the machine
-    Entry("serve", "serve REST, MCP and the web UI", "serve"),
-    Entry("mcp", "the MCP server over stdio", "mcp"),
-    Entry("mcp-config", "an MCP client's configuration", "mcp config"),
-    Entry("doctor", "check the machine and the library", "doctor"),
-    Entry("eval", "measure retrieval on questions", "eval"),
-    Entry("healthz", "liveness", rest=("GET /healthz",)),
-    Entry("metrics", "Prometheus metrics", rest=("GET /metrics",)),
+    Entry("serve", "serve"),
+    Entry("mcp", "mcp"),
+    Entry("mcp-config", "mcp config"),
+    Entry("doctor", "doctor"),
+    Entry("eval", "eval"),
+    Entry("healthz", rest=("GET /healthz",)),
+    Entry("metrics", rest=("GET /metrics",)),
 )
 
 BY_NAME = {entry.name: entry for entry in CATALOGUE}

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Self
 
 import annotated_types
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from chiezo.answer.options import BOUNDS as ANSWER_BOUNDS
 from chiezo.answer.options import DEFAULT_STEPS
@@ -133,6 +133,17 @@ def comma_separated(value: list[str] | None) -> list[str] | None:
     if value is None:
         return None
     return [f.strip() for item in value for f in item.split(",") if f.strip()] or None
+
+
+# the fields of each document a filter lists or doc returns
+Fields = Annotated[
+    list[str] | None,
+    Field(
+        description="fields per document, comma-separated: " + ", ".join(DOC_FIELDS),
+        **stated_items(FIELD_LIST),
+    ),
+    AfterValidator(comma_separated),
+]
 
 
 class Request(BaseModel):
@@ -265,13 +276,7 @@ class FilterRequest(ConditionsRequest):
     ] = None
     near_doc: NearDoc = None
     radius_km: RadiusKm = None
-    fields: Annotated[
-        list[str] | None,
-        Field(
-            description="fields per document, comma-separated: " + ", ".join(DOC_FIELDS),
-            **stated_items(FIELD_LIST),
-        ),
-    ] = None
+    fields: Fields = None
     limit: Annotated[
         int,
         Field(ge=1, le=MAX_FILTER_LIMIT, description=f"documents per page (1-{MAX_FILTER_LIMIT})"),
@@ -280,8 +285,6 @@ class FilterRequest(ConditionsRequest):
     offset: Annotated[
         int, Field(ge=0, le=MAX_OFFSET, description="documents to skip, for paging")
     ] = 0
-
-    _comma_separated = field_validator("fields", mode="after")(comma_separated)
 
 
 # -- browsing and reading: the other operations on one source ------------------------------------
@@ -372,13 +375,7 @@ class DocRequest(Request):
     ] = None
     doc_id: DocId = None
     key: Key = None
-    fields: Annotated[
-        list[str] | None,
-        Field(
-            description="fields per document, comma-separated: " + ", ".join(DOC_FIELDS),
-            **stated_items(FIELD_LIST),
-        ),
-    ] = None
+    fields: Fields = None
     max_chars: Annotated[
         int | None,
         Field(ge=0, description="cut the body to this many characters"),
@@ -394,8 +391,6 @@ class DocRequest(Request):
         ),
         Surface(cli_flags=("-q",)),
     ] = None
-
-    _comma_separated = field_validator("fields", mode="after")(comma_separated)
 
 
 # -- notes, the writable source ------------------------------------------------------------------

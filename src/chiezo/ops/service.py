@@ -37,9 +37,7 @@ from chiezo.core.validation import check_id, check_length, check_offset, checked
 from chiezo.core.words import query_words
 from chiezo.ops import browse, notes
 from chiezo.ops.requests import (
-    MAX_FILTER_LIMIT,
     MAX_LIMIT,
-    MAX_LIST_LIMIT,
     MAX_QUESTION_CHARS,
     CountsRequest,
     FeaturesRequest,
@@ -52,7 +50,6 @@ from chiezo.ops.requests import (
 )
 from chiezo.search import evidence, notices
 from chiezo.search.filters import Filters, Near, parse_near
-from chiezo.search.fts import check_window
 from chiezo.search.notices import Notice
 from chiezo.search.retrieval import (
     DEFAULT_TOP_N,
@@ -192,18 +189,9 @@ class Service:
         (search/retrieval.py). Every surface builds the request (ops/requests.py)."""
         q, source, limit, offset = request.query, request.source, request.limit, request.offset
         near, near_doc, radius_km = request.near, request.near_doc, request.radius_km
-        limit = check_limit(limit)
-        check_window(limit, offset)
+        # limit and offset are within their window: the request's bounds (ops/requests.py)
         point = self._near(near, near_doc, radius_km)
-        filters = Filters.parse(
-            request.tag,
-            request.attr,
-            feature=request.feature,
-            area=request.area,
-            wikidata=request.wikidata,
-            bbox=request.bbox,
-            near=point if point and point.radius_km else None,
-        )
+        filters = _conditions(request, point if point and point.radius_km else None)
         weight = request.keyword_weight
         options = RetrievalOptions(
             retrieval=request.mode,
@@ -379,8 +367,7 @@ class Service:
         check_length(request.prefix, "prefix")
         src, deadline = self._read(request.source, "titles")
         with deadline:
-            limit = check_limit(request.limit, MAX_LIST_LIMIT)
-            return browse.titles_by_prefix(src, request.prefix, limit)
+            return browse.titles_by_prefix(src, request.prefix, request.limit)
 
     @checked_text
     def tags(self, request: TagsRequest) -> dict[str, Any]:
@@ -388,7 +375,6 @@ class Service:
 
     @checked_text
     def links(self, request: LinksRequest) -> dict[str, Any]:
-        check_offset(request.offset)
         title, doc_id, key = request.title, request.doc_id, request.key
         _check_lookup(title, key, doc_id)
         src, deadline = self._read(request.source, "links")
@@ -398,7 +384,7 @@ class Service:
                 src,
                 found,
                 direction=request.direction,
-                limit=check_limit(request.limit, MAX_LIST_LIMIT),
+                limit=request.limit,
                 offset=request.offset,
             )
 
@@ -411,19 +397,9 @@ class Service:
             request.offset,
             request.fields,
         )
-        limit = check_limit(limit, MAX_FILTER_LIMIT)
-        check_offset(offset)
         wanted = browse.check_fields(fields) if fields else None
         point = self._near(request.near, request.near_doc, request.radius_km)
-        filters = Filters.parse(
-            request.tag,
-            request.attr,
-            feature=request.feature,
-            area=request.area,
-            wikidata=request.wikidata,
-            bbox=request.bbox,
-            near=point,
-        )
+        filters = _conditions(request, point)
         src, deadline = self._read(source, "filter")
         with deadline:
             result = browse.filter_docs(
@@ -475,7 +451,6 @@ class Service:
 
     def _counted(self, request: CountsRequest, what: str, lister) -> dict[str, Any]:
         """A page of one source's names with their document counts (tags, features)."""
-        check_offset(request.offset)
         check_length(request.prefix, "prefix")
         check_length(request.contains, "contains")
         src, deadline = self._read(request.source, what)
@@ -484,7 +459,7 @@ class Service:
                 src,
                 prefix=request.prefix,
                 contains=request.contains,
-                limit=check_limit(request.limit, MAX_LIST_LIMIT),
+                limit=request.limit,
                 offset=request.offset,
             )
 
@@ -802,6 +777,20 @@ def embedding_after_build(
 def _about_sources(note: str) -> bool:
     """Notes a search across sources shows without ``explain``: what the user can act on."""
     return getattr(note, "code", None) in notices.ABOUT_SOURCES
+
+
+def _conditions(request: SearchRequest | FilterRequest, near: Near | None) -> Filters:
+    """The conditions on documents that search and filter share, as search/filters.py takes
+    them."""
+    return Filters.parse(
+        request.tag,
+        request.attr,
+        feature=request.feature,
+        area=request.area,
+        wikidata=request.wikidata,
+        bbox=request.bbox,
+        near=near,
+    )
 
 
 def check_limit(limit: int, maximum: int = MAX_LIMIT) -> int:
