@@ -1,6 +1,8 @@
 """Pages a person reads (issue 17): a document page shows its stored body once — headings as
 headings, no ``##`` text, no passage twice, the opening once, no HTML comment — and search
-snippets are plain text that still marks the words searched for.
+snippets are plain text that still marks the words searched for. Issue 31: so do the pages of
+PDF, Office and place-table documents (a PDF's pages as headings, a place's facts as lines),
+and a section's label is plain text.
 
 Built from real files in tests/data: the jawiki excerpt dump and the Rust book's Japanese
 translation (whose chapters keep the English original in ``<!-- … -->`` blocks and name files
@@ -30,6 +32,7 @@ pytestmark = pytest.mark.slow
 
 JA = "wikipedia/jawiki-20230501-excerpt.xml.bz2"
 RUST_BOOK = "docs/markdown/rust-book-ja"
+AED = "docs/office/yaizu-aed_location.xlsx"
 HEADING_LINE = re.compile(r"^(#{1,6}) (.+)$")
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
@@ -47,6 +50,9 @@ def library(tmp_path_factory):
     )
     service = Service(settings)
     build_docs(service, data_file(RUST_BOOK), "rustbook")
+    build_docs(service, data_file("docs/pdf"), "pdf")
+    build_docs(service, data_file("docs/office"), "office")
+    service.ingest("places", [data_file(AED)], "aed")
     return service
 
 
@@ -258,3 +264,125 @@ def test_api_snippets_of_tables_and_tags_are_plain_text(web, library):
 def assert_plain(snippet: str) -> None:
     assert len(snippet) <= SNIPPET_CHARS + 2  # its width, and a "…" either side
     assert not re.search(r"<!--|-->|</?[a-z]+[ >]|`|\||(^|\s)#{1,6}\s|-{3,}", snippet), snippet
+
+
+# -- converted files and place tables (issue 31) -----------------------------------------------
+
+
+def doc_id_of(service: Service, source: str, key: str) -> int:
+    conn = service.library.get(source).conn
+    return conn.execute("SELECT doc_id FROM docs WHERE key = ?", (key,)).fetchone()[0]
+
+
+def page_of(web, source: str, doc_id: int):
+    """The page's article, a line break the page shows as a newline of its text."""
+    import lxml.html
+
+    response = web.get(f"/doc/{source}/{doc_id}")
+    assert response.status_code == 200
+    article = lxml.html.fromstring(response.text).xpath("//article")[0]
+    for br in article.iter("br"):
+        br.tail = "\n" + (br.tail or "")
+    return article
+
+
+def shown_lines(article) -> list[str]:
+    """The lines of the page's opening and body, as a reader sees them."""
+    blocks = article.xpath(
+        ".//section[contains(@class, 'body') or @class = 'opening']"
+        "/*[self::p or self::h2 or self::h3 or self::h4 or self::h5 or self::h6]"
+    )
+    return [line.strip() for block in blocks for line in block.text_content().splitlines()]
+
+
+def test_a_pdf_page_shows_its_pages_as_headings_and_its_lines(web, library):
+    doc = stored(library, "pdf", doc_id_of(library, "pdf", "kampo.pdf"))
+    article = page_of(web, "pdf", doc["doc_id"])
+    assert article.xpath(".//section[contains(@class, 'body')]/h2/text()") == ["p. 1"]
+    lines = shown_lines(article)
+    assert not [line for line in lines if line.startswith("#")]
+    # the page's lines as the PDF sets them, a word across a touching glyph unbroken
+    assert "第一条の二第四項第三号中「一・五メートル」を「一メートル」に改め、" in "\n".join(lines)
+    assert "政令第百四十九号" in lines and "道路交通法施行令の一部を改正する政令" in lines
+    # the first paragraph is the body's, under its page heading: no box repeats it
+    assert not article.xpath(".//section[@class = 'opening']")
+    assert "".join(article.text_content().split()).count("政令第百四十九号") == 1
+
+
+def test_a_word_file_shows_its_title_and_first_paragraph_once(web, library):
+    doc = stored(library, "office", doc_id_of(library, "office", "markitdown-test.docx"))
+    article = page_of(web, "office", doc["doc_id"])
+    assert article.xpath(".//h1/text()") == [doc["title"]]
+    headings = article.xpath(".//section[contains(@class, 'body')]/*[self::h2 or self::h3]")
+    assert headings and doc["title"] not in [h.text_content() for h in headings]
+    text = "".join(article.text_content().split())
+    assert text.count("".join(doc["opening"].split())) == 1  # the authors' line
+    assert not [line for line in shown_lines(article) if line.startswith("#")]
+
+
+def test_a_sheet_and_a_csv_show_rows_under_their_labels_once(web, library):
+    for key in ("markitdown-test.xlsx#Sheet1", "markitdown-test_mskanji.csv"):
+        doc = stored(library, "office", doc_id_of(library, "office", key))
+        article = page_of(web, "office", doc["doc_id"])
+        assert article.xpath(".//section[contains(@class, 'body')]/h2/text()")[0].startswith(
+            "rows 2–"
+        )
+        rows = page_parts_of(article, "section.body p")
+        assert rows[0] == "\n".join(doc["body"].split("\n\n")[1].splitlines())
+        assert "".join(article.text_content().split()).count("".join(rows[0].split())) == 1
+    assert doc["title"] == "markitdown-test mskanji"
+
+
+def test_a_place_page_reads_as_labelled_facts(web, library):
+    doc = stored(library, "aed", 1)
+    article = page_of(web, "aed", doc["doc_id"])
+    body = page_parts_of(article, "section.body p")
+    assert body == [doc["body"]]  # one fact a line, none a row's number
+    assert not [line for line in body[0].splitlines() if not re.match(r"[^#\s][^:]*: ", line)]
+
+
+def test_a_book_section_label_reads_as_text(library):
+    conn = library.library.get("rustbook").conn
+    labels = [r[0] for r in conn.execute("SELECT DISTINCT heading_path FROM chunks")]
+    ruby = [label for label in labels if "ユニット" in label and "構造体" in label]
+    assert ruby and all(re.search(r"ユニット様構造体$", label) for label in ruby)
+    assert not [label for label in labels if re.search(r"<(ruby|rt|rp|span)\b", label)]
+
+
+def page_parts_of(article, selector: str) -> list[str]:
+    from lxml.cssselect import CSSSelector
+
+    return [e.text_content().strip() for e in CSSSelector(selector)(article)]
+
+
+def test_a_first_heading_that_is_the_title_is_not_shown_again():
+    from chiezo.surfaces.web.document_pages import body_parts
+
+    doc = {
+        "source": "wiki",
+        "key": "A/Ray_Charles",
+        "title": "Ray Charles",
+        "opening": "An American singer.",
+        "body": "# Ray Charles\n\nAn American singer.\n\n## Life\n\nBorn in 1930.",
+        "extra": {"format": "zim"},
+    }
+    parts = body_parts(doc, headed=False)
+    assert parts["opening"] == []  # the lead stands where the body has it
+    assert [(s["heading"], s["paragraphs"]) for s in parts["sections"]] == [
+        ("", ["An American singer."]),
+        ("Life", ["Born in 1930."]),
+    ]
+    plain = body_parts({**doc, "extra": {"format": "text"}}, headed=False)
+    assert plain["sections"][0]["paragraphs"][0] == "# Ray Charles"  # a text file's own #
+
+
+def test_a_markdown_page_joins_a_japanese_line_wrap_without_a_space():
+    from chiezo.surfaces.web.markdown_view import render_markdown
+
+    html = str(
+        render_markdown(
+            "所有権は\nRustの特徴です。\n日本語の\n文です。\nAn English\nline.", "s", "k"
+        )
+    )
+    assert "日本語の文です。" in html  # a browser draws a newline as a space
+    assert "An English\nline." in html and "所有権は\nRust" in html

@@ -155,3 +155,17 @@ def test_links_out_of_a_docs_folder_are_not_indexed_and_said(service, tmp_path):
     assert "secret.md: a link to" in said and "outside the folder; not indexed" in said
     assert "elsewhere: a link to" in said
     assert service.search(SearchRequest.of(query="Secret", source="docs")).total == 0
+
+
+def test_a_markdown_opening_joins_its_wrapped_japanese_lines(service, tmp_path):
+    # the Rust book's translation wraps its paragraphs in the editor, after 。 or mid-phrase;
+    # the lines of a PDF page or a sheet's row are the document's own, and keep a space
+    files = {
+        "wrapped.md": "# 題\n\nどんな旅もどこかから始まります。\nこの章では、以下の\nことを説明します。\n",
+        "rows.csv": "名前,住所\n佐藤,東京\n",
+    }
+    build_docs(service, write_files(tmp_path / "docs", files), "d")
+    wrapped = service.doc("d", key="wrapped.md", fields=["opening"])["opening"]
+    assert wrapped == "どんな旅もどこかから始まります。この章では、以下のことを説明します。"
+    rows = service.doc("d", key="rows.csv", fields=["opening", "title"])
+    assert rows == {"opening": "名前: 佐藤 住所: 東京", "title": "rows"}

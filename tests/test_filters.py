@@ -242,3 +242,52 @@ def test_the_cli_filter_command(world):
     assert found["order"] == "distance" and len(found["docs"]) == 3
     nothing = CliRunner().invoke(cli, ["--data", data, "filter", "world", "--tag", "nope"])
     assert nothing.exit_code == 3
+
+
+@pytest.fixture(scope="module")
+def one_language(tmp_path_factory):
+    """Two place sources whose areas are in one language only: ``en`` as a GeoNames build
+    before areas had Japanese names (Tokyo; Ōsaka with its ASCII Osaka), ``ja`` with Japanese
+    areas and no other names."""
+    from chiezo.core.config import Settings
+    from chiezo.ops.service import Service
+
+    english = [("Tokyo", None), ("Ōsaka", "Osaka"), ("Hokkaido", None), ("California", None)]
+    english += [("England", None)] * 20  # the commonest: never a hint for an unrelated name
+    settings = Settings(data_dir=tmp_path_factory.mktemp("areas") / "data")
+
+    def docs(areas):
+        for i, (area, alias) in enumerate(areas):
+            attrs = {"area": [area], **({"area_alias": [alias]} if alias else {})}
+            yield Doc(key=f"p{i}", title=f"場所{i}", body="x", attrs=attrs, point=(35.0, 139.0))
+
+    build_source(settings, "en", "test", docs(english))
+    build_source(settings, "ja", "test", docs([("東京都", None), ("大阪府", None)]))
+    return Service(settings)
+
+
+@pytest.mark.parametrize(
+    "source, asked, named",
+    [
+        ("en", "東京都", ["Tokyo"]),  # another language: no spelling is close
+        ("en", "東京", ["Tokyo"]),  # the short form people type
+        ("en", "大阪府", ["Ōsaka", "Osaka"]),  # the area and its other name
+        ("en", "北海道", ["Hokkaido"]),
+        ("en", "tokio", ["Tokyo"]),  # spelling
+        ("en", "Tokyo-to", ["Tokyo"]),
+        ("ja", "Tokyo", ["東京都"]),  # and the other way
+        ("ja", "osaka", ["大阪府"]),
+    ],
+)
+def test_an_unknown_area_names_the_stored_value_that_means_it(one_language, source, asked, named):
+    result = one_language.filter(FilterRequest.of(source=source, area=[asked]))
+    assert result["total"] == 0
+    note = result["notes"][0]
+    assert note.params["similar"][: len(named)] == named
+    assert "similar: " + ", ".join(named) in note
+    assert "England" not in note.params["similar"]
+
+
+def test_an_area_unknown_in_every_language_gets_no_commonest_values(one_language):
+    result = one_language.filter(FilterRequest.of(source="en", area=["カリフォルニア州"]))
+    assert result["total"] == 0 and result["notes"][0].params["similar"] == []

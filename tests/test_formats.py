@@ -6,6 +6,7 @@ import zipfile
 import pytest
 
 from chiezo.core.config import Settings
+from chiezo.ingest import formats
 from chiezo.ops.requests import SearchRequest
 from chiezo.ops.service import Service
 
@@ -83,6 +84,33 @@ def test_a_shift_jis_csv_is_decoded(office):
     hit = service.search(SearchRequest.of(query="髙橋淳", source="office")).hits[0]
     assert hit.url.endswith("mskanji.csv")
     assert "住所: 名古屋" in service.doc("office", doc_id=hit.doc_id, fields=["body"])["body"]
+    # named by its file, as a workbook's sheet is, not by its first block's "rows 2–4"
+    assert hit.title == "markitdown-test mskanji"
+
+
+def test_a_deck_without_a_title_is_named_by_its_file(tmp_path):
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    deck = Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[6])  # blank: no title placeholder
+    slide.shapes.add_textbox(Inches(1), Inches(1), Inches(4), Inches(1)).text_frame.text = "本文"
+    deck.save(tmp_path / "untitled_deck.pptx")
+    (part,) = formats.convert(tmp_path / "untitled_deck.pptx")
+    assert part.title == "untitled deck" and part.text.startswith("## Slide 1\n\n本文")
+
+
+def test_a_column_a_marker_heads_that_numbers_the_rows_is_left_out():
+    rows = [["#property", "name", "#note"], ["1", "A館", "7"], ["2", "B館", "3"], ["5", "C館", "9"]]
+    text = formats._rows_text(iter(rows))
+    assert (
+        text == "## rows 2–4\n\nname: A館\n#note: 7\n\nname: B館\n#note: 3\n\nname: C館\n#note: 9"
+    )
+    labelled = formats._rows_text(iter([["No", "name"], ["1", "A館"], ["2", "B館"]]))
+    assert "No: 1\nname: A館" in labelled  # a label, not a marker: the numbers stay
+    # chosen on the first block of rows; a later row's words in that column are kept
+    many = [["#", "name"], *([str(n), f"館{n}"] for n in range(1, 51)), ["別館", "館51"]]
+    assert formats._rows_text(iter(many)).endswith("## rows 52–52\n\n#: 別館\nname: 館51")
 
 
 @pytest.mark.slow
@@ -178,3 +206,20 @@ def test_a_pdf_hit_links_to_its_page(pdfs):
     assert hit.title == "nlp2004slides" and hit.url.endswith("nlp2004slides.pdf#page=3")
     other = service.search(SearchRequest.of(query="固有表現", source="pdf")).hits[0]
     assert other.url.endswith("#page=1")
+
+
+def test_an_html_file_keeps_words_apart_at_blocks_and_cells(tmp_path):
+    page = tmp_path / "page.html"
+    page.write_text(
+        "<html><head><title>Ray</title></head><body><h1>Ray</h1>"
+        "<table class='infobox'><tr><th>Occupation</th><td><div class='hlist'><ul>"
+        "<li>musician</li><li>singer</li></ul></div></td></tr>"
+        "<tr><th>Born</th><td><span style='display:none'>(1930-09-23)</span>September 23, 1930"
+        "<br>Albany, Georgia</td></tr></table><p>Ray was a pianist.</p></body></html>",
+        encoding="utf-8",
+    )
+    (converted,) = formats.html(page)
+    assert converted.title == "Ray"
+    assert "Occupation: musician, singer" in converted.text
+    assert "musiciansinger" not in converted.text and "1930Albany" not in converted.text
+    assert "(1930-09-23)" not in converted.text and "# Ray" not in converted.text

@@ -1,6 +1,7 @@
-"""Japanese names in GeoNames sources (issue 17): titles in Japanese forms rather than the
-Chinese ones GeoNames also lists, areas in either language, the closest values for one that
-does not exist, a country's alternate names fetched and checked — on the GeoNames files in
+"""Japanese names in GeoNames sources (issues 17, 31): titles in Japanese forms rather than the
+Chinese ones GeoNames also lists, areas in either language — Japan's prefectures in Japanese
+with or without the alternate-names file — the closest values for one that does not exist, a
+country's alternate names fetched and checked — on the GeoNames files in
 tests/data (excerpts of cities15000/cities5000, admin1CodesASCII.txt) and a small
 alternate-names sample built from their rows (tests/data/README.md)."""
 
@@ -18,7 +19,13 @@ from mcp import Client
 
 from chiezo.core.config import Settings
 from chiezo.core.errors import InputError
-from chiezo.ingest.geonames import GeoNamesOptions, Lookups, display_name, read_places
+from chiezo.ingest.geonames import (
+    GeoNamesOptions,
+    Lookups,
+    display_name,
+    jp_prefectures,
+    read_places,
+)
 from chiezo.ops.requests import FilterRequest, SearchRequest
 from chiezo.ops.service import Service
 from chiezo.surfaces.cli.main import cli
@@ -34,7 +41,8 @@ KOBE, KASHIMA_IBARAKI, SAITAMA = "1859171", "1860748", "6940394"
 
 @pytest.fixture(scope="module")
 def english(tmp_path_factory):
-    """cities15000 + admin1: Japanese titles from the rows, English areas."""
+    """cities15000 + admin1: Japanese titles from the rows, Japanese prefectures from the
+    package's table, English areas elsewhere."""
     service = Service(Settings(data_dir=tmp_path_factory.mktemp("en") / "data"))
     service.ingest(
         "geonames", data_file(CITIES), "geonames", options=GeoNamesOptions(data_file(ADMIN1))
@@ -123,8 +131,9 @@ def test_english_areas_match_whatever_the_case_width_or_accents(english):
     assert kyoto > 5
     assert total(english, area=["kyoto"]) == total(english, area=["ＫＹＯＴＯ"]) == kyoto
     osaka = english.doc("geonames", title="大阪市", fields=["attrs"])["attrs"]
-    assert osaka["area"] == ["Ōsaka"] and osaka["area_alias"] == ["Osaka"]
+    assert osaka["area"] == ["大阪府"] and {"Ōsaka", "Osaka"} <= set(osaka["area_alias"])
     assert keys(english, area=["osaka"]) == keys(english, area=["Ōsaka"])
+    assert total(english, area=["California"]) == total(english, area=["california"]) > 0
     result = english.filter(FilterRequest.of(source="geonames", area=["kyoto"], limit=1))
     assert result["plan"] == "range"  # resolved to the stored value: one index range
 
@@ -137,12 +146,96 @@ def test_a_missing_area_lists_the_closest_names_not_the_commonest(english):
     typo = english.filter(FilterRequest.of(source="geonames", area=["Caliphornia"]))
     assert typo["notes"][0].params["similar"][0] == "California"
     japanese_name = english.filter(
-        FilterRequest.of(source="geonames", area=["東京都"])
-    )  # no Japanese areas here
+        FilterRequest.of(source="geonames", area=["カリフォルニア州"])
+    )  # areas outside Japan are English only
     assert japanese_name["total"] == 0
     assert "England" not in japanese_name["notes"][0].params["similar"]
+    assert english.filter(FilterRequest.of(source="geonames", area=["Tokyo-to"]))["notes"][
+        0
+    ].params["similar"][0] in ("Tokyo", "東京都")
     feature = english.filter(FilterRequest.of(source="geonames", feature=["P=PPLAA"]))
     assert feature["notes"][0].params["similar"][0] == "P=PPLA"
+
+
+# -- Japan's prefectures without alternate names (issue 31) ----------------------------------
+
+
+def japan_admin1() -> dict[str, tuple[str, str]]:
+    """admin1CodesASCII's rows for Japan: code → (ASCII name, geonameid)."""
+    rows = {}
+    for line in data_file(ADMIN1).read_text(encoding="utf-8").splitlines():
+        code, _, ascii_name, geonameid = line.split("\t")
+        if code.startswith("JP."):
+            rows[code] = (ascii_name, geonameid)
+    return rows
+
+
+def test_the_prefecture_table_has_every_japanese_code_of_geonames():
+    """GeoNames numbers prefectures by romanised name (JP.01 Aichi, JP.40 Tokyo), not in JIS
+    order: each row of the table names the prefecture admin1CodesASCII gives that code."""
+    table = jp_prefectures()
+    japan = {code: ascii_name for code, (ascii_name, _) in japan_admin1().items()}
+    assert len(table) == 47 and set(table) == set(japan)
+    assert {c: p.english for c, p in table.items()} == japan
+    assert table["JP.40"].japanese == "東京都" and table["JP.01"].japanese == "愛知県"
+    assert table["JP.12"].japanese == "北海道" and table["JP.12"].short == ""
+    assert len({p.japanese for p in table.values()}) == 47
+    for prefecture in table.values():
+        assert prefecture.japanese[-1] in "都道府県"
+        assert prefecture.short in ("", prefecture.japanese[:-1])
+
+
+def test_the_prefecture_table_agrees_with_the_alternate_names_file():
+    """The preferred Japanese name the alternate-names file gives each admin1 area it lists."""
+    geonameid = {geonameid: code for code, (_, geonameid) in japan_admin1().items()}
+    preferred = {}
+    for line in SAMPLE.read_text(encoding="utf-8").splitlines():
+        fields = line.split("\t")
+        if fields[1] in geonameid and fields[2] == "ja" and fields[4] == "1":
+            preferred[geonameid[fields[1]]] = fields[3]
+    assert len(preferred) >= 7  # 東京都, 京都府, 大阪府, 兵庫県, 茨城県, 埼玉県, 北海道
+    assert all(jp_prefectures()[code].japanese == name for code, name in preferred.items())
+
+
+@pytest.mark.slow
+def test_japanese_areas_without_the_alternate_names_file(english):
+    tokyo = keys(english, area=["Tokyo"])
+    assert len(tokyo) > 10
+    assert keys(english, area=["東京都"]) == keys(english, area=["東京"]) == tokyo
+    assert keys(english, area=["大阪府"]) == keys(english, area=["Osaka"])
+    assert total(english, area=["大阪府"]) > 10 and total(english, area=["北海道"]) > 10
+    tokyo_doc = english.doc("geonames", key="1850147", fields=["attrs"])["attrs"]
+    assert tokyo_doc["area"] == ["東京都"] and set(tokyo_doc["area_alias"]) == {"Tokyo", "東京"}
+
+
+@pytest.mark.slow
+def test_the_table_gives_the_areas_the_alternate_names_file_gives(english, japanese):
+    """The same area and other names for a place in Japan with or without the file: a filter
+    or a title reads the same either way."""
+    for key in ("1850147", KOBE, KASHIMA_IBARAKI, SAITAMA, "1857910"):
+        without = english.doc("geonames", key=key, fields=["attrs"])["attrs"]
+        with_file = japanese.doc("geonames", key=key, fields=["attrs"])["attrs"]
+        assert without["area"] == with_file["area"]
+        assert set(without["area_alias"]) == set(with_file["area_alias"]), key
+
+
+def test_a_renumbered_code_keeps_its_english_name(tmp_path):
+    """The table is used only where admin1CodesASCII names the code as the table does: were
+    GeoNames to renumber, a place would keep its English area, not another prefecture's."""
+    export = tmp_path / "JP.txt"
+    export.write_text(
+        "1\tKyoto\tKyoto\t\t35.0\t135.7\tP\tPPLA\tJP\t\t22\t\t\t\t1459640\t\t50"
+        "\tAsia/Tokyo\t2022-01-01\n"
+        "2\tUji\tUji\t\t34.9\t135.8\tP\tPPL\tJP\t\t40\t\t\t\t180000\t\t50"
+        "\tAsia/Tokyo\t2022-01-01\n"
+    )
+    admin1 = tmp_path / "admin1.txt"
+    admin1.write_text("JP.22\tKyoto\tKyoto\t1857907\nJP.40\tSomewhere\tSomewhere\t9\n")
+    service = Service(Settings(data_dir=tmp_path / "data"))
+    service.ingest("geonames", export, "geonames", options=GeoNamesOptions(admin1))
+    kyoto = service.doc("geonames", key="1", fields=["attrs"])["attrs"]
+    assert kyoto["area"] == ["京都府"] and set(kyoto["area_alias"]) == {"Kyoto", "京都"}
+    assert service.doc("geonames", key="2", fields=["attrs"])["attrs"]["area"] == ["Somewhere"]
 
 
 # -- with alternate names ---------------------------------------------------------------------
@@ -152,7 +245,8 @@ def test_a_missing_area_lists_the_closest_names_not_the_commonest(english):
 def test_alternate_names_give_the_title_and_japanese_areas(japanese):
     kashima = japanese.doc("geonames", key=KASHIMA_IBARAKI, fields=["title", "attrs", "aliases"])
     assert kashima["title"] == "鹿嶋市"  # the file's preferred name; the row alone says 鹿島市
-    assert kashima["attrs"]["area"] == ["茨城県"] and kashima["attrs"]["area_alias"] == ["Ibaraki"]
+    assert kashima["attrs"]["area"] == ["茨城県"]
+    assert set(kashima["attrs"]["area_alias"]) == {"Ibaraki", "茨城"}
     assert "鹿島市" in kashima["aliases"]
     assert japanese.doc("geonames", key=SAITAMA, fields=["title"])["title"] == "さいたま市"
     kyoto = japanese.doc("geonames", key="1857910", fields=["title", "attrs", "aliases"])
@@ -184,7 +278,11 @@ def mcp_area_examples(service) -> tuple[set[str], dict]:
             examples = {
                 m.group(1)
                 for m in re.finditer(r'\["([^"\]]+)"\]', described)
-                if "area" in described[max(0, m.start() - 60) : m.start()]
+                # an area's own example (area name: ["京都府"] or ["Kyoto"]), not another
+                # parameter's that follows it (attr: ["population>=1000000"])
+                if re.search(
+                    r"area[^\[\]]{0,15}(?:\[[^\]]*\][^\[\]]{0,6})?$", described[: m.start()]
+                )
             }
             results = {}
             for example in examples:
@@ -203,7 +301,7 @@ def test_the_area_examples_in_the_mcp_descriptions_work(english, japanese):
     assert {"Kyoto", "京都府"} <= examples
     assert all(n > 5 for n in totals.values()), totals
     _, totals = mcp_area_examples(english)
-    assert all(n > 5 for e, n in totals.items() if e.isascii()), totals
+    assert all(n > 5 for n in totals.values()), totals  # 京都府 from the package's table
 
 
 def test_a_file_that_is_not_alternate_names_is_a_clear_error(tmp_path):

@@ -71,7 +71,7 @@ def test_japanese_names_find_their_places(places):
 def test_places_carry_feature_country_area_and_population_rank(places):
     doc = places.doc("geonames", title="京都市", fields=["attrs", "point", "rank_score", "extra"])
     assert doc["attrs"]["feature"] == ["P=PPLA"] and doc["attrs"]["country"] == ["JP"]
-    assert doc["attrs"]["area"] == ["Kyoto"]
+    assert doc["attrs"]["area"] == ["京都府"] and "Kyoto" in doc["attrs"]["area_alias"]
     assert doc["point"] == {"lat": pytest.approx(35.02107), "lon": pytest.approx(135.75385)}
     assert doc["extra"]["population"] == 1459640 and 0.7 < doc["rank_score"] < 1
 

@@ -143,3 +143,39 @@ def test_the_continuation_lines_of_a_list_item_are_not_the_opening():
         "   shows the article before longer ones.\n2. Then bm25.\n\nOrdinary prose here.\n"
     )
     assert opening_paragraph(parse_sections(text)) == "Ordinary prose here."
+
+
+def test_a_heading_with_inline_html_reads_as_its_text():
+    # the Rust book's translation writes a reading as ruby in a heading (ch05-01)
+    text = (
+        "# 構造体\n\n### フィールドのないユニット<ruby>様<rp>(</rp><rt>よう</rt><rp>)</rp>"
+        '</ruby>構造体\n\n本文\n\n## `Rc<T>`は、<span class="x">参照</span>カウント\n\n本文\n'
+    )
+    sections = parse_sections(text)
+    assert sections[1].path == ("構造体", "フィールドのないユニット様構造体")
+    assert sections[2].path == ("構造体", "`Rc<T>`は、参照カウント")  # code as written
+    chunks = chunk_sections(sections, merge=False)
+    assert [c.heading_path for c in chunks][1] == "構造体 > フィールドのないユニット様構造体"
+    # the chunk's own heading line says the same, for the model that reads it
+    assert chunks[1].text.startswith("### フィールドのないユニット様構造体\n")
+    assert "<" not in "".join(c.text for c in chunks).replace("`Rc<T>`", "")
+
+
+def test_a_heading_that_is_markup_alone_and_a_setext_one_are_cleaned_too():
+    sections = parse_sections("題の<b>太字</b>\n===\n\n本文\n\n## <br>\n\nx\n")
+    assert sections[0].path == ("題の太字",) and sections[0].lines[0] == "# 題の太字"
+    assert sections[1].path == ("題の太字", "(untitled)")
+    assert document_title(sections) == "題の太字"
+
+
+def test_an_opening_joins_soft_wrapped_japanese_lines_without_a_space():
+    sections = parse_sections(
+        "# 題\n\nどんな旅もどこかから始まります。\nこの章では、\nthe book\nを読む。\n"
+    )
+    assert opening_paragraph(sections, soft_wraps=True) == (
+        "どんな旅もどこかから始まります。この章では、 the book を読む。"
+    )
+    # text converted from a PDF or a sheet breaks lines where the document does
+    assert opening_paragraph(sections) == (
+        "どんな旅もどこかから始まります。 この章では、 the book を読む。"
+    )

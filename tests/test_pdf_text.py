@@ -1,8 +1,12 @@
 """PDF text (issue 17, part 4), on the real PDFs in tests/data/docs/pdf: a masthead set
 letter by letter reads as its word, characters whose font has no real Unicode mapping are
-dropped rather than indexed as ™—›œ, and pages that were mostly such text are reported."""
+dropped rather than indexed as ™—›œ, and pages that were mostly such text are reported.
+Issue 31: Japanese text reads as the page does — no space where two characters touch, no
+break where a line only wraps — while a gap the page shows and a line the document ends stay."""
 
+import re
 import shutil
+import unicodedata
 
 import pytest
 
@@ -50,22 +54,69 @@ def test_digits_of_a_font_without_a_real_unicode_map_are_dropped():
     assert "政令第百四十九号\n道路交通法施行令の一部を改正する政令" in text  # its neighbours stay
 
 
+def _japanese(char: str) -> bool:
+    return unicodedata.east_asian_width(char) in ("W", "F") and not char.isspace()
+
+
+def _joined_breaks(theirs: str, ours: str) -> list[str]:
+    """The line breaks of ``theirs`` that ``ours`` leaves out (each with the characters
+    around it), asserting that nothing else differs."""
+    joined, i, j = [], 0, 0
+    while i < len(theirs) or j < len(ours):
+        if j < len(ours) and i < len(theirs) and theirs[i] == ours[j]:
+            i, j = i + 1, j + 1
+        else:
+            assert theirs[i] == "\n", (theirs[i - 20 : i + 20], ours[j - 20 : j + 20])
+            joined.append(theirs[i - 1 : i + 2])
+            i += 1
+    return joined
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "name",
+    "name, wraps",
     [
-        "issue-449-vertical.pdf",
-        "jo.pdf",
-        "markitdown-test.pdf",
-        "nlp2004slides.pdf",
-        "simple3.pdf",
-        "yaizu-opendatacatalog-kiyaku.pdf",
+        ("issue-449-vertical.pdf", 0),
+        ("jo.pdf", 0),
+        ("markitdown-test.pdf", 0),
+        ("nlp2004slides.pdf", 20),
+        ("simple3.pdf", 0),
+        ("yaizu-opendatacatalog-kiyaku.pdf", 14),
     ],
 )
-def test_every_other_pdf_reads_as_pdfminer_lays_it_out(name):
-    # no other PDF here has large one-letter lines or a font without a real mapping:
-    # 縦書き columns (issue-449-vertical.pdf, jo.pdf and its one-letter title 序) stay as read
-    assert _text(name) == _pdfminer_text(name)
+def test_every_other_pdf_reads_as_pdfminer_lays_it_out_but_for_wraps(name, wraps):
+    # no other PDF here has large one-letter lines, a font without a real mapping or a space
+    # between touching characters: 縦書き columns (issue-449-vertical.pdf, jo.pdf's verse and
+    # its one-letter title 序) stay as read; a Japanese line that wraps goes on without a break
+    joined = _joined_breaks(_pdfminer_text(name), _text(name))
+    assert len(joined) == wraps
+    assert all(_japanese(text[0]) and _japanese(text[2]) for text in joined), joined
+
+
+def test_japanese_characters_that_touch_read_as_one_word():
+    # kampo.pdf's turned glyphs (ー「」、) sit 0.24 of a character off its vertical columns'
+    # rhythm, and pdfminer put a space after each of them (183 on the page)
+    text = _text("kampo.pdf")
+    assert "第一条の二第四項第三号中「一・五メートル」を「一メートル」に改め" in text
+    assert not re.search(r"(?<=[ー「」、（）]) (?=[^ -~])", text)
+    # a gap of a whole character on the page stays: an item's number and its text
+    assert "\n一 歩行者は、道路を横断してはならないこ" in text
+
+
+def test_a_wrapped_japanese_line_goes_on_and_a_paragraph_end_stays():
+    kampo = _text("kampo.pdf")
+    # a vertical column cut at the page's edge, in one text box (並び / に) and across two
+    assert "の一部の施行に伴い、並びに道路交通法（昭和三十五年法律第百五号）" in kampo
+    assert "同条第五項第三号中「第六十三条の四第一項」を" in kampo
+    assert "この政令を制定する。\n道路交通法施行令（" in kampo  # a paragraph ends short
+    # lines set 1.08 characters apart, each a text box of its own
+    kiyaku = _text("yaizu-opendatacatalog-kiyaku.pdf")
+    assert "変更することがありますので、サービスのご利用に際しては、" in kiyaku
+    assert "本規約の内容を承諾したものとみなします。\nまた、本規約の内容は" in kiyaku
+    slides = _text("nlp2004slides.pdf")
+    assert "複数の異なる新聞社による同一日の新聞記事は、コンパラブルな記事を" in slides
+    # a date centred over its caption ends at its box's edge, but no column's
+    assert "1995年11月4日\nラビン首相暗殺" in slides
 
 
 def test_vertical_text_and_a_normal_size_letter_stay_as_they_are():

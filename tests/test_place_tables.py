@@ -102,6 +102,26 @@ def test_every_aed_is_a_document_with_its_point_and_id_key(library):
     assert "latitude" not in doc["attrs"] and "name" not in doc["attrs"]
     assert f"address: {first['address']}" in doc["body"]
     assert doc["extra"] == {"file": "yaizu-aed_location.xlsx", "sheet": "Sheet1", "row": 2}
+    # the #property column numbers the rows (1–31, 33, …): the key and an attribute, but no
+    # line of the body, which reads as the place's labelled facts
+    assert doc["body"].startswith(f"name: {first['name']}\n")
+    assert doc["attrs"]["#property"] == [first["#property"]]
+
+
+def test_a_column_that_numbers_the_rows_is_no_line_of_the_body(tmp_path):
+    numbered = "No,名称,緯度,経度\n1,A館,34.3,134.0\n2,B館,34.4,134.1\n4,C館,34.5,134.2\n"
+    coded = "No,名称,緯度,経度\nK-1,A館,34.3,134.0\nK-2,B館,34.4,134.1\n"
+    counted_from = "No,名称,緯度,経度\n101,A館,34.3,134.0\n102,B館,34.4,134.1\n"
+    bodies = {}
+    for name, text in (("numbered", numbered), ("coded", coded), ("from", counted_from)):
+        path = tmp_path / f"{name}.csv"
+        path.write_text(text, encoding="utf-8")
+        docs = list(PlaceTables([path]).docs(lambda message: None))
+        bodies[name] = [d.body for d in docs]
+        assert docs[1].key.startswith(f"{name}.csv#")  # an id column keys the rows all the same
+    assert bodies["numbered"][0] == "名称: A館"  # 1, 2, 4: rows numbered, one taken out
+    assert bodies["coded"][0] == "No: K-1\n名称: A館"  # a code is a fact to find
+    assert bodies["from"][0] == "No: 101\n名称: A館"  # not counted from 1: a number of its own
 
 
 def test_the_nearest_aeds_to_takamatsu_are_those_the_file_puts_nearest(library):

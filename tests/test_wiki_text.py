@@ -81,8 +81,8 @@ def test_prose_templates_keep_their_words_not_their_computations(jawiki, enwiki)
     assert "Glacier ice covers about 28957 sq mi of Alaska." in enwiki["Alaska"]  # {{convert}}
     assert "sqmi km2" not in enwiki["Alaska"]
     huxley = enwiki["Aldous Huxley"]
-    assert "birth_date: 26 July 1894" in huxley
-    assert "death_date: 22 November 1963\n" in huxley  # not the birth date the age was from
+    assert "Born: 26 July 1894" in huxley  # the label Infobox person shows, not birth_date
+    assert "Died: 22 November 1963\n" in huxley  # not the birth date the age was from
     assert (
         "内閣総理大臣: 福田赳夫" in jawiki["内閣総理大臣の一覧"]
     )  # {{ruby|福田赳夫|ふくだ たけお}}

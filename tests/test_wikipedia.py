@@ -8,7 +8,7 @@ import re
 import pytest
 
 from chiezo.core.config import Settings
-from chiezo.core.errors import InputError
+from chiezo.core.errors import BadQuery, InputError
 from chiezo.ingest.wikidump import WikiDump
 from chiezo.ingest.wikipedia import WikiOptions, ingest_wikipedia
 from chiezo.ops.requests import FilterRequest, SearchRequest
@@ -87,24 +87,57 @@ def test_prose_is_clean(jawiki):
         assert doc["opening"] and "{{" not in doc["opening"]
     paris = service.doc("jawiki", title="パリ", fields=["opening", "body"])
     assert paris["opening"].startswith("パリ（Paris、巴里）は、フランスの首都")
-    assert "maire: アンヌ・イダルゴ" in paris["body"]  # infobox facts, as key: value
+    # infobox facts under the labels the template shows, not its parameter names
+    assert "市長: アンヌ・イダルゴ" in paris["body"]
+    assert "人口: 市：2,148,271人" in paris["body"]
+    for debris in ("maire:", "nomcommune", "\nx: 140", "\ny: 65", ": 年月日", "record high C"):
+        assert debris not in paris["body"], debris
+    # the weather box: one line per measure, months in order
+    assert "- 平均最高気温 (°C): 1月 7.9, 2月 9.2," in paris["body"]
 
 
-def test_articles_with_coordinates_have_them(jawiki, raw_pages):
-    service, _ = jawiki
-    marked = [
+def test_an_article_takes_only_its_own_point(jawiki, raw_pages):
+    """The point shown at the title, else the infobox's, else a coordinate named after the
+    subject's office — never an extremity-table row, a list of other places or a map frame."""
+    service, report = jawiki
+    titled = [
         t
         for t, p in raw_pages.items()
-        if re.search(r"\{\{\s*[Cc]oord\s*\|\s*-?\d|緯度度\s*=\s*\d|ウィキ座標度分秒\|\d", p.text)
+        if re.search(r"\{\{\s*[Cc]oord\s*\|\s*-?\d[^}]*display\s*=\s*[a-z,]*title", p.text)
     ]
-    assert len(marked) >= 20
-    for title in marked:
+    assert titled
+    for title in titled:
         assert service.doc("jawiki", title=title, fields=["point"])["point"], title
     paris = service.doc("jawiki", title="パリ", fields=["point"])["point"]
     assert paris == {
         "lat": pytest.approx(48.8622, abs=1e-3),
         "lon": pytest.approx(2.3511, abs=1e-3),
     }
+    # 兵庫県 states its point only through Wikidata; its first coordinate is the centroid row
+    # of an extremity table, which is not the article's point: no point rather than that one
+    assert "{{Coord|format=dms" in raw_pages["兵庫県"].text
+    assert service.doc("jawiki", title="兵庫県", fields=["point"]).get("point") is None
+    points = report.tallies["article points"]
+    assert points["title"] >= len(titled) and points["wikidata"] >= 1
+
+
+def test_infobox_numbers_are_typed_attributes_a_filter_compares(jawiki):
+    service, _ = jawiki
+    big = service.filter(
+        FilterRequest.of(
+            source="jawiki", attr=["population>=1000000"], limit=50, fields=["title", "attrs"]
+        )
+    )
+    assert "パリ" in {d["title"] for d in big["docs"]}
+    assert all(float(d["attrs"]["population"][0]) >= 1e6 for d in big["docs"])
+    assert big["total"] == len(big["docs"])
+    for not_a_number in ("population>many", "population>1e99"):
+        with pytest.raises(BadQuery, match="compares with a number"):
+            service.filter(FilterRequest.of(source="jawiki", attr=[not_a_number]))
+    with pytest.raises(BadQuery, match="no attribute 'populaton'"):
+        service.filter(FilterRequest.of(source="jawiki", attr=["populaton>5"]))
+    too_big = service.filter(FilterRequest.of(source="jawiki", attr=["population>9000000000"]))
+    assert too_big["total"] == 0 and "its values run from" in str(too_big)
 
 
 def test_the_six_disambiguation_pages_are_flagged(jawiki):

@@ -1,10 +1,13 @@
 """Kiwix ZIM files (tests/data/zim): both namespace schemes, redirects as aliases,
-metadata, and the ray-charles file's searches."""
+metadata, the ray-charles file's searches, and the text stored for an article's HTML
+(ingest/htmltext.py: words kept apart, hidden parts out, infobox rows, the title once)."""
 
 import pytest
 
 from chiezo.core.config import Settings
 from chiezo.core.errors import InputError
+from chiezo.ingest import zim
+from chiezo.ingest.htmltext import page_text
 from chiezo.ops.requests import SearchRequest
 from chiezo.ops.service import Service
 
@@ -72,3 +75,202 @@ def test_a_file_that_is_not_a_zim_is_a_clear_error(tmp_path):
     bad.write_bytes(b"not a zim file at all")
     with pytest.raises(InputError, match="not a readable ZIM"):
         Service(Settings(data_dir=tmp_path / "data")).ingest("zim", bad, "bad")
+
+
+# -- the stored text: words apart, hidden parts out, the title said once (issue 31) ----------
+
+
+def test_ray_charles_infobox_reads_label_value_lines_with_nothing_glued(zims):
+    service, report = zims
+    doc = service.doc(report.name, title="Ray Charles", fields=["body", "opening"])
+    body = doc["body"]
+    assert "Occupation(s): musician, singer, songwriter, composer" in body.splitlines()
+    assert "Born: September 23, 1930; Albany, Georgia, U.S." in body.splitlines()
+    assert "Died: June 10, 2004 (aged 73); Beverly Hills, California, U.S." in body.splitlines()
+    # the hidden ISO dates are left out, the list and the cells are not glued
+    for glued in ("(1930-09-23)", "(2004-06-10)", "musiciansinger", "1930Albany", "R&Bsoul"):
+        assert glued not in body
+    # the title is the document's, not a "# Ray Charles" line; the body opens with the lead
+    assert not any(
+        line.lstrip("#").strip() == "Ray Charles"
+        for line in body.splitlines()
+        if line.startswith("#")
+    )
+    assert body.startswith(doc["opening"].removesuffix("…"))
+
+
+def test_sections_are_headings_under_the_title_in_a_wikibooks_zim():
+    archive = zim.open_archive(data_file("zim/wikibooks_be_all_nopic_2017-02_nons.zim"))
+    _, redirects, titles = zim.scan(archive)
+    doc = zim._doc(archive.get_entry_by_path("Кава.html"), redirects, titles)
+    assert doc is not None and doc.title == "Кава"
+    lines = doc.body.splitlines()
+    assert "## Інгрэдыенты" in lines and "- 400 гр. вады" in lines
+    assert "# Кава" not in lines
+    # the footer Kiwix marks htdig_noindex ("This article is issued from Wikibooks…") is out
+    assert "issued from" not in doc.body
+    assert doc.opening.startswith("Кава — напой")
+    # breadcrumbs start with the title, as they did when the body had the <h1>
+    paths = [c.heading_path for c in doc.chunks]
+    assert "Кава > Інгрэдыенты" in paths and all(p.startswith("Кава") for p in paths)
+    # the doc page shows the "## " lines as headings
+    assert zim.SOURCE_KIND.capabilities.headed_pages
+
+
+def test_block_and_cell_boundaries_keep_words_apart_and_inline_elements_do_not():
+    text = page_text(
+        "<body><div>alpha</div><div>beta<br>gamma</div><p>Ge<b>or</b><a href='x'>gia</a>"
+        "<span>n</span></p><ul><li>one</li><li>two<ul><li>two.a</li></ul></li></ul>"
+        "<dl><dt>term</dt><dd>meaning</dd></dl><figure><img src=x><figcaption>cap"
+        "</figcaption></figure>tail<h2>Section</h2>after<ol><li>first</li><li>second</li></ol>"
+        "</body>"
+    ).text
+    assert text.split("\n\n") == [
+        "alpha",
+        "beta\ngamma",
+        "Georgian",
+        "- one\n- two\n  - two.a",
+        "term",
+        "meaning",
+        "cap",
+        "tail",
+        "## Section",
+        "after",
+        "1. first\n2. second",
+    ]
+
+
+def test_hidden_parts_are_left_out_rather_than_glued():
+    page = page_text(
+        "<html><head><title>T</title><style>.x{color:red}</style></head><body>"
+        "<h2>Life<span class='mw-editsection'>[<a href='e'>edit</a>]</span></h2>"
+        "<p>Born<span style='display: none'>(<span class='bday'>1930-09-23</span>)</span>"
+        " in 1930.<sup id='cite_ref-1'><a href='#cite_note-1'>[1]</a></sup>"
+        "<script>var hidden = 1;</script> Then<span hidden>secret</span> more.</p>"
+        "<table class='navbox'><tr><td><a href='Other'>Other</a> · Another</td></tr></table>"
+        "<ol class='references'><li id='cite_note-1'><a href='#cite_ref-1'>↑</a> A source."
+        "</li></ol></body></html>"
+    )
+    assert page.text == "## Life\n\nBorn in 1930. Then more.\n\n1. A source."
+    assert "Other" in page.links  # the navbox's text is out, its links still link the page
+
+
+def test_infobox_rows_read_label_value_and_list_cells_comma_separated():
+    text = page_text(
+        "<table class='infobox vcard'><tr><th colspan=2>Someone</th></tr>"
+        "<tr><th>Born</th><td><span style='display:none'>(1930-09-23)</span>"
+        "September 23, 1930<br>Albany, Georgia</td></tr>"
+        "<tr><th>Occupation</th><td><div class='hlist'><ul><li>musician</li><li>singer</li>"
+        "</ul></div></td></tr><tr><th>Writers</th><td>A (music)<br>B (lyrics)</td></tr>"
+        "<tr><th>Label</th><td>Atlantic</td><td>ABC</td></tr></table>"
+    ).text
+    assert text.splitlines() == [
+        "Someone",
+        "Born: September 23, 1930; Albany, Georgia",
+        "Occupation: musician, singer",
+        "Writers: A (music), B (lyrics)",
+        "Label: Atlantic | ABC",
+    ]
+
+
+def test_a_table_with_a_header_row_reads_one_record_per_row():
+    text = page_text(
+        "<table class='wikitable'><caption>Charts</caption>"
+        "<tr><th>Year</th><th>Chart</th><th>Peak<br>position</th></tr>"
+        "<tr><td rowspan=2>1960</td><td>Hot 100</td><td>1</td></tr>"
+        "<tr><td>R&amp;B</td><td>3</td></tr>"
+        "<tr><td colspan=3>Only the US charts</td></tr></table>"
+    ).text
+    assert text.split("\n\n") == [
+        "Charts",
+        "Year: 1960\nChart: Hot 100\nPeak position: 1",
+        "Year: 1960\nChart: R&B\nPeak position: 3",
+        "Only the US charts",
+    ]
+
+
+def test_nested_and_layout_tables_read_as_text():
+    nested = page_text(
+        '<table><tr><th>Chronology</th><td><table><tr><td>"A"<br>(1959)</td>'
+        '<td>"B"<br>(1960)</td></tr></table></td></tr></table>'
+    ).text
+    assert nested == 'Chronology: "A" (1959) | "B" (1960)'
+    layout = page_text(
+        "<table><tr><td><h2>Welcome</h2><p>First paragraph.</p><p>Second one.</p></td>"
+        "<td><h3>News</h3><ul><li>item</li></ul></td></tr></table>"
+    ).text
+    assert layout.split("\n\n") == [
+        "## Welcome",
+        "First paragraph.",
+        "Second one.",
+        "### News",
+        "- item",
+    ]
+
+
+def test_only_the_h1_that_repeats_the_title_is_left_out():
+    assert page_text("<h1>Ray Charles</h1><p>He sang.</p>", "Ray Charles").text == "He sang."
+    assert page_text("<h1>ray_charles</h1><p>He sang.</p>", "Ray Charles").text == "He sang."
+    # a <title> that names the site after the page's own
+    named = page_text(
+        "<title>Offline Wikipedia - Wikibooks, open books</title><h1>Offline Wikipedia</h1>"
+        "<p>Text.</p><h1>Part two</h1><p>More.</p>"
+    )
+    assert named.title == "Offline Wikipedia - Wikibooks, open books"
+    assert named.text == "Text.\n\n# Part two\n\nMore."
+
+
+def test_the_lead_comes_before_an_infobox_set_before_it():
+    text = page_text(
+        "<table class='infobox'><tr><th>Genre</th><td>Jazz</td></tr></table>"
+        "<p>The song is a standard.</p><h2>History</h2><table><tr><th>A</th><td>B</td></tr>"
+        "</table><p>Later.</p>"
+    ).text
+    assert text.split("\n\n") == [
+        "The song is a standard.",
+        "Genre: Jazz",
+        "## History",
+        "A: B",
+        "Later.",
+    ]
+
+
+def test_the_kiwix_footer_is_left_out_marked_or_not():
+    footer = (
+        "<div><div style='clear:both'>This article is issued from <a class='external text' "
+        "href='http://en.wikipedia.org/wiki/X?oldid=1'>Wikipedia</a>. The text is under "
+        "<a href='http://creativecommons.org/licenses/by-sa/3.0/'>CC BY-SA</a>.</div></div>"
+    )
+    assert page_text(f"<body><p>Article.</p>{footer}</body>").text == "Article."
+    marked = f"<body><p>Article.</p><!--htdig_noindex-->{footer}<!--/htdig_noindex--></body>"
+    assert page_text(marked).text == "Article."
+    # a page that marks its footer keeps a last paragraph of outside links of its own
+    own = "<div>See <a href='http://a.example'>a</a> and <a href='http://b.example'>b</a>.</div>"
+    assert page_text(marked.replace("</body>", own + "</body>")).text.endswith("See a and b.")
+
+
+def test_lines_that_would_read_as_markdown_stay_text_and_code_is_fenced():
+    text = page_text(
+        "<p># of votes</p><p>---</p><pre>#include &lt;stdio.h&gt;\n\nint main() {}</pre>"
+    ).text
+    assert text == "\\# of votes\n\n\\---\n\n```\n#include <stdio.h>\n\nint main() {}\n```"
+
+
+@pytest.mark.parametrize(
+    ("markup", "expected"),
+    [
+        ("", ""),
+        ("   ", ""),
+        ("<!-- only a comment -->", ""),
+        ("plain text with <b>no</b> blocks", "plain text with no blocks"),
+        ("<p>unclosed <i>italic <div>and a div", "unclosed italic\n\nand a div"),
+        ("<table><tr><td>cell<td>next</table>", "cell | next"),
+        ("<td>stray</td><tr>rows</tr>", "stray\n\nrows"),
+        ("<?xml version='1.0' encoding='UTF-8'?><html><body><p>xhtml</p></body></html>", "xhtml"),
+        ("<div>" * 3000 + "deep" + "</div>" * 3000, "deep"),
+        ("<table><tr><td colspan='x' rowspan='-3'>odd spans</td></tr></table>", "odd spans"),
+        ("<p>a NUL \x00 and \ufffd</p>", "a NUL \ufffd and \ufffd"),
+    ],
+)
+def test_broken_or_unstructured_html_degrades_to_prose(markup, expected):
+    assert page_text(markup).text == expected

@@ -33,6 +33,7 @@ from typing import Any
 from chiezo.answer.excerpt import take
 from chiezo.core.errors import ChiezoError
 from chiezo.core.words import content_pieces, fold
+from chiezo.search.snippet import plain_text
 
 WEIGHTS = {"words": 1.0, "heading": 0.6, "meaning": 0.7, "lead": 0.5, "rank": 0.6}
 KEEP_SHARE = 0.45  # a passage scoring below this share of the best one is left out
@@ -119,8 +120,11 @@ _HEADING_LINE = re.compile(r"^\s*#{1,6}\s.*$", re.M)
 
 
 def _plain(text: str) -> str:
-    """A passage as one line, without its heading's ``## …`` line (the heading path says it)."""
-    return " ".join(_HEADING_LINE.sub(" ", text).split())
+    """A passage as one line of what its page shows: without its heading's ``## …`` line (the
+    heading path says it), HTML comments and tags. The Rust book keeps its English original in
+    ``<!-- -->`` in 1,997 of its 2,048 passages and wraps file names in ``<span
+    class="filename">`` (3,293 times): the model read both."""
+    return plain_text(_HEADING_LINE.sub(" ", text))
 
 
 def _below_title(path: str, title: str) -> str:

@@ -18,6 +18,7 @@ search far more reliably. The rules:
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 from chiezo.core.models import Chunk
@@ -75,22 +76,27 @@ def parse_sections(text: str) -> list[Section]:
             sections[-1].lines.append(line)
             in_comment = _opens_comment(line)
             continue
-        level, title, setext_line = heading
-        if setext_line:  # the previous line was the heading's text: move it out
+        level, title, heading_line, setext = heading
+        if setext:  # the previous line was the heading's text: move it out
             sections[-1].lines.pop()
         while stack and stack[-1][0] >= level:
             stack.pop()
         stack.append((level, title))
-        heading_line = setext_line or line
         sections.append(Section(level, tuple(t for _, t in stack), [heading_line]))
     return [s for s in sections if s.text or s.level > 0]
 
 
-def _heading(line: str, current: Section) -> tuple[int, str, str | None] | None:
+def _heading(line: str, current: Section) -> tuple[int, str, str, bool] | None:
+    """(level, title as plain text, the heading's line, whether it is a setext heading: the
+    line before was its text)."""
     atx = _ATX.match(line)
     if atx:
-        title = _ATX_CLOSING.sub("", atx.group(2) or "").strip()
-        return len(atx.group(1)), title or "(untitled)", None
+        written = _ATX_CLOSING.sub("", atx.group(2) or "").strip()
+        title = heading_text(written)
+        level = len(atx.group(1))
+        # the chunk's own heading line says what the breadcrumb says, not the markup
+        shown = line if title == written else f"{'#' * level} {title}".rstrip()
+        return level, title or "(untitled)", shown, False
     setext = _SETEXT.match(line)
     if setext and current.lines:
         previous = current.lines[-1]
@@ -102,8 +108,42 @@ def _heading(line: str, current: Section) -> tuple[int, str, str | None] | None:
             )
         ):
             level = 1 if setext.group(1)[0] == "=" else 2
-            return level, previous.strip(), f"{'#' * level} {previous.strip()}"
+            title = heading_text(previous.strip()) or "(untitled)"
+            return level, title, f"{'#' * level} {title}", True
     return None
+
+
+# Inline HTML in a heading, as the Rust book's translation writes a reading:
+# ユニット<ruby>様<rp>(</rp><rt>よう</rt><rp>)</rp></ruby>構造体. A title and a breadcrumb are
+# plain text (a page shows them escaped, a model reads them as they are), so a ruby's reading
+# and its brackets go — 様 is the word, よう how to say it — and the tags of the other
+# inline elements leave their text. Only names HTML gives inline elements are tags: in
+# ``Rc<T>`` or Box<T>, <T> is a type.
+_RUBY_READING = re.compile(r"<(rt|rp)\b[^<>]*>.*?</\1\s*>", re.I | re.S)
+_INLINE_TAG = re.compile(
+    r"</?(?:a|abbr|b|bdi|bdo|big|br|cite|code|del|dfn|em|font|i|img|ins|kbd|mark|q|rb|ruby|"
+    r"s|samp|small|span|strong|sub|sup|time|tt|u|var|wbr)(?:\s[^<>]*)?/?>",
+    re.I,
+)
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_CODE_SPAN = re.compile(r"(`+)(?:.*?[^`])?\1(?!`)")
+
+
+def heading_text(written: str) -> str:
+    """A heading as plain text: its inline HTML tags and comments left out, a ruby read as its
+    base text; code spans (`` `Rc<T>` ``) as written."""
+    if "<" not in written:
+        return written
+    parts, last = [], 0
+    for code in _CODE_SPAN.finditer(written):
+        parts.extend([_plain(written[last : code.start()]), code.group()])
+        last = code.end()
+    parts.append(_plain(written[last:]))
+    return " ".join("".join(parts).split())
+
+
+def _plain(html: str) -> str:
+    return _INLINE_TAG.sub("", _RUBY_READING.sub("", _HTML_COMMENT.sub("", html)))
 
 
 def _opens_comment(line: str) -> bool:
@@ -254,8 +294,16 @@ def markdown_links(text: str) -> list[str]:
     return [m.group(2) for m in _LINK.finditer(text)]
 
 
-def opening_paragraph(sections: list[Section], limit: int = 400) -> str:
-    """The first paragraph of prose: not a heading, fence, list, table or HTML line."""
+def opening_paragraph(
+    sections: list[Section], limit: int = 400, *, soft_wraps: bool = False
+) -> str:
+    """The first paragraph of prose: not a heading, fence, list, table or HTML line, its
+    lines joined by a space. ``soft_wraps``: the text is Markdown as written by hand, where a
+    line break inside a paragraph is where the author's editor wrapped, not a break in the
+    text (the Rust book's translation: 説明が許されることもあります。/ このような場合; the shared
+    Markdown has 3,698 line breaks between two Japanese characters in its paragraphs), so one
+    between two Japanese characters joins them with nothing. Text
+    converted from a PDF or an Office file breaks a line only where the document does."""
     for section in sections:
         paragraph: list[str] = []
         fence = skipping = False
@@ -277,6 +325,17 @@ def opening_paragraph(sections: list[Section], limit: int = 400) -> str:
                 continue
             paragraph.append(stripped)
         if paragraph:
-            text = " ".join(paragraph)
+            text = _join_lines(paragraph) if soft_wraps else " ".join(paragraph)
             return text if len(text) <= limit else text[: limit - 1] + "…"
     return ""
+
+
+def _join_lines(lines: list[str]) -> str:
+    text = lines[0]
+    for line in lines[1:]:
+        text += ("" if _wide(text[-1]) and _wide(line[0]) else " ") + line
+    return text
+
+
+def _wide(char: str) -> bool:
+    return unicodedata.east_asian_width(char) in ("W", "F") and not char.isspace()

@@ -21,7 +21,7 @@ from chiezo.core.models import Chunk, Doc
 from chiezo.ingest.formats import Converted
 
 # Bump when a converter's output changes, so cached conversions are not reused across it.
-CONVERTER_VERSION = 3
+CONVERTER_VERSION = 4  # 4: PDF wraps joined, CSV titles, counter columns (issue 31)
 KEEP_DAYS = 90
 
 
@@ -66,7 +66,7 @@ class ConversionCache:
 
 
 # Bump when the place-table reader's output changes (ingest/places.py).
-PLACE_READER_VERSION = 1
+PLACE_READER_VERSION = 2  # 2: a row-number column is not a body line
 
 
 class DocCache:

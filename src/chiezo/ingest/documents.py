@@ -247,7 +247,9 @@ def document_from_text(
         key=key,
         title=title,
         body=body.strip(),
-        opening=opening_paragraph(sections),
+        opening=opening_paragraph(
+            sections, soft_wraps=path.suffix.lower() in MARKDOWN_SUFFIXES and is_markdown
+        ),
         url=_web_url(front.get("url")),
         rank_score=_rank(front),
         aliases=_strings(front.get("aliases", front.get("alias"))),

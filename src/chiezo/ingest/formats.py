@@ -239,18 +239,184 @@ def _page_runs(layout) -> list[list[tuple[str, _FontUse | None]]]:
 
 
 def _text_lines(layout) -> list[list]:
-    """Each text line's characters and pdfminer's spaces, without its closing line break."""
+    """Each text line's characters and pdfminer's spaces, without its closing line break; a
+    line that wraps into the next (:func:`_wraps_in_box`, :func:`_wraps_across`) goes on as
+    that line, with nothing between them, and a space pdfminer put between two Japanese
+    characters that touch is left out (:func:`_keeps_space`)."""
     from pdfminer.layout import LTAnno, LTTextBox, LTTextLine
 
-    lines = []
-    for element in layout:
-        for line in element if isinstance(element, LTTextBox) else [element]:
-            if isinstance(line, LTTextLine):
-                items = list(line)
-                if items and isinstance(items[-1], LTAnno) and items[-1].get_text() == "\n":
-                    items.pop()
+    boxes = [
+        [line for line in element if isinstance(line, LTTextLine)]
+        if isinstance(element, LTTextBox)
+        else [element]
+        for element in layout
+        if isinstance(element, LTTextBox | LTTextLine)
+    ]
+    page = [line for box in boxes for line in box]
+    ends = _line_ends(page)
+    lines: list[list] = []
+    previous = None  # the line before, and its box's far edge
+    for box in boxes:
+        edge = max((_end(line) for line in box), default=0.0)
+        for n, line in enumerate(box):
+            items = list(line)
+            if items and isinstance(items[-1], LTAnno) and items[-1].get_text() == "\n":
+                items.pop()
+            vertical = _vertical(line)
+            items = [
+                item
+                for i, item in enumerate(items)
+                if not isinstance(item, LTAnno) or _keeps_space(items, i, vertical)
+            ]
+            if previous and (
+                _wraps_in_box(*previous, line, ends)
+                if n
+                else _wraps_across(previous[0], line, page)
+            ):
+                lines[-1].extend(items)
+            else:
                 lines.append(items)
+            previous = line, edge
     return lines
+
+
+# pdfminer writes a space wherever two characters of a line lie apart by more than a tenth of
+# a character. In kampo.pdf's vertical columns the turned glyphs (ー「」、) sit 0.24 of a
+# character off the column's rhythm, so "一・五メー トル" (183 such spaces on its one page)
+# and a search for 一・五メートル found a Rust chapter first. The real spaces between Japanese
+# characters in the shared PDFs are a full character or more (25 in kampo.pdf: 一　歩行者は,
+# 1.0; one before an icon in yaizu-datamap-manual.pdf, 1.3).
+TOUCHING = 0.5
+# A line that wraps runs to its column's far edge, within TOUCHING of a character, and spans
+# at least WRAP_CHARS characters. The wrapped lines of the shared PDFs span 14–45 characters
+# (kampo.pdf's table cells 20–24, its columns 45, yaizu-opendatacatalog-kiyaku.pdf's 38, the
+# slides' bullets 14–20); lines that end at their box's edge without wrapping — table cells,
+# a date centred over its caption (nlp2004slides.pdf p. 9), numbered items — span 2–9.
+WRAP_CHARS = 10
+# Lines of one text box: the edge is a column's when another line of the page ends there too
+# (a box of two lines of verse ends where its longer line does).
+# Lines of two boxes: the next starts within SHIFT characters of where the line starts (a
+# hanging indent is 1: kampo.pdf's items, the slides' bullets at 1.03) and lies under it (in a
+# vertical column, beside it) less than LINE_GAP of a character away, pdfminer's own bound
+# for lines of one paragraph (LAParams.line_margin; kampo.pdf's columns were cut into boxes
+# between lines 0.32 apart, the slides' between 0.03–0.5 apart) — or, where lines are set
+# further apart than pdfminer groups, less than SPACED_GAP away in a column where at least
+# MARGIN_LINES lines end at that edge: yaizu-opendatacatalog-kiyaku.pdf's lines are 1.08 apart,
+# each a box, 4–6 of each page's reaching the margin; jo.pdf's verse, 0.77 apart, has at most
+# 2 lines of its longest length, and the slides' chart labels 1.1–1.2 below a caption, 1.
+SHIFT = 1.25
+LINE_GAP = 0.5
+SPACED_GAP = 1.5
+MARGIN_LINES = 3
+
+
+def _vertical(line) -> bool:
+    from pdfminer.layout import LTTextLineVertical
+
+    return isinstance(line, LTTextLineVertical)
+
+
+def _start(line) -> float:
+    """Where the line starts along its direction, growing in reading order (down a column)."""
+    return -line.y1 if _vertical(line) else line.x0
+
+
+def _end(line) -> float:
+    return -line.y0 if _vertical(line) else line.x1
+
+
+def _line_ends(lines: Iterable) -> dict[bool, list[float]]:
+    """Where the page's lines end, horizontal (False) and vertical (True) apart."""
+    ends: dict[bool, list[float]] = {False: [], True: []}
+    for line in lines:
+        ends[_vertical(line)].append(_end(line))
+    return ends
+
+
+def _char_size(line) -> float:
+    """The line's typical character size: the median, as a bullet is set larger (61.7 pt
+    before 32 pt text on the slides)."""
+    from pdfminer.layout import LTChar
+
+    sizes = [c.size for c in line if isinstance(c, LTChar)]
+    return statistics.median(sizes) if sizes else 0.0
+
+
+def _may_wrap(line, following) -> bool:
+    """Whether ``following`` could go on with ``line``'s text: a Japanese character on either
+    side of the break, one direction, and a line long enough to be a column's. A break between
+    two Japanese characters that wraps is then no space and no newline (道路交通法施行令… 並び
+    / に道路交通法 read 並び に). A line that stops short of its column's edge is a
+    paragraph's end, a heading or a line of verse, and keeps its break."""
+    size = _char_size(line)
+    extent = line.height if _vertical(line) else line.width
+    return (
+        bool(size)
+        and _vertical(line) == _vertical(following)
+        and _japanese(_text_edge(line, -1))
+        and _japanese(_text_edge(following, 0))
+        and extent >= WRAP_CHARS * size
+    )
+
+
+def _wraps_in_box(line, edge: float, following, ends: dict[bool, list[float]]) -> bool:
+    """``line`` and ``following`` are lines of one box, and ``line`` ends at the box's far
+    edge, where another line of the page ends too."""
+    if not _may_wrap(line, following):
+        return False
+    size, end = _char_size(line), _end(line)
+    shared = sum(abs(other - end) <= TOUCHING * size for other in ends[_vertical(line)])
+    return edge - end <= TOUCHING * size and shared > 1
+
+
+def _wraps_across(line, following, page: list) -> bool:
+    """``following``, the first line of the next box, goes on under ``line`` (beside it, in a
+    vertical column), which ends at the far edge of the lines that start where it starts."""
+    if not _may_wrap(line, following):
+        return False
+    size = _char_size(line)
+    gap = line.x0 - following.x1 if _vertical(line) else line.y0 - following.y1
+    if gap < 0 or abs(_start(following) - _start(line)) > SHIFT * size:
+        return False
+    column = [
+        other
+        for other in page
+        if _vertical(other) == _vertical(line) and abs(_start(other) - _start(line)) <= SHIFT * size
+    ]
+    edge = max(_end(other) for other in column)
+    if edge - _end(line) > TOUCHING * size:
+        return False
+    margin = sum(edge - _end(other) <= TOUCHING * size for other in column)
+    return gap < LINE_GAP * size or (gap < SPACED_GAP * size and margin >= MARGIN_LINES)
+
+
+def _text_edge(line, index: int) -> str:
+    """The line's first (``index`` 0) or last (-1) character, pdfminer's spaces skipped."""
+    from pdfminer.layout import LTChar
+
+    chars = [item for item in line if isinstance(item, LTChar) and item.get_text().strip()]
+    text = chars[index].get_text() if chars else ""
+    return text[index] if text else ""
+
+
+def _japanese(char: str) -> bool:
+    """A wide character that is not a space: an ideographic space opens an indented
+    paragraph, so a line before one does not wrap into it."""
+    return _wide(char) and not char.isspace()
+
+
+def _keeps_space(items: list, i: int, vertical: bool) -> bool:
+    """Whether pdfminer's space ``items[i]`` stands for a gap on the page: not when both its
+    neighbours are Japanese characters less than TOUCHING of a character apart."""
+    from pdfminer.layout import LTChar
+
+    before, after = items[i - 1] if i else None, items[i + 1] if i + 1 < len(items) else None
+    if not (isinstance(before, LTChar) and isinstance(after, LTChar)):
+        return True
+    if not (_japanese(before.get_text()[-1:]) and _japanese(after.get_text()[:1])):
+        return True
+    gap = before.y0 - after.y1 if vertical else after.x0 - before.x1
+    return gap >= TOUCHING * max(before.size, after.size)
 
 
 def _join_large_letters(lines: list[list]) -> list[list]:
@@ -788,13 +954,16 @@ def delimited(path: Path) -> list[Converted]:
     text = decode_bytes(path.read_bytes())
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
     rows = ([c.strip() for c in row] for row in csv.reader(io.StringIO(text), delimiter=delimiter))
-    return [Converted(_rows_text(rows), None)]
+    # named as a workbook's sheet is: without a title the document took its first heading,
+    # the ``## rows 2–4`` label of its first block of rows
+    return [Converted(_rows_text(rows), _stem(path))]
 
 
 def _rows_text(rows: Iterable[list[str]]) -> str:
     """The first non-empty row is the header; every other row becomes ``header: value`` lines,
     a blank line between rows, ``## rows a–b`` every ``ROWS_PER_SECTION`` rows. Rows are taken
-    as they come: a sheet is never held as a list of rows besides its text."""
+    as they come: a sheet is never held as a list of rows besides its text. A column headed by
+    a marker that only numbers the rows (:func:`_row_counters`) is left out."""
     rows = iter(r for r in rows if any(r))
     header = next(rows, None)
     if header is None:
@@ -802,20 +971,47 @@ def _rows_text(rows: Iterable[list[str]]) -> str:
     header = [h or f"column {i + 1}" for i, h in enumerate(header)]
     parts: list[str] = []
     start = 1
+    left_out: set[int] | None = None
     while block := list(itertools.islice(rows, ROWS_PER_SECTION)):
+        if left_out is None:
+            left_out = _row_counters(header, block)
         parts.append(f"## rows {start + 1}–{start + len(block)}")
-        parts.extend(_row_lines(header, row) for row in block)
+        parts.extend(_row_lines(header, row, left_out) for row in block)
         start += len(block)
     if start == 1:
         parts.append(" | ".join(header))
     return "\n\n".join(parts)
 
 
-def _row_lines(header: list[str], row: list[str]) -> str:
+def _row_counters(header: list[str], block: list[list[str]]) -> set[int]:
+    """Columns headed by a marker, not a label (``#property``, the marker of the Kagawa
+    tables' header row, yaizu-*.xlsx), whose values in the first rows are whole numbers from
+    0 or 1 up, each greater than the one before (1–31, 33, …: rows taken out). Such a column
+    says where a row stands, which ``## rows`` says too; as ``#property: 6`` lines it put a
+    Markdown-looking mark on every row (900 on the shared sheets' pages)."""
+    counters = set()
+    for i, name in enumerate(header):
+        values = [_number(row[i]) if i < len(row) else "" for row in block]
+        if not (name.startswith("#") and all(values)):
+            continue
+        numbers = [int(v) for v in values]
+        if numbers[0] <= 1 and all(a < b for a, b in itertools.pairwise(numbers)):
+            counters.add(i)
+    return counters
+
+
+def _number(cell: str) -> str:
+    """The cell as decimal digits (full-width ones folded), or "" if it is not a number."""
+    folded = unicodedata.normalize("NFKC", cell)
+    return folded if folded.isdecimal() else ""
+
+
+def _row_lines(header: list[str], row: list[str], left_out: set[int]) -> str:
+    # a counting column's number is left out; anything else written there is kept
     return "\n".join(
         f"{header[i] if i < len(header) else f'column {i + 1}'}: {v}"
         for i, v in enumerate(row)
-        if v
+        if v and not (i in left_out and _number(v))
     )
 
 
@@ -857,7 +1053,8 @@ def pptx(stream: IO[bytes], budget: _Budget, path: Path) -> list[Converted]:
         first_title = first_title or title or None
         body = "\n\n".join(_slide_texts(slide, budget))
         parts.append(f"## Slide {number}" + (f": {title}" if title else "") + f"\n\n{body}")
-    title = (deck.core_properties.title or "").strip() or first_title
+    # a deck without a title anywhere is named by its file, not by its first ``## Slide 1``
+    title = (deck.core_properties.title or "").strip() or first_title or _stem(path)
     return [
         Converted(
             "\n\n".join(parts),
@@ -886,38 +1083,14 @@ def _slide_texts(slide, budget: _Budget) -> list[str]:
 
 # -- HTML ------------------------------------------------------------------------------------------
 
-_DROP = ("script", "style", "noscript", "nav", "header", "footer", "aside", "form", "template")
-
 
 def html(path: Path) -> list[Converted]:
-    title, text, _ = html_to_markdown(read_text(path))
-    return [Converted(text, title)]
+    """A web page read as its reader sees it (ingest/htmltext.py): words apart at every block
+    and cell, what it hides left out, an infobox as ``label: value`` lines."""
+    from chiezo.ingest.htmltext import page_text
 
-
-def html_to_markdown(markup: str) -> tuple[str | None, str, list[str]]:
-    """(title, Markdown-shaped main text, link targets) of an HTML page."""
-    import lxml.html
-
-    if not markup.strip():
-        return None, "", []
-    tree = lxml.html.fromstring(markup)
-    title = (tree.findtext(".//title") or "").strip() or None
-    for element in tree.xpath("//" + " | //".join(_DROP)):
-        element.drop_tree()
-    main = tree.xpath("//main") or tree.xpath("//article") or tree.xpath("//body") or [tree]
-    lines: list[str] = []
-    for element in main[0].iter(
-        "h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "td", "th", "pre", "blockquote", "dd", "dt"
-    ):
-        text = " ".join(element.text_content().split())
-        if not text:
-            continue
-        if element.tag[0] == "h" and element.tag[1:].isdigit():
-            lines.append(f"{'#' * int(element.tag[1])} {text}")
-        elif not any(a.tag in ("li", "td", "th", "p") for a in element.iterancestors()):
-            lines.append(f"- {text}" if element.tag == "li" else text)
-    links = [href for href in main[0].xpath(".//a/@href") if href]
-    return title, "\n\n".join(lines), links
+    page = page_text(read_text(path))
+    return [Converted(page.text, page.title)]
 
 
 def _clean(text: str) -> str:

@@ -5,8 +5,9 @@ Each place becomes a document: a Japanese display title where one exists (ニュ
 for Japan a form written in JIS X 0208, never the Chinese 神户市 GeoNames also lists — see
 ``japanese_name``), every other name as an alias (so 東京, Tokyo and Tōkyō all find it),
 coordinates, the attributes ``feature`` (``class=code``, e.g. ``P=PPLA``), ``country``,
-``area`` (the admin1 name — Japanese when the alternate-names file gives one), ``area_alias``
-(its other names: English, ASCII; a filter on ``area`` matches either), ``timezone`` and
+``area`` (the admin1 name — Japanese for Japan's prefectures, from the alternate-names file or
+else the package's table ``data/jp_prefectures.tsv``), ``area_alias`` (its other names:
+English, ASCII, the short 東京 of 東京都; a filter on ``area`` matches either), ``timezone`` and
 ``wikidata``; popularity from population on a log scale. Places sharing a display title get
 the area and country appended, so duplicates stay distinguishable.
 
@@ -17,6 +18,7 @@ on-disk SQLite — flat memory whatever their size.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import re
@@ -24,6 +26,7 @@ import zipfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import IO
 
@@ -94,7 +97,8 @@ class GeoNamesOptions:
         None,
         metavar="CC",
         recorded=False,
-        help="Fetch a country's alternate names (e.g. JP: Japanese areas and titles for Japan).",
+        help="Fetch a country's alternate names (e.g. JP: Japanese titles and Wikidata ids; "
+        "Japan's prefectures are Japanese without it).",
     )
     mirror: str | None = option_field(
         None, recorded=False, help="GeoNames download URL (default: geonames.org)."
@@ -177,6 +181,36 @@ class AreaNames:
 
     shown: str
     others: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Prefecture:
+    """One row of ``data/jp_prefectures.tsv``: a prefecture's names by its GeoNames code."""
+
+    english: str  # admin1CodesASCII's ASCII name, to check the code still means this prefecture
+    japanese: str  # 東京都
+    short: str  # 東京: how people write it; "" for 北海道, which has no suffix to drop
+
+
+@functools.cache
+def jp_prefectures() -> dict[str, Prefecture]:
+    """admin1 code (``JP.40``) → the prefecture's names. A packaged table, so a build without
+    the alternate-names file (tens of MB, one more download) still shows Japanese areas."""
+    table = resources.files("chiezo.ingest") / "data" / "jp_prefectures.tsv"
+    rows: dict[str, Prefecture] = {}
+    for line in table.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            code, english, japanese, short = line.split("\t")
+            rows[code] = Prefecture(english, japanese, short)
+    return rows
+
+
+def known_area_names() -> list[tuple[str, ...]]:
+    """Groups of names that denote the same area (東京都, 東京, Tokyo): what the search layer
+    suggests when an area asked in one language is stored only in the other."""
+    return [
+        tuple(n for n in (p.japanese, p.short, p.english) if n) for p in jp_prefectures().values()
+    ]
 
 
 class Lookups:
@@ -280,8 +314,9 @@ class Lookups:
         if row is None:
             return None
         name, ascii_name, geonameid = row
-        shown = self.japanese(geonameid, ascii_name) or name
-        names = [name, ascii_name, *self.japanese_names(geonameid)]
+        table = _prefecture_names(code, ascii_name)
+        shown = self.japanese(geonameid, ascii_name) or (table[0] if table else name)
+        names = [name, ascii_name, *self.japanese_names(geonameid), *table]
         return AreaNames(shown, tuple(n for n in dict.fromkeys(names) if n and n != shown))
 
     def count_title(self, title: str) -> None:
@@ -295,6 +330,16 @@ class Lookups:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def _prefecture_names(code: str, ascii_name: str) -> list[str]:
+    """The packaged Japanese names of a prefecture (full, short), or none: also none when the
+    admin1 file names the code otherwise, for an admin1 file whose codes GeoNames renumbered
+    would otherwise give a place in Aichi the name of another prefecture."""
+    prefecture = jp_prefectures().get(code)
+    if prefecture is None or prefecture.english.casefold() != ascii_name.casefold():
+        return []
+    return [n for n in (prefecture.japanese, prefecture.short) if n]
 
 
 def _alternate_name_row(fields: list[str]) -> bool:

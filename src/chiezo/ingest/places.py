@@ -596,6 +596,7 @@ class Layout:
     swapped: bool = False
     title: int | None = None
     id: int | None = None
+    counter: int | None = None  # the id column, when it only numbers the rows (1, 2, 3 …)
     urls: list[int] = field(default_factory=list)
     address: int | None = None
     features: list[int] = field(default_factory=list)
@@ -629,6 +630,7 @@ def _layout(table: Table, options: PlaceOptions) -> Layout | Unusable:
         layout.lat, layout.lon, layout.swapped, layout.notes = found
     taken = {layout.lat, layout.lon}
     layout.id = _id_column(table, taken)
+    layout.counter = layout.id if _counts_rows(table, layout.id) else None
     layout.urls = _url_columns(table, taken)
     layout.title = _title_column(table, options, taken | {layout.id, *layout.urls})
     layout.address = _first(header, _is_address, taken)
@@ -816,6 +818,21 @@ def _id_column(table: Table, taken: set) -> int | None:
         if values and all(values) and len(set(values)) == len(values):
             return index
     return None
+
+
+def _counts_rows(table: Table, index: int | None) -> bool:
+    """Whether the column numbers the rows: in the rows read, whole numbers from 0 or 1 up,
+    each greater than the one before (gaps where rows were taken out: the AED table counts
+    1–31, 33, … to 538 over 455 rows). A row's place in a list says nothing about the place;
+    the shared Kagawa tables (yaizu-*.xlsx) head theirs ``#property``, the marker of their
+    header row, and every body began ``#property: N``. A code (A-0123, 13201) is kept."""
+    if index is None:
+        return False
+    numbers = [unicodedata.normalize("NFKC", _cell(r.cells, index)) for r in table.sample]
+    if not numbers or not all(n.isdecimal() for n in numbers):
+        return False
+    values = [int(n) for n in numbers]
+    return values[0] <= 1 and all(a < b for a, b in itertools.pairwise(values))
 
 
 _URL = re.compile(r"https?://\S+", re.IGNORECASE)
@@ -1106,11 +1123,15 @@ def _doc(table: Table, layout: Layout, row: Row, key: str, point) -> Doc:
     if not title:
         title = f"{table.where} {row.noun} {row.number}"
     # the coordinates are the point, not words: as body lines they were what a snippet showed
-    # ("緯度: 34.35215833 経度: …"); unreadable ones stay, so the user sees what was written
+    # ("緯度: 34.35215833 経度: …"); unreadable ones stay, so the user sees what was written.
+    # A column that only numbers the rows gives the key, not a fact (it stays an attribute);
+    # what is not a number there, in a row after those read to choose it, is kept.
     shown = [
         (i, v)
         for i, v in enumerate(cells)
-        if v and (point is None or i not in (layout.lat, layout.lon))
+        if v
+        and not (i == layout.counter and unicodedata.normalize("NFKC", v).isdecimal())
+        and (point is None or i not in (layout.lat, layout.lon))
     ]
     body = "\n".join(f"{_name(header, i)}: {v}" for i, v in shown)
     features = _features(layout, cells)

@@ -363,7 +363,8 @@ def _doc(page_id, title, text, timestamp, parsed, lookups, url_prefix, builder) 
     rank = lookups.rank(title)
     if parsed["flags"]:
         rank *= FLAG_PENALTY
-    attrs: dict[str, list[str]] = {}
+    attrs: dict[str, list[str]] = {name: [value] for name, value in parsed.get("attrs", {}).items()}
+    builder.tally("article points", parsed.get("point_source") or "none")
     qid = lookups.wikidata(page_id)
     if qid:
         attrs["wikidata"] = [qid]

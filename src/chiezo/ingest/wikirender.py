@@ -123,7 +123,7 @@ def render_batch(batch: list[tuple[int, str, str, str | None]]) -> list[dict[str
     out: list[dict[str, Any] | None] = []
     for _, title, text, _ in batch:
         try:
-            article = parse_article(text, _WORKER_NS or Namespaces())
+            article = parse_article(text, _WORKER_NS or Namespaces(), title)
         except Exception:  # noqa: BLE001 - broken markup must not stop the build
             out.append(None)
             continue
@@ -134,6 +134,8 @@ def render_batch(batch: list[tuple[int, str, str, str | None]]) -> list[dict[str
                 "categories": article.categories,
                 "links": article.links,
                 "point": article.point,
+                "point_source": article.point_source,
+                "attrs": article.attrs,
                 "flags": page_flags(title, article.disambiguation),
                 "chunks": [
                     (c.heading_path, c.text)

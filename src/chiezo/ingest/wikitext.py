@@ -15,9 +15,8 @@ drops templates wholesale, losing the content people search for (collapsible lis
 * headings → ``## Heading`` lines, so the chunker can cut sections with breadcrumbs;
 * a fixed list of behaviour switches (``__NOTOC__``…) is removed — not any ``__WORD__``.
 
-Coordinates are read before anything is dropped: infobox parameters first (degree/minute/
-second or decimal, company keys 本社… before 本店…), then ``{{Coord}}``-like templates, and only
-as a last resort a map's centre.
+Every template is noted with where it stood (top level, infobox, table) before anything is
+dropped, so that wikicoords.py can tell the article's own point from points of other places.
 """
 
 from __future__ import annotations
@@ -38,6 +37,16 @@ from mwparserfromhell.nodes import (
     Wikilink,
 )
 
+from chiezo.ingest.infoboxes import WEATHER_TEMPLATES, read_infobox, read_weather
+from chiezo.ingest.wikicoords import (
+    IN_INFOBOX,
+    IN_LEAD,
+    IN_TABLE,
+    TOP,
+    ArticlePoint,
+    Placed,
+    article_point,
+)
 from chiezo.ingest.wikitables import table_lines
 from chiezo.ingest.wikitemplates import (
     DROP,
@@ -174,13 +183,6 @@ SILENT_TEMPLATES = {
 }
 SILENT_PREFIXES = ("cite", "citation", "infobox image", "navbox", "taxobox image", "image label")
 INFOBOX_PREFIXES = ("infobox", "基礎情報", "taxobox", "chembox", "drugbox", "geobox")
-# Infobox parameters that are layout, pictures or raw coordinates (read separately), not facts.
-NOISE_KEY = re.compile(
-    r"緯度|経度|^lat|^lon|^long|coord|画像|image|img|map|位置図|ロゴ|logo|旗|flag|紋章|seal|"
-    r"サイズ|size|width|幅|caption|キャプション|alt$|色|colou?r|style|module|embed|^name$|名称$|"
-    r"北緯|南緯|東経|西経",
-    re.I,
-)
 DISAMBIGUATION = {
     "aimai",
     "曖昧さ回避",
@@ -323,14 +325,17 @@ class Article:
     links: list[str]
     point: tuple[float, float] | None
     disambiguation: bool
+    attrs: dict[str, str] = field(default_factory=dict)  # typed infobox facts: population…
+    point_source: str = ""  # how the point was found, or why there is none (wikicoords.py)
 
 
-def parse_article(wikitext: str, ns: Namespaces) -> Article:
+def parse_article(wikitext: str, ns: Namespaces, title: str = "") -> Article:
     code = mwparserfromhell.parse(wikitext)
     links: list[str] = []
     renderer = _Renderer(ns, links)  # one walk of the tree collects everything
     text = clean(renderer.render_article(code))
     lead = text.split("\n## ", 1)[0] if not text.startswith("## ") else ""
+    located: ArticlePoint = article_point(renderer.templates, title, _is_infobox)
     facts = clean("\n".join(box for box in renderer.infoboxes if box))
     if facts:  # after the prose: the lead stays a readable opening
         text = f"{text}\n\n## {INFOBOX_HEADING}\n\n{facts}"
@@ -339,8 +344,10 @@ def parse_article(wikitext: str, ns: Namespaces) -> Article:
         opening=lead.strip()[:3000],
         categories=list(dict.fromkeys(c for c in renderer.categories if c)),
         links=list(dict.fromkeys(links)),
-        point=find_coordinates(renderer.templates),
+        point=located.point,
+        attrs=renderer.attrs,
         disambiguation=renderer.disambiguation or "__DISAMBIG__" in wikitext,
+        point_source=located.source,
     )
 
 
@@ -371,7 +378,9 @@ class _Renderer:
         self.disambiguation = False
         self.infoboxes: list[str] = []
         self.categories: list[str] = []
-        self.templates: list[Template] = []  # in document order, for coordinates
+        self.templates: list[Placed] = []  # in document order, for the article's point
+        self.attrs: dict[str, str] = {}  # typed facts from the infoboxes: population=…
+        self.where = TOP  # inside an infobox or a table, for the templates met there
 
     def render(self, code) -> str:
         if code is None:
@@ -385,12 +394,20 @@ class _Renderer:
         """Like render(), except that templates above the first prose — hatnotes and
         maintenance banners (their dates and page names are not content) — are dropped;
         an infobox there is still collected."""
-        out, started = [], False
+        out: list[str] = []
+        started = False
+        in_lead = in_list = False
         for node in code.nodes:
+            in_lead = not isinstance(node, Heading) and (in_lead or not out)
+            if isinstance(node, Tag) and node.wiki_markup and str(node.tag) in ("li", "dt", "dd"):
+                in_list = True  # till the line ends: a coordinate there is a listed place's
+            elif isinstance(node, Text) and "\n" in node.value:
+                in_list = False
+            self.where = IN_LEAD if in_lead and not in_list else TOP
             if not started and isinstance(node, Template):
                 name = " ".join(str(node.name).replace("_", " ").split()).casefold()
                 if not _is_infobox(name, node) and name not in DISAMBIGUATION:
-                    self.templates.append(node)  # still a source of coordinates
+                    self.templates.append(Placed(node, IN_LEAD))  # the article's point
                     continue
             rendered = self.node(node, None)
             started = started or (
@@ -425,6 +442,15 @@ class _Renderer:
             return ""
         return str(node)
 
+    def inside(self, where: str, render, *args):
+        """``render(*args)`` with the templates it meets noted as standing ``where``."""
+        outer = self.where
+        self.where = where if outer in (TOP, IN_LEAD) else outer  # a table in an infobox…
+        try:
+            return render(*args)
+        finally:
+            self.where = outer
+
     def wikilink(self, link: Wikilink) -> str:
         target = _COMMENT.sub("", str(link.title)).strip()
         shown_namespace = target.startswith(":")
@@ -451,7 +477,7 @@ class _Renderer:
 
     def template(self, template: Template, following=None) -> str:
         """A template's prose, nothing, or DROP (wikitemplates.py says which)."""
-        self.templates.append(template)
+        self.templates.append(Placed(template, self.where))
         name = " ".join(str(template.name).replace("_", " ").split()).casefold()
         if name in DISAMBIGUATION:
             self.disambiguation = True
@@ -461,8 +487,11 @@ class _Renderer:
             return parser_function(" ".join(head.split()).casefold(), argument.strip())
         if name in SILENT_TEMPLATES or name.startswith(SILENT_PREFIXES):
             return ""
+        if name in WEATHER_TEMPLATES:
+            lines = read_weather(self.parameters(template), self.ns.language)
+            return "\n\n" + "\n".join(lines) + "\n\n" if lines else ""
         if _is_infobox(name, template):
-            self.infoboxes.append(self.infobox(template))
+            self.infoboxes.append(self.inside(IN_INFOBOX, self.infobox, template))
             return ""
         if is_data(name):
             return DROP
@@ -500,17 +529,26 @@ class _Renderer:
         return out
 
     def infobox(self, template: Template) -> str:
-        """An infobox as ``key: value`` lines (the facts people ask for: 人口, 市長, founded),
-        without pictures, layout and raw coordinates."""
-        lines = []
+        """An infobox as labelled ``label: value`` lines (infoboxes.py): the facts people
+        ask for (人口, 市長, founded), without pictures, layout, placeholders and raw
+        parameter names; its numbers also become typed attributes."""
+        facts = read_infobox(self.parameters(template), self.ns.language)
+        for name, value in facts.attrs.items():
+            self.attrs.setdefault(name, value)
+        return "\n".join(facts.lines)
+
+    def parameters(self, template: Template) -> list[tuple[str, str]]:
+        """``(name, rendered value)`` of the named parameters, pictures and layout values
+        left empty (line breaks kept: a list of labels pairs with a list of values)."""
+        out = []
         for param in template.params:
-            key = " ".join(str(param.name).split())
-            if not param.showkey or NOISE_KEY.search(key):
+            if not param.showkey:
                 continue
-            value = " ".join(self.render(param.value).split())
-            if value and not IMAGE_VALUE.search(value) and not LAYOUT_VALUE.match(value):
-                lines.append(f"{key}: {value}")
-        return "\n".join(lines)
+            value = self.render(param.value).strip()
+            if IMAGE_VALUE.search(value) or LAYOUT_VALUE.match(value):
+                value = ""
+            out.append((" ".join(str(param.name).split()), value))
+        return out
 
     def tag(self, tag: Tag) -> str:
         name = str(tag.tag).strip().casefold()
@@ -521,7 +559,7 @@ class _Renderer:
         if name == "li" and tag.wiki_markup:
             return "- "  # a list item's "*" or "#" (clean() folds "**" into one mark)
         if name == "table":
-            lines = table_lines(tag, self.render)
+            lines = self.inside(IN_TABLE, table_lines, tag, self.render)
             return "\n" + "\n".join(f"- {line}" for line in lines) + "\n" if lines else "\n"
         if tag.contents is None:
             return ""
@@ -545,204 +583,6 @@ def _is_infobox(name: str, template: Template) -> bool:
         return True
     params = template.params
     return len(params) >= 6 and all(p.showkey for p in params)
-
-
-# -- coordinates ----------------------------------------------------------------------------
-
-COORD_TEMPLATES = {"coord", "coordinates", "ウィキ座標度分秒", "ウィキ座標2段度分秒", "座標"}
-MAP_TEMPLATES = {"maplink", "maplink2", "location map", "location map~", "location map+"}
-_NUMBER = re.compile(r"^[+-]?\d+(?:\.\d+)?$")
-# Infobox keys, in order of preference: plain, then company head office before registered
-# office (an inn's article may fill only 本店), then anything else carrying the same suffix.
-PREFIX_ORDER = ("", "本社", "本店")
-
-
-def find_coordinates(templates: list[Template]) -> tuple[float, float] | None:
-    """The article's point from its templates in document order (see the module docstring)."""
-    fallback = None
-    for template in templates:
-        name = " ".join(str(template.name).replace("_", " ").split()).casefold()
-        if name in COORD_TEMPLATES:
-            point = _coord_template(template)
-        elif name in MAP_TEMPLATES:
-            if fallback is None:
-                fallback = _map_centre(template)
-            continue
-        else:
-            point = _infobox_coordinates(template)
-        if point is not None:
-            return point
-    return fallback
-
-
-def _params(template: Template) -> dict[str, str]:
-    out = {}
-    for param in template.params:
-        key = str(param.name).strip()
-        out[key] = str(
-            param.value.strip_code() if hasattr(param.value, "strip_code") else param.value
-        ).strip()
-    return out
-
-
-_COORD_KEY = re.compile(r"緯度|^lat|latitude|coord", re.I)
-
-
-def _infobox_coordinates(template: Template) -> tuple[float, float] | None:
-    names = [str(p.name).strip() for p in template.params]
-    if not any(_COORD_KEY.search(n) for n in names):
-        return None  # most templates: decided from the names alone, nothing stripped
-    params = _params(template)
-    keys = set(params)
-    # degrees / minutes / seconds with a Japanese or English prefix
-    ja_prefixes = {k[: -len("緯度度")] for k in keys if k.endswith("緯度度")}
-    for prefix in sorted(ja_prefixes, key=_prefix_rank):
-        point = _dms_point(
-            [
-                params.get(f"{prefix}緯度度"),
-                params.get(f"{prefix}緯度分"),
-                params.get(f"{prefix}緯度秒"),
-            ],
-            [
-                params.get(f"{prefix}経度度"),
-                params.get(f"{prefix}経度分"),
-                params.get(f"{prefix}経度秒"),
-            ],
-            _hemisphere(params, prefix, ("北緯", "南緯"), "S"),
-            _hemisphere(params, prefix, ("東経", "西経"), "W"),
-        )
-        if point:
-            return point
-    en_prefixes = {k[: -len("lat_deg")] for k in keys if k.endswith("lat_deg")}
-    for prefix in sorted(en_prefixes, key=_prefix_rank):
-        point = _dms_point(
-            [
-                params.get(f"{prefix}lat_deg"),
-                params.get(f"{prefix}lat_min"),
-                params.get(f"{prefix}lat_sec"),
-            ],
-            [
-                params.get(f"{prefix}lon_deg") or params.get(f"{prefix}long_deg"),
-                params.get(f"{prefix}lon_min") or params.get(f"{prefix}long_min"),
-                params.get(f"{prefix}lon_sec") or params.get(f"{prefix}long_sec"),
-            ],
-            (params.get(f"{prefix}lat_dir") or "").strip().upper().startswith("S"),
-            (params.get(f"{prefix}lon_dir") or params.get(f"{prefix}long_dir") or "")
-            .strip()
-            .upper()
-            .startswith("W"),
-        )
-        if point:
-            return point
-    for lat_key, lon_key in (
-        ("緯度", "経度"),
-        ("latitude", "longitude"),
-        ("lat", "long"),
-        ("lat", "lon"),
-        ("lat", "lng"),
-    ):
-        if lat_key in params and lon_key in params:
-            point = _valid(_float(params[lat_key]), _float(params[lon_key]))
-            if point:
-                return point
-    for param in template.params:  # coordinates = {{Coord|...}} inside the infobox
-        for inner in param.value.filter_templates(recursive=False):
-            inner_name = " ".join(str(inner.name).split()).casefold()
-            if inner_name in COORD_TEMPLATES:
-                point = _coord_template(inner)
-                if point:
-                    return point
-    return None
-
-
-def _prefix_rank(prefix: str) -> tuple[int, str]:
-    return (PREFIX_ORDER.index(prefix) if prefix in PREFIX_ORDER else len(PREFIX_ORDER), prefix)
-
-
-def _hemisphere(
-    params: dict[str, str], prefix: str, markers: tuple[str, str], negative: str
-) -> bool:
-    """Infobox hemisphere keys look like ``N(北緯)及びS(南緯)``: read the value's letter."""
-    for key, value in params.items():
-        if key.startswith(prefix) and any(m in key for m in markers):
-            return value.strip().upper().startswith(negative)
-    return False
-
-
-def _coord_template(template: Template) -> tuple[float, float] | None:
-    positional = [
-        str(p.value.strip_code()).strip()
-        for p in template.params
-        if not p.showkey and ":" not in str(p.value)
-    ]
-    return parse_coord_values(positional)
-
-
-def parse_coord_values(values: list[str]) -> tuple[float, float] | None:
-    """Positional values of {{Coord}}-like templates: decimal ``lat|lon``, or degree/minute/
-    second groups each closed by a hemisphere letter (empty parts count as 0)."""
-    directions = [i for i, v in enumerate(values) if v.upper() in ("N", "S", "E", "W")]
-    if len(directions) >= 2:
-        first, second = directions[0], directions[1]
-        lat = _dms(values[:first])
-        lon = _dms(values[first + 1 : second])
-        if lat is None or lon is None:
-            return None
-        if values[first].upper() == "S":
-            lat = -lat
-        if values[second].upper() == "W":
-            lon = -lon
-        return _valid(lat, lon)
-    numbers = [v for v in values if v]
-    if len(numbers) >= 2 and all(_NUMBER.match(v) for v in numbers[:2]):
-        return _valid(float(numbers[0]), float(numbers[1]))
-    return None
-
-
-def _map_centre(template: Template) -> tuple[float, float] | None:
-    params = _params(template)
-    for lat_key, lon_key in (
-        ("frame-latitude", "frame-longitude"),
-        ("latitude", "longitude"),
-        ("lat", "long"),
-        ("lat", "lon"),
-    ):
-        if lat_key in params and lon_key in params:
-            return _valid(_float(params[lat_key]), _float(params[lon_key]))
-    return None
-
-
-def _dms(parts: list[str]) -> float | None:
-    parts = [p.strip() for p in parts][:3]
-    if not parts or not parts[0] or not all(not p or _NUMBER.match(p) for p in parts):
-        return None
-    numbers = [float(p) if p else 0.0 for p in parts] + [0.0, 0.0]
-    degrees, minutes, seconds = numbers[:3]
-    sign = -1 if degrees < 0 else 1
-    return sign * (abs(degrees) + minutes / 60 + seconds / 3600)
-
-
-def _dms_point(lat_parts, lon_parts, south: bool, west: bool) -> tuple[float, float] | None:
-    lat = _dms([p or "" for p in lat_parts])
-    lon = _dms([p or "" for p in lon_parts])
-    if lat is None or lon is None:
-        return None
-    return _valid(-lat if south else lat, -lon if west else lon)
-
-
-def _float(value: str | None) -> float | None:
-    if value is None:
-        return None
-    match = re.match(r"^\s*([+-]?\d+(?:\.\d+)?)", value)
-    return float(match.group(1)) if match else None
-
-
-def _valid(lat: float | None, lon: float | None) -> tuple[float, float] | None:
-    if lat is None or lon is None:
-        return None
-    if -90 <= lat <= 90 and -180 <= lon <= 180 and not (lat == 0 and lon == 0):
-        return round(lat, 6), round(lon, 6)
-    return None
 
 
 # -- page classes ----------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """Source kind ``zim``: a Kiwix ZIM file (offline Wikipedia, Wikibooks, …).
 
 Every article entry becomes a document: its title, its HTML turned into Markdown-shaped text
-(sources/formats.html_to_markdown — headings become breadcrumbs, navigation is dropped), the
-lead as the opening, internal links as links, the ZIM path as url. Redirect entries become
+(ingest/htmltext.page_text — words kept apart at every block and cell, what the page hides left
+out, infobox rows as ``Label: value`` lines, ``## `` headings that become breadcrumbs under the
+title, the ``<h1>`` that repeats the title left out), the lead as the opening, internal links as
+links, the ZIM path as url. Redirect entries become
 aliases of their target. Both namespace schemes are read: the old one (articles under ``A/``)
 and the new one (no namespaces; articles are the HTML entries). The file's metadata (title,
 language, date, creator…) goes into the source's ``input`` record; its language into
@@ -18,12 +20,13 @@ from urllib.parse import unquote
 
 from chiezo.core.config import Settings
 from chiezo.core.errors import InputError
+from chiezo.core.markdown import BREADCRUMB_SEPARATOR
 from chiezo.core.models import Doc
 from chiezo.core.progress import NullProgress, Progress
 from chiezo.ingest.documents import document_from_text
-from chiezo.ingest.formats import html_to_markdown
+from chiezo.ingest.htmltext import page_text
 from chiezo.store.build import BuildOptions, BuildReport, GenerationBuilder
-from chiezo.store.kinds import Attribution, SourceKind
+from chiezo.store.kinds import Attribution, Capabilities, SourceKind
 
 KIND = "zim"
 METADATA = ("Title", "Name", "Language", "Date", "Creator", "Publisher", "Description", "License")
@@ -131,14 +134,22 @@ def _main_path(archive) -> str | None:
 
 def _doc(entry, redirects: dict[str, list[str]], titles: dict[str, str]) -> Doc | None:
     markup = bytes(entry.get_item().content).decode("utf-8", "replace")
-    page_title, text, hrefs = html_to_markdown(markup)
-    if not text.strip():
+    page = page_text(markup, entry.title)
+    if not page.text.strip():
         return None
-    title = entry.title or page_title or entry.path
-    doc = document_from_text(entry.path, Path(entry.path), text, {"title": title}, markdown=True)
+    title = entry.title or page.title or entry.path
+    doc = document_from_text(
+        entry.path, Path(entry.path), page.text, {"title": title}, markdown=True
+    )
+    for chunk in doc.chunks:
+        # the title leads every breadcrumb, as the <h1> the text leaves out did (and as a
+        # Wikipedia article's do: Ray Charles > Early life)
+        chunk.heading_path = (
+            f"{title}{BREADCRUMB_SEPARATOR}{chunk.heading_path}" if chunk.heading_path else title
+        )
     doc.url = entry.path
     doc.aliases = sorted(set(redirects.get(entry.path, [])) - {title})
-    doc.links = [titles[p] for p in _links(entry.path, hrefs) if p in titles]
+    doc.links = [titles[p] for p in _links(entry.path, page.links) if p in titles]
     doc.extra = {"path": entry.path, "format": "zim"}
     return doc
 
@@ -165,6 +176,7 @@ class ZimKind(SourceKind):
     aliases, old and new namespace schemes."""
     argument = "FILE"
     names_itself = True  # zim_<the file's Name>
+    capabilities = Capabilities(headed_pages=True)  # the body's sections are "## " headings
 
     def build(self, settings, inputs, name, options, build, progress):
         return ingest_zim(settings, inputs[0], name, options=build, progress=progress)

@@ -30,8 +30,14 @@ BOX = rf"^$|^{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*,{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*$"
 _FIELD = "(?:" + "|".join(DOC_FIELDS) + ")"
 FIELD_LIST = rf"^{WS}*(?:{_FIELD}{WS}*)?(?:,{WS}*(?:{_FIELD}{WS}*)?)*$"
 
-# attr=name=value: something besides spaces on both sides of the first "=" (or nothing at all)
-ATTR = rf"^{WS}*$|^[^=]*[^={_SPACES}][^=]*={ANY}*{NOT_WS}"
+# attr=name=value: something besides spaces on both sides of the first "=" (or nothing at all);
+# or name>number, name>=number, name<number, name<=number (filters.parse_attr): the first of
+# = < > decides which
+_ATTR_NAME = f"[^=<>]*[^=<>{_SPACES}][^=<>]*"
+ATTR = (
+    rf"^{WS}*$|^{_ATTR_NAME}={ANY}*{NOT_WS}"
+    rf"|^{_ATTR_NAME}[<>]=?{WS}*[-+]?[0-9]+(?:\.[0-9]+)?{WS}*$"
+)
 # feature=key=value, commas between alternatives; each stripped item holds "=" inside it
 _KEY_VALUE = rf"{WS}*[^,={_SPACES}][^,]*=[^,]*[^,={_SPACES}]{WS}*"
 FEATURES = rf"^(?:{_KEY_VALUE}|{WS}*)(?:,(?:{_KEY_VALUE}|{WS}*))*$"

@@ -97,7 +97,11 @@ Tag = Annotated[
 ]
 Attr = Annotated[
     list[str] | None,
-    Field(description="only documents with this name=value attribute", **stated_items(ATTR)),
+    Field(
+        description="only documents with this attribute: name=value, or a number compared "
+        "with name>N, name>=N, name<N, name<=N (population>=1000000)",
+        **stated_items(ATTR),
+    ),
     CONDITION,
 ]
 Feature = Annotated[

@@ -65,9 +65,10 @@ How to use it well:
   tag name with `tags` first.
 - Places (osm_*, geonames): `filter` with `feature` as "key=value" (tourism=museum,
   railway=station, amenity=restaurant; find values with `features`), `area` (an admin area
-  name: ["Kyoto"], or ["京都府"] where the source has Japanese area names; case does not
+  name: ["京都府"] or ["Kyoto"] — a Japanese prefecture answers to either; case does not
   matter), `bbox`, `near` ("lat,lon"), or `near_doc` ("jawiki:浅草寺") for "nearest X to Y" in
-  one call. Only place sources have feature/area; Wikipedia sources have tags and coordinates.
+  one call. Only place sources have feature/area; Wikipedia sources have tags, coordinates and
+  numbers from their infoboxes (`attr` "population>=1000000", area_km2, elevation_m, founded).
 - A filter on a tag or attribute the source does not have is an error that says so: switch
   source or drop the condition rather than retrying.
 - `remember` stores the content itself — names, numbers, dates, the items of a list — as
@@ -181,8 +182,8 @@ def _read_tools(service) -> list:
     def filter(request: FilterRequest) -> dict[str, Any]:
         """List every document meeting all conditions with the exact `total` — the way to list
         or count a category's members (by tag), places of a kind (feature) in an area (e.g.
-        area: ["Kyoto"], or ["京都府"] where areas have Japanese names) or a box, or the nearest
-        places to a point or to another source's document (with distance_km). A condition the
+        area: ["京都府"] or ["Kyoto"]), documents by a number (attr: ["population>=1000000"])
+        or in a box, or the nearest places to a point or to another source's document (with distance_km). A condition the
         source cannot have is an error naming the sources that have it; a value it does not
         have comes back with the closest ones it does."""
         return service.filter(request)

@@ -19,13 +19,15 @@ results retries the same impossible query forever.
 Names of places are written many ways: an ``area`` matches its stored value or the source's
 ``area_alias`` (the area's other names: Tokyo for 東京都), ignoring case, width and accents
 (kyoto, ＫＹＯＴＯ, Kyōto). ``Filters.resolved`` turns the values asked for into the ones stored, once per
-query, so each condition stays one index range. A value that matches nothing gets the closest
-values, by name.
+query, so each condition stays one index range. A value that matches nothing gets the values
+that name the same area in another language (東京都 → Tokyo on a source built before areas had
+Japanese names), then the closest values by spelling.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import re
 import unicodedata
@@ -118,22 +120,12 @@ class TagCondition(Condition):
         return "tag=" + ",".join(self.tags)
 
 
-@dataclass(frozen=True)
-class AttrCondition(Condition):
-    name: str
-    values: tuple[str, ...]
-    # the stored attributes read: ``(name,)`` unless resolved to its alias (area_alias)
-    within: tuple[str, ...] = ()
-
-    @property
-    def attributes(self) -> tuple[str, ...]:
-        return self.within or (self.name,)
+class _AttrRows(Condition):
+    """A condition on rows of ``doc_attrs`` (counted in ``attr_counts``) that ``clause()``
+    states: the members are the documents of those rows."""
 
     def clause(self, table: str = "") -> tuple[str, tuple]:
-        """``name = ? AND value IN (...)`` over the columns of ``table`` (an alias + ".")."""
-        names, marks = self.attributes, _marks(self.values)
-        name = f"{table}name = ?" if len(names) == 1 else f"{table}name IN ({_marks(names)})"
-        return f"{name} AND {table}value IN ({marks})", (*names, *self.values)
+        raise NotImplementedError
 
     def select(self) -> tuple[str, tuple]:
         where, params = self.clause()
@@ -152,12 +144,57 @@ class AttrCondition(Condition):
             params,
         )
 
+
+@dataclass(frozen=True)
+class AttrCondition(_AttrRows):
+    name: str
+    values: tuple[str, ...]
+    # the stored attributes read: ``(name,)`` unless resolved to its alias (area_alias)
+    within: tuple[str, ...] = ()
+
+    @property
+    def attributes(self) -> tuple[str, ...]:
+        return self.within or (self.name,)
+
+    def clause(self, table: str = "") -> tuple[str, tuple]:
+        """``name = ? AND value IN (...)`` over the columns of ``table`` (an alias + ".")."""
+        names, marks = self.attributes, _marks(self.values)
+        name = f"{table}name = ?" if len(names) == 1 else f"{table}name IN ({_marks(names)})"
+        return f"{name} AND {table}value IN ({marks})", (*names, *self.values)
+
     @property
     def ordered(self) -> bool:
         return len(self.values) == 1 and len(self.attributes) == 1
 
     def describe(self) -> str:
         return f"{self.name}=" + ",".join(self.values)
+
+
+@dataclass(frozen=True)
+class RangeCondition(_AttrRows):
+    """Documents whose attribute ``name`` is a number ``op`` ``bound`` (population>=1000000):
+    the typed facts of infoboxes (ingest/infoboxes.py). Reads the attribute's values — cost
+    grows with the documents that carry it, not with the source."""
+
+    name: str
+    op: str  # one of < <= > >=
+    bound: float
+
+    def clause(self, table: str = "") -> tuple[str, tuple]:
+        # a value is a number when nothing but digits, one point and a sign remain after
+        # trimming them: CAST would read "12 km" as 12 and "n/a" as 0
+        return (
+            f"{table}name = ? AND trim({table}value, '0123456789.-') = '' "
+            f"AND {table}value GLOB '*[0-9]*' AND CAST({table}value AS REAL) {self.op} ?",
+            (self.name, self.bound),
+        )
+
+    @property
+    def attributes(self) -> tuple[str, ...]:
+        return (self.name,)
+
+    def describe(self) -> str:
+        return f"{self.name}{self.op}{_number(self.bound)}"
 
 
 @dataclass(frozen=True)
@@ -289,8 +326,12 @@ class Filters:
                     conditions.append(AttrCondition(name, group))
         for value in attrs or []:
             if value and value.strip():
-                name, raw = parse_attr(value)
-                conditions.append(AttrCondition(name, _split_or(raw)))
+                name, op, raw = parse_attr(value)
+                conditions.append(
+                    AttrCondition(name, _split_or(raw))
+                    if op == "="
+                    else RangeCondition(name, op, float(raw))
+                )
         if bbox:
             conditions.append(parse_bbox(bbox))
         if near is not None and near.radius_km is not None:
@@ -313,7 +354,11 @@ class Filters:
 
     @property
     def indexed(self) -> tuple[Condition, ...]:
-        return tuple(c for c in self.conditions if isinstance(c, TagCondition | AttrCondition))
+        return tuple(
+            c
+            for c in self.conditions
+            if isinstance(c, TagCondition | AttrCondition | RangeCondition)
+        )
 
     def where(self, column: str = "rowid") -> tuple[str, tuple]:
         """`` AND +rowid IN (...)`` clauses for an FTS query. The unary ``+`` keeps SQLite from
@@ -403,15 +448,31 @@ def _split_or(value: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(v.strip() for v in str(value).split(",") if v.strip()))
 
 
-def parse_attr(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip() or not value.strip():
+_COMPARISON = re.compile(r"[<>=]")
+
+
+def parse_attr(text: str) -> tuple[str, str, str]:
+    """``name=value`` (one of the values, comma = OR) or ``name>number`` (also ``>=``, ``<``,
+    ``<=``): the first of ``= < >`` decides which (ops/patterns.ATTR states the same)."""
+    found = _COMPARISON.search(text)
+    name = text[: found.start()].strip() if found else ""
+    op = found.group(0) if found else ""
+    value = text[found.end() :] if found else ""
+    if op in "<>" and value.startswith("="):
+        op, value = op + "=", value[1:]
+    if not name or not value.strip():
         raise BadQuery(
-            f"an attribute filter is name=value, got {text!r}",
+            f"an attribute filter is name=value or name>number, got {text!r}",
             hint="e.g. {see}",
-            see=Option("attr", "version=1.0"),
+            see=Option("attr", "population>=1000000"),
         )
-    return name.strip(), value.strip()
+    if op != "=" and not _DECIMAL.fullmatch(value.strip()):
+        raise BadQuery(
+            f"{name}{op} compares with a number, got {value.strip()!r}",
+            hint="e.g. {see}",
+            see=Option("attr", f"{name}{op}1000"),
+        )
+    return name, op, value.strip()
 
 
 def parse_bbox(text: str) -> BoxCondition:
@@ -481,6 +542,8 @@ def check_filters(source: Source, filters: Filters, list_sources=None) -> Filter
             _check_tags(source, condition, check)
         elif isinstance(condition, AttrCondition):
             _check_attr(source, condition, check, list_sources)
+        elif isinstance(condition, RangeCondition):
+            _check_range(source, condition, check, list_sources)
     if (filters.near or any(isinstance(c, BoxCondition) for c in filters.conditions)) and not (
         conn.execute("SELECT 1 FROM doc_points LIMIT 1").fetchone()
     ):
@@ -514,8 +577,44 @@ def _check_tags(source: Source, condition: TagCondition, check: FilterCheck) -> 
         check.impossible = True
 
 
-def _check_attr(source: Source, condition: AttrCondition, check: FilterCheck, list_sources) -> None:
-    name = condition.name
+def _check_range(
+    source: Source, condition: RangeCondition, check: FilterCheck, list_sources
+) -> None:
+    _require_attribute(source, condition.name, list_sources)
+    if condition.estimate(source.conn):
+        return
+    low, high = source.conn.execute(
+        "SELECT min(CAST(value AS REAL)), max(CAST(value AS REAL)) FROM attr_counts "
+        "WHERE name = ? AND trim(value, '0123456789.-') = '' AND value GLOB '*[0-9]*'",
+        (condition.name,),
+    ).fetchone()
+    if low is None:
+        raise BadQuery(
+            f"attribute {condition.name!r} of {source.name!r} holds no numbers, so "
+            f"{condition.describe()} can never match",
+            source=source.name,
+            hint="compare it with {see}",
+            see=Option("attr", f"{condition.name}=VALUE"),
+        )
+    check.notes.append(
+        Notice(
+            "no_value_in_range",
+            name=condition.name,
+            op=condition.op,
+            bound=_number(condition.bound),
+            low=_number(low),
+            high=_number(high),
+        )
+    )
+    check.impossible = True
+
+
+def _number(value: float) -> str:
+    """1000000000, not 1e+09: as the user typed it and as the values are stored."""
+    return f"{value:.0f}" if float(value).is_integer() else f"{value}"
+
+
+def _require_attribute(source: Source, name: str, list_sources) -> None:
     known = set(source.attributes)
     if name not in known:
         label = name if name in NAMED_ATTRIBUTES else f"attr={name}"
@@ -526,6 +625,11 @@ def _check_attr(source: Source, condition: AttrCondition, check: FilterCheck, li
             sources_with_it=_having(list_sources, lambda info: name in info.attributes),
             candidates=difflib.get_close_matches(name, sorted(known), n=5) or None,
         )
+
+
+def _check_attr(source: Source, condition: AttrCondition, check: FilterCheck, list_sources) -> None:
+    name = condition.name
+    _require_attribute(source, name, list_sources)
     where, params = condition.clause()
     present = {
         r[0] for r in source.conn.execute(f"SELECT value FROM attr_counts WHERE {where}", params)
@@ -560,14 +664,37 @@ def similar_values(
 ) -> list[str]:
     """The values of an attribute (or of ``names``: an area and its other-language names)
     closest in spelling to ``value``, closest first, compared through ``fold_name``; a
-    feature's within its key (amenity=caffe → amenity=cafe). None when nothing is close: the
-    commonest values (England, California for 東京都) would only mislead."""
+    feature's within its key (amenity=caffe → amenity=cafe). A name (``NAME_ATTRIBUTES``)
+    first gets the stored values naming the same area in another language (``same_areas``):
+    no spelling is close between 東京都 and Tokyo. None when nothing is close: the commonest
+    values (England, California for 東京都) would only mislead."""
     key = value.split("=", 1)[0] + "=" if name == "feature" and "=" in value else ""
     by_fold: dict[str, list[str]] = {}
     for stored in _value_pool(conn, names or (name,), key, fold_name(value[len(key) :])[:1]):
         by_fold.setdefault(fold_name(stored), []).append(stored)
+    same = [f for f in same_areas(value) if f in by_fold] if name in NAME_ATTRIBUTES else []
     close = difflib.get_close_matches(fold_name(value), list(by_fold), n=n, cutoff=SIMILAR_CUTOFF)
-    return list(dict.fromkeys(v for f in close for v in by_fold[f]))[:n]
+    return list(dict.fromkeys(v for f in (*same, *close) for v in by_fold[f]))[:n]
+
+
+@functools.cache
+def _area_groups() -> dict[str, tuple[str, ...]]:
+    """Each known area name, folded → every folded name of that area (47 prefectures)."""
+    # imported here: a search that never misses an area need not load the GeoNames kind
+    from chiezo.ingest.geonames import known_area_names
+
+    groups: dict[str, tuple[str, ...]] = {}
+    for names in known_area_names():
+        folded = tuple(dict.fromkeys(fold_name(n) for n in names))
+        for one in folded:
+            groups[one] = folded
+    return groups
+
+
+def same_areas(value: str) -> tuple[str, ...]:
+    """The other names (folded) of the area ``value`` names: 東京都 → 東京, tokyo."""
+    asked = fold_name(value)
+    return tuple(f for f in _area_groups().get(asked, ()) if f != asked)
 
 
 def _value_pool(conn: db.Connection, names: tuple[str, ...], key: str, first: str) -> list[str]:

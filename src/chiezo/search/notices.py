@@ -61,6 +61,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "{name}={values} の文書はありません{similar}",
         "no document has {name}={values}{similar}",
     ),
+    "no_value_in_range": (
+        "{name}{op}{bound} の文書はありません（値の範囲: {low}〜{high}）",
+        "no document has {name}{op}{bound} (its values run from {low} to {high})",
+    ),
     "total_at_least": (
         "数えきれないほど該当します（少なくとも{total}件）",
         "more matches than were counted: total is at least {total}",

@@ -140,6 +140,11 @@ def _densest(hits: list[tuple[int, int]], span: int) -> int:
             end += 1
         if distinct > best_score:
             best_start, best_score = pos, distinct
+        elif distinct == best_score and pos - best_start <= span:
+            # the same cluster, starting later and still holding as many: the snippet shows
+            # from a little before its start, so a later start keeps the words in view —
+            # 官報's 「一・五メートル」 140 characters after a 五 and an 一 of 第五十一条
+            best_start = pos
         needle = hits[i][1]
         counts[needle] -= 1
         distinct -= counts[needle] == 0

@@ -94,6 +94,8 @@ class BuildReport:
     timings: dict[str, float] = field(default_factory=dict)
     embedding: dict[str, Any] | None = None  # the embed step that followed, if any
     conversions: dict[str, int] | None = None  # documents: files converted vs from the cache
+    # how inputs were read, by topic: {"article points": {"title": 120, "unreadable": 2}}
+    tallies: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -109,6 +111,7 @@ class BuildReport:
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
             "embedding": self.embedding,
             "conversions": self.conversions,
+            "tallies": self.tallies,
         }
 
 
@@ -139,6 +142,7 @@ class GenerationBuilder:
         self._count_docs = True  # the reading phase counts documents (start_reading)
         self.expected_bytes = expected_bytes
         self.warnings: list[str] = []
+        self.tallies: dict[str, dict[str, int]] = {}
         self.timings: dict[str, float] = {}
         self._conn: db.Connection | None = None
         self._seq = 0
@@ -221,6 +225,12 @@ class GenerationBuilder:
     def advance(self, n: int = 1) -> None:
         """Count ``n`` units of a reading phase that is not counted in documents."""
         self.progress.advance(n)
+
+    def tally(self, topic: str, outcome: str, n: int = 1) -> None:
+        """Count how an input was read (``tally("article points", "unreadable")``), for the
+        build report: what a warning per document would drown."""
+        counts = self.tallies.setdefault(topic, {})
+        counts[outcome] = counts.get(outcome, 0) + n
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
@@ -360,6 +370,7 @@ class GenerationBuilder:
             previous=previous,
             warnings=self.warnings,
             timings=self.timings,
+            tallies=self.tallies,
         )
 
     def _order_and_copy(self, conn: db.Connection, docs: int) -> None:

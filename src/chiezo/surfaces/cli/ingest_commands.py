@@ -273,6 +273,9 @@ def print_report(report, as_json: bool) -> None:
             out.print(f"  [yellow]·[/] {escape(warning)}")
         if len(report.warnings) > 10:
             out.print(f"  [dim]… and {len(report.warnings) - 10} more (--json shows all)[/]")
+    for topic, counts in report.tallies.items():
+        shown = ", ".join(f"{n:,} {outcome}" for outcome, n in sorted(counts.items()))
+        out.print(f"[dim]{escape(topic)}: {escape(shown)}[/]")
     if report.previous:
         out.print(f"[dim]previous generation kept: {report.previous.name}[/]")
     if report.embedding:

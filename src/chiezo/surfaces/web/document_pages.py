@@ -30,7 +30,13 @@ def body_parts(doc: dict, headed: bool) -> dict:
     The page reads the body, not the chunks: the chunks were cut from the same text with the
     last lines of a long passage repeated at the start of the next (core/markdown.py,
     ``split_long``), and a place's chunk is a shorter passage made for vectors — assembled
-    again, a paragraph showed twice (issue 17). The body is stored once, as written."""
+    again, a paragraph showed twice (issue 17). The body is stored once, as written.
+
+    A file converted to text (ingest/formats.py: PDF, Office, HTML, CSV) or a ZIM page marks
+    its structure with Markdown headings — a PDF page is ``## p. 12``, a slide
+    ``## Slide 3: …``, a block of rows ``## rows 2–51`` — and is read as headed whatever its
+    kind says: those were shown as ``## p. 1`` text (issue 31). A plain-text file's ``#`` is
+    its own text, as is one in the body of a kind that records no format (a place's)."""
     body = doc.get("body") or ""
     parts = {
         "opening": [],
@@ -39,13 +45,16 @@ def body_parts(doc: dict, headed: bool) -> dict:
         "shown_chars": len(body),
         "total_chars": doc.get("body_chars", len(body)),
     }
-    if (doc.get("extra") or {}).get("format") == "markdown":
+    written = (doc.get("extra") or {}).get("format")
+    if written == "markdown":
         # the file is shown as written: its first paragraph stands where it is, not above it
         parts["body_html"] = render_markdown(body, doc["source"], doc["key"])
         return parts
     opening, rest = split_opening(body, doc.get("opening") or "")
     parts["opening"] = paragraphs(opening)
-    parts["sections"] = body_sections(rest, headed=headed)
+    parts["sections"] = body_sections(
+        rest, headed=headed or written not in (None, "text"), title=doc.get("title") or ""
+    )
     return parts
 
 
@@ -53,8 +62,10 @@ def split_opening(body: str, opening: str) -> tuple[str, str]:
     """(the opening as the box shows it, the body after it), so that it is shown once. The
     body goes on after the opening where it starts with it and the opening ends at a line's
     end; an opening cut short (a long lead is kept to 3,000 characters; a document's first
-    paragraph to 400 with ``…``) leaves the box out and the body whole; an opening the body
-    does not start with is shown above it."""
+    paragraph to 400 with ``…``) leaves the box out and the body whole, and so does one the
+    body holds further on (a document's first paragraph under its first headings: a PDF's
+    ``## p. 1``, a Word file's title; a sheet's first row), however the two break their
+    lines; an opening the body does not hold is shown above it."""
     stem = opening.removesuffix("…")
     words = stem.split()
     if not words:
@@ -62,30 +73,38 @@ def split_opening(body: str, opening: str) -> tuple[str, str]:
     # the opening's words in order, however the body spaced and broke them
     match = re.match(r"\s*" + r"\s+".join(map(re.escape, words)), body)
     if match is None:
-        return opening, body
+        return ("", body) if "".join(words) in "".join(body.split()) else (opening, body)
     rest = body[match.end() :]
     if stem != opening or not (rest == "" or rest[0] in "\r\n"):
         return "", body
     return opening, rest
 
 
-def body_sections(text: str, headed: bool) -> list[dict]:
+def body_sections(text: str, headed: bool, title: str = "") -> list[dict]:
     """``text`` as sections of paragraphs. ``headed``: the text marks its headings as Markdown
-    does (a Wikipedia article's ``## 歴史`` lines, ingest/wikitext.py), read by the same parser
-    the chunks were cut with, so that a heading is shown as a heading of its level (the page
-    title is the h1: a level-1 heading shows as h2), never as ``##`` text."""
+    does (a Wikipedia article's ``## 歴史`` lines, ingest/wikitext.py; a PDF's ``## p. 1``),
+    read by the same parser the chunks were cut with, so that a heading is shown as a heading
+    of its level (the page title is the h1: a level-1 heading shows as h2), never as ``##``
+    text. A first heading that is the page's ``title`` (a Word file's Title, a ZIM page's
+    ``# Ray Charles``) is not shown again under it."""
     if not headed:
         return [{"heading": "", "level": 0, "paragraphs": paragraphs(text)}] if text.strip() else []
     sections = []
-    for section in parse_sections(text):
+    parsed = parse_sections(text)
+    first = next((s for s in parsed if s.level), None)
+    for section in parsed:
         lines = section.lines[1:] if section.level else section.lines
-        sections.append(
-            {
-                "heading": section.path[-1] if section.level else "",
-                "level": min(max(section.level, 2), 6) if section.level else 0,
-                "paragraphs": paragraphs("\n".join(lines)),
-            }
-        )
+        heading = section.path[-1] if section.level else ""
+        if section is first and " ".join(heading.split()) == " ".join(title.split()):
+            heading = ""
+        if heading or paragraphs("\n".join(lines)):
+            sections.append(
+                {
+                    "heading": heading,
+                    "level": min(max(section.level, 2), 6) if heading else 0,
+                    "paragraphs": paragraphs("\n".join(lines)),
+                }
+            )
     return sections
 
 

@@ -58,7 +58,22 @@ def _parser(source: str, key: str) -> MarkdownIt:
     md.add_render_rule("image", _image_as_text)
     md.add_render_rule("link_open", _link_rewriter(source, key))
     md.add_render_rule("html_inline", _html_inline)
+    md.add_render_rule("softbreak", _softbreak)
     return md
+
+
+# Japanese and Chinese characters: a line break between two of them is a writer's wrap, and a
+# browser draws a newline in a paragraph as a space (Chromium: 道路交通法⏎施行令 shows as
+# "道路交通法 施行令"), a space the text does not have.
+_CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]")
+
+
+def _softbreak(self, tokens, idx, options, env) -> str:
+    """A line break inside a paragraph: nothing between two Japanese characters, else the
+    newline CommonMark keeps (a space in the browser, as between English words)."""
+    before = tokens[idx - 1].content[-1:] if idx > 0 else ""
+    after = tokens[idx + 1].content[:1] if idx + 1 < len(tokens) else ""
+    return "" if _CJK.match(before) and _CJK.match(after) else "\n"
 
 
 def _html_block(lines: MarkdownIt):
