@@ -96,6 +96,7 @@ CATALOGUE: tuple[Entry, ...] = (
         "features",
         cli_source="argument",
     ),
+    Entry("random", "random", (_ONE + "random",), "random", cli_source="argument"),
     # notes, the writable source
     Entry("remember", "notes remember", ("POST /v1/notes",), "remember", writes=True),
     Entry("recall", "notes recall", ("GET /v1/notes/recall",), "recall"),

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import difflib
 import json
+import random
 from typing import Any
 
-from chiezo.core.errors import BadQuery, NotFound, Operation
+from chiezo.core.errors import BadQuery, NotFound, Operation, Option
 from chiezo.core.query import MIN_FTS_CHARS, match_any, match_in_columns, phrase, text_grams
 from chiezo.core.textnorm import normalise_title
 from chiezo.search.filters import Filters, check_filters
@@ -340,6 +341,60 @@ def filter_docs(
         "docs": docs,
         "notes": notes,
     }
+
+
+RANDOM_FIELDS = (*FILTER_FIELDS, "opening")
+
+
+def random_docs(
+    src: Source,
+    filters: Filters,
+    *,
+    count: int,
+    seed: int | None = None,
+    fields: tuple[str, ...] | None = None,
+    list_sources=None,
+) -> dict[str, Any]:
+    """``count`` documents drawn without repeats, each as likely as any other: from the whole
+    source by doc_id (one index seek each), or from the set the conditions make (counted
+    exactly, then one page of one document per draw: the cost of a filter page each)."""
+    rng = random.Random(seed)
+    out: dict[str, Any] = {"source": src.name}
+    if filters:
+        if filters.near is not None and filters.near.radius_km is None:
+            raise BadQuery(
+                "random draws from a set: give near with radius_km (within it), not the "
+                "nearest order",
+                hint="e.g. {see}",
+                see=Option("radius_km", "2"),
+            )
+        check = check_filters(src, filters, list_sources)
+        first = None if check.impossible else run_filters(src, filters, 1, 0)
+        total = first.total if first else 0
+        notes = list(check.notes)
+        if first and first.total_is_lower_bound:
+            notes.append(Notice("total_at_least", total=total))
+        picks = [
+            run_filters(src, filters, 1, k).ids[0]
+            for k in rng.sample(range(total), min(count, total))
+        ]
+    else:
+        highest = src.conn.execute("SELECT max(doc_id) FROM docs").fetchone()[0] or 0
+        total, notes = src.doc_count, []
+        picks = [
+            _at_or_after(src, d) for d in rng.sample(range(1, highest + 1), min(count, highest))
+        ]
+    wanted = fields or RANDOM_FIELDS
+    docs = [read_doc(src, doc_id, wanted, max_chars=2000) for doc_id in dict.fromkeys(picks)]
+    return {**out, "total": total, "docs": docs, "notes": notes}
+
+
+def _at_or_after(src: Source, doc_id: int) -> int:
+    """The document ``doc_id``, or the next one where ids have gaps (notes deleted)."""
+    row = src.conn.execute(
+        "SELECT doc_id FROM docs WHERE doc_id >= ? ORDER BY doc_id LIMIT 1", (doc_id,)
+    ).fetchone()
+    return row[0] if row else src.conn.execute("SELECT min(doc_id) FROM docs").fetchone()[0]
 
 
 def list_features(

@@ -25,6 +25,7 @@ from chiezo.ops.requests import (
     FilterRequest,
     ForgetRequest,
     LinksRequest,
+    RandomRequest,
     RecallRequest,
     RememberRequest,
     Request,
@@ -63,7 +64,15 @@ def _bind(name: str, request: type[Request], method: str, tool_help: str) -> Bin
 
 
 # the operations whose service method takes the request model itself
-_WHOLE = (SearchRequest, FilterRequest, TitlesRequest, TagsRequest, LinksRequest, FeaturesRequest)
+_WHOLE = (
+    SearchRequest,
+    FilterRequest,
+    TitlesRequest,
+    TagsRequest,
+    LinksRequest,
+    FeaturesRequest,
+    RandomRequest,
+)
 
 
 BINDINGS: dict[str, Binding] = {
@@ -125,6 +134,14 @@ BINDINGS: dict[str, Binding] = {
             'Feature values ("key=value") of a place source with counts — look up the exact '
             "value (tourism=museum) before filtering instead of guessing (feature=博物館 "
             "matches nothing).",
+        ),
+        _bind(
+            "random",
+            RandomRequest,
+            "random",
+            "Documents drawn at random (no repeats), from the whole source or from those "
+            "meeting conditions (a tag, an area, a number, a box, near with radius_km): for "
+            "browsing, or a sample of a category. `total` is the size of the set drawn from.",
         ),
     )
 }

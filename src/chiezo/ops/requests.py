@@ -261,7 +261,10 @@ class SearchRequest(ConditionsRequest):
     ] = None
 
 
-class FilterRequest(ConditionsRequest):
+class OneSourceConditions(ConditionsRequest):
+    """The documents of one source that meet conditions: what filter lists and random draws
+    from."""
+
     source: Annotated[
         str,
         Field(description="a source name (see sources)"),
@@ -275,12 +278,18 @@ class FilterRequest(ConditionsRequest):
     bbox: Box = None
     near: Annotated[
         str | None,
-        Field(description="lat,lon: nearest first", **stated(pattern=POINT)),
+        Field(
+            description="lat,lon: within radius_km of it, or (filter) nearest first",
+            **stated(pattern=POINT),
+        ),
         CONDITION,
     ] = None
     near_doc: NearDoc = None
     radius_km: RadiusKm = None
     fields: Fields = None
+
+
+class FilterRequest(OneSourceConditions):
     limit: Annotated[
         int,
         Field(ge=1, le=MAX_FILTER_LIMIT, description=f"documents per page (1-{MAX_FILTER_LIMIT})"),
@@ -289,6 +298,24 @@ class FilterRequest(ConditionsRequest):
     offset: Annotated[
         int, Field(ge=0, le=MAX_OFFSET, description="documents to skip, for paging")
     ] = 0
+
+
+MAX_RANDOM = 20  # documents of one draw: each is a page of the filter's set
+
+
+class RandomRequest(OneSourceConditions):
+    """Documents drawn at random, from the whole source or from those meeting conditions (as
+    kiwix-serve's random article and the reference design's ``/random``)."""
+
+    count: Annotated[
+        int,
+        Field(ge=1, le=MAX_RANDOM, description=f"documents to draw (1-{MAX_RANDOM}), no repeats"),
+        Surface(cli_flags=("-n",)),
+    ] = 1
+    seed: Annotated[
+        int | None,
+        Field(ge=0, le=2**31 - 1, description="the same seed draws the same documents"),
+    ] = None
 
 
 # -- browsing and reading: the other operations on one source ------------------------------------

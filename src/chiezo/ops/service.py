@@ -43,6 +43,7 @@ from chiezo.ops.requests import (
     FeaturesRequest,
     FilterRequest,
     LinksRequest,
+    RandomRequest,
     RecallRequest,
     SearchRequest,
     TagsRequest,
@@ -419,6 +420,23 @@ class Service:
             }
         return result
 
+    @checked_text
+    def random(self, request: RandomRequest) -> dict[str, Any]:
+        """Documents drawn at random, from the source or from those meeting the conditions."""
+        wanted = browse.check_fields(request.fields) if request.fields else None
+        point = self._near(request.near, request.near_doc, request.radius_km)
+        filters = _conditions(request, point)
+        src, deadline = self._read(request.source, "random")
+        with deadline:
+            return browse.random_docs(
+                src,
+                filters.resolved(src),
+                count=request.count,
+                seed=request.seed,
+                fields=wanted,
+                list_sources=self._sources_having,
+            )
+
     def _point_of(self, reference: str, radius_km: float | None) -> Near:
         """``source:title`` → that document's coordinates (resolved server-side, so "the
         stations nearest to 浅草寺" is one call)."""
@@ -779,7 +797,9 @@ def _about_sources(note: str) -> bool:
     return getattr(note, "code", None) in notices.ABOUT_SOURCES
 
 
-def _conditions(request: SearchRequest | FilterRequest, near: Near | None) -> Filters:
+def _conditions(
+    request: SearchRequest | FilterRequest | RandomRequest, near: Near | None
+) -> Filters:
     """The conditions on documents that search and filter share, as search/filters.py takes
     them."""
     return Filters.parse(

@@ -93,12 +93,16 @@ DESTRUCTIVE = ToolAnnotations(
 def toolbox(service, *, writable: bool = True) -> Toolbox:
     """The tools over ``service`` with the instructions that say how to use them, as the agent
     receives them (answer/agent.py sits below this module and is handed them)."""
-    return Toolbox(library_tools(service, writable=writable), INSTRUCTIONS)
+    return Toolbox(library_tools(service, writable=writable, browsing=False), INSTRUCTIONS)
 
 
-def library_tools(service, *, writable: bool = True) -> list[Tool]:
-    """Every tool over ``service``; ``writable=False`` leaves out the note-writing tools."""
+def library_tools(service, *, writable: bool = True, browsing: bool = True) -> list[Tool]:
+    """Every tool over ``service``; ``writable=False`` leaves out the note-writing tools,
+    ``browsing=False`` those for browsing (``random``): an agent answering a question has no
+    use for them, and every tool's schema is sent to its model on every step."""
     made = _read_tools(service) + (_note_tools(service) if writable else [])
+    if browsing:
+        made.append((_bound_tool(service, BINDINGS["random"]), READ))
     return [Tool.from_function(fn, annotations=hints) for fn, hints in made]
 
 
@@ -183,9 +187,9 @@ def _read_tools(service) -> list:
         """List every document meeting all conditions with the exact `total` — the way to list
         or count a category's members (by tag), places of a kind (feature) in an area (e.g.
         area: ["京都府"] or ["Kyoto"]), documents by a number (attr: ["population>=1000000"])
-        or in a box, or the nearest places to a point or to another source's document (with distance_km). A condition the
-        source cannot have is an error naming the sources that have it; a value it does not
-        have comes back with the closest ones it does."""
+        or in a box, or the nearest places to a point or to another source's document (with
+        distance_km). A condition the source cannot have is an error naming the sources that
+        have it; a value it does not have comes back with the closest ones it does."""
         return service.filter(request)
 
     doc, titles, tags, links, features, recall = (

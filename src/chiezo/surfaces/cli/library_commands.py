@@ -1,5 +1,5 @@
 """What the library holds: ``chiezo sources`` (and ``sources rm``), and the browsing commands
-``features``, ``tags``, ``titles`` and ``links`` — each the command-line face of the REST route
+``features``, ``tags``, ``titles``, ``links`` and ``random`` — each the command-line face of the REST route
 of the same name (``/v1/{source}/features``...), with its parameters, bounds and JSON.
 
 A list that comes back empty exits 3, as a search that finds nothing does.
@@ -15,7 +15,13 @@ from rich.markup import escape
 
 from chiezo.core.errors import EXIT_FAILURE, EXIT_NOT_FOUND, BadQuery
 from chiezo.ops.registry import BINDINGS
-from chiezo.ops.requests import FeaturesRequest, LinksRequest, TagsRequest, TitlesRequest
+from chiezo.ops.requests import (
+    FeaturesRequest,
+    LinksRequest,
+    RandomRequest,
+    TagsRequest,
+    TitlesRequest,
+)
 from chiezo.surfaces.cli.common import emit_json, err, handles_errors, out, service_of, units_label
 from chiezo.surfaces.cli.parameters import request_from, request_options
 
@@ -219,5 +225,31 @@ def _link(link: dict, direction: str) -> str:
     return f"→ {escape(link['target'])}  [dim]{where}[/]"
 
 
+@click.command()
+@request_options(RandomRequest)
+@_json
+@click.pass_context
+@handles_errors
+def random(ctx, as_json, **values) -> None:
+    """Documents of SOURCE drawn at random (-n of them, no repeats), from all of it or from
+    those meeting conditions (--tag, --area, --attr 'population>=1000000', --bbox, --near with
+    --radius-km); --seed draws the same ones again."""
+    found = BINDINGS["random"].handle(service_of(ctx), request_from(RandomRequest, values))
+    if as_json:
+        emit_json(found)
+    else:
+        for doc in found["docs"]:
+            out.print(
+                f"[bold]{escape(doc.get('title', ''))}[/]  [dim]doc {doc.get('doc_id', '')}[/]"
+            )
+            if doc.get("opening"):
+                out.print(f"  {escape(' '.join(doc['opening'].split())[:200])}")
+        out.print(f"[dim]drawn from {found['total']:,} in {escape(found['source'])}[/]")
+        for note in found.get("notes", []):
+            out.print(f"[dim]note: {escape(str(note))}[/]")
+    if not found["docs"]:
+        sys.exit(EXIT_NOT_FOUND)
+
+
 # what surfaces/cli/main.py registers
-COMMANDS = (sources, features, tags, titles, links)
+COMMANDS = (sources, features, tags, titles, links, random)

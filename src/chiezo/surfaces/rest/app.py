@@ -363,7 +363,7 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         total; most popular first, or nearest first with distance_km when near/near_doc."""
         return _json(service.filter(request))
 
-    for name in ("titles", "tags", "links", "features"):
+    for name in ("titles", "tags", "links", "features", "random"):
         _bound_route(app, service, BINDINGS[name])
 
     @app.head("/healthz", include_in_schema=False)

@@ -73,6 +73,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "results.nearest_first": ("近い順", "nearest first"),
     "home.sources": ("ソース", "Sources"),
     "home.docs": ("{docs}件の文書", "{docs} documents"),
+    "home.random": ("ランダムに1件", "a random document"),
     "home.empty": (
         "まだソースがありません。`chiezo ingest docs PATH --name NAME` で作れます。",
         "No sources yet. Build one with `chiezo ingest docs PATH --name NAME`.",

@@ -9,15 +9,15 @@ public REST API, so the UI has no private back door (and obeys the same token ru
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from chiezo import __version__
-from chiezo.core.errors import ChiezoError
-from chiezo.ops.requests import LinksRequest
+from chiezo.core.errors import ChiezoError, NotFound
+from chiezo.ops.requests import LinksRequest, RandomRequest
 from chiezo.ops.service import Service
 from chiezo.surfaces.web.disk import install as install_disk
 from chiezo.surfaces.web.disk import page_survey
@@ -155,6 +155,26 @@ def install(app: FastAPI, service: Service) -> None:
         if request.query_params.get("lang"):
             target += "?" + urlencode({"lang": request.query_params["lang"]})
         return RedirectResponse(target, status_code=303)
+
+    @app.get("/random/{source}", include_in_schema=False)
+    def random_doc(request: Request, source: str) -> Response:
+        """A random document's page (as kiwix-serve's random article), drawn from the source
+        or from the conditions in the query string (``?tag=…&area=…``, as the API's)."""
+        lists = {"tag", "feature", "area", "wikidata", "attr"}
+        asked = {
+            k: request.query_params.getlist(k) if k in lists else v
+            for k, v in request.query_params.items()
+            if k in RandomRequest.model_fields and k not in ("source", "count", "fields")
+        }
+        try:
+            drawn = service.random(RandomRequest.of(source=source, **asked))
+            if not drawn["docs"]:
+                raise NotFound(f"no document of {source!r} meets these conditions")
+        except ChiezoError as exc:
+            return render(
+                request, "doc.html", exc.status, doc=None, error=exc.to_dict(), source=source
+            )
+        return RedirectResponse(f"/doc/{quote(source)}/{drawn['docs'][0]['doc_id']}", 303)
 
     @app.get("/doc/{source}/{doc_id:int}", include_in_schema=False)
     def doc_page(request: Request, source: str, doc_id: int) -> HTMLResponse:
