@@ -44,10 +44,13 @@ browser:
 	  || echo "could not install $(BROWSER_PACKAGES): the browser tests will be skipped"
 
 # Build the bundled sample sources: the project's own guide (sample/) and its docs (docs/),
-# with vectors for search by meaning (the small guide with the best model, the docs with the fast one).
+# with vectors for search by meaning (the small guide with the best model, the docs with the fast one),
+# left out of searches of all sources: a user's own sources answer first (named, they are searched).
 sample: install
 	$(BIN)/chiezo ingest docs sample --name guide --embed e5-small
 	$(BIN)/chiezo ingest docs docs --name chiezo-docs --embed use-m
+	$(BIN)/chiezo sources set guide --not-in-default
+	$(BIN)/chiezo sources set chiezo-docs --not-in-default
 
 # The main job: set up, build the samples, then serve them on 127.0.0.1:8080
 # (web UI at /, REST API under /v1 with docs at /docs, MCP at /mcp). Another address:

@@ -46,6 +46,7 @@ CATALOGUE: tuple[Entry, ...] = (
     # what the library holds
     Entry("sources", "sources", ("GET /v1/sources",), "sources"),
     Entry("remove", "sources rm", cli_source="argument", writes=True),
+    Entry("configure", "sources set", cli_source="argument", writes=True),
     # finding
     Entry(
         "search",

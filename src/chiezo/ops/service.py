@@ -94,6 +94,11 @@ class Service:
             found += [info.input.get("path"), *(info.input.get("paths") or [])]
         return [p for p in found if isinstance(p, str) and p]
 
+    def set_source(self, name: str, *, in_default: bool) -> dict[str, Any]:
+        """Record what the user decided about a source (store/source_settings.py)."""
+        self.library.set_in_default(name, in_default)
+        return {"source": name, "in_default": self.library.settings_of(name).in_default}
+
     def remove_source(self, name: str, *, dry_run: bool = False) -> dict[str, Any]:
         """Delete a built source: every generation, its directory (generations.remove); with
         ``dry_run`` only say what that would delete. A source that no longer opens (another
@@ -249,7 +254,7 @@ class Service:
         """Every source searched for the first offset+limit hits, merged in one order of evidence
         (search/evidence.py). Notes: one line per kind, naming the sources; how each source
         planned its search only with ``explain``."""
-        sources = self.library.sources()
+        sources, left_out = self.library.default_sources()
         if not sources:
             raise NotFound(
                 "there are no sources yet",
@@ -258,7 +263,7 @@ class Service:
             )
         deadline = time.monotonic() + self.settings.query_timeout
         results: dict[str, SearchResult] = {}
-        notes_: dict[str, list[str]] = {}
+        notes_: dict[str, list[str]] = {n: [Notice("not_in_default")] for n in left_out}
         timed_out = False
         for src in sources:
             remaining = deadline - time.monotonic()

@@ -41,6 +41,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "関連度の上位{n}件を距離の近い順に並べています",
         "the first {n} by relevance, ordered by distance",
     ),
+    "not_in_default": (
+        "{sources}は既定の検索対象外です（source= で名前を指定すると検索します）",
+        "not searched by default: {sources} (name them with source= to search them)",
+    ),
     "no_vectors": (
         "{sources}にはベクトルがないため、キーワードで検索しました",
         "{sources}: no vectors, searched by keyword",
@@ -73,7 +77,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
 _SEPARATOR = ("、", ", ")
 # the notes a search across sources shows without explain: about a source, not about a plan
 ABOUT_SOURCES = frozenset(
-    {"semantic_timeout", "source_timeout", "no_vectors", "no_word_index", "by_distance"}
+    {
+        "semantic_timeout",
+        "source_timeout",
+        "no_vectors",
+        "no_word_index",
+        "by_distance",
+        "not_in_default",
+    }
 )
 
 

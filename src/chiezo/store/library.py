@@ -12,14 +12,15 @@ import sys
 import threading
 import time
 from array import array
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chiezo.core import db
 from chiezo.core.config import Settings
-from chiezo.core.errors import ChiezoError, Operation, SchemaMismatch, UnknownSource
+from chiezo.core.errors import BadQuery, ChiezoError, Operation, SchemaMismatch, UnknownSource
 from chiezo.core.schema import REQUIRED_TABLES, SCHEMA_VERSION, WORDS_AND_TRIGRAMS
-from chiezo.store import generations
+from chiezo.store import generations, source_settings
 from chiezo.store.kinds import Attribution, SourceKind, kinds
 from chiezo.store.source_info import NEEDS_REBUILD, SourceInfo, recorded_input
 
@@ -428,13 +429,39 @@ class Library:
     def infos(self) -> list[SourceInfo]:
         return [self.info(name) for name in self.names()]
 
+    def settings_of(self, name: str) -> source_settings.SourceSettings:
+        """What the user decided about source ``name`` (store/source_settings.py)."""
+        if name == NOTES:
+            return source_settings.SourceSettings()
+        return source_settings.read(self.corpus_dir / name)
+
+    def set_in_default(self, name: str, in_default: bool) -> None:
+        if name == NOTES:
+            raise BadQuery("the notes source is always searched with the others", source=NOTES)
+        self.get(name)  # an unknown source is a 404 naming the known ones
+        current = self.settings_of(name)
+        source_settings.write(self.corpus_dir / name, replace(current, in_default=in_default))
+
+    def default_sources(self) -> tuple[list[Source], list[str]]:
+        """(the sources a search of "all sources" reads, the names it leaves out): those
+        ``in_default``; every source when none is (a library of only the samples searches
+        them)."""
+        opened = self.sources()
+        chosen = [s for s in opened if self.settings_of(s.name).in_default]
+        if not chosen:
+            return opened, []
+        kept = {s.name for s in chosen}
+        return chosen, [s.name for s in opened if s.name not in kept]
+
     def info(self, name: str) -> SourceInfo:
         """What is known of source ``name``; for one that no longer opens (another schema
         version, a damaged file) the facts its current file's meta table still gives, with
         status ``needs_rebuild`` and the reason — so that it can be listed and rebuilt.
         An unknown source is UnknownSource."""
         try:
-            return self.get(name).info()
+            info = self.get(name).info()
+            info.in_default = self.settings_of(name).in_default
+            return info
         except UnknownSource:
             raise
         except ChiezoError as exc:

@@ -34,6 +34,7 @@ class SourceInfo:
     text_index: str = "trigrams"  # "words+trigrams" for sources with the word index
     status: str = OK
     writable: bool = False  # written in place (notes), never built
+    in_default: bool = True  # searched by a search of all sources (store/source_settings.py)
     error: str | None = None  # why it needs a rebuild
     hint: str | None = None
     attribution: dict[str, str | None] | None = None

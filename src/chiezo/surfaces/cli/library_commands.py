@@ -1,4 +1,4 @@
-"""What the library holds: ``chiezo sources`` (and ``sources rm``), and the browsing commands
+"""What the library holds: ``chiezo sources`` (and ``sources rm``, ``sources set``), and the browsing commands
 ``features``, ``tags``, ``titles``, ``links`` and ``random`` — each the command-line face of the REST route
 of the same name (``/v1/{source}/features``...), with its parameters, bounds and JSON.
 
@@ -33,7 +33,8 @@ from chiezo.surfaces.cli.parameters import request_from, request_options
 @click.pass_context
 @handles_errors
 def sources(ctx, as_json) -> None:
-    """List the sources and what they hold (`chiezo sources rm NAME` removes one)."""
+    """List the sources and what they hold (`chiezo sources rm NAME` removes one, `chiezo
+    sources set NAME --not-in-default` leaves one out of searches of all sources)."""
     if ctx.invoked_subcommand is not None:
         return
     infos = service_of(ctx).sources()
@@ -64,6 +65,8 @@ def sources(ctx, as_json) -> None:
                 f"    [dim]no vectors (keyword search only; `chiezo embed "
                 f"{escape(info['name'])}` adds them)[/]"
             )
+        if not info.get("in_default", True):
+            out.print("    [dim]not in searches of all sources (searched when named)[/]")
 
 
 @sources.command("rm")
@@ -90,6 +93,31 @@ def sources_rm(ctx, name, yes, as_json) -> None:
         f"removed {escape(name)}: {_generations(removed)}, {removed['files']} files, "
         f"{_size(removed['bytes'])} freed"
     )
+
+
+@sources.command("set")
+@click.argument("name")
+@click.option(
+    "--in-default/--not-in-default",
+    "in_default",
+    default=None,
+    help="Whether a search of all sources reads NAME (a source left out is still searched "
+    "when named; the hits' notes say which were left out).",
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def sources_set(ctx, name, in_default, as_json) -> None:
+    """Change what you decided about source NAME (kept across rebuilds): whether "all sources"
+    includes it."""
+    if in_default is None:
+        raise click.UsageError("say --in-default or --not-in-default")
+    settings = service_of(ctx).set_source(name, in_default=in_default)
+    if as_json:
+        emit_json(settings)
+        return
+    way = "searched with all sources" if in_default else "searched only when named"
+    out.print(f"{escape(name)}: {way}")
 
 
 def _confirmed(plan: dict[str, Any]) -> bool:
