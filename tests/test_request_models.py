@@ -16,7 +16,6 @@ from chiezo.ops.requests import (
     MAX_TOP_N,
     FilterRequest,
     SearchRequest,
-    one_source_names,
     params,
 )
 from chiezo.search.retrieval import RetrievalOptions
@@ -83,11 +82,12 @@ def test_rest_offers_exactly_the_declared_parameters(openapi, operation):
             assert comparable(got["schema"]) == comparable(properties[param.name]), name
 
 
-def test_the_all_source_search_takes_all_but_the_one_source_conditions(openapi):
-    offered = {p["name"] for p in openapi["paths"]["/v1/search"]["get"]["parameters"]}
-    skipped = one_source_names(SearchRequest) | {"source"}
-    expected = {rest_spelling(p) for p in params(SearchRequest) if p.name not in skipped}
-    assert offered == expected and {"keyword_weight", "fusion", "top_n", "min_score"} <= offered
+def test_the_all_source_search_takes_every_parameter_the_sources_in_its_query(openapi):
+    parameters = openapi["paths"]["/v1/search"]["get"]["parameters"]
+    offered = {p["name"] for p in parameters}
+    assert offered == {rest_spelling(p) for p in params(SearchRequest)}
+    assert {"keyword_weight", "fusion", "top_n", "tag", "area", "near"} <= offered
+    assert next(p for p in parameters if p["name"] == "source")["in"] == "query"
 
 
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))
@@ -266,14 +266,20 @@ def test_mcp_search_takes_wikidata_bbox_and_the_hybrid_options(settings, places)
     assert refused.is_error
 
 
-def test_rest_all_source_search_takes_the_hybrid_options(settings, places):
+def test_rest_all_source_search_takes_the_hybrid_options_and_conditions(settings, places):
     from fastapi.testclient import TestClient
 
     with TestClient(create_app(settings), base_url=LOCAL) as client:
         found = client.get("/v1/search", params={"q": "temple", "top_n": 5, "fusion": "rrf"})
-        refused = client.get("/v1/search", params={"q": "temple", "bbox": KYOTO_BOX})
+        boxed = client.get("/v1/search", params={"q": "temple", "bbox": KYOTO_BOX})
+        named = client.get("/v1/search", params={"q": "temple", "source": "places,places"})
+        unknown = client.get("/v1/search", params={"q": "temple", "source": "places,nosuch"})
     assert found.status_code == 200 and found.json()["total"] == 3
-    assert refused.status_code == 400 and "bbox" in refused.json()["error"]
+    inside = [h["point"] for h in boxed.json()["hits"]]
+    assert boxed.status_code == 200 and inside
+    assert all(34.9 <= p["lat"] <= 35.1 and 135.6 <= p["lon"] <= 135.9 for p in inside)
+    assert named.status_code == 200 and named.json()["total"] == 3  # a source named twice: once
+    assert unknown.status_code == 404 and "places" in unknown.json()["known_sources"]
 
 
 def test_a_declared_bound_is_enforced_before_the_service_on_rest(settings, places):

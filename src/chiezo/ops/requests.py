@@ -84,10 +84,9 @@ class Surface:
     # a small model's context is not a terminal)
     mcp_default: Any = None
     cli_off: str | None = None  # a boolean's CLI flag that sets it false, e.g. --ungrounded
-    one_source: bool = False  # a condition on one source's documents (not in /v1/search)
 
 
-CONDITION = Surface(one_source=True)
+CONDITION = Surface()  # a condition on documents: search, filter and random take them
 
 # Conditions on documents, the same in search and filter (search/filters.py reads them).
 Tag = Annotated[
@@ -197,7 +196,10 @@ class SearchRequest(ConditionsRequest):
     ]
     source: Annotated[
         str | None,
-        Field(description="one source; omitted: every source, rankings fused"),
+        Field(
+            description="a source, or several separated by commas (jawiki,osm_kanto); "
+            "omitted: every source searched by default"
+        ),
         Surface(cli_flags=("-s",), rest_path=True),
     ] = None
     limit: Annotated[
@@ -619,8 +621,3 @@ def _item_type(annotation: Any) -> tuple[Any, bool]:
     if typing.get_origin(annotation) is list:
         return typing.get_args(annotation)[0], True
     return annotation, False
-
-
-def one_source_names(model: type[Request]) -> set[str]:
-    """The conditions on one source's documents: an all-source search takes none of them."""
-    return {p.name for p in params(model) if p.surface.one_source}

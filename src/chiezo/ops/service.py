@@ -30,7 +30,7 @@ from chiezo.core.errors import (
     QueryTimeout,
     UnknownSource,
 )
-from chiezo.core.models import SearchResult
+from chiezo.core.models import Hit, SearchResult
 from chiezo.core.progress import NullProgress, Progress
 from chiezo.core.query import MAX_QUERY_CHARS, has_terms
 from chiezo.core.validation import check_id, check_length, check_offset, checked_text
@@ -208,8 +208,9 @@ class Service:
             min_score=request.min_score,
             near=point,
         ).checked()
-        if source:
-            src = self.library.get(source)
+        names = source_names(source)
+        if len(names) == 1:
+            src = self.library.get(names[0])
             result = retrieve(
                 src,
                 q,
@@ -220,14 +221,8 @@ class Service:
                 list_sources=self._sources_having,
                 options=options,
             )
-        elif filters or point:
-            raise BadQuery(
-                "filters and near apply to one source",
-                hint="search one source ({see}) to filter",
-                see=Operation("search"),
-            )
         else:
-            result = self._search_all(q, limit, offset, options)
+            result = self._search_all(q, limit, offset, options, names, filters)
         for observe in self.search_observers:
             observe(result)
         return result
@@ -249,12 +244,26 @@ class Service:
         return None
 
     def _search_all(
-        self, q: str, limit: int, offset: int, options: RetrievalOptions
+        self,
+        q: str,
+        limit: int,
+        offset: int,
+        options: RetrievalOptions,
+        names: list[str] | None = None,
+        filters: Filters | None = None,
     ) -> SearchResult:
-        """Every source searched for the first offset+limit hits, merged in one order of evidence
-        (search/evidence.py). Notes: one line per kind, naming the sources; how each source
-        planned its search only with ``explain``."""
-        sources, left_out = self.library.default_sources()
+        """The sources ``names`` (default: those in the default set) searched for the first
+        offset+limit hits, merged in one order of evidence (search/evidence.py), or by distance
+        with ``near``. Conditions apply to every source that can meet them; one that cannot
+        (no such attribute, no coordinates) is left out and named in a note — a 400 only when
+        none can. Notes: one line per kind, naming the sources; how each source planned its
+        search only with ``explain``."""
+        filters = filters or Filters()
+        left_out: list[str] = []
+        if names:
+            sources = [self.library.get(n) for n in names]
+        else:
+            sources, left_out = self.library.default_sources()
         if not sources:
             raise NotFound(
                 "there are no sources yet",
@@ -265,11 +274,14 @@ class Service:
         results: dict[str, SearchResult] = {}
         notes_: dict[str, list[str]] = {n: [Notice("not_in_default")] for n in left_out}
         timed_out = False
+        refused: list[BadQuery] = []
         for src in sources:
             remaining = deadline - time.monotonic()
             try:
                 if remaining <= 0:
                     raise QueryTimeout("no time left")
+                if options.near is not None and not _has_points(src):
+                    raise BadQuery(f"source {src.name!r} has no coordinates")
                 if (
                     options.retrieval in ("semantic", "hybrid")
                     and default_retrieval(src) == "keyword"
@@ -279,16 +291,32 @@ class Service:
                 else:
                     per_source = options
                 results[src.name] = retrieve(
-                    src, q, limit=offset + limit, offset=0, timeout=remaining, options=per_source
+                    src,
+                    q,
+                    limit=offset + limit,
+                    offset=0,
+                    timeout=remaining,
+                    filters=filters.resolved(src) if filters else None,
+                    list_sources=self._sources_having,
+                    options=per_source,
                 )
             except QueryTimeout:
                 timed_out = True
                 notes_.setdefault(src.name, []).append(Notice("source_timeout", sources=[src.name]))
+            except BadQuery as exc:  # a condition this source cannot meet
+                refused.append(exc)
+                # the reason without the source's name: sources with the same one share a line
+                reason = exc.message.replace(f"source {src.name!r} ", "")
+                notes_.setdefault(src.name, []).append(Notice("left_out", reason=reason))
+        if not results and refused:
+            raise refused[0]  # no source can meet the conditions: the first one's reason
         if not results and timed_out:
             raise QueryTimeout(
                 f"searching every source took longer than {self.settings.query_timeout:g} s"
             )
-        merged = self._merged(q, results, options)
+        merged = (
+            _by_distance(results.values()) if options.near else self._merged(q, results, options)
+        )
         for name, r in results.items():
             shown = r.notes if options.explain else [n for n in r.notes if _about_sources(n)]
             notes_.setdefault(name, []).extend(shown)
@@ -795,6 +823,21 @@ def embedding_after_build(
     if carried is None or carried[0] != model:
         return model, None, None
     return model, carried[1], carried[2]
+
+
+def source_names(source: str | None) -> list[str]:
+    """``jawiki,osm_kanto`` → the sources named, in order, each once; [] for all of them."""
+    return list(dict.fromkeys(n.strip() for n in (source or "").split(",") if n.strip()))
+
+
+def _has_points(src: Source) -> bool:
+    return src.conn.execute("SELECT 1 FROM doc_points LIMIT 1").fetchone() is not None
+
+
+def _by_distance(results) -> list[Hit]:
+    """Hits of several sources nearest first (each source ordered its own by distance)."""
+    hits = [h for r in results for h in r.hits]
+    return sorted(hits, key=lambda h: (h.distance_km is None, h.distance_km or 0.0))
 
 
 def _about_sources(note: str) -> bool:

@@ -41,6 +41,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "関連度の上位{n}件を距離の近い順に並べています",
         "the first {n} by relevance, ordered by distance",
     ),
+    "left_out": (
+        "{sources}は条件を満たせないため検索しませんでした: {reason}",
+        "{sources}: not searched, {reason}",
+    ),
     "not_in_default": (
         "{sources}は既定の検索対象外です（source= で名前を指定すると検索します）",
         "not searched by default: {sources} (name them with source= to search them)",
@@ -84,6 +88,10 @@ ABOUT_SOURCES = frozenset(
         "no_word_index",
         "by_distance",
         "not_in_default",
+        "left_out",
+        "no_such_tag",  # a condition the user can correct, in the sources that have the kind
+        "no_such_value",
+        "no_value_in_range",
     }
 )
 

@@ -32,7 +32,6 @@ from chiezo.ops.requests import (
     RememberRequest,
     SearchRequest,
     UpdateRequest,
-    one_source_names,
 )
 from chiezo.ops.service import Service
 from chiezo.surfaces import web
@@ -60,7 +59,7 @@ from chiezo.surfaces.rest.security import HostGuard, Security
 OneSourceSearch = Annotated[SearchRequest, Depends(query_parameters(SearchRequest))]
 AllSourcesSearch = Annotated[
     SearchRequest,
-    Depends(query_parameters(SearchRequest, omit={"source"} | one_source_names(SearchRequest))),
+    Depends(query_parameters(SearchRequest, in_query={"source"})),
 ]
 Filter = Annotated[FilterRequest, Depends(query_parameters(FilterRequest))]
 # one document: by title or key in the query, or by doc_id in the path
@@ -252,10 +251,12 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
 
     @app.get("/v1/search", tags=["search"], responses=documented(404, 504))
     def search_all(request: AllSourcesSearch) -> JSONResponse:
-        """Search every source, in one order of evidence: titles equal to the query first, then
-        by how much of the query each hit covers in its own source and how close its meaning
-        is. Sources without vectors are searched by keyword whatever ``mode`` asks (the
-        response notes say which)."""
+        """Search every source searched by default (``source=a,b``: those), in one order of
+        evidence: titles equal to the query first, then by how much of the query each hit
+        covers in its own source and how close its meaning is; nearest first with
+        ``near``/``near_doc``. Conditions apply to every source that can meet them; the others
+        are left out and named in the notes (a 400 only when none can). Sources without
+        vectors are searched by keyword whatever ``mode`` asks (the notes say which)."""
         return _json(service.search(request).to_dict())
 
     # -- answers -------------------------------------------------------------------------------

@@ -49,17 +49,24 @@ ANSWER_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def query_parameters(model: type[Request], *, omit: Iterable[str] = ()) -> Callable[..., Any]:
+def query_parameters(
+    model: type[Request], *, omit: Iterable[str] = (), in_query: Iterable[str] = ()
+) -> Callable[..., Any]:
     """A dependency reading ``model``'s parameters (ops/requests.py) from the query string
     and the path, returning the model: routes declare none of them, and /openapi.json states
-    each with its bounds and patterns. ``omit``: parameters this route does not take."""
+    each with its bounds and patterns. ``omit``: parameters this route does not take;
+    ``in_query``: path parameters this route takes in its query string (``/v1/search``'s
+    ``source=a,b``)."""
     declared = [p for p in params(model) if p.name not in set(omit)]
     names = {rest_name(p): p.name for p in declared}
+    queried = set(in_query)
 
     def read(**values: Any) -> Request:
         return model.model_validate({names[k]: v for k, v in values.items()})
 
-    read.__signature__ = inspect.Signature([_rest_parameter(p) for p in declared])  # type: ignore[attr-defined]
+    read.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [_rest_parameter(p, p.name in queried) for p in declared]
+    )
     return read
 
 
@@ -90,12 +97,13 @@ def rest_name(param: Param) -> str:
     return param.surface.rest or param.name
 
 
-def _rest_parameter(param: Param) -> inspect.Parameter:
-    if param.surface.rest_path:
+def _rest_parameter(param: Param, in_query: bool = False) -> inspect.Parameter:
+    in_path = param.surface.rest_path and not in_query
+    if in_path:
         annotation: Any = Annotated[str, Path(**param.constraints())]
     else:
         annotation = Annotated[param.annotation, Query(**param.constraints())]
-    required = param.required or param.surface.rest_path
+    required = param.required or in_path
     default = inspect.Parameter.empty if required else param.default
     return inspect.Parameter(
         rest_name(param), inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default
