@@ -74,3 +74,28 @@ def test_the_command_line_takes_a_list_and_conditions_without_a_source(data):
     assert "not searched, has no coordinates" in near.output
     assert run("浅草寺", "--source", "jawiki,guide").exit_code == 0
     assert run("寺", "--area", "東京都").exit_code == 2
+
+
+def test_filter_over_several_sources_is_one_list_nearest_first(service, tmp_path):
+    from chiezo.ops.requests import FilterRequest
+
+    places = tmp_path / "shops.csv"
+    places.write_text("name,lat,lon\n仲見世,35.7115,139.7966\n上野駅,35.7138,139.7773\n")
+    service.ingest("places", places, "shops", embed=False)
+    try:
+        near = service.filter(
+            FilterRequest.of(source="jawiki,shops", near_doc="jawiki:雷門", fields=["title"])
+        )
+        titles = [d["title"] for d in near["docs"]]
+        assert titles[:2] == ["雷門", "仲見世"] and "上野駅" in titles
+        distances = [d["distance_km"] for d in near["docs"]]
+        assert distances == sorted(distances) and near["total"] == 4
+        assert {d["source"] for d in near["docs"]} == {"jawiki", "shops"}
+        tagged = service.filter(FilterRequest.of(source="jawiki,shops", tag=["東京都の寺"]))
+        assert tagged["total"] == 2 and any("shops: not searched" in n for n in tagged["notes"])
+        with pytest.raises(BadQuery, match="area"):
+            service.filter(FilterRequest.of(source="jawiki,shops", area=["東京都"]))
+        with pytest.raises(BadQuery, match="several sources"):
+            service.filter(FilterRequest.of(source="jawiki,shops", tag=["x"], offset=9_999))
+    finally:
+        service.remove_source("shops")

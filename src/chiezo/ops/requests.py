@@ -292,6 +292,14 @@ class OneSourceConditions(ConditionsRequest):
 
 
 class FilterRequest(OneSourceConditions):
+    source: Annotated[
+        str,
+        Field(
+            description="a source, or several separated by commas (osm_kanto,geonames): one "
+            "list, nearest first with near"
+        ),
+        Surface(cli_argument="value", rest_path=True),
+    ]
     limit: Annotated[
         int,
         Field(ge=1, le=MAX_FILTER_LIMIT, description=f"documents per page (1-{MAX_FILTER_LIMIT})"),

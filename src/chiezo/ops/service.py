@@ -8,6 +8,7 @@ runs under the query deadline (QueryTimeout → 504).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -51,6 +52,7 @@ from chiezo.ops.requests import (
 )
 from chiezo.search import evidence, notices
 from chiezo.search.filters import Filters, Near, parse_near
+from chiezo.search.fts import MAX_WINDOW
 from chiezo.search.notices import Notice
 from chiezo.search.retrieval import (
     DEFAULT_TOP_N,
@@ -434,6 +436,10 @@ class Service:
         wanted = browse.check_fields(fields) if fields else None
         point = self._near(request.near, request.near_doc, request.radius_km)
         filters = _conditions(request, point)
+        names = source_names(source)
+        if len(names) > 1:
+            result = self._filter_several(names, filters, limit, offset, wanted)
+            return {**result, **self._near_stated(point)}
         src, deadline = self._read(source, "filter")
         with deadline:
             result = browse.filter_docs(
@@ -444,14 +450,70 @@ class Service:
                 fields=wanted,
                 list_sources=self._sources_having,
             )
-        if point is not None:
-            result["near"] = {
-                "lat": point.lat,
-                "lon": point.lon,
-                "from": point.label,
-                "radius_km": point.radius_km,
-            }
-        return result
+        return {**result, **self._near_stated(point)}
+
+    @staticmethod
+    def _near_stated(point: Near | None) -> dict[str, Any]:
+        if point is None:
+            return {}
+        where = {"lat": point.lat, "lon": point.lon, "from": point.label}
+        return {"near": {**where, "radius_km": point.radius_km}}
+
+    def _filter_several(
+        self,
+        names: list[str],
+        filters: Filters,
+        limit: int,
+        offset: int,
+        fields: tuple[str, ...] | None,
+    ) -> dict[str, Any]:
+        """Several sources' documents meeting the conditions as one list: nearest first with
+        ``near`` (places of an OSM extract and of GeoNames together), else each source's in
+        its own order, in the order named. A source that cannot meet a condition is left out
+        with a note; a 400 only when none can. Each source gives its first offset+limit, so the
+        window is a search's (``MAX_WINDOW``), not a single filter's."""
+        if offset + limit > MAX_WINDOW:
+            raise BadQuery(
+                f"offset + limit may reach {MAX_WINDOW:,} when several sources are filtered "
+                "together; filter one source to page further"
+            )
+        shown = tuple(dict.fromkeys((*(fields or browse.FILTER_FIELDS), "source")))
+        results, notes_, refused = {}, {}, []
+        for name in names:
+            src, deadline = self._read(name, "filter")
+            try:
+                with deadline:
+                    results[name] = browse.filter_docs(
+                        src,
+                        filters.resolved(src),
+                        limit=offset + limit,
+                        offset=0,
+                        fields=shown,
+                        list_sources=self._sources_having,
+                    )
+            except BadQuery as exc:
+                refused.append(exc)
+                reason = exc.message.replace(f"source {name!r} ", "")
+                notes_[name] = [Notice("left_out", reason=reason)]
+        if not results:
+            raise refused[0]
+        for name, result in results.items():
+            notes_.setdefault(name, []).extend(result.get("notes") or [])
+        docs = [d for r in results.values() for d in r["docs"]]
+        if filters.near is not None:
+            docs.sort(key=lambda d: d.get("distance_km", math.inf))
+        return {
+            "source": ",".join(results),
+            "sources": list(results),
+            "offset": offset,
+            "limit": limit,
+            "order": "distance" if filters.near is not None else "source, then rank",
+            "total": sum(r["total"] for r in results.values()),
+            "total_is_lower_bound": any(r["total_is_lower_bound"] for r in results.values()),
+            "plan": "+".join(sorted({r.get("plan", "") for r in results.values()} - {""})),
+            "docs": docs[offset : offset + limit],
+            "notes": notices.merge(notes_),
+        }
 
     @checked_text
     def random(self, request: RandomRequest) -> dict[str, Any]:

@@ -193,11 +193,13 @@ def filter_command(ctx, as_json, **values) -> None:
     if as_json:
         emit_json(result)
     else:
+        several = len(result.get("sources") or ()) > 1
         for i, doc in enumerate(result["docs"], start=offset + 1):
             distance = f"  {doc['distance_km']:.2f} km" if "distance_km" in doc else ""
+            where = f"{escape(doc.get('source', ''))} · " if several else ""
             out.print(
                 f"{i:>3}. [bold]{escape(doc.get('title', ''))}[/]{distance}  "
-                f"[dim]doc {doc.get('doc_id', '')}[/]"
+                f"[dim]{where}doc {doc.get('doc_id', '')}[/]"
             )
         bound = "≥ " if result.get("total_is_lower_bound") else ""
         out.print(f"[dim]{bound}{result['total']:,} match(es), by {result['order']}[/]")
