@@ -18,7 +18,18 @@ FILES = {
     "sensoji.md": "---\ntitle: 浅草寺\ntags: [寺院]\n---\n東京都台東区にある寺。\n",
     "kiyomizu.md": "---\ntitle: 清水寺\ntags: [寺院]\n---\n京都市東山区の寺。\n",
 }
-READ_TOOLS = {"sources", "search", "doc", "titles", "tags", "links", "filter", "features", "recall"}
+READ_TOOLS = {
+    "sources",
+    "search",
+    "doc",
+    "titles",
+    "tags",
+    "links",
+    "filter",
+    "features",
+    "recall",
+    "random",
+}
 WRITE_TOOLS = {"remember", "update", "forget"}
 
 
