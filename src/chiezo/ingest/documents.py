@@ -26,6 +26,7 @@ import yaml
 
 from chiezo.core.errors import BuildError, InputError
 from chiezo.core.markdown import (
+    TARGET_CHARS,
     Section,
     chunk_sections,
     document_title,
@@ -37,7 +38,13 @@ from chiezo.core.models import Chunk, Doc
 from chiezo.ingest.formats import SUFFIXES as FORMAT_SUFFIXES
 from chiezo.ingest.formats import convert
 from chiezo.ingest.textdecode import Unreadable, read_text
-from chiezo.store.kinds import Attribution, Capabilities, SourceKind, option_field
+from chiezo.store.kinds import (
+    Attribution,
+    Capabilities,
+    SourceKind,
+    option_field,
+    recorded_options,
+)
 
 KIND = "docs"
 MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd", ".mdx"}
@@ -60,6 +67,7 @@ class DocumentFolder:
     on_file_read: Callable[[], None] | None = None  # after each file (see docs())
     warnings: list[str] = field(default_factory=list)
     cache: Any = None  # a ConversionCache (ingest/conversions.py), or None
+    chunk_chars: int = TARGET_CHARS  # the passage size aimed at (core/markdown.py)
 
     def __post_init__(self) -> None:
         self.root = Path(self.root).expanduser()
@@ -153,7 +161,8 @@ class DocumentFolder:
         (front, body), front_problem = split_front_matter(text)
         if front_problem:
             self._warn(f"{path}: {front_problem}; front matter read as text")
-        yield _with_file_facts(document_from_text(key, path, body, front), path)
+        doc = document_from_text(key, path, body, front, chunk_chars=self.chunk_chars)
+        yield _with_file_facts(doc, path)
 
     def _converted(self, path: Path, key: str) -> Iterator[Doc]:
         import hashlib
@@ -181,6 +190,7 @@ class DocumentFolder:
                 front,
                 markdown=True,
                 merge=not part.one_chunk_per_section,
+                chunk_chars=self.chunk_chars,
             )
             doc.extra.update(part.extra, format=path.suffix.lower().lstrip("."))
             yield _with_file_facts(doc, path, digest)
@@ -235,14 +245,15 @@ def document_from_text(
     *,
     markdown: bool | None = None,
     merge: bool = True,
+    chunk_chars: int = TARGET_CHARS,
 ) -> Doc:
     is_markdown = path.suffix.lower() in MARKDOWN_SUFFIXES if markdown is None else markdown
     sections = parse_sections(body) if is_markdown else _text_sections(body)
     title = _scalar(front.get("title")) or (document_title(sections) if is_markdown else None)
     title = title or _title_from_filename(path)
-    chunks = chunk_sections(sections, merge=merge)
+    chunks = chunk_sections(sections, chunk_chars, 2 * chunk_chars, merge=merge)
     if not chunks and body.strip():
-        chunks = [Chunk(text=body.strip()[:1600])]
+        chunks = [Chunk(text=body.strip()[: 2 * chunk_chars])]
     return Doc(
         key=key,
         title=title,
@@ -357,6 +368,13 @@ def _local_links(key: str, targets: list[str]) -> list[str]:
 @dataclass
 class DocsOptions:
     strict: bool = option_field(False, help="Fail the build on any unusable file.", recorded=False)
+    chunk_chars: int = option_field(
+        TARGET_CHARS,
+        low=100,
+        high=5000,
+        help="Target passage size in characters (a section longer than twice that is cut) for "
+        "snippets, excerpts and vectors; recorded, so a rebuild cuts the same way.",
+    )
 
 
 class DocumentsKind(SourceKind):
@@ -372,12 +390,13 @@ class DocumentsKind(SourceKind):
         from chiezo.ingest.conversions import ConversionCache
         from chiezo.store.build import GenerationBuilder
 
-        folder = DocumentFolder(inputs[0], strict=options.strict)
+        folder = DocumentFolder(inputs[0], strict=options.strict, chunk_chars=options.chunk_chars)
         builder = GenerationBuilder(
             settings,
             name,
             KIND,
-            input_identity=folder.identity(),
+            # the options a rebuild must cut the same way with (chunk_chars)
+            input_identity={**folder.identity(), "options": recorded_options(options)},
             options=build,
             progress=progress,
             expected_bytes=folder.total_bytes,
@@ -399,7 +418,8 @@ class DocumentsKind(SourceKind):
         return report
 
     def options_from_record(self, recorded):
-        return DocsOptions()
+        # strict is the builder's choice of the day, not how the source is cut: not recorded
+        return super().options_from_record(recorded)
 
     def attribution(self, info):
         path = info.input.get("path")

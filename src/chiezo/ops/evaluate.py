@@ -121,9 +121,9 @@ class Scores:
     config: dict[str, Any]
     ranks: list[int | None] = field(default_factory=list)  # first relevant rank, 1-based
     gains: list[float] = field(default_factory=list)  # nDCG@10 per question
-    top: list[list[tuple[str, bool]]] = field(
-        default_factory=list
-    )  # (title, relevant) per question
+    # per question, its hits as an A/B comparison shows them: title, relevant, score, the
+    # section's breadcrumb and the opening of the passage quoted (the chunking A/B design)
+    top: list[list[dict[str, Any]]] = field(default_factory=list)
     seconds: float = 0.0
     retrieval: dict[str, int] = field(default_factory=dict)
 
@@ -154,11 +154,24 @@ def run(service, source: str, questions: list[Question], config: dict[str, Any])
         first = next((i for i, rel in enumerate(marks, 1) if rel), None)
         scores.ranks.append(first)
         scores.gains.append(ndcg(marks, question.wanted))
-        scores.top.append([(h.title, rel) for h, rel in zip(result.hits, marks, strict=True)])
+        scores.top.append([_shown(h, rel) for h, rel in zip(result.hits, marks, strict=True)])
         kind = result.retrieval or "keyword"
         scores.retrieval[kind] = scores.retrieval.get(kind, 0) + 1
     scores.seconds = time.monotonic() - started
     return scores
+
+
+PASSAGE_OPENING = 80  # characters of the quoted passage an A/B row shows
+
+
+def _shown(hit, relevant: bool) -> dict[str, Any]:
+    return {
+        "title": hit.title,
+        "relevant": relevant,
+        "score": round(hit.score, 4),
+        "section": hit.section or "",
+        "passage": " ".join((hit.snippet or "").split()).lstrip("…")[:PASSAGE_OPENING],
+    }
 
 
 def ndcg(marks: Iterable[bool], wanted: int, depth: int = DEPTH) -> float:
@@ -192,10 +205,12 @@ def differing(a: Scores, b: Scores, questions: list[Question], show: int) -> lis
             "question": q.text,
             "a_rank": ra,
             "b_rank": rb,
-            "a_top": [t for t, _ in ta],
-            "b_top": [t for t, _ in tb],
-            "a_relevant": [rel for _, rel in ta],
-            "b_relevant": [rel for _, rel in tb],
+            "a_top": [h["title"] for h in ta],
+            "b_top": [h["title"] for h in tb],
+            "a_relevant": [h["relevant"] for h in ta],
+            "b_relevant": [h["relevant"] for h in tb],
+            "a_hits": ta,  # with score, section and the passage's opening
+            "b_hits": tb,
         }
         for q, ra, rb, ta, tb in zip(questions, a.ranks, b.ranks, a.top, b.top, strict=True)
         if rank(ra) != rank(rb)

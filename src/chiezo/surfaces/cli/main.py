@@ -455,15 +455,16 @@ def _print_eval(report: dict) -> None:
             f"\n[bold]{escape(diff['question'])}[/]  A: rank {diff['a_rank'] or '-'}  "
             f"B: rank {diff['b_rank'] or '-'}"
         )
-        for i in range(max(len(diff["a_top"]), len(diff["b_top"]))):
-            out.print(f"  {i + 1:>2}. {_marked(diff, 'a', i):<40} {_marked(diff, 'b', i)}")
-
-
-def _marked(diff: dict, side: str, i: int) -> str:
-    titles, relevant = diff[f"{side}_top"], diff[f"{side}_relevant"]
-    if i >= len(titles):
-        return ""
-    return ("✓ " if relevant[i] else "  ") + escape(titles[i][:36])
+        for side in ("a", "b"):
+            out.print(f"  [bold]{side.upper()}[/]")
+            for i, hit in enumerate(diff[f"{side}_hits"], start=1):
+                mark = "✓" if hit["relevant"] else " "
+                where = f" [dim]{escape(hit['section'])}[/]" if hit["section"] else ""
+                out.print(
+                    f"  {i:>2}. {mark} {escape(hit['title'][:36])}  {hit['score']:.3f}{where}"
+                )
+                if hit["passage"]:
+                    out.print(f"        [dim]{escape(hit['passage'])}[/]")
 
 
 # -- doc ---------------------------------------------------------------------------------------
