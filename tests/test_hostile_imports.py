@@ -143,7 +143,9 @@ def test_an_import_serves_originals_and_rebuilds_only_from_the_folder_chosen_her
     assert sorted(r.status_code for r in served) == [200, 200]
     assert any("The copy on this machine." in r.text for r in served)
     info = Service(victim).library.info("mal")
-    assert info.input == {"path": str(chosen.resolve())} and info.imported
+    # the folder chosen here, and how the source was cut (options), nothing else of the archive's
+    assert info.input == {"path": str(chosen.resolve()), "options": {"chunk_chars": 800}}
+    assert info.imported
     meta = Service(victim).library.get("mal").meta
     assert json.loads(meta["imported_from"])["input"]["path"] == "/"  # kept as information only
 

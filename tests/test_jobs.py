@@ -76,7 +76,7 @@ def test_a_rebuild_plan_states_the_input_the_generation_and_what_keeps_serving(c
         "exists": True,
         "bytes": plan["input"]["bytes"],
         "files": 4,
-        "options": {"language": "ja"},
+        "options": {"chunk_chars": 800, "language": "ja"},  # rebuilt the same way
     }
     assert plan["input"]["bytes"] > 0 and plan["docs"] == 4 and plan["built_at"]
     assert plan["generation"] == _generation(client)
