@@ -107,3 +107,18 @@ def test_a_difference_lists_hits_with_their_passages():
     (row,) = differing(a, b, [Question("灯台", frozenset(), frozenset({"港町"}))], 5)
     assert row["a_hits"][0]["section"] == "歴史と暮らし" and row["a_hits"][0]["score"] == 0.91
     assert row["a_hits"][0]["passage"].startswith("段落1") and row["b_rank"] is None
+
+
+def test_a_recorded_passage_size_outside_its_bounds_is_refused_not_used():
+    """The record is read back from a stored or imported generation: an archive saying
+    chunk_chars 0 (or a huge one) is refused at rebuild, as the flag would refuse it."""
+    import pytest
+
+    from chiezo.core.errors import BadQuery
+    from chiezo.store.kinds import kind_named
+
+    docs = kind_named("docs")
+    assert docs.options_from_record({"options": {"chunk_chars": 300}}).chunk_chars == 300
+    for hostile in (0, -5, 10**12):
+        with pytest.raises(BadQuery, match="chunk_chars"):
+            docs.options_from_record({"options": {"chunk_chars": hostile}})

@@ -79,14 +79,13 @@ class ArticlePoint:
     source: str  # TITLE, INFOBOX, OFFICE, UNREADABLE, WIKIDATA or NONE
 
 
-def article_point(found: list[Placed], title: str, is_infobox, name_of=None) -> ArticlePoint:
+def article_point(found: list[Placed], title: str, is_infobox) -> ArticlePoint:
     """The article's own point (see the module docstring). ``is_infobox(name, template)``
-    tells an infobox; ``name_of(template)`` its folded name."""
-    name_of = name_of or template_name
+    tells an infobox."""
     unreadable = wikidata = False
     infobox_point = lead_point = office_point = None
     for placed in found:
-        template, name = placed.template, name_of(placed.template)
+        template, name = placed.template, template_name(placed.template)
         if name in COORD_TEMPLATES:
             values = _positional(template)
             if _shown_at_title(template):

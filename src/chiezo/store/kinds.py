@@ -223,9 +223,24 @@ def _from_json(f: OptionField, value: Any) -> Any:
         return tuple(str(v) for v in value)
     if f.base is Path:
         return Path(value)
-    if f.base in (int, float, str, bool):
+    if f.base in (int, float):
+        return _within(f, f.base(value))
+    if f.base in (str, bool):
         return f.base(value)
     return value
+
+
+def _within(f: OptionField, number: float) -> float:
+    """A recorded number held to its flag's bounds, as the command line holds a typed one: a
+    record is read back from a stored or imported file (an archive's `chunk_chars: 0` would
+    cut passages of nothing), not taken as authority."""
+    low, high = f.flag.low, f.flag.high
+    if (low is not None and number < low) or (high is not None and number > high):
+        raise BadQuery(
+            f"the recorded option {f.name}={number} is outside {low}–{high}",
+            hint="build the source anew with the option you want",
+        )
+    return number
 
 
 @dataclass
