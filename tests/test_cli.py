@@ -259,3 +259,36 @@ def _wait_until(condition, seconds: float) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.2)
+
+
+ORPHANED_WORKER = """
+import multiprocessing, os, sys, time
+from chiezo.surfaces.rest.supervision import SUPERVISOR_ENV, follow_supervisor
+
+def worker(ready):
+    time.sleep(1.0)  # still importing when the supervisor dies
+    print(os.getpid(), flush=True)
+    print(follow_supervisor(), flush=True)  # its watch may stop this process at once
+    time.sleep(30)
+
+if __name__ == "__main__":
+    os.environ[SUPERVISOR_ENV] = str(os.getpid())
+    child = multiprocessing.get_context("spawn").Process(target=worker, args=(None,))
+    child.start()
+    os._exit(0)  # kill -9 of the supervisor, before the worker looked
+"""
+
+
+@pytest.mark.slow
+def test_a_worker_whose_supervisor_died_before_it_looked_stops(tmp_path):
+    script = tmp_path / "orphan.py"
+    script.write_text(ORPHANED_WORKER)
+    run = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    assert run.stdout is not None
+    pid = run.stdout.readline().strip()
+    try:
+        assert pid.isdigit()
+        _wait_until(lambda: not _alive(int(pid)), 10)
+    finally:
+        if _alive(int(pid)):
+            os.kill(int(pid), signal.SIGKILL)

@@ -8,6 +8,7 @@ process that started it and shuts down gracefully once it has been re-parented.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import threading
@@ -25,12 +26,21 @@ def follow_supervisor() -> bool:
     if not raw.isdigit() or int(raw) in (os.getpid(), 0):
         return False
     supervisor = int(raw)
-    if os.getppid() != supervisor:  # started by something else (a test, another manager)
+    if _started_by() != supervisor:  # started by something else (a test, another manager)
         return False
     threading.Thread(
         target=_watch, args=(supervisor,), name="chiezo-supervisor-watch", daemon=True
     ).start()
     return True
+
+
+def _started_by() -> int:
+    """The process that started this one, even if it is gone already. ``os.getppid()`` alone
+    is not enough: a supervisor killed while a worker was still importing (the CI run of
+    2a01ee6: one worker answered, the other was loading) re-parents that worker before it looks,
+    and it took itself for one started by something else and served on for good."""
+    parent = multiprocessing.parent_process()  # recorded at spawn; outlives the parent
+    return parent.pid if parent is not None and parent.pid else os.getppid()
 
 
 def _watch(supervisor: int) -> None:
