@@ -54,17 +54,25 @@ def filter_case(context, case) -> bool:
         return False  # radius_km needs near or near_doc
     if near and near_doc:
         return False  # one point, not two
+    if path.endswith("/random") and (near or near_doc) and query.get("radius_km") is None:
+        return False  # random draws from a set: near makes one only with a radius
     box = _floats(query.get("bbox") or "")
     if len(box) == 4 and box[0] > box[2]:
         return False  # south must not be north of north
     if len(box) == 4 and box[1] > box[3]:
         return False  # a box across the antimeridian is refused: split it in two
+    within = str(query.get("within") or "")
+    if within.strip().startswith("{"):
+        return False  # a polygon's rules (JSON, closed rings, no crossings) go past a pattern
+    area_box = _floats(within) if within.count(",") == 3 else []
+    if len(area_box) == 4 and (area_box[0] > area_box[2] or area_box[1] > area_box[3]):
+        return False  # a box within= is a bbox: south below north, west of east
     if path.endswith(("/tags", "/features")) and query.get("prefix") and query.get("contains"):
         return False  # prefix or contains, not both
     conditions = sum(_items(query.get(k)) for k in ("tag", "feature", "area", "wikidata", "attr"))
-    if path.endswith("/filter") and not (conditions or box or near or near_doc):
+    if path.endswith("/filter") and not (conditions or box or near or near_doc or within.strip()):
         return False  # a filter needs at least one condition
-    if conditions + bool(box) + bool(query.get("radius_km")) > 12:
+    if conditions + bool(box) + bool(within.strip()) + bool(query.get("radius_km")) > 12:
         return False  # at most 12 conditions
     if path.endswith("/doc") and not (_given(query.get("title")) or _given(query.get("key"))):
         return False  # a document by title or key (a blank one is none)

@@ -8,8 +8,9 @@ import pytest
 
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, InputError
+from chiezo.core.geometry import point_in_ring
 from chiezo.ingest.geonames import GeoNamesOptions
-from chiezo.ingest.osm import OsmOptions, point_in_ring
+from chiezo.ingest.osm import OsmOptions
 from chiezo.ops.requests import FeaturesRequest, FilterRequest, SearchRequest
 from chiezo.ops.service import Service
 

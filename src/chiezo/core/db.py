@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from chiezo.core import geometry
 from chiezo.core.errors import Busy, ChiezoError, QueryTimeout, StorageFull
 
 Connection = sqlite3.Connection
@@ -49,6 +50,8 @@ def open_readonly(path: Path, *, immutable: bool = True) -> Connection:
     # Memory-mapped reads avoid a copy per page; the mapping is address space, not RAM.
     conn.execute("PRAGMA mmap_size = 1073741824")
     conn.execute("PRAGMA cache_size = -16384")  # 16 MiB page cache per connection
+    name, arguments, function = geometry.SQL_FUNCTION  # polygons in SQL (core/geometry.py)
+    conn.create_function(name, arguments, function, deterministic=True)
     return conn
 
 

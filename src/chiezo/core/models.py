@@ -98,9 +98,15 @@ class SearchResult:
     sources: list[str] = field(default_factory=list)
     retrieval: str = "keyword"  # keyword, semantic, hybrid, keyword-fallback
     order: str = "relevance"
+    facets: dict[str, Any] | None = None  # with facets= (search/facets.py)
+    # the doc_ids the search weighed, best first (at least the page): what facets count
+    weighed: list[int] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        del out["weighed"]
+        if out["facets"] is None:
+            del out["facets"]
         out["hits"] = [h.to_dict() for h in self.hits]
         # the notes as codes with parameters (search/notices.py), for programs and translations
         out["notices"] = [n.to_dict() for n in self.notes if hasattr(n, "to_dict")]

@@ -155,5 +155,21 @@ CREATE INDEX idx_doc_attrs_doc ON doc_attrs(doc_id, name);
 CREATE INDEX idx_chunks_doc ON chunks(doc_id, ord);
 """
 
+# The admin boundaries of an OSM source as polygons: ``within=osm_kanto:東京都`` reads one
+# (search/shapes.py), the map draws them. Rings as JSON [[[lon, lat], ...], ...] under the
+# even-odd rule (core/geometry.py); a source built before it has no such table.
+AREA_SHAPES = """
+CREATE TABLE area_shapes (
+    name  TEXT NOT NULL,
+    level TEXT NOT NULL,
+    west  REAL NOT NULL,
+    south REAL NOT NULL,
+    east  REAL NOT NULL,
+    north REAL NOT NULL,
+    rings TEXT NOT NULL
+);
+CREATE INDEX idx_area_shapes_name ON area_shapes(name);
+"""
+
 # Tables every reader relies on; a file missing any of them is not a Chiezo source.
 REQUIRED_TABLES = ("meta", "docs", "titles", "docs_fts", "gram_df", "doc_tags", "chunks")

@@ -21,14 +21,16 @@ website and opening hours in the text, every tag in ``extra``; popularity by fea
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chiezo.core import db
+from chiezo.core import db, schema
 from chiezo.core.config import Settings
 from chiezo.core.errors import InputError
+from chiezo.core.geometry import point_in_ring
 from chiezo.core.models import Chunk, Doc
 from chiezo.core.progress import NullProgress, Progress
 from chiezo.ingest.download import mtime
@@ -133,19 +135,6 @@ class AdminArea:
             return False
         inside = any(point_in_ring(lon, lat, ring) for ring in self.outers)
         return inside and not any(point_in_ring(lon, lat, ring) for ring in self.inners)
-
-
-def point_in_ring(x: float, y: float, ring: list[tuple[float, float]]) -> bool:
-    """Ray casting (even-odd rule)."""
-    inside = False
-    j = len(ring) - 1
-    for i in range(len(ring)):
-        xi, yi = ring[i]
-        xj, yj = ring[j]
-        if (yi > y) != (yj > y) and x < (xj - xi) * (y - yi) / (yj - yi) + xi:
-            inside = not inside
-        j = i
-    return inside
 
 
 def features(tags) -> list[str]:
@@ -355,6 +344,7 @@ def ingest_osm(
             raise InputError(f"cannot read {path.name} as OpenStreetMap data: {exc}") from exc
         if handler.admin:
             builder.before_ordering(lambda conn: assign_areas(conn, handler.admin))
+            builder.before_ordering(lambda conn: store_shapes(conn, handler.admin))
         else:
             builder.warn(
                 f"no complete admin boundary of level {','.join(osm.admin_levels)} in "
@@ -402,6 +392,33 @@ def assign_areas(conn: db.Connection, areas: list[AdminArea]) -> None:
     conn.executemany(
         "UPDATE stage.chunks SET text = text || ? WHERE seq = ? AND ord = 0",
         [("\nIn: " + ", ".join(names), seq) for seq, names in within.items()],
+    )
+
+
+SHAPE_DIGITS = 6  # about 0.1 m: OSM's own precision is 7 digits, a boundary needs no more
+
+
+def store_shapes(conn: db.Connection, areas: list[AdminArea]) -> None:
+    """The admin polygons, kept in the source for ``within`` and the map (core/schema.py)."""
+    for statement in db.statements(schema.AREA_SHAPES):
+        conn.execute(statement)
+    conn.executemany(
+        "INSERT INTO area_shapes VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                area.name,
+                area.level,
+                *area.bbox,
+                json.dumps(
+                    [
+                        [[round(x, SHAPE_DIGITS), round(y, SHAPE_DIGITS)] for x, y in ring]
+                        for ring in (*area.outers, *area.inners)
+                    ],
+                    separators=(",", ":"),
+                ),
+            )
+            for area in areas
+        ],
     )
 
 

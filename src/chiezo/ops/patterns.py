@@ -11,6 +11,7 @@ is accepted where the service treats it as absent.
 from __future__ import annotations
 
 from chiezo.ops.browse import DOC_FIELDS
+from chiezo.search.facets import FACETS
 
 _SPACES = "".join(f"\\u{c:04x}" for c in range(0x3001) if chr(c).isspace())
 _CONTROLS = r"\u0000-\u001f\u007f"  # what search.query turns into spaces
@@ -30,6 +31,10 @@ BOX = rf"^$|^{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*,{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*$"
 _FIELD = "(?:" + "|".join(DOC_FIELDS) + ")"
 FIELD_LIST = rf"^{WS}*(?:{_FIELD}{WS}*)?(?:,{WS}*(?:{_FIELD}{WS}*)?)*$"
 
+# facets=tag,area (search/facets.py): the same shape as fields
+_FACET = "(?:" + "|".join(FACETS) + ")"
+FACET_LIST = rf"^{WS}*(?:{_FACET}{WS}*)?(?:,{WS}*(?:{_FACET}{WS}*)?)*$"
+
 # attr=name=value: something besides spaces on both sides of the first "=" (or nothing at all);
 # or name>number, name>=number, name<number, name<=number (filters.parse_attr): the first of
 # = < > decides which
@@ -43,6 +48,11 @@ _KEY_VALUE = rf"{WS}*[^,={_SPACES}][^,]*=[^,]*[^,={_SPACES}]{WS}*"
 FEATURES = rf"^(?:{_KEY_VALUE}|{WS}*)(?:,(?:{_KEY_VALUE}|{WS}*))*$"
 
 NEAR_DOC = r"^$|^[^:]+:" + ANY + "*" + NOT_BLANK  # source:title
+
+# within= (search/shapes.py): a box as bbox; a GeoJSON object (its own rules — valid JSON,
+# closed rings, no crossings, the limits — are more than a pattern can state: the description
+# says them); or source:name of an OSM admin area
+WITHIN = BOX + rf"|^{WS}*\{{{ANY}*$" + rf"|^[^:{{\[]*{NOT_WS}[^:]*:{ANY}*{NOT_BLANK}"
 
 # ISO 8601 as Python reads it (a date, or a date and time); empty: no bound
 ISO_MOMENT = {

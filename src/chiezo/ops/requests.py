@@ -36,15 +36,19 @@ from chiezo.ops.notes import MAX_NOTE_CHARS, MAX_TAG_CHARS, MAX_TAGS
 from chiezo.ops.patterns import (
     ATTR,
     BOX,
+    FACET_LIST,
     FEATURES,
     FIELD_LIST,
     ISO_MOMENT,
     NEAR_DOC,
     NOT_BLANK,
     POINT,
+    WITHIN,
 )
+from chiezo.search.facets import FACETS
 from chiezo.search.fts import MAX_WINDOW
 from chiezo.search.retrieval import DEFAULT_TOP_N, FUSIONS, RETRIEVAL_MODES
+from chiezo.search.shapes import MAX_WITHIN_CHARS
 
 DEFAULT_LIMIT = 10
 MAX_QUESTION_CHARS = 20_000  # a question, or a chat message; a longer one is a document
@@ -124,6 +128,16 @@ NearDoc = Annotated[
     ),
     CONDITION,
 ]
+Within = Annotated[
+    str | None,
+    Field(
+        description="only documents inside an area: a GeoJSON Polygon or MultiPolygon "
+        "(lon,lat), a box south,west,north,east, or source:name of an admin area of an OSM "
+        "source (osm_kanto:東京都)",
+        **stated(max_length=MAX_WITHIN_CHARS, pattern=WITHIN),
+    ),
+    CONDITION,
+]
 RadiusKm = Annotated[
     float | None,
     Field(gt=0, le=MAX_RADIUS_KM, description="km; with near or near_doc: only within it"),
@@ -137,6 +151,16 @@ def comma_separated(value: list[str] | None) -> list[str] | None:
         return None
     return [f.strip() for item in value for f in item.split(",") if f.strip()] or None
 
+
+# counts of the matching documents (search/facets.py)
+FacetNames = Annotated[
+    list[str] | None,
+    Field(
+        description="count the matching documents by these, comma-separated: " + ", ".join(FACETS),
+        **stated_items(FACET_LIST),
+    ),
+    AfterValidator(comma_separated),
+]
 
 # the fields of each document a filter lists or doc returns
 Fields = Annotated[
@@ -226,6 +250,8 @@ class SearchRequest(ConditionsRequest):
     ] = None
     near_doc: NearDoc = None
     radius_km: RadiusKm = None
+    within: Within = None
+    facets: FacetNames = None
     mode: Annotated[
         Literal[RETRIEVAL_MODES] | None,  # type: ignore[valid-type]
         Field(
@@ -288,6 +314,7 @@ class OneSourceConditions(ConditionsRequest):
     ] = None
     near_doc: NearDoc = None
     radius_km: RadiusKm = None
+    within: Within = None
     fields: Fields = None
 
 
@@ -308,6 +335,7 @@ class FilterRequest(OneSourceConditions):
     offset: Annotated[
         int, Field(ge=0, le=MAX_OFFSET, description="documents to skip, for paging")
     ] = 0
+    facets: FacetNames = None
 
 
 MAX_RANDOM = 20  # documents of one draw: each is a page of the filter's set

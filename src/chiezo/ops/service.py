@@ -31,6 +31,7 @@ from chiezo.core.errors import (
     QueryTimeout,
     UnknownSource,
 )
+from chiezo.core.geometry import Shape
 from chiezo.core.models import Hit, SearchResult
 from chiezo.core.progress import NullProgress, Progress
 from chiezo.core.query import MAX_QUERY_CHARS, has_terms
@@ -50,7 +51,7 @@ from chiezo.ops.requests import (
     TagsRequest,
     TitlesRequest,
 )
-from chiezo.search import evidence, notices
+from chiezo.search import evidence, facets, notices, shapes
 from chiezo.search.filters import Filters, Near, parse_near
 from chiezo.search.fts import MAX_WINDOW
 from chiezo.search.notices import Notice
@@ -198,8 +199,9 @@ class Service:
         q, source, limit, offset = request.query, request.source, request.limit, request.offset
         near, near_doc, radius_km = request.near, request.near_doc, request.radius_km
         # limit and offset are within their window: the request's bounds (ops/requests.py)
+        facets.check_facets(request.facets)
         point = self._near(near, near_doc, radius_km)
-        filters = _conditions(request, point if point and point.radius_km else None)
+        filters = self._conditions(request, point if point and point.radius_km else None)
         weight = request.keyword_weight
         options = RetrievalOptions(
             retrieval=request.mode,
@@ -211,6 +213,7 @@ class Service:
             near=point,
         ).checked()
         names = source_names(source)
+        started = time.monotonic()
         if len(names) == 1:
             src = self.library.get(names[0])
             result = retrieve(
@@ -223,11 +226,45 @@ class Service:
                 list_sources=self._sources_having,
                 options=options,
             )
+            if request.facets:
+                self._search_facets(q, {src.name: result}, result, filters, request.facets, started)
         else:
-            result = self._search_all(q, limit, offset, options, names, filters)
+            result = self._search_all(
+                q, limit, offset, options, names, filters, request.facets, started
+            )
         for observe in self.search_observers:
             observe(result)
         return result
+
+    def _search_facets(
+        self,
+        q: str,
+        results: dict[str, SearchResult],
+        into: SearchResult,
+        filters: Filters,
+        names: list[str],
+        started: float,
+    ) -> None:
+        """``into.facets``: counts of the documents each source's search matched
+        (search/facets.py), within what is left of the query's time; a source that runs out
+        of it is left out of the counts, with a note."""
+        wanted = facets.check_facets(names)
+        counted = facets.Facets(wanted)
+        for name, one in results.items():
+            src = self.library.get(name)
+            counted.source_totals[name] = (one.total, one.total_is_lower_bound)
+            left = self.settings.query_timeout - (time.monotonic() - started)
+            try:
+                if left <= 0:
+                    raise QueryTimeout("no time left")
+                with db.deadline(src.conn, left, what="facets"):
+                    counts = facets.of_search(src, q, one, filters.resolved(src), wanted)
+            except QueryTimeout:
+                counted.exact = False
+                into.notes.append(Notice("facets_timeout", sources=[name]))
+                continue
+            counted.add(*counts)
+        into.facets = counted.to_dict()
 
     def search_for_answer(self, query: str, source: str | None, limit: int) -> SearchResult:
         """A search the answer layer runs for one planned query (answer/rag.py, below this
@@ -253,6 +290,8 @@ class Service:
         options: RetrievalOptions,
         names: list[str] | None = None,
         filters: Filters | None = None,
+        facet_names: list[str] | None = None,
+        started: float | None = None,
     ) -> SearchResult:
         """The sources ``names`` (default: those in the default set) searched for the first
         offset+limit hits, merged in one order of evidence (search/evidence.py), or by distance
@@ -322,7 +361,7 @@ class Service:
         for name, r in results.items():
             shown = r.notes if options.explain else [n for n in r.notes if _about_sources(n)]
             notes_.setdefault(name, []).extend(shown)
-        return SearchResult(
+        found = SearchResult(
             query=q.strip(),
             hits=merged[offset : offset + limit],
             total=sum(r.total for r in results.values()),
@@ -335,6 +374,10 @@ class Service:
             # how each source was searched, e.g. "hybrid+keyword" (one without vectors)
             retrieval="+".join(sorted({r.retrieval for r in results.values()})) or "keyword",
         )
+        if facet_names:
+            begun = time.monotonic() if started is None else started
+            self._search_facets(q, results, found, filters, facet_names, begun)
+        return found
 
     def _merged(self, q: str, results: dict[str, SearchResult], options: RetrievalOptions):
         """Every source's hits in one order of evidence (search/evidence.py). Coverage here
@@ -434,22 +477,29 @@ class Service:
             request.fields,
         )
         wanted = browse.check_fields(fields) if fields else None
+        facet_names = facets.check_facets(request.facets)
         point = self._near(request.near, request.near_doc, request.radius_km)
-        filters = _conditions(request, point)
+        filters = self._conditions(request, point)
         names = source_names(source)
         if len(names) > 1:
-            result = self._filter_several(names, filters, limit, offset, wanted)
+            result = self._filter_several(names, filters, limit, offset, wanted, facet_names)
             return {**result, **self._near_stated(point)}
         src, deadline = self._read(source, "filter")
         with deadline:
+            resolved = filters.resolved(src)
             result = browse.filter_docs(
                 src,
-                filters.resolved(src),
+                resolved,
                 limit=limit,
                 offset=offset,
                 fields=wanted,
                 list_sources=self._sources_having,
             )
+            if facet_names:
+                counted = facets.Facets(facet_names)
+                counted.source_totals[src.name] = (result["total"], result["total_is_lower_bound"])
+                counted.add(*facets.of_filter(src, resolved, facet_names))
+                result["facets"] = counted.to_dict()
         return {**result, **self._near_stated(point)}
 
     @staticmethod
@@ -466,6 +516,7 @@ class Service:
         limit: int,
         offset: int,
         fields: tuple[str, ...] | None,
+        facet_names: tuple[str, ...] = (),
     ) -> dict[str, Any]:
         """Several sources' documents meeting the conditions as one list: nearest first with
         ``near`` (places of an OSM extract and of GeoNames together), else each source's in
@@ -479,18 +530,26 @@ class Service:
             )
         shown = tuple(dict.fromkeys((*(fields or browse.FILTER_FIELDS), "source")))
         results, notes_, refused = {}, {}, []
+        counted = facets.Facets(facet_names)
         for name in names:
             src, deadline = self._read(name, "filter")
             try:
                 with deadline:
-                    results[name] = browse.filter_docs(
+                    resolved = filters.resolved(src)
+                    results[name] = found = browse.filter_docs(
                         src,
-                        filters.resolved(src),
+                        resolved,
                         limit=offset + limit,
                         offset=0,
                         fields=shown,
                         list_sources=self._sources_having,
                     )
+                    if facet_names:
+                        counted.source_totals[name] = (
+                            found["total"],
+                            found["total_is_lower_bound"],
+                        )
+                        counted.add(*facets.of_filter(src, resolved, facet_names))
             except BadQuery as exc:
                 refused.append(exc)
                 reason = exc.message.replace(f"source {name!r} ", "")
@@ -513,6 +572,7 @@ class Service:
             "plan": "+".join(sorted({r.get("plan", "") for r in results.values()} - {""})),
             "docs": docs[offset : offset + limit],
             "notes": notices.merge(notes_),
+            **({"facets": counted.to_dict()} if facet_names else {}),
         }
 
     @checked_text
@@ -520,7 +580,7 @@ class Service:
         """Documents drawn at random, from the source or from those meeting the conditions."""
         wanted = browse.check_fields(request.fields) if request.fields else None
         point = self._near(request.near, request.near_doc, request.radius_km)
-        filters = _conditions(request, point)
+        filters = self._conditions(request, point)
         src, deadline = self._read(request.source, "random")
         with deadline:
             return browse.random_docs(
@@ -531,6 +591,35 @@ class Service:
                 fields=wanted,
                 list_sources=self._sources_having,
             )
+
+    def _conditions(
+        self, request: SearchRequest | FilterRequest | RandomRequest, near: Near | None
+    ) -> Filters:
+        """The conditions on documents that search, filter and random share, as
+        search/filters.py takes them (a named ``within`` read from its source here)."""
+        return Filters.parse(
+            request.tag,
+            request.attr,
+            feature=request.feature,
+            area=request.area,
+            wikidata=request.wikidata,
+            bbox=request.bbox,
+            near=near,
+            within=self._within(request.within) if request.within else None,
+        )
+
+    def _within(self, text: str) -> Shape:
+        """``within``: a written shape, or ``source:name`` of an OSM source's admin area."""
+        if not shapes.is_named(text):
+            return shapes.parse_within(text)
+        name, _, area = text.strip().partition(":")
+        src, deadline = self._read(name.strip(), "within")
+        with deadline:
+            return shapes.named_area(src, area, having=self._sources_with_shapes)
+
+    def _sources_with_shapes(self) -> list[str] | None:
+        opened = [self.library.get(info.name) for info in self._sources_having()]
+        return [src.name for src in opened if shapes.has_shapes(src)] or None
 
     def _point_of(self, reference: str, radius_km: float | None) -> Near:
         """``source:title`` → that document's coordinates (resolved server-side, so "the
@@ -905,22 +994,6 @@ def _by_distance(results) -> list[Hit]:
 def _about_sources(note: str) -> bool:
     """Notes a search across sources shows without ``explain``: what the user can act on."""
     return getattr(note, "code", None) in notices.ABOUT_SOURCES
-
-
-def _conditions(
-    request: SearchRequest | FilterRequest | RandomRequest, near: Near | None
-) -> Filters:
-    """The conditions on documents that search and filter share, as search/filters.py takes
-    them."""
-    return Filters.parse(
-        request.tag,
-        request.attr,
-        feature=request.feature,
-        area=request.area,
-        wikidata=request.wikidata,
-        bbox=request.bbox,
-        near=near,
-    )
 
 
 def check_limit(limit: int, maximum: int = MAX_LIMIT) -> int:

@@ -36,6 +36,7 @@ from typing import TypeGuard
 
 from chiezo.core import db
 from chiezo.core.errors import BadQuery, Operation, Option
+from chiezo.core.geometry import Shape, register
 from chiezo.search.notices import Notice
 from chiezo.store.library import Source
 
@@ -258,6 +259,60 @@ class BoxCondition(Condition):
 
 
 @dataclass(frozen=True)
+class WithinCondition(Condition):
+    """Documents whose point lies inside a shape (search/shapes.py): the R*Tree finds those in
+    its box, ``chiezo_within`` (core/geometry.py) keeps those inside — an exact set, counted
+    like a box's."""
+
+    key: str  # the shape's key in SQL (core/geometry.register)
+    box: BoxCondition
+    label: str
+    share: float  # the shape's area over its box's: how much of the box's count it keeps
+    shape: Shape = field(compare=False, hash=False, repr=False)
+
+    @classmethod
+    def of(cls, shape: Shape) -> WithinCondition:
+        west, south, east, north = shape.bbox
+        box_area = max((east - west) * (north - south), 1e-18)
+        share = min(shape.area_deg2() / box_area, 1.0)
+        box = BoxCondition(south, west, north, east)
+        return cls(register(shape), box, shape.label, share, shape)
+
+    def _registered(self) -> str:
+        """The key, with the shape registered now: a condition outlives nothing but its
+        request, yet 256 newer shapes in between must not make its SQL fail."""
+        return register(self.shape)
+
+    def select(self) -> tuple[str, tuple]:
+        sql, params = self.box.select()
+        return f"{sql} AND chiezo_within(?, lat, lon)", (*params, self._registered())
+
+    def keep(self, conn: db.Connection, ids: list[int]) -> set[int]:
+        key, found = self._registered(), set[int]()
+        for start in range(0, len(ids), BATCH):
+            part = ids[start : start + BATCH]
+            found.update(
+                r[0]
+                for r in conn.execute(
+                    f"SELECT doc_id FROM doc_points WHERE doc_id IN ({_marks(part)}) "
+                    "AND chiezo_within(?, lat, lon)",
+                    (*part, key),
+                )
+            )
+        return found
+
+    def exists(self, column: str) -> tuple[str, tuple]:
+        sql, params = self.box.exists(column)
+        return f"{sql[:-1]} AND chiezo_within(?, x.lat, x.lon))", (*params, self._registered())
+
+    def estimate(self, conn: db.Connection) -> int:
+        return max(int(self.box.estimate(conn) * self.share), 1)
+
+    def describe(self) -> str:
+        return f"within={self.label}"
+
+
+@dataclass(frozen=True)
 class Near:
     lat: float
     lon: float
@@ -301,6 +356,7 @@ class Filters:
         wikidata: list[str] | None = None,
         bbox: str | None = None,
         near: Near | None = None,
+        within: Shape | None = None,
     ) -> Filters:
         conditions: list[Condition] = []
         for value in tags or []:
@@ -334,6 +390,8 @@ class Filters:
                 )
         if bbox:
             conditions.append(parse_bbox(bbox))
+        if within is not None:
+            conditions.append(WithinCondition.of(within))
         if near is not None and near.radius_km is not None:
             conditions.append(near.box(near.radius_km))
         if len(conditions) > MAX_CONDITIONS:
@@ -544,9 +602,10 @@ def check_filters(source: Source, filters: Filters, list_sources=None) -> Filter
             _check_attr(source, condition, check, list_sources)
         elif isinstance(condition, RangeCondition):
             _check_range(source, condition, check, list_sources)
-    if (filters.near or any(isinstance(c, BoxCondition) for c in filters.conditions)) and not (
-        conn.execute("SELECT 1 FROM doc_points LIMIT 1").fetchone()
-    ):
+    if (
+        filters.near
+        or any(isinstance(c, BoxCondition | WithinCondition) for c in filters.conditions)
+    ) and not (conn.execute("SELECT 1 FROM doc_points LIMIT 1").fetchone()):
         raise BadQuery(
             f"source {source.name!r} has no coordinates, so bbox/near can never match",
             source=source.name,

@@ -86,7 +86,9 @@ class KeywordPlan:
         )
         scores = dict(page)
         hits = [replace(h, score=round(scores[h.doc_id], 6)) for h in hits]
-        return page_result(source, self.query, hits, self, offset, limit)
+        result = page_result(source, self.query, hits, self, offset, limit)
+        result.weighed = [d for d, _ in self.ranked]
+        return result
 
 
 def keyword_search(

@@ -57,6 +57,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "{sources}は時間内に終わらず、結果に含まれていません",
         "{sources}: timed out; its results are missing",
     ),
+    "facets_timeout": (
+        "{sources}のファセットは時間内に数えきれませんでした",
+        "{sources}: facets not counted in time",
+    ),
     "no_word_index": (
         "{sources}は単語索引より前に作られています。再構築すると単語でも検索できます",
         "{sources} predate the word index: rebuild them to search by words as well",
@@ -84,6 +88,7 @@ ABOUT_SOURCES = frozenset(
     {
         "semantic_timeout",
         "source_timeout",
+        "facets_timeout",
         "no_vectors",
         "no_word_index",
         "by_distance",

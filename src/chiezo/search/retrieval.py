@@ -168,6 +168,7 @@ def retrieve(
         sources=[source.name],
         retrieval=retrieval,
         order=order,
+        weighed=[f.doc_id for f in fused],
     )
 
 

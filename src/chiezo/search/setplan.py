@@ -181,3 +181,28 @@ class _HasPoint(Condition):
 
     def estimate(self, conn: db.Connection) -> int:
         return conn.execute("SELECT count(*) FROM doc_points").fetchone()[0]
+
+
+def match_ids(source: Source, filters: Filters, cap: int) -> tuple[list[int], bool]:
+    """The first ``cap`` matches in doc_id (= popularity) order, and whether that is all of
+    them — what facets count (search/facets.py). With ``near`` and no radius every match with
+    a point counts (the nearest order is endless); with a radius, those inside the circle."""
+    conn = source.conn
+    conditions = list(filters.conditions)
+    if filters.near is not None:
+        conditions.append(_HasPoint())
+    ranked = sorted(conditions, key=lambda c: c.estimate(conn))
+    sql, params = _matches_sql(ranked[0], ranked[1:])
+    near = filters.near
+    if near is None or near.radius_km is None:
+        rows = conn.execute(f"{sql} ORDER BY d.doc_id LIMIT ?", (*params, cap + 1))
+        ids = [r[0] for r in rows]
+        return ids[:cap], len(ids) <= cap
+    rows = conn.execute(
+        f"SELECT m.doc_id, p.lat, p.lon FROM ({sql}) m JOIN doc_points p ON p.doc_id = m.doc_id "
+        "ORDER BY m.doc_id",
+        params,
+    )
+    radius = near.radius_km
+    inside = [d for d, lat, lon in rows if near.distance(lat, lon) <= radius]
+    return inside[:cap], len(inside) <= cap

@@ -138,8 +138,19 @@ def _print_result(result: SearchResult, *, explain: bool = False) -> None:
     if not result.hits:
         summary = f"nothing found for {result.query!r} ({how})"
     out.print(f"[dim]{escape(summary)}[/]")
+    _print_facets(result.facets)
     for note in result.notes:
         out.print(f"[dim]note: {escape(note)}[/]")
+
+
+def _print_facets(facets: dict | None) -> None:
+    """One line per facet: its values with their counts, most frequent first, and whether the
+    counts cover every match (search/facets.py)."""
+    for name, facet in (facets or {}).items():
+        values = ", ".join(f"{escape(v['value'])} {v['n']:,}" for v in facet["values"]) or "-"
+        more = f", {facet['more']:,} more" if facet.get("more") else ""
+        exact = "" if facet["exact"] else f" [dim](of the first {facet['counted']:,})[/]"
+        out.print(f"[bold]{name}[/]: {values}{more}{exact}")
 
 
 def _explained(explain: dict) -> str:
@@ -203,6 +214,7 @@ def filter_command(ctx, as_json, **values) -> None:
             )
         bound = "≥ " if result.get("total_is_lower_bound") else ""
         out.print(f"[dim]{bound}{result['total']:,} match(es), by {result['order']}[/]")
+        _print_facets(result.get("facets"))
         for note in result.get("notes", []):
             out.print(f"[dim]note: {escape(note)}[/]")
     if not result["docs"]:

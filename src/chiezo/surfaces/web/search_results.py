@@ -26,6 +26,7 @@ from chiezo.ops.requests import (
     params,
 )
 from chiezo.ops.service import Service
+from chiezo.search.facets import FACETS
 from chiezo.search.snippet import plain_text
 from chiezo.surfaces.web.document_pages import original_href
 from chiezo.surfaces.web.mapview import MapPoint, render_map, worth_drawing
@@ -42,7 +43,7 @@ class SearchForm:
     parameters of the search operation (ops/requests.py), spelt as in the REST API; ``near``
     also takes a title (sent as near_doc)."""
 
-    FIELDS = ("q", "source", "mode", "tag", "feature", "area", "near", "radius_km")
+    FIELDS = ("q", "source", "mode", "tag", "feature", "area", "near", "radius_km", "within")
     MODES = next(p.choices for p in params(SearchRequest) if p.name == "mode")
 
     def __init__(self, values: dict[str, str], offset: int):
@@ -62,7 +63,7 @@ class SearchForm:
 
     @property
     def has_filters(self) -> bool:
-        return any(self.values[f] for f in ("tag", "feature", "area", "near"))
+        return any(self.values[f] for f in ("tag", "feature", "area", "near", "within"))
 
     def near_arguments(self) -> dict[str, Any]:
         """``near`` is a point (``lat,lon``), ``source:title`` or a title in this source."""
@@ -76,15 +77,23 @@ class SearchForm:
         return {"near_doc": reference, "radius_km": radius}
 
     def filter_arguments(self) -> dict[str, Any]:
+        """The conditions, for one source or several (a facet's link adds one to a search
+        of every source; a title for ``near`` needs the source it is in)."""
         return {
             "feature": [self.feature] if self.feature else None,
             "area": [self.area] if self.area else None,
-            **self.near_arguments(),
+            "within": self.within or None,
+            **(self.near_arguments() if self.source or _POINT.match(self.near) else {}),
         }
+
+    @property
+    def facets(self) -> list[str]:
+        """What the page counts the matches by: the sources too when it searched several."""
+        return [f for f in FACETS if f != "source" or not self.source]
 
 
 def search_results(service: Service, form: SearchForm) -> dict[str, Any]:
-    extra = form.filter_arguments() if form.source else {}
+    extra = form.filter_arguments()
     request = SearchRequest.of(
         query=form.q,
         source=form.source or None,
@@ -92,6 +101,7 @@ def search_results(service: Service, form: SearchForm) -> dict[str, Any]:
         offset=form.offset,
         mode=form.mode or None,
         tag=[form.tag] if form.tag else None,
+        facets=form.facets,
         **extra,
     )
     result = service.search(request)
@@ -120,6 +130,7 @@ def search_results(service: Service, form: SearchForm) -> dict[str, Any]:
         "notes": result.notes,
         "how": result.retrieval,
         "order": result.order,
+        "facets": facet_choices(result.facets, form),
     }
     center = _near_point(service, extra) if extra.get("near") or extra.get("near_doc") else None
     return {"result": summary, "items": items, "map_svg": _map(items, center, form.near)}
@@ -134,6 +145,7 @@ def browse_results(service: Service, form: SearchForm) -> dict[str, Any]:
             fields=["doc_id", "key", "title", "url", "point", "opening"],
             limit=PAGE_SIZE,
             offset=form.offset,
+            facets=form.facets,
             **form.filter_arguments(),
         )
     )
@@ -159,6 +171,7 @@ def browse_results(service: Service, form: SearchForm) -> dict[str, Any]:
         "how": "filter",
         "order": found["order"],
         "browse": True,
+        "facets": facet_choices(found.get("facets"), form),
     }
     near = found.get("near")
     center = (near["lat"], near["lon"]) if near else None
@@ -169,6 +182,32 @@ def browse_results(service: Service, form: SearchForm) -> dict[str, Any]:
         "map_more": len(others),
         "map_svg": _map(items, center, form.near, others),
     }
+
+
+FACET_CHOICES = 8  # values a facet offers on the page, the most frequent first
+
+
+def facet_choices(facets: dict | None, form: SearchForm) -> list[dict[str, Any]]:
+    """The facets as refinements: each value a link that adds it as a condition (the active
+    one marked, to be removed); values with one match still count — a refinement to one
+    document is a way to it."""
+    out = []
+    for name, facet in (facets or {}).items():
+        active = form.values.get(name, "")
+        choices = [
+            {"value": v["value"], "n": v["n"], "active": v["value"] == active}
+            for v in facet["values"][:FACET_CHOICES]
+        ]
+        if choices:
+            out.append(
+                {
+                    "name": name,
+                    "choices": choices,
+                    "exact": facet["exact"],
+                    "counted": facet["counted"],
+                }
+            )
+    return out
 
 
 def _more_points(service: Service, form: SearchForm, total: int, shown: set[int]) -> list:
