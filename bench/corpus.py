@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import random
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +72,9 @@ def paragraph_pool() -> list[Paragraph]:
     return jaquad_paragraphs("dev") + jaquad_paragraphs("train") + rust_book_paragraphs()
 
 
+CATEGORIES = 500
+
+
 def synthetic_docs(pool: list[Paragraph], n: int, seed: int = 7) -> Iterator[Doc]:
     """``n`` documents, each two real paragraphs; the first use of a title is plain, later
     ones get a number (``浅草寺 (3)``) so that exact titles exist amid many mentions; rank
@@ -89,4 +93,6 @@ def synthetic_docs(pool: list[Paragraph], n: int, seed: int = 7) -> Iterator[Doc
             body=f"{first.text}\n\n{second.text}",
             opening=first.text[:200],
             rank_score=rng.random() ** 4,
+            # a category per source article (500 of them), so facets have something to count
+            tags=[f"c{zlib.crc32(first.title.encode()) % CATEGORIES}"],
         )

@@ -7,13 +7,16 @@ very different sizes), then times, per class, Chiezo's planner (service.filter) 
 same run — the naive plan the design notes started from: join every condition, sort by rank,
 OFFSET/LIMIT, count(*) separately. Writes JSON to bench/results/.
 
-Target (issue 5): every class p99 < 100 ms.
+Target (issue 5): every class p99 < 100 ms. Issue #32: each new parameter against the same
+query without it, in the same run (``costs``): ``within`` a polygon p99 ≤ 100 ms, ``facets``
+≤ 2× the query.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import statistics
 import sys
@@ -104,12 +107,12 @@ def classes(size: int) -> dict[str, list[dict]]:
     n = 20
     return {
         "tag with 250k members": [
-            {"tags": ["big"], "offset": rng.randrange(0, 2000)} for _ in range(n)
+            {"tag": ["big"], "offset": rng.randrange(0, 2000)} for _ in range(n)
         ],
-        "tag with 1 member": [{"tags": ["one"]} for _ in range(n)],
-        "300-member tag, last page": [{"tags": ["t300"], "offset": 290} for _ in range(n)],
+        "tag with 1 member": [{"tag": ["one"]} for _ in range(n)],
+        "300-member tag, last page": [{"tag": ["t300"], "offset": 290} for _ in range(n)],
         "tag 250k, deep offset": [
-            {"tags": ["big"], "offset": rng.randrange(50_000, 200_000)} for _ in range(n)
+            {"tag": ["big"], "offset": rng.randrange(50_000, 200_000)} for _ in range(n)
         ],
         "dense bbox": [{"bbox": box(0.1)} for _ in range(n)],
         "bbox + feature": [{"bbox": box(0.2), "feature": ["railway=station"]} for _ in range(n)],
@@ -122,15 +125,111 @@ def classes(size: int) -> dict[str, list[dict]]:
         ],
         "within 2 km": [{"near": around(0.1), "radius_km": 2.0} for _ in range(n)],
         "tag 250k ∩ feature 200k": [
-            {"tags": ["big"], "feature": ["amenity=restaurant"]} for _ in range(n)
+            {"tag": ["big"], "feature": ["amenity=restaurant"]} for _ in range(n)
         ],
     }
+
+
+def city_polygon(lat0: float, lon0: float, radius: float, vertices: int, rng) -> str:
+    """An irregular ring around a point (a city boundary's kind of shape), as GeoJSON."""
+    ring = []
+    for i in range(vertices):
+        angle = 2 * math.pi * i / vertices
+        r = radius * (0.7 + 0.3 * rng.random())
+        ring.append([round(lon0 + r * math.cos(angle), 5), round(lat0 + r * math.sin(angle), 5)])
+    ring.append(ring[0])
+    return json.dumps({"type": "Polygon", "coordinates": [ring]}, separators=(",", ":"))
+
+
+def cost_pairs() -> dict[str, tuple[list[dict], list[dict]]]:
+    """Each new parameter (issue #32) against the same query without it: (with, without)."""
+    rng = random.Random(5)
+    n = 20
+    cities = [rng.choice(CITIES) for _ in range(n)]
+    polygons = [city_polygon(lat, lon, 0.1, 200, rng) for lat, lon in cities]
+    boxes = [_box_of(p) for p in polygons]
+    facets = ["tag", "feature"]
+    stations = ["railway=station"]
+    return {
+        "within a city polygon (200 vertices) vs its bbox": (
+            [{"within": p} for p in polygons],
+            [{"bbox": b} for b in boxes],
+        ),
+        "within polygon + station vs bbox + station": (
+            [{"within": p, "feature": stations} for p in polygons],
+            [{"bbox": b, "feature": stations} for b in boxes],
+        ),
+        "facets: 300-member tag": (
+            [{"tag": ["t300"], "facets": facets}] * n,
+            [{"tag": ["t300"]}] * n,
+        ),
+        "facets: bbox + station": (
+            [{"bbox": b, "feature": stations, "facets": facets} for b in boxes],
+            [{"bbox": b, "feature": stations} for b in boxes],
+        ),
+        "facets: dense bbox (~30k)": (
+            [{"bbox": b, "facets": facets} for b in boxes],
+            [{"bbox": b} for b in boxes],
+        ),
+        "facets: 250k tag (10k counted)": (
+            [{"tag": ["big"], "facets": facets}] * n,
+            [{"tag": ["big"]}] * n,
+        ),
+    }
+
+
+def _box_of(polygon: str) -> str:
+    ring = json.loads(polygon)["coordinates"][0]
+    lats, lons = [y for _, y in ring], [x for x, _ in ring]
+    return f"{min(lats)},{min(lons)},{max(lats)},{max(lons)}"
+
+
+def time_queries(service: Service, queries: list[dict]) -> tuple[list[float], list]:
+    for params in queries[:5]:  # warm-up
+        service.filter(FilterRequest.of(source="places", **params))
+    samples, results = [], []
+    for _ in range(RUNS // len(queries) + 1):
+        for params in queries:
+            started = time.perf_counter()
+            results.append(service.filter(FilterRequest.of(source="places", **params)))
+            samples.append((time.perf_counter() - started) * 1000)
+    return samples, results
+
+
+def costs(service: Service) -> dict:
+    rows = {}
+    for name, (with_it, without) in cost_pairs().items():
+        new, found = time_queries(service, with_it)
+        old, _ = time_queries(service, without)
+        exact = [all(f["exact"] for f in r["facets"].values()) for r in found if "facets" in r]
+        rows[name] = {
+            "median_total": statistics.median(r["total"] for r in found),
+            "p50_ms": round(percentile(new, 50), 2),
+            "p99_ms": round(percentile(new, 99), 2),
+            "without_p50_ms": round(percentile(old, 50), 2),
+            "without_p99_ms": round(percentile(old, 99), 2),
+            "p50_ratio": round(percentile(new, 50) / max(percentile(old, 50), 1e-3), 2),
+            "facets_exact": (sum(exact) / len(exact)) if exact else None,
+        }
+        console.print(f"{name}: {rows[name]}")
+    table = Table(title="new parameters against the same query without them (ms)")
+    for col in ("class", "total", "p50", "p99", "without p50", "without p99", "ratio p50"):
+        table.add_column(col, justify="right")
+    for name, r in rows.items():
+        table.add_row(
+            name,
+            f"{r['median_total']:,.0f}",
+            *(str(r[k]) for k in ("p50_ms", "p99_ms", "without_p50_ms", "without_p99_ms")),
+            str(r["p50_ratio"]),
+        )
+    console.print(table)
+    return rows
 
 
 def naive(conn: db.Connection, params: dict) -> None:
     """Join every condition on docs, ORDER BY rank, OFFSET/LIMIT; count(*) separately."""
     joins, where, args = [], [], []
-    for i, tag in enumerate(params.get("tags", [])):
+    for i, tag in enumerate(params.get("tag", [])):
         joins.append(f"JOIN doc_tags t{i} ON t{i}.doc_id = d.doc_id")
         where.append(f"t{i}.tag = ?")
         args.append(tag)
@@ -167,6 +266,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1_000_000)
     parser.add_argument("--work", default=str(HERE / "work" / "filters"))
     parser.add_argument("--reuse", action="store_true")
+    parser.add_argument(
+        "--costs-only", action="store_true", help="only the new parameters' costs (#32)"
+    )
     args = parser.parse_args()
     settings = Settings(data_dir=Path(args.work), query_timeout=120)
     service = Service(settings)
@@ -174,8 +276,9 @@ def main() -> None:
     if not (args.reuse and "places" in service.library.names()):
         report["build_seconds"] = round(build(settings, args.size), 1)
     conn = service.library.get("places").conn
+    report["costs"] = costs(service)
     rows = {}
-    for cls, queries in classes(args.size).items():
+    for cls, queries in ({} if args.costs_only else classes(args.size)).items():
         for params in queries:  # warm-up
             service.filter(FilterRequest.of(source="places", **params))
         samples, totals, plans = [], [], set()

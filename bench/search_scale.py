@@ -192,7 +192,9 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def time_classes(service: Service, name: str, classes, baseline: bool) -> dict:
+def time_classes(
+    service: Service, name: str, classes, baseline: bool, facets: bool = False
+) -> dict:
     src = service.library.get(name)
     results = {}
     for cls, queries in classes.items():
@@ -226,8 +228,31 @@ def time_classes(service: Service, name: str, classes, baseline: bool) -> dict:
                     naive_samples.append((time.perf_counter() - started) * 1000)
             row["naive_p50_ms"] = round(percentile(naive_samples, 50), 2)
             row["naive_p99_ms"] = round(percentile(naive_samples, 99), 2)
+        if facets:
+            row.update(time_facets(service, name, queries, samples))
         results[cls] = row
     return results
+
+
+def time_facets(service: Service, name: str, queries, without: list[float]) -> dict:
+    """The same queries with ``facets=tag,source`` (issue #32: ≤ 2x the query), same run."""
+    samples, exact = [], []
+    for _ in range(2):
+        for text, offset in queries:
+            started = time.perf_counter()
+            result = service.search(
+                SearchRequest.of(
+                    query=text, source=name, limit=10, offset=offset, facets=["tag", "source"]
+                )
+            )
+            samples.append((time.perf_counter() - started) * 1000)
+            exact.append(bool(result.facets and result.facets["tag"]["exact"]))
+    return {
+        "facets_p50_ms": round(percentile(samples, 50), 2),
+        "facets_p99_ms": round(percentile(samples, 99), 2),
+        "facets_ratio_p50": round(percentile(samples, 50) / max(percentile(without, 50), 1e-3), 2),
+        "facets_exact_share": round(sum(exact) / len(exact), 2),
+    }
 
 
 def main() -> None:
@@ -245,6 +270,9 @@ def main() -> None:
         "--quick-validation",
         action="store_true",
         help="quick_check instead of full integrity checks at build",
+    )
+    parser.add_argument(
+        "--facets", action="store_true", help="also time each query with facets (issue #32)"
     )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -273,7 +301,9 @@ def main() -> None:
         console.rule(f"querying {size:,} documents")
         conn = service.library.get(name).conn
         classes = query_classes(conn, size, pool, random.Random(size))
-        entry["search"] = time_classes(service, name, classes, not args.no_baseline)
+        entry["search"] = time_classes(
+            service, name, classes, not args.no_baseline, facets=args.facets
+        )
         entry["question_recall"] = question_recall(service, name, random.Random(1))
         show(report)
     out_dir = HERE / "results"
@@ -311,6 +341,9 @@ def show(report: dict) -> None:
         "p99",
         "naive p50",
         "naive p99",
+        "facets p50",
+        "facets p99",
+        "ratio",
     ):
         table.add_column(col, justify="right")
     for size, entry in report["sizes"].items():
@@ -326,6 +359,9 @@ def show(report: dict) -> None:
                 f"{r['p99_ms']:.2f}",
                 str(r.get("naive_p50_ms", "-")),
                 str(r.get("naive_p99_ms", "-")),
+                str(r.get("facets_p50_ms", "-")),
+                str(r.get("facets_p99_ms", "-")),
+                str(r.get("facets_ratio_p50", "-")),
             )
     console.print(table)
     for size, entry in report["sizes"].items():

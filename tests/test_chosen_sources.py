@@ -99,3 +99,12 @@ def test_filter_over_several_sources_is_one_list_nearest_first(service, tmp_path
             service.filter(FilterRequest.of(source="jawiki,shops", tag=["x"], offset=9_999))
     finally:
         service.remove_source("shops")
+
+
+def test_a_list_of_500_sources_is_refused_before_any_work(tmp_path):
+    from chiezo.ops.service import MAX_NAMED_SOURCES, source_names
+
+    names = ",".join(f"s{i}" for i in range(500))
+    with pytest.raises(BadQuery, match=f"500 sources named; at most {MAX_NAMED_SOURCES}"):
+        source_names(names)
+    assert source_names("a, b,a,,") == ["a", "b"]

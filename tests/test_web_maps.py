@@ -297,6 +297,206 @@ def test_the_scale_bar_measures_what_the_graticule_says(web):
     assert math.isclose((right - left) * metres_per_px, stated, rel_tol=0.01)
 
 
+# -- what lies under the points ----------------------------------------------------------------
+
+JAPAN = [(43.06, 141.35), (35.68, 139.77), (34.69, 135.50), (33.59, 130.40)]  # Sapporo … Fukuoka
+LAND_PATH = re.compile(r'<g class="map-land">(.*?)</g>', re.S)
+# two towns side by side in Tokyo, a few kilometres across: a city-scale map
+WEST_TOWN = [(139.70, 35.66), (139.73, 35.66), (139.73, 35.70), (139.70, 35.70)]
+EAST_TOWN = [(139.73, 35.66), (139.76, 35.66), (139.76, 35.70), (139.73, 35.70)]
+TOWN_PLACES = [
+    ("West Cafe", {"amenity": "cafe"}, (139.71, 35.67)),
+    ("West Museum", {"tourism": "museum"}, (139.72, 35.69)),
+    ("East Cafe", {"amenity": "cafe"}, (139.745, 35.675)),
+    ("East Museum", {"tourism": "museum"}, (139.75, 35.69)),
+]
+
+
+def numbered(places) -> list:
+    from chiezo.surfaces.web.mapview import MapPoint
+
+    return [MapPoint(lat, lon, f"p{i}", number=i + 1) for i, (lat, lon) in enumerate(places)]
+
+
+def svg_size(svg: str) -> tuple[float, float]:
+    return tuple(map(float, re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', svg).groups()))
+
+
+def path_points(d: str) -> list[tuple[int, int]]:
+    numbers = list(map(int, re.findall(r"-?\d+", d)))
+    return list(zip(numbers[::2], numbers[1::2], strict=True))
+
+
+@pytest.mark.parametrize(
+    "places",
+    [JAPAN, [(60.17, 24.94), (65.01, 25.47), (68.66, 27.56)], [(60, -170), (-50, 170)]],
+    ids=["japan", "finland", "world"],
+)
+def test_land_and_borders_lie_under_the_grid_and_the_points(places):
+    from chiezo.surfaces.web.mapview import render_map
+
+    svg = render_map(numbered(places))
+    land = LAND_PATH.search(svg)
+    assert land, "no land drawn"
+    paths = re.findall(r'<path d="([^"]+)"/>', land.group(1))
+    assert len(paths) >= 2  # a country and its neighbours
+    # drawn first: the grid's labels and the numbered points lie on top
+    assert (
+        svg.index('<g class="map-land">')
+        < svg.index('class="map-grid"')
+        < svg.index('class="map-point"')
+    )
+    width, height = svg_size(svg)
+    for d in paths:  # whole pixels, cut to the canvas (with a margin where the cut is unseen)
+        assert all(-5 <= x <= width + 5 and -5 <= y <= height + 5 for x, y in path_points(d))
+    assert len(svg) < 60_000
+
+
+def test_an_empty_ocean_view_draws_no_land():
+    from chiezo.surfaces.web.mapview import render_map
+
+    svg = render_map(numbered([(-40.0, -130.0), (-35.0, -125.0)]))  # the South Pacific
+    assert svg and '<g class="map-land">' not in svg
+
+
+def test_at_city_scale_the_coarse_coast_is_left_out():
+    """Natural Earth's 1:110m coast is kilometres off: over a city it would put streets in
+    the sea, so a city-scale map draws no land from it."""
+    from chiezo.surfaces.web.mapview import render_map
+
+    svg = render_map(numbered([(60.1713, 24.9415), (60.1690, 24.9330)]))  # Helsinki
+    assert '<g class="map-land">' not in svg
+
+
+def test_the_within_outline_is_drawn_dashed_and_kept_in_view():
+    from chiezo.surfaces.web.mapview import render_map, worth_drawing
+
+    box = [(128.0, 30.0), (146.0, 30.0), (146.0, 46.0), (128.0, 46.0)]  # lon, lat: all Japan
+    points = numbered([(35.68, 139.77)])
+    assert worth_drawing(points, outline=[box])  # a point and the area it was found in
+    svg = render_map(points, outline=[box])
+    d = re.search(r'<path class="map-within" d="([^"]+)"/>', svg).group(1)
+    corners = path_points(d)
+    assert len(corners) == 4
+    width, height = svg_size(svg)
+    assert all(0 <= x <= width and 0 <= y <= height for x, y in corners)  # all of it in view
+    assert max(x for x, _ in corners) - min(x for x, _ in corners) > width / 2
+    assert "stroke-dasharray" in svg and "fill-opacity" in svg
+    assert svg.index('class="map-within"') > svg.index('<g class="map-land">')  # above land
+
+
+def test_clipping_keeps_what_lies_inside_and_thins_what_a_pixel_cannot_show():
+    import numpy as np
+
+    from chiezo.surfaces.web.mapview import clip, fitted
+
+    square = [(-10.0, -10.0), (10.0, -10.0), (10.0, 10.0), (-10.0, 10.0)]
+    assert sorted(clip(square, (0, 0, 100, 100))) == [(0, 0), (0, 10), (10, 0), (10, 10)]
+    # a rectangle whose bottom edge has a vertex at every pixel: its corners are all that stay
+    xs = np.array([float(i) for i in range(50)] + [49.0, 0.0])
+    ys = np.array([0.0] * 50 + [30.0, 30.0])
+    assert sorted(fitted(xs, ys, (-5, -5, 200, 200))) == [(0, 0), (0, 30), (49, 0), (49, 30)]
+    # ten thousand vertices far off the canvas, as an OSM boundary has at city scale
+    angle = np.linspace(0, 2 * np.pi, 10_000, endpoint=False)
+    ring = fitted(np.round(5000 * np.cos(angle)), np.round(5000 * np.sin(angle)), (0, 0, 640, 400))
+    assert sorted(ring) == [(0, 0), (0, 400), (640, 0), (640, 400)]  # the canvas, inside it
+    # the staircase rounding makes of a diagonal is drawn as the diagonal
+    steps = [(0, 0)] + [p for i in range(6) for p in ((i + 1, i), (i + 1, i + 1))] + [(0, 6)]
+    xs, ys = (np.array(c, dtype=float) for c in zip(*steps, strict=True))
+    assert fitted(xs, ys, (-5, -5, 200, 200)) == [(0, 0), (1, 0), (6, 5), (6, 6), (0, 6)]
+
+
+def test_the_land_data_ships_with_the_package_and_its_note():
+    """A wheel carries only the package data pyproject.toml names: the map's land must be
+    among it, with the note that says whose it is."""
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    import chiezo
+
+    package = Path(chiezo.__file__).parent
+    shipped = tomllib.loads((package.parents[1] / "pyproject.toml").read_text())["tool"][
+        "setuptools"
+    ]["package-data"]["chiezo"]
+    for name in ("ne_110m_countries.geojson", "README.md"):
+        path = f"surfaces/web/data/{name}"
+        assert (package / path).is_file() and any(fnmatch.fnmatch(path, p) for p in shipped)
+    assert "Made with Natural Earth" in (package / "surfaces/web/data/README.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def towns(tmp_path_factory):
+    """An OSM source with two towns' admin boundaries (level 8) and places in each, written
+    in the real .osm format and built as a user would."""
+    from chiezo.ingest.osm import OsmOptions
+    from test_geonames_osm import _write_osm
+
+    root = tmp_path_factory.mktemp("towns")
+    path = root / "towns.osm"
+    _write_osm(path, [("West Town", "8", WEST_TOWN), ("East Town", "8", EAST_TOWN)], TOWN_PLACES)
+    settings = Settings(data_dir=root / "data")
+    Service(settings).ingest("osm", path, "osm_towns", options=OsmOptions(admin_levels=("8",)))
+    with (
+        RunningServer(create_app(settings)) as server,
+        httpx.Client(base_url=server.url, timeout=30, headers=JA) as client,
+    ):
+        yield client
+
+
+def area_names(svg: str) -> list[str]:
+    group = re.search(r'<g class="map-area">(.*?)</g>', svg, re.S)
+    return re.findall(r"<text[^>]*>([^<]+)</text>", group.group(1)) if group else []
+
+
+@pytest.mark.slow
+def test_at_city_scale_the_towns_boundaries_are_drawn_with_their_names(towns):
+    svg = map_of(towns.get("/", params={"source": "osm_towns", "feature": "amenity=cafe"}).text)
+    assert sorted(area_names(svg)) == ["East Town", "West Town"]
+    lines = re.findall(r'<g class="map-area">.*?</g>', svg, re.S)[0]
+    assert len(re.findall(r'<path d="[^"]+" stroke-width="[\d.]+"/>', lines)) == 2
+    assert '<g class="map-land">' not in svg  # the coarse coast is not drawn at this scale
+    # a search of all sources draws them too: the results come from this OSM source
+    found = map_of(towns.get("/", params={"q": "museum"}).text)
+    assert sorted(area_names(found)) == ["East Town", "West Town"]
+
+
+@pytest.mark.slow
+def test_a_place_page_shows_the_town_it_lies_in(towns):
+    page = towns.get("/doc/osm_towns", params={"title": "East Museum"}, follow_redirects=True)
+    assert "East Town" in area_names(map_of(page.text))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "within",
+    ["osm_towns:East Town", "35.66,139.73,35.70,139.76"],
+    ids=["named area", "box"],
+)
+def test_the_searched_area_is_outlined_on_the_page(towns, within):
+    page = towns.get("/", params={"source": "osm_towns", "q": "museum", "within": within}).text
+    assert "East Museum" in page and "West Museum" not in page
+    svg = map_of(page)  # one place, and the area it was found in: worth a map
+    assert svg and re.search(r'<path class="map-within" d="M[-\d ]+Z"/>', svg)
+    assert "East Town" in area_names(svg)
+
+
+@pytest.mark.slow
+def test_a_within_that_names_no_area_says_so_and_draws_no_map(towns):
+    page = towns.get(
+        "/",
+        params={"source": "osm_towns", "feature": "amenity=cafe", "within": "osm_towns:Nowhere"},
+    ).text
+    assert "Nowhere" in page and "East Town" in page  # the error, with the areas there are
+    assert map_of(page) is None
+
+
+@pytest.mark.slow
+def test_the_jawiki_places_within_japan_show_japan(web):
+    svg = map_of(web.get("/", params={"source": "jawiki", "within": "30,128,46,146"}).text)
+    assert svg and 'class="map-within"' in svg and '<g class="map-land">' in svg
+
+
 # -- the model's name --------------------------------------------------------------------------
 
 NAMES = {
@@ -395,3 +595,42 @@ def test_the_browser_names_models_as_the_server_does(page):
     assert page.evaluate("names => names.map(Chiezo.modelLabel)", list(NAMES)) == list(
         NAMES.values()
     )
+
+
+LAND_RGB = (0xEB, 0xE6, 0xD6)  # mapview.STYLE's --land, light scheme
+SEA_RGB = (0xEE, 0xF3, 0xF5)  # chiezo.css --sea
+ACCENT_RGB = (0x2F, 0x5D, 0x50)  # --accent: the within area's fill, 8% over what lies under
+
+
+def land_and_sea(png) -> tuple[float, float]:
+    """The shares of an image's pixels painted land and sea, inside the within area or out:
+    each pixel goes to the nearest of those four colours when it is that close (PIL comes
+    with python-pptx, a dependency of Chiezo's)."""
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(png).convert("RGB"), dtype=float).reshape(-1, 1, 3)
+    plain = np.array([LAND_RGB, SEA_RGB], dtype=float)
+    tinted = plain * 0.92 + np.array(ACCENT_RGB) * 0.08
+    colours = np.concatenate([plain, tinted])  # land, sea, land tinted, sea tinted
+    distance = np.linalg.norm(pixels - colours, axis=2)
+    nearest = np.where(distance.min(axis=1) <= 8, distance.argmin(axis=1), -1)
+    return float(np.isin(nearest, (0, 2)).mean()), float(np.isin(nearest, (1, 3)).mean())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"source": "jawiki", "within": "30,128,46,146"},  # three temples, and Japan around them
+        {"source": "osm_helsinki", "feature": "amenity=cafe", "within": "59.5,19.5,70.1,31.6"},
+    ],
+    ids=["japan", "finland"],
+)
+def test_the_browser_draws_land_under_the_points(page, tmp_path, request, params):
+    page.goto(page.base + "/?" + str(httpx.QueryParams(params)))
+    shot = tmp_path / f"{request.node.callspec.id}-map.png"
+    page.locator("#map svg.map").screenshot(path=str(shot))
+    land, sea = land_and_sea(shot)
+    print(f"{shot}: land {land:.0%}, sea {sea:.0%}")
+    assert land > 0.15 and sea > 0.15  # a coast: both land and sea in view

@@ -15,7 +15,11 @@ can only cross edges whose latitude span holds y, and those all touch that row).
 SQL sees a shape through one function, ``chiezo_within(key, lat, lon)``, registered on every
 reader connection (core/db.py): a condition (search/filters.py) registers its shape here under a
 key and names the key in its SQL, so the planner's plans — driving, ``EXISTS`` per row,
-``IN`` for full-text — work on polygons as on any index set.
+``IN`` for full-text — work on polygons as on any index set. The grid's decided cells go into
+the SQL too (``cell_sql``, ``decided_cells``): a point in one is answered by SQLite's own
+arithmetic, and only those in edge cells call back into Python — at 1M places a city polygon
+of 200 vertices holding ~14,000 of them took p50 89 / p99 137 ms calling Python for every
+candidate (~3 µs a call), against 35 ms for its bounding box alone (bench/filter_scale.py).
 """
 
 from __future__ import annotations
@@ -128,6 +132,29 @@ class Shape:
             if (y1 > y) != (y2 > y) and x < (x2 - x1) * (y - y1) / (y2 - y1) + x1:
                 inside = not inside
         return inside
+
+    def decided_cells(self) -> tuple[list[int], list[int]]:
+        """The grid cells (``row * GRID + column``) wholly inside and wholly outside: SQL
+        answers a point in one of them without calling back into Python (cell_sql)."""
+        inside, outside = [], []
+        for cy, row in enumerate(self._cells):
+            for cx, cell in enumerate(row):
+                if cell == 1:
+                    inside.append(cy * GRID + cx)
+                elif cell == -1:
+                    outside.append(cy * GRID + cx)
+        return inside, outside
+
+    def cell_sql(self, lat: str, lon: str) -> str:
+        """The SQL expression of a point's cell, as ``_cell_of`` computes it (a point outside
+        the box gets a number no list holds, and is left to ``chiezo_within``)."""
+        west, south, east, north = self.bbox
+        kx = GRID / max(east - west, 1e-12)
+        ky = GRID / max(north - south, 1e-12)
+        return (
+            f"(CAST(({lat} - {south!r}) * {ky!r} AS INTEGER) * {GRID} "
+            f"+ CAST(({lon} - {west!r}) * {kx!r} AS INTEGER))"
+        )
 
     def contains(self, lon: float, lat: float) -> bool:
         west, south, east, north = self.bbox

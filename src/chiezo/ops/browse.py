@@ -11,6 +11,7 @@ from typing import Any
 from chiezo.core.errors import BadQuery, NotFound, Operation, Option
 from chiezo.core.query import MIN_FTS_CHARS, match_any, match_in_columns, phrase, text_grams
 from chiezo.core.textnorm import normalise_title
+from chiezo.search.facets import Facets, of_filter
 from chiezo.search.filters import Filters, check_filters
 from chiezo.search.notices import Notice
 from chiezo.search.setplan import run_filters
@@ -313,16 +314,23 @@ def filter_docs(
     offset: int,
     fields: tuple[str, ...] | None = None,
     list_sources=None,
+    counted: Facets | None = None,
 ) -> dict[str, Any]:
     """Every document meeting all conditions — most popular first, or nearest first with
     ``distance_km`` — with the total counted from the index sets (the way to list a category:
-    by tag, never by full-text search)."""
+    by tag, never by full-text search). ``counted``: facets to add this source's matches to
+    (search/facets.py)."""
     check = check_filters(src, filters, list_sources)
     order = "distance" if filters.near else "rank"
     out: dict[str, Any] = {"source": src.name, "offset": offset, "limit": limit, "order": order}
     if check.impossible:
+        if counted is not None:
+            counted.source_totals[src.name] = (0, False)
         return {**out, "total": 0, "total_is_lower_bound": False, "docs": [], "notes": check.notes}
     page = run_filters(src, filters, limit, offset)
+    if counted is not None:
+        counted.source_totals[src.name] = (page.total, page.total_is_lower_bound)
+        counted.add(*of_filter(src, filters, counted.names, page.matched))
     wanted = fields or FILTER_FIELDS
     docs = []
     for doc_id in page.ids:

@@ -227,7 +227,7 @@ class Service:
                 options=options,
             )
             if request.facets:
-                self._search_facets(q, {src.name: result}, result, filters, request.facets, started)
+                self._search_facets({src.name: result}, result, request.facets, started)
         else:
             result = self._search_all(
                 q, limit, offset, options, names, filters, request.facets, started
@@ -238,10 +238,8 @@ class Service:
 
     def _search_facets(
         self,
-        q: str,
         results: dict[str, SearchResult],
         into: SearchResult,
-        filters: Filters,
         names: list[str],
         started: float,
     ) -> None:
@@ -258,7 +256,7 @@ class Service:
                 if left <= 0:
                     raise QueryTimeout("no time left")
                 with db.deadline(src.conn, left, what="facets"):
-                    counts = facets.of_search(src, q, one, filters.resolved(src), wanted)
+                    counts = facets.of_search(src, one, wanted)
             except QueryTimeout:
                 counted.exact = False
                 into.notes.append(Notice("facets_timeout", sources=[name]))
@@ -376,7 +374,7 @@ class Service:
         )
         if facet_names:
             begun = time.monotonic() if started is None else started
-            self._search_facets(q, results, found, filters, facet_names, begun)
+            self._search_facets(results, found, facet_names, begun)
         return found
 
     def _merged(self, q: str, results: dict[str, SearchResult], options: RetrievalOptions):
@@ -485,21 +483,19 @@ class Service:
             result = self._filter_several(names, filters, limit, offset, wanted, facet_names)
             return {**result, **self._near_stated(point)}
         src, deadline = self._read(source, "filter")
+        counted = facets.Facets(facet_names) if facet_names else None
         with deadline:
-            resolved = filters.resolved(src)
             result = browse.filter_docs(
                 src,
-                resolved,
+                filters.resolved(src),
                 limit=limit,
                 offset=offset,
                 fields=wanted,
                 list_sources=self._sources_having,
+                counted=counted,
             )
-            if facet_names:
-                counted = facets.Facets(facet_names)
-                counted.source_totals[src.name] = (result["total"], result["total_is_lower_bound"])
-                counted.add(*facets.of_filter(src, resolved, facet_names))
-                result["facets"] = counted.to_dict()
+        if counted is not None:
+            result["facets"] = counted.to_dict()
         return {**result, **self._near_stated(point)}
 
     @staticmethod
@@ -535,21 +531,15 @@ class Service:
             src, deadline = self._read(name, "filter")
             try:
                 with deadline:
-                    resolved = filters.resolved(src)
-                    results[name] = found = browse.filter_docs(
+                    results[name] = browse.filter_docs(
                         src,
-                        resolved,
+                        filters.resolved(src),
                         limit=offset + limit,
                         offset=0,
                         fields=shown,
                         list_sources=self._sources_having,
+                        counted=counted if facet_names else None,
                     )
-                    if facet_names:
-                        counted.source_totals[name] = (
-                            found["total"],
-                            found["total_is_lower_bound"],
-                        )
-                        counted.add(*facets.of_filter(src, resolved, facet_names))
             except BadQuery as exc:
                 refused.append(exc)
                 reason = exc.message.replace(f"source {name!r} ", "")
@@ -605,10 +595,10 @@ class Service:
             wikidata=request.wikidata,
             bbox=request.bbox,
             near=near,
-            within=self._within(request.within) if request.within else None,
+            within=self.within_shape(request.within) if request.within else None,
         )
 
-    def _within(self, text: str) -> Shape:
+    def within_shape(self, text: str) -> Shape:
         """``within``: a written shape, or ``source:name`` of an OSM source's admin area."""
         if not shapes.is_named(text):
             return shapes.parse_within(text)
@@ -976,9 +966,18 @@ def embedding_after_build(
     return model, carried[1], carried[2]
 
 
+MAX_NAMED_SOURCES = 100  # a list longer than any library's: a mistake, answered before work
+
+
 def source_names(source: str | None) -> list[str]:
     """``jawiki,osm_kanto`` → the sources named, in order, each once; [] for all of them."""
-    return list(dict.fromkeys(n.strip() for n in (source or "").split(",") if n.strip()))
+    names = list(dict.fromkeys(n.strip() for n in (source or "").split(",") if n.strip()))
+    if len(names) > MAX_NAMED_SOURCES:
+        raise BadQuery(
+            f"{len(names):,} sources named; at most {MAX_NAMED_SOURCES} in one request",
+            hint="leave source out to search every source searched by default",
+        )
+    return names
 
 
 def _has_points(src: Source) -> bool:

@@ -6,15 +6,17 @@ Helsinki" by area, "寺" by tag. The cost follows the matches, within bounds:
 * a filter counts its matching set (search/setplan.py ``match_ids``) up to ``FACET_SCAN``
   documents, most popular first — every match when there are fewer, so the counts are exact
   exactly when they cover the whole set;
-* a search counts the candidates it weighed when they are every match; otherwise the
-  ``SEARCH_POOL`` most relevant of a keyword plan made for the facets (its ids only, no rows
-  read): exact when those are every match, else the counts describe the most relevant ones and
-  say so (``exact: false``, ``counted``);
+* a search counts what its plan walked anyway — the candidates it ranked and every other match
+  it saw (the trigram walk's 2,000 most popular matches, the word side's), ``SEARCH_POOL`` at
+  most: exact when that was every match, else the counts describe those and say so
+  (``exact: false``, ``counted``). A second plan made for the facets would cost a second search
+  (at 100k documents facets then took 1.4–5.2× the search, bench/search_scale.py); widening
+  the hits' own plan would change their order;
 * ``source`` is each source's total, exact where the total is.
 
-Each count is an index seek per document (``idx_doc_tags_doc``, ``idx_doc_attrs_doc``; ``+name``
-keeps SQLite from walking every feature row of the primary key instead) with
-the ids passed as one JSON array, so 10,000 ids cost one statement, not 20 batches.
+Each count is an index seek per document (``idx_doc_tags_doc``, ``idx_doc_attrs_doc``) with the
+ids passed as one JSON array, so 10,000 ids cost one statement, not 20 batches: ~6 ms a facet
+at 1M places, plus ~2 ms to read the ids when the filter's plan did not keep them.
 """
 
 from __future__ import annotations
@@ -30,13 +32,12 @@ from chiezo.core import db
 from chiezo.core.errors import BadQuery, Option
 from chiezo.core.models import SearchResult
 from chiezo.search.filters import Filters
-from chiezo.search.keyword import plan_keyword
 from chiezo.search.setplan import match_ids
 from chiezo.store.library import Source
 
 FACETS = ("source", "tag", "feature", "area")
 FACET_SCAN = 10_000  # matching documents counted per source; more → the first (most popular)
-SEARCH_POOL = 1_000  # a search's candidates counted (retrieval.py weighs them anyway)
+SEARCH_POOL = 2_000  # a search's walked matches counted: the trigram walk (fts.CANDIDATE_WALK)
 FACET_VALUES = 20  # values listed per facet, the most frequent first
 _ATTRIBUTE_OF = {"feature": "feature", "area": "area"}
 
@@ -110,7 +111,7 @@ def count(conn: db.Connection, ids: Iterable[int], names: Sequence[str]) -> dict
             out[name] = Counter(dict(conn.execute(sql, (as_json,))))
         elif name in _ATTRIBUTE_OF:
             sql = (
-                "SELECT value, count(*) FROM doc_attrs WHERE +name = ? AND doc_id IN "
+                "SELECT value, count(*) FROM doc_attrs WHERE name = ? AND doc_id IN "
                 "(SELECT value FROM json_each(?)) GROUP BY value"
             )
             out[name] = Counter(dict(conn.execute(sql, (_ATTRIBUTE_OF[name], as_json))))
@@ -120,28 +121,21 @@ def count(conn: db.Connection, ids: Iterable[int], names: Sequence[str]) -> dict
 Counted = tuple[dict[str, Counter], int, bool]  # counts, documents counted, exact
 
 
-def of_filter(source: Source, filters: Filters, names: Sequence[str]) -> Counted:
-    """A filter's facets: counts over its first ``FACET_SCAN`` matches, exact if that is all."""
-    ids, complete = match_ids(source, filters, FACET_SCAN)
+def of_filter(
+    source: Source, filters: Filters, names: Sequence[str], matched: list[int] | None = None
+) -> Counted:
+    """A filter's facets: counts over its first ``FACET_SCAN`` matches, exact if that is all.
+    ``matched``: every match in doc_id order, when the filter's plan has them already."""
+    if matched is not None:
+        ids, complete = matched[:FACET_SCAN], len(matched) <= FACET_SCAN
+    else:
+        ids, complete = match_ids(source, filters, FACET_SCAN)
     return count(source.conn, ids, names), len(ids), complete
 
 
-def of_search(
-    source: Source,
-    text: str,
-    result: SearchResult,
-    filters: Filters | None,
-    names: Sequence[str],
-) -> Counted:
-    """A search's facets: counts over the candidates it weighed when those were every match;
-    else over the first ``SEARCH_POOL`` of a keyword plan made for them (the hits' own plan is
-    not widened: a wider pool would reorder what is fused), with what meaning found on top."""
-    weighed = result.weighed
-    if not result.total_is_lower_bound and len(weighed) >= result.total:
-        return count(source.conn, weighed, names), len(weighed), True
-    if result.retrieval == "semantic":  # nothing but the nearest by meaning to count
-        return count(source.conn, weighed, names), len(weighed), False
-    plan = plan_keyword(source, text, want=SEARCH_POOL, filters=filters)
-    ids = list(dict.fromkeys([*(d for d, _ in plan.ranked), *weighed]))
-    exact = not plan.lower_bound and len(plan.ranked) >= plan.total
+def of_search(source: Source, result: SearchResult, names: Sequence[str]) -> Counted:
+    """A search's facets: counts over what its plan walked (the ranked candidates and every
+    other match it saw, ``SEARCH_POOL`` at most), exact when that was every match."""
+    ids = result.weighed[:SEARCH_POOL]
+    exact = not result.total_is_lower_bound and len(ids) >= result.total
     return count(source.conn, ids, names), len(ids), exact

@@ -283,27 +283,44 @@ class WithinCondition(Condition):
         request, yet 256 newer shapes in between must not make its SQL fail."""
         return register(self.shape)
 
+    def inside(self, table: str = "") -> tuple[str, tuple]:
+        """SQL true for a point of ``table`` (an alias + ".") inside the shape: decided cells
+        by arithmetic, the rest by ``chiezo_within`` (core/geometry.py says why)."""
+        lat, lon = f"{table}lat", f"{table}lon"
+        inside, outside = self.shape.decided_cells()
+        cell = self.shape.cell_sql(lat, lon)
+        return (
+            f"CASE WHEN {cell} IN ({','.join(map(str, inside)) or 'NULL'}) THEN 1 "
+            f"WHEN {cell} IN ({','.join(map(str, outside)) or 'NULL'}) THEN 0 "
+            f"ELSE chiezo_within(?, {lat}, {lon}) END",
+            (self._registered(),),
+        )
+
     def select(self) -> tuple[str, tuple]:
         sql, params = self.box.select()
-        return f"{sql} AND chiezo_within(?, lat, lon)", (*params, self._registered())
+        test, args = self.inside()
+        return f"{sql} AND {test}", (*params, *args)
 
     def keep(self, conn: db.Connection, ids: list[int]) -> set[int]:
-        key, found = self._registered(), set[int]()
+        test, args = self.inside()  # its cell arithmetic holds inside the box only
+        box = (self.box.south, self.box.north, self.box.west, self.box.east)
+        found: set[int] = set()
         for start in range(0, len(ids), BATCH):
             part = ids[start : start + BATCH]
             found.update(
                 r[0]
                 for r in conn.execute(
                     f"SELECT doc_id FROM doc_points WHERE doc_id IN ({_marks(part)}) "
-                    "AND chiezo_within(?, lat, lon)",
-                    (*part, key),
+                    f"AND lat BETWEEN ? AND ? AND lon BETWEEN ? AND ? AND {test}",
+                    (*part, *box, *args),
                 )
             )
         return found
 
     def exists(self, column: str) -> tuple[str, tuple]:
         sql, params = self.box.exists(column)
-        return f"{sql[:-1]} AND chiezo_within(?, x.lat, x.lon))", (*params, self._registered())
+        test, args = self.inside("x.")
+        return f"{sql[:-1]} AND {test})", (*params, *args)
 
     def estimate(self, conn: db.Connection) -> int:
         return max(int(self.box.estimate(conn) * self.share), 1)

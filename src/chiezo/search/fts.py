@@ -22,7 +22,7 @@ In every plan, documents whose title or alias equals the whole query come first.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from chiezo.core import db
 from chiezo.core.errors import BadQuery
@@ -73,6 +73,9 @@ class Planned:
     lower_bound: bool
     notes: list[str]
     needles: list[str]  # what snippets look for
+    # every document the plan walked (all matches when the total is exact), not only the
+    # ranked first ones: what facets count (search/facets.py)
+    seen: list[int] = field(default_factory=list)
 
 
 def page_result(
@@ -174,7 +177,10 @@ def _fulltext(
         notes.append(Notice("many_matches", n=walk))
     plan = "fts+short" if query.short_terms else "fts"
     needles = [*query.long_terms, *query.short_terms]
-    return _page(source, query, ordered, total, plan, limit, offset, needles, lower_bound, notes)
+    seen = [d for d, _ in rows] + title_ids
+    return _page(
+        source, query, ordered, total, plan, limit, offset, needles, lower_bound, notes, seen
+    )
 
 
 def _sentence(
@@ -195,8 +201,9 @@ def _sentence(
     ordered = rank_page(rows, source.ranks, (), offset + limit)
     total, lower_bound = _count(conn, where, params)
     notes: list[str] = [Notice("partial_match")] if rows else []
+    seen = [d for d, _ in rows]
     return _page(
-        source, query, ordered, total, "trigram_or", limit, offset, grams, lower_bound, notes
+        source, query, ordered, total, "trigram_or", limit, offset, grams, lower_bound, notes, seen
     )
 
 
@@ -275,6 +282,7 @@ def _short_only(
         total = len(ordered)
     notes: list[str] = [Notice("short_terms", term=query.terms[0])]
     plan = "title_prefix"
+    body_ids: list[int] = []
     expr, expansion_complete = _expand_short_terms(
         conn, tuple(query.index_form(t) for t in query.terms)
     )
@@ -300,8 +308,19 @@ def _short_only(
         else:
             matched, _ = _count(conn, where, params, SHORT_COUNT_CAP)
             total, lower_bound = max(matched, titles_total, len(ordered)), True
+    seen = [c.doc_id for c in ordered] + body_ids
     return _page(
-        source, query, ordered, total, plan, limit, offset, list(query.terms), lower_bound, notes
+        source,
+        query,
+        ordered,
+        total,
+        plan,
+        limit,
+        offset,
+        list(query.terms),
+        lower_bound,
+        notes,
+        seen,
     )
 
 
@@ -436,8 +455,10 @@ def _page(
     needles: list[str],
     lower_bound: bool,
     notes: list[str],
+    seen: list[int],
 ) -> Planned:
-    return Planned(query, ordered[: offset + limit], total, plan, lower_bound, notes, needles)
+    kept = ordered[: offset + limit]
+    return Planned(query, kept, total, plan, lower_bound, notes, needles, seen)
 
 
 def read_hits(

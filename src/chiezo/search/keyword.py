@@ -59,6 +59,7 @@ class WordMatches:
     plan: str
     lower_bound: bool = False
     words: list[str] = field(default_factory=list)  # the words searched for
+    seen: list[int] = field(default_factory=list)  # every document walked (fts.Planned.seen)
 
 
 @dataclass
@@ -75,6 +76,12 @@ class KeywordPlan:
     needles: list[str]
     query: str
     scaled: bool = False  # ranked holds 0..1 scores scaled by coverage (retrieval.py)
+    seen: list[int] = field(default_factory=list)  # every document either side walked
+
+    @property
+    def weighed(self) -> list[int]:
+        """The ranked documents, then the others the plan walked: what facets count."""
+        return list(dict.fromkeys([*(d for d, _ in self.ranked), *self.seen]))
 
     def result(self, source: Source, offset: int, limit: int) -> SearchResult:
         page = self.ranked[offset : offset + limit]
@@ -87,7 +94,7 @@ class KeywordPlan:
         scores = dict(page)
         hits = [replace(h, score=round(scores[h.doc_id], 6)) for h in hits]
         result = page_result(source, self.query, hits, self, offset, limit)
-        result.weighed = [d for d, _ in self.ranked]
+        result.weighed = self.weighed
         return result
 
 
@@ -141,6 +148,7 @@ def plan_keyword(
             trigrams.notes,
             trigrams.needles,
             trigrams.query.text,
+            seen=trigrams.seen,
         )
     fused = fuse(
         [(c.doc_id, -c.score) for c in matches.candidates],
@@ -160,6 +168,7 @@ def plan_keyword(
         trigrams.notes,
         [*trigrams.needles, *pieces, *stems],
         trigrams.query.text,
+        seen=list(dict.fromkeys([*trigrams.seen, *matches.seen])),
     )
 
 
@@ -177,16 +186,25 @@ def _start_word_side(source: Source, words: list[str], pool: int, filters: Filte
 
 
 def _union_total(trigrams, matches: WordMatches, fused: int) -> tuple[int, bool]:
-    """How many documents either side matches: exact when each side's every match was fused,
-    else the larger total, as a lower bound."""
-    complete = (
+    """How many documents either side matches: exact when each side saw every match of its
+    own — ranked (the fused list) or only walked (``seen``: 76 matches of a rare word are all
+    walked, though the word side ranks 50) — else the larger total, as a lower bound."""
+    ranked_all = (
         not trigrams.lower_bound
         and trigrams.total == len(trigrams.ordered)
         and not matches.lower_bound
         and matches.total == len(matches.candidates)
     )
-    if complete:
+    if ranked_all:
         return fused, False
+    walked_all = (
+        not trigrams.lower_bound
+        and trigrams.total <= len(set(trigrams.seen))
+        and not matches.lower_bound
+        and matches.total <= len(set(matches.seen))
+    )
+    if walked_all:
+        return len(set(trigrams.seen) | set(matches.seen)), False
     return max(trigrams.total, matches.total, fused), True
 
 
@@ -232,7 +250,7 @@ def _all_words(source, words, df, pool, extra, extra_params) -> WordMatches:
     # more than the walk: the trigram side counts its matches; the union takes the larger
     total, lower = len(rows), len(rows) >= walk
     candidates = rank_page(rows, source.ranks, (), pool)
-    return WordMatches(candidates, total, "words", lower, words)
+    return WordMatches(candidates, total, "words", lower, words, [d for d, _ in rows])
 
 
 def _cheap(words: list[str], df: dict[str, int]) -> list[str]:
@@ -274,7 +292,8 @@ def _any_words(source, present, df, pool, extra, extra_params) -> WordMatches:
     ).fetchall()
     # counting an OR walks every posting again: its largest document frequency is a bound
     total = max(max(df[w] for w in chosen), len(rows))
-    return WordMatches(rank_page(rows, source.ranks, (), pool), total, "words_or", True, chosen)
+    ranked = rank_page(rows, source.ranks, (), pool)
+    return WordMatches(ranked, total, "words_or", True, chosen, [d for d, _ in rows])
 
 
 def choose_words(words: list[str], df: dict[str, int], doc_count: int) -> list[str]:

@@ -168,7 +168,9 @@ def retrieve(
         sources=[source.name],
         retrieval=retrieval,
         order=order,
-        weighed=[f.doc_id for f in fused],
+        weighed=list(
+            dict.fromkeys([*(f.doc_id for f in fused), *(keyword.seen if keyword else ())])
+        ),
     )
 
 

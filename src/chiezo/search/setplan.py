@@ -42,6 +42,9 @@ class FilterPage:
     plan: str
     total_is_lower_bound: bool = False
     distances: dict[int, float] = field(default_factory=dict)
+    # every match, when the plan read them all anyway (facets count them instead of asking
+    # again: at 1M places a bbox + feature filter's facets cost 2.1x the filter without this)
+    matched: list[int] | None = None
 
 
 def run_filters(source: Source, filters: Filters, limit: int, offset: int) -> FilterPage:
@@ -91,7 +94,7 @@ def _driven(
     sql, params = _matches_sql(driver, others)
     if size <= MATERIALIZE:  # one pass: every match, then page and count
         ids = [r[0] for r in conn.execute(f"{sql} ORDER BY d.doc_id", params)]
-        return FilterPage(ids[offset : offset + limit], len(ids), "driven")
+        return FilterPage(ids[offset : offset + limit], len(ids), "driven", matched=ids)
     ids = [
         r[0]
         for r in conn.execute(f"{sql} ORDER BY d.doc_id LIMIT ? OFFSET ?", (*params, limit, offset))
@@ -129,7 +132,8 @@ def _by_distance(
         distances = {d: km for d, km in distances.items() if km <= near.radius_km}
     ordered = sorted(distances, key=lambda d: (distances[d], d))
     page = ordered[offset : offset + limit]
-    return FilterPage(page, len(ordered), "distance", False, {d: distances[d] for d in page})
+    near_page = {d: distances[d] for d in page}
+    return FilterPage(page, len(ordered), "distance", False, near_page, sorted(ordered))
 
 
 def _nearest(source: Source, filters: Filters, limit: int, offset: int) -> FilterPage:

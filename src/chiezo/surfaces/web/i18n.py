@@ -49,6 +49,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "filter.area": ("地域", "Area"),
     "filter.near": ("近く (緯度,経度 または 記事名)", "Near (lat,lon or a title)"),
     "filter.radius": ("半径 km", "Radius km"),
+    "filter.within": (
+        "範囲 (GeoJSON, 南,西,北,東, または OSMソース:地域名)",
+        "Within (GeoJSON, S,W,N,E, or osm_source:area)",
+    ),
     "filter.only_one_source": (
         "絞り込みはソースを一つ選ぶと使えます",
         "Choose one source to filter",
@@ -93,8 +97,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "This document's place (◎) and {n} places within {km} km",
     ),
     "map.offline": (
-        "オフライン地図（経緯線のみ、タイルなし）",
-        "Offline map (graticule only, no tiles)",
+        "オフライン地図（海岸線・国境: Made with Natural Earth、行政界: 構築済みの OSM ソース）",
+        "Offline map (coasts and borders: Made with Natural Earth; admin areas: your OSM sources)",
     ),
     # doc page
     "doc.opening": ("冒頭", "Opening"),

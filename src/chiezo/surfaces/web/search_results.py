@@ -9,6 +9,7 @@ distance, coordinates, a served original — all from the hits themselves (searc
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from markupsafe import Markup
 from starlette.requests import Request
 
+from chiezo.core import db
 from chiezo.core.errors import ChiezoError
 from chiezo.core.validation import MAX_OFFSET
 from chiezo.ops.requests import (
@@ -27,9 +29,19 @@ from chiezo.ops.requests import (
 )
 from chiezo.ops.service import Service
 from chiezo.search.facets import FACETS
+from chiezo.search.shapes import has_shapes
 from chiezo.search.snippet import plain_text
+from chiezo.store.library import Source
 from chiezo.surfaces.web.document_pages import original_href
-from chiezo.surfaces.web.mapview import MapPoint, render_map, worth_drawing
+from chiezo.surfaces.web.mapview import (
+    AREAS_DRAWN,
+    Boundary,
+    LonLatBox,
+    MapPoint,
+    Ring,
+    render_map,
+    worth_drawing,
+)
 
 PAGE_SIZE = 10
 MAP_POINTS = 500  # filtered places drawn beyond the page's own (as small unnumbered dots)
@@ -133,7 +145,11 @@ def search_results(service: Service, form: SearchForm) -> dict[str, Any]:
         "facets": facet_choices(result.facets, form),
     }
     center = _near_point(service, extra) if extra.get("near") or extra.get("near_doc") else None
-    return {"result": summary, "items": items, "map_svg": _map(items, center, form.near)}
+    return {
+        "result": summary,
+        "items": items,
+        "map_svg": _map(service, items, center, form.near, outline=_within_rings(service, form)),
+    }
 
 
 def browse_results(service: Service, form: SearchForm) -> dict[str, Any]:
@@ -180,7 +196,9 @@ def browse_results(service: Service, form: SearchForm) -> dict[str, Any]:
         "result": summary,
         "items": items,
         "map_more": len(others),
-        "map_svg": _map(items, center, form.near, others),
+        "map_svg": _map(
+            service, items, center, form.near, others, outline=_within_rings(service, form)
+        ),
     }
 
 
@@ -237,12 +255,15 @@ def _more_points(service: Service, form: SearchForm, total: int, shown: set[int]
 
 
 def _map(
+    service: Service,
     items: list[dict],
     center: tuple[float, float] | None,
     near_text: str = "",
     others: Sequence[MapPoint] = (),
+    outline: Sequence[Ring] = (),
 ) -> Markup:
-    """The page's map, when it adds something to the list (mapview.worth_drawing)."""
+    """The page's map, when it adds something to the list (mapview.worth_drawing), with the
+    area searched and, at city scale, the admin boundaries of the results' sources first."""
     points = list(others) + [
         MapPoint(
             i["point"][0],
@@ -255,9 +276,64 @@ def _map(
         for i in items
         if i.get("point")
     ]
-    if not worth_drawing(points, center):
+    if not worth_drawing(points, center, outline):
         return Markup("")
-    return Markup(render_map(points, center=center, center_label=near_text))
+    sources = list(dict.fromkeys(i["source"] for i in items))
+    areas = functools.partial(admin_boundaries, service, first=sources)
+    return Markup(
+        render_map(points, center=center, center_label=near_text, outline=outline, areas=areas)
+    )
+
+
+def _within_rings(service: Service, form: SearchForm) -> list[Ring]:
+    """The ``within`` area as rings of (lon, lat), for the map to outline; none when it is not
+    given or not understood (the search itself says why)."""
+    if not form.within:
+        return []
+    try:
+        return [list(ring) for ring in service.within_shape(form.within).rings]
+    except ChiezoError:
+        return []
+
+
+def admin_boundaries(
+    service: Service, view: LonLatBox, first: Sequence[str] = ()
+) -> list[Boundary]:
+    """The admin boundaries whose box meets ``view`` in the OSM sources that kept them (built
+    since they do: ingest/osm.py store_shapes), the sources named in ``first`` before the
+    others; a boundary in two overlapping extracts is drawn once. The map is an extra: a
+    source that cannot be read adds nothing."""
+    order = {name: i for i, name in enumerate(first)}
+    opened = sorted(service.library.sources(), key=lambda s: order.get(s.name, len(order)))
+    found: dict[tuple, Boundary] = {}
+    for source in opened:
+        if source.meta.get("kind") != "osm" or len(found) >= AREAS_DRAWN:
+            continue
+        try:
+            with db.deadline(source.conn, service.settings.query_timeout, what="map areas"):
+                rows = _boundaries_meeting(source, view)
+        except (ChiezoError, db.Error):  # a timeout too: the map goes without them
+            continue
+        for name, level, box, rings in rows:
+            found.setdefault((name, level, box), Boundary(name, level, rings))
+    return list(found.values())[:AREAS_DRAWN]
+
+
+def _boundaries_meeting(source: Source, view: LonLatBox) -> list[tuple[str, str, tuple, list]]:
+    """(name, level, box, rings) of ``source``'s boundaries whose box meets ``view``: the
+    smaller areas first (the likeliest to be what the view is about)."""
+    if not has_shapes(source):
+        return []
+    west, south, east, north = view
+    rows = source.conn.execute(
+        "SELECT name, level, west, south, east, north, rings FROM area_shapes "
+        "WHERE west <= ? AND east >= ? AND south <= ? AND north >= ? "
+        "ORDER BY (east - west) * (north - south) LIMIT ?",
+        (east, west, north, south, AREAS_DRAWN),
+    )
+    return [
+        (name, level, (w, s, e, n), json.loads(rings)) for name, level, w, s, e, n, rings in rows
+    ]
 
 
 def _near_point(service: Service, near: dict[str, Any]) -> tuple[float, float] | None:
@@ -314,6 +390,7 @@ def doc_map(service: Service, doc: dict) -> tuple[Markup, int]:
         title=doc["title"],
         width=440,
         max_height=300,
+        areas=functools.partial(admin_boundaries, service, first=[doc["source"]]),
     )
     return Markup(svg), len(neighbours)
 
