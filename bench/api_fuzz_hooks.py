@@ -173,6 +173,8 @@ def _stated_rejection(case, status: int, body: dict) -> str | None:
     - 400 naming a source that "has no" features, tags, attributes or coordinates (with
       ``known_attributes`` or ``sources_with_it``): a well-formed filter on what this source
       does not have.
+    - 400 "no place in the library matches near": an address or place name as ``near`` that
+      no place source of this library knows.
     - 400 for an embed job (or its plan) without ``model`` on a source that "has no vectors
       yet": the model must be named then (``known_models``); with vectors it is optional.
     - 400 for a rebuild (or its plan) naming the source asked for: a rebuild that source
@@ -187,6 +189,8 @@ def _stated_rejection(case, status: int, body: dict) -> str | None:
     path, error = case.operation.path, str(body.get("error", ""))
     if status == 400 and body.get("source") and " has no " in error:
         return "the source has no such attribute"
+    if status == 400 and error.startswith("no place in the library matches near"):
+        return "near: an address no place source knows"
     if (
         status == 400
         and path in ("/v1/jobs", "/v1/jobs/plan")

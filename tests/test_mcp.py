@@ -29,6 +29,7 @@ READ_TOOLS = {
     "features",
     "recall",
     "random",
+    "geocode",
 }
 WRITE_TOOLS = {"remember", "update", "forget"}
 

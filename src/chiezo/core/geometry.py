@@ -32,7 +32,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 Ring = list[tuple[float, float]]  # (lon, lat), first point not repeated at the end
-GRID = 64
+GRID = 128  # 128² cells: 14 % of a city polygon's box in edge cells, against 27 % at 64
 REGISTERED_MAX = 256  # shapes kept for SQL at once; a shape is re-registered when it is used
 
 
@@ -111,12 +111,17 @@ class Shape:
                     self._rows[row].append((x1, y1, x2, y2))
                 self._mark_cells(x1, y1, x2, y2)
         for cy in range(GRID):
-            for cx in range(GRID):
-                if self._cells[cy][cx] == 0:
-                    centre = (west + (cx + 0.5) * width, south + (cy + 0.5) * height)
-                    self._cells[cy][cx] = 1 if self._cast(*centre, cy) else 0
-                    if self._cells[cy][cx] == 0:
-                        self._cells[cy][cx] = -1  # decided: outside
+            cells, cx = self._cells[cy], 0
+            while cx < GRID:
+                if cells[cx] == 2:
+                    cx += 1
+                    continue
+                # a run of cells no edge touches lies wholly on one side: one ray decides it
+                centre = (west + (cx + 0.5) * width, south + (cy + 0.5) * height)
+                decided = 1 if self._cast(*centre, cy) else -1
+                while cx < GRID and cells[cx] != 2:
+                    cells[cx] = decided
+                    cx += 1
 
     def _mark_cells(self, x1: float, y1: float, x2: float, y2: float) -> None:
         """Mark every cell the segment's bounding cells touch as an edge cell (a superset:
@@ -133,17 +138,12 @@ class Shape:
                 inside = not inside
         return inside
 
-    def decided_cells(self) -> tuple[list[int], list[int]]:
-        """The grid cells (``row * GRID + column``) wholly inside and wholly outside: SQL
-        answers a point in one of them without calling back into Python (cell_sql)."""
-        inside, outside = [], []
-        for cy, row in enumerate(self._cells):
-            for cx, cell in enumerate(row):
-                if cell == 1:
-                    inside.append(cy * GRID + cx)
-                elif cell == -1:
-                    outside.append(cy * GRID + cx)
-        return inside, outside
+    def cell_codes(self) -> bytes:
+        """Each grid cell (``row * GRID + column``) as a byte: 1 wholly inside, 0 wholly
+        outside, 2 crossed by an edge. SQL reads a point's with ``substr`` (O(1) on a blob) and
+        answers it without calling back into Python unless it is 2 (cell_sql)."""
+        code = {1: 1, -1: 0, 2: 2}
+        return bytes(code[cell] for row in self._cells for cell in row)
 
     def cell_sql(self, lat: str, lon: str) -> str:
         """The SQL expression of a point's cell, as ``_cell_of`` computes it (a point outside

@@ -98,6 +98,7 @@ CATALOGUE: tuple[Entry, ...] = (
         cli_source="argument",
     ),
     Entry("random", "random", (_ONE + "random",), "random", cli_source="argument"),
+    Entry("geocode", "geocode", ("GET /v1/geocode",), "geocode", cli_source="option"),
     # notes, the writable source
     Entry("remember", "notes remember", ("POST /v1/notes",), "remember", writes=True),
     Entry("recall", "notes recall", ("GET /v1/notes/recall",), "recall"),

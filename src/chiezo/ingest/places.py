@@ -633,7 +633,7 @@ def _layout(table: Table, options: PlaceOptions) -> Layout | Unusable:
     layout.counter = layout.id if _counts_rows(table, layout.id) else None
     layout.urls = _url_columns(table, taken)
     layout.title = _title_column(table, options, taken | {layout.id, *layout.urls})
-    layout.address = _first(header, _is_address, taken)
+    layout.address = _first(header, is_address_header, taken)
     layout.features = _feature_columns(table, options, taken | {layout.title, layout.id})
     return layout
 
@@ -958,7 +958,7 @@ def _title_column(table: Table, options: PlaceOptions, taken: set) -> int | None
 _ADDRESS_EXACT = {"住所", "所在地", "address", "addr", "所在", "住所地", "設置住所", "addr:full"}
 
 
-def _is_address(header: str) -> bool:
+def is_address_header(header: str) -> bool:
     folded = _squeezed(header)
     return (
         folded in _ADDRESS_EXACT

@@ -25,6 +25,9 @@ ANY = r"[\s\S]"  # any character (a dialect's \s does not matter here)
 LAT = r"[-+]?0*(?:90(?:\.0+)?|[1-8]?[0-9](?:\.[0-9]+)?)"
 LON = r"[-+]?0*(?:180(?:\.0+)?|(?:1[0-7][0-9]|[1-9]?[0-9])(?:\.[0-9]+)?)"
 POINT = rf"^$|^{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*$"
+# near=: a point, or an address or place name (anything but digits, dots, commas and signs:
+# those are a point, and parse_near says what is wrong with one)
+NEAR = POINT + rf"|[^{_SPACES}0-9.,+-]"
 BOX = rf"^$|^{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*,{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*$"
 
 # fields=title,body (empty items are skipped)

@@ -24,6 +24,7 @@ from chiezo.ops.requests import (
     FeaturesRequest,
     FilterRequest,
     ForgetRequest,
+    GeocodeRequest,
     LinksRequest,
     RandomRequest,
     RecallRequest,
@@ -72,6 +73,7 @@ _WHOLE = (
     LinksRequest,
     FeaturesRequest,
     RandomRequest,
+    GeocodeRequest,
 )
 
 
@@ -142,6 +144,15 @@ BINDINGS: dict[str, Binding] = {
             "Documents drawn at random (no repeats), from the whole source or from those "
             "meeting conditions (a tag, an area, a number, a box, near with radius_km): for "
             "browsing, or a sample of a category. `total` is the size of the set drawn from.",
+        ),
+        _bind(
+            "geocode",
+            GeocodeRequest,
+            "geocode",
+            "An address or place name (香川県高松市番町一丁目10-16, 京都市, Kamppi, Helsinki) → "
+            "points from the library's place sources, best first, each with the `level` "
+            "matched (prefecture, municipality, district, exact), the `source`, the document "
+            "and the part of the input left `unmatched`. The same resolution `near=` does.",
         ),
     )
 }

@@ -40,9 +40,9 @@ from chiezo.ops.patterns import (
     FEATURES,
     FIELD_LIST,
     ISO_MOMENT,
+    NEAR,
     NEAR_DOC,
     NOT_BLANK,
-    POINT,
     WITHIN,
 )
 from chiezo.search.facets import FACETS
@@ -244,7 +244,9 @@ class SearchRequest(ConditionsRequest):
     near: Annotated[
         str | None,
         Field(
-            description="lat,lon: the top_n most relevant, nearest first", **stated(pattern=POINT)
+            description="lat,lon, or an address or place name found in the library's places "
+            "(香川県高松市番町一丁目10-16, Kamppi): the top_n most relevant, nearest first",
+            **stated(max_length=MAX_TEXT_CHARS, pattern=NEAR),
         ),
         CONDITION,
     ] = None
@@ -307,8 +309,9 @@ class OneSourceConditions(ConditionsRequest):
     near: Annotated[
         str | None,
         Field(
-            description="lat,lon: within radius_km of it, or (filter) nearest first",
-            **stated(pattern=POINT),
+            description="lat,lon, or an address or place name found in the library's places: "
+            "within radius_km of it, or (filter) nearest first",
+            **stated(max_length=MAX_TEXT_CHARS, pattern=NEAR),
         ),
         CONDITION,
     ] = None
@@ -354,6 +357,36 @@ class RandomRequest(OneSourceConditions):
         int | None,
         Field(ge=0, le=2**31 - 1, description="the same seed draws the same documents"),
     ] = None
+
+
+MAX_GEOCODE = 20  # candidates of one geocode: the best and its alternatives
+
+
+class GeocodeRequest(Request):
+    """An address or a place name → points, from the library's own places (search/geocode.py)."""
+
+    address: Annotated[
+        str,
+        Field(
+            description="an address or place name in any script: 香川県高松市番町一丁目10-16, "
+            "京都市, Kamppi, Helsinki",
+            **stated(min_length=1, max_length=MAX_TEXT_CHARS, pattern=NOT_BLANK),
+        ),
+        Surface(rest="q", cli_argument="words"),
+    ]
+    source: Annotated[
+        str | None,
+        Field(
+            description="the place sources to look in, separated by commas; omitted: every "
+            "source searched by default that has coordinates"
+        ),
+        Surface(cli_flags=("-s",)),
+    ] = None
+    limit: Annotated[
+        int,
+        Field(ge=1, le=MAX_GEOCODE, description=f"candidates, best first (1-{MAX_GEOCODE})"),
+        Surface(cli_flags=("-n",)),
+    ] = 5
 
 
 # -- browsing and reading: the other operations on one source ------------------------------------

@@ -7,8 +7,10 @@ runs under the query deadline (QueryTimeout → 504).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -44,6 +46,7 @@ from chiezo.ops.requests import (
     CountsRequest,
     FeaturesRequest,
     FilterRequest,
+    GeocodeRequest,
     LinksRequest,
     RandomRequest,
     RecallRequest,
@@ -232,6 +235,8 @@ class Service:
             result = self._search_all(
                 q, limit, offset, options, names, filters, request.facets, started
             )
+        if point is not None and point.note:
+            result.notes.append(point.note)
         for observe in self.search_observers:
             observe(result)
         return result
@@ -272,6 +277,8 @@ class Service:
     def _near(self, near: str | None, near_doc: str | None, radius_km: float | None) -> Near | None:
         if near and near_doc:
             raise BadQuery("give near or near_doc, not both")
+        if near and not _LOOKS_LIKE_POINT.match(near):
+            return self._near_place(near, radius_km)
         if near:
             return parse_near(near, radius_km)
         if near_doc:
@@ -279,6 +286,24 @@ class Service:
         if radius_km is not None:
             raise BadQuery("radius_km needs near or near_doc")
         return None
+
+    def _near_place(self, address: str, radius_km: float | None) -> Near:
+        """``near=香川県高松市番町一丁目10-16``: the best point the library's places give for an
+        address or a place name (search/geocode.py), said in a note."""
+        check_length(address, "near")
+        found = self._geocoded(address, None, 1).best
+        if found is None:
+            raise BadQuery(
+                f"no place in the library matches near {address!r}",
+                hint="give lat,lon, or near_doc=source:title, or an address a place source "
+                "knows ({see} shows what it finds)",
+                see=Operation("geocode"),
+            )
+        point = parse_near(f"{found.lat},{found.lon}", radius_km)
+        note = Notice(
+            "near_place", asked=address, place=found.title, level=found.level, source=found.source
+        )
+        return replace(point, label=address, note=note)
 
     def _search_all(
         self,
@@ -481,7 +506,7 @@ class Service:
         names = source_names(source)
         if len(names) > 1:
             result = self._filter_several(names, filters, limit, offset, wanted, facet_names)
-            return {**result, **self._near_stated(point)}
+            return self._with_near(result, point)
         src, deadline = self._read(source, "filter")
         counted = facets.Facets(facet_names) if facet_names else None
         with deadline:
@@ -496,13 +521,20 @@ class Service:
             )
         if counted is not None:
             result["facets"] = counted.to_dict()
-        return {**result, **self._near_stated(point)}
+        return self._with_near(result, point)
+
+    def _with_near(self, result: dict[str, Any], point: Near | None) -> dict[str, Any]:
+        notes = [*result.get("notes", []), *([point.note] if point and point.note else [])]
+        return {**result, **self._near_stated(point), "notes": notes}
 
     @staticmethod
     def _near_stated(point: Near | None) -> dict[str, Any]:
+        """The point a filter was made around, and how an address given was resolved."""
         if point is None:
             return {}
         where = {"lat": point.lat, "lon": point.lon, "from": point.label}
+        if point.note is not None:
+            where["place"] = point.note.params  # type: ignore[attr-defined]
         return {"near": {**where, "radius_km": point.radius_km}}
 
     def _filter_several(
@@ -573,7 +605,7 @@ class Service:
         filters = self._conditions(request, point)
         src, deadline = self._read(request.source, "random")
         with deadline:
-            return browse.random_docs(
+            drawn = browse.random_docs(
                 src,
                 filters.resolved(src),
                 count=request.count,
@@ -581,6 +613,7 @@ class Service:
                 fields=wanted,
                 list_sources=self._sources_having,
             )
+        return self._with_near(drawn, point) if point is not None else drawn
 
     def _conditions(
         self, request: SearchRequest | FilterRequest | RandomRequest, near: Near | None
@@ -610,6 +643,29 @@ class Service:
     def _sources_with_shapes(self) -> list[str] | None:
         opened = [self.library.get(info.name) for info in self._sources_having()]
         return [src.name for src in opened if shapes.has_shapes(src)] or None
+
+    @checked_text
+    def geocode(self, request: GeocodeRequest) -> dict[str, Any]:
+        """An address or place name → the most precise points the library's places give, with
+        the level matched and the source (search/geocode.py)."""
+        if not has_terms(request.address):  # blank, or control characters only
+            raise BadQuery("give an address or a place name to look for", field="address")
+        names = source_names(request.source)
+        sources = [self.library.get(n) for n in names] if names else None
+        return self._geocoded(request.address, sources, request.limit).to_dict()
+
+    def _geocoded(self, address: str, sources: list[Source] | None, limit: int):
+        # imported here: it reads the places kind's address test, which a search that never
+        # geocodes need not load (a cold CLI start)
+        from chiezo.search.geocode import geocode
+
+        if sources is None:
+            sources = [s for s in self.library.default_sources()[0] if _has_points(s)]
+        timer = self.settings.query_timeout
+        with contextlib.ExitStack() as stack:
+            for src in sources:
+                stack.enter_context(db.deadline(src.conn, timer, what="geocoding"))
+            return geocode(sources, address, limit=limit)
 
     def _point_of(self, reference: str, radius_km: float | None) -> Near:
         """``source:title`` → that document's coordinates (resolved server-side, so "the
@@ -967,6 +1023,10 @@ def embedding_after_build(
 
 
 MAX_NAMED_SOURCES = 100  # a list longer than any library's: a mistake, answered before work
+
+
+# near= that is meant as coordinates (numbers, a comma): parse_near says what is wrong with it
+_LOOKS_LIKE_POINT = re.compile(r"^[\s0-9.,+-]*$")  # as patterns.NEAR states it
 
 
 def source_names(source: str | None) -> list[str]:

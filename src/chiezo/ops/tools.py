@@ -98,11 +98,12 @@ def toolbox(service, *, writable: bool = True) -> Toolbox:
 
 def library_tools(service, *, writable: bool = True, browsing: bool = True) -> list[Tool]:
     """Every tool over ``service``; ``writable=False`` leaves out the note-writing tools,
-    ``browsing=False`` those for browsing (``random``): an agent answering a question has no
+    ``browsing=False`` those for browsing (``random``, ``geocode``): an agent answering a question has no
     use for them, and every tool's schema is sent to its model on every step."""
     made = _read_tools(service) + (_note_tools(service) if writable else [])
-    if browsing:
+    if browsing:  # an agent reaches places through near= (an address is geocoded there)
         made.append((_bound_tool(service, BINDINGS["random"]), READ))
+        made.append((_bound_tool(service, BINDINGS["geocode"]), READ))
     return [Tool.from_function(fn, annotations=hints) for fn, hints in made]
 
 

@@ -287,13 +287,11 @@ class WithinCondition(Condition):
         """SQL true for a point of ``table`` (an alias + ".") inside the shape: decided cells
         by arithmetic, the rest by ``chiezo_within`` (core/geometry.py says why)."""
         lat, lon = f"{table}lat", f"{table}lon"
-        inside, outside = self.shape.decided_cells()
         cell = self.shape.cell_sql(lat, lon)
         return (
-            f"CASE WHEN {cell} IN ({','.join(map(str, inside)) or 'NULL'}) THEN 1 "
-            f"WHEN {cell} IN ({','.join(map(str, outside)) or 'NULL'}) THEN 0 "
+            f"CASE substr(?, {cell} + 1, 1) WHEN x'01' THEN 1 WHEN x'00' THEN 0 "
             f"ELSE chiezo_within(?, {lat}, {lon}) END",
-            (self._registered(),),
+            (self.shape.cell_codes(), self._registered()),
         )
 
     def select(self) -> tuple[str, tuple]:
@@ -335,6 +333,8 @@ class Near:
     lon: float
     radius_km: float | None = None
     label: str = ""
+    # how an address given as near was resolved (a Notice), for the result to say so
+    note: str | None = field(default=None, compare=False)
 
     def box(self, km: float) -> BoxCondition:
         dlat = math.degrees(km / EARTH_KM)

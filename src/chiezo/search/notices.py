@@ -41,6 +41,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "関連度の上位{n}件を距離の近い順に並べています",
         "the first {n} by relevance, ordered by distance",
     ),
+    "near_place": (
+        "「{asked}」の地点: {place}（{level}、{source}）",
+        "near {asked}: the point of {place} ({level}, from {source})",
+    ),
     "left_out": (
         "{sources}は条件を満たせないため検索しませんでした: {reason}",
         "{sources}: not searched, {reason}",
@@ -92,6 +96,7 @@ ABOUT_SOURCES = frozenset(
         "no_vectors",
         "no_word_index",
         "by_distance",
+        "near_place",
         "not_in_default",
         "left_out",
         "no_such_tag",  # a condition the user can correct, in the sources that have the kind

@@ -17,6 +17,7 @@ from chiezo.core.errors import EXIT_FAILURE, EXIT_NOT_FOUND, BadQuery
 from chiezo.ops.registry import BINDINGS
 from chiezo.ops.requests import (
     FeaturesRequest,
+    GeocodeRequest,
     LinksRequest,
     RandomRequest,
     TagsRequest,
@@ -279,5 +280,29 @@ def random(ctx, as_json, **values) -> None:
         sys.exit(EXIT_NOT_FOUND)
 
 
+@click.command()
+@request_options(GeocodeRequest)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def geocode(ctx, as_json, **values) -> None:
+    """Where an ADDRESS or place name is, from the library's own places (GeoNames, OSM, your
+    place tables): the most precise points found, with the level matched and the source."""
+    found = BINDINGS["geocode"].handle(service_of(ctx), request_from(GeocodeRequest, values))
+    if as_json:
+        emit_json(found)
+    else:
+        for c in found["candidates"]:
+            left = f"  [dim]unmatched: {escape(c['unmatched'])}[/]" if c["unmatched"] else ""
+            out.print(
+                f"[bold]{c['lat']:.5f}, {c['lon']:.5f}[/]  {escape(c['title'])}  "
+                f"[dim]{c['level']} · {escape(c['source'])} · doc {c['doc_id']}[/]{left}"
+            )
+        if found["reason"]:
+            out.print(f"[dim]{escape(found['reason'])}[/]")
+    if not found["candidates"]:
+        sys.exit(EXIT_NOT_FOUND)
+
+
 # what surfaces/cli/main.py registers
-COMMANDS = (sources, features, tags, titles, links, random)
+COMMANDS = (sources, features, tags, titles, links, random, geocode)

@@ -259,6 +259,8 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         vectors are searched by keyword whatever ``mode`` asks (the notes say which)."""
         return _json(service.search(request).to_dict())
 
+    _bound_route(app, service, BINDINGS["geocode"])  # GET /v1/geocode: the library's places
+
     # -- answers -------------------------------------------------------------------------------
 
     @app.get("/v1/ask", tags=["answers"], responses=ANSWER_RESPONSES)
