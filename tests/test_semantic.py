@@ -138,7 +138,23 @@ def test_title_exact_comes_first_in_hybrid(kb):
     assert result.hits[0].title == "将棋" and result.hits[0].title_match
 
 
-@pytest.mark.parametrize("mode", ["keyword", "semantic", "hybrid"])
+def test_auto_uses_meaning_only_when_the_query_is_no_title(kb):
+    by_name = kb.search(SearchRequest.of(query="将棋", source="kb", mode="auto"))
+    assert by_name.retrieval == "keyword" and titles(by_name)[0] == "将棋"
+    assert any(getattr(n, "code", "") == "auto_by_name" for n in by_name.notes)
+    # a paraphrase names no document: searched as hybrid, found by meaning
+    asked = kb.search(SearchRequest.of(query=PARAPHRASE, source="kb", mode="auto"))
+    hybrid = kb.search(SearchRequest.of(query=PARAPHRASE, source="kb", mode="hybrid"))
+    assert asked.retrieval == "hybrid" and titles(asked) == titles(hybrid)
+    # a title the filters leave out is no title: meaning still runs
+    other_tag = kb.search(SearchRequest.of(query="将棋", source="kb", mode="auto", tag=["災害"]))
+    assert other_tag.retrieval == "hybrid"
+    # a source without vectors: auto is keyword, as the default is
+    plain = kb.search(SearchRequest.of(query="本文", source="plain", mode="auto"))
+    assert plain.retrieval == "keyword"
+
+
+@pytest.mark.parametrize("mode", ["keyword", "semantic", "hybrid", "auto"])
 def test_nonsense_finds_nothing_in_any_mode(kb, mode):
     result = kb.search(SearchRequest.of(query=NONSENSE, source="kb", mode=mode))
     assert result.hits == [] and result.total == 0

@@ -257,8 +257,9 @@ class SearchRequest(ConditionsRequest):
     mode: Annotated[
         Literal[RETRIEVAL_MODES] | None,  # type: ignore[valid-type]
         Field(
-            description="keyword, semantic (by meaning) or hybrid; default: hybrid where "
-            "the source has vectors, keyword elsewhere"
+            description="keyword, semantic (by meaning), hybrid, or auto (hybrid unless the "
+            "query is a document's title: then by words alone); default: hybrid where the "
+            "source has vectors, keyword elsewhere"
         ),
     ] = None
     keyword_weight: Annotated[

@@ -345,7 +345,12 @@ class Service:
                 if remaining <= 0:
                     raise QueryTimeout("no time left")
                 if options.near is not None and not _has_points(src):
-                    raise BadQuery(f"source {src.name!r} has no coordinates")
+                    raise BadQuery(
+                        f"source {src.name!r} has no coordinates",
+                        source=src.name,
+                        sources_with_it=[i.name for i in self._sources_having() if i.points]
+                        or None,
+                    )
                 if (
                     options.retrieval in ("semantic", "hybrid")
                     and default_retrieval(src) == "keyword"

@@ -29,6 +29,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "すべての語を含む文書はないため、特徴的な語を多く含む文書を表示しています",
         "no document contains every term: documents sharing its most distinctive words are shown",
     ),
+    "auto_by_name": (
+        "検索語が文書名そのものなので、キーワードだけで検索しました（mode=auto）",
+        "the query is a document's title: searched by words alone (mode=auto)",
+    ),
     "semantic_timeout": (
         "意味検索が時間内に終わらなかったため、キーワード検索の結果のみです",
         "search by meaning took longer than its budget: keyword results only",

@@ -3,6 +3,10 @@
 ``keyword``   full text only (search/fts.py).
 ``semantic``  the nearest chunks by meaning (search/semantic.py), best chunk per document.
 ``hybrid``    both, over-fetching ``top_n`` from each side and fusing (search/hybrid.py).
+``auto``      hybrid only when needed: a query that is a document's title (or alias) exactly is
+              searched by words alone — that document comes first in every mode, and meaning
+              would only add neighbours — anything else as hybrid (docs/design.md §34.5: a
+              signal from the words side's coverage lost recall on natural questions).
 
 The default is hybrid where the source has vectors, keyword elsewhere. Title-exact documents
 come first in every mode that runs the keyword side. The semantic floor (search/semantic.py)
@@ -24,9 +28,10 @@ from dataclasses import dataclass, replace
 from chiezo.core import db
 from chiezo.core.errors import BadQuery
 from chiezo.core.models import Hit, SearchResult
+from chiezo.core.query import parse_query
 from chiezo.core.words import evidence_words, light_words, query_words
 from chiezo.search.evidence import coverage, specificity
-from chiezo.search.filters import Filters, Near
+from chiezo.search.filters import Filters, Near, filter_ids
 from chiezo.search.fts import MAX_WINDOW, read_hits
 from chiezo.search.hybrid import Fused, fuse, scale_to_max
 from chiezo.search.keyword import KeywordPlan, keyword_search, plan_keyword
@@ -47,7 +52,7 @@ from chiezo.store.embedders import get_embedder
 from chiezo.store.library import Source
 from chiezo.store.vectors import vector_info
 
-RETRIEVAL_MODES = ("keyword", "semantic", "hybrid")  # the search's public ``mode``
+RETRIEVAL_MODES = ("keyword", "semantic", "hybrid", "auto")  # the search's public ``mode``
 FUSIONS = ("minmax", "rrf")
 # The keyword side's weight in min-max fusion, per model, for a query with a specific word (a
 # query of common words only gets less: keyword_weight): a weaker semantic model earns less
@@ -87,6 +92,19 @@ class RetrievalOptions:
         return self
 
 
+def names_a_document(source: Source, text: str, filters: Filters | None) -> bool:
+    """Whether ``text`` is exactly the title or an alias of a document (that meets
+    ``filters``): one seek in ``titles``, as the full-text plans' title-exact step makes it."""
+    norm = parse_query(text, folded=source.has_words).norm
+    ids = [
+        r[0]
+        for r in source.conn.execute(
+            "SELECT doc_id FROM titles WHERE norm = ? ORDER BY doc_id LIMIT 50", (norm,)
+        )
+    ]
+    return bool(filter_ids(source.conn, filters, ids) if filters else ids)
+
+
 def default_retrieval(source: Source) -> str:
     info = vector_info(source.meta)
     return "hybrid" if info is not None and info.count else "keyword"
@@ -105,6 +123,9 @@ def retrieve(
 ) -> SearchResult:
     options = (options or RetrievalOptions()).checked()
     retrieval = options.retrieval or default_retrieval(source)
+    by_name = retrieval == "auto" and names_a_document(source, text, filters)
+    if retrieval == "auto":
+        retrieval = "keyword" if by_name else default_retrieval(source)
     near = options.near
     want = offset + limit
     if retrieval == "keyword" and near is None and not options.explain:
@@ -118,6 +139,8 @@ def retrieve(
             list_sources=list_sources,
         )
         result.retrieval = "keyword"
+        if by_name:
+            result.notes.append(Notice("auto_by_name"))
         return result
     n = max(options.top_n, want)
     notes: list[str] = []
