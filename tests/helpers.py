@@ -315,3 +315,15 @@ def browser_page(browser, base: str):
     page.on("pageerror", lambda error: page.errors.append(str(error)))
     page.base = base
     return page
+
+
+def plain_tar(data: bytes) -> bytes:
+    """An export's tar, uncompressed: exports are zstd streams (ops/transfer.py); a plain tar
+    (an export of an earlier version) is returned as it is."""
+    import io
+
+    import zstandard
+
+    if data[:4] != b"\x28\xb5\x2f\xfd":
+        return data
+    return zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)).read()

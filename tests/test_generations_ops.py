@@ -39,7 +39,15 @@ from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.rest import create_app
 from job_kinds import HeldDocs, Release
 
-from helpers import LOCAL, TEMPLE_PAGES, DumpSite, build_docs, wiki_dump, write_files
+from helpers import (
+    LOCAL,
+    TEMPLE_PAGES,
+    DumpSite,
+    build_docs,
+    plain_tar,
+    wiki_dump,
+    write_files,
+)
 
 FILES = {
     "sensoji.md": "---\ntitle: 浅草寺\ntags: [寺院]\n---\n東京都台東区浅草にある寺。雷門が有名。\n",
@@ -134,7 +142,7 @@ def test_rollback_waits_for_no_build_it_is_refused_while_one_runs(settings, two_
 
 
 def _members(archive: Path) -> list[tarfile.TarInfo]:
-    with tarfile.open(archive) as tar:
+    with tarfile.open(fileobj=io.BytesIO(plain_tar(archive.read_bytes()))) as tar:
         return tar.getmembers()
 
 
@@ -160,6 +168,9 @@ def test_export_then_import_elsewhere_serves_the_same_source_with_its_vectors(
     assert manifest["vectors"]["model"] == "use-m" and manifest["vectors"]["count"] > 0
     assert manifest["input"]["path"] == str((tmp_path / "docs").resolve())
     assert not archive.with_name(archive.name + ".part").exists()
+    # compressed: zstd, and smaller than the generation it holds
+    assert archive.read_bytes()[:4] == b"\x28\xb5\x2f\xfd"
+    assert manifest["archive_bytes"] < 0.8 * generation.stat().st_size
     again = run(settings.data_dir, "export", "kb", str(archive))
     assert again.exit_code == 2 and "--force" in again.output  # an existing file is kept
 
@@ -222,13 +233,18 @@ def test_a_tampered_or_truncated_archive_is_refused_and_nothing_changes(
 ):
     archive, data, serving = exported
     before = _files(settings.corpus_dir / "kb")
-    tampered = bytearray(data)
-    tampered[data.index(b"SQLite format 3") + 3000] ^= 0xFF  # one byte of the generation
+    plain = plain_tar(data)  # as exports were before zstd: still imported
+    tampered = bytearray(plain)
+    tampered[plain.index(b"SQLite format 3") + 3000] ^= 0xFF  # one byte of the generation
     (tmp_path / "tampered.tar").write_bytes(tampered)
     (tmp_path / "cut.tar").write_bytes(data[: len(data) // 2])
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 0xFF  # one byte of the compressed stream
+    (tmp_path / "flipped.tar.zst").write_bytes(flipped)
     for name, said in (
         ("tampered.tar", "does not match its checksum"),
         ("cut.tar", "is not a complete Chiezo export"),
+        ("flipped.tar.zst", "nothing was changed"),
     ):
         result = run(settings.data_dir, "import", str(tmp_path / name), "--replace", "--json")
         assert result.exit_code == 2, result.output
@@ -251,7 +267,7 @@ def _info(name: str, size: int = 0, kind: bytes = tarfile.REGTYPE, target: str =
 
 
 def _manifest_of(archive_bytes: bytes) -> tuple[dict, bytes]:
-    with tarfile.open(fileobj=io.BytesIO(archive_bytes)) as tar:
+    with tarfile.open(fileobj=io.BytesIO(plain_tar(archive_bytes))) as tar:
         manifest = json.loads(tar.extractfile("manifest.json").read())
         return manifest, tar.extractfile("generation.db").read()
 

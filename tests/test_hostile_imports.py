@@ -27,7 +27,7 @@ from chiezo.store import generations
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.rest import create_app
 
-from helpers import RunningServer, build_docs, write_files
+from helpers import RunningServer, build_docs, plain_tar, write_files
 
 SECRET_FILE = Path("/etc/passwd")
 
@@ -57,7 +57,7 @@ def _hostile_archive(tmp_path: Path, victim: Settings, *, key_of=None) -> Path:
     build_docs(Service(attacker), folder, "mal")
     exported = tmp_path / "mal.tar"
     assert run(attacker.data_dir, "export", "mal", str(exported)).exit_code == 0
-    with tarfile.open(exported) as tar:
+    with tarfile.open(fileobj=io.BytesIO(plain_tar(exported.read_bytes()))) as tar:
         manifest = json.loads(tar.extractfile("manifest.json").read())
         data = tar.extractfile("generation.db").read()
     db_path = tmp_path / "generation.db"

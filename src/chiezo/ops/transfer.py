@@ -1,7 +1,8 @@
 """Moving a built source to another machine: ``chiezo export SOURCE FILE`` and ``chiezo import
 FILE`` (docs/cli.md).
 
-The file is a plain tar archive (inspectable with ``tar tvf``), in this order:
+The file is a tar archive compressed with zstd (inspectable with ``tar --zstd -tvf``; archives
+of earlier versions — plain, gzip or xz tars — still import), in this order:
 
     manifest.json    what it holds: format, source name, kind, language, schema version,
                      generation id, built_at, documents, chunks, the input identity, vectors
@@ -41,6 +42,8 @@ import zlib  # a damaged gzip archive ("r|*" reads gzip, bz2 and xz too)
 from pathlib import Path
 from typing import IO, Any
 
+import zstandard
+
 from chiezo import __version__
 from chiezo.core import db
 from chiezo.core.config import Settings
@@ -59,6 +62,8 @@ MAX_GENERATION_BYTES = 1 << 44  # 16 TiB: a bound for a number read from a stran
 CHUNK = 1 << 18  # 256 KiB pieces: a tar stream copies each a few times on its way
 FREE_MARGIN = 64 * 2**20
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
+ZSTD_LEVEL = 3  # 0.57 of the size at ~250 MiB/s on 2 cores; level 6 is 0.55 at half the speed
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 # -- export ------------------------------------------------------------------------------------
@@ -124,14 +129,38 @@ def _manifest(name: str, meta: dict[str, str], file_name: str, size: int, digest
 
 
 def _write_archive(path: Path, manifest: dict, data: IO[bytes], size: int, progress) -> None:
+    """The tar (manifest first, then the generation) through a zstd stream: docs/design.md
+    §35.1 measured level 3 on every core at 0.57 of the size and ~250 MiB/s (xz at its fastest
+    5 MiB/s, gzip 43 MiB/s at 0.60)."""
     encoded = json.dumps(manifest, ensure_ascii=False, indent=2).encode("utf-8")
-    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
-        tar.addfile(_member(MANIFEST, len(encoded)), _Reader(_bytes_io(encoded)))
-        data.seek(0)
-        progress.phase(f"writing {path.name.removesuffix('.part')}", size, "B")
-        tar.addfile(_member(DATA, size), _Reader(data, progress.advance))
-    with open(path, "rb") as written:
-        os.fsync(written.fileno())
+    compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=-1)
+    with open(path, "wb") as raw:
+        with (
+            compressor.stream_writer(raw, closefd=False) as packed,
+            tarfile.open(fileobj=packed, mode="w|", format=tarfile.PAX_FORMAT) as tar,
+        ):
+            tar.addfile(_member(MANIFEST, len(encoded)), _Reader(_bytes_io(encoded)))
+            data.seek(0)
+            progress.phase(f"writing {path.name.removesuffix('.part')}", size, "B")
+            tar.addfile(_member(DATA, size), _Reader(data, progress.advance))
+        raw.flush()
+        os.fsync(raw.fileno())
+
+
+@contextlib.contextmanager
+def _open_archive(archive: Path):
+    """The export's tar as a stream (one pass, no seeking): zstd-compressed as exports are
+    now, or a plain/gzip/xz tar as they were before."""
+    with open(archive, "rb") as raw:
+        if raw.read(len(ZSTD_MAGIC)) != ZSTD_MAGIC:
+            raw.seek(0)
+            with tarfile.open(fileobj=raw, mode="r|*") as tar:
+                yield tar
+            return
+        raw.seek(0)
+        unpacked = zstandard.ZstdDecompressor().stream_reader(raw, closefd=False)
+        with unpacked, tarfile.open(fileobj=unpacked, mode="r|") as tar:
+            yield tar
 
 
 def _member(name: str, size: int) -> tarfile.TarInfo:
@@ -168,7 +197,7 @@ def import_source(
             hint="--input names this source's input on this machine",
         )
     try:
-        with tarfile.open(archive, "r|*") as tar:  # a stream: one pass, no seeking
+        with _open_archive(archive) as tar:
             manifest = _read_manifest(tar, archive)
             target = generations.check_name(name or manifest["source"])
             directory = generations.source_dir(settings.corpus_dir, target)
@@ -177,7 +206,7 @@ def import_source(
             local = local_input(manifest, input_path)
             with _locked_folder(directory):
                 return _switch_in(tar, archive, manifest, directory, local, progress)
-    except (tarfile.TarError, EOFError, zlib.error) as exc:
+    except (tarfile.TarError, EOFError, zlib.error, zstandard.ZstdError) as exc:
         raise InputError(
             f"{archive} is not a complete Chiezo export ({exc}); nothing was changed",
             path=str(archive),

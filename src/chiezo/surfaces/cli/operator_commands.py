@@ -149,8 +149,8 @@ def rollback(ctx, source, as_json) -> None:
 @click.pass_context
 @handles_errors
 def export_command(ctx, source, file, force, as_json) -> None:
-    """Write SOURCE's current generation to FILE (a tar holding manifest.json, then the
-    generation with its sha256), for `chiezo import` on another machine."""
+    """Write SOURCE's current generation to FILE (a zstd-compressed tar holding manifest.json,
+    then the generation with its sha256), for `chiezo import` on another machine."""
     from chiezo.ops.transfer import export_source
 
     progress = console_progress(err, quiet=as_json)
