@@ -531,7 +531,9 @@ def doc(ctx, as_json, **values) -> None:
     default=min(2, os.cpu_count() or 1),
     show_default=True,
     type=click.IntRange(1, 64),
-    help="Server processes (~90 MB each); one per core serves more clients at once.",
+    help="Server processes; one per core serves more clients at once. Each holds ~75 MB of "
+    "its own with keyword-only sources, ~220 MB (~680 MB resident) once a source has use-m "
+    "vectors (docs/operations.md).",
 )
 @ray_option("Serve as a Ray Serve deployment on a cluster (docs/cluster.md)")
 @click.option(
