@@ -324,6 +324,8 @@ def plain_tar(data: bytes) -> bytes:
 
     import zstandard
 
-    if data[:4] != b"\x28\xb5\x2f\xfd":
+    from chiezo.ops.transfer import ZSTD_MAGIC
+
+    if not data.startswith(ZSTD_MAGIC):
         return data
     return zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)).read()

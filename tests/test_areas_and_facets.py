@@ -113,6 +113,8 @@ def test_within_applies_to_search_and_random(service):
         ("{not json", "not valid JSON"),
         ("91,0,92,1", "bbox"),
         ("osm_towns:Atlantis", "no admin area named 'Atlantis'"),
+        ('{"type":"Polygon","coordinates":' + "[" * 3000 + "]" * 3000 + "}", "nests too deeply"),
+        ('{"type":"Polygon","coordinates":[[[1%s,0],[1,0],[1,1],[0,0]]]}' % ("0" * 400), "±180"),
     ],
 )
 def test_a_bad_within_is_refused_with_its_reason(service, within, reason):

@@ -10,6 +10,8 @@ is accepted where the service treats it as absent.
 
 from __future__ import annotations
 
+import re
+
 from chiezo.ops.browse import DOC_FIELDS
 from chiezo.search.facets import FACETS
 
@@ -27,7 +29,9 @@ LON = r"[-+]?0*(?:180(?:\.0+)?|(?:1[0-7][0-9]|[1-9]?[0-9])(?:\.[0-9]+)?)"
 POINT = rf"^$|^{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*$"
 # near=: a point, or an address or place name (anything but digits, dots, commas and signs:
 # those are a point, and parse_near says what is wrong with one)
-NEAR = POINT + rf"|[^{_SPACES}0-9.,+-]"
+_POINT_CHARS = "0-9.,+-"
+NEAR = POINT + rf"|[^{_SPACES}{_POINT_CHARS}]"
+LOOKS_LIKE_POINT = re.compile(rf"^[{_SPACES}{_POINT_CHARS}]*$")  # the service's side of NEAR
 BOX = rf"^$|^{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*,{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*$"
 
 # fields=title,body (empty items are skipped)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -40,6 +39,7 @@ from chiezo.core.query import MAX_QUERY_CHARS, has_terms
 from chiezo.core.validation import check_id, check_length, check_offset, checked_text
 from chiezo.core.words import query_words
 from chiezo.ops import browse, notes
+from chiezo.ops.patterns import LOOKS_LIKE_POINT
 from chiezo.ops.requests import (
     MAX_LIMIT,
     MAX_QUESTION_CHARS,
@@ -277,7 +277,7 @@ class Service:
     def _near(self, near: str | None, near_doc: str | None, radius_km: float | None) -> Near | None:
         if near and near_doc:
             raise BadQuery("give near or near_doc, not both")
-        if near and not _LOOKS_LIKE_POINT.match(near):
+        if near and not LOOKS_LIKE_POINT.match(near):
             return self._near_place(near, radius_km)
         if near:
             return parse_near(near, radius_km)
@@ -1028,10 +1028,6 @@ def embedding_after_build(
 
 
 MAX_NAMED_SOURCES = 100  # a list longer than any library's: a mistake, answered before work
-
-
-# near= that is meant as coordinates (numbers, a comma): parse_near says what is wrong with it
-_LOOKS_LIKE_POINT = re.compile(r"^[\s0-9.,+-]*$")  # as patterns.NEAR states it
 
 
 def source_names(source: str | None) -> list[str]:

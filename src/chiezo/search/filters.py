@@ -291,7 +291,7 @@ class WithinCondition(Condition):
         return (
             f"CASE substr(?, {cell} + 1, 1) WHEN x'01' THEN 1 WHEN x'00' THEN 0 "
             f"ELSE chiezo_within(?, {lat}, {lon}) END",
-            (self.shape.cell_codes(), self._registered()),
+            (self.shape.cell_codes, self._registered()),
         )
 
     def select(self) -> tuple[str, tuple]:

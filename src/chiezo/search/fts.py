@@ -159,7 +159,7 @@ def _fulltext(
         ]
         rows = score_candidates(conn, ids, cheap, query.long_terms)
         notes.append(Notice("common_terms", terms=costly))
-    title_ids = filter_ids(conn, filters, _title_exact(conn, query.norm))
+    title_ids = filter_ids(conn, filters, title_exact(conn, query.norm))
     ordered = rank_page(rows, source.ranks, title_ids, offset + limit)
     if len(rows) < walk:  # every match was scored: the total is exact
         total, lower_bound = len({d for d, _ in rows} | set(title_ids)), False
@@ -345,7 +345,7 @@ def _title_prefix_candidates(
         ).fetchone()[0]
     else:
         total = entries
-    exact = _title_exact(conn, query.norm)
+    exact = title_exact(conn, query.norm)
     ids = list(exact)
     fetch = upto + len(exact) + 8
     while len(ids) < upto:
@@ -403,7 +403,7 @@ def _where(expr: str, short_terms: tuple[str, ...], filters: Filters) -> tuple[s
     return " AND ".join(clauses) + extra, (*params, *extra_params)
 
 
-def _title_exact(conn: db.Connection, norm: str) -> list[int]:
+def title_exact(conn: db.Connection, norm: str) -> list[int]:
     return [
         r[0]
         for r in conn.execute(

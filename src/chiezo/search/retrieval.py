@@ -32,7 +32,7 @@ from chiezo.core.query import parse_query
 from chiezo.core.words import evidence_words, light_words, query_words
 from chiezo.search.evidence import coverage, specificity
 from chiezo.search.filters import Filters, Near, filter_ids
-from chiezo.search.fts import MAX_WINDOW, read_hits
+from chiezo.search.fts import MAX_WINDOW, read_hits, title_exact
 from chiezo.search.hybrid import Fused, fuse, scale_to_max
 from chiezo.search.keyword import KeywordPlan, keyword_search, plan_keyword
 from chiezo.search.notices import Notice
@@ -95,13 +95,7 @@ class RetrievalOptions:
 def names_a_document(source: Source, text: str, filters: Filters | None) -> bool:
     """Whether ``text`` is exactly the title or an alias of a document (that meets
     ``filters``): one seek in ``titles``, as the full-text plans' title-exact step makes it."""
-    norm = parse_query(text, folded=source.has_words).norm
-    ids = [
-        r[0]
-        for r in source.conn.execute(
-            "SELECT doc_id FROM titles WHERE norm = ? ORDER BY doc_id LIMIT 50", (norm,)
-        )
-    ]
+    ids = title_exact(source.conn, parse_query(text, folded=source.has_words).norm)
     return bool(filter_ids(source.conn, filters, ids) if filters else ids)
 
 

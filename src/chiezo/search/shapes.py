@@ -57,6 +57,8 @@ def parse_within(text: str) -> Shape:
         document = json.loads(stripped)
     except ValueError as exc:
         raise _bad(f"within is not valid JSON ({exc.args[0]})") from exc
+    except RecursionError as exc:  # [[[[… thousands deep: no GeoJSON nests past four
+        raise _bad("within nests too deeply to be GeoJSON") from exc
     return _checked(_rings_of(document), label="polygon")
 
 
@@ -114,7 +116,10 @@ def _ring(raw: Any, n: int) -> Ring:
         for p in raw
     ):
         raise _bad(f"within: ring {n} is not a list of [lon, lat] positions")
-    points = [(float(p[0]), float(p[1])) for p in raw]
+    try:
+        points = [(float(p[0]), float(p[1])) for p in raw]
+    except OverflowError as exc:  # an integer of 400 digits is no degree
+        raise _bad(f"within: ring {n} has a number outside ±180 / ±90") from exc
     for lon, lat in points:
         if not (-180 <= lon <= 180 and -90 <= lat <= 90):
             raise _bad(
