@@ -41,6 +41,7 @@ from typing import Any
 
 from chiezo.core.errors import Cancelled, ChiezoError, InternalError
 from chiezo.core.processes import die_with_parent, kill_group
+from chiezo.store.model_host import HOST_ENV
 
 CANCEL_GRACE_S = 10.0  # from cancel to kill: a build's abort path removes its files in < 1 s
 KILL_WAIT_S = 5.0  # after SIGKILL: a process that is still there is reported, not waited for
@@ -326,6 +327,8 @@ def child_main(events_fd: int, parent_pid: int) -> None:
     end with the server (process PID) — its job thread, which started this, lives as long as
     the job, so only the server's own end ends it."""
     die_with_parent(parent_pid)
+    # a job embeds with a model of its own, at full speed (store/model_host.py says why)
+    os.environ.pop(HOST_ENV, None)
     logging.basicConfig(level=logging.WARNING, format="chiezo job: %(levelname)s %(message)s")
     work = _read_work()
     pipe = EventPipe(events_fd)

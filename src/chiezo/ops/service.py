@@ -869,7 +869,7 @@ class Service:
     def claim_embedder(self, names):
         """``texts → unit vectors`` with the embedder of the first of these sources that has
         vectors (claims are compared in the space their source was searched in), or None."""
-        from chiezo.store.embedders import get_embedder
+        from chiezo.store.model_host import query_embedder
         from chiezo.store.vectors import vector_info
 
         for name in dict.fromkeys(names):
@@ -879,7 +879,7 @@ class Service:
                 continue
             if info is not None:
                 model = info.model
-                return lambda texts: get_embedder(model).embed(texts, "passage")
+                return lambda texts: query_embedder(model).embed(texts, "passage")
         return None
 
     def reference_link(self, source: str, doc_id: int, key: str | None, url: str | None):

@@ -48,8 +48,8 @@ from chiezo.search.semantic import (
     semantic_candidates,
 )
 from chiezo.search.snippet import past_headings, snippet_at
-from chiezo.store.embedders import get_embedder
 from chiezo.store.library import Source
+from chiezo.store.model_host import query_embedder
 from chiezo.store.vectors import vector_info
 
 RETRIEVAL_MODES = ("keyword", "semantic", "hybrid", "auto")  # the search's public ``mode``
@@ -220,7 +220,7 @@ def _start_semantic(
     # Loading the model and opening the index happen once per process, here, outside the
     # budget: a cold start is not a slow query (and a missing model is an error, not a
     # fallback). The server does both before its first request (Service.warm).
-    get_embedder(require_vectors(source).model)
+    query_embedder(require_vectors(source).model)
     _ = source.vectors
 
     # hybrid fetches below the floor too; _floored decides per document

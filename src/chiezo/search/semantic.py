@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from chiezo.core.errors import ChiezoError, Operation, Option
 from chiezo.search.filters import Filters, filter_ids
 from chiezo.search.setplan import run_filters
-from chiezo.store.embedders import get_embedder
 from chiezo.store.library import Source
+from chiezo.store.model_host import query_embedder
 from chiezo.store.vectors import VectorsUnavailable, vector_info, vector_owners
 
 EXACT_SET = 20_000
@@ -79,7 +79,7 @@ def embed_query(source: Source, text: str):
 def _query_vector(model: str, text: str):
     """Repeated queries (paging, a chat's follow-ups, an evaluation's configurations) are
     embedded once; e5-small takes ~100 ms a query on 2 cores."""
-    vector = get_embedder(model).embed([text], "query")[0]
+    vector = query_embedder(model).embed([text], "query")[0]
     vector.setflags(write=False)
     return vector
 

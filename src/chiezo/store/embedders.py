@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -234,6 +235,12 @@ def _on_gpu() -> bool:
 def _cpu_session(path: Path, name: str, *, custom_ops: bool = False):
     """An onnxruntime session on every core (embedding a source is the long job), or on the
     GPU when ``CHIEZO_EMBED_DEVICE=cuda`` and onnxruntime has CUDA."""
+    if "usearch.index" in sys.modules and "onnxruntime" not in sys.modules:
+        # importing onnxruntime after usearch crashes the process (store/vectors.py)
+        raise ModelUnavailable(
+            f"the model {name!r} cannot be loaded in a process that embeds through a model host",
+            hint="start the server again, or set CHIEZO_MODEL_HOST=off",
+        )
     try:
         import onnxruntime as ort
     except ImportError as exc:

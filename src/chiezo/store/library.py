@@ -189,14 +189,14 @@ class Source:
 
         The whole file comes last: a query arriving during the warm needs the model and the
         index whole, but only a few pages of the file, and reading it competes for the disk."""
-        from chiezo.store.embedders import get_embedder
+        from chiezo.store.model_host import query_embedder
         from chiezo.store.vectors import read_ahead, vector_info
 
         started = time.monotonic()
         _ = self.ranks
         info = vector_info(self.meta)
         if info is not None and info.count:
-            get_embedder(info.model).embed(["warm up"], "query")
+            query_embedder(info.model).embed(["warm up"], "query")
             self.vectors.warm()
         if read_file:
             read_ahead(self.path)

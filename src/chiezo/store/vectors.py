@@ -85,9 +85,15 @@ def usearch_index_class():
     (reproduced: ``python -c "import usearch.index; import onnxruntime"`` → exit 139; the other
     order is fine). A process that opens an index and later loads the use-m embedder — an
     evaluation, a server whose first semantic query comes after an e5 source was opened — hit
-    it. So onnxruntime, when installed, is always imported first."""
-    with contextlib.suppress(ImportError):
-        import onnxruntime  # noqa: F401  (import order matters: see above)
+    it. So onnxruntime, when installed, is imported first — unless this process embeds its
+    queries through a model host (store/model_host.py): it then loads no model, and importing
+    onnxruntime would cost it 0.2–0.4 s and 18 MB for nothing (``embedders`` refuses a load
+    after usearch with a clear error rather than crash)."""
+    from chiezo.store.model_host import configured_host
+
+    if configured_host() is None:
+        with contextlib.suppress(ImportError):
+            import onnxruntime  # noqa: F401  (import order matters: see above)
     from usearch.index import Index
 
     return Index

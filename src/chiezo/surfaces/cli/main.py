@@ -32,6 +32,7 @@ from chiezo.ops.requests import (
     UpdateRequest,
 )
 from chiezo.ops.service import Service
+from chiezo.store import model_host
 from chiezo.surfaces.cli.common import (
     emit_json,
     err,
@@ -63,7 +64,10 @@ from chiezo.surfaces.mcp.clients import MCP_CLIENTS
 @click.pass_context
 def cli(ctx: click.Context, data: Path) -> None:
     """Chiezo: an offline knowledge base for AI. Build sources, then search them."""
-    ctx.obj = {"service": Service(Settings.from_env(data_dir=data))}
+    settings = Settings.from_env(data_dir=data)
+    # a server on the same data directory embeds this command's queries (store/model_host.py)
+    model_host.look_for_host(settings.data_dir)
+    ctx.obj = {"service": Service(settings)}
 
 
 for command in (ingest, rebuild, *COMMANDS, *OPS_COMMANDS):
@@ -531,9 +535,10 @@ def doc(ctx, as_json, **values) -> None:
     default=min(2, os.cpu_count() or 1),
     show_default=True,
     type=click.IntRange(1, 64),
-    help="Server processes; one per core serves more clients at once. Each holds ~75 MB of "
-    "its own with keyword-only sources, ~220 MB (~680 MB resident) once a source has use-m "
-    "vectors (docs/operations.md).",
+    help="Server processes; one per core serves more clients at once. Each holds ~80 MB of "
+    "its own (~85 MB with use-m vectors: one model host process holds the model, ~180 MB, "
+    "for all of them); resident ~235-360 MB each, mostly shared file pages "
+    "(docs/operations.md).",
 )
 @ray_option("Serve as a Ray Serve deployment on a cluster (docs/cluster.md)")
 @click.option(
@@ -547,6 +552,7 @@ def doc(ctx, as_json, **values) -> None:
 def serve(ctx, host, port, workers, ray, replicas) -> None:
     """Serve the REST API (/v1, docs at /docs) and the MCP endpoint (/mcp) over HTTP."""
     from chiezo.surfaces.rest import http_server
+    from chiezo.surfaces.rest.worker_snapshots import shared_directory
 
     if replicas is not None and ray is None:
         raise click.UsageError("--replicas goes with --ray")
@@ -576,13 +582,19 @@ def serve(ctx, host, port, workers, ray, replicas) -> None:
     # said once every worker answers (scripts wait for this line), not while the app is built
     shown = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL has it
     line = f"Chiezo on http://{shown}:{port}  (API docs /docs, MCP /mcp)"
-    http_server.serve(
-        "chiezo.surfaces.rest.app:app_from_env",
-        host=host,
-        port=port,
-        workers=workers,
-        on_ready=lambda: err.print(escape(line)),
-    )
+    with (
+        model_host.hosting(settings.data_dir) as socket,  # one copy of each query model
+        shared_directory(workers),  # where each worker leaves its metrics for the others
+    ):
+        if socket is not None:
+            os.environ[model_host.HOST_ENV] = str(socket)
+        http_server.serve(
+            "chiezo.surfaces.rest.app:app_from_env",
+            host=host,
+            port=port,
+            workers=workers,
+            on_ready=lambda: err.print(escape(line)),
+        )
 
 
 def _serve_on_ray(settings, host: str, port: int, address: str, replicas: int) -> None:

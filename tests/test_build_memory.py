@@ -1,0 +1,301 @@
+"""No built-in source needs more than 12 GiB to build with default settings (issue #33 item 5).
+
+A build's memory must stay flat whatever the size of its input (big lookup tables live in
+temporary SQLite files, documents stream in batches). A whole jawiki cannot be built in a
+test, so each kind is built here at two sizes from inputs in its real format, the peak
+memory of the build's whole process tree is measured (anonymous memory: what the system
+cannot reclaim; file pages are the page cache), and the growth between the two is projected
+to the largest input a user builds with that kind (``FULL``). A build whose memory grew
+with its input — a dict of every title, a list of every row — fails here long before
+anyone runs out of memory on a real dump: 12 GiB over 2.5M pages allows 5 KB a page, which
+at the larger size here would be 20 MB of growth, far above the noise (a few MB).
+
+Every kind ``chiezo ingest`` builds must have a case (a new kind without one fails).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from chiezo.core import db
+from chiezo.store.kinds import kinds
+
+from helpers import data_file, wiki_dump
+
+pytestmark = pytest.mark.slow
+LIMIT = 12 * 2**30
+SAMPLE_SECONDS = 0.02
+TEST_CACHE_MIB = 1
+
+
+@dataclass(frozen=True)
+class Case:
+    kind: str
+    make: Callable[[Path, int], Path]  # (folder, units) → the input
+    units: int  # the smallest size built; then twice and four times as many
+    full: int  # units of the largest input built with this kind by default
+    full_means: str
+    patch: str = ""  # Python run before the build: the setting the full size gets by default
+
+
+# -- inputs in each kind's real format ------------------------------------------------------------
+
+KANJI = [chr(c) for c in range(0x4E00, 0x4E00 + 2500)]
+
+
+def _words(rng: random.Random, n: int) -> str:
+    """Japanese-looking text whose vocabulary grows with the input, as a real corpus's does."""
+    return "、".join(
+        "".join(rng.choice(KANJI) for _ in range(rng.choice((2, 2, 3, 4)))) for _ in range(n)
+    )
+
+
+def wiki_input(folder: Path, n: int) -> Path:
+    rng = random.Random(n)
+    pages = []
+    for i in range(1, n + 1):
+        links = " ".join(f"[[記事{rng.randint(1, n)}]]" for _ in range(4))
+        text = (
+            f"{{{{Infobox 施設|名称=記事{i}|所在地=県{i % 47}|開業={1900 + i % 120}年}}}}"
+            f"'''記事{i}'''は{_words(rng, 12)}。{links}\n== 歴史 ==\n{_words(rng, 40)}。\n"
+            f"== 概要 ==\n{_words(rng, 40)}。\n[[Category:分類{i % max(1, n // 40)}]]"
+        )
+        pages.append((i, f"記事{i}", text))
+    dump = folder / f"jawiki-{n}.xml"
+    dump.write_text(wiki_dump(pages), encoding="utf-8")
+    return dump
+
+
+def geonames_input(folder: Path, n: int) -> Path:
+    with zipfile.ZipFile(data_file("geonames/cities15000.zip")) as archive:
+        rows = archive.read(archive.namelist()[0]).decode("utf-8").splitlines()
+    out = folder / f"places-{n}.txt"
+    with out.open("w", encoding="utf-8") as fh:
+        for i in range(n):
+            fields = rows[i % len(rows)].split("\t")
+            fields[0] = str(i + 1)
+            fields[1] = f"{fields[1]} {i}"  # a new name: names and aliases grow as in allCountries
+            fh.write("\t".join(fields) + "\n")
+    return out
+
+
+def docs_input(folder: Path, n: int) -> Path:
+    rng = random.Random(n)
+    root = folder / f"docs-{n}"
+    root.mkdir()
+    for i in range(n):
+        (root / f"note-{i}.md").write_text(
+            f"# 文書{i}\n\n{_words(rng, 30)}。\n\n## 詳細\n\n{_words(rng, 60)}。\n",
+            encoding="utf-8",
+        )
+    return root
+
+
+def places_input(folder: Path, n: int) -> Path:
+    rng = random.Random(n)
+    out = folder / f"places-{n}.csv"
+    with out.open("w", encoding="utf-8") as fh:
+        fh.write("name,address,latitude,longitude\n")
+        for i in range(n):
+            fh.write(
+                f"施設{i},香川県高松市{_words(rng, 1)}町{i % 999}-{i % 7},"
+                f"{34 + rng.random():.6f},{133 + rng.random():.6f}\n"
+            )
+    return out
+
+
+def osm_input(folder: Path, n: int) -> Path:
+    """``n`` nodes: three in four named features, the rest the corners of named ways."""
+    import osmium
+
+    rng = random.Random(n)
+    out = folder / f"extract-{n}.osm.pbf"
+    writer = osmium.SimpleWriter(str(out))
+    try:
+        corners = []
+        for i in range(1, n + 1):
+            location = osmium.osm.Location(139 + rng.random(), 35 + rng.random())
+            if i % 4:
+                tags = {"name": f"店{_words(rng, 1)}{i}", "amenity": "cafe"}
+                writer.add_node(osmium.osm.mutable.Node(id=i, location=location, tags=tags))
+            else:
+                writer.add_node(osmium.osm.mutable.Node(id=i, location=location))
+                corners.append(i)
+        for w, start in enumerate(range(0, len(corners) - 4, 4), start=1):
+            ring = corners[start : start + 4] + [corners[start]]
+            tags = {"name": f"公園{w}", "leisure": "park"}
+            writer.add_way(osmium.osm.mutable.Way(id=w, nodes=ring, tags=tags))
+    finally:
+        writer.close()
+    return out
+
+
+def zim_input(folder: Path, n: int) -> Path:
+    from libzim.writer import Creator, Hint, Item, StringProvider
+
+    rng = random.Random(n)
+
+    class Article(Item):
+        def __init__(self, i: int) -> None:
+            super().__init__()
+            self.i, self.text = i, _words(rng, 80)
+
+        def get_path(self) -> str:
+            return f"A/Article_{self.i}"
+
+        def get_title(self) -> str:
+            return f"Article {self.i}"
+
+        def get_mimetype(self) -> str:
+            return "text/html"
+
+        def get_contentprovider(self):
+            html = f"<html><head><title>Article {self.i}</title></head><body>"
+            return StringProvider(
+                f"{html}<h1>Article {self.i}</h1><p>{self.text}</p></body></html>"
+            )
+
+        def get_hints(self):
+            return {Hint.FRONT_ARTICLE: True}
+
+    out = folder / f"library-{n}.zim"
+    with Creator(str(out)).config_indexing(False, "jpn") as creator:
+        creator.set_mainpath("A/Article_1")
+        for name, value in (("Title", "test"), ("Language", "jpn"), ("Date", "2026-12-02")):
+            creator.add_metadata(name, value)
+        for i in range(1, n + 1):
+            creator.add_item(Article(i))
+    return out
+
+
+CASES = {
+    case.kind: case
+    for case in (
+        Case("wikipedia", wiki_input, 1000, 2_500_000, "pages of jawiki (articles, redirects)"),
+        Case("geonames", geonames_input, 5000, 13_400_000, "rows of allCountries"),
+        Case("docs", docs_input, 600, 1_000_000, "files in one folder"),
+        Case("places", places_input, 10_000, 10_000_000, "rows of a place table"),
+        # Above 256 MiB an extract's node locations go to a file (osm.DISK_INDEX_ABOVE): what a
+        # country gets by default. Japan's extract is ~2 GB, ~300M nodes.
+        Case(
+            "osm",
+            osm_input,
+            10_000,
+            300_000_000,
+            "nodes of Japan's extract",
+            patch="import chiezo.ingest.osm as o; o.DISK_INDEX_ABOVE = 0",
+        ),
+        Case("zim", zim_input, 1000, 6_500_000, "articles of wikipedia_en_all"),
+    )
+}
+# Below that size the locations are kept in memory: ~45M nodes fit in a 256 MiB extract.
+IN_MEMORY_OSM = Case("osm", osm_input, 10_000, 45_000_000, "nodes of a 256 MiB extract")
+
+BUILD = """
+import sys
+from pathlib import Path
+{patch}
+import chiezo.core.db as db
+import chiezo.store.wordindex as words
+from chiezo.core.config import Settings
+from chiezo.ops.service import Service
+
+words.PROCESS_MIN_DOCS = 0  # the word-splitting processes a full-size build runs
+opened, open_for_build = [], db.open_for_build
+db.open_for_build = lambda path: opened.append(path) or open_for_build(path)
+service = Service(Settings(data_dir=Path(sys.argv[2])))
+service.ingest(sys.argv[1], Path(sys.argv[3]), "big", embed=False)
+print(len(opened) + words.splitter_processes())
+"""
+
+
+def _tree(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        try:
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def _anonymous_bytes(pid: int) -> int:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    return sum(int(fields.get(k, "0 kB").split()[0]) * 1024 for k in ("RssAnon", "RssShmem"))
+
+
+def peak_build_memory(case: Case, folder: Path, units: int) -> tuple[int, int]:
+    """(the most anonymous memory the build's processes held at once, in bytes; how many
+    connections it wrote through), with each connection's page cache at 1 MiB."""
+    made = case.make(folder, units)
+    data = folder / f"data-{units}"
+    process = subprocess.Popen(
+        [sys.executable, "-c", BUILD.format(patch=case.patch), case.kind, str(data), str(made)],
+        env={**os.environ, db.BUILD_CACHE_ENV: str(TEST_CACHE_MIB)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    peak = 0
+    while process.poll() is None:
+        peak = max(peak, sum(_anonymous_bytes(pid) for pid in _tree(process.pid)))
+        time.sleep(SAMPLE_SECONDS)
+    out, err = process.communicate()
+    assert process.returncode == 0, err.decode()[-2000:]
+    return peak, int(out.split()[-1])
+
+
+def projected(case: Case, tmp_path: Path) -> tuple[list[int], int]:
+    """(peaks at n, 2n and 4n units, the peak projected at the full size). Memory is fitted
+    as a + b·units + c·log2(units) — measured, a build's memory grows by a few MB each time
+    its input doubles (SQLite's index levels, Python's free lists), which a straight line
+    through two points would carry on a thousandfold — with b and c at least 0; then every
+    connection's cache is added at its default size (1 MiB here so that a cache still
+    filling at these sizes does not pass for growth). The three builds run at once."""
+    sizes = [case.units, 2 * case.units, 4 * case.units]
+    with concurrent.futures.ThreadPoolExecutor(len(sizes)) as pool:
+        measured = list(pool.map(lambda n: peak_build_memory(case, tmp_path, n), sizes))
+    peaks = [peak for peak, _ in measured]
+    first, second = peaks[1] - peaks[0], peaks[2] - peaks[1]
+    per_unit = max(0.0, (second - first) / case.units)
+    per_doubling = max(0.0, first - per_unit * case.units)
+    doublings = math.log2(case.full / sizes[-1])
+    caches = max(c for _, c in measured) * (db.BUILD_CACHE_MIB - TEST_CACHE_MIB) * 2**20
+    growth = per_unit * (case.full - sizes[-1]) + per_doubling * doublings
+    return peaks, int(peaks[-1] + growth + caches)
+
+
+def test_every_kind_that_is_built_from_an_input_has_a_case():
+    built = {name for name, kind in kinds().items() if kind.ingestable}
+    assert built == set(CASES), "give each built-in kind a memory case"
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+@pytest.mark.parametrize("case", [*CASES.values(), IN_MEMORY_OSM], ids=lambda c: c.kind)
+def test_no_source_needs_more_than_12_gib_to_build_by_default(case, tmp_path):
+    peaks, full = projected(case, tmp_path)
+    told = (
+        f"{case.kind}: "
+        + ", ".join(f"{p / 2**20:.0f} MiB at {case.units * 2**i:,}" for i, p in enumerate(peaks))
+        + f" → {full / 2**20:,.0f} MiB projected at {case.full:,} {case.full_means}"
+    )
+    print(told)
+    assert full <= LIMIT, told
