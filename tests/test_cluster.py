@@ -164,9 +164,16 @@ def test_embedding_by_an_actor_pool_gives_the_local_vectors(cluster, jawiki_buil
     assert spread.library.get("jawiki").info().vectors["model"] == "use-m"
 
 
-def test_wikipedia_rendered_on_the_cluster_is_the_local_build(cluster, jawiki_built, tmp_path):
+def test_wikipedia_rendered_on_the_cluster_is_the_local_build(
+    cluster, jawiki_built, tmp_path, monkeypatch
+):
+    from chiezo.cluster import words
+
     nodes, _ = cluster
     data = tmp_path / "data"
+    splitters = []
+    started = words.RayWordSplitter.start
+    monkeypatch.setattr(words.RayWordSplitter, "start", lambda s: splitters.append(s) or started(s))
     result = CliRunner().invoke(
         cli,
         [
@@ -181,11 +188,12 @@ def test_wikipedia_rendered_on_the_cluster_is_the_local_build(cluster, jawiki_bu
         ],
     )
     assert result.exit_code == 0, result.output
-    assert _rows(data) == _rows(jawiki_built)
+    assert _rows(data) == _rows(jawiki_built)  # the word index included
+    assert len(splitters) == 1 and splitters[0]._done == len(_rows(data)[0])  # words split there
 
 
 def _rows(data: Path) -> list:
-    """What a jawiki build wrote: documents and passages, in order."""
+    """What a jawiki build wrote: documents, passages, titles and words, in order."""
     conn = db.open_readonly(generations.current_path(data / "corpus" / "jawiki"))
     try:
         docs = conn.execute(
@@ -195,7 +203,8 @@ def _rows(data: Path) -> list:
             "SELECT chunk_id, doc_id, heading_path, text FROM chunks ORDER BY chunk_id"
         )
         titles = conn.execute("SELECT norm, doc_id, is_alias FROM titles ORDER BY 1, 2")
-        return [docs.fetchall(), chunks.fetchall(), titles.fetchall()]
+        words = conn.execute("SELECT word, df FROM word_df ORDER BY word")
+        return [docs.fetchall(), chunks.fetchall(), titles.fetchall(), words.fetchall()]
     finally:
         conn.close()
 

@@ -1,4 +1,5 @@
-"""``chiezo ingest wikipedia DUMP --ray``: the wikitext rendering as tasks on a Ray cluster.
+"""``chiezo ingest wikipedia DUMP --ray``: the wikitext rendering (and the word splitting,
+cluster/words.py) as tasks on a Ray cluster.
 
 Rendering (mwparserfromhell, templates, tables) is the expensive part of a Wikipedia build; the
 rest — recording redirects, writing the generation — stays in the one builder process
@@ -22,6 +23,7 @@ import contextlib
 from collections.abc import Callable
 
 from chiezo.cluster import cluster_cpus, connect
+from chiezo.cluster.words import ray_word_splitter
 from chiezo.core.errors import ChiezoError
 from chiezo.ingest.wikipedia import RAY_RENDERING, RenderBackend, register_render_backend
 from chiezo.ingest.wikirender import init_worker, render_batch
@@ -93,5 +95,8 @@ class _Rendering:
 
 
 register_render_backend(
-    RAY_RENDERING, RenderBackend(parsers=ray_parsers, stream_readers=ray_stream_readers)
+    RAY_RENDERING,
+    RenderBackend(
+        parsers=ray_parsers, stream_readers=ray_stream_readers, word_splitter=ray_word_splitter
+    ),
 )

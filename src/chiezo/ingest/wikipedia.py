@@ -44,6 +44,7 @@ from chiezo.store.build import (
     check_memory,
 )
 from chiezo.store.kinds import Attribution, Capabilities, Fetched, SourceKind, option_field
+from chiezo.store.wordindex import SplitterFactory
 
 KIND = "wikipedia"
 BATCH_PAGES = 32
@@ -120,6 +121,9 @@ def ingest_wikipedia(
     name = name or info.dbname or f"{language}wiki"
     options = options or BuildOptions()
     options.language = options.language or language
+    splitting = _render_backend(wiki).word_splitter
+    if splitting is not None and options.word_splitter is None:  # --ray: words there too
+        options.word_splitter = splitting(wiki.ray)
     # refuse before reading anything: the parser workers need memory, the source needs disk
     check_memory(MIN_MEMORY, name)
     check_disk(settings.corpus_dir, expected_text_bytes(Path(path)), name)
@@ -201,11 +205,14 @@ class RenderBackend:
       (``wikirender.render_batch``);
     * ``stream_readers``: ``submit(dump_path, start, end)`` reads and renders a byte range of
       a multistream dump itself (``wikistreams.read_and_render``); None where the workers
-      cannot read the dump.
+      cannot read the dump;
+    * ``word_splitter``: ``(address)`` → where the build splits its words
+      (``BuildOptions.word_splitter``); None: this machine's processes.
     """
 
     parsers: Callable[..., Any]
     stream_readers: Callable[..., Any] | None = None
+    word_splitter: Callable[[str | None], SplitterFactory] | None = None
 
 
 def _local_parsers(address: str | None, ns: Namespaces, chunk_chars: int, workers: int | None):

@@ -43,7 +43,7 @@ from chiezo.core.schema import INDEXES, SCHEMA_VERSION, TABLES, TEXT_INDEXES, WO
 from chiezo.core.textnorm import normalise_title
 from chiezo.core.words import fold
 from chiezo.store import generations
-from chiezo.store.wordindex import WordSplitter, load_words
+from chiezo.store.wordindex import Splitter, SplitterFactory, WordSplitter, load_words
 
 BATCH_DOCS = 1000
 COPY_BATCH = 20_000
@@ -78,6 +78,8 @@ class BuildOptions:
     language: str | None = None
     # the word index beside the trigram one (store/wordindex.py); off only to measure its cost
     word_index: bool = True
+    # where the words are split (store/wordindex.py): None for this machine's processes
+    word_splitter: SplitterFactory | None = None
 
 
 @dataclass
@@ -150,7 +152,7 @@ class GenerationBuilder:
         self._finished = False
         self._started = time.monotonic()
         self._before_order: list = []
-        self._splitter: WordSplitter | None = None
+        self._splitter: Splitter | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -400,7 +402,8 @@ class GenerationBuilder:
         # doc_ids are final: words can be split on the other core from here (store/wordindex.py)
         if self.options.word_index:
             words_path = self.path.with_name(self.path.name + ".words")
-            self._splitter = WordSplitter(self.stage_path, words_path, docs).start()
+            splitter = self.options.word_splitter or WordSplitter
+            self._splitter = splitter(self.stage_path, words_path, docs).start()
         self._phase("writing documents", docs)
         for low in range(1, docs + 1, COPY_BATCH):
             high = low + COPY_BATCH - 1

@@ -19,7 +19,9 @@ import multiprocessing
 import os
 import sqlite3
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 from chiezo.core import db
 from chiezo.core.errors import BuildError
@@ -92,6 +94,24 @@ class WordSplitter:
             path.unlink(missing_ok=True)
 
 
+class Splitter(Protocol):
+    """What the builder asks of a word splitter: ``WordSplitter`` (this machine's processes) or
+    another given through ``BuildOptions.word_splitter`` (cluster/words.py: Ray tasks)."""
+
+    paths: list[Path]  # scratch files of consecutive doc_id ranges, in order
+
+    def start(self) -> Splitter: ...
+
+    def wait(self, on_progress) -> None: ...
+
+    def cancel(self) -> None: ...
+
+    def remove(self) -> None: ...
+
+
+SplitterFactory = Callable[[Path, Path, int], Splitter]  # (stage_path, words_path, docs)
+
+
 def splitter_processes() -> int:
     """One per core: the builder's own process mostly waits on SQLite, and Sudachi is the
     larger half of the work (docs/design.md §24.5)."""
@@ -113,25 +133,10 @@ def split_words(stage_path: Path, words_path: Path, span: tuple[int, int], on_pr
     source = sqlite3.connect(f"file:{stage_path}?mode=ro", uri=True)
     target = db.open_for_build(words_path)
     try:
-        target.execute(
-            "CREATE TABLE words (doc_id INTEGER PRIMARY KEY, title TEXT, aliases TEXT, body TEXT)"
-        )
-        rows = source.execute(
-            "SELECT o.doc_id, d.title, d.aliases, d.body FROM ordinal o "
-            "JOIN docs d ON d.seq = o.seq WHERE o.doc_id BETWEEN ? AND ? ORDER BY o.doc_id",
-            span,
-        )
+        target.execute(WORDS_TABLE)
         done, shown = 0, time.monotonic()
-        while batch := rows.fetchmany(READ_BATCH):
-            target.execute("BEGIN")
-            target.executemany(
-                "INSERT INTO words VALUES (?, ?, ?, ?)",
-                [
-                    (doc_id, index_text(title), index_text(aliases or ""), index_text(body or ""))
-                    for doc_id, title, aliases, body in batch
-                ],
-            )
-            target.execute("COMMIT")
+        for batch in staged_batches(source, span):
+            write_words(target, split_rows(batch))
             done += len(batch)
             if time.monotonic() - shown > 0.2:
                 on_progress(done)
@@ -140,6 +145,36 @@ def split_words(stage_path: Path, words_path: Path, span: tuple[int, int], on_pr
     finally:
         source.close()
         target.close()
+
+
+WORDS_TABLE = "CREATE TABLE words (doc_id INTEGER PRIMARY KEY, title TEXT, aliases TEXT, body TEXT)"
+
+
+def staged_batches(source: sqlite3.Connection, span: tuple[int, int]) -> Iterator[list[tuple]]:
+    """The staged documents whose doc_id is within ``span``, in order, ``READ_BATCH`` at a
+    time: (doc_id, title, aliases, body)."""
+    rows = source.execute(
+        "SELECT o.doc_id, d.title, d.aliases, d.body FROM ordinal o "
+        "JOIN docs d ON d.seq = o.seq WHERE o.doc_id BETWEEN ? AND ? ORDER BY o.doc_id",
+        span,
+    )
+    while batch := rows.fetchmany(READ_BATCH):
+        yield batch
+
+
+def split_rows(batch: list[tuple]) -> list[tuple]:
+    """Each staged document's words (words.index_text): what a splitter process or a cluster
+    task computes."""
+    return [
+        (doc_id, index_text(title), index_text(aliases or ""), index_text(body or ""))
+        for doc_id, title, aliases, body in batch
+    ]
+
+
+def write_words(target: db.Connection, rows: list[tuple]) -> None:
+    target.execute("BEGIN")
+    target.executemany("INSERT INTO words VALUES (?, ?, ?, ?)", rows)
+    target.execute("COMMIT")
 
 
 def load_words(conn: db.Connection, parts: list[Path], docs: int, batch: int, advance) -> None:
