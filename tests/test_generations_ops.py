@@ -859,3 +859,45 @@ def test_recorded_paths_are_absolute_and_a_rebuild_runs_from_another_directory(
     attrs = service.doc("geonames", title="Kyoto", fields=["attrs"])["attrs"]  # the admin1 file
     assert attrs["area"] == ["京都府"] and "Kyoto" in attrs["area_alias"]
     assert os.getcwd() == str(elsewhere)
+
+
+# -- an embedding run is refused before it starts when memory or disk is short ---------------
+
+
+def test_an_embedding_run_short_of_memory_is_refused_before_the_model_loads(
+    settings, service, folder, monkeypatch
+):
+    import chiezo.store.build
+    import chiezo.store.embed
+
+    build_docs(service, folder, "kb")
+    before = generations.current_path(settings.corpus_dir / "kb")
+    monkeypatch.setattr(chiezo.store.build, "available_memory", lambda: 64 * 2**20)
+    monkeypatch.setattr(chiezo.store.embed, "get_embedder", lambda m: pytest.fail("loaded"))
+    result = run(settings.data_dir, "embed", "kb", "--model", "use-m")
+    assert result.exit_code == 1, result.output
+    assert (
+        "not enough memory to embed 'kb'" in result.output and "1,024 MiB needed" in result.output
+    )
+    assert generations.current_path(settings.corpus_dir / "kb") == before
+
+
+def test_an_embedding_run_the_disk_cannot_hold_is_refused_with_its_size(
+    settings, service, folder, monkeypatch
+):
+    import chiezo.store.build
+    import chiezo.store.embed
+
+    build_docs(service, folder, "kb")
+    before = generations.current_path(settings.corpus_dir / "kb")
+    needed = chiezo.store.embed.disk_for_vectors(
+        service.library.get("kb"), 3, chiezo.store.embed.SENTENCE_UNIT_CHARS, 512
+    )
+    assert needed > before.stat().st_size + 3 * 512 * 2 * 3  # the copy and three homes of a vector
+    monkeypatch.setattr(chiezo.store.build, "free_disk", lambda d: (d, needed // 2))
+    result = run(settings.data_dir, "embed", "kb", "--model", "use-m")
+    assert result.exit_code == 1, result.output
+    assert "not enough disk to embed 'kb'" in result.output
+    assert "nothing was changed" in result.output
+    assert generations.current_path(settings.corpus_dir / "kb") == before
+    assert service.library.get("kb").info().vectors is None

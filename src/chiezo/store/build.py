@@ -694,12 +694,12 @@ def require_disk(
         )
 
 
-def check_memory(needed: int, name: str) -> None:
+def check_memory(needed: int, name: str, doing: str = "build") -> None:
     """Refuse before any work when less than ``needed`` bytes of memory are available."""
     available = available_memory()
     if available is not None and available < needed:
         raise BuildError(
-            f"not enough memory to build {name!r}: {available / 2**20:,.0f} MiB available, "
+            f"not enough memory to {doing} {name!r}: {available / 2**20:,.0f} MiB available, "
             f"{needed / 2**20:,.0f} MiB needed",
             hint="stop other programs; the build's own memory stays flat whatever the size",
         )

@@ -36,7 +36,7 @@ from chiezo.core import db
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery
 from chiezo.core.progress import NullProgress, Progress, ticking
-from chiezo.store.build import derive_generation
+from chiezo.store.build import check_memory, derive_generation, require_disk
 from chiezo.store.embedders import DEFAULT_MODEL, Embedder, get_embedder
 from chiezo.store.generations import REPLACED
 from chiezo.store.library import Library
@@ -50,6 +50,13 @@ INDEX_ADD = 4096  # vectors per index.add call: a few seconds each on 2 cores, t
 CALIBRATION_BATCH = 32
 SENTENCE_UNIT_CHARS = 60  # best of 1–150 on JaQuAD dev (docs/design.md §18)
 UNITS_UP_TO_CHUNKS = 200_000
+# Refused before the model loads with less memory available: use-m holds ~0.8 GiB while it
+# embeds (docs/operations.md).
+EMBED_MEMORY = 1 * 2**30
+UNIT_SAMPLE = 2000
+# Bytes a vector costs beyond its float16 values, summed over its three homes: its row (ids,
+# span), the HNSW graph (M=16: ~32 neighbours of 4 bytes at the base level) and the cache key.
+VECTOR_OVERHEAD = 48 + 160 + 48
 # A unit shorter than this joins its neighbour: a heading line ("# 百済") or "注釈" alone carries
 # no meaning, and such near-empty vectors were where generated nonsense landed (design.md §18).
 MIN_UNIT_CHARS = 16
@@ -134,6 +141,19 @@ def choose_unit_chars(requested: int | None, meta: dict[str, str], chunks: int) 
     return SENTENCE_UNIT_CHARS if chunks <= UNITS_UP_TO_CHUNKS else 0
 
 
+def disk_for_vectors(source, chunks: int, unit_chars: int, dim: int) -> int:
+    """Bytes an embed of ``chunks`` chunks writes: the new generation (a copy of the current
+    one plus the vectors' rows), its index and the cache's copies. Units are estimated from
+    the first ``UNIT_SAMPLE`` chunks' length (a scan of every chunk would read the whole
+    source before the work starts)."""
+    sample = source.conn.execute(
+        "SELECT avg(length(text)) FROM (SELECT text FROM chunks LIMIT ?)", (UNIT_SAMPLE,)
+    ).fetchone()[0]
+    per_chunk = max(1.0, (sample or 0) / unit_chars) if unit_chars else 1.0
+    units = int(chunks * per_chunk)
+    return int(source.path.stat().st_size + units * dim * 2 * 3 + units * VECTOR_OVERHEAD)
+
+
 def text_hash(model: str, text: str) -> str:
     return hashlib.sha1(f"{model}\0{text}".encode()).hexdigest()
 
@@ -190,12 +210,16 @@ def _embed_source(
             f"the {name} source is not embedded (it changes with every write)", source=name
         )
     model = model or source.meta.get("embedding_model") or DEFAULT_MODEL
+    if runner is None:  # the model computes here: refused before it is loaded
+        check_memory(EMBED_MEMORY, name, doing="embed")
     progress.phase(f"loading {model}", None, "steps")
     embedder = get_embedder(model)
     started = time.monotonic()
     total = source.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
     wanted = min(total, max_chunks) if max_chunks is not None else total
     unit_chars = choose_unit_chars(unit_chars, source.meta, total)
+    needed = disk_for_vectors(source, wanted, unit_chars, embedder.dim)
+    require_disk(settings.corpus_dir, needed, f"embed {name!r}", after=": nothing was changed")
     cache = VectorCache(settings, embedder.name, progress)  # converts a cache of the old layout
     embedded = reused = 0
     try:
