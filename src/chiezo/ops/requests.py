@@ -176,7 +176,7 @@ Fields = Annotated[
 class Request(BaseModel):
     """What search and filter share: how their values reach the service."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     @classmethod
     def of(cls, **values: Any) -> Self:
