@@ -329,3 +329,22 @@ def plain_tar(data: bytes) -> bytes:
     if not data.startswith(ZSTD_MAGIC):
         return data
     return zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)).read()
+
+
+def stored_vectors(generation: Path) -> dict[tuple[int, int, int], bytes]:
+    """(chunk_id, span_start, span_end) → the float16 vector the generation's index holds for
+    it (the index is the vectors' one store: store/vectors.py)."""
+    from chiezo.core import db
+    from chiezo.store.vectors import VectorIndex, vector_info
+
+    conn = db.open_readonly(generation)
+    try:
+        meta = dict(conn.execute("SELECT key, value FROM meta"))
+        rows = conn.execute(
+            "SELECT vec_id, chunk_id, span_start, span_end FROM chunk_vectors ORDER BY vec_id"
+        ).fetchall()
+    finally:
+        conn.close()
+    found, matrix = VectorIndex(generation, vector_info(meta)).vectors([r[0] for r in rows])
+    assert len(found) == len(rows), "every row's vector is in the index"
+    return {tuple(r[1:]): v.astype("<f2").tobytes() for r, v in zip(rows, matrix, strict=True)}

@@ -39,7 +39,7 @@ from chiezo.ops.service import Service
 from chiezo.store import generations
 from chiezo.surfaces.cli.main import cli
 
-from helpers import build_docs, data_file, generations_of, write_files
+from helpers import build_docs, data_file, generations_of, stored_vectors, write_files
 
 # a real two-node Ray cluster: left out of `make test-fast`
 pytestmark = pytest.mark.slow
@@ -135,12 +135,8 @@ def _copy(data: Path, to: Path) -> Service:
 
 
 def _vectors(service: Service, name: str = "jawiki") -> dict:
-    conn = db.open_readonly(generations.current_path(service.settings.corpus_dir / name))
-    try:
-        rows = conn.execute("SELECT chunk_id, span_start, span_end, vec FROM chunk_vectors")
-        return {(c, a, b): np.frombuffer(v, "<f2").astype(np.float32) for c, a, b, v in rows}
-    finally:
-        conn.close()
+    stored = stored_vectors(generations.current_path(service.settings.corpus_dir / name))
+    return {key: np.frombuffer(v, "<f2").astype(np.float32) for key, v in stored.items()}
 
 
 def test_embedding_by_an_actor_pool_gives_the_local_vectors(cluster, jawiki_built, tmp_path):

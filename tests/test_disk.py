@@ -48,6 +48,7 @@ from helpers import (
     build_docs,
     chromium,
     data_file,
+    stored_vectors,
     write_files,
 )
 
@@ -222,12 +223,8 @@ def test_an_old_cache_left_beside_its_conversion_is_reclaimed(settings):
     assert not legacy.exists() and cache.path.exists() and done.deleted == [str(legacy)]
 
 
-def _chunk_vectors(service: Service, name: str) -> list[tuple]:
-    path = generations.current_path(service.settings.corpus_dir / name)
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-        return conn.execute(
-            "SELECT chunk_id, span_start, span_end, vec FROM chunk_vectors ORDER BY vec_id"
-        ).fetchall()
+def _chunk_vectors(service: Service, name: str) -> dict:
+    return stored_vectors(generations.current_path(service.settings.corpus_dir / name))
 
 
 # -- the previous generation an ingest keeps -------------------------------------------------------

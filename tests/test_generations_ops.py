@@ -45,6 +45,7 @@ from helpers import (
     DumpSite,
     build_docs,
     plain_tar,
+    stored_vectors,
     wiki_dump,
     write_files,
 )
@@ -156,8 +157,11 @@ def test_export_then_import_elsewhere_serves_the_same_source_with_its_vectors(
     assert exported.exit_code == 0, exported.output
     manifest = json.loads(exported.stdout)
     generation = generations.current_path(settings.corpus_dir / "kb")
-    assert [m.name for m in _members(archive)] == ["manifest.json", "generation.db"]
+    members = ["manifest.json", "generation.db", "vectors.f16"]
+    assert [m.name for m in _members(archive)] == members
     assert all(m.isreg() for m in _members(archive))
+    count = manifest["vectors"]["count"]
+    assert manifest["vectors"]["file"]["bytes"] == 2 * 512 * count  # float16 rows, nothing else
     assert manifest["file"] == {
         "name": "generation.db",
         "bytes": generation.stat().st_size,
@@ -190,9 +194,107 @@ def test_export_then_import_elsewhere_serves_the_same_source_with_its_vectors(
         SearchRequest.of(query="奈良の大仏", source="handbook", mode="semantic")
     )
     assert semantic.hits and semantic.hits[0].title == "東大寺"  # the index, rebuilt here
+    imported_generation = generations.current_path(other.corpus_dir / "handbook")
+    assert stored_vectors(imported_generation) == stored_vectors(generation)  # bit for bit
+    assert not [p for p in imported_generation.parent.iterdir() if "vectors" in p.name]
     meta = there.library.get("handbook").meta
     assert meta["generation"] == said["current"]
     assert json.loads(meta["imported_from"])["sha256"] == manifest["file"]["sha256"]
+
+
+def _vector_archive(path: Path, manifest: dict, generation: bytes, vectors: bytes, **said):
+    """An archive of ``generation`` with ``vectors`` as its vectors' member, the manifest
+    describing them truthfully unless ``said`` overrides its vectors entry."""
+    entry = {"name": "vectors.f16", "bytes": len(vectors)}
+    entry["sha256"] = hashlib.sha256(vectors).hexdigest()
+    told = {**manifest, "vectors": {**manifest["vectors"], "file": {**entry, **said}}}
+    body = json.dumps(told).encode()
+    return _archive(
+        path,
+        [
+            (_info("manifest.json", len(body)), body),
+            (_info("generation.db", len(generation)), generation),
+            (_info(said.get("name", "vectors.f16"), len(vectors)), vectors),
+        ],
+    )
+
+
+@pytest.mark.slow
+def test_an_archives_vectors_are_checked_before_an_index_is_built_from_them(
+    settings, service, folder, tmp_path
+):
+    """The vectors' member is a stranger's array: its size, checksum and values are checked
+    (numpy reads it, never native index code); anything wrong changes nothing."""
+    import numpy as np
+
+    (folder / "todaiji.md").write_text(TODAIJI, encoding="utf-8")
+    build_docs(service, folder, "kb")
+    service.embed("kb", "use-m")
+    archive = tmp_path / "kb.tar"
+    assert run(settings.data_dir, "export", "kb", str(archive)).exit_code == 0
+    data = plain_tar(archive.read_bytes())
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        manifest = json.loads(tar.extractfile("manifest.json").read())
+        generation = tar.extractfile("generation.db").read()
+        vectors = tar.extractfile("vectors.f16").read()
+    nan = bytearray(vectors)
+    nan[0:2] = np.array([np.nan], dtype="<f2").tobytes()
+    short = vectors[:-1024]
+    cases = {
+        "a value that is no number": (bytes(nan), {}, "not numbers"),
+        "one vector missing": (short, {"bytes": len(vectors)}, "bytes"),
+        "sizes that agree but are short of the rows": (short, {}, "2 × dim × count"),
+        "another member's name": (vectors, {"name": "vectors.bin"}, "vectors.f16"),
+        "altered after export": (
+            bytes(nan),
+            {"sha256": manifest["vectors"]["file"]["sha256"]},
+            "checksum",
+        ),
+    }
+    elsewhere = tmp_path / "elsewhere"
+    for case, (body, said, reason) in cases.items():
+        hostile = _vector_archive(tmp_path / "hostile.tar", manifest, generation, body, **said)
+        result = run(elsewhere, "import", str(hostile), "--name", "x", "--json")
+        assert result.exit_code == 2, (case, result.output)
+        assert reason in json.loads(result.stdout)["error"], (case, result.stdout)
+        assert Service(Settings(data_dir=elsewhere)).library.names() == [], case
+        folder_x = elsewhere / "corpus" / "x"
+        assert not folder_x.exists() or _files(folder_x) == [".build.lock"], case
+
+    # an archive of an older Chiezo: the vectors in the generation's own column, no member
+    old = tmp_path / "old.db"
+    old.write_bytes(generation)
+    with sqlite3.connect(old) as conn:
+        conn.execute("ALTER TABLE chunk_vectors ADD COLUMN vec BLOB")
+        ids = [r[0] for r in conn.execute("SELECT vec_id FROM chunk_vectors ORDER BY vec_id")]
+        conn.executemany(
+            "UPDATE chunk_vectors SET vec = ? WHERE vec_id = ?",
+            [(vectors[i * 1024 : (i + 1) * 1024], v) for i, v in enumerate(ids)],
+        )
+    conn.close()
+    legacy = old.read_bytes()
+    said = {
+        **manifest,
+        "vectors": {k: v for k, v in manifest["vectors"].items() if k != "file"},
+        "file": {
+            **manifest["file"],
+            "bytes": len(legacy),
+            "sha256": hashlib.sha256(legacy).hexdigest(),
+        },
+    }
+    body = json.dumps(said).encode()
+    before = _archive(
+        tmp_path / "before.tar",
+        [(_info("manifest.json", len(body)), body), (_info("generation.db", len(legacy)), legacy)],
+    )
+    result = run(elsewhere, "import", str(before), "--name", "old", "--json")
+    assert result.exit_code == 0, result.output
+    there = Service(Settings(data_dir=elsewhere))
+    found = there.search(SearchRequest.of(query="奈良の大仏", source="old", mode="semantic"))
+    assert found.hits and found.hits[0].title == "東大寺"
+    imported = generations.current_path(elsewhere / "corpus" / "old")
+    original = generations.current_path(settings.corpus_dir / "kb")
+    assert stored_vectors(imported) == stored_vectors(original)
 
 
 def test_an_import_over_an_existing_source_needs_replace_and_keeps_the_previous(

@@ -17,7 +17,7 @@ from chiezo.store.embedders import get_embedder
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.rest import create_app
 
-from helpers import RunningServer, build_docs, wiki_dump, write_files
+from helpers import RunningServer, build_docs, stored_vectors, wiki_dump, write_files
 
 MODEL = "use-m"
 
@@ -87,11 +87,14 @@ def test_embedding_records_model_dimension_and_coverage(kb):
     assert meta["embedding_normalised"] == "1" and meta["embedding_dtype"] == "float16"
 
 
-def test_vectors_are_float16_blobs_with_an_index_file_next_to_the_source(kb):
+def test_vectors_are_kept_once_as_float16_in_the_index_file_next_to_the_source(kb):
     source = kb.library.get("kb")
-    (blob,) = source.conn.execute("SELECT vec FROM chunk_vectors LIMIT 1").fetchone()
-    assert len(blob) == 512 * 2
+    columns = [r[1] for r in source.conn.execute("PRAGMA table_info(chunk_vectors)")]
+    assert columns == ["vec_id", "chunk_id", "span_start", "span_end"]  # no copy in the file
     assert source.path.with_name(source.path.name + ".usearch").exists()
+    vectors = stored_vectors(source.path)
+    assert len(vectors) == int(source.meta["vector_count"]) > 0
+    assert {len(v) for v in vectors.values()} == {512 * 2}
 
 
 # -- finding by meaning --------------------------------------------------------------------------

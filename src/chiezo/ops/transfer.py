@@ -23,9 +23,13 @@ then is it switched in like a build — ``current`` repointed atomically, the pr
 generation kept (``chiezo rollback`` returns to it). Anything wrong removes the new file and
 changes nothing.
 
-The vector index (``gen-….db.usearch``) does not travel: it is rebuilt on import from the
-vectors in the generation file. An HNSW file is read by native code that is not made for files
-from strangers; the SQLite file is — and the index is derived data, so nothing is lost.
+The vector index (``gen-….db.usearch``) does not travel: an HNSW file is read by native code
+that is not made for files from strangers. The index is the vectors' one store on this side
+(store/vectors.py), so an export carries them as a third member, ``vectors.f16``: a plain
+little-endian float16 array in ``vec_id`` order, sized and hashed in the manifest, read by
+numpy and checked (size, finite values) before the index is rebuilt from it on import. An
+archive from before that change carries its vectors in the generation's ``vec`` column
+instead; it still imports.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ FORMAT = "chiezo-source-export"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 DATA = "generation.db"
+VECTORS = "vectors.f16"
+MAX_DIM = 8192  # a bound for a number read from a stranger's file
 MAX_MANIFEST_BYTES = 1 << 20
 MAX_GENERATION_BYTES = 1 << 44  # 16 TiB: a bound for a number read from a stranger's file
 CHUNK = 1 << 18  # 256 KiB pieces: a tar stream copies each a few times on its way
@@ -92,12 +98,17 @@ def export_source(
         digest = _sha256(data, size, progress, f"checking {name}")
         manifest = _manifest(name, meta, generation.name, size, digest)
         part = dest.with_name(dest.name + ".part")
+        loose = dest.with_name(dest.name + ".vectors.part")
         try:
-            _write_archive(part, manifest, data, size, progress)
+            if manifest["vectors"]:
+                manifest["vectors"]["file"] = _vectors_file(name, generation, meta, loose, progress)
+            _write_archive(part, manifest, data, size, loose, progress)
             os.replace(part, dest)
         except BaseException:
             part.unlink(missing_ok=True)
             raise
+        finally:
+            loose.unlink(missing_ok=True)
     return {**manifest, "path": str(dest), "archive_bytes": dest.stat().st_size}
 
 
@@ -128,8 +139,41 @@ def _manifest(name: str, meta: dict[str, str], file_name: str, size: int, digest
     }
 
 
-def _write_archive(path: Path, manifest: dict, data: IO[bytes], size: int, progress) -> None:
-    """The tar (manifest first, then the generation) through a zstd stream: docs/design.md
+def _vectors_file(name: str, generation: Path, meta: dict[str, str], out: Path, progress) -> dict:
+    """The generation's vectors, read from its index in ``vec_id`` order, written to ``out``
+    as float16 rows; returns the manifest's entry for them."""
+    from chiezo.store import vectors as vec
+
+    info = vec.vector_info(meta)
+    index = vec.VectorIndex(generation, info)
+    progress.phase("reading the vectors", info.count, "vectors")
+    digest, written = hashlib.sha256(), 0
+    conn = db.open_readonly(generation)
+    try:
+        with open(out, "wb") as raw:
+            for ids in vec.vec_ids(conn):
+                found, matrix = index.vectors(ids)
+                if len(found) != len(ids):
+                    raise BadQuery(
+                        f"the vector index of {name!r} lacks {len(ids) - len(found):,} of "
+                        "its vectors: embed the source again",
+                        source=name,
+                    )
+                piece = matrix.astype("<f2").tobytes()
+                raw.write(piece)
+                digest.update(piece)
+                written += len(piece)
+                progress.advance(len(ids))
+    finally:
+        conn.close()
+    return {"name": VECTORS, "bytes": written, "sha256": digest.hexdigest()}
+
+
+def _write_archive(
+    path: Path, manifest: dict, data: IO[bytes], size: int, loose: Path, progress
+) -> None:
+    """The tar (manifest first, then the generation, then its vectors when it has them —
+    ``loose``, written by ``_vectors_file``) through a zstd stream: docs/design.md
     §35.1 measured level 3 on every core at 0.57 of the size and ~250 MiB/s (xz at its fastest
     5 MiB/s, gzip 43 MiB/s at 0.60)."""
     encoded = json.dumps(manifest, ensure_ascii=False, indent=2).encode("utf-8")
@@ -143,6 +187,9 @@ def _write_archive(path: Path, manifest: dict, data: IO[bytes], size: int, progr
             data.seek(0)
             progress.phase(f"writing {path.name.removesuffix('.part')}", size, "B")
             tar.addfile(_member(DATA, size), _Reader(data, progress.advance))
+            if manifest["vectors"]:
+                with open(loose, "rb") as vectors:
+                    tar.addfile(_member(VECTORS, manifest["vectors"]["file"]["bytes"]), vectors)
         raw.flush()
         os.fsync(raw.fileno())
 
@@ -265,11 +312,13 @@ def _switch_in(
     final = directory / generations.new_generation_name()
     building = directory / (final.name + generations.BUILDING_SUFFIX)
     try:
-        _receive(tar, archive, manifest, building, progress)
+        loose = final.with_name(final.name + ".vectors" + generations.BUILDING_SUFFIX)
+        _receive(tar, archive, manifest, building, loose, progress)
         progress.phase("checking the generation", 3, "checks")
         meta = check_generation(name, building, manifest, progress.advance)
         if manifest["vectors"]:
-            _index_vectors(building, final, manifest["vectors"], progress)
+            _index_vectors(building, final, manifest["vectors"], loose, progress)
+            loose.unlink(missing_ok=True)
         _stamp(building, final, manifest, local)
         progress.phase("switching", None, "steps")
         replaced = generations.install(building, final)
@@ -356,9 +405,22 @@ def _checked_manifest(manifest: Any, archive: Path) -> dict[str, Any]:
     if vectors is not None and not (
         isinstance(vectors, dict)
         and isinstance(vectors.get("dim"), int)
+        and 0 < vectors["dim"] <= MAX_DIM
         and isinstance(vectors.get("count"), int)
+        and 0 <= vectors["count"] <= MAX_GENERATION_BYTES
     ):
         raise refuse("vectors must name their dimension and count")
+    loose = vectors.get("file") if vectors else None
+    if loose is not None and not (
+        isinstance(loose, dict)
+        and loose.get("name") == VECTORS
+        and loose.get("bytes") == 2 * vectors["dim"] * vectors["count"]
+        and isinstance(loose.get("sha256"), str)
+        and SHA256.match(loose["sha256"])
+    ):
+        raise refuse(
+            f"its vectors' file entry needs name {VECTORS}, 2 × dim × count bytes, a sha256"
+        )
     return manifest
 
 
@@ -375,8 +437,9 @@ def _check_target(directory: Path, name: str, replace: bool) -> None:
 def _check_room(directory: Path, manifest: dict) -> None:
     """Refuse before writing when the disk cannot hold the generation and its vector index."""
     vectors = manifest["vectors"] or {}
-    # the HNSW file: fp16 vectors plus about as much again for the graph (measured ~2x)
-    index = 2 * 2 * max(vectors.get("dim", 0), 0) * max(vectors.get("count", 0), 0)
+    # the HNSW file (fp16 vectors plus about as much again for the graph, measured ~2x) and,
+    # while it is built, the vectors as received
+    index = 3 * 2 * max(vectors.get("dim", 0), 0) * max(vectors.get("count", 0), 0)
     require_disk(
         directory,
         manifest["file"]["bytes"] + index + FREE_MARGIN,
@@ -386,51 +449,60 @@ def _check_room(directory: Path, manifest: dict) -> None:
     )
 
 
-def _receive(tar, archive: Path, manifest: dict, building: Path, progress) -> None:
-    """The generation member, streamed into ``building`` and checked against the manifest."""
-    expected = manifest["file"]
+def _receive(tar, archive: Path, manifest: dict, building: Path, loose: Path, progress) -> None:
+    """The generation member, streamed into ``building``, then the vectors' member (when the
+    manifest names one) into ``loose``, each checked against the manifest; nothing after."""
+    _receive_member(tar, archive, manifest["file"], building, manifest["source"], progress)
+    expected = (manifest["vectors"] or {}).get("file")
+    if expected:
+        _receive_member(tar, archive, expected, loose, f"{manifest['source']}'s vectors", progress)
+    extra = tar.next()
+    if extra is not None:
+        last = expected["name"] if expected else DATA
+        raise InputError(f"{archive} holds {extra.name!r} after {last}: refused", path=str(archive))
+
+
+def _receive_member(tar, archive: Path, expected: dict, out: Path, what: str, progress) -> None:
+    name = expected["name"]
     member = tar.next()
     if member is None:
         raise InputError(
-            f"{archive} ends before {DATA}: it was cut short; nothing was changed",
+            f"{archive} ends before {name}: it was cut short; nothing was changed",
             path=str(archive),
         )
-    if member.name != DATA or not member.isreg():
+    if member.name != name or not member.isreg():
         raise InputError(
-            f"{archive} holds {member.name!r} where {DATA} was expected (a regular file): refused",
+            f"{archive} holds {member.name!r} where {name} was expected (a regular file): refused",
             path=str(archive),
         )
     if member.size != expected["bytes"]:
         raise InputError(
-            f"{DATA} is {member.size:,} bytes, the manifest says {expected['bytes']:,}: refused",
+            f"{name} is {member.size:,} bytes, the manifest says {expected['bytes']:,}: refused",
             path=str(archive),
         )
-    progress.phase(f"receiving {manifest['source']}", member.size, "B")
+    progress.phase(f"receiving {what}", member.size, "B")
     digest = hashlib.sha256()
     source = tar.extractfile(member)
-    with open(building, "xb") as out:
+    with open(out, "xb") as written:
         left = member.size
         while left:
             piece = source.read(min(CHUNK, left))
             if not piece:
                 raise InputError(
-                    f"{archive} ends inside {DATA}: it was cut short; nothing was changed",
+                    f"{archive} ends inside {name}: it was cut short; nothing was changed",
                     path=str(archive),
                 )
-            out.write(piece)
+            written.write(piece)
             digest.update(piece)
             left -= len(piece)
             progress.advance(len(piece))
     if digest.hexdigest() != expected["sha256"]:
         raise InputError(
-            f"{DATA} of {archive} does not match its checksum (sha256 {digest.hexdigest()}, the "
+            f"{name} of {archive} does not match its checksum (sha256 {digest.hexdigest()}, the "
             f"manifest says {expected['sha256']}): damaged or altered; nothing was changed",
             path=str(archive),
             hint="copy the file again, or export it again",
         )
-    extra = tar.next()
-    if extra is not None:
-        raise InputError(f"{archive} holds {extra.name!r} after {DATA}: refused", path=str(archive))
 
 
 def check_generation(
@@ -487,16 +559,28 @@ def _match_manifest(name: str, meta: dict[str, str], manifest: dict) -> None:
             )
 
 
-def _index_vectors(building: Path, final: Path, vectors: dict, progress) -> None:
-    """The vector index of the imported generation, built here from its vectors."""
-    import numpy as np
+def _index_vectors(building: Path, final: Path, vectors: dict, loose: Path, progress) -> None:
+    """The vector index of the imported generation, built here from the vectors it came with:
+    the archive's ``vectors.f16`` member, or (an archive of an older Chiezo) the generation's
+    own ``vec`` column."""
+    from chiezo.store import vectors as vec
 
-    from chiezo.store.embed import write_index
-
+    dim = int(vectors["dim"])
     progress.phase("indexing vectors", vectors["count"], "vectors")
     conn = db.open_readonly(building, immutable=False)
     try:
-        index = write_index(conn, final, int(vectors["dim"]), np, added=progress.advance)
+        with contextlib.ExitStack() as stack:
+            if vectors.get("file"):
+                raw = stack.enter_context(open(loose, "rb"))
+                batches = vec.file_batches(conn, raw, dim)
+            elif vec.has_vector_column(conn):
+                batches = vec.column_batches(conn, dim)
+            else:
+                raise InputError(
+                    "the archive says its source has vectors but carries none: refused",
+                    hint="export it again with this version of Chiezo",
+                )
+            index = vec.write_index(batches, final, dim, added=progress.advance)
     except (ValueError, RuntimeError, db.Error) as exc:  # blobs of another size, a bad dim
         raise InputError(f"the generation's vectors cannot be indexed ({exc}): refused") from exc
     finally:

@@ -100,19 +100,20 @@ def chunk_closeness(source: Source, chunk_ids: list[int], text: str) -> dict[int
     best: dict[int, float] = {}
     for start in range(0, len(chunk_ids), 500):
         part = chunk_ids[start : start + 500]
-        rows = source.conn.execute(
-            f"SELECT chunk_id, vec FROM chunk_vectors WHERE chunk_id IN "
-            f"({','.join('?' * len(part))})",
-            part,
-        ).fetchall()
-        if not rows:
+        owned = dict(
+            source.conn.execute(
+                f"SELECT vec_id, chunk_id FROM chunk_vectors WHERE chunk_id IN "
+                f"({','.join('?' * len(part))})",
+                part,
+            ).fetchall()
+        )
+        found, vectors = source.vectors.vectors(list(owned))
+        if not found:
             continue
-        vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f2").astype(np.float32)
-        vectors = vectors.reshape(len(rows), -1)
         if vectors.shape[1] != len(query):
             return {}
-        scores = vectors @ query
-        for (chunk_id, _), score in zip(rows, scores, strict=True):
+        for vec_id, score in zip(found, vectors @ query, strict=True):
+            chunk_id = owned[vec_id]
             best[chunk_id] = max(best.get(chunk_id, -1.0), float(score))
     return best
 
@@ -167,23 +168,23 @@ def _exact(
 
     if not doc_ids:
         return []
-    dim = len(query_vector)
-    rows: list[tuple[int, int, int, int, bytes]] = []
+    rows: dict[int, tuple[int, int, int, int]] = {}  # vec_id → chunk, document, span
     for start in range(0, len(doc_ids), 500):
         part = doc_ids[start : start + 500]
         marks = ",".join("?" * len(part))
-        rows += source.conn.execute(
-            f"SELECT c.chunk_id, c.doc_id, v.span_start, v.span_end, v.vec FROM chunks c "
+        for vec_id, *owner in source.conn.execute(
+            f"SELECT v.vec_id, c.chunk_id, c.doc_id, v.span_start, v.span_end FROM chunks c "
             f"JOIN chunk_vectors v ON v.chunk_id = c.chunk_id WHERE c.doc_id IN ({marks})",
             part,
-        ).fetchall()
-    if not rows:
+        ):
+            rows[vec_id] = tuple(owner)
+    found, matrix = source.vectors.vectors(list(rows))
+    if not found:
         return []
-    matrix = np.frombuffer(b"".join(r[4] for r in rows), dtype="<f2").reshape(len(rows), dim)
-    scores = matrix.astype(np.float32) @ np.asarray(query_vector, dtype=np.float32)
+    scores = matrix @ np.asarray(query_vector, dtype=np.float32)
     best: dict[int, SemanticHit] = {}
     for i in np.argsort(-scores):
-        chunk_id, doc_id, a, b, _ = rows[i]
+        chunk_id, doc_id, a, b = rows[found[i]]
         score = float(scores[i])
         if score < floor:
             break

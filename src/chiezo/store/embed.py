@@ -18,8 +18,8 @@ sources with more than ``UNITS_UP_TO_CHUNKS`` chunks embed whole chunks unless t
 (``unit_chars=0``). A document's semantic score is its best unit's.
 
 When the cache holds a vector for every chunk wanted, the source gets a new generation: the
-current file copied, ``chunk_vectors`` filled, the HNSW index file written next to it, then
-switched in like any build (the file readers have open is never changed).
+current file copied, ``chunk_vectors`` filled (what each vector stands for), the HNSW index
+file — the vectors' one store — written next to it, then switched in like any build (the file readers have open is never changed).
 """
 
 from __future__ import annotations
@@ -36,17 +36,17 @@ from chiezo.core import db
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery
 from chiezo.core.progress import NullProgress, Progress, ticking
+from chiezo.store import generations
+from chiezo.store import vectors as vec
 from chiezo.store.build import check_memory, derive_generation, require_disk
 from chiezo.store.embedders import DEFAULT_MODEL, Embedder, get_embedder
 from chiezo.store.generations import REPLACED
 from chiezo.store.library import Library
 from chiezo.store.vector_cache import VectorCache
-from chiezo.store.vectors import VECTOR_SCHEMA, index_path
+from chiezo.store.vectors import VECTOR_SCHEMA
 
 BATCH = 64
 MAX_PASSAGE_CHARS = 2000
-INDEX_BATCH = 20_000
-INDEX_ADD = 4096  # vectors per index.add call: a few seconds each on 2 cores, then counted
 CALIBRATION_BATCH = 32
 SENTENCE_UNIT_CHARS = 60  # best of 1–150 on JaQuAD dev (docs/design.md §18)
 UNITS_UP_TO_CHUNKS = 200_000
@@ -54,7 +54,8 @@ UNITS_UP_TO_CHUNKS = 200_000
 # embeds (docs/operations.md).
 EMBED_MEMORY = 1 * 2**30
 UNIT_SAMPLE = 2000
-# Bytes a vector costs beyond its float16 values, summed over its three homes: its row (ids,
+# Bytes a vector costs beyond its float16 values, summed over the three places it is while an
+# embed runs (the scratch file the index is built from, the index, the cache): its row (ids,
 # span), the HNSW graph (M=16: ~32 neighbours of 4 bytes at the base level) and the cache key.
 VECTOR_OVERHEAD = 48 + 160 + 48
 # A unit shorter than this joins its neighbour: a heading line ("# 百済") or "注釈" alone carries
@@ -142,8 +143,9 @@ def choose_unit_chars(requested: int | None, meta: dict[str, str], chunks: int) 
 
 
 def disk_for_vectors(source, chunks: int, unit_chars: int, dim: int) -> int:
-    """Bytes an embed of ``chunks`` chunks writes: the new generation (a copy of the current
-    one plus the vectors' rows), its index and the cache's copies. Units are estimated from
+    """Bytes an embed of ``chunks`` chunks writes at its peak: the new generation (a copy of
+    the current one plus the vectors' rows), the scratch copy of the vectors the index is built
+    from, the index and the cache's copies. Units are estimated from
     the first ``UNIT_SAMPLE`` chunks' length (a scan of every chunk would read the whole
     source before the work starts)."""
     sample = source.conn.execute(
@@ -349,29 +351,48 @@ def _write_vectors(
     unit_chars: int,
     progress: Progress | None = None,
 ) -> dict[str, int]:
-    """The units' vectors from the cache into ``chunk_vectors`` (a "writing vectors" phase
-    of as many units is open), then the index and the calibration, as phases of their own."""
-    import numpy as np
-
+    """The units' rows into ``chunk_vectors`` and their vectors from the cache into a scratch
+    file (a "writing vectors" phase of as many units is open), then the index from that file —
+    the vectors' one home in the generation (store/vectors.py) — and the calibration, as
+    phases of their own."""
     progress = progress or NullProgress()
 
     conn.execute("DROP TABLE IF EXISTS chunk_vectors")  # a layout from an older embed goes too
     for statement in VECTOR_SCHEMA:
         conn.execute(statement)
-    for batch, _ in _unit_batches(conn, wanted, unit_chars):
-        hashes = [text_hash(embedder.name, unit.passage) for unit in batch]
-        found = cache.get(hashes)
-        conn.executemany(
-            "INSERT INTO chunk_vectors (chunk_id, span_start, span_end, vec) VALUES (?, ?, ?, ?)",
-            [
-                (u.chunk_id, u.start, u.end, found[h])
-                for u, h in zip(batch, hashes, strict=True)
-                if h in found
-            ],
+    with generations.scratch_dir(final.parent.parent, "vectors-") as scratch:
+        raw = scratch / "vectors.f16"
+        count = 0
+        with open(raw, "wb") as out:
+            for batch, _ in _unit_batches(conn, wanted, unit_chars):
+                hashes = [text_hash(embedder.name, unit.passage) for unit in batch]
+                found = cache.get(hashes)
+                rows = [(u, found[h]) for u, h in zip(batch, hashes, strict=True) if h in found]
+                conn.executemany(
+                    "INSERT INTO chunk_vectors (vec_id, chunk_id, span_start, span_end) "
+                    "VALUES (?, ?, ?, ?)",
+                    [(count + i, u.chunk_id, u.start, u.end) for i, (u, _) in enumerate(rows, 1)],
+                )
+                out.write(b"".join(vector for _, vector in rows))
+                count += len(rows)
+                progress.advance(len(batch))
+        chunks = conn.execute("SELECT count(DISTINCT chunk_id) FROM chunk_vectors").fetchone()[0]
+        _record_embedding(conn, embedder, unit_chars, count, chunks, wanted)
+        progress.phase("building the vector index", count, "vectors")
+        with open(raw, "rb") as vectors:
+            batches = vec.file_batches(conn, vectors, embedder.dim)
+            index = vec.write_index(batches, final, embedder.dim, progress.advance)
+    progress.phase("calibrating", calibration_queries(), "queries")
+    floor = _calibrate(_Counting(embedder, progress.advance), index)
+    if floor is not None:
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('semantic_floor', ?)",
+            (str(round(floor, 4)),),
         )
-        progress.advance(len(batch))
-    count = conn.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0]
-    chunks = conn.execute("SELECT count(DISTINCT chunk_id) FROM chunk_vectors").fetchone()[0]
+    return {"vector_count": count, "embedded_chunks": chunks}
+
+
+def _record_embedding(conn, embedder, unit_chars: int, count: int, chunks: int, wanted: int):
     meta = {
         "embedding_model": embedder.name,
         "embedding_dim": embedder.dim,
@@ -387,16 +408,6 @@ def _write_vectors(
         "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
         [(k, str(v)) for k, v in meta.items()],
     )
-    progress.phase("building the vector index", count, "vectors")
-    index = write_index(conn, final, embedder.dim, np, progress.advance)
-    progress.phase("calibrating", calibration_queries(), "queries")
-    floor = _calibrate(_Counting(embedder, progress.advance), index)
-    if floor is not None:
-        conn.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES ('semantic_floor', ?)",
-            (str(round(floor, 4)),),
-        )
-    return {"vector_count": count, "embedded_chunks": chunks}
 
 
 class _Counting:
@@ -459,38 +470,3 @@ def previous_embedding(path: Path | None) -> tuple[str, int | None, int | None] 
         int(limit) if limit else None,
         int(units) if units not in (None, "") else None,
     )
-
-
-def write_index(conn: db.Connection, final: Path, dim: int, np, added=None):
-    """The HNSW file, filled in batches so memory holds one batch of raw vectors at a time;
-    ``added(n)`` after every ``INDEX_ADD`` vectors (so the phase moves every few seconds)."""
-    from chiezo.store import vectors as vec
-
-    Index = vec.usearch_index_class()  # noqa: N806 - a class
-
-    index = Index(
-        ndim=dim,
-        metric="cos",
-        dtype="f16",
-        connectivity=vec.CONNECTIVITY,
-        expansion_add=vec.EXPANSION_ADD,
-        expansion_search=vec.EXPANSION_SEARCH,
-    )
-    last = 0
-    while True:
-        rows = conn.execute(
-            "SELECT vec_id, vec FROM chunk_vectors WHERE vec_id > ? ORDER BY vec_id LIMIT ?",
-            (last, INDEX_BATCH),
-        ).fetchall()
-        if not rows:
-            break
-        keys = np.array([r[0] for r in rows], dtype=np.uint64)
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f2").reshape(len(rows), dim)
-        for at in range(0, len(rows), INDEX_ADD):
-            part = slice(at, at + INDEX_ADD)
-            index.add(keys[part], matrix[part].astype(np.float32), threads=0)
-            if added is not None:
-                added(len(keys[part]))
-        last = rows[-1][0]
-    index.save(str(index_path(final)))
-    return index

@@ -1,17 +1,23 @@
-"""Chunk vectors: stored in the source file, searched through an index file next to it.
+"""Chunk vectors: kept once, in an HNSW index file next to the source file.
 
-* ``chunk_vectors(vec_id, chunk_id, span_start, span_end, vec)`` in the generation file holds
-  every vector as float16 (half the size of float32; the top-20 results kept ≥ 95% of their
-  members in the design notes' study, re-measured in docs/design.md). A vector stands for a
-  *unit* of a chunk — a few sentences, ``chunk.text[span_start:span_end]`` — or the whole
-  chunk (store/embed.py says which and why). The model, dimension, normalisation and unit size are in
-  ``meta``; a query is always embedded with the source's own model.
-* ``gen-….db.usearch`` next to it is an HNSW index (usearch, cosine, float16), opened as a
-  memory-mapped *view*: nothing is loaded into the process heap, the OS page cache holds it, and
-  it is warmed (read once) when the server starts and when a new generation switches in
-  (store/library.py), so the first queries are not slow.
+* ``chunk_vectors(vec_id, chunk_id, span_start, span_end)`` in the generation file says what
+  each vector stands for: a *unit* of a chunk — a few sentences,
+  ``chunk.text[span_start:span_end]`` — or the whole chunk (store/embed.py says which and why).
+  The model, dimension, normalisation and unit size are in ``meta``; a query is always embedded
+  with the source's own model.
+* ``gen-….db.usearch`` next to it is an HNSW index (usearch, cosine, float16 — half of float32,
+  at no measurable cost in recall: docs/design.md §18) and the vectors' one store: the
+  passage picker and filtered search read vectors from it by ``vec_id`` (``VectorIndex.vectors``).
+  Generations embedded before #33 also hold each vector in a ``vec`` column of
+  ``chunk_vectors``; it is no longer read (a vector in the file, the index and the embedding
+  cache was three copies: design.md §35.8). The index is opened as a memory-mapped *view*:
+  nothing is loaded into the process heap, the OS page cache holds it, and it is warmed (read
+  once) when the server starts and when a new generation switches in (store/library.py), so the
+  first queries are not slow.
 * Below ``EXACT_BELOW`` vectors the same file is searched exhaustively (SIMD over float16, about
   10 ms per 100k vectors here): exact results, no recall question.
+* An export carries the vectors as a plain float16 array in ``vec_id`` order (ops/transfer.py):
+  an HNSW file is native code's input and is rebuilt on import, never taken from a stranger.
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from chiezo.core import db
 from chiezo.core.errors import Operation, VectorsUnavailable
@@ -34,14 +42,15 @@ EXPANSION_SEARCH = 200  # at 1M vectors ef=96 kept recall@10 at .91; ef=200 .985
 # a big dump's files must not push everything else out.
 READ_AHEAD_SHARE = 8
 READ_CHUNK = 1 << 20
+INDEX_BATCH = 20_000  # vectors read at a time to build an index: memory holds one batch
+INDEX_ADD = 4096  # vectors per index.add call: a few seconds each on 2 cores, then counted
 
 VECTOR_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS chunk_vectors (
         vec_id     INTEGER PRIMARY KEY,
         chunk_id   INTEGER NOT NULL,
         span_start INTEGER NOT NULL,
-        span_end   INTEGER NOT NULL,
-        vec        BLOB NOT NULL
+        span_end   INTEGER NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS chunk_vectors_by_chunk ON chunk_vectors (chunk_id)",
 )
@@ -135,6 +144,19 @@ class VectorIndex:
         pairs = zip(matches.keys, matches.distances, strict=True)
         return [(int(key), 1.0 - float(dist)) for key, dist in pairs]
 
+    def vectors(self, vec_ids: list[int]):
+        """(the vec_ids found, their vectors as a float32 matrix, in that order)."""
+        import numpy as np
+
+        if not vec_ids:
+            return [], np.zeros((0, self.info.dim), dtype=np.float32)
+        with self._lock:
+            found = self._index.get(np.asarray(vec_ids, dtype=np.uint64))
+        kept = [(v, row) for v, row in zip(vec_ids, found, strict=True) if row is not None]
+        if not kept:
+            return [], np.zeros((0, self.info.dim), dtype=np.float32)
+        return [v for v, _ in kept], np.stack([row for _, row in kept]).astype(np.float32)
+
     def warm(self) -> None:
         """Read the whole index file once into the page cache (it stays mapped, not copied),
         then run one search so the graph's entry levels are resident."""
@@ -191,3 +213,78 @@ def vector_owners(conn: db.Connection, vec_ids: list[int]) -> dict[int, VectorOw
         ):
             out[vec_id] = VectorOwner(chunk_id, doc_id, (a, b))
     return out
+
+
+def write_index(batches, final: Path, dim: int, added=None):
+    """The HNSW file of generation ``final`` from ``batches`` of (vec_ids, float16 matrix) —
+    one batch in memory at a time; ``added(n)`` after every ``INDEX_ADD`` vectors (so a phase
+    moves every few seconds). Returns the index."""
+    import numpy as np
+
+    Index = usearch_index_class()  # noqa: N806 - a class
+
+    index = Index(
+        ndim=dim,
+        metric="cos",
+        dtype="f16",
+        connectivity=CONNECTIVITY,
+        expansion_add=EXPANSION_ADD,
+        expansion_search=EXPANSION_SEARCH,
+    )
+    for keys, matrix in batches:
+        keys = np.asarray(keys, dtype=np.uint64)
+        for at in range(0, len(keys), INDEX_ADD):
+            part = slice(at, at + INDEX_ADD)
+            index.add(keys[part], matrix[part].astype(np.float32), threads=0)
+            if added is not None:
+                added(len(keys[part]))
+    index.save(str(index_path(final)))
+    return index
+
+
+def vec_ids(conn: db.Connection) -> Iterator[list[int]]:
+    """The generation's vec_ids in order, ``INDEX_BATCH`` at a time."""
+    last = 0
+    while rows := conn.execute(
+        "SELECT vec_id FROM chunk_vectors WHERE vec_id > ? ORDER BY vec_id LIMIT ?",
+        (last, INDEX_BATCH),
+    ).fetchall():
+        yield [r[0] for r in rows]
+        last = rows[-1][0]
+
+
+def file_batches(conn: db.Connection, vectors: BinaryIO, dim: int):
+    """(vec_ids, float16 matrix) batches pairing the generation's vec_ids, in order, with the
+    rows of a raw little-endian float16 file (one row per vector, as an export carries them)."""
+    import numpy as np
+
+    row = 2 * dim
+    for ids in vec_ids(conn):
+        raw = vectors.read(row * len(ids))
+        if len(raw) != row * len(ids):
+            raise ValueError(f"the vectors end before vector {ids[0] + len(raw) // row:,}")
+        matrix = np.frombuffer(raw, dtype="<f2").reshape(len(ids), dim)
+        if not np.isfinite(matrix).all():
+            raise ValueError("the vectors hold values that are not numbers")
+        yield ids, matrix
+    if vectors.read(1):
+        raise ValueError("there are more vectors than the generation has rows for")
+
+
+def column_batches(conn: db.Connection, dim: int):
+    """(vec_ids, float16 matrix) batches from the ``vec`` column of a generation embedded
+    before the index became the vectors' store (an old export; a rebuild's old generation)."""
+    import numpy as np
+
+    last = 0
+    while rows := conn.execute(
+        "SELECT vec_id, vec FROM chunk_vectors WHERE vec_id > ? ORDER BY vec_id LIMIT ?",
+        (last, INDEX_BATCH),
+    ).fetchall():
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f2").reshape(len(rows), dim)
+        yield [r[0] for r in rows], matrix
+        last = rows[-1][0]
+
+
+def has_vector_column(conn: db.Connection) -> bool:
+    return any(r[1] == "vec" for r in conn.execute("PRAGMA table_info(chunk_vectors)"))
