@@ -13,7 +13,18 @@ over-fetches: top_n 50 × 4 vectors per document; k=600: 50 × 12, sentence unit
 same run: exact search (usearch ``exact=True`` over the same file).
 
 Part 2 (real): the JaQuAD dev paragraphs and questions embedded with use-m in float32; top-20
-overlap and recall@10 of float16 and int8 storage against float32.
+overlap and recall@10 of float16 and int8 storage against float32 (numpy-side quantisation).
+Then the usearch index itself, built with the production parameters and opened as a view the
+way the server does, at dtype f16 (what Chiezo ships), i8 (usearch's own cast of float32, which
+multiplies by 127 and truncates, and int8 quantised here with a per-vector scale, which cosine
+ignores) and b1 (sign bits, packed, metric hamming: usearch's b1 takes only packed bits and a
+bitwise metric), plus b1 with its top 4·k rescored with float16 copies of the vectors (held in
+memory here; since #33 the index is the vectors' only store, so this would need a second copy
+kept beside a b1 index, and its reads are not timed from disk): bytes per vector of the saved
+file, recall@10 and top-1 unchanged against exact float32, recall@k and p50/p99 latency for
+k=10 and k=200, for the HNSW search and for the exact search over the same file (what Chiezo
+runs below EXACT_BELOW vectors).
+``--index-synthetic 100000`` runs the same index comparison on Part 1's synthetic vectors.
 Writes JSON to bench/results/.
 """
 
@@ -148,8 +159,9 @@ def scale(n: int, workdir: Path) -> list[dict]:
     return rows
 
 
-def storage() -> list[dict]:
-    """float32 vs float16 vs int8 on real use-m embeddings of JaQuAD dev."""
+def storage() -> tuple[list[dict], np.ndarray, np.ndarray]:
+    """float32 vs float16 vs int8 on real use-m embeddings of JaQuAD dev; also returns the
+    embeddings (passages, questions) for the index comparison."""
     from chiezo.store.embedders import get_embedder
 
     model = get_embedder("use-m")
@@ -181,15 +193,165 @@ def storage() -> list[dict]:
             }
         )
         console.print(rows[-1])
+    return rows, data, queries
+
+
+RESCORE = 4  # b1: fetch RESCORE·k by hamming distance, keep the k best by float16 dot product
+
+
+def int8_scaled(rows: np.ndarray) -> np.ndarray:
+    """int8 with a per-vector scale (max |x| → 127): cosine does not see the scale."""
+    scale_ = 127.0 / np.abs(rows).max(axis=1, keepdims=True)
+    return np.round(rows * scale_).astype(np.int8)
+
+
+def sign_bits(rows: np.ndarray, centre: np.ndarray | None = None) -> np.ndarray:
+    """One bit per dimension (x > centre), packed: what usearch's b1 + hamming takes."""
+    return np.packbits(rows > (0 if centre is None else centre), axis=1)
+
+
+def index_variants(data: np.ndarray) -> list[dict]:
+    """The indexes to compare: label, dtype, metric, the rows added, the query forms tried
+    (label suffix, transform of the float32 query; None: pass float32, usearch casts it) and
+    whether the top RESCORE·k are also rescored with float16."""
+    centre = data.mean(axis=0)
+    plain = [("", None)]
+    return [
+        {"label": "f16 (shipped)", "dtype": "f16", "metric": "cos", "rows": data, "q": plain},
+        {"label": "i8 (usearch cast)", "dtype": "i8", "metric": "cos", "rows": data, "q": plain},
+        {
+            "label": "i8 (per-vector scale)",
+            "dtype": "i8",
+            "metric": "cos",
+            "rows": int8_scaled(data),
+            "q": [
+                (", int8 query", lambda q: int8_scaled(q[None, :])[0]),
+                (", float32 query", None),
+            ],
+        },
+        {
+            "label": "b1 (sign, hamming)",
+            "dtype": "b1",
+            "metric": "hamming",
+            "rows": sign_bits(data),
+            "q": [("", lambda q: sign_bits(q[None, :])[0])],
+            "rescore": (False, True),
+        },
+        {
+            "label": "b1 (centred sign, hamming)",
+            "dtype": "b1",
+            "metric": "hamming",
+            "rows": sign_bits(data, centre),
+            "q": [("", lambda q: sign_bits(q[None, :], centre)[0])],
+            "rescore": (False, True),
+        },
+    ]
+
+
+def index_precision(
+    data: np.ndarray, queries: np.ndarray, workdir: Path, corpus: str, exact_too: bool
+) -> list[dict]:
+    """The usearch index at f16 / i8 / b1 against exact float32 search over ``data``."""
+    Index = vec.usearch_index_class()  # noqa: N806 - onnxruntime first: see its docstring
+
+    n = len(data)
+    ks = (10, 200)
+    truth = exact_top(data, queries, max(ks))
+    as_f16 = data.astype(np.float16)  # the rescoring copy (in memory: see the docstring)
+    rows = []
+    for variant in index_variants(data):
+        path = workdir / f"precision-{variant['dtype']}.usearch"
+        started = time.monotonic()
+        index = Index(
+            ndim=DIM,
+            metric=variant["metric"],
+            dtype=variant["dtype"],
+            connectivity=vec.CONNECTIVITY,
+            expansion_add=vec.EXPANSION_ADD,
+            expansion_search=vec.EXPANSION_SEARCH,
+        )
+        for start in range(0, n, 20_000):
+            keys = np.arange(start, min(start + 20_000, n), dtype=np.uint64)
+            index.add(keys, variant["rows"][start : start + 20_000], threads=0)
+        index.save(str(path))
+        build_s = time.monotonic() - started
+        size = path.stat().st_size
+        del index
+        view = Index.restore(str(path), view=True)
+        view.expansion_search = vec.EXPANSION_SEARCH
+        forms = [
+            (suffix, shape, exact, rescore, k)
+            for suffix, shape in variant["q"]
+            for exact in ((False, True) if exact_too else (False,))
+            for rescore in variant.get("rescore", (False,))
+            for k in ks
+        ]
+        for suffix, shape, exact, rescore, k in forms:
+            fetch = k * RESCORE if rescore else k
+            times, hits10, hitsk, top1 = [], [], [], []
+            for q, t in zip(queries, truth, strict=True):
+                started = time.perf_counter()
+                query = shape(q) if shape else q
+                found = view.search(query, fetch, exact=exact).keys.astype(np.int64)
+                if rescore:
+                    scores = as_f16[found].astype(np.float32) @ q
+                    found = found[np.argsort(-scores)[:k]]
+                times.append((time.perf_counter() - started) * 1000)
+                hits10.append(len(set(found[:10].tolist()) & set(t[:10].tolist())) / 10)
+                hitsk.append(len(set(found[:k].tolist()) & set(t[:k].tolist())) / k)
+                top1.append(len(found) > 0 and found[0] == t[0])
+            label = variant["label"] + suffix
+            label += f" + f16 rescore of top {RESCORE}·k" if rescore else ""
+            rows.append(
+                {
+                    "corpus": corpus,
+                    "vectors": n,
+                    "index": label,
+                    "search": "exact (same file)" if exact else "HNSW",
+                    "k": k,
+                    "bytes_per_vector": round(size / n, 1),
+                    "recall@10": round(statistics.mean(hits10), 4),
+                    "top1_same": round(float(np.mean(top1)), 4),
+                    "recall@k": round(statistics.mean(hitsk), 4),
+                    "p50_ms": round(p(times, 0.5), 3),
+                    "p99_ms": round(p(times, 0.99), 3),
+                    "build_s": round(build_s, 1),
+                    "queries": len(queries),
+                }
+            )
+            console.print(rows[-1])
+        del view
+        path.unlink()
     return rows
+
+
+def synthetic_precision(n: int, workdir: Path) -> list[dict]:
+    """Part 1's synthetic vectors (same seed, same held-out queries) through index_precision."""
+    rng = np.random.default_rng(n)
+    centres = rng.normal(0, 1, (TOPICS, DIM)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    data = clustered(n, rng, centres)
+    queries = clustered(QUERIES, rng, centres)
+    return index_precision(data, queries, workdir, f"synthetic {n:,}", exact_too=False)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100000,1000000", help="'' for the storage part only")
     parser.add_argument("--skip-storage", action="store_true")
+    parser.add_argument(
+        "--skip-index", action="store_true", help="Part 2: numpy-side storage rows only"
+    )
+    parser.add_argument(
+        "--index-synthetic",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also compare the index dtypes on N of Part 1's synthetic vectors (0: no)",
+    )
     args = parser.parse_args()
     rows = []
+    (HERE / "work").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="vector-scale-", dir=HERE / "work") as tmp:
         for n in (int(s) for s in args.sizes.split(",") if s.strip()):
             rows += scale(n, Path(tmp))
@@ -200,7 +362,15 @@ def main() -> None:
     for row in rows:
         table.add_row(*(str(row[c]) for c in columns))
     console.print(table)
-    stored = [] if args.skip_storage else storage()
+    stored, indexed = [], []
+    if not args.skip_storage:
+        stored, data, queries = storage()
+        if not args.skip_index:
+            with tempfile.TemporaryDirectory(prefix="vector-scale-", dir=HERE / "work") as tmp:
+                indexed += index_precision(data, queries, Path(tmp), "JaQuAD dev", exact_too=True)
+    if args.index_synthetic:
+        with tempfile.TemporaryDirectory(prefix="vector-scale-", dir=HERE / "work") as tmp:
+            indexed += synthetic_precision(args.index_synthetic, Path(tmp))
     if stored:
         table = Table(title="storage precision on real embeddings (use-m, JaQuAD dev)")
         for column in stored[0]:
@@ -208,8 +378,28 @@ def main() -> None:
         for row in stored:
             table.add_row(*(str(v) for v in row.values()))
         console.print(table)
+    if indexed:
+        table = Table(title="index dtype against exact float32 (usearch, production M / ef)")
+        columns = (
+            "corpus",
+            "index",
+            "search",
+            "k",
+            "bytes_per_vector",
+            "recall@10",
+            "top1_same",
+            "recall@k",
+            "p50_ms",
+            "p99_ms",
+        )
+        for column in columns:
+            table.add_column(column, justify="right")
+        for row in indexed:
+            table.add_row(*(str(row[c]) for c in columns))
+        console.print(table)
     out = HERE / "results" / f"vector_scale-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps({"ann": rows, "storage": stored}, indent=2))
+    payload = {"ann": rows, "storage": stored, "index_precision": indexed}
+    out.write_text(json.dumps(payload, indent=2))
     console.print(f"wrote {out}")
 
 
