@@ -42,7 +42,7 @@ def test_health_and_openapi(api):
 def test_sources_describe_what_each_source_has(api):
     (src,) = api.get("/v1/sources").json()["sources"]
     assert src["name"] == "temples" and src["kind"] == "docs" and src["docs"] == 4
-    assert src["attributes"] == ["version"] and src["schema_version"] == 1
+    assert src["attributes"] == ["version"] and src["schema_version"] == 2
     assert src["input"]["files"] == 4 and src["built_at"]
 
 

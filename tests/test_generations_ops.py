@@ -126,8 +126,11 @@ def test_rollback_to_an_older_schema_is_refused_naming_both_versions(settings, t
     refused = run(settings.data_dir, "rollback", "kb", "--json")
     assert refused.exit_code == 2, refused.output
     error = json.loads(refused.stdout)
-    assert "schema version 0" in error["error"] and "version 1 this Chiezo reads" in error["error"]
-    assert (error["schema_version"], error["expected_schema_version"]) == (0, 1)
+    assert (
+        "schema version 0" in error["error"]
+        and "version 1 to 2 this Chiezo reads" in error["error"]
+    )
+    assert (error["schema_version"], error["expected_schema_version"]) == (0, 2)
     assert "`chiezo rebuild kb`" in error["hint"]
     assert current(settings) == second  # nothing moved
 
@@ -168,7 +171,7 @@ def test_export_then_import_elsewhere_serves_the_same_source_with_its_vectors(
         "sha256": hashlib.sha256(generation.read_bytes()).hexdigest(),
     }
     assert (manifest["source"], manifest["kind"], manifest["docs"]) == ("kb", "docs", 3)
-    assert manifest["schema_version"] == 1 and manifest["generation"] == generation.name
+    assert manifest["schema_version"] == 2 and manifest["generation"] == generation.name
     assert manifest["vectors"]["model"] == "use-m" and manifest["vectors"]["count"] > 0
     assert manifest["input"]["path"] == str((tmp_path / "docs").resolve())
     assert not archive.with_name(archive.name + ".part").exists()
@@ -437,14 +440,14 @@ def test_hostile_archives_are_refused_before_anything_is_written(settings, expor
     result = run(elsewhere, "import", str(archive), "--json")
     assert result.exit_code == 2
     error = json.loads(result.stdout)
-    assert "schema version 0" in error["error"] and "version 1" in error["error"]
+    assert "schema version 0" in error["error"] and "version 1 to 2" in error["error"]
 
 
 @pytest.mark.slow
 def test_export_and_import_stream_without_holding_the_generation_in_memory(
     settings, service, tmp_path
 ):
-    big = {f"page{n}.md": f"# Page {n}\n\n" + f"本文 {n} の段落。" * 400 for n in range(300)}
+    big = {f"page{n}.md": f"# Page {n}\n\n" + f"本文 {n} の段落。" * 600 for n in range(300)}
     build_docs(service, write_files(tmp_path / "big", big), "big")
     size = generations.current_path(settings.corpus_dir / "big").stat().st_size
     assert size > 8 * 2**20

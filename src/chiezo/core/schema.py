@@ -16,7 +16,24 @@ Two layout decisions carry the performance of the whole system (numbers in docs/
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# The oldest layout this program still reads. Version 2 added ``chunks.spans`` (a passage kept
+# as offsets into its document's body: store/chunk_text.py); a version-1 file has the text in
+# ``chunks.text`` and is read as it is. A version-2 file read by a program that knows only 1
+# would show empty passages — hence the new number: such a program refuses it.
+OLDEST_READABLE_VERSION = 1
+
+
+def readable_version(version: int) -> bool:
+    return OLDEST_READABLE_VERSION <= version <= SCHEMA_VERSION
+
+
+def versions_read() -> str:
+    """The versions this program reads, as a message says them ("1 to 2")."""
+    if OLDEST_READABLE_VERSION == SCHEMA_VERSION:
+        return str(SCHEMA_VERSION)
+    return f"{OLDEST_READABLE_VERSION} to {SCHEMA_VERSION}"
+
 
 # Tables filled while documents stream in. Indexes come later (see INDEXES): building them once
 # over sorted data is several times faster than maintaining them row by row.
@@ -104,12 +121,14 @@ CREATE TABLE rank_vector (
     scores BLOB NOT NULL
 );
 
--- Passages for excerpts and (later) vectors; heading_path is the breadcrumb "A > B > C".
+-- Passages for excerpts and vectors; heading_path is the breadcrumb "A > B > C". A passage made
+-- of its document's body keeps only where (spans "a:b,c:d", text ''): store/chunk_text.py.
 CREATE TABLE chunks (
     chunk_id     INTEGER PRIMARY KEY,
     doc_id       INTEGER NOT NULL,
     ord          INTEGER NOT NULL,
     heading_path TEXT NOT NULL DEFAULT '',
+    spans        TEXT,
     text         TEXT NOT NULL
 );
 """

@@ -390,7 +390,7 @@ def assign_areas(conn: db.Connection, areas: list[AdminArea]) -> None:
     for seq, _, area in rows:
         within.setdefault(seq, []).append(area)
     conn.executemany(
-        "UPDATE stage.chunks SET text = text || ? WHERE seq = ? AND ord = 0",
+        "UPDATE stage.chunks SET text = text || ? WHERE seq = ? AND ord = 0 AND spans IS NULL",
         [("\nIn: " + ", ".join(names), seq) for seq, names in within.items()],
     )
 

@@ -15,6 +15,7 @@ from chiezo.search.facets import Facets, of_filter
 from chiezo.search.filters import Filters, check_filters
 from chiezo.search.notices import Notice
 from chiezo.search.setplan import run_filters
+from chiezo.store import chunk_text
 from chiezo.store.library import Source
 
 DOC_FIELDS = (
@@ -159,10 +160,7 @@ def read_doc(
     if "chunks" in fields:
         out["chunks"] = [
             {"ord": o, "heading_path": h, "text": t}
-            for o, h, t in conn.execute(
-                "SELECT ord, heading_path, text FROM chunks WHERE doc_id = ? ORDER BY ord",
-                (doc_id,),
-            )
+            for _, o, h, t in chunk_text.document_chunks(conn, doc_id)
         ]
     return out
 

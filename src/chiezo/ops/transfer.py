@@ -53,7 +53,7 @@ from chiezo.core import db
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, Conflict, InputError, SchemaMismatch
 from chiezo.core.progress import NullProgress, Progress
-from chiezo.core.schema import SCHEMA_VERSION
+from chiezo.core.schema import SCHEMA_VERSION, readable_version, versions_read
 from chiezo.store import generations
 from chiezo.store.build import require_disk
 
@@ -145,6 +145,7 @@ def _vectors_file(name: str, generation: Path, meta: dict[str, str], out: Path, 
     from chiezo.store import vectors as vec
 
     info = vec.vector_info(meta)
+    assert info is not None, "called for a source with vectors"
     index = vec.VectorIndex(generation, info)
     progress.phase("reading the vectors", info.count, "vectors")
     digest, written = hashlib.sha256(), 0
@@ -388,10 +389,10 @@ def _checked_manifest(manifest: Any, archive: Path) -> dict[str, Any]:
     version = manifest.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise refuse("schema_version must be a number")
-    if version != SCHEMA_VERSION:
+    if not readable_version(version):
         raise SchemaMismatch(
             f"{archive} holds a generation of schema version {version}; this Chiezo reads "
-            f"version {SCHEMA_VERSION}: nothing was imported",
+            f"version {versions_read()}: nothing was imported",
             schema_version=version,
             expected_schema_version=SCHEMA_VERSION,
             hint=(
@@ -411,12 +412,16 @@ def _checked_manifest(manifest: Any, archive: Path) -> dict[str, Any]:
     ):
         raise refuse("vectors must name their dimension and count")
     loose = vectors.get("file") if vectors else None
-    if loose is not None and not (
-        isinstance(loose, dict)
-        and loose.get("name") == VECTORS
-        and loose.get("bytes") == 2 * vectors["dim"] * vectors["count"]
-        and isinstance(loose.get("sha256"), str)
-        and SHA256.match(loose["sha256"])
+    if (
+        vectors is not None
+        and loose is not None
+        and not (
+            isinstance(loose, dict)
+            and loose.get("name") == VECTORS
+            and loose.get("bytes") == 2 * vectors["dim"] * vectors["count"]
+            and isinstance(loose.get("sha256"), str)
+            and SHA256.match(loose["sha256"])
+        )
     ):
         raise refuse(
             f"its vectors' file entry needs name {VECTORS}, 2 × dim × count bytes, a sha256"

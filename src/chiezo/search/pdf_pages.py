@@ -12,6 +12,7 @@ import re
 from typing import TypeGuard
 
 from chiezo.core import db
+from chiezo.store import chunk_text
 
 _PAGE = re.compile(r"(?:^|> )p\. (\d+)$")
 
@@ -38,9 +39,7 @@ def page_with_words(conn: db.Connection, doc_id: int, needles: list[str]) -> tup
     if not wanted:
         return None
     best, best_count = None, 0
-    for heading, text in conn.execute(
-        "SELECT heading_path, text FROM chunks WHERE doc_id = ? ORDER BY ord", (doc_id,)
-    ):
+    for _, _, heading, text in chunk_text.document_chunks(conn, doc_id):
         lowered = text.lower()
         count = sum(n in lowered for n in wanted)
         if count > best_count:

@@ -48,6 +48,7 @@ from chiezo.search.semantic import (
     semantic_candidates,
 )
 from chiezo.search.snippet import past_headings, snippet_at
+from chiezo.store import chunk_text
 from chiezo.store.library import Source
 from chiezo.store.model_host import query_embedder
 from chiezo.store.vectors import vector_info
@@ -381,11 +382,9 @@ def _chunk_snippets(source: Source, hits: list[Hit], matched: dict[int, Semantic
     that matched — not its first lines, and that passage's section."""
     for hit in hits:
         found = matched[hit.doc_id]
-        row = source.conn.execute(
-            "SELECT heading_path, text FROM chunks WHERE chunk_id = ?", (found.chunk_id,)
-        ).fetchone()
+        row = chunk_text.one_chunk(source.conn, found.chunk_id)
         if row:
-            heading, passage = row
+            _, heading, passage = row
             if is_pdf_url(hit.url):  # the page of the passage that matched
                 hit.url = with_page(hit.url, page_of_heading(heading))
             start = past_headings(passage, found.span[0] if found.span else 0)

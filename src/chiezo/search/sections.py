@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from chiezo.core.markdown import BREADCRUMB_SEPARATOR
 from chiezo.core.models import Point
 from chiezo.core.textnorm import normalise_title
+from chiezo.store import chunk_text
 from chiezo.store.library import Source
 
 PROBE_CHARS = 24  # of the anchor's line, each side of the anchor
@@ -83,14 +84,19 @@ def sections_at(source: Source, anchors: dict[int, tuple[str, int, str]]) -> dic
 
 
 def _probe(source: Source, doc_id: int, body: str, anchor: int) -> str | None:
+    conn = source.conn
+    rows = conn.execute(
+        f"SELECT heading_path, text, {chunk_text.spans_column(conn)} FROM chunks "
+        "WHERE doc_id = ? ORDER BY ord",
+        (doc_id,),
+    ).fetchall()
+    for heading_path, _, spans in rows:  # a passage kept as spans of this body says where it is
+        if spans and chunk_text.covers(spans, anchor):
+            return heading_path
     for probe in probes(body, anchor):
-        row = source.conn.execute(
-            "SELECT heading_path FROM chunks WHERE doc_id = ? AND instr(text, ?) > 0 "
-            "ORDER BY ord LIMIT 1",
-            (doc_id, probe),
-        ).fetchone()
-        if row is not None:
-            return row[0]
+        for heading_path, text, spans in rows:
+            if probe in (chunk_text.from_spans(body, spans) if spans else text):
+                return heading_path
     return None
 
 

@@ -42,7 +42,7 @@ from chiezo.core.query import MIN_FTS_CHARS, match_in_columns, phrase
 from chiezo.core.schema import INDEXES, SCHEMA_VERSION, TABLES, TEXT_INDEXES, WORDS_AND_TRIGRAMS
 from chiezo.core.textnorm import normalise_title
 from chiezo.core.words import fold
-from chiezo.store import generations
+from chiezo.store import chunk_text, generations
 from chiezo.store.wordindex import Splitter, SplitterFactory, WordSplitter, load_words
 
 BATCH_DOCS = 1000
@@ -64,7 +64,7 @@ CREATE TABLE stage.tags (seq INTEGER, tag TEXT);
 CREATE TABLE stage.links (seq INTEGER, target TEXT);
 CREATE TABLE stage.attrs (seq INTEGER, name TEXT, value TEXT);
 CREATE TABLE stage.points (seq INTEGER, lat REAL, lon REAL);
-CREATE TABLE stage.chunks (seq INTEGER, ord INTEGER, heading_path TEXT, text TEXT);
+CREATE TABLE stage.chunks (seq INTEGER, ord INTEGER, heading_path TEXT, spans TEXT, text TEXT);
 CREATE TABLE stage.late_aliases (target TEXT, alias TEXT);
 """
 
@@ -280,8 +280,11 @@ class GenerationBuilder:
                 self._queue("points", (seq, float(lat), float(lon)))
             else:
                 self.warn(f"{doc.key}: coordinates {lat}, {lon} are out of range; dropped")
-        for ord_, chunk in enumerate(doc.chunks):
-            self._queue("chunks", (seq, ord_, chunk.heading_path, chunk.text))
+        kept = chunk_text.stored_rows(
+            doc.body or "", ((c.heading_path, c.text) for c in doc.chunks)
+        )
+        for ord_, (heading_path, text, spans) in enumerate(kept):
+            self._queue("chunks", (seq, ord_, heading_path, spans, text))
         if self._count_docs:
             self.progress.advance(1)
         if seq % BATCH_DOCS == 0:
@@ -549,8 +552,8 @@ _COPY_CHILDREN = (
     "FROM stage.points p JOIN stage.ordinal o ON o.seq = p.seq ORDER BY o.doc_id",
     "INSERT INTO doc_coords (doc_id, min_lat, max_lat, min_lon, max_lon) "
     "SELECT doc_id, lat, lat, lon, lon FROM doc_points",
-    "INSERT INTO chunks (doc_id, ord, heading_path, text) SELECT o.doc_id, c.ord, "
-    "c.heading_path, c.text FROM stage.chunks c JOIN stage.ordinal o ON o.seq = c.seq",
+    "INSERT INTO chunks (doc_id, ord, heading_path, spans, text) SELECT o.doc_id, c.ord, "
+    "c.heading_path, c.spans, c.text FROM stage.chunks c JOIN stage.ordinal o ON o.seq = c.seq",
 )
 
 

@@ -51,6 +51,15 @@ def from_spans(body: str, spans: str) -> str:
     )
 
 
+def covers(spans: str, offset: int) -> bool:
+    """Whether the body's character at ``offset`` is in one of the spans."""
+    for span in spans.split(","):
+        a, b = span.split(":", 1)
+        if int(a) <= offset < int(b):
+            return True
+    return False
+
+
 def text_length(text: str, spans: str | None) -> int:
     """The length of a chunk's text without reading its document's body."""
     if not spans:
@@ -90,7 +99,8 @@ class Bodies:
 def stored_rows(body: str, chunks: Iterable[tuple[str, str]]) -> list[tuple[str, str, str | None]]:
     """(heading_path, text to store, spans) for a document's chunks in order: each chunk's
     pieces are looked for after the previous chunk's."""
-    out, at = [], 0
+    out: list[tuple[str, str, str | None]] = []
+    at = 0
     for heading_path, text in chunks:
         found = spans_of(body, text, at)
         if found is None:
@@ -99,3 +109,26 @@ def stored_rows(body: str, chunks: Iterable[tuple[str, str]]) -> list[tuple[str,
             out.append((heading_path, "", found[0]))
             at = found[1]
     return out
+
+
+def document_chunks(conn: db.Connection, doc_id: int) -> list[tuple[int, int, str, str]]:
+    """(chunk_id, ord, heading_path, text) of a document's passages in order, resolved."""
+    rows = conn.execute(
+        f"SELECT chunk_id, ord, heading_path, text, {spans_column(conn)} FROM chunks "
+        "WHERE doc_id = ? ORDER BY ord",
+        (doc_id,),
+    ).fetchall()
+    bodies = Bodies(conn, keep=1)
+    return [(c, o, h, bodies.text(doc_id, t, s)) for c, o, h, t, s in rows]
+
+
+def one_chunk(conn: db.Connection, chunk_id: int) -> tuple[int, str, str] | None:
+    """(doc_id, heading_path, text) of one passage, resolved."""
+    row = conn.execute(
+        f"SELECT doc_id, heading_path, text, {spans_column(conn)} FROM chunks WHERE chunk_id = ?",
+        (chunk_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    doc_id, heading_path, text, spans = row
+    return doc_id, heading_path, Bodies(conn, keep=1).text(doc_id, text, spans)

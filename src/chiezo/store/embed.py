@@ -36,7 +36,7 @@ from chiezo.core import db
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery
 from chiezo.core.progress import NullProgress, Progress, ticking
-from chiezo.store import generations
+from chiezo.store import chunk_text, generations
 from chiezo.store import vectors as vec
 from chiezo.store.build import check_memory, derive_generation, require_disk
 from chiezo.store.embedders import DEFAULT_MODEL, Embedder, get_embedder
@@ -148,9 +148,11 @@ def disk_for_vectors(source, chunks: int, unit_chars: int, dim: int) -> int:
     from, the index and the cache's copies. Units are estimated from
     the first ``UNIT_SAMPLE`` chunks' length (a scan of every chunk would read the whole
     source before the work starts)."""
-    sample = source.conn.execute(
-        "SELECT avg(length(text)) FROM (SELECT text FROM chunks LIMIT ?)", (UNIT_SAMPLE,)
-    ).fetchone()[0]
+    conn = source.conn
+    rows = conn.execute(
+        f"SELECT text, {chunk_text.spans_column(conn)} FROM chunks LIMIT ?", (UNIT_SAMPLE,)
+    ).fetchall()
+    sample = sum(chunk_text.text_length(t, s) for t, s in rows) / len(rows) if rows else 0
     per_chunk = max(1.0, (sample or 0) / unit_chars) if unit_chars else 1.0
     units = int(chunks * per_chunk)
     return int(source.path.stat().st_size + units * dim * 2 * 3 + units * VECTOR_OVERHEAD)
@@ -325,13 +327,16 @@ def _unit_batches(conn: db.Connection, wanted: int, unit_chars: int):
     """(units, chunks they came from) in batches of about ``BATCH`` units, most popular
     documents first; the same units in the same order every time (the index keys follow it)."""
     rows = conn.execute(
-        "SELECT c.chunk_id, d.title, c.heading_path, c.text FROM chunks c "
+        f"SELECT c.chunk_id, c.doc_id, d.title, c.heading_path, c.text, "
+        f"{chunk_text.spans_column(conn, 'c')} FROM chunks c "
         "JOIN docs d ON d.doc_id = c.doc_id ORDER BY c.doc_id, c.ord LIMIT ?",
         (wanted,),
     )
+    bodies = chunk_text.Bodies(conn)  # by document: each body is read once
     batch: list[Unit] = []
     chunk_count = 0
-    for chunk_id, title, heading_path, text in rows:
+    for chunk_id, doc_id, title, heading_path, stored, spans in rows:
+        text = bodies.text(doc_id, stored, spans)
         chunk_count += 1
         for a, b in unit_spans(text, unit_chars):
             batch.append(Unit(chunk_id, a, b, passage_text(title, heading_path, text[a:b])))

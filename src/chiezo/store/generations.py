@@ -387,7 +387,12 @@ def _readable_meta(name: str, generation: Path) -> dict[str, str]:
     """The meta table of ``generation`` if this program reads it (the schema version it was
     written with, the tables every search needs); SchemaMismatch naming both versions else."""
     from chiezo.core import db
-    from chiezo.core.schema import REQUIRED_TABLES, SCHEMA_VERSION
+    from chiezo.core.schema import (
+        REQUIRED_TABLES,
+        SCHEMA_VERSION,
+        readable_version,
+        versions_read,
+    )
 
     try:
         conn = db.open_readonly(generation)
@@ -405,11 +410,11 @@ def _readable_meta(name: str, generation: Path) -> dict[str, str]:
             see=Operation("rebuild", name),
         ) from exc
     version = meta_int(meta.get("schema_version"))
-    if version != SCHEMA_VERSION or not set(REQUIRED_TABLES) <= tables:
+    if not readable_version(version) or not set(REQUIRED_TABLES) <= tables:
         age = "an older" if version < SCHEMA_VERSION else "a newer"
         raise SchemaMismatch(
             f"cannot roll {name!r} back to {generation.name}: it was written with schema "
-            f"version {version}, {age} one than the version {SCHEMA_VERSION} this Chiezo reads",
+            f"version {version}, {age} one than the version {versions_read()} this Chiezo reads",
             source=name,
             schema_version=version,
             expected_schema_version=SCHEMA_VERSION,

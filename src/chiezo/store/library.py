@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any
 from chiezo.core import db
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, ChiezoError, Operation, SchemaMismatch, UnknownSource
-from chiezo.core.schema import REQUIRED_TABLES, SCHEMA_VERSION, WORDS_AND_TRIGRAMS
+from chiezo.core.schema import (
+    REQUIRED_TABLES,
+    SCHEMA_VERSION,
+    WORDS_AND_TRIGRAMS,
+    readable_version,
+    versions_read,
+)
 from chiezo.store import generations, source_settings
 from chiezo.store.kinds import Attribution, SourceKind, kinds
 from chiezo.store.source_info import NEEDS_REBUILD, SourceInfo, recorded_input
@@ -111,12 +117,12 @@ class Source:
             version = int(self.meta.get("schema_version", "0"))
         except ValueError:
             version = 0
-        if version == SCHEMA_VERSION and not self.meta["_missing_tables"]:
+        if readable_version(version) and not self.meta["_missing_tables"]:
             return
         newer = version > SCHEMA_VERSION
         raise SchemaMismatch(
             f"source {self.name!r} was built with schema version {version}; this Chiezo reads "
-            f"version {SCHEMA_VERSION}"
+            f"version {versions_read()}"
             + (" (the file is newer than this program)" if newer else " and it needs a rebuild"),
             source=self.name,
             schema_version=version,
