@@ -781,15 +781,21 @@ def child_embed(args) -> None:
     from chiezo.core.config import Settings
     from chiezo.core.progress import RichProgress
     from chiezo.ops.service import Service
+    from chiezo.store import chunk_text
     from chiezo.store.embed import passage_text
     from chiezo.store.embedders import get_embedder
 
     service = Service(Settings(data_dir=Path(args.data)))
     real = service.library.get(args.pool_source).conn
-    rows = real.execute(
-        "SELECT d.title, c.heading_path, c.text FROM chunks c JOIN docs d ON d.doc_id = c.doc_id "
-        "ORDER BY c.chunk_id"
-    ).fetchall()
+    bodies = chunk_text.Bodies(real)  # passages kept as spans of their body: resolved
+    rows = [
+        (title, heading, bodies.text(doc_id, text, spans))
+        for doc_id, title, heading, text, spans in real.execute(
+            f"SELECT c.doc_id, d.title, c.heading_path, c.text, "
+            f"{chunk_text.spans_column(real, 'c')} FROM chunks c "
+            "JOIN docs d ON d.doc_id = c.doc_id ORDER BY c.chunk_id"
+        )
+    ]
     rows = random.Random(args.seed).sample(rows, min(args.vector_pool, len(rows)))
     model = get_embedder("use-m")
     model.embed(["warm-up"], "passage")

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chiezo.core import words
+from chiezo.store import chunk_text
 
 SEED = 20261201
 EXCERPT_CHARS = 1500
@@ -533,10 +534,7 @@ def passage_truths(conn, source: str, split: str) -> list[Truth]:
             continue
         subject = _subject(title)
         found = []
-        for order, path, text in conn.execute(
-            "SELECT ord, heading_path, text FROM chunks WHERE doc_id = ? AND ord > 0 ORDER BY ord",
-            (doc_id,),
-        ):
+        for _, order, path, text in chunk_text.document_chunks(conn, doc_id)[1:]:
             plain = " ".join(re.sub(r"(?m)^\s*#{1,6}\s.*$", " ", text).split())
             excerpt = excerpt_text([Passage(0, order, _below_title(path, title), plain)])
             if words.fold(subject) in words.fold(excerpt):
@@ -874,11 +872,7 @@ def named_cases(conns: dict) -> list[Case]:
                 )
                 .fetchone()
             )
-            chunks = (
-                conns[source]
-                .execute("SELECT ord, text FROM chunks WHERE doc_id = ? ORDER BY ord", (doc_id,))
-                .fetchall()
-            )
+            chunks = [(o, t) for _, o, _, t in chunk_text.document_chunks(conns[source], doc_id)]
             excerpts[n] = excerpt_text(
                 [Passage(0, o, "", " ".join(t.split())) for o, t in chunks[:1]]
             )

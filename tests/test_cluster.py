@@ -196,7 +196,7 @@ def _rows(data: Path) -> list:
             "SELECT doc_id, title, aliases, body, rank_score FROM docs ORDER BY doc_id"
         )
         chunks = conn.execute(
-            "SELECT chunk_id, doc_id, heading_path, text FROM chunks ORDER BY chunk_id"
+            "SELECT chunk_id, doc_id, heading_path, spans, text FROM chunks ORDER BY chunk_id"
         )
         titles = conn.execute("SELECT norm, doc_id, is_alias FROM titles ORDER BY 1, 2")
         words = conn.execute("SELECT word, df FROM word_df ORDER BY word")

@@ -12,7 +12,7 @@ from chiezo.core.errors import BadQuery, ModelUnavailable, VectorsUnavailable
 from chiezo.ops.requests import SearchRequest
 from chiezo.ops.service import Service
 from chiezo.search import retrieval
-from chiezo.store import generations
+from chiezo.store import chunk_text, generations
 from chiezo.store.embedders import get_embedder
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.rest import create_app
@@ -451,7 +451,8 @@ def test_wikipedia_passages_carry_the_article_title(tmp_path):
     )
     dump.write_text(wiki_dump([(1, "浅草寺", body)]))
     service.ingest("wikipedia", dump, "w")
-    rows = service.library.get("w").conn.execute("SELECT heading_path, text FROM chunks").fetchall()
+    conn = service.library.get("w").conn
+    rows = [(h, t) for _, _, h, t in chunk_text.document_chunks(conn, 1)]
     assert rows[0][0] == "浅草寺" and all(h.startswith("浅草寺") for h, _ in rows)
     assert any(h == "浅草寺 > 歴史" for h, _ in rows)
     assert max(len(t) for _, t in rows) <= 1000 and len(rows) >= 3
