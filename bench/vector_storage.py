@@ -1,7 +1,9 @@
 """Where a source's vectors are kept, before and after the index became their one store
 (issue #33 item 2): the jawiki excerpt built and embedded with use-m (the default units), then
 measured as it is served now against the same generation in the layout embeds wrote before —
-every vector also in a ``vec`` column of ``chunk_vectors`` — made from it in the same run.
+every vector also in a ``vec`` column of ``chunk_vectors``, and a cache holding every vector
+once more — both made from it in the same run. Now the index is the vectors' store, the
+generation keeps each vector's text hash, and the cache lets go of what a generation holds.
 
     python bench/vector_storage.py            # builds and embeds into bench/work/vector_storage
     python bench/vector_storage.py --reuse    # measures what an earlier run left there
@@ -94,6 +96,36 @@ def with_column(generation: Path, out: Path) -> None:
     conn.close()
 
 
+def full_cache(generation: Path, out: Path) -> int:
+    """Bytes of the cache as embeds left it before: every vector of ``generation`` by its text
+    hash, in the cache's own layout (vector_cache.TABLE, PAGE_SIZE)."""
+    conn = sqlite3.connect(out)
+    conn.execute(f"PRAGMA page_size = {vector_cache.PAGE_SIZE}")
+    conn.execute(vector_cache.TABLE)
+    source = sqlite3.connect(f"file:{generation}?mode=ro", uri=True)
+    meta = dict(source.execute("SELECT key, value FROM meta"))
+    index = VectorIndex(generation, vector_info(meta))
+    for ids in vec_ids(source):
+        keys = dict(
+            source.execute(
+                f"SELECT vec_id, unit_hash FROM chunk_vectors "
+                f"WHERE vec_id IN ({','.join('?' * len(ids))})",
+                ids,
+            )
+        )
+        found, matrix = index.vectors(ids)
+        conn.executemany(
+            "INSERT OR IGNORE INTO vectors (key, v) VALUES (?, ?)",
+            [(keys[v], row.astype("<f2").tobytes()) for v, row in zip(found, matrix, strict=True)],
+        )
+    conn.commit()
+    conn.close()
+    source.close()
+    size = out.stat().st_size
+    out.unlink()
+    return size
+
+
 def vacuumed(generation: Path, out: Path) -> None:
     shutil.copyfile(generation, out)
     conn = sqlite3.connect(out)
@@ -106,7 +138,7 @@ def table_bytes(path: Path) -> int:
     try:
         return conn.execute(
             "SELECT sum(pgsize) FROM dbstat WHERE name IN "
-            "('chunk_vectors', 'chunk_vectors_by_chunk')"
+            "('chunk_vectors', 'chunk_vectors_by_chunk', 'chunk_vectors_by_hash')"
         ).fetchone()[0]
     finally:
         conn.close()
@@ -153,10 +185,10 @@ def main() -> None:
             "generation": before.stat().st_size,
             "chunk_vectors": table_bytes(before),
             "index": index,
-            "cache": cache.stat().st_size,
+            "cache": full_cache(generation, scratch / "cache.db"),
             "export": zstd_tar_bytes([before]),
         },
-        "after: in the index and the cache": {
+        "after: in the index (the cache lets go)": {
             "generation": after.stat().st_size,
             "chunk_vectors": table_bytes(after),
             "index": index,

@@ -164,17 +164,101 @@ def test_an_old_cache_is_converted_and_every_vector_reused(tmp_path):
     before = _chunk_vectors(service, "kb")
     # turn the cache into the first layout, as a data directory from before issue 19 holds it
     directory = vector_cache.directory_of(service.settings)
-    cache = VectorCache(service.settings, MODEL)
-    rows = [(k.hex(), v) for k, v in cache.conn.execute("SELECT key, v FROM vectors")]
-    cache.close()
+    rows = _held_rows(service, "kb")  # what the cache held before the generation took them
     for path in directory.glob("use-m.f16.db*"):
         path.unlink()
     _write_legacy(directory / "use-m.db", rows)
+
+    # and the generation as one embedded before it kept the hash of each vector's text: only the
+    # converted cache can give the vectors back
+    path = generations.current_path(service.settings.corpus_dir / "kb")
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP INDEX chunk_vectors_by_hash")
+        conn.execute("ALTER TABLE chunk_vectors DROP COLUMN unit_hash")
+    conn.close()
 
     again = service.embed("kb", MODEL)
     assert again.embedded == 0 and again.reused == first.vectors  # nothing computed again
     assert _chunk_vectors(service, "kb") == before  # the very same vectors
     assert not (directory / "use-m.db").exists() and (directory / "use-m.f16.db").exists()
+
+
+def _held_rows(service: Service, name: str) -> list[tuple[str, bytes]]:
+    """(text hash, float16 vector) of every vector the source's generation holds."""
+    path = generations.current_path(service.settings.corpus_dir / name)
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        hashes = dict(conn.execute("SELECT vec_id, unit_hash FROM chunk_vectors"))
+        owners = {
+            r[0]: (r[1], r[2], r[3])
+            for r in conn.execute(
+                "SELECT vec_id, chunk_id, span_start, span_end FROM chunk_vectors"
+            )
+        }
+    conn.close()
+    stored = stored_vectors(path)
+    return [(hashes[v].hex(), stored[owners[v]]) for v in hashes]
+
+
+def _cache_rows(settings: Settings) -> int:
+    cache = VectorCache(settings, MODEL)
+    try:
+        return cache.conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+    finally:
+        cache.close()
+
+
+@pytest.mark.slow
+def test_the_cache_keeps_no_copy_of_what_a_generation_holds_and_nothing_is_embedded_twice(
+    tmp_path, monkeypatch
+):
+    """Issue #33: a vector lives in its generation's index; the cache lets go of it once the
+    embed has switched in, and a re-embed, a rebuild and another source with the same text
+    take it from the generation instead."""
+    service = Service(Settings(data_dir=tmp_path / "data"))
+    docs = write_files(tmp_path / "docs", FILES)
+    build_docs(service, docs, "kb")
+    first = service.embed("kb", MODEL)
+    assert first.embedded == first.vectors > 0
+    assert _cache_rows(service.settings) == 0  # not a copy of the generation's vectors
+    before = _chunk_vectors(service, "kb")
+
+    again = service.embed("kb", MODEL)  # from the generation, not the model
+    assert (again.embedded, again.reused) == (0, first.vectors)
+    assert _chunk_vectors(service, "kb") == before
+
+    # a rebuild with one more document embeds that document alone
+    write_files(docs, {"tea.md": "---\ntitle: 茶道\n---\n客を招いて抹茶を点て、もてなす作法。\n"})
+    rebuilt = build_docs(service, docs, "kb")
+    assert rebuilt.embedding["reused"] == first.vectors and rebuilt.embedding["embedded"] > 0
+    assert _cache_rows(service.settings) == 0
+
+    # another source of the same text reuses the first one's vectors
+    build_docs(service, write_files(tmp_path / "copy", FILES), "copy")
+    other = service.embed("copy", MODEL)
+    assert other.embedded == 0 and other.reused == first.vectors
+
+    # a vector another embed let go of between counting and writing is computed again
+    from chiezo.store import embed as embedding
+
+    rebuilt_vectors = _chunk_vectors(service, "kb")
+    get = embedding.StoredVectors.get
+    monkeypatch.setattr(
+        embedding.StoredVectors,
+        "get",
+        lambda self, wanted: dict(list(get(self, wanted).items())[1:]),
+    )
+    complete = service.embed("kb", MODEL)
+    monkeypatch.undo()
+    assert complete.vectors == rebuilt.embedding["vectors"]  # none left out
+    now = _chunk_vectors(service, "kb")
+    assert now.keys() == rebuilt_vectors.keys()
+    vectors = {
+        k: (np.frombuffer(now[k], "<f2"), np.frombuffer(rebuilt_vectors[k], "<f2")) for k in now
+    }
+    closest = min(float(a.astype(np.float32) @ b.astype(np.float32)) for a, b in vectors.values())
+    assert closest > 0.999  # the same model's vectors (batched otherwise: not bit for bit)
+    found = service.search(SearchRequest.of(query="蒸気機関車", source="kb", mode="semantic"))
+    assert found.hits and found.hits[0].title == "鉄道の開業"
 
 
 def test_a_cache_that_cannot_be_converted_is_kept_and_said(settings):

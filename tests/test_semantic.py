@@ -90,7 +90,7 @@ def test_embedding_records_model_dimension_and_coverage(kb):
 def test_vectors_are_kept_once_as_float16_in_the_index_file_next_to_the_source(kb):
     source = kb.library.get("kb")
     columns = [r[1] for r in source.conn.execute("PRAGMA table_info(chunk_vectors)")]
-    assert columns == ["vec_id", "chunk_id", "span_start", "span_end"]  # no copy in the file
+    assert columns == ["vec_id", "chunk_id", "span_start", "span_end", "unit_hash"]  # no copy
     assert source.path.with_name(source.path.name + ".usearch").exists()
     vectors = stored_vectors(source.path)
     assert len(vectors) == int(source.meta["vector_count"]) > 0

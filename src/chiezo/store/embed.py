@@ -6,7 +6,9 @@ Embedding is the slow part (e5-small: ~3.6 passages/s on 2 cores), so it is
   (``$CHIEZO_DATA/vectors/<model>.f16.db``, float16 by a hash of the exact text embedded:
   store/vector_cache.py); an interrupted run continues where it stopped;
 * **incremental** — a chunk whose text is unchanged (after a rebuild, or shared by two sources)
-  is never embedded twice;
+  is never embedded twice: its vector is found by the text's hash in the cache or in a
+  generation that holds it (each vector's ``unit_hash``), and the cache lets go of what the new
+  generation holds once it is switched in;
 * **partial if asked** — ``--max-chunks N`` embeds the chunks of the most popular documents
   first; the source reports its vector coverage and stays fully searchable by text.
 
@@ -24,6 +26,7 @@ file — the vectors' one store — written next to it, then switched in like an
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import time
@@ -34,7 +37,7 @@ from typing import Any
 
 from chiezo.core import db
 from chiezo.core.config import Settings
-from chiezo.core.errors import BadQuery
+from chiezo.core.errors import BadQuery, ChiezoError
 from chiezo.core.progress import NullProgress, Progress, ticking
 from chiezo.store import chunk_text, generations
 from chiezo.store import vectors as vec
@@ -225,12 +228,13 @@ def _embed_source(
     needed = disk_for_vectors(source, wanted, unit_chars, embedder.dim)
     require_disk(settings.corpus_dir, needed, f"embed {name!r}", after=": nothing was changed")
     cache = VectorCache(settings, embedder.name, progress)  # converts a cache of the old layout
+    stored = StoredVectors(cache, held_vectors(library, embedder.name, keep_previous))
     embedded = reused = 0
     try:
         progress.phase(f"embedding with {embedder.name}", wanted, "chunks")
         vectorize = (runner or local_vectors)(embedder)
         for work, vectors in vectorize(
-            _missing(source.conn, wanted, unit_chars, cache, embedder.name)
+            _missing(source.conn, wanted, unit_chars, stored, embedder.name)
         ):
             if work.hashes:
                 cache.put(
@@ -249,12 +253,14 @@ def _embed_source(
         def step(conn, final) -> None:
             progress.phase("writing vectors", embedded + reused, "vectors")
             counts.update(
-                _write_vectors(conn, final, cache, embedder, wanted, unit_chars, progress)
+                _write_vectors(conn, final, stored, embedder, wanted, unit_chars, progress)
             )
             progress.phase("checking and switching", None, "steps")
 
         report = derive_generation(settings, name, step, what="embed", keep_previous=keep_previous)
+        _forget_held(cache, report.path, embedder.name, progress)
     finally:
+        stored.close()
         cache.close()
     return EmbedReport(
         name,
@@ -304,13 +310,72 @@ def as_fp16(vectors):
     return np.asarray(vectors).astype("<f2", copy=False)
 
 
+class StoredVectors:
+    """Where an embed finds vectors computed before, by text hash: the embedding cache (what
+    this or an interrupted run computed), then the generations that hold them — the source's
+    own, the one an ingest keeps, other sources' of the same model (``held_vectors``)."""
+
+    def __init__(self, cache: VectorCache, held: list[vec.HeldVectors]) -> None:
+        self.cache, self.held = cache, held
+
+    def _look(self, hashes: list[str], ask) -> Any:
+        found = ask(self.cache, hashes)
+        for holder in self.held:
+            rest = [h for h in hashes if h not in found]
+            if not rest:
+                break
+            found |= ask(holder, rest)
+        return found
+
+    def known(self, hashes: list[str]) -> set[str]:
+        return self._look(hashes, lambda where, wanted: where.known(wanted))
+
+    def get(self, hashes: list[str]) -> dict[str, bytes]:
+        return self._look(hashes, lambda where, wanted: where.get(wanted))
+
+    def close(self) -> None:
+        for holder in self.held:
+            holder.close()
+
+
+def held_vectors(library: Library, model: str, keep_previous) -> list[vec.HeldVectors]:
+    """The generations whose vectors of ``model`` an embed may reuse: every source's current
+    one, and ``keep_previous`` (an ingest's embed step: the generation that served before)."""
+    paths = [keep_previous] if isinstance(keep_previous, Path) else []
+    for name in library.names():
+        with contextlib.suppress(ChiezoError):
+            source = library.get(name)
+            if not source.writable and source.meta.get("embedding_model") == model:
+                paths.append(source.path)
+    held = [vec.HeldVectors.of(path, model) for path in dict.fromkeys(paths)]
+    return [h for h in held if h is not None]
+
+
+def _forget_held(cache: VectorCache, generation: Path, model: str, progress: Progress) -> None:
+    """The cache lets go of the vectors the new generation holds (a re-embed finds them there):
+    it keeps what no generation holds — an interrupted run's — not a third copy. Best effort:
+    the embed has switched in; a failure here only leaves the cache larger."""
+    held = vec.HeldVectors.of(generation, model)
+    if held is None:
+        return
+    try:
+        for keys in held.hashes():
+            for at in range(0, len(keys), 500):
+                cache.forget(keys[at : at + 500])
+        cache.compact()
+    except db.Error as exc:
+        progress.warn(f"the embedding cache keeps copies of the new vectors ({exc})")
+    finally:
+        held.close()
+
+
 def _missing(
-    conn: db.Connection, wanted: int, unit_chars: int, cache: VectorCache, model: str
+    conn: db.Connection, wanted: int, unit_chars: int, stored: StoredVectors, model: str
 ) -> Iterator[EmbedBatch]:
-    """The units of ``_unit_batches`` whose vectors the cache lacks, batch by batch."""
+    """The units of ``_unit_batches`` whose vectors are stored nowhere yet, batch by batch."""
     for batch, chunk_count in _unit_batches(conn, wanted, unit_chars):
         hashes = [text_hash(model, unit.passage) for unit in batch]
-        known = cache.known(hashes)
+        known = stored.known(hashes)
         todo = {h: unit.passage for h, unit in zip(hashes, batch, strict=True) if h not in known}
         yield EmbedBatch(list(todo), list(todo.values()), chunk_count, len(batch) - len(todo))
 
@@ -350,16 +415,18 @@ def _unit_batches(conn: db.Connection, wanted: int, unit_chars: int):
 def _write_vectors(
     conn: db.Connection,
     final: Path,
-    cache: VectorCache,
+    stored: StoredVectors,
     embedder,
     wanted: int,
     unit_chars: int,
     progress: Progress | None = None,
 ) -> dict[str, int]:
-    """The units' rows into ``chunk_vectors`` and their vectors from the cache into a scratch
-    file (a "writing vectors" phase of as many units is open), then the index from that file —
-    the vectors' one home in the generation (store/vectors.py) — and the calibration, as
-    phases of their own."""
+    """The units' rows into ``chunk_vectors`` (with the hash of the text each vector was
+    embedded from) and their vectors from where they are stored into a scratch file (a
+    "writing vectors" phase of as many units is open), then the index from that file — the
+    vectors' one home in the generation (store/vectors.py) — and the calibration, as phases of
+    their own. A vector gone from the cache since it was counted (another source's embed
+    finished and let go of it) is computed again here, never left out."""
     progress = progress or NullProgress()
 
     conn.execute("DROP TABLE IF EXISTS chunk_vectors")  # a layout from an older embed goes too
@@ -371,15 +438,18 @@ def _write_vectors(
         with open(raw, "wb") as out:
             for batch, _ in _unit_batches(conn, wanted, unit_chars):
                 hashes = [text_hash(embedder.name, unit.passage) for unit in batch]
-                found = cache.get(hashes)
-                rows = [(u, found[h]) for u, h in zip(batch, hashes, strict=True) if h in found]
+                found = stored.get(hashes)
+                found.update(_computed_again(stored.cache, embedder, batch, hashes, found))
                 conn.executemany(
-                    "INSERT INTO chunk_vectors (vec_id, chunk_id, span_start, span_end) "
-                    "VALUES (?, ?, ?, ?)",
-                    [(count + i, u.chunk_id, u.start, u.end) for i, (u, _) in enumerate(rows, 1)],
+                    "INSERT INTO chunk_vectors (vec_id, chunk_id, span_start, span_end, "
+                    "unit_hash) VALUES (?, ?, ?, ?, ?)",
+                    [
+                        (count + i, u.chunk_id, u.start, u.end, bytes.fromhex(h))
+                        for i, (u, h) in enumerate(zip(batch, hashes, strict=True), 1)
+                    ],
                 )
-                out.write(b"".join(vector for _, vector in rows))
-                count += len(rows)
+                out.write(b"".join(found[h] for h in hashes))
+                count += len(batch)
                 progress.advance(len(batch))
         chunks = conn.execute("SELECT count(DISTINCT chunk_id) FROM chunk_vectors").fetchone()[0]
         _record_embedding(conn, embedder, unit_chars, count, chunks, wanted)
@@ -395,6 +465,16 @@ def _write_vectors(
             (str(round(floor, 4)),),
         )
     return {"vector_count": count, "embedded_chunks": chunks}
+
+
+def _computed_again(cache: VectorCache, embedder, batch, hashes, found) -> dict[str, bytes]:
+    missing = {h: u.passage for u, h in zip(batch, hashes, strict=True) if h not in found}
+    if not missing:
+        return {}
+    rows = as_fp16(embedder.embed(list(missing.values()), "passage"))
+    again = {h: row.tobytes() for h, row in zip(missing, rows, strict=True)}
+    cache.put(list(again.items()))
+    return again
 
 
 def _record_embedding(conn, embedder, unit_chars: int, count: int, chunks: int, wanted: int):

@@ -1,6 +1,8 @@
 """The embedding cache: float16 vectors by a hash of the exact text embedded, one file per model
-(``$CHIEZO_DATA/vectors/<model>.f16.db``), so an interrupted embed resumes and unchanged text is
-never embedded twice (store/embed.py).
+(``$CHIEZO_DATA/vectors/<model>.f16.db``), so an interrupted embed resumes (store/embed.py).
+Once an embed's generation is switched in, the cache lets go of the vectors it holds
+(``forget``, then ``compact``): a generation keeps each vector's text hash, and unchanged text
+is found there (store/vectors.HeldVectors) — the cache is not a third copy (design.md §35.10).
 
 Layout (docs/design.md §18, "The embedding cache"): ``vectors(id INTEGER PRIMARY KEY, key BLOB
 UNIQUE, v BLOB)`` in 16 KiB pages. Rows are appended in rowid order, so the table's pages fill
@@ -123,6 +125,32 @@ class VectorCache:
             [(bytes.fromhex(h), v) for h, v in rows],
         )
         self.conn.execute("COMMIT")
+
+    def forget(self, keys: list[bytes]) -> int:
+        """Delete the vectors of these keys (raw 20-byte hashes): a generation holds them now
+        (store/vectors.HeldVectors). Returns how many were here."""
+        if not keys:
+            return 0
+        marks = ",".join("?" * len(keys))
+        self.conn.execute("BEGIN IMMEDIATE")
+        gone = self.conn.execute(f"DELETE FROM vectors WHERE key IN ({marks})", keys).rowcount
+        self.conn.execute("COMMIT")
+        return gone
+
+    def compact(self) -> bool:
+        """Give the pages of forgotten vectors back to the disk (VACUUM), when at least half
+        the file is free. Best effort: another process reading the cache makes it wait for a
+        later embed (False)."""
+        pages = self.conn.execute("PRAGMA page_count").fetchone()[0]
+        free = self.conn.execute("PRAGMA freelist_count").fetchone()[0]
+        if not pages or free * 2 < pages:
+            return False
+        try:
+            self.conn.execute("VACUUM")
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except db.OperationalError:
+            return False
+        return True
 
     def close(self) -> None:
         try:

@@ -50,9 +50,11 @@ VECTOR_SCHEMA = (
         vec_id     INTEGER PRIMARY KEY,
         chunk_id   INTEGER NOT NULL,
         span_start INTEGER NOT NULL,
-        span_end   INTEGER NOT NULL
+        span_end   INTEGER NOT NULL,
+        unit_hash  BLOB NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS chunk_vectors_by_chunk ON chunk_vectors (chunk_id)",
+    "CREATE INDEX IF NOT EXISTS chunk_vectors_by_hash ON chunk_vectors (unit_hash)",
 )
 
 
@@ -288,3 +290,68 @@ def column_batches(conn: db.Connection, dim: int):
 
 def has_vector_column(conn: db.Connection) -> bool:
     return any(r[1] == "vec" for r in conn.execute("PRAGMA table_info(chunk_vectors)"))
+
+
+class HeldVectors:
+    """The vectors a generation holds, by the hash of the exact text each was embedded from
+    (``chunk_vectors.unit_hash``, store/embed.text_hash): what a re-embed or another source's
+    embed reuses, so that the embedding cache need not keep a copy of them (design.md §35.10)."""
+
+    def __init__(self, conn: db.Connection, index: VectorIndex) -> None:
+        self.conn, self.index = conn, index
+
+    @classmethod
+    def of(cls, generation: Path | None, model: str) -> HeldVectors | None:
+        """Those of ``generation`` if it has vectors of ``model`` with their hashes (a
+        generation embedded before hashes were kept has none to give)."""
+        if generation is None or not generation.exists():
+            return None
+        try:
+            conn = db.open_readonly(generation)
+        except db.Error:
+            return None
+        try:
+            meta = dict(conn.execute("SELECT key, value FROM meta"))
+            info = vector_info(meta)
+            columns = {r[1] for r in conn.execute("PRAGMA table_info(chunk_vectors)")}
+            if info is None or info.model != model or "unit_hash" not in columns:
+                conn.close()
+                return None
+            return cls(conn, VectorIndex(generation, info))
+        except (db.Error, VectorsUnavailable):
+            conn.close()
+            return None
+
+    def _vec_ids(self, hashes: list[str]) -> dict[int, str]:
+        marks = ",".join("?" * len(hashes))
+        rows = self.conn.execute(
+            f"SELECT vec_id, unit_hash FROM chunk_vectors WHERE unit_hash IN ({marks})",
+            [bytes.fromhex(h) for h in hashes],
+        )
+        return {vec_id: key.hex() for vec_id, key in rows}
+
+    def known(self, hashes: list[str]) -> set[str]:
+        return set(self._vec_ids(hashes).values()) if hashes else set()
+
+    def get(self, hashes: list[str]) -> dict[str, bytes]:
+        """float16 rows (as the cache keeps them) of the hashes held."""
+        if not hashes:
+            return {}
+        owners = self._vec_ids(hashes)
+        found, matrix = self.index.vectors(list(owners))
+        return {
+            owners[v]: row.astype("<f2").tobytes() for v, row in zip(found, matrix, strict=True)
+        }
+
+    def hashes(self) -> Iterator[list[bytes]]:
+        """Every hash held, ``INDEX_BATCH`` at a time."""
+        last = 0
+        while rows := self.conn.execute(
+            "SELECT vec_id, unit_hash FROM chunk_vectors WHERE vec_id > ? ORDER BY vec_id LIMIT ?",
+            (last, INDEX_BATCH),
+        ).fetchall():
+            yield [key for _, key in rows]
+            last = rows[-1][0]
+
+    def close(self) -> None:
+        self.conn.close()
