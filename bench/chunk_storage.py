@@ -155,6 +155,27 @@ def unspan(generation: Path) -> None:
     out.write_text(json.dumps({"generation": str(generation), **found}, indent=2) + "\n")
 
 
+def same_hits(services: list[Service], rng: random.Random, queries: int = 300) -> dict:
+    """Whether the two layouts answer alike: each query's hits — document, snippet, section
+    and score — compared between them (keyword; a title's word, a word and 歴史, a sentence)."""
+    conn = services[0].library.get("jawiki").conn
+    titles = [r[0] for r in conn.execute("SELECT title FROM docs")]
+    asked = [
+        rng.choice(titles) + rng.choice(("", " 歴史", "の特徴", " 人口")) for _ in range(queries)
+    ]
+    equal = 0
+    for query in asked:
+        answers = [
+            [
+                (h.doc_id, h.snippet, h.section, h.score)
+                for h in s.search(SearchRequest.of(query=query, source="jawiki", limit=10)).hits
+            ]
+            for s in services
+        ]
+        equal += answers[0] == answers[1]
+    return {"queries": queries, "equal": equal}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dump", default=str(EXCERPT))
@@ -175,6 +196,11 @@ def main() -> None:
         result[name].update(sizes(services[name]))
     for name, service in services.items():
         result[name].update(costs(service, args.reads, random.Random(7)))
+    result["same_hits"] = same_hits(list(services.values()), random.Random(11))
+    console.print(
+        f"hits (title, snippet, section, score) equal in both layouts for "
+        f"{result['same_hits']['equal']} of {result['same_hits']['queries']} queries"
+    )
     table = Table(title=f"{result['dump']}: passages as text (before) and as spans (after)")
     rows = [
         ("generation MiB", lambda r: f"{r['generation'] / 2**20:.2f}"),
