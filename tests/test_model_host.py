@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -64,53 +65,70 @@ def served(tmp_path_factory):
     port = free_port()
     env = {**os.environ, "CHIEZO_DATA": str(settings.data_dir)}
     env.pop(model_host.HOST_ENV, None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "chiezo", "serve", "--port", str(port), "--workers", "2"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
+    log = root / "serve.log"  # what the server and its host said, shown when a test fails
+    with log.open("wb") as said:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "chiezo", "serve", "--port", str(port), "--workers", "2"],
+            env=env,
+            stdout=said,
+            stderr=subprocess.STDOUT,
+        )
+    server = Served(process, f"http://127.0.0.1:{port}", settings, log)
     try:
-        _wait_for(lambda: _answers(base), 120)
-        yield process, base, settings
+        _wait_for(server.answers, 120)
+        yield server
     finally:
         process.terminate()
         process.wait(20)
 
 
-def _answers(base: str) -> bool:
-    try:
-        return httpx.get(base + "/healthz", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
+@dataclass
+class Served:
+    process: subprocess.Popen
+    base: str
+    settings: Settings
+    log: Path
 
+    def said(self) -> str:
+        return self.log.read_text(errors="replace")
 
-def _hosts(process) -> list[int]:
-    return [
-        pid
-        for pid in _children(process.pid)
-        if b"chiezo.store.model_host" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    ]
+    def answers(self) -> bool:
+        assert self.process.poll() is None, f"the server ended: {self.said()}"
+        try:
+            return httpx.get(self.base + "/healthz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
 
+    def hosts(self) -> list[int]:
+        assert self.process.poll() is None, f"the server ended: {self.said()}"
+        return [
+            pid
+            for pid in _children(self.process.pid)
+            if b"chiezo.store.model_host" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
 
-def _host_of(process) -> int:
-    hosts = _hosts(process)
-    assert len(hosts) == 1, hosts
-    return hosts[0]
+    def host(self) -> int:
+        """The one host process (a host being started again is waited for)."""
+        try:
+            (found,) = _wait_for(lambda: (h := self.hosts()) and len(h) == 1 and h, 30)
+        except AssertionError as exc:
+            raise AssertionError(f"no single host ({exc}): {self.said()}") from None
+        return found
 
 
 def test_workers_embed_through_one_host_and_load_no_model(served):
-    process, base, settings = served
+    process, base, settings = served.process, served.base, served.settings
     question = "Which file format holds each source?"
-    answer = httpx.get(base + "/v1/book/search", params={"q": question, "mode": "semantic"})
+    answer = httpx.get(
+        base + "/v1/book/search", params={"q": question, "mode": "semantic"}, timeout=60
+    )
     assert answer.status_code == 200, answer.text
     asked = SearchRequest(query=question, source="book", mode="semantic")
     here = Service(Settings(data_dir=settings.data_dir)).search(asked)
     assert here.hits and [h["doc_id"] for h in answer.json()["hits"]] == [
         h.doc_id for h in here.hits
     ]
-    host = _host_of(process)
+    host = served.host()
     workers = [pid for pid in _children(process.pid) if pid != host]
     assert _mapped(host, "onnxruntime")
     # every worker answered a query by meaning (each warmed the source at start) without it
@@ -118,7 +136,8 @@ def test_workers_embed_through_one_host_and_load_no_model(served):
 
 
 def test_a_cli_command_on_the_same_data_embeds_through_the_running_host(served):
-    _, _, settings = served
+    settings = served.settings
+    served.host()  # running
     script = (
         "import sys; from chiezo.store import model_host as h; "
         f"h.look_for_host({str(settings.data_dir)!r}); e = h.query_embedder('use-m'); "
@@ -129,7 +148,7 @@ def test_a_cli_command_on_the_same_data_embeds_through_the_running_host(served):
     env = {k: v for k, v in os.environ.items() if k != model_host.HOST_ENV}
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, env=env, check=True)
     line, _, saved = out.stdout.partition(b"\n")
-    assert line.decode().split() == ["HostedEmbedder", "False", "512"]
+    assert line.decode().split() == ["HostedEmbedder", "False", "512"], served.said()
     import io
 
     hosted = np.load(io.BytesIO(saved))
@@ -138,12 +157,11 @@ def test_a_cli_command_on_the_same_data_embeds_through_the_running_host(served):
 
 
 def test_a_killed_host_is_started_again_and_queries_go_on(served):
-    process, base, _ = served
-    old = _host_of(process)
+    old = served.host()
     os.kill(old, 9)
-    _wait_for(lambda: _hosts(process) not in ([], [old]))
+    _wait_for(lambda: served.hosts() not in ([], [old]))
     answer = httpx.get(
-        base + "/v1/book/search",
+        served.base + "/v1/book/search",
         params={"q": "a database file per source", "mode": "semantic"},
         timeout=60,
     )
@@ -214,13 +232,16 @@ def test_the_host_refuses_malformed_requests_and_goes_on_serving(host):
         model_host.HostedEmbedder(host, "../../etc/passwd")
 
 
-def test_no_host_where_the_socket_directory_is_not_private(temporary, tmp_path):
+def test_no_host_where_the_socket_directory_is_not_private(temporary, tmp_path, capsys):
     planted = temporary / f"chiezo-{os.getuid()}"
     planted.mkdir(mode=0o777)
     planted.chmod(0o777)  # someone opened it up (or made it) to plant a socket
     assert model_host.host_dir() is None
     assert model_host.socket_path(tmp_path / "data") is None
     assert model_host.find_host(tmp_path / "data") is None
+    with model_host.hosting(tmp_path / "data") as socket_path:
+        assert socket_path is None  # the server says why, and its workers load their own
+    assert f"no model host ({planted} is not a private directory" in capsys.readouterr().err
     planted.rmdir()
     planted.symlink_to(tmp_path)  # a link to a directory of someone else's choosing
     assert model_host.host_dir() is None
@@ -230,12 +251,14 @@ def test_no_host_where_the_socket_directory_is_not_private(temporary, tmp_path):
 def test_another_user_gets_no_answer_even_through_an_opened_directory(host):
     host.parent.chmod(0o777)
     host.chmod(0o777)
+    # the host may close before the request is all sent (a broken pipe): no answer either
     script = (
         "import os, socket, struct, json; os.setuid(65534); "
         f"c = socket.socket(socket.AF_UNIX); c.connect({str(host)!r}); "
         "p = json.dumps({'model': 'use-m', 'kind': 'query', 'texts': ['x']}).encode(); "
-        "c.sendall(struct.pack('>I', len(p)) + p); c.shutdown(socket.SHUT_WR); "
-        "\ntry: print(len(c.recv(100)))\nexcept ConnectionResetError: print(0)"
+        "\ntry:\n c.sendall(struct.pack('>I', len(p)) + p); c.shutdown(socket.SHUT_WR)"
+        "\n print(len(c.recv(100)))"
+        "\nexcept (ConnectionResetError, BrokenPipeError): print(0)"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert out.stdout.strip() == "0", out.stderr  # closed without an answer

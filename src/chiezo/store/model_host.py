@@ -91,11 +91,19 @@ def data_key(data_dir: Path) -> str:
 
 def socket_path(data_dir: Path) -> Path | None:
     """Where this process's host for ``data_dir`` listens, or None where no host can be."""
+    return _socket_path(data_dir)[0]
+
+
+def _socket_path(data_dir: Path) -> tuple[Path | None, str]:
+    """The socket's path, or None and why there is none."""
     directory = host_dir()
     if directory is None:
-        return None
+        where = Path(tempfile.gettempdir()) / f"chiezo-{os.getuid()}"
+        return None, f"{where} is not a private directory of this user's"
     path = directory / f"{data_key(data_dir)}-{os.getpid()}.sock"
-    return path if len(str(path)) <= MAX_SOCKET_PATH else None
+    if len(str(path)) > MAX_SOCKET_PATH:
+        return None, f"the socket path {path} is longer than {MAX_SOCKET_PATH} bytes (set TMPDIR)"
+    return path, ""
 
 
 def find_host(data_dir: Path) -> Path | None:
@@ -361,8 +369,12 @@ def hosting(data_dir: Path) -> Iterator[Path | None]:
     """Run a host for ``data_dir`` while the block runs (``chiezo serve``); yields its socket,
     or None where no host can run (turned off, no private directory). A host that dies is
     started again."""
-    path = None if _disabled() else socket_path(data_dir)
+    if _disabled():
+        yield None
+        return
+    path, why = _socket_path(data_dir)
     if path is None:
+        _say(f"no model host ({why}): each worker loads the query models it needs")
         yield None
         return
     keeper = _Keeper(path)
@@ -371,6 +383,13 @@ def hosting(data_dir: Path) -> Iterator[Path | None]:
         yield path
     finally:
         keeper.stop()
+
+
+def _say(line: str) -> None:
+    """A line on the server's stderr, where it says what it serves (no logging is set up in
+    the supervising process)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(f"chiezo: {line}", file=sys.stderr, flush=True)
 
 
 class _Keeper(threading.Thread):
@@ -398,6 +417,7 @@ class _Keeper(threading.Thread):
                 except subprocess.TimeoutExpired:
                     process.kill()
             else:
+                _say(f"the model host ended (exit status {process.returncode}); starting it again")
                 self._stopping.wait(RESTART_PAUSE_SECONDS)
 
     def stop(self) -> None:
