@@ -104,6 +104,44 @@ def test_mixed_short_and_long_terms_keep_candidates_containing_the_short_ones(te
     ]
 
 
+@pytest.fixture
+def gates(service, tmp_path):
+    """Four documents sharing a long term; a 2-character one in the middle of one text, at
+    the very end of another, and one (雷鳴) only ever at the end of a text."""
+    files = {
+        "a.md": "# 寺の門\n\n古い寺町通の門。雷門の前に店が並ぶ。\n",
+        "b.md": "# 町の端\n\n古い寺町通の北に見えるのは雷門\n",
+        "c.md": "# 寺の庭\n\n古い寺町通の庭は広い。遠くに雷鳴\n",
+        "d.md": "# 寺の鐘\n\n古い寺町通に鐘が鳴る。\n",
+    }
+    build_docs(service, write_files(tmp_path / "gates", files), "gates")
+    return service
+
+
+def test_a_short_term_beside_many_long_term_matches_is_found_through_the_index(
+    gates, monkeypatch
+):
+    """Reading every long-term match's body for a 2-character term cost 936 ms at 20,000
+    articles (docs/design.md §35.12); beyond BODY_CHECK_MAX matches the index finds it."""
+    source = gates.library.get("gates")
+
+    def found(query: str) -> tuple[set[str], str]:
+        plan, hits = trigram_side(source, query)
+        return {h.title for h in hits}, plan.plan
+
+    assert found("寺町通 雷門") == ({"寺の門", "町の端"}, "fts+short")  # every body read
+    assert found("寺町通 雷鳴") == ({"寺の庭"}, "fts+short")
+    monkeypatch.setattr(fts, "BODY_CHECK_MAX", 2)
+    # through the trigrams that start with 雷門: an occurrence that ends a text is not seen
+    assert found("寺町通 雷門") == ({"寺の門"}, "fts+short")
+    # no trigram starts with 雷鳴: the index rules the AND out without reading a body
+    assert found("寺町通 雷鳴") == (set(), "fts+short")
+    # where the word index runs beside the trigrams (keyword search), it finds both
+    for query, expected in [("寺町通 雷門", {"寺の門", "町の端"}), ("寺町通 雷鳴", {"寺の庭"})]:
+        result = gates.search(SearchRequest.of(query=query, source="gates", mode="keyword"))
+        assert set(titles(result)) == expected
+
+
 def test_a_question_typed_as_a_sentence_still_finds_its_document(temples):
     result = temples.search(
         SearchRequest.of(query="日本で梅雨がないのは北海道とどこか", source="temples")

@@ -7,7 +7,9 @@ Plans (the ``mode`` reported with every result):
                   ordinal — and stopping after ``CANDIDATE_WALK``. Fewer matches than that: all
                   are scored and the total is exact. More: the most popular ``CANDIDATE_WALK``
                   matches are scored, and the total is counted up to ``COUNT_CAP``.
-``fts+short``     as ``fts``, keeping only candidates that also contain the 1-2 character terms.
+``fts+short``     as ``fts``, keeping only candidates that also contain the 1-2 character terms
+                  (read from their text; beyond ``BODY_CHECK_MAX`` long-term matches a
+                  2-character term is found through the indexed trigrams that begin with it).
 ``title_prefix``  only 1-2 character terms, which the trigram index cannot see: titles that
                   start with the first term (and contain the others); ``title_prefix+fts``
                   when documents containing 2-character terms anywhere follow them (found
@@ -55,6 +57,9 @@ MAX_WINDOW = 10_000  # offset + limit; deeper pages are refused with a reason
 TITLE_SCAN_CAP = 20_000
 TITLE_EXACT_MAX = 50
 SHORT_EXPANSION_MAX = 64  # trigrams OR-ed for one 2-character term, most frequent first
+# Long-term matches in whose text short terms are looked for by reading (_with_short_terms)
+BODY_CHECK_MAX = 500
+NARROW_EXPANSION_MAX = 256  # trigrams OR-ed for one 2-character term ANDed with long terms
 SHORT_COUNT_CAP = 20_000  # an OR of 64 doclists counts slower; its total is a bound anyway
 # Sentence fallback: which trigrams of the question to OR together.
 SENTENCE_MAX_GRAMS = 24
@@ -138,26 +143,15 @@ def _fulltext(
     source: Source, query: ParsedQuery, limit: int, offset: int, filters: Filters
 ) -> Planned:
     conn = source.conn
-    expr = match_all(query.long_terms)
-    where, params = _where(expr, query.short_terms, filters)
+    groups, read_for = _with_short_terms(conn, query, filters)
+    expr = " AND ".join([f"({match_all(query.long_terms)})", *(groups or [])])
+    where, params = _where(expr, read_for, filters)
     walk = max(CANDIDATE_WALK, 2 * (offset + limit))
     notes: list[str] = []
     known_total = None if filters else _lone_gram_df(conn, query)
     cheap, costly = split_by_cost(conn, query.long_terms)
-    if not costly:  # FTS5's own bm25 is affordable: score while walking
-        rows = conn.execute(
-            f"SELECT rowid, {BM25} FROM docs_fts WHERE {where} ORDER BY rowid LIMIT ?",
-            (*params, walk),
-        ).fetchall()
-    else:  # walk without bm25, then score what was found (see scoring.py)
-        ids = [
-            r[0]
-            for r in conn.execute(
-                f"SELECT rowid FROM docs_fts WHERE {where} ORDER BY rowid LIMIT ?",
-                (*params, walk),
-            )
-        ]
-        rows = score_candidates(conn, ids, cheap, query.long_terms)
+    rows = [] if groups is None else _walk(conn, where, params, walk, query, cheap, bool(groups))
+    if costly:
         notes.append(Notice("common_terms", terms=costly))
     title_ids = filter_ids(conn, filters, title_exact(conn, query.norm))
     ordered = rank_page(rows, source.ranks, title_ids, offset + limit)
@@ -181,6 +175,32 @@ def _fulltext(
     return _page(
         source, query, ordered, total, plan, limit, offset, needles, lower_bound, notes, seen
     )
+
+
+def _walk(
+    conn: db.Connection,
+    where: str,
+    params: tuple,
+    walk: int,
+    query: ParsedQuery,
+    cheap: list[str],
+    narrowed: bool,
+) -> list[tuple[int, float]]:
+    """The first ``walk`` matches in popularity order, scored on the long terms: by FTS5's
+    bm25 while walking when every long term is cheap and the MATCH holds nothing else, else
+    walked unscored and scored after (scoring.py)."""
+    if len(cheap) == len(query.long_terms) and not narrowed:
+        return conn.execute(
+            f"SELECT rowid, {BM25} FROM docs_fts WHERE {where} ORDER BY rowid LIMIT ?",
+            (*params, walk),
+        ).fetchall()
+    ids = [
+        r[0]
+        for r in conn.execute(
+            f"SELECT rowid FROM docs_fts WHERE {where} ORDER BY rowid LIMIT ?", (*params, walk)
+        )
+    ]
+    return score_candidates(conn, ids, cheap, query.long_terms)
 
 
 def _sentence(
@@ -362,27 +382,80 @@ def _title_prefix_candidates(
 
 
 def _expand_short_terms(conn: db.Connection, terms: tuple[str, ...]) -> tuple[str | None, bool]:
-    """An FTS expression equivalent to "every 2-character term occurs": each term becomes the
-    OR of the indexed trigrams that start with it (an occurrence at the very end of a text has
-    no such trigram and is missed). 1-character terms have too many: (None, False). Returns
-    (expression, whether every term's trigrams fitted in SHORT_EXPANSION_MAX)."""
-    if any(len(t) != 2 for t in terms):
-        return None, False
+    """An FTS expression equivalent to "every 2-character term occurs" (``_gram_group``);
+    (None, False) when a term cannot be expanded. Returns (expression, whether every term's
+    trigrams fitted in SHORT_EXPANSION_MAX)."""
     groups, complete = [], True
     for term in terms:
-        folded = term.lower()
-        grams = [
-            r[0]
-            for r in conn.execute(
-                "SELECT gram FROM gram_df WHERE gram >= ? AND gram < ? ORDER BY df DESC LIMIT ?",
-                (folded, folded + "\U0010ffff", SHORT_EXPANSION_MAX + 1),
-            )
-        ]
-        if not grams:
+        group, fitted = _gram_group(conn, term)
+        if group is None:
             return None, False
-        complete &= len(grams) <= SHORT_EXPANSION_MAX
-        groups.append("(" + match_any(grams[:SHORT_EXPANSION_MAX]) + ")")
+        groups.append(group)
+        complete &= fitted
     return " AND ".join(groups), complete
+
+
+def _gram_group(
+    conn: db.Connection, term: str, most: int = SHORT_EXPANSION_MAX
+) -> tuple[str | None, bool]:
+    """"``term`` occurs" for a 2-character term in the index's form: the OR of the indexed
+    trigrams that start with it, the ``most`` most frequent (an occurrence at the very end of
+    a text has no such trigram and is missed). 1-character terms have too many, and a term no
+    trigram starts with has none: (None, False). Returns (group, whether all its trigrams
+    fitted)."""
+    grams = _grams_from(conn, term, most + 1)
+    if not grams:
+        return None, False
+    return "(" + match_any(grams[:most]) + ")", len(grams) <= most
+
+
+def _grams_from(conn: db.Connection, term: str, most: int) -> list[str]:
+    """The indexed trigrams that start with the 2-character ``term``, most frequent first."""
+    if len(term) != 2:
+        return []
+    folded = term.lower()
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT gram FROM gram_df WHERE gram >= ? AND gram < ? ORDER BY df DESC LIMIT ?",
+            (folded, folded + "\U0010ffff", most),
+        )
+    ]
+
+
+def _with_short_terms(
+    conn: db.Connection, query: ParsedQuery, filters: Filters
+) -> tuple[list[str] | None, tuple[str, ...]]:
+    """What finds the short terms: groups to AND into the long terms' MATCH (None: the index
+    says no document has them all), and the terms left to find by reading each candidate's
+    text (``_where``).
+
+    Reading costs what the bodies weigh: 0.11 ms a jawiki body, so a rare 2-character term
+    beside a common long one (生まれ 桜野: 8,344 bodies read for 194 matches) took 936 ms at
+    20,000 articles and would end in a 504 at 1.4M (docs/design.md §35.12). So while the long
+    terms match at most ``BODY_CHECK_MAX`` documents the short terms are read for (exact);
+    beyond, each 2-character term whose trigrams all fit joins the MATCH as its
+    ``_gram_group`` — the index answers, at the cost of missing an occurrence that ends a
+    text, as the ``title_prefix+fts`` plan does. Other short terms are still read for, among
+    the fewer candidates left."""
+    if not query.short_terms:
+        return [], ()
+    extra, extra_params = filters.where()
+    long_terms = (match_all(query.long_terms), *extra_params)
+    _, many = _count(conn, "docs_fts MATCH ?" + extra, long_terms, BODY_CHECK_MAX)
+    if not many:
+        return [], query.short_terms
+    groups, read_for = [], []
+    for term in query.short_terms:
+        form = query.index_form(term)
+        group, fitted = _gram_group(conn, form, NARROW_EXPANSION_MAX)
+        if group is None and len(form) == 2:
+            return None, ()  # no indexed text has it but at its very end
+        if group is not None and fitted:
+            groups.append(group)
+        else:
+            read_for.append(term)
+    return groups, tuple(read_for)
 
 
 # -- helpers -----------------------------------------------------------------------------------
