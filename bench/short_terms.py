@@ -31,13 +31,12 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import jawiki_scale  # noqa: E402
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.query import MIN_FTS_CHARS  # noqa: E402
 from chiezo.ops.requests import SearchRequest  # noqa: E402
 from chiezo.ops.service import Service  # noqa: E402
 from chiezo.search import fts  # noqa: E402
-
-import jawiki_scale  # noqa: E402
 
 console = Console()
 READ_ALL = 10**12  # BODY_CHECK_MAX out of reach: every long-term match's text is read
@@ -58,10 +57,10 @@ def queries_with_short_terms(path: Path, count: int, seed: int) -> list[str]:
     return short[:count]
 
 
-def timed(run, setting: int) -> tuple[float, object]:
+def timed(run, query: str, setting: int) -> tuple[float, object]:
     fts.BODY_CHECK_MAX = setting
     started = time.perf_counter()
-    answer = run()
+    answer = run(query)
     return (time.perf_counter() - started) * 1000, answer
 
 
@@ -96,9 +95,9 @@ def main() -> None:
         answers: dict[str, list] = {name: [] for name in settings}
         for q in queries:
             for setting in settings.values():  # warm both
-                timed(lambda q=q: run(q), setting)
+                timed(run, q, setting)
             for name, setting in settings.items():
-                ms, answer = timed(lambda q=q: run(q), setting)
+                ms, answer = timed(run, q, setting)
                 times[name].append(ms)
                 answers[name].append(answer)
         before, after = answers.values()

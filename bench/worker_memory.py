@@ -13,8 +13,10 @@ use-m vectors, and the same excerpt without vectors (keyword-only). In one run:
   titles, questions, words), then each process's smaps_rollup: RSS, PSS and private
   (Private_Clean + Private_Dirty).
 * **cold CLI**: ``chiezo search Q --source jawiki`` as a new process each time, the median of
-  ``--cli-runs``: keyword-only; hybrid with no server (the model loads in the command); hybrid
-  while a server with its host runs on the same data directory.
+  ``--cli-runs``: keyword-only; hybrid with no server (the model loads in the command); while
+  a server runs on the same data directory, hybrid and keyword searched in the command (its
+  host embeds the query: the way before surfaces/cli/via_server.py) and answered by the
+  server. ``--cli-only`` runs these alone, keeping the serve rounds on file.
 
 The load average is printed beside the numbers: on a shared machine a busy neighbour slows the
 cold starts (not the memory). Writes bench/results/worker_memory.json.
@@ -146,12 +148,24 @@ def serve_round(name: str, data: Path, env: dict[str, str], asked, port: int) ->
         server.stop()
 
 
-def cold_cli(data: Path, mode: str, runs: int, env: dict[str, str]) -> dict:
+# the command as it was before it asked a running server (surfaces/cli/via_server.py): the
+# server's host still embeds the query, the search runs in the command
+SEARCHING_HERE = [
+    sys.executable,
+    "-c",
+    "from chiezo.surfaces.cli import via_server; via_server.search = lambda *a: None; "
+    "from chiezo.surfaces.cli.main import main; main()",
+]
+
+
+def cold_cli(
+    data: Path, mode: str, runs: int, env: dict[str, str], command: list[str] = CHIEZO
+) -> dict:
     times = []
     for _ in range(runs):
         started = time.monotonic()
         subprocess.run(
-            [*CHIEZO, "--data", str(data), "search", QUESTIONS[0], "--source", "jawiki",
+            [*command, "--data", str(data), "search", QUESTIONS[0], "--source", "jawiki",
              "--mode", mode, "--json"],
             env={**os.environ, **env}, stdout=subprocess.DEVNULL, check=True,
         )  # fmt: skip
@@ -165,19 +179,23 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--cli-runs", type=int, default=7)
     parser.add_argument("--port", type=int, default=8791)
+    parser.add_argument("--cli-only", action="store_true", help="keep the serve rounds on file")
     args = parser.parse_args()
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's CLI reuses compiled modules
     vectors, words = WORK / "use-m", WORK / "keyword-only"
     build(vectors, embed=True)
     build(words, embed=False)
-    asked = queries(vectors, args.queries, MODES)
-    rounds = [
-        serve_round("keyword-only, host", words, {}, queries(words, args.queries, ["keyword"]),
-                    args.port),
-        serve_round("use-m, no host (before)", vectors, {"CHIEZO_MODEL_HOST": "off"}, asked,
-                    args.port),
-        serve_round("use-m, host (after)", vectors, {}, asked, args.port),
-    ]  # fmt: skip
+    if args.cli_only:
+        rounds = json.loads(RESULTS.read_text())["serve"]
+    else:
+        asked = queries(vectors, args.queries, MODES)
+        rounds = [
+            serve_round("keyword-only, host", words, {},
+                        queries(words, args.queries, ["keyword"]), args.port),
+            serve_round("use-m, no host (before)", vectors, {"CHIEZO_MODEL_HOST": "off"}, asked,
+                        args.port),
+            serve_round("use-m, host (after)", vectors, {}, asked, args.port),
+        ]  # fmt: skip
     off = {"CHIEZO_MODEL_HOST": "off"}
     cli = {
         "keyword, no server": cold_cli(vectors, "keyword", args.cli_runs, off),
@@ -185,8 +203,18 @@ def main() -> None:
     }
     server = Server(vectors, args.port, {})
     try:
-        cli["hybrid, server running (after)"] = cold_cli(vectors, "hybrid", args.cli_runs, {})
-        cli["keyword, server running"] = cold_cli(vectors, "keyword", args.cli_runs, {})
+        cli["hybrid, server running, host embeds, searched here"] = cold_cli(
+            vectors, "hybrid", args.cli_runs, {}, SEARCHING_HERE
+        )
+        cli["hybrid, server running, the server answers (after)"] = cold_cli(
+            vectors, "hybrid", args.cli_runs, {}
+        )
+        cli["keyword, server running, searched here"] = cold_cli(
+            vectors, "keyword", args.cli_runs, {}, SEARCHING_HERE
+        )
+        cli["keyword, server running, the server answers"] = cold_cli(
+            vectors, "keyword", args.cli_runs, {}
+        )
     finally:
         server.stop()
     show(rounds, cli)

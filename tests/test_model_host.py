@@ -156,6 +156,61 @@ def test_a_cli_command_on_the_same_data_embeds_through_the_running_host(served):
     assert np.allclose(hosted, local, atol=1e-5)
 
 
+CLI_SEARCH = """
+import json, sys
+from chiezo.ops.service import Service
+from chiezo.surfaces.cli.main import main
+here, search = [], Service.search
+Service.search = lambda self, request: here.append(1) or search(self, request)
+try:
+    sys.argv[0] = "chiezo"
+    main()
+finally:
+    said = {"searched_here": bool(here), "vectors_here": "usearch.index" in sys.modules}
+    print(json.dumps(said), file=sys.stderr)
+"""
+
+
+def _cli_search(served, *args: str, host: bool = True) -> tuple[int, str, dict]:
+    """``chiezo search ARGS --json`` as a new process on the served data: (exit status,
+    stdout, whether it searched itself and opened a vector index)."""
+    env = {k: v for k, v in os.environ.items() if k != model_host.HOST_ENV}
+    if not host:
+        env[model_host.HOST_ENV] = "off"
+    data = str(served.settings.data_dir)
+    run = subprocess.run(
+        [sys.executable, "-c", CLI_SEARCH, "--data", data, "search", *args, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    said = json.loads(run.stderr.strip().splitlines()[-1])
+    return run.returncode, run.stdout, said
+
+
+def test_a_cli_search_on_the_same_data_is_answered_by_the_server(served):
+    served.host()
+    for args in [
+        ("which file format", "--source", "book", "--mode", "hybrid"),
+        ("SQLite", "--source", "book", "--mode", "keyword", "-n", "2", "--explain"),
+        ("tea prices", "--mode", "semantic"),  # every source
+    ]:
+        status, printed, said = _cli_search(served, *args)
+        assert status == 0 and said == {"searched_here": False, "vectors_here": False}, args
+        alone, printed_alone, said_alone = _cli_search(served, *args, host=False)
+        assert said_alone["searched_here"]
+        assert (status, json.loads(printed)) == (alone, json.loads(printed_alone)), args
+
+
+def test_a_refused_cli_search_is_refused_as_the_command_refuses_it(served):
+    # the server answers 404; the command searches itself and says so in its own words
+    status, printed, said = _cli_search(served, "anything", "--source", "no_such_source")
+    assert status == 2 and said["searched_here"] and json.loads(printed)["status"] == 404
+    assert (status, printed) == _cli_search(
+        served, "anything", "--source", "no_such_source", host=False
+    )[:2]
+
+
 def test_a_killed_host_is_started_again_and_queries_go_on(served):
     old = served.host()
     os.kill(old, 9)

@@ -118,9 +118,7 @@ def gates(service, tmp_path):
     return service
 
 
-def test_a_short_term_beside_many_long_term_matches_is_found_through_the_index(
-    gates, monkeypatch
-):
+def test_a_short_term_beside_many_long_term_matches_is_found_through_the_index(gates, monkeypatch):
     """Reading every long-term match's body for a 2-character term cost 936 ms at 20,000
     articles (docs/design.md §35.12); beyond BODY_CHECK_MAX matches the index finds it."""
     source = gates.library.get("gates")

@@ -646,6 +646,11 @@ class Param:
     schema_extra: dict[str, Any] | None  # stated, not enforced (checked by the service)
     surface: Surface
 
+    @property
+    def rest(self) -> str:
+        """Its name in a REST query string."""
+        return self.surface.rest or self.name
+
     def enforced(self) -> dict[str, Any]:
         """Keyword arguments for a ``Field`` with the help and the enforced bounds only."""
         return {"description": self.help, **self.bounds}

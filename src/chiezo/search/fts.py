@@ -398,7 +398,7 @@ def _expand_short_terms(conn: db.Connection, terms: tuple[str, ...]) -> tuple[st
 def _gram_group(
     conn: db.Connection, term: str, most: int = SHORT_EXPANSION_MAX
 ) -> tuple[str | None, bool]:
-    """"``term`` occurs" for a 2-character term in the index's form: the OR of the indexed
+    """ "``term`` occurs" for a 2-character term in the index's form: the OR of the indexed
     trigrams that start with it, the ``most`` most frequent (an occurrence at the very end of
     a text has no such trigram and is missed). 1-character terms have too many, and a term no
     trigram starts with has none: (None, False). Returns (group, whether all its trigrams

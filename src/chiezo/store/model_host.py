@@ -26,6 +26,9 @@ malformed one closes its connection and nothing else.
 Protocol: frames of a 4-byte big-endian length and a payload. A request is JSON
 ``{"model", "kind", "texts"}``; the answer a JSON head ``{"rows", "dim"}`` then a frame of
 float32 rows, or ``{"error": message}``. ``texts: []`` asks only for the model's dimension.
+``{"ask": "server"}`` asks where its server answers on this machine: ``{"url": ...}`` (null
+when it listens on no loopback address) — a CLI command then asks the server itself
+(surfaces/cli/via_server.py).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ FRAME = struct.Struct(">I")
 # or restarting, and for one answer (a first request loads the model: ~1 s, more under load).
 CONNECT_WAIT_SECONDS = 15.0
 ANSWER_SECONDS = 60.0
+ASK_SECONDS = 2.0  # for the server's address: answered at once, even while a model loads
 POLL_SECONDS = 0.5
 RESTART_PAUSE_SECONDS = 1.0
 MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS
@@ -202,6 +206,22 @@ def query_embedder(model: str) -> Embedder:
         return _hosted[key]
 
 
+def server_url(data_dir: Path) -> str | None:
+    """Where the server whose host serves ``data_dir`` answers on loopback, or None (no
+    server, or one listening on no loopback address)."""
+    path = find_host(data_dir)
+    if path is None:
+        return None
+    try:
+        with _connect(path, wait=0.0) as conn:
+            conn.settimeout(ASK_SECONDS)
+            _send(conn, json.dumps({"ask": "server"}).encode())
+            url = json.loads(_receive(conn, 4096)).get("url")
+    except (OSError, ValueError, AttributeError, HostUnavailable):
+        return None
+    return url if isinstance(url, str) else None
+
+
 class HostedEmbedder(Embedder):
     """``model`` as the host at ``path`` computes it. One connection per thread."""
 
@@ -309,6 +329,8 @@ def _answer(request) -> list[bytes]:
     try:
         if not isinstance(request, dict):
             raise ValueError("a request is a JSON object")
+        if request.get("ask") == "server":
+            return [json.dumps({"url": _server_url}).encode()]
         model, kind, texts = request["model"], request["kind"], request["texts"]
         if not (isinstance(texts, list) and all(isinstance(t, str) for t in texts)):
             raise ValueError("texts must be a list of strings")
@@ -337,13 +359,19 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 
 
-def run_host(path: Path, parent: int) -> None:
-    """Serve on ``path`` until ``parent`` is gone (or SIGTERM); the socket is removed after."""
+_server_url: str | None = None  # in the host: where its server answers on loopback
+
+
+def run_host(path: Path, parent: int, server_url: str | None = None) -> None:
+    """Serve on ``path`` until ``parent`` is gone (or SIGTERM); the socket is removed after.
+    ``server_url``: the server's loopback address, told to whoever asks."""
     import signal
 
     from chiezo.core.processes import die_with_parent
 
+    global _server_url
     die_with_parent(parent)  # killed with the server, even by SIGKILL
+    _server_url = server_url
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
     old = os.umask(0o177)  # the socket file: 0600
@@ -365,10 +393,10 @@ def run_host(path: Path, parent: int) -> None:
 
 
 @contextlib.contextmanager
-def hosting(data_dir: Path) -> Iterator[Path | None]:
-    """Run a host for ``data_dir`` while the block runs (``chiezo serve``); yields its socket,
-    or None where no host can run (turned off, no private directory). A host that dies is
-    started again."""
+def hosting(data_dir: Path, server_url: str | None = None) -> Iterator[Path | None]:
+    """Run a host for ``data_dir`` while the block runs (``chiezo serve``, whose loopback
+    address is ``server_url``); yields its socket, or None where no host can run (turned off,
+    no private directory). A host that dies is started again."""
     if _disabled():
         yield None
         return
@@ -377,7 +405,7 @@ def hosting(data_dir: Path) -> Iterator[Path | None]:
         _say(f"no model host ({why}): each worker loads the query models it needs")
         yield None
         return
-    keeper = _Keeper(path)
+    keeper = _Keeper(path, server_url)
     keeper.start()
     try:
         yield path
@@ -395,15 +423,16 @@ def _say(line: str) -> None:
 class _Keeper(threading.Thread):
     """Starts the host process and starts it again if it dies."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, server_url: str | None) -> None:
         super().__init__(name="chiezo-model-host", daemon=True)
-        self.path = path
+        self.path, self.server_url = path, server_url
         self._stopping = threading.Event()
         self._process: subprocess.Popen | None = None
 
     def _spawn(self) -> subprocess.Popen:
         command = [sys.executable, "-m", "chiezo.store.model_host", str(self.path)]
-        return subprocess.Popen(command + [str(os.getpid())], stdin=subprocess.DEVNULL)
+        command += [str(os.getpid()), *([self.server_url] if self.server_url else [])]
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL)
 
     def run(self) -> None:
         while not self._stopping.is_set():
@@ -427,5 +456,5 @@ class _Keeper(threading.Thread):
             self.path.unlink()
 
 
-if __name__ == "__main__":  # python -m chiezo.store.model_host SOCKET PARENT_PID
-    run_host(Path(sys.argv[1]), int(sys.argv[2]))
+if __name__ == "__main__":  # python -m chiezo.store.model_host SOCKET PARENT_PID [URL]
+    run_host(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else None)

@@ -33,6 +33,7 @@ from chiezo.ops.requests import (
 )
 from chiezo.ops.service import Service
 from chiezo.store import model_host
+from chiezo.surfaces.cli import via_server
 from chiezo.surfaces.cli.common import (
     emit_json,
     err,
@@ -94,9 +95,10 @@ def search(ctx, as_json, interactive, **values) -> None:
         return
     if not request.query.strip():
         raise click.UsageError("give a query, or --interactive")
-    result = service.search(request)
+    served = via_server.search(service.settings, request)  # a server on this data answers
+    result, as_dict = served or (service.search(request), None)
     if as_json:
-        emit_json(result.to_dict())
+        emit_json(as_dict or result.to_dict())
     else:
         _print_result(result, explain=request.explain)
     if not result.hits:
@@ -583,7 +585,8 @@ def serve(ctx, host, port, workers, ray, replicas) -> None:
     shown = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL has it
     line = f"Chiezo on http://{shown}:{port}  (API docs /docs, MCP /mcp)"
     with (
-        model_host.hosting(settings.data_dir) as socket,  # one copy of each query model
+        # one copy of each query model; a CLI command on this data asks this server instead
+        model_host.hosting(settings.data_dir, _loopback_address(host, port)) as socket,
         shared_directory(workers),  # where each worker leaves its metrics for the others
     ):
         if socket is not None:
@@ -611,6 +614,18 @@ def _serve_on_ray(settings, host: str, port: int, address: str, replicas: int) -
         os.environ.get("CHIEZO_PUBLIC_URL") or _own_address(host, port),
         say=lambda line: err.print(escape(line)),
     )
+
+
+def _loopback_address(host: str, port: int) -> str | None:
+    """Where a command on this machine reaches this server as a loopback client, or None when
+    it listens on no loopback address (a command would then be a remote client)."""
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    if not is_loopback(host) or port == 0:
+        return None
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 def _own_address(host: str, port: int) -> str:

@@ -94,7 +94,7 @@ def model_query(model: type[BaseModel]) -> Callable[..., Any]:
 
 
 def rest_name(param: Param) -> str:
-    return param.surface.rest or param.name
+    return param.rest
 
 
 def _rest_parameter(param: Param, in_query: bool = False) -> inspect.Parameter:
