@@ -5,7 +5,7 @@ Every article entry becomes a document: its title, its HTML turned into Markdown
 out, infobox rows as ``Label: value`` lines, ``## `` headings that become breadcrumbs under the
 title, the ``<h1>`` that repeats the title left out), the lead as the opening, internal links as
 links, the ZIM path as url. Redirect entries become
-aliases of their target. Both namespace schemes are read: the old one (articles under ``A/``)
+aliases of their target, and so do redirects rendered as a copy of their target's page. Both namespace schemes are read: the old one (articles under ``A/``)
 and the new one (no namespaces; articles are the HTML entries). The file's metadata (title,
 language, date, creator…) goes into the source's ``input`` record; its language into
 ``language``.
@@ -13,6 +13,7 @@ language, date, creator…) goes into the source's ``input`` record; its languag
 
 from __future__ import annotations
 
+import functools
 import posixpath
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +27,7 @@ from chiezo.core.progress import NullProgress, Progress
 from chiezo.ingest.documents import document_from_text
 from chiezo.ingest.htmltext import page_text
 from chiezo.store.build import BuildOptions, BuildReport, GenerationBuilder
-from chiezo.store.kinds import Attribution, Capabilities, SourceKind
+from chiezo.store.kinds import ArchiveEntry, Attribution, Capabilities, SourceKind
 
 KIND = "zim"
 METADATA = ("Title", "Name", "Language", "Date", "Creator", "Publisher", "Description", "License")
@@ -71,7 +72,42 @@ def scan(archive) -> tuple[list[int], dict[str, list[str]], dict[str, str]]:
         if entry.get_item().mimetype.startswith("text/html"):
             articles.append(entry_id)
             titles[entry.path] = entry.title or entry.path
-    return articles, redirects, titles
+    copies = _rendered_redirects(archive, articles)
+    for copy, target in copies.items():
+        redirects.setdefault(target, []).append(path_title(copy))
+    kept = [i for i in articles if archive._get_entry_by_id(i).path not in copies]
+    return kept, redirects, titles
+
+
+def _rendered_redirects(archive, articles: list[int]) -> dict[str, str]:
+    """{path: the path of the article it copies} for HTML entries that are a redirect
+    rendered as a page: mwoffliner writes some Wikipedia redirects as a full copy of their
+    target, titled as the target (A/The_Pages_of_My_Mind, "Ray Charles"), so the article came
+    out twice. A copy is an entry with another's title *and* its very text (two Wikibooks
+    chapters titled "Introduction" stay two); of such a group, the entry whose path names the
+    title is the article (else the shortest path), the others its aliases."""
+    by_title: dict[str, list] = {}
+    for entry_id in articles:
+        entry = archive._get_entry_by_id(entry_id)
+        by_title.setdefault(entry.title or entry.path, []).append(entry)
+    copies: dict[str, str] = {}
+    for title, entries in by_title.items():
+        if len(entries) < 2:
+            continue
+        by_text: dict[str, list] = {}
+        for entry in entries:
+            markup = bytes(entry.get_item().content).decode("utf-8", "replace")
+            by_text.setdefault(page_text(markup, entry.title).text, []).append(entry)
+        for same in by_text.values():
+            paths = sorted((e.path for e in same), key=lambda p: (path_title(p) != title, len(p)))
+            copies.update({path: paths[0] for path in paths[1:]})
+    return copies
+
+
+def path_title(path: str) -> str:
+    """The title an entry's path spells (A/Ray_Charles → Ray Charles)."""
+    name = path[2:] if path[:2] in ("A/", "C/") else path
+    return unquote(name).replace("_", " ")
 
 
 def ingest_zim(
@@ -170,16 +206,40 @@ def _links(source_path: str, hrefs: list[str]) -> list[str]:
 # -- the kind -------------------------------------------------------------------------------------
 
 
+def _stamp(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_size, stat.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=8)
+def _reader(path: str, size: int, mtime_ns: int):
+    """An open archive, kept while its file is unchanged (opening reads its directory; a page
+    asks for its pictures and styles right after it). libzim's reader is thread-safe."""
+    return open_archive(Path(path))
+
+
 class ZimKind(SourceKind):
     name = KIND
     summary = """Build a source from a Kiwix ZIM file: every article a document, redirects as
     aliases, old and new namespace schemes."""
     argument = "FILE"
     names_itself = True  # zim_<the file's Name>
-    capabilities = Capabilities(headed_pages=True)  # the body's sections are "## " headings
+    # the body's sections are "## " headings; each article is served from the file as Kiwix
+    # shows it (surfaces/web/archive_pages.py)
+    capabilities = Capabilities(headed_pages=True, archive=True)
 
     def build(self, settings, inputs, name, options, build, progress):
         return ingest_zim(settings, inputs[0], name, options=build, progress=progress)
+
+    def archive_entry(self, archive: Path, path: str) -> ArchiveEntry | None:
+        opened = _reader(str(archive), *_stamp(archive))
+        if not opened.has_entry_by_path(path):
+            return None
+        entry = opened.get_entry_by_path(path)
+        if entry.is_redirect:
+            return ArchiveEntry(redirect=entry.get_redirect_entry().path)
+        item = entry.get_item()
+        return ArchiveEntry(media_type=item.mimetype, content=item.content)
 
     def attribution(self, info):
         given = info.input

@@ -886,14 +886,33 @@ class Service:
         """(where a person can open a cited document, its stable ``source:key``): the
         original web address where the source has one (Wikipedia, OSM), else this server's
         document page when its address is known (``CHIEZO_PUBLIC_URL``, or ``chiezo serve``'s
-        own), else the ``source:key`` itself."""
+        own) — for an archive source (a ZIM) the article as the archive shows it — else the
+        ``source:key`` itself, or for an archive source its file and entry."""
         cite = f"{source}:{key if key is not None else doc_id}"
         if url and url.startswith(("https://", "http://")):
             return url, cite
+        entry = self._archive_entry(source, url)
         if self.settings.public_url:
             base = self.settings.public_url.rstrip("/")
+            if entry is not None:  # the article as its archive shows it
+                return f"{base}/doc/{quote(source, safe='')}/archive/{quote(entry[1])}", cite
             return f"{base}/doc/{quote(source, safe='')}/{doc_id}", cite
+        if entry is not None:  # where a reader finds it: the file, then the entry in it
+            return f"{entry[0]} › {entry[1]}", cite
         return cite, cite
+
+    def _archive_entry(self, source: str, url: str | None) -> tuple[str, str] | None:
+        """(the archive file, the entry's path in it) for a document of a source built from
+        an archive (a ZIM, whose documents' url is their path inside it); else None."""
+        if not url or "://" in url:
+            return None
+        try:
+            opened = self.library.get(source)
+        except ChiezoError:
+            return None
+        if not (opened.kind and opened.kind.capabilities.archive):
+            return None
+        return str(opened.info().input.get("path") or source), url
 
     def llm_status(self) -> dict[str, Any]:
         """Is answering on, and does each configured endpoint answer with the model? (The web

@@ -44,8 +44,21 @@ class Capabilities:
     places: bool = False  # documents have coordinates: a map, near/radius/nearest
     headed_pages: bool = False  # the body marks its headings (## …): shown as sections
     originals: bool = False  # a document's file can be served from the folder it was built from
+    # documents are entries of the archive file the source was built from (a ZIM): each is
+    # served from it with the pictures and styles it names (``SourceKind.archive_entry``)
+    archive: bool = False
     writable: bool = False  # written in place (notes): no build, no rebuild, no embedding
     watchable: bool = False  # inputs are local files a --watch can poll
+
+
+@dataclass(frozen=True)
+class ArchiveEntry:
+    """One entry of an archive file, as a browser is sent it: its bytes and media type, or
+    the path of the entry it redirects to."""
+
+    media_type: str = ""
+    content: bytes | memoryview = b""
+    redirect: str | None = None
 
 
 @dataclass(frozen=True)
@@ -212,6 +225,11 @@ class SourceKind:
         ]
 
     # -- showing -------------------------------------------------------------------------------
+
+    def archive_entry(self, archive: Path, path: str) -> ArchiveEntry | None:
+        """The entry at ``path`` inside ``archive``, the file a source of this kind was built
+        from (kinds with ``capabilities.archive``); None when it has no such entry."""
+        return None
 
     def attribution(self, info: SourceInfo) -> Attribution:
         path = info.input.get("path")

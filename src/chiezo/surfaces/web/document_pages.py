@@ -12,6 +12,7 @@ from fastapi.responses import FileResponse
 from chiezo.core.errors import NotFound
 from chiezo.core.markdown import parse_sections
 from chiezo.ops.service import Service
+from chiezo.surfaces.web.archive_pages import archive_href
 from chiezo.surfaces.web.formatting import safe_url
 from chiezo.surfaces.web.markdown_view import render_markdown
 
@@ -150,10 +151,13 @@ def _inside(root: Path, key: str) -> Path | None:
     return path if path.is_relative_to(root) and path.is_file() else None
 
 
-def original_href(doc: dict) -> str | None:
+def original_href(doc: dict, *, archived: bool = False) -> str | None:
     """Where the page's "Original" link goes: the served file (keeping ``#page=N``) for a
-    local file, the document's own url otherwise (when it is safe to link)."""
+    local file, the entry for a document of an archive source (``archived``: a ZIM's url is
+    its path inside the file), the document's own url otherwise (when it is safe to link)."""
     url = doc.get("url") or ""
+    if archived and url and "://" not in url:
+        return archive_href(doc["source"], url)
     if url.startswith("file://"):
         fragment = urlsplit(url).fragment
         return f"/doc/{doc['source']}/{doc['doc_id']}/original" + (

@@ -19,6 +19,7 @@ from chiezo import __version__
 from chiezo.core.errors import ChiezoError, NotFound
 from chiezo.ops.requests import LinksRequest, RandomRequest
 from chiezo.ops.service import Service
+from chiezo.surfaces.web.archive_pages import archive_entry, archive_response, archived
 from chiezo.surfaces.web.disk import install as install_disk
 from chiezo.surfaces.web.disk import page_survey
 from chiezo.surfaces.web.document_pages import (
@@ -218,7 +219,7 @@ def install(app: FastAPI, service: Service) -> None:
             doc=doc,
             info=info,
             **body_parts(doc, headed_pages(opened)),
-            original=original_href(doc),
+            original=original_href(doc, archived=archived(opened)),
             full=full,
             map_svg=map_svg,
             nearby=nearby,
@@ -240,6 +241,18 @@ def install(app: FastAPI, service: Service) -> None:
                 request, "doc.html", exc.status, doc=None, error=exc.to_dict(), source=source
             )
         return original_response(path)
+
+    @app.get("/doc/{source}/archive/{path:path}", include_in_schema=False)
+    def archived_entry(request: Request, source: str, path: str):
+        """An entry of the archive (a ZIM) a source was built from: an article as the archive
+        shows it, or a picture or style it names (surfaces/web/archive_pages.py)."""
+        try:
+            entry = archive_entry(service, source, path)
+        except ChiezoError as exc:
+            return render(
+                request, "doc.html", exc.status, doc=None, error=exc.to_dict(), source=source
+            )
+        return archive_response(source, path, entry)
 
     @app.get("/admin", include_in_schema=False)
     def admin_page(request: Request) -> HTMLResponse:

@@ -32,6 +32,7 @@ from chiezo.search.facets import FACETS
 from chiezo.search.shapes import has_shapes
 from chiezo.search.snippet import plain_text
 from chiezo.store.library import Source
+from chiezo.surfaces.web.archive_pages import archived
 from chiezo.surfaces.web.document_pages import original_href
 from chiezo.surfaces.web.mapview import (
     AREAS_DRAWN,
@@ -118,10 +119,15 @@ def search_results(service: Service, form: SearchForm) -> dict[str, Any]:
     )
     result = service.search(request)
     items = []
+    archives = {s: _archived(service, s) for s in {hit.source for hit in result.hits}}
     for number, hit in enumerate(result.hits, start=form.offset + 1):
         original = None
-        if (hit.url or "").startswith("file://"):  # a local file: served, at the hit's page
-            original = original_href({"source": hit.source, "doc_id": hit.doc_id, "url": hit.url})
+        # a local file: served, at the hit's page; an archive's entry: as the archive shows it
+        if (hit.url or "").startswith("file://") or archives[hit.source]:
+            original = original_href(
+                {"source": hit.source, "doc_id": hit.doc_id, "url": hit.url},
+                archived=archives[hit.source],
+            )
         items.append(
             {
                 "number": number,
@@ -451,3 +457,10 @@ def _cut(text: str, chars: int) -> str:
     keeps its backticks and emphasis marks), cut to ``chars``."""
     text = plain_text(text)
     return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
+def _archived(service: Service, source: str) -> bool:
+    try:
+        return archived(service.library.get(source))
+    except ChiezoError:
+        return False
