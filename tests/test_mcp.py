@@ -82,6 +82,26 @@ def test_search_doc_and_filter_over_http(server):
 
 
 @pytest.mark.slow
+def test_a_single_value_where_a_list_is_asked_for_is_taken_as_a_list(server):
+    # 4B-8B models send area: "京都府" where a list is declared (issue #34)
+    async def go():
+        async with Client(f"{server.url}/mcp") as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            one = await client.call_tool("filter", {"source": "temples", "tag": "寺院"})
+            listed = await client.call_tool("filter", {"source": "temples", "tag": ["寺院"]})
+            found = await client.call_tool("search", {"query": "寺", "tag": "寺院,神社"})
+            return tools, one, listed, found
+
+    tools, one, listed, found = run(go)
+    assert not one.is_error and one.structured_content == listed.structured_content
+    assert one.structured_content["total"] == 2
+    assert found.structured_content["total"] == 2  # a comma inside the one value still means OR
+    tag = tools["filter"].input_schema["properties"]["tag"]
+    assert {t.get("type") for t in tag["anyOf"]} >= {"array", "string"}
+    assert "one value, or a list of them" in tag["description"]
+
+
+@pytest.mark.slow
 def test_tool_errors_carry_the_same_reason_as_the_rest_api(server):
     async def go():
         async with Client(f"{server.url}/mcp") as client:

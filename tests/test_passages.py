@@ -5,6 +5,8 @@ Real sources: the jawiki excerpt of tests/data, and documents written here."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -104,6 +106,17 @@ def test_doc_with_a_question_gives_the_passages_that_answer_it(jawiki):
     assert len(short["body"]) <= 600 + 40
     empty = client.get("/v1/jawiki/doc", params={"title": "パリ", "question": " "})
     assert empty.status_code == 400
+
+
+def test_a_doc_with_max_chars_keeps_the_whole_answer_within_it(jawiki):
+    # パリ links to over a thousand articles: 26 KB came back for max_chars 400 (issue #34)
+    doc = jawiki.doc("jawiki", title="パリ", max_chars=400)
+    size = len(json.dumps(doc, ensure_ascii=False))
+    assert len(doc["body"]) == 400 and size < 400 * 1.25 + 600, size
+    assert doc["links_total"] > 1000 and len(doc["links"]) < doc["links_total"]
+    assert "links" in doc["more"]
+    everything = jawiki.doc("jawiki", title="パリ")
+    assert len(everything["links"]) == doc["links_total"]  # without max_chars: all of them
 
 
 def test_the_agents_doc_tool_takes_the_question(jawiki):

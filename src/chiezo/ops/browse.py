@@ -162,7 +162,51 @@ def read_doc(
             {"ord": o, "heading_path": h, "text": t}
             for _, o, h, t in chunk_text.document_chunks(conn, doc_id)
         ]
+    if max_chars is not None:
+        fit_lists(out, max_chars)
     return out
+
+
+# Lists a document answer carries, in the order they share what max_chars leaves: the short
+# ones first, the links last (パリ has 1,040: 26 KB of an answer asked for 400 characters).
+FITTED_LISTS = ("aliases", "tags", "attrs", "links", "chunks")
+MIN_LIST_SHARE = 4  # the lists get at least max_chars / 4, however long the body
+
+
+def fit_lists(out: dict[str, Any], max_chars: int) -> None:
+    """Keep ``out`` within ``max_chars`` as a whole (issue #34): the body was cut to it, the
+    opening — the body's own start — gets what the body leaves; the lists share what both
+    leave (at least a quarter of ``max_chars``), in ``FITTED_LISTS`` order, each item costing
+    its JSON length. A list cut short says how long it is (``<name>_total``) and ``more`` says
+    how to read the rest."""
+    used = len(out.get("body") or "")
+    if out.get("opening"):
+        out["opening"] = out["opening"][: max(max_chars - used, 0)]
+        used += len(out["opening"])
+    left = max(max_chars - used, max_chars // MIN_LIST_SHARE)
+    for name in FITTED_LISTS:
+        if name not in out:
+            continue
+        items = list(out[name].items()) if isinstance(out[name], dict) else out[name]
+        kept = 0
+        for item in items:
+            cost = len(json.dumps(item, ensure_ascii=False)) + 1
+            if cost > left:
+                break
+            left, kept = left - cost, kept + 1
+        if kept < len(items):
+            out[name] = dict(items[:kept]) if isinstance(out[name], dict) else items[:kept]
+            out[f"{name}_total"] = len(items)
+            out.setdefault("more", {})[name] = _MORE[name]
+
+
+_MORE = {
+    "aliases": "ask again without max_chars, fields=['aliases']",
+    "tags": "ask again without max_chars, fields=['tags']",
+    "attrs": "ask again without max_chars, fields=['attrs']",
+    "links": "the links tool (direction out) pages them: limit, offset",
+    "chunks": "ask again without max_chars, fields=['chunks']",
+}
 
 
 def chunk_ids(src: Source, doc_id: int) -> dict[int, int]:

@@ -481,7 +481,13 @@ class DocRequest(Request):
     fields: Fields = None
     max_chars: Annotated[
         int | None,
-        Field(ge=0, description="cut the body to this many characters"),
+        Field(
+            ge=0,
+            description="keep the answer within about this many characters: the body is cut "
+            "to it, the opening (the body's start) gets what the body leaves, and the lists "
+            "(aliases, tags, attributes, links) share the rest — at least a quarter of it — "
+            "with their totals and how to read more",
+        ),
         Surface(mcp_default=4000),  # a model's context, not a terminal
     ] = None
     question: Annotated[

@@ -455,6 +455,8 @@ class Service:
         if question and "body" in out:
             budget = self.settings.answer_budget if max_chars is None else max_chars
             self._answering_passages(out, question, budget)
+            if max_chars is not None:
+                browse.fit_lists(out, max_chars)
         if alternatives:
             out["alternatives"] = alternatives
         return out

@@ -130,9 +130,11 @@ def takes(model: type[Request]):
     descriptions and bounds in its input schema; the function receives the model."""
 
     def decorate(fn):
+        many = {p.name for p in params(model) if p.many}
+
         @functools.wraps(fn)
         def tool(**values: Any) -> dict[str, Any]:
-            return fn(model.model_validate(values))
+            return fn(model.model_validate(_as_lists(values, many)))
 
         tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
             [_tool_parameter(p) for p in params(model)], return_annotation=dict[str, Any]
@@ -142,11 +144,24 @@ def takes(model: type[Request]):
     return decorate
 
 
+def _as_lists(values: dict[str, Any], many: set[str]) -> dict[str, Any]:
+    """A single value given where a list is asked for, as a list of it: 4B-8B models send
+    ``area: "京都府"`` (and got "Input should be a valid list")."""
+    return {
+        k: [v] if k in many and isinstance(v, str | int | float) else v for k, v in values.items()
+    }
+
+
 def _tool_parameter(param: Param) -> inspect.Parameter:
     if param.required:
         default = inspect.Parameter.empty
     else:  # a model's own default where it needs another (ops/requests.py Surface)
         default = param.default if param.surface.mcp_default is None else param.surface.mcp_default
+    enforced = param.enforced()
+    annotation = param.annotation
+    if param.many:  # a single value is taken as a list of one (``_as_lists``), and said so
+        annotation = annotation | param.kind
+        enforced["description"] = f"{param.help} (one value, or a list of them)"
     return inspect.Parameter(
         param.name,
         inspect.Parameter.KEYWORD_ONLY,
@@ -156,7 +171,7 @@ def _tool_parameter(param: Param) -> inspect.Parameter:
         # escapes, lengths): the service checks those and answers with its reason, and each
         # costs a small model's context on every step: the nine read tools' schemas are 13.8 KB
         # without them, 29.2 KB with them (26.1 KB when only search and filter stated theirs)
-        annotation=Annotated[param.annotation, Field(**param.enforced())],
+        annotation=Annotated[annotation, Field(**enforced)],
     )
 
 
