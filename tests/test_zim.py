@@ -2,10 +2,13 @@
 metadata, the ray-charles file's searches, and the text stored for an article's HTML
 (ingest/htmltext.py: words kept apart, hidden parts out, infobox rows, the title once)."""
 
+import shutil
+from pathlib import Path
+
 import pytest
 
 from chiezo.core.config import Settings
-from chiezo.core.errors import InputError
+from chiezo.core.errors import BadQuery, InputError
 from chiezo.ingest import zim
 from chiezo.ingest.htmltext import page_text
 from chiezo.ops.requests import SearchRequest
@@ -71,6 +74,43 @@ def test_a_redirect_rendered_as_a_copy_is_an_alias_not_a_second_document(zims):
     assert service.doc(report.name, title="Big Baby DRAM", fields=["url"])["url"] == (
         "A/Cash_Machine_(D.R.A.M._song)"
     )
+
+
+@pytest.mark.slow
+def test_a_folder_of_zim_files_is_a_library_of_sources_built_incrementally(tmp_path):
+    library = tmp_path / "kiwix"
+    library.mkdir()
+    for name in (RAY, "zim/wikibooks_be_all_nopic_2017-02_nons.zim"):
+        shutil.copy(data_file(name), library / Path(name).name)
+    (library / "notes.txt").write_text("not a ZIM: left alone")
+    service = Service(Settings(data_dir=tmp_path / "data"))
+    built = dict(service.ingest_each("zim", [library]))
+    assert set(built) == {"zim_wikipedia_en_ray_charles", "zim_kiwix_wikibooks_be_all"}
+    assert all(report is not None for report in built.values())
+    again = dict(service.ingest_each("zim", [library]))
+    assert again == dict.fromkeys(built)  # unchanged files: skipped, nothing rebuilt
+    # the other Wikibooks file, same name on disk, another ZIM: that source alone is rebuilt
+    shutil.copy(
+        data_file("zim/wikibooks_be_all_nopic_2017-02_withns.zim"),
+        library / Path("wikibooks_be_all_nopic_2017-02_nons.zim"),
+    )
+    third = dict(service.ingest_each("zim", [library]))
+    assert third["zim_wikipedia_en_ray_charles"] is None
+    assert third["zim_kiwix_wikibooks_be_all"] is not None
+    about = {i["name"]: i["about"] for i in service.sources()}
+    assert about["zim_wikipedia_en_ray_charles"] == (
+        "Ray Charles · eng · 2020-03-31 · 129 articles (Wikipedia articles about Ray Charles)"
+    )
+    # two files that would be one source, or one --name for several: refused before a build
+    shutil.copy(data_file("zim/wikibooks_be_all_nopic_2017-02_nons.zim"), library / "b.zim")
+    with pytest.raises(BadQuery, match="would all be source zim_kiwix_wikibooks_be_all"):
+        list(service.ingest_each("zim", [library]))
+    with pytest.raises(BadQuery, match="--name names one source"):
+        list(service.ingest_each("zim", [library], "mine"))
+    with pytest.raises(BadQuery, match="make 3 zim sources"):
+        service.ingest("zim", library)
+    with pytest.raises(InputError, match="no .zim file"):
+        list(service.ingest_each("zim", [tmp_path / "data"]))
 
 
 @pytest.mark.slow

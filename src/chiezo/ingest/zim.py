@@ -121,13 +121,7 @@ def ingest_zim(
     path = Path(path)
     archive = open_archive(path)
     facts = metadata(archive)
-    name = (
-        name
-        or "zim_"
-        + "".join(c if c.isalnum() else "_" for c in (facts.get("name") or path.stem))
-        .strip("_")
-        .lower()
-    )
+    name = name or source_name(path, facts)
     options = options or BuildOptions()
     if not options.language and facts.get("language"):
         options = replace(options, language=facts["language"].split(",")[0][:3])
@@ -136,12 +130,7 @@ def ingest_zim(
         settings,
         name,
         KIND,
-        input_identity={
-            "path": str(path.resolve()),
-            "bytes": path.stat().st_size,
-            "new_namespace_scheme": archive.has_new_namespace_scheme,
-            **facts,
-        },
+        input_identity={**identity(path, archive), **facts},
         options=options,
         progress=progress or NullProgress(),
         expected_bytes=path.stat().st_size * 6,
@@ -158,6 +147,35 @@ def ingest_zim(
                 doc.attrs["flag"] = ["main"]  # a table of contents: never an answer's excerpt
             builder.add(doc)
         return builder.finish()
+
+
+def source_name(path: Path, facts: dict[str, str]) -> str:
+    """``zim_`` + the file's Name metadata (its file name without one)."""
+    named = "".join(c if c.isalnum() else "_" for c in (facts.get("name") or path.stem))
+    return "zim_" + named.strip("_").lower()
+
+
+def identity(path: Path, archive) -> dict:
+    """What says a source was built from this very file: where it is, its size, the UUID
+    libzim gives every file it writes, and how many articles it says it holds."""
+    return {
+        "path": str(path.resolve()),
+        "bytes": path.stat().st_size,
+        "uuid": str(archive.uuid),
+        "articles": archive.article_count,
+        "new_namespace_scheme": archive.has_new_namespace_scheme,
+    }
+
+
+def library_files(inputs: list[Path]) -> list[list[Path]]:
+    """Each ZIM file given, a folder given as the ``.zim`` files in it (a Kiwix library, in
+    name order): one source each."""
+    files: list[Path] = []
+    for given in inputs:
+        files += sorted(given.glob("*.zim")) if given.is_dir() else [given]
+    if not files:
+        raise InputError(f"no .zim file in {', '.join(map(str, inputs))}")
+    return [[f] for f in dict.fromkeys(files)]
 
 
 def _main_path(archive) -> str | None:
@@ -220,9 +238,11 @@ def _reader(path: str, size: int, mtime_ns: int):
 
 class ZimKind(SourceKind):
     name = KIND
-    summary = """Build a source from a Kiwix ZIM file: every article a document, redirects as
-    aliases, old and new namespace schemes."""
-    argument = "FILE"
+    summary = """Build a source from a Kiwix ZIM file, or one per file of a folder of them (a
+    Kiwix library; files unchanged since their source was built are skipped): every article a
+    document, redirects as aliases, old and new namespace schemes."""
+    argument = "FILE|DIR"
+    many_inputs = True  # several files, or a folder of them (a Kiwix library): a source each
     names_itself = True  # zim_<the file's Name>
     # the body's sections are "## " headings; each article is served from the file as Kiwix
     # shows it (surfaces/web/archive_pages.py)
@@ -230,6 +250,26 @@ class ZimKind(SourceKind):
 
     def build(self, settings, inputs, name, options, build, progress):
         return ingest_zim(settings, inputs[0], name, options=build, progress=progress)
+
+    def each_source(self, inputs: list[Path]) -> list[list[Path]]:
+        return library_files(inputs)
+
+    def name_for(self, inputs: list[Path]) -> str | None:
+        return source_name(inputs[0], metadata(open_archive(inputs[0])))
+
+    def unchanged(self, recorded: dict, inputs: list[Path]) -> bool:
+        path = inputs[0]
+        if recorded.get("path") != str(path.resolve()) or not recorded.get("uuid"):
+            return False
+        return recorded == {**recorded, **identity(path, open_archive(path))}
+
+    def about(self, info) -> str | None:
+        given = info.input
+        parts = [given.get("title"), given.get("language"), given.get("date")]
+        if given.get("articles"):
+            parts.append(f"{given['articles']:,} articles")
+        shown = " · ".join(str(p) for p in parts if p)
+        return f"{shown} ({given['description']})" if given.get("description") else shown
 
     def archive_entry(self, archive: Path, path: str) -> ArchiveEntry | None:
         opened = _reader(str(archive), *_stamp(archive))

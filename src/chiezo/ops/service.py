@@ -11,7 +11,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -129,6 +129,39 @@ class Service:
         self.library.forget(name)
         return {"source": name, "removed": True, **removed}
 
+    def ingest_each(
+        self,
+        kind: str,
+        inputs: Sequence[str | Path],
+        name: str | None = None,
+        **given: Any,
+    ) -> Iterator[tuple[str, BuildReport | None]]:
+        """Build a source of each group the kind splits ``inputs`` into (a folder of ZIM files:
+        one per file), as ``ingest`` builds one; a source already built from that very input
+        (``SourceKind.unchanged``) is skipped. Yields (source name, report — None when
+        skipped) as each is done."""
+        spec = kind_named(kind)
+        groups = spec.each_source([Path(p) for p in inputs])
+        if name and len(groups) > 1:
+            raise BadQuery(f"--name names one source; these inputs make {len(groups)}", kind=kind)
+        targets = [name or spec.name_for(group) for group in groups]
+        twice = {t for t in targets if t and targets.count(t) > 1}
+        if twice:  # two versions of one ZIM: the second build would replace the first
+            same = [str(g[0]) for g, t in zip(groups, targets, strict=True) if t in twice]
+            raise BadQuery(
+                f"{', '.join(same)} would all be source {sorted(twice)[0]}",
+                hint="build them one at a time, each with its own --name",
+                kind=kind,
+            )
+        for group, target in zip(groups, targets, strict=True):
+            if target and target in self.library.names():
+                recorded = self.library.get(target).info().input
+                if spec.unchanged(recorded, group):
+                    yield target, None
+                    continue
+            report = self.ingest(kind, group, name, **given)
+            yield report.name, report
+
     def ingest(
         self,
         kind: str,
@@ -166,6 +199,14 @@ class Service:
             paths, options, name = fetched.inputs, fetched.options, name or fetched.name
         if len(paths) > 1 and not spec.many_inputs:
             raise InputError(f"a {kind} source is built from one {spec.argument}, not {len(paths)}")
+        if paths:
+            groups = spec.each_source(paths)
+            if len(groups) > 1:
+                raise BadQuery(
+                    f"these inputs make {len(groups)} {kind} sources: build them with ingest_each",
+                    kind=kind,
+                )
+            paths = groups[0]
         name = name or spec.default_name
         if not name and spec.needs_name():
             raise BadQuery(f"name the {kind} source (--name)", kind=kind)

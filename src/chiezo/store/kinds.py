@@ -200,6 +200,20 @@ class SourceKind:
 
     # -- rebuilding ----------------------------------------------------------------------------
 
+    def each_source(self, inputs: list[Path]) -> list[list[Path]]:
+        """The inputs of each source these inputs make: one source of them all, unless a kind
+        builds one per file (a folder of ZIM files)."""
+        return [inputs]
+
+    def name_for(self, inputs: list[Path]) -> str | None:
+        """The name a source of these inputs takes by itself (``names_itself`` kinds)."""
+        return None
+
+    def unchanged(self, recorded: dict[str, Any], inputs: list[Path]) -> bool:
+        """Whether a source whose build recorded ``recorded`` was built from these very
+        inputs (then building it again is skipped); no kind can tell unless it says how."""
+        return False
+
     def inputs_from_record(self, recorded: dict[str, Any]) -> list[Path]:
         """The inputs the source was built from, as its build recorded them."""
         paths = recorded.get("paths") or ([recorded["path"]] if recorded.get("path") else [])
@@ -229,6 +243,11 @@ class SourceKind:
     def archive_entry(self, archive: Path, path: str) -> ArchiveEntry | None:
         """The entry at ``path`` inside ``archive``, the file a source of this kind was built
         from (kinds with ``capabilities.archive``); None when it has no such entry."""
+        return None
+
+    def about(self, info: SourceInfo) -> str | None:
+        """A line saying what the source holds, from what its input says of itself (a ZIM's
+        title, language, date and article count), for ``chiezo sources``."""
         return None
 
     def attribution(self, info: SourceInfo) -> Attribution:

@@ -223,6 +223,7 @@ class Source:
             writable=self.writable,
         )
         info.attribution = attribution(info)
+        info.about = self.kind.about(info) if self.kind else None
         return info
 
     @property

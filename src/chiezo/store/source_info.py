@@ -38,6 +38,7 @@ class SourceInfo:
     error: str | None = None  # why it needs a rebuild
     hint: str | None = None
     attribution: dict[str, str | None] | None = None
+    about: str | None = None  # what the input says it holds (a ZIM: title, language, date…)
 
     @classmethod
     def from_meta(cls, name: str, meta: dict[str, str], path: Path, **overrides: Any) -> SourceInfo:

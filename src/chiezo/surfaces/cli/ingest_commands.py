@@ -200,11 +200,12 @@ def _ingest(ctx: click.Context, kind: SourceKind, fields: list[OptionField], val
     def build() -> None:
         service = service_of(ctx)
         progress = console_progress(err, quiet=as_json)
+        done: list[tuple[str, Any]] = []
         try:
             with one_build_at_a_time(
                 service, f"`chiezo ingest {kind.name}`", values["name"], "ingest", values["wait"]
             ):
-                report = service.ingest(
+                built = service.ingest_each(
                     kind.name,
                     inputs,
                     values["name"],
@@ -213,9 +214,15 @@ def _ingest(ctx: click.Context, kind: SourceKind, fields: list[OptionField], val
                     progress=progress,
                     embed=embed,
                 )
+                for name, report in built:
+                    done.append((name, report))
+                    if not as_json:
+                        _said(name, report)
         finally:
             progress.close()
-        print_report(report, as_json)
+        if as_json:
+            shown = [r.to_dict() if r else {"source": n, "up_to_date": True} for n, r in done]
+            emit_json(shown[0] if len(shown) == 1 else shown)
 
     build()
     if values.get("watch"):
@@ -228,6 +235,13 @@ def _ingest(ctx: click.Context, kind: SourceKind, fields: list[OptionField], val
                 _keep_serving(build),
                 interval=values["interval"],
             )
+
+
+def _said(name: str, report) -> None:
+    if report is None:
+        out.print(f"{escape(name)} is up to date: built from this very file; skipped")
+    else:
+        print_report(report, False)
 
 
 def _option_value(f: OptionField, value: Any) -> Any:

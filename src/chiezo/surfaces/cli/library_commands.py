@@ -54,6 +54,8 @@ def sources(ctx, as_json) -> None:
             f"{info['chunks']:,} chunks  built {info['built_at']}  "
             f"[dim]{(info['size_bytes'] or 0) / 2**20:,.1f} MiB, schema {info['schema_version']}[/]"
         )
+        if info.get("about"):
+            out.print(f"    {escape(info['about'])}")
         vectors = info.get("vectors")
         if vectors:
             out.print(
