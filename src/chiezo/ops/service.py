@@ -39,6 +39,7 @@ from chiezo.core.query import MAX_QUERY_CHARS, has_terms
 from chiezo.core.validation import check_id, check_length, check_offset, checked_text
 from chiezo.core.words import query_words
 from chiezo.ops import browse, notes
+from chiezo.ops.answers_log import AnswersLog
 from chiezo.ops.patterns import LOOKS_LIKE_POINT
 from chiezo.ops.requests import (
     MAX_LIMIT,
@@ -79,6 +80,7 @@ class Service:
         self.settings = settings or Settings.from_env()
         self.library = Library(self.settings)
         self.notes = notes.NotesStore(self.settings.notes_path.parent)
+        self.answers_log = AnswersLog(self.settings.data_dir)  # what was asked and answered
         # told of every search's result, whichever surface asked (a server's metrics count
         # the searches whose meaning side fell back to keywords)
         self.search_observers: list[Callable[[SearchResult], None]] = []
@@ -855,14 +857,26 @@ class Service:
         *,
         history: list[dict] | None = None,
         on_event=None,
+        log_as: str | None = None,
         **choices,
     ):
         """An answer from numbered sources with citations, its claims checked against them:
         ``rag`` (plan, search, excerpts, answer) or ``agent`` (the model calls the read-only
-        tools itself, within budgets). ``choices`` are :class:`AnswerOptions` fields."""
+        tools itself, within budgets). ``choices`` are :class:`AnswerOptions` fields.
+        ``log_as``: the surface asking, to keep the answer in the record of answers
+        (ops/answers_log.py); None keeps nothing."""
+        options = _answer_options(options, choices).resolved(self.settings)
+        started = time.monotonic()
+        result = self._answered(question, options, history, on_event)
+        if log_as:
+            seconds = time.monotonic() - started
+            self.answers_log.record(result.to_dict(), mode=options.mode or "rag", seconds=seconds,
+                                    surface=log_as)  # fmt: skip
+        return result
+
+    def _answered(self, question: str, options: AnswerOptions, history, on_event):
         from chiezo.answer import rag
 
-        options = _answer_options(options, choices).resolved(self.settings)
         if options.mode == "agent":
             from chiezo.answer.agent import run_agent  # on use: it loads the MCP SDK (~1 s)
             from chiezo.ops.tools import toolbox
@@ -889,6 +903,7 @@ class Service:
         options: AnswerOptions | None = None,
         *,
         history: list[dict] | None = None,
+        log_as: str | None = None,
         **choices,
     ):
         """The answer as it is written, as ``(event, data)`` pairs: rag gives ``references``,
@@ -899,15 +914,26 @@ class Service:
         from chiezo.answer import rag
 
         options = _answer_options(options, choices).resolved(self.settings)
+        started = time.monotonic()
         if options.mode == "agent":
             _check_question(question)
             self.require_llm()
-            return _threaded_events(
+            events = _threaded_events(
                 lambda emit: self.ask(question, options, history=history, on_event=emit).to_dict()
             )
-        prepared = self.prepare_answer(question, options, history=history)
-        llm = self.require_llm(prepared) if prepared.needs_model else None
-        return _guarded_events(rag.stream_answer(prepared, llm))
+        else:
+            prepared = self.prepare_answer(question, options, history=history)
+            llm = self.require_llm(prepared) if prepared.needs_model else None
+            events = _guarded_events(rag.stream_answer(prepared, llm))
+        return self._logged(events, options.mode or "rag", started, log_as) if log_as else events
+
+    def _logged(self, events, mode: str, started: float, surface: str):
+        """``events`` passed on, the ``done`` one kept in the record of answers too."""
+        for name, data in events:
+            if name == "done":
+                seconds = time.monotonic() - started
+                self.answers_log.record(data, mode=mode, seconds=seconds, surface=surface)
+            yield name, data
 
     def claim_embedder(self, names):
         """``texts → unit vectors`` with the embedder of the first of these sources that has

@@ -292,8 +292,8 @@ def _answer_turn(service, text, history, options, *, as_json=False):
     printer = Printer(out, err, strict=options.strict)
     try:
         if not as_json:
-            return printer.play(service.answer_events(text, options, history=history))
-        result = service.ask(text, options, history=history).to_dict()
+            return printer.play(service.answer_events(text, options, history=history, log_as="cli"))
+        result = service.ask(text, options, history=history, log_as="cli").to_dict()
     except (LLMUnavailable, LLMNotConfigured) as exc:
         if as_json:
             emit_json(exc.to_dict())

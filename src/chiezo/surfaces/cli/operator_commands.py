@@ -234,4 +234,73 @@ def _switched(what: str, source: str, done: dict, how: str, as_json: bool) -> No
         )
 
 
-COMMANDS = (gc, rollback, export_command, import_command)
+# -- the record of answers ----------------------------------------------------------------------
+
+
+@click.group("logs", invoke_without_command=True)
+@click.option("-q", "--search", "words", default=None, help="Only answers holding these words.")
+@click.option("-n", "--limit", type=click.IntRange(1, 200), default=20, show_default=True)
+@click.option("--offset", type=click.IntRange(0), default=0)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handles_errors
+def logs(ctx, words, limit, offset, as_json) -> None:
+    """What was asked and answered (ask, chat, the API and the web chat), newest first;
+    --search: only answers whose question or answer holds each word. `chiezo logs off` stops
+    the record, `on` starts it again, `clear` deletes it (ops/answers_log.py)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    found = service_of(ctx).answers_log.entries(words, limit, offset)
+    if as_json:
+        emit_json(found)
+        return
+    if not found["enabled"]:
+        err.print("[yellow]the record of answers is off (`chiezo logs on` starts it)[/]")
+    for entry in found["entries"]:
+        check = "no basis" if entry["no_basis"] else (
+            "grounded" if entry["grounded"] else f"{entry['claims']['unsupported']} unsupported, "
+            f"{entry['claims']['uncited']} uncited"
+        )  # fmt: skip
+        out.print(
+            f"[bold]#{entry['id']}[/] [dim]{entry['at']} · {entry['surface']} · {entry['mode']}"
+            f" · {escape(str(entry['model']))} · {entry['seconds']:.1f} s · {check}[/]"
+        )
+        out.print(f"  Q: {escape(entry['question'])}")
+        out.print(f"  A: {escape(entry['answer'])}")
+        for ref in entry["cited"]:
+            out.print(
+                f"  [dim][{ref['n']}] {escape(str(ref['title']))} — {escape(str(ref['url']))}[/]"
+            )
+    shown = offset + len(found["entries"])
+    out.print(f"[dim]{shown if found['entries'] else 0} of {found['total']:,} answers[/]")
+
+
+@logs.command("off")
+@click.pass_context
+def logs_off(ctx) -> None:
+    """Stop keeping answers (what is kept stays, until `chiezo logs clear`)."""
+    service_of(ctx).answers_log.turn(False)
+    out.print("the record of answers is off")
+
+
+@logs.command("on")
+@click.pass_context
+def logs_on(ctx) -> None:
+    """Keep answers again."""
+    service_of(ctx).answers_log.turn(True)
+    out.print("the record of answers is on")
+
+
+@logs.command("clear")
+@click.option("--yes", "-y", is_flag=True, help="Delete without asking.")
+@click.pass_context
+def logs_clear(ctx, yes) -> None:
+    """Delete every kept answer (the file is compacted, so their text is gone from it)."""
+    if not yes and not click.confirm("delete every kept question and answer?", err=True):
+        err.print("nothing deleted")
+        sys.exit(EXIT_FAILURE)
+    gone = service_of(ctx).answers_log.clear()
+    out.print(f"deleted {gone:,} kept answers")
+
+
+COMMANDS = (gc, rollback, export_command, import_command, logs)

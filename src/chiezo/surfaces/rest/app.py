@@ -101,16 +101,24 @@ def _json(data: Any, status: int = 200) -> JSONResponse:
 
 
 def _answer(
-    service: Service, question: str, history: list[dict], options: AnswerOptions, stream: bool
+    service: Service,
+    question: str,
+    history: list[dict],
+    options: AnswerOptions,
+    stream: bool,
+    request: Request,
 ):
     """One answer as JSON, or as server-sent events (``stream``): rag sends ``references``,
-    ``delta``…, ``done``; agent a ``step`` per tool call, then ``done``."""
+    ``delta``…, ``done``; agent a ``step`` per tool call, then ``done``. Kept in the record of
+    answers when asked from this machine, or when the server has a token (SECURITY.md)."""
+    local = on_this_machine(request.scope) or bool(service.settings.token)
+    log_as = "api" if local else None
     if stream:
-        events = service.answer_events(question, options, history=history)
+        events = service.answer_events(question, options, history=history, log_as=log_as)
         return StreamingResponse(
             (_sse(name, data) for name, data in events), media_type="text/event-stream"
         )
-    result = service.ask(question, options, history=history)
+    result = service.ask(question, options, history=history, log_as=log_as)
     if options.strict and not result.no_basis and not result.grounded:
         body = result.to_dict()
         raise Uncited(
@@ -264,14 +272,18 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
     # -- answers -------------------------------------------------------------------------------
 
     @app.get("/v1/ask", tags=["answers"], responses=ANSWER_RESPONSES)
-    def ask(q: Question, choices: Annotated[AskParams, Depends(model_query(AskParams))]):
+    def ask(
+        q: Question,
+        choices: Annotated[AskParams, Depends(model_query(AskParams))],
+        request: Request,
+    ):
         """Answer ``q`` only from the library, citing numbered sources (needs CHIEZO_LLM_URL);
         every sentence is checked against the excerpts it cites (``claims``, ``unsupported``,
         ``uncited``). Nothing found: a fixed "no basis" reply (``no_basis``), the model not
         called. ``strict``: an answer with an uncited or unsupported sentence is a 422.
         ``stream``: server-sent events ``references``, ``delta``…, ``done`` — planning and
         retrieval finish before the first byte. Never offers the model a tool that writes."""
-        return _answer(service, q, [], choices.options(), choices.stream)
+        return _answer(service, q, [], choices.options(), choices.stream, request)
 
     @app.post("/v1/chat", tags=["answers"], responses=ANSWER_RESPONSES)
     def chat(body: ChatIn, request: Request):
@@ -283,7 +295,7 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
             raise BadQuery("the last message must be the user's question")
         history = [m.model_dump(exclude_none=True) for m in body.messages[:-1]]
         options = replace(body.options(), writable=request.app.state.security.may_write(request))
-        return _answer(service, body.messages[-1].content, history, options, body.stream)
+        return _answer(service, body.messages[-1].content, history, options, body.stream, request)
 
     @app.get("/v1/llm", tags=["answers"])
     def llm_status(request: Request) -> JSONResponse:
