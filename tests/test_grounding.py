@@ -400,9 +400,12 @@ def test_zim_answers_skip_the_main_page_read_an_article_once_and_link_to_this_se
     assert "Main Page" not in titles and titles.count("Ray Charles") == 1
     assert any("skipped main page Main Page" in w for w in result.warnings)
     first = result.references[0]
-    assert first["url"] == f"http://127.0.0.1:8080/doc/zim_ray/{first['doc_id']}"
+    entry = first["cite"].removeprefix("zim_ray:")  # the article's path in the ZIM
     assert first["cite"].startswith("zim_ray:A/")
-    assert offline.references[0]["url"] == offline.references[0]["cite"]
+    # the article as the ZIM shows it (issue #34); without a server: the file and the entry
+    assert first["url"] == f"http://127.0.0.1:8080/doc/zim_ray/archive/{entry}"
+    offline_first = offline.references[0]
+    assert offline_first["url"] == f"{zim.resolve()} › {offline_first['cite'].split(':', 1)[1]}"
 
 
 @pytest.mark.slow

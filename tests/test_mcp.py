@@ -93,12 +93,25 @@ def test_a_single_value_where_a_list_is_asked_for_is_taken_as_a_list(server):
             return tools, one, listed, found
 
     tools, one, listed, found = run(go)
+    assert "京都府" in tools["filter"].input_schema["properties"]["area"]["description"]
     assert not one.is_error and one.structured_content == listed.structured_content
     assert one.structured_content["total"] == 2
     assert found.structured_content["total"] == 2  # a comma inside the one value still means OR
     tag = tools["filter"].input_schema["properties"]["tag"]
     assert {t.get("type") for t in tag["anyOf"]} >= {"array", "string"}
     assert "one value, or a list of them" in tag["description"]
+
+
+@pytest.mark.slow
+def test_sources_tells_a_model_what_it_needs_and_nothing_of_the_machine(server):
+    async def go():
+        async with Client(f"{server.url}/mcp") as client:
+            return await client.call_tool("sources", {})
+
+    (temples,) = [s for s in run(go).structured_content["sources"] if s["name"] == "temples"]
+    assert temples["kind"] == "docs" and temples["docs"] == 2 and temples["vectors"] is None
+    assert not {"input", "generation", "size_bytes", "schema_version"} & set(temples)
+    assert "/" not in json.dumps(temples, ensure_ascii=False)  # no path of this machine
 
 
 @pytest.mark.slow

@@ -95,14 +95,18 @@ CONDITION = Surface()  # a condition on documents: search, filter and random tak
 # Conditions on documents, the same in search and filter (search/filters.py reads them).
 Tag = Annotated[
     list[str] | None,
-    Field(description="only documents with this tag (comma = OR; repeat for AND)"),
+    Field(
+        description="a category the documents must have, e.g. 日本の寺院 (see tags); "
+        "'A,B' in one value: either of them; several values: all of them"
+    ),
     CONDITION,
 ]
 Attr = Annotated[
     list[str] | None,
     Field(
-        description="only documents with this attribute: name=value, or a number compared "
-        "with name>N, name>=N, name<N, name<=N (population>=1000000)",
+        description="an attribute the documents must have: name=value, or a number "
+        "compared: name>N, name>=N, name<N, name<=N, e.g. population>=1000000; several "
+        "values: all of them",
         **stated_items(ATTR),
     ),
     CONDITION,
@@ -110,12 +114,23 @@ Attr = Annotated[
 Feature = Annotated[
     list[str] | None,
     Field(
-        description="places: key=value, e.g. tourism=museum (comma = OR)", **stated_items(FEATURES)
+        description="places of a kind, as key=value, e.g. tourism=museum or railway=station "
+        "(see features); 'a=b,c=d' in one value: either of them",
+        **stated_items(FEATURES),
     ),
     CONDITION,
 ]
-Area = Annotated[list[str] | None, Field(description="places: admin area name"), CONDITION]
-Wikidata = Annotated[list[str] | None, Field(description="Wikidata Q-id, e.g. Q90"), CONDITION]
+Area = Annotated[
+    list[str] | None,
+    Field(
+        description="one or more prefecture, city or other area names the places lie in, "
+        "e.g. 京都府 or Kyoto"
+    ),
+    CONDITION,
+]
+Wikidata = Annotated[
+    list[str] | None, Field(description="a Wikidata id, e.g. Q90 (Paris)"), CONDITION
+]
 Box = Annotated[
     str | None, Field(description="south,west,north,east", **stated(pattern=BOX)), CONDITION
 ]

@@ -181,9 +181,10 @@ def _tool_parameter(param: Param) -> inspect.Parameter:
 def _read_tools(service) -> list:
     @_reported
     def sources() -> dict[str, Any]:
-        """List the sources: name, kind, language, number of documents, build date, and the
-        attributes each has (a filter on an attribute a source lacks is an error)."""
-        return {"sources": service.sources()}
+        """List the sources: name, kind, language, what each holds, number of documents,
+        build date, the attributes each has (a filter on an attribute a source lacks is an
+        error) and whether it is searched by meaning (vectors)."""
+        return {"sources": [for_a_model(info) for info in service.sources()]}
 
     @_reported
     @takes(SearchRequest)
@@ -215,6 +216,26 @@ def _read_tools(service) -> list:
     return [
         (fn, READ) for fn in (sources, search, doc, titles, tags, links, filter, features, recall)
     ]
+
+
+# What a model needs of a source to choose and query it. Left out: where its files are (input
+# paths, generation file names — nobody's business beyond this machine, and nothing a model
+# can use), sizes, schema versions: 1,849 → 728 bytes for the jawiki excerpt (design §36.2).
+MODEL_FIELDS = (
+    "name", "kind", "language", "about", "docs", "tags", "links", "points", "attributes",
+    "built_at", "in_default", "writable", "status", "error", "hint",
+)  # fmt: skip
+
+
+def for_a_model(info: dict[str, Any]) -> dict[str, Any]:
+    """A source as ``sources`` tells a model of it (``MODEL_FIELDS``, vectors as model and
+    coverage)."""
+    out = {k: info[k] for k in MODEL_FIELDS if info.get(k) not in (None, "")}
+    vectors = info.get("vectors")
+    out["vectors"] = (
+        {"model": vectors["model"], "coverage": round(vectors["coverage"], 3)} if vectors else None
+    )
+    return out
 
 
 def _bound_tool(service, binding: Binding):
