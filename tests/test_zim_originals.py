@@ -101,6 +101,9 @@ def make_zim(path: Path) -> Path:
         ):
             creator.add_item(entry)
         creator.add_redirection("A/Old_Offer", "Old Offer", "A/Offer", {Hint.FRONT_ARTICLE: True})
+        creator.add_redirection(  # a chain: answered with one redirect to its end
+            "A/Oldest_Offer", "Oldest Offer", "A/Old_Offer", {Hint.FRONT_ARTICLE: True}
+        )
     return path
 
 
@@ -126,8 +129,9 @@ def test_an_article_its_picture_and_style_come_from_the_archive(shop):
     assert httpx.get(f"{base}/-/style.css").headers["content-type"].startswith("text/css")
     picture = httpx.get(f"{base}/I/dot.png")
     assert picture.content == png_dot() and picture.headers["content-type"] == "image/png"
-    moved = httpx.get(f"{base}/A/Old_Offer")
-    assert moved.status_code == 302 and moved.headers["location"].endswith("/archive/A/Offer")
+    for old in ("A/Old_Offer", "A/Oldest_Offer"):
+        moved = httpx.get(f"{base}/{old}")
+        assert moved.status_code == 302 and moved.headers["location"].endswith("/archive/A/Offer")
     missing = httpx.get(f"{base}/A/Nothing_here")
     assert missing.status_code == 404 and "no entry" in missing.text
 
@@ -141,6 +145,8 @@ def test_the_document_page_and_the_search_link_the_article_as_the_archive_shows_
     page = httpx.get(f"{shop['url']}/doc/{source}/{doc_id}")
     assert f'class="original" href="/doc/{source}/archive/A/Offer"' in page.text
     assert "Old Offer" in service.doc(source, title="Offer", fields=["aliases"])["aliases"]
+    admin = httpx.get(f"{shop['url']}/admin")  # what the file says of itself, under its input
+    assert "Archive shop · eng · " in admin.text
 
 
 def test_a_citation_opens_the_article_or_names_the_file_and_entry(shop):

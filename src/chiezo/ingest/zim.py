@@ -224,6 +224,19 @@ def _links(source_path: str, hrefs: list[str]) -> list[str]:
 # -- the kind -------------------------------------------------------------------------------------
 
 
+MAX_REDIRECTS = 16  # libzim's writer removes loops and blind chains; a ZIM made by hand may not
+
+
+def _redirected(entry):
+    """The entry a redirect chain ends at; None for a loop or a chain beyond MAX_REDIRECTS
+    (served as "no such entry", not followed by the browser until it gives up)."""
+    for _ in range(MAX_REDIRECTS):
+        entry = entry.get_redirect_entry()
+        if not entry.is_redirect:
+            return entry
+    return None
+
+
 def _stamp(path: Path) -> tuple[int, int]:
     stat = path.stat()
     return stat.st_size, stat.st_mtime_ns
@@ -276,8 +289,9 @@ class ZimKind(SourceKind):
         if not opened.has_entry_by_path(path):
             return None
         entry = opened.get_entry_by_path(path)
-        if entry.is_redirect:
-            return ArchiveEntry(redirect=entry.get_redirect_entry().path)
+        if entry.is_redirect:  # straight to the end of the chain: one 302, not one a hop
+            target = _redirected(entry)
+            return None if target is None else ArchiveEntry(redirect=target.path)
         item = entry.get_item()
         return ArchiveEntry(media_type=item.mimetype, content=item.content)
 
