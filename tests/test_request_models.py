@@ -18,6 +18,7 @@ from chiezo.ops.requests import (
     SearchRequest,
     params,
 )
+from chiezo.ops.tools import ONE_OR_MANY
 from chiezo.search.retrieval import RetrievalOptions
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.mcp.server import build_mcp
@@ -39,6 +40,9 @@ def declared(model) -> dict:
 
 def rest_spelling(param) -> str:
     return param.surface.rest or param.name
+
+
+JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 
 def comparable(schema: dict) -> dict:
@@ -100,12 +104,18 @@ def test_mcp_offers_exactly_the_declared_parameters(mcp_tools, operation):
     properties = model.model_json_schema()["properties"]
     for name, param in wanted.items():
         got = schema["properties"][name]
-        assert got["description"] == param.help, name
+        # a list parameter takes a single value too, and says so (ops/tools.py)
+        assert got["description"] == param.help + (ONE_OR_MANY if param.many else ""), name
         # the tool states the enforced constraints; the stated text shapes the service checks
         # (patterns, lengths) are left out of what a model reads (ops/tools.py)
         stated = set(param.schema_extra or ())
         expected = {k: v for k, v in comparable(properties[name]).items() if k not in stated}
-        assert comparable(got) == expected, name
+        offered = comparable(got)
+        if param.many:
+            expected["anyOf"] = [*expected["anyOf"], {"type": JSON_TYPES[param.kind]}]
+            for side in (expected, offered):
+                side["anyOf"] = sorted(side["anyOf"], key=json.dumps)
+        assert offered == expected, name
         assert got.get("default") == param.default, name
 
 

@@ -153,6 +153,11 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry("export", "export", cli_source="argument"),
     Entry("import", "import", writes=True),
     Entry("gc", "gc", writes=True),
+    # the record of what was asked and answered (ops/answers_log.py): the command line only
+    Entry("logs", "logs"),
+    Entry("logs-off", "logs off", writes=True),
+    Entry("logs-on", "logs on", writes=True),
+    Entry("logs-clear", "logs clear", writes=True, destructive=True),
     # the server and the machine
     Entry("serve", "serve"),
     Entry("mcp", "mcp"),

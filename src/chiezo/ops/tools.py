@@ -144,6 +144,9 @@ def takes(model: type[Request]):
     return decorate
 
 
+ONE_OR_MANY = " (one value, or a list of them)"  # said of every list parameter a tool takes
+
+
 def _as_lists(values: dict[str, Any], many: set[str]) -> dict[str, Any]:
     """A single value given where a list is asked for, as a list of it: 4B-8B models send
     ``area: "京都府"`` (and got "Input should be a valid list")."""
@@ -161,7 +164,7 @@ def _tool_parameter(param: Param) -> inspect.Parameter:
     annotation = param.annotation
     if param.many:  # a single value is taken as a list of one (``_as_lists``), and said so
         annotation = annotation | param.kind
-        enforced["description"] = f"{param.help} (one value, or a list of them)"
+        enforced["description"] = param.help + ONE_OR_MANY
     return inspect.Parameter(
         param.name,
         inspect.Parameter.KEYWORD_ONLY,
