@@ -59,6 +59,8 @@ def scan(archive) -> tuple[list[int], dict[str, list[str]], dict[str, str]]:
     articles: list[int] = []
     titles: dict[str, str] = {}
     redirects: dict[str, list[str]] = {}
+    first: dict[str, int] = {}  # title → its first article: ids, not entries (4 KB each)
+    shared: dict[str, list[int]] = {}  # the titles more than one article has
     old_scheme = not archive.has_new_namespace_scheme
     for entry_id in range(archive.entry_count):
         entry = archive._get_entry_by_id(entry_id)
@@ -70,37 +72,40 @@ def scan(archive) -> tuple[list[int], dict[str, list[str]], dict[str, str]]:
                 redirects.setdefault(target.path, []).append(entry.title)
             continue
         if entry.get_item().mimetype.startswith("text/html"):
+            title = entry.title or entry.path
             articles.append(entry_id)
-            titles[entry.path] = entry.title or entry.path
-    copies = _rendered_redirects(archive, articles)
-    for copy, target in copies.items():
-        redirects.setdefault(target, []).append(path_title(copy))
-    kept = [i for i in articles if archive._get_entry_by_id(i).path not in copies]
-    return kept, redirects, titles
+            titles[entry.path] = title
+            if title in first:
+                shared.setdefault(title, [first[title]]).append(entry_id)
+            else:
+                first[title] = entry_id
+    del first
+    copies = _rendered_redirects(archive, shared)
+    for path, target in copies.values():
+        redirects.setdefault(target, []).append(path_title(path))
+    return [i for i in articles if i not in copies], redirects, titles
 
 
-def _rendered_redirects(archive, articles: list[int]) -> dict[str, str]:
-    """{path: the path of the article it copies} for HTML entries that are a redirect
-    rendered as a page: mwoffliner writes some Wikipedia redirects as a full copy of their
-    target, titled as the target (A/The_Pages_of_My_Mind, "Ray Charles"), so the article came
-    out twice. A copy is an entry with another's title *and* its very text (two Wikibooks
-    chapters titled "Introduction" stay two); of such a group, the entry whose path names the
-    title is the article (else the shortest path), the others its aliases."""
-    by_title: dict[str, list] = {}
-    for entry_id in articles:
-        entry = archive._get_entry_by_id(entry_id)
-        by_title.setdefault(entry.title or entry.path, []).append(entry)
-    copies: dict[str, str] = {}
-    for title, entries in by_title.items():
-        if len(entries) < 2:
-            continue
-        by_text: dict[str, list] = {}
-        for entry in entries:
+def _rendered_redirects(archive, shared: dict[str, list[int]]) -> dict[int, tuple[str, str]]:
+    """{entry id: (its path, the path of the article it copies)} for HTML entries that are a
+    redirect rendered as a page: mwoffliner writes some Wikipedia redirects as a full copy of
+    their target, titled as the target (A/The_Pages_of_My_Mind, "Ray Charles"), so the article
+    came out twice. A copy is an entry with another's title (``shared``: title → ids) *and* its
+    very text (two Wikibooks chapters titled "Introduction" stay two); of such a group, the
+    entry whose path names the title is the article (else the shortest path), the others its
+    aliases."""
+    copies: dict[int, tuple[str, str]] = {}
+    for title, ids in shared.items():
+        by_text: dict[str, list[tuple[str, int]]] = {}
+        for entry_id in ids:
+            entry = archive._get_entry_by_id(entry_id)
             markup = bytes(entry.get_item().content).decode("utf-8", "replace")
-            by_text.setdefault(page_text(markup, entry.title).text, []).append(entry)
+            by_text.setdefault(page_text(markup, entry.title).text, []).append(
+                (entry.path, entry_id)
+            )
         for same in by_text.values():
-            paths = sorted((e.path for e in same), key=lambda p: (path_title(p) != title, len(p)))
-            copies.update({path: paths[0] for path in paths[1:]})
+            same.sort(key=lambda p: (path_title(p[0]) != title, len(p[0])))
+            copies.update({i: (path, same[0][0]) for path, i in same[1:]})
     return copies
 
 
