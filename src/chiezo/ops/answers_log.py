@@ -28,6 +28,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from chiezo.core.query import like_pattern
+
 log = logging.getLogger("chiezo.answers_log")
 
 SCHEMA = """
@@ -104,7 +106,7 @@ class AnswersLog:
         where = " AND ".join(
             ["(question LIKE ? ESCAPE '\\' OR answer LIKE ? ESCAPE '\\')"] * len(terms)
         )
-        params: list[Any] = [p for t in terms for p in (_like(t), _like(t))]
+        params: list[Any] = [p for t in terms for p in (like_pattern(t), like_pattern(t))]
         clause = f"WHERE {where}" if terms else ""
         with contextlib.closing(self._connect()) as conn:
             total = conn.execute(f"SELECT count(*) FROM answers {clause}", params).fetchone()[0]
@@ -162,7 +164,3 @@ def _entry(row: sqlite3.Row) -> dict[str, Any]:
     out["claims"] = json.loads(out["claims"])
     out["grounded"], out["no_basis"] = bool(out["grounded"]), bool(out["no_basis"])
     return out
-
-
-def _like(term: str) -> str:
-    return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

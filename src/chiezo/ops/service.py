@@ -964,7 +964,7 @@ class Service:
         if self.settings.public_url:
             base = self.settings.public_url.rstrip("/")
             if entry is not None:  # the article as its archive shows it
-                return f"{base}/doc/{quote(source, safe='')}/archive/{quote(entry[1])}", cite
+                return base + archive_href(source, entry[1]), cite
             return f"{base}/doc/{quote(source, safe='')}/{doc_id}", cite
         if entry is not None:  # where a reader finds it: the file, then the entry in it
             return f"{entry[0]} › {entry[1]}", cite
@@ -979,7 +979,7 @@ class Service:
             opened = self.library.get(source)
         except ChiezoError:
             return None
-        if not (opened.kind and opened.kind.capabilities.archive):
+        if not opened.archived:
             return None
         return str(opened.info().input.get("path") or source), url
 
@@ -1154,6 +1154,12 @@ def _answer_options(options: AnswerOptions | None, choices: dict) -> AnswerOptio
     if options is not None and choices:
         return replace(options, **choices)
     return options or AnswerOptions.of(**choices)
+
+
+def archive_href(source: str, path: str) -> str:
+    """Where this server serves the entry ``path`` of an archive source (a ZIM's article as
+    its archive shows it: surfaces/web/archive_pages.py)."""
+    return f"/doc/{quote(source, safe='')}/archive/{quote(path)}"
 
 
 def _guarded_events(events):

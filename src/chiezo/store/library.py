@@ -231,6 +231,12 @@ class Source:
         """The source's kind (store/kinds.py); None for a kind no longer registered."""
         return kinds().get(self.meta.get("kind", ""))
 
+    @property
+    def archived(self) -> bool:
+        """Whether its documents are entries of the archive it was built from (a ZIM)."""
+        kind = self.kind
+        return bool(kind and kind.capabilities.archive)
+
     def _vector_summary(self) -> dict[str, Any] | None:
         from chiezo.store.vectors import vector_info
 

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote
 
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
 from chiezo.core.errors import NotFound
-from chiezo.ops.service import Service
+from chiezo.ops.service import Service, archive_href
 from chiezo.store.kinds import ArchiveEntry
 
 ARCHIVE_SANDBOX = (
@@ -35,22 +34,12 @@ ARCHIVE_SANDBOX = (
 PIECE = 1 << 20  # an entry is sent in pieces of its memory, not copied whole
 
 
-def archived(opened) -> bool:
-    """Whether a source's documents are entries of the archive it was built from."""
-    return bool(opened.kind and opened.kind.capabilities.archive)
-
-
-def archive_href(source: str, path: str) -> str:
-    """Where an archive document's entry is served."""
-    return f"/doc/{quote(source, safe='')}/archive/{quote(path)}"
-
-
 def archive_entry(service: Service, source: str, path: str) -> ArchiveEntry:
     """The entry at ``path`` of the archive ``source`` was built from; NotFound with the
     reason otherwise."""
     opened = service.library.get(source)
     kind = opened.kind
-    if kind is None or not archived(opened):
+    if kind is None or not opened.archived:
         raise NotFound(f"{source} is not built from an archive", hint="its source keeps none")
     recorded = opened.info().input
     archive = Path(recorded.get("path") or "")

@@ -11,8 +11,7 @@ from fastapi.responses import FileResponse
 
 from chiezo.core.errors import NotFound
 from chiezo.core.markdown import parse_sections
-from chiezo.ops.service import Service
-from chiezo.surfaces.web.archive_pages import archive_href
+from chiezo.ops.service import Service, archive_href
 from chiezo.surfaces.web.formatting import safe_url
 from chiezo.surfaces.web.markdown_view import render_markdown
 

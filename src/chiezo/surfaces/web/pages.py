@@ -19,7 +19,7 @@ from chiezo import __version__
 from chiezo.core.errors import ChiezoError, NotFound
 from chiezo.ops.requests import LinksRequest, RandomRequest
 from chiezo.ops.service import Service
-from chiezo.surfaces.web.archive_pages import archive_entry, archive_response, archived
+from chiezo.surfaces.web.archive_pages import archive_entry, archive_response
 from chiezo.surfaces.web.disk import install as install_disk
 from chiezo.surfaces.web.disk import page_survey
 from chiezo.surfaces.web.document_pages import (
@@ -219,7 +219,7 @@ def install(app: FastAPI, service: Service) -> None:
             doc=doc,
             info=info,
             **body_parts(doc, headed_pages(opened)),
-            original=original_href(doc, archived=archived(opened)),
+            original=original_href(doc, archived=opened.archived),
             full=full,
             map_svg=map_svg,
             nearby=nearby,

@@ -32,7 +32,6 @@ from chiezo.search.facets import FACETS
 from chiezo.search.shapes import has_shapes
 from chiezo.search.snippet import plain_text
 from chiezo.store.library import Source
-from chiezo.surfaces.web.archive_pages import archived
 from chiezo.surfaces.web.document_pages import original_href
 from chiezo.surfaces.web.mapview import (
     AREAS_DRAWN,
@@ -461,6 +460,6 @@ def _cut(text: str, chars: int) -> str:
 
 def _archived(service: Service, source: str) -> bool:
     try:
-        return archived(service.library.get(source))
+        return service.library.get(source).archived
     except ChiezoError:
         return False
