@@ -2,6 +2,7 @@
 metadata, the ray-charles file's searches, and the text stored for an article's HTML
 (ingest/htmltext.py: words kept apart, hidden parts out, infobox rows, the title once)."""
 
+import mmap
 import shutil
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, InputError
 from chiezo.ingest import zim
 from chiezo.ingest.htmltext import page_text
+from chiezo.ingest.zimdirectory import Directory, cluster_order
 from chiezo.ops.requests import SearchRequest
 from chiezo.ops.service import Service
 
@@ -125,6 +127,75 @@ def test_both_namespace_schemes_build(tmp_path, file):
         service.search(SearchRequest.of(query="Першая старонка", source="books")).hits[0].title
         == "Першая старонка"
     )
+
+
+def _zim_written_in_order(path: Path, names: list[str]) -> Path:
+    """A ZIM whose pages are added in the order given, in clusters of about one page."""
+    from libzim.writer import Creator, Hint, StringProvider
+    from libzim.writer import Item as ZimItem
+
+    class Page(ZimItem):
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.name = name
+
+        def get_path(self):
+            return f"A/{self.name}"
+
+        def get_title(self):
+            return self.name
+
+        def get_mimetype(self):
+            return "text/html"
+
+        def get_contentprovider(self):
+            return StringProvider(f"<html><body><p>{self.name} {'本文' * 600}</p></body></html>")
+
+        def get_hints(self):
+            return {Hint.FRONT_ARTICLE: True, Hint.COMPRESS: True}
+
+    with Creator(str(path)).config_indexing(False, "eng").config_clustersize(1024) as creator:
+        for name in names:
+            creator.add_item(Page(name))
+    return path
+
+
+def test_articles_are_read_cluster_by_cluster(tmp_path):
+    # added Page_9 … Page_0: path order is the reverse of the clusters' order, as a real
+    # ZIM's path order runs across its clusters (design.md §35.17)
+    names = [f"Page_{i}" for i in reversed(range(10))]
+    file = _zim_written_in_order(tmp_path / "order.zim", names)
+    archive = zim.open_archive(file)
+    articles, _redirects, _titles = zim.scan(archive)
+    in_clusters = cluster_order(file, archive, articles)
+    assert in_clusters is not None
+    assert [archive._get_entry_by_id(int(i)).path for i in in_clusters] == [f"A/{n}" for n in names]
+
+
+@pytest.mark.parametrize("file", sorted(p.name for p in data_file("zim").glob("*.zim")))
+def test_the_directory_read_directly_agrees_with_libzim_on_every_entry(file):
+    path = data_file(f"zim/{file}")
+    archive = zim.open_archive(path)
+    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        directory = Directory.read(view)
+        start = directory.user_start(archive)
+        assert start is not None
+        for i in range(archive.entry_count):
+            assert directory.path(start + i) == archive._get_entry_by_id(i).path
+    articles, _redirects, _titles = zim.scan(archive)
+    assert sorted(cluster_order(path, archive, articles).tolist()) == sorted(articles)
+
+
+def test_a_directory_that_does_not_agree_with_libzim_is_read_in_id_order(tmp_path):
+    good = data_file(f"zim/{RAY.split('/')[1]}")
+    archive = zim.open_archive(good)
+    data = bytearray(good.read_bytes())
+    data[4] = 9  # another major version: not a layout this reader knows
+    other = tmp_path / "other.zim"
+    other.write_bytes(bytes(data))
+    assert cluster_order(other, archive, [0, 1]) is None
+    with other.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        assert Directory.read(view) is None
 
 
 def test_a_file_that_is_not_a_zim_is_a_clear_error(tmp_path):
