@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 CHIEZO_DATA ?= ./data
 export CHIEZO_DATA
 
-.PHONY: install cluster browser sample run test test-fast lint fuzz bench bench-quick bench-serve clean
+.PHONY: install cluster browser kiwix sample run test test-fast lint fuzz bench bench-quick bench-serve clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Chiezo needs Python 3.11 or newer")'
@@ -42,6 +42,15 @@ browser:
 	@[ -x $(CHROMIUM) ] || $(SUDO) apt-get install -y $(BROWSER_PACKAGES) \
 	  || ($(SUDO) apt-get update && $(SUDO) apt-get install -y $(BROWSER_PACKAGES)) \
 	  || echo "could not install $(BROWSER_PACKAGES): the browser tests will be skipped"
+
+# kiwix-serve from Debian's kiwix-tools, for the tests of a kiwix-serve book as a live source
+# (tests/test_kiwix.py) and bench/kiwix_live.py. Not fatal, like the browser: without it those
+# tests are skipped, saying why.
+KIWIX_SERVE := /usr/bin/kiwix-serve
+kiwix:
+	@[ -x $(KIWIX_SERVE) ] || $(SUDO) apt-get install -y kiwix-tools \
+	  || ($(SUDO) apt-get update && $(SUDO) apt-get install -y kiwix-tools) \
+	  || echo "could not install kiwix-tools: the kiwix-serve tests will be skipped"
 
 # Build the bundled sample sources: the project's own guide (sample/) and its docs (docs/),
 # with vectors for search by meaning (the small guide with the best model, the docs with the fast one),

@@ -318,7 +318,10 @@ def projected(case: Case, tmp_path: Path) -> tuple[list[int], int]:
 
 
 def test_every_kind_that_is_built_from_an_input_has_a_case():
-    built = {name for name, kind in kinds().items() if kind.ingestable}
+    # a live kind (a kiwix-serve book) registers an address: nothing it builds grows
+    built = {
+        name for name, kind in kinds().items() if kind.ingestable and not kind.capabilities.live
+    }
     assert built == set(CASES), "give each built-in kind a memory case"
 
 

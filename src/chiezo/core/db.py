@@ -89,6 +89,19 @@ def open_for_writing(path: Path, busy_timeout: float = 10.0) -> Connection:
     return conn
 
 
+def open_cache(path: Path, busy_timeout: float = 10.0) -> Connection:
+    """Open a cache that is changed in place by whichever process answers (a live source's,
+    store/library.py): WAL, so readers never wait; not synced at each commit — what a crash
+    loses is asked of the server again."""
+    conn = sqlite3.connect(
+        str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout
+    )
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA trusted_schema = OFF")
+    return conn
+
+
 def statements(script: str) -> list[str]:
     """Split an SQL script into statements (trigger bodies included), so it can run inside a
     transaction the caller controls; ``executescript`` would commit it first."""

@@ -287,6 +287,15 @@ class LLMTimeout(LLMUnavailable):
     exit_code = EXIT_FAILURE
 
 
+class SourceUnavailable(ChiezoError):
+    """A source searched live (a kiwix-serve book) could not be asked: its server is down,
+    too slow, or answered something that is not what it should (extra ``timed_out``). 502:
+    the server behind this one failed."""
+
+    status = 502
+    exit_code = EXIT_FAILURE
+
+
 class LLMNotConfigured(ChiezoError):
     """Answering is off: no endpoint is configured (a configuration matter, exit 2)."""
 

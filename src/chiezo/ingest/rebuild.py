@@ -95,7 +95,7 @@ def recorded_call(info: SourceInfo) -> RebuildCall:
         BuildOptions(language=info.language) if "language" in kind.build_flags else BuildOptions()
     )
     needed = inputs + kind.extra_inputs(options)
-    missing = [str(p) for p in needed if not p.exists()]
+    missing = kind.missing_inputs(needed)
     return RebuildCall(kind.name, inputs, options, build, missing, identity=info.input)
 
 

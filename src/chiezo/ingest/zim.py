@@ -221,24 +221,32 @@ def _main_path(archive) -> str | None:
 
 def _doc(entry, redirects: dict[str, list[str]], titles: dict[str, str]) -> Doc | None:
     markup = bytes(entry.get_item().content).decode("utf-8", "replace")
-    page = page_text(markup, entry.title)
+    made = article_document(entry.path, markup, entry.title)
+    if made is None:
+        return None
+    doc, page = made
+    doc.url = entry.path
+    doc.aliases = sorted(set(redirects.get(entry.path, [])) - {doc.title})
+    doc.links = [titles[p] for p in _links(entry.path, page.links) if p in titles]
+    doc.extra = {"path": entry.path, "format": "zim"}
+    return doc
+
+
+def article_document(path: str, markup: str, title: str):
+    """(the document, its page text) of a ZIM article's HTML — read from the file, or from a
+    kiwix-serve (ingest/kiwix.py); None for a page with no text."""
+    page = page_text(markup, title)
     if not page.text.strip():
         return None
-    title = entry.title or page.title or entry.path
-    doc = document_from_text(
-        entry.path, Path(entry.path), page.text, {"title": title}, markdown=True
-    )
+    title = title or page.title or path
+    doc = document_from_text(path, Path(path), page.text, {"title": title}, markdown=True)
     for chunk in doc.chunks:
         # the title leads every breadcrumb, as the <h1> the text leaves out did (and as a
         # Wikipedia article's do: Ray Charles > Early life)
         chunk.heading_path = (
             f"{title}{BREADCRUMB_SEPARATOR}{chunk.heading_path}" if chunk.heading_path else title
         )
-    doc.url = entry.path
-    doc.aliases = sorted(set(redirects.get(entry.path, [])) - {title})
-    doc.links = [titles[p] for p in _links(entry.path, page.links) if p in titles]
-    doc.extra = {"path": entry.path, "format": "zim"}
-    return doc
+    return doc, page
 
 
 def _links(source_path: str, hrefs: list[str]) -> list[str]:
@@ -268,6 +276,15 @@ def _redirected(entry):
         if not entry.is_redirect:
             return entry
     return None
+
+
+def book_line(given: dict, *more: str) -> str:
+    """A book's title · language · date · article count (a ZIM's metadata, or kiwix-serve's
+    catalog entry for it), then ``more``."""
+    parts = [given.get("title"), given.get("language"), given.get("date")]
+    if given.get("articles"):
+        parts.append(f"{given['articles']:,} articles")
+    return " · ".join(str(p) for p in (*parts, *more) if p)
 
 
 def _stamp(path: Path) -> tuple[int, int]:
@@ -311,10 +328,7 @@ class ZimKind(SourceKind):
 
     def about(self, info) -> str | None:
         given = info.input
-        parts = [given.get("title"), given.get("language"), given.get("date")]
-        if given.get("articles"):
-            parts.append(f"{given['articles']:,} articles")
-        shown = " · ".join(str(p) for p in parts if p)
+        shown = book_line(given)
         return f"{shown} ({given['description']})" if given.get("description") else shown
 
     def archive_entry(self, archive: Path, path: str) -> ArchiveEntry | None:

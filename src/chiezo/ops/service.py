@@ -30,6 +30,7 @@ from chiezo.core.errors import (
     Operation,
     Option,
     QueryTimeout,
+    SourceUnavailable,
     UnknownSource,
 )
 from chiezo.core.geometry import Shape
@@ -415,6 +416,11 @@ class Service:
             except QueryTimeout:
                 timed_out = True
                 notes_.setdefault(src.name, []).append(Notice("source_timeout", sources=[src.name]))
+            except SourceUnavailable as exc:  # a live source's server: the others still answer
+                timed_out = timed_out or bool(exc.extras.get("timed_out"))
+                notes_.setdefault(src.name, []).append(
+                    Notice("source_unavailable", sources=[src.name], reason=exc.message)
+                )
             except BadQuery as exc:  # a condition this source cannot meet
                 refused.append(exc)
                 # the reason without the source's name: sources with the same one share a line
@@ -492,6 +498,8 @@ class Service:
         if question is not None:
             _check_question(question)
         src, deadline = self._read(source, "doc")
+        # a live source reads it from its server first (store/library.py LiveSource)
+        src.ensure_doc(doc_id=doc_id, key=key, title=title, timeout=self.settings.query_timeout)
         with deadline:
             found, alternatives = browse.find_doc(src, title=title, doc_id=doc_id, key=key)
             out = browse.read_doc(src, found, wanted, None if question else max_chars)

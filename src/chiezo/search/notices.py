@@ -65,6 +65,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "{sources}は時間内に終わらず、結果に含まれていません",
         "{sources}: timed out; its results are missing",
     ),
+    "source_unavailable": (
+        "{sources}のサーバーが応答せず、結果に含まれていません（{reason}）",
+        "{sources}: its server did not answer ({reason}); its results are missing",
+    ),
     "facets_timeout": (
         "{sources}のファセットは時間内に数えきれませんでした",
         "{sources}: facets not counted in time",
@@ -96,6 +100,7 @@ ABOUT_SOURCES = frozenset(
     {
         "semantic_timeout",
         "source_timeout",
+        "source_unavailable",
         "facets_timeout",
         "no_vectors",
         "no_word_index",

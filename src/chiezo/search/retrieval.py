@@ -47,9 +47,10 @@ from chiezo.search.semantic import (
     require_vectors,
     semantic_candidates,
 )
+from chiezo.search.snippet import SNIPPET_CHARS as MARKED_SNIPPET_CHARS
 from chiezo.search.snippet import past_headings, snippet_at
 from chiezo.store import chunk_text
-from chiezo.store.library import Source
+from chiezo.store.library import LiveSource, Source
 from chiezo.store.model_host import query_embedder
 from chiezo.store.vectors import vector_info
 
@@ -117,6 +118,16 @@ def retrieve(
     options: RetrievalOptions | None = None,
 ) -> SearchResult:
     options = (options or RetrievalOptions()).checked()
+    if isinstance(
+        source, LiveSource
+    ):  # its server searches (a kiwix-serve book): by its own index, its order
+        if options.near is not None:
+            raise BadQuery(f"source {source.name!r} has no coordinates", source=source.name)
+        live = source.search(text, limit=limit, offset=offset, timeout=timeout, filters=filters)
+        for hit in live.hits:  # as wide as every source's snippets, "…" where cut
+            if len(hit.snippet) > MARKED_SNIPPET_CHARS:
+                hit.snippet = hit.snippet[:MARKED_SNIPPET_CHARS].rstrip() + "…"
+        return live
     retrieval = options.retrieval or default_retrieval(source)
     by_name = retrieval == "auto" and names_a_document(source, text, filters)
     if retrieval == "auto":

@@ -71,6 +71,8 @@ CREATE TABLE stage.late_aliases (target TEXT, alias TEXT);
 
 @dataclass
 class BuildOptions:
+    # 0 only for a generation that registers a source searched live (ingest/kiwix.py): the
+    # command line's --min-docs starts at 1
     min_docs: int = 1
     allow_shrink: bool = False
     shrink_ratio: float = 0.5  # refuse a generation with fewer docs than this share of current
@@ -379,10 +381,10 @@ class GenerationBuilder:
         )
 
     def _order_and_copy(self, conn: db.Connection, docs: int) -> None:
-        if docs < max(self.options.min_docs, 1):
+        if docs < self.options.min_docs:
             raise BuildError(
                 f"{self.name!r} would have {docs} documents; at least "
-                f"{max(self.options.min_docs, 1)} are required",
+                f"{self.options.min_docs} are required",
                 hint="check that the input holds what you expect; the current generation "
                 "keeps serving",
             )
@@ -619,7 +621,7 @@ def validate_generation(
     check of a large file takes minutes)."""
     checked = checked or (lambda: None)
     docs = conn.execute("SELECT count(*) FROM docs").fetchone()[0]
-    if docs < max(options.min_docs, 1):
+    if docs < options.min_docs:
         raise BuildError(f"the new generation has {docs} documents, fewer than {options.min_docs}")
     if previous_docs and not options.allow_shrink and docs < previous_docs * options.shrink_ratio:
         raise BuildError(

@@ -216,6 +216,11 @@ def _embed_source(
         raise BadQuery(
             f"the {name} source is not embedded (it changes with every write)", source=name
         )
+    if source.live:
+        raise BadQuery(
+            f"the {name} source is searched live by its server: it has nothing here to embed",
+            source=name,
+        )
     model = model or source.meta.get("embedding_model") or DEFAULT_MODEL
     if runner is None:  # the model computes here: refused before it is loaded
         check_memory(EMBED_MEMORY, name, doing="embed")

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 # The built-in kinds live in chiezo/ingest/, above this module: they are found by name, as a
 # plugin is, so that storage never imports the ingest layer.
 BUILT_IN_PACKAGE = "chiezo.ingest"
-BUILT_IN = ("documents", "wikipedia", "geonames", "osm", "zim", "places", "notes_source")
+BUILT_IN = ("documents", "wikipedia", "geonames", "osm", "zim", "kiwix", "places", "notes_source")
 ENTRY_POINT_GROUP = "chiezo.source_kinds"
 log = logging.getLogger("chiezo.sources")
 
@@ -48,6 +48,9 @@ class Capabilities:
     # served from it with the pictures and styles it names (``SourceKind.archive_entry``)
     archive: bool = False
     writable: bool = False  # written in place (notes): no build, no rebuild, no embedding
+    # searched and read through a running server (a kiwix-serve book): its generation only
+    # registers where; ``search_live``, ``read_live`` and ``find_live`` do the rest
+    live: bool = False
     watchable: bool = False  # inputs are local files a --watch can poll
 
 
@@ -230,6 +233,10 @@ class SourceKind:
                 values[f.name] = _from_json(f, given[f.name])
         return self.Options(**values)
 
+    def missing_inputs(self, inputs: list[Path]) -> list[str]:
+        """The recorded inputs no longer there (a rebuild then stops and says which)."""
+        return [str(p) for p in inputs if not p.exists()]
+
     def extra_inputs(self, options: Any) -> list[Path]:
         """Further files a build reads (lookups, page views): a rebuild needs them too."""
         return [
@@ -243,6 +250,23 @@ class SourceKind:
     def archive_entry(self, archive: Path, path: str) -> ArchiveEntry | None:
         """The entry at ``path`` inside ``archive``, the file a source of this kind was built
         from (kinds with ``capabilities.archive``); None when it has no such entry."""
+        return None
+
+    # -- a source searched live (``capabilities.live``) ---------------------------------------
+
+    def search_live(self, info: SourceInfo, query: str, *, limit: int, offset: int, timeout: float):
+        """The server's hits for ``query`` as a SearchResult: each hit's ``key`` the document's
+        path on the server, its ``doc_id`` derived from that path alone (the same in every
+        process), its ``url`` the page there."""
+        raise NotImplementedError
+
+    def read_live(self, info: SourceInfo, path: str, title: str, timeout: float):
+        """The document at ``path`` on the server (a ``Doc``), or None where it has none."""
+        raise NotImplementedError
+
+    def find_live(self, info: SourceInfo, title: str, timeout: float):
+        """The document titled ``title`` on the server as a hit (as ``search_live`` gives
+        them), or None where it has none."""
         return None
 
     def about(self, info: SourceInfo) -> str | None:

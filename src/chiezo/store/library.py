@@ -8,6 +8,7 @@ import contextlib
 import contextvars
 import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -26,6 +27,7 @@ from chiezo.core.schema import (
     readable_version,
     versions_read,
 )
+from chiezo.core.textnorm import normalise_title
 from chiezo.store import generations, source_settings
 from chiezo.store.kinds import Attribution, SourceKind, kinds
 from chiezo.store.source_info import NEEDS_REBUILD, SourceInfo, recorded_input
@@ -72,6 +74,7 @@ class Source:
 
     immutable = True
     writable = False  # built as a generation and served read-only
+    live = False  # searched and read through a running server (LiveSource)
 
     def __init__(self, name: str, path: Path):
         self.name = name
@@ -208,6 +211,12 @@ class Source:
             read_ahead(self.path)
         return time.monotonic() - started
 
+    def ensure_doc(
+        self, *, doc_id: int | None, key: str | None, title: str | None, timeout: float
+    ) -> None:
+        """Make the document asked for readable here: a built source holds every one (a live
+        source reads it from its server: LiveSource)."""
+
     def rank_of(self, doc_id: int) -> float:
         ranks = self.ranks
         return float(ranks[doc_id - 1]) if 0 < doc_id <= len(ranks) else 0.0
@@ -221,6 +230,7 @@ class Source:
             # "words+trigrams", or "trigrams" for a source built before the word index
             text_index="words+trigrams" if self.has_words else "trigrams",
             writable=self.writable,
+            live=self.live,
         )
         info.attribution = attribution(info)
         info.about = self.kind.about(info) if self.kind else None
@@ -275,6 +285,193 @@ class NotesSource(Source):
         info.docs = self.doc_count
         info.tags = self.conn.execute("SELECT count(*) FROM tag_counts").fetchone()[0]
         return info
+
+
+class LiveSource(Source):
+    """A source searched and read through a running server (a kiwix-serve book: the kind's
+    ``capabilities.live``). Its generation only registers where the book is (meta, no
+    documents). What the server answered — each hit, then each document when first asked
+    for — is kept in a cache beside it (``gen-….db.live``, a sidecar: it goes with its
+    generation) in the generation schema, so that every read path — doc, passages, chunk ids,
+    citations, pages — reads it as it reads a built source, whichever worker found the hit.
+    A cache, not an index: searches always ask the server."""
+
+    immutable = False  # the cache grows as hits arrive
+    live = True
+    KEEP_READ = 2000  # documents whose text the cache keeps; the oldest read are let go
+
+    def __init__(self, name: str, path: Path):
+        self.registration = path
+        self.cache_path = path.with_name(path.name + ".live")
+        if not self.cache_path.exists():
+            _new_cache(path, self.cache_path)
+        self._writer_lock = threading.Lock()
+        super().__init__(name, path)
+
+    @property
+    def conn(self) -> db.Connection:
+        held = getattr(self._local, "held", None)
+        if held is None:
+            held = self._local.held = _Held(db.open_readonly(self.cache_path, immutable=False))
+        return held.conn
+
+    @property
+    def _kind(self) -> SourceKind:
+        kind = self.kind
+        if kind is None:  # a plugin's kind, uninstalled since
+            raise BadQuery(
+                f"source {self.name!r} is of kind {self.meta.get('kind')!r}, which is not "
+                "installed here",
+                source=self.name,
+            )
+        return kind
+
+    @property
+    def doc_count(self) -> int:
+        return int(self.info_input().get("articles") or 0)
+
+    def info_input(self) -> dict[str, Any]:
+        return recorded_input(self.meta)
+
+    def info(self) -> SourceInfo:
+        info = super().info()
+        info.docs = self.doc_count
+        return info
+
+    def search(self, text: str, *, limit: int, offset: int, timeout: float | None, filters=None):
+        """The server's hits for ``text`` (offset, limit), recorded in the cache."""
+        if filters:
+            raise BadQuery(
+                f"source {self.name!r} is searched live by its server and cannot apply "
+                "conditions (tag, attribute, area, coordinates)",
+                source=self.name,
+            )
+        result = self._kind.search_live(
+            self.info(), text, limit=limit, offset=offset, timeout=timeout or 10.0
+        )
+        with self._writing() as conn:
+            for hit in result.hits:
+                self._record(conn, hit)
+        return result
+
+    def ensure_doc(
+        self, *, doc_id: int | None, key: str | None, title: str | None, timeout: float
+    ) -> None:
+        """Make the document asked for readable from the cache: found by id or key among the
+        hits seen, or by title through the server's title look-up; its text read from the
+        server the first time it is asked for."""
+        row = self._cached_row(doc_id, key, title)
+        if row is None and title is not None:
+            hit = self._kind.find_live(self.info(), title, timeout)
+            if hit is not None:
+                with self._writing() as conn:
+                    self._record(conn, hit)
+                row = self._cached_row(hit.doc_id, None, None)
+        if row is None or row[3]:  # unknown here (a 404 follows), or already read
+            return
+        found_id, path, found_title, _read = row
+        doc = self._kind.read_live(self.info(), path, found_title, timeout)
+        with self._writing() as conn:
+            self._store_text(conn, found_id, doc)
+
+    def _cached_row(self, doc_id, key, title):
+        sql = "SELECT d.doc_id, d.key, d.title, r.doc_id IS NOT NULL FROM docs d "
+        sql += "LEFT JOIN reads r ON r.doc_id = d.doc_id WHERE "
+        if doc_id is not None:
+            return self.conn.execute(sql + "d.doc_id = ?", (doc_id,)).fetchone()
+        if key is not None:
+            return self.conn.execute(sql + "d.key = ?", (key,)).fetchone()
+        return self.conn.execute(
+            sql + "d.doc_id IN (SELECT doc_id FROM titles WHERE norm = ?)",
+            (normalise_title(title or ""),),
+        ).fetchone()
+
+    @contextlib.contextmanager
+    def _writing(self):
+        with self._writer_lock:
+            conn = db.open_cache(self.cache_path)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                yield conn
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+
+    @staticmethod
+    def _record(conn, hit) -> None:
+        """A hit as a document of the cache: its path as key, its passage as the opening
+        (what the merge across sources weighs, until its text is read)."""
+        conn.execute(
+            "INSERT INTO docs (doc_id, key, title, url, opening) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (doc_id) DO UPDATE SET url = coalesce(excluded.url, url)",
+            (hit.doc_id, hit.key, hit.title, hit.url, hit.snippet),
+        )
+        conn.execute(
+            "INSERT OR IGNORE INTO titles (norm, doc_id) VALUES (?, ?)",
+            (normalise_title(hit.title), hit.doc_id),
+        )
+
+    def _store_text(self, conn, doc_id: int, doc) -> None:
+        from chiezo.store.chunk_text import stored_rows
+
+        conn.execute(
+            "INSERT OR REPLACE INTO reads (doc_id, at) VALUES (?, ?)", (doc_id, time.time())
+        )
+        if doc is None:  # no text there: remembered, not asked again
+            return
+        conn.execute(
+            "UPDATE docs SET body = ?, opening = ?, url = coalesce(url, ?) WHERE doc_id = ?",
+            (doc.body, doc.opening or "", doc.url, doc_id),
+        )
+        conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+        rows = stored_rows(doc.body, ((c.heading_path, c.text) for c in doc.chunks))
+        conn.executemany(
+            "INSERT INTO chunks (doc_id, ord, heading_path, spans, text) VALUES (?, ?, ?, ?, ?)",
+            [(doc_id, i, heading, spans, text) for i, (heading, text, spans) in enumerate(rows)],
+        )
+        self._let_go(conn)
+
+    def _let_go(self, conn) -> None:
+        """Beyond KEEP_READ documents read, the text of the oldest tenth goes (read again
+        when asked for): the cache stays bounded however long the server runs."""
+        (read,) = conn.execute("SELECT count(*) FROM reads").fetchone()
+        if read <= self.KEEP_READ:
+            return
+        old = [
+            r[0]
+            for r in conn.execute(
+                "SELECT doc_id FROM reads ORDER BY at LIMIT ?", (max(read // 10, 1),)
+            )
+        ]
+        marks = ",".join("?" * len(old))
+        conn.execute(f"UPDATE docs SET body = '' WHERE doc_id IN ({marks})", old)
+        conn.execute(f"DELETE FROM chunks WHERE doc_id IN ({marks})", old)
+        conn.execute(f"DELETE FROM reads WHERE doc_id IN ({marks})", old)
+
+
+def _new_cache(registration: Path, cache: Path) -> None:
+    """A live source's cache: the generation schema, the registration's meta, and which
+    documents have been read. Made aside and linked in, so that two workers opening the source
+    at once keep one cache."""
+    from chiezo.core.schema import INDEXES, TABLES, TEXT_INDEXES
+
+    tmp = cache.with_name(f".{cache.name}.{os.getpid()}.{threading.get_ident()}")
+    tmp.unlink(missing_ok=True)
+    conn = db.open_cache(tmp)
+    try:
+        conn.executescript(TABLES + TEXT_INDEXES + INDEXES)
+        conn.execute("CREATE TABLE reads (doc_id INTEGER PRIMARY KEY, at REAL NOT NULL)")
+        conn.executemany(
+            "INSERT INTO meta (key, value) VALUES (?, ?)", (raw_meta(registration) or {}).items()
+        )
+    finally:
+        conn.close()
+    try:
+        os.link(tmp, cache)
+    except FileExistsError:
+        pass  # another worker's is in place
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 class Library:
@@ -349,7 +546,7 @@ class Library:
                 hint="known sources: " + ", ".join(known) if known else "build one with {see}",
                 see=None if known else _building(name),
             )
-        return self._cached(name, path, Source)
+        return self._cached(name, path, LiveSource if _is_live(path) else Source)
 
     def _cached(self, name: str, path: Path, kind: type[Source]) -> Source:
         with self._lock:
@@ -496,6 +693,12 @@ def _building(name: str) -> Operation:
     except ChiezoError:
         name = "NAME"
     return Operation("ingest", name, kind="docs")
+
+
+def _is_live(path: Path) -> bool:
+    """Whether the generation at ``path`` registers a source its kind searches live."""
+    kind = kinds().get((raw_meta(path) or {}).get("kind", ""))
+    return bool(kind and kind.capabilities.live)
 
 
 def raw_meta(path: Path) -> dict[str, str] | None:

@@ -34,6 +34,7 @@ class SourceInfo:
     text_index: str = "trigrams"  # "words+trigrams" for sources with the word index
     status: str = OK
     writable: bool = False  # written in place (notes), never built
+    live: bool = False  # searched and read through its server (a kiwix-serve book)
     in_default: bool = True  # searched by a search of all sources (store/source_settings.py)
     error: str | None = None  # why it needs a rebuild
     hint: str | None = None
@@ -73,8 +74,9 @@ class SourceInfo:
         for optional in ("error", "hint"):
             if out[optional] is None:
                 del out[optional]
-        if not self.writable:
-            del out["writable"]
+        for flag in ("writable", "live"):  # said only of the sources that are
+            if not out[flag]:
+                del out[flag]
         return out
 
 

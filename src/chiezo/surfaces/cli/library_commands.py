@@ -63,6 +63,8 @@ def sources(ctx, as_json) -> None:
                 f"{vectors['embedded_chunks']:,} chunks = {vectors['coverage']:.1%} coverage, "
                 f"{units_label(vectors['unit_chars'])}, embedded {vectors['embedded_at']}"
             )
+        elif info.get("live"):
+            out.print("    [dim]searched live by its server: nothing indexed here[/]")
         elif not info.get("writable"):
             out.print(
                 f"    [dim]no vectors (keyword search only; `chiezo embed "
