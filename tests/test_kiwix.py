@@ -138,12 +138,26 @@ def test_a_search_of_all_sources_merges_the_live_hits(library):
 
 
 @needs_kiwix
-def test_conditions_and_embedding_are_refused_with_the_reason(library):
+def test_conditions_listings_and_embedding_are_refused_with_the_reason(library):
+    from chiezo.ops.requests import FilterRequest, RandomRequest, TitlesRequest
+
     service, _ = library
     with pytest.raises(BadQuery, match="searched live"):
         service.search(SearchRequest.of(query="piano", source=SOURCE, tag=["x"]))
     with pytest.raises(BadQuery, match="nothing here to embed"):
         service.embed(SOURCE)
+    # what the cache has seen is not the book: no listing pretends it is
+    for refused in (
+        lambda: service.titles(TitlesRequest.of(source=SOURCE, prefix="Ray")),
+        lambda: service.random(RandomRequest.of(source=SOURCE)),
+        lambda: service.filter(FilterRequest.of(source=SOURCE, attr=["x>1"])),
+    ):
+        with pytest.raises(BadQuery, match="answers search and doc"):
+            refused()
+    # among several sources, it is left out with the reason; the others answer
+    service.remember("Ray Charles played the piano.", tags=["music"])
+    both = service.filter(FilterRequest.of(source=f"{SOURCE},notes", tag=["music"]))
+    assert both["total"] == 1 and "answers search and doc" in json.dumps(both["notes"])
 
 
 @needs_kiwix
@@ -394,3 +408,30 @@ def test_the_command_line_registers_lists_rebuilds_and_removes_a_book(kiwix, tmp
     assert json.loads(found.output)["hits"][0]["key"] == "A/Georgia_on_My_Mind"
     assert run("sources", "rm", SOURCE, "--yes").exit_code == 0
     assert SOURCE not in run("sources").output
+
+
+@needs_kiwix
+def test_an_mcp_client_is_told_the_source_is_live_and_searches_and_reads_it(library):
+    import anyio
+    from mcp import Client
+
+    service, _ = library
+
+    async def go(url):
+        async with Client(f"{url}/mcp") as client:
+            listed = await client.call_tool("sources", {})
+            found = await client.call_tool("search", {"query": "Georgia", "source": SOURCE})
+            hit = found.structured_content["hits"][0]
+            doc = await client.call_tool(
+                "doc", {"source": SOURCE, "doc_id": hit["doc_id"], "max_chars": 400}
+            )
+            refused = await client.call_tool("filter", {"source": SOURCE, "tag": "x"})
+            return client.instructions, listed, hit, doc, refused
+
+    with RunningServer(create_app(service.settings)) as server:
+        instructions, listed, hit, doc, refused = anyio.run(go, server.url)
+    (live,) = [s for s in listed.structured_content["sources"] if s["name"] == SOURCE]
+    assert live["live"] is True and "kiwix-serve" in instructions
+    assert doc.structured_content["title"] == hit["title"]
+    assert len(json.dumps(doc.structured_content)) < 1200  # max_chars holds for a live source
+    assert refused.is_error

@@ -87,8 +87,10 @@ BINDINGS: dict[str, Binding] = {
             DocRequest,
             "doc",
             "Read one document by title, doc_id or key — with `question`, the parts of it that "
-            "answer the question. A missing title returns an error with the closest titles as "
-            "`candidates`; several documents sharing a title come back as `alternatives`.",
+            "answer the question. `max_chars` bounds the whole answer: long lists are cut, "
+            "with their `<name>_total` and `more` saying how to read on. A missing title "
+            "returns an error with the closest titles as `candidates`; several documents "
+            "sharing a title come back as `alternatives`.",
         ),
         _bind(
             "titles",

@@ -89,6 +89,7 @@ class Service:
     def _read(self, source: str | Source, what: str):
         """(source, deadline context) for one read request."""
         src = self.library.get(source) if isinstance(source, str) else source
+        src.check_answers(what)
         return src, db.deadline(src.conn, self.settings.query_timeout, what=what)
 
     # -- sources -----------------------------------------------------------------------------
@@ -618,8 +619,8 @@ class Service:
         results, notes_, refused = {}, {}, []
         counted = facets.Facets(facet_names)
         for name in names:
-            src, deadline = self._read(name, "filter")
             try:
+                src, deadline = self._read(name, "filter")
                 with deadline:
                     results[name] = browse.filter_docs(
                         src,

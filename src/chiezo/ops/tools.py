@@ -71,6 +71,8 @@ How to use it well:
   numbers from their infoboxes (`attr` "population>=1000000", area_km2, elevation_m, founded).
 - A filter on a tag or attribute the source does not have is an error that says so: switch
   source or drop the condition rather than retrying.
+- A source marked `live` (a kiwix-serve book) is searched on its server: `search` and `doc`
+  only, no conditions; if its server is down, a search of all sources says so in `notes`.
 - `remember` stores the content itself — names, numbers, dates, the items of a list — as
   sentences that make sense later without this conversation; never a label like "looked up X".
   Use `recall` with `since` alone for vague references ("what we discussed last week").
@@ -226,7 +228,7 @@ def _read_tools(service) -> list:
 # can use), sizes, schema versions: 1,849 → 728 bytes for the jawiki excerpt (design §36.2).
 MODEL_FIELDS = (
     "name", "kind", "language", "about", "docs", "tags", "links", "points", "attributes",
-    "built_at", "in_default", "writable", "status", "error", "hint",
+    "built_at", "in_default", "writable", "live", "status", "error", "hint",
 )  # fmt: skip
 
 

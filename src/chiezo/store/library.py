@@ -217,6 +217,10 @@ class Source:
         """Make the document asked for readable here: a built source holds every one (a live
         source reads it from its server: LiveSource)."""
 
+    def check_answers(self, what: str) -> None:
+        """Refuse a read this source cannot answer (``what``: doc, titles, filter…): a built
+        source answers every one."""
+
     def rank_of(self, doc_id: int) -> float:
         ranks = self.ranks
         return float(ranks[doc_id - 1]) if 0 < doc_id <= len(ranks) else 0.0
@@ -337,6 +341,17 @@ class LiveSource(Source):
         info = super().info()
         info.docs = self.doc_count
         return info
+
+    def check_answers(self, what: str) -> None:
+        """Only ``doc`` (and search, which does not ask): listing titles, tags or links,
+        filtering or drawing at random would read the cache — what was seen so far — as if it
+        were the book."""
+        if what != "doc":
+            raise BadQuery(
+                f"source {self.name!r} is searched live by its server: it answers search and "
+                f"doc, not {what}",
+                source=self.name,
+            )
 
     def search(self, text: str, *, limit: int, offset: int, timeout: float | None, filters=None):
         """The server's hits for ``text`` (offset, limit), recorded in the cache."""

@@ -202,12 +202,16 @@ def install(app: FastAPI, service: Service) -> None:
             )
             opened = service.library.get(source)
             info = opened.info().to_dict()
-            outgoing = service.links(
-                LinksRequest.of(source=source, doc_id=doc_id, direction="out", limit=SHOWN_LINKS)
-            )
-            incoming = service.links(
-                LinksRequest.of(source=source, doc_id=doc_id, direction="in", limit=30)
-            )
+            outgoing = incoming = None  # a live source's links are on its server's page
+            if not opened.live:
+                outgoing = service.links(
+                    LinksRequest.of(
+                        source=source, doc_id=doc_id, direction="out", limit=SHOWN_LINKS
+                    )
+                )
+                incoming = service.links(
+                    LinksRequest.of(source=source, doc_id=doc_id, direction="in", limit=30)
+                )
         except ChiezoError as exc:
             return render(
                 request, "doc.html", exc.status, doc=None, error=exc.to_dict(), source=source
