@@ -39,6 +39,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.ingest import zim  # noqa: E402
 from chiezo.ingest.htmltext import page_text  # noqa: E402
+from chiezo.ingest.zimscan import scan  # noqa: E402
 from chiezo.ops.requests import SearchRequest  # noqa: E402
 from chiezo.ops.service import Service  # noqa: E402
 
@@ -49,7 +50,8 @@ WORD = re.compile(r"[A-Za-z][A-Za-z'-]{2,}")
 def articles(path: Path) -> list[tuple[str, str, str]]:
     """(path, title, text) of every article of the ZIM."""
     archive = zim.open_archive(path)
-    ids, _redirects, _titles = zim.scan(archive)
+    with scan(archive) as scanned:
+        ids = scanned.articles
     out = []
     for entry_id in ids:
         entry = archive._get_entry_by_id(entry_id)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import json
 import re
 import subprocess
@@ -319,19 +320,36 @@ def _load(name: str, source: str):
 
 
 def articles(path: Path):
-    """(entry, redirects, titles) for each article entry of the file, as the build reads it."""
-    from chiezo.ingest.zim import open_archive, scan
+    """(the archive, its scan) as the build reads them: close the scan when done."""
+    from chiezo.ingest.zim import open_archive
+    from chiezo.ingest.zimscan import scan
 
     archive = open_archive(path)
-    ids, redirects, titles = scan(archive)
-    for entry_id in ids:
-        yield archive._get_entry_by_id(entry_id), redirects, titles
+    return archive, scan(archive)
+
+
+def read_doc(module, entry, scanned):
+    """``module._doc`` of the entry: a module before the scan tables (design.md §35.18) takes
+    the scan's maps as dicts."""
+    if len(inspect.signature(module._doc).parameters) == 2:
+        return module._doc(entry, scanned)
+    redirects: dict[str, list[str]] = {}
+    for target, title in scanned.conn.execute("SELECT target, title FROM redirects"):
+        redirects.setdefault(target, []).append(title)
+    titles = dict(scanned.conn.execute("SELECT path, title FROM articles"))
+    return module._doc(entry, redirects, titles)
 
 
 def measure(path: Path, renderers: dict) -> tuple[list[dict], dict]:
-    entries = list(articles(path))
+    archive, scanned = articles(path)
+    with scanned:
+        return _measure(path, archive, scanned, renderers)
+
+
+def _measure(path: Path, archive, scanned, renderers: dict) -> tuple[list[dict], dict]:
+    entries = [archive._get_entry_by_id(i) for i in scanned.articles]
     pages = []
-    for entry, _, _ in entries:
+    for entry in entries:
         markup = bytes(entry.get_item().content).decode("utf-8", "replace")
         ref = reference(markup)
         pages.append((ref, ref.visible))
@@ -340,8 +358,8 @@ def measure(path: Path, renderers: dict) -> tuple[list[dict], dict]:
         started = time.monotonic()
         found: dict[str, list[dict]] = {k: [] for k in DEFECTS}
         docs = chars = 0
-        for (entry, redirects, titles), (ref, haystack) in zip(entries, pages, strict=True):
-            doc = module._doc(entry, redirects, titles)
+        for entry, (ref, haystack) in zip(entries, pages, strict=True):
+            doc = read_doc(module, entry, scanned)
             if doc is None:
                 continue
             docs += 1

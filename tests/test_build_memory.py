@@ -157,6 +157,7 @@ def zim_input(folder: Path, n: int) -> Path:
         def __init__(self, i: int) -> None:
             super().__init__()
             self.i, self.text = i, _words(rng, 80)
+            self.links = [rng.randint(1, n) for _ in range(8)]
 
         def get_path(self) -> str:
             return f"A/Article_{self.i}"
@@ -169,8 +170,9 @@ def zim_input(folder: Path, n: int) -> Path:
 
         def get_contentprovider(self):
             html = f"<html><head><title>Article {self.i}</title></head><body>"
+            links = "".join(f'<a href="Article_{j}">{j}</a> ' for j in self.links)
             return StringProvider(
-                f"{html}<h1>Article {self.i}</h1><p>{self.text}</p></body></html>"
+                f"{html}<h1>Article {self.i}</h1><p>{self.text}</p><p>{links}</p></body></html>"
             )
 
         def get_hints(self):
@@ -183,6 +185,11 @@ def zim_input(folder: Path, n: int) -> Path:
             creator.add_metadata(name, value)
         for i in range(1, n + 1):
             creator.add_item(Article(i))
+            # ~1.5 redirects an article, as wikipedia_en_all has (~10M to 6.5M articles)
+            for r in range(1 + i % 2):
+                creator.add_redirection(
+                    f"A/Other_name_{r}_of_{i}", f"Other name {r} of {i}", f"A/Article_{i}", {}
+                )
     return out
 
 
@@ -217,7 +224,10 @@ CASES = {
         # Measured from 4,000 articles: at 1,000-4,000 a build's growth of ~2.8 KB an article
         # (libzim's cluster cache, read out of cluster order) hid in 1 MiB of noise; the paths
         # of this input (Article_1, Article_10, …) run across the clusters as a real ZIM's do,
-        # so reading in id order would show here again (design.md §35.16, §35.17).
+        # so reading in id order would show here again (design.md §35.16, §35.17). Each
+        # article links to 8 others and has 1-2 redirects, as Wikipedia's do: with the scan's
+        # path → title and redirect tables in Python dicts, that grew 0.8 KB an article
+        # (4.0 GB projected; §35.18).
         Case("zim", zim_input, 4000, 6_500_000, "articles of wikipedia_en_all"),
     )
 }

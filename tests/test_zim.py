@@ -13,6 +13,7 @@ from chiezo.core.errors import BadQuery, InputError
 from chiezo.ingest import zim
 from chiezo.ingest.htmltext import page_text
 from chiezo.ingest.zimdirectory import Directory, cluster_order
+from chiezo.ingest.zimscan import scan
 from chiezo.ops.requests import SearchRequest
 from chiezo.ops.service import Service
 
@@ -166,8 +167,8 @@ def test_articles_are_read_cluster_by_cluster(tmp_path):
     names = [f"Page_{i}" for i in reversed(range(10))]
     file = _zim_written_in_order(tmp_path / "order.zim", names)
     archive = zim.open_archive(file)
-    articles, _redirects, _titles = zim.scan(archive)
-    in_clusters = cluster_order(file, archive, articles)
+    with scan(archive) as scanned:
+        in_clusters = cluster_order(file, archive, scanned.articles)
     assert in_clusters is not None
     assert [archive._get_entry_by_id(int(i)).path for i in in_clusters] == [f"A/{n}" for n in names]
 
@@ -182,8 +183,9 @@ def test_the_directory_read_directly_agrees_with_libzim_on_every_entry(file):
         assert start is not None
         for i in range(archive.entry_count):
             assert directory.path(start + i) == archive._get_entry_by_id(i).path
-    articles, _redirects, _titles = zim.scan(archive)
-    assert sorted(cluster_order(path, archive, articles).tolist()) == sorted(articles)
+    with scan(archive) as scanned:
+        ordered = cluster_order(path, archive, scanned.articles)
+        assert sorted(ordered.tolist()) == sorted(scanned.articles)
 
 
 def test_a_directory_that_does_not_agree_with_libzim_is_read_in_id_order(tmp_path):
@@ -229,8 +231,8 @@ def test_ray_charles_infobox_reads_label_value_lines_with_nothing_glued(zims):
 
 def test_sections_are_headings_under_the_title_in_a_wikibooks_zim():
     archive = zim.open_archive(data_file("zim/wikibooks_be_all_nopic_2017-02_nons.zim"))
-    _, redirects, titles = zim.scan(archive)
-    doc = zim._doc(archive.get_entry_by_path("Кава.html"), redirects, titles)
+    with scan(archive) as scanned:
+        doc = zim._doc(archive.get_entry_by_path("Кава.html"), scanned)
     assert doc is not None and doc.title == "Кава"
     lines = doc.body.splitlines()
     assert "## Інгрэдыенты" in lines and "- 400 гр. вады" in lines

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import posixpath
-from array import array
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import unquote
@@ -29,6 +28,8 @@ from chiezo.core.progress import NullProgress, Progress
 from chiezo.ingest.documents import document_from_text
 from chiezo.ingest.htmltext import page_text
 from chiezo.ingest.zimdirectory import cluster_order
+from chiezo.ingest.zimscan import Scanned, scan
+from chiezo.store import generations
 from chiezo.store.build import BuildOptions, BuildReport, GenerationBuilder
 from chiezo.store.kinds import ArchiveEntry, Attribution, Capabilities, SourceKind
 
@@ -57,67 +58,6 @@ def metadata(archive) -> dict[str, str]:
     return out
 
 
-def scan(archive) -> tuple[array, dict[str, list[str]], dict[str, str]]:
-    """(ids of article entries, target path → redirect titles, article path → title)."""
-    articles = array("I")  # 4 bytes an article, not a list's 36
-    titles: dict[str, str] = {}
-    redirects: dict[str, list[str]] = {}
-    first: dict[str, int] = {}  # title → its first article: ids, not entries (4 KB each)
-    shared: dict[str, list[int]] = {}  # the titles more than one article has
-    old_scheme = not archive.has_new_namespace_scheme
-    for entry_id in range(archive.entry_count):
-        entry = archive._get_entry_by_id(entry_id)
-        if old_scheme and not entry.path.startswith("A/"):
-            continue
-        if entry.is_redirect:
-            target = entry.get_redirect_entry()
-            if entry.title and entry.title != target.title:
-                redirects.setdefault(target.path, []).append(entry.title)
-            continue
-        if entry.get_item().mimetype.startswith("text/html"):
-            title = entry.title or entry.path
-            articles.append(entry_id)
-            titles[entry.path] = title
-            if title in first:
-                shared.setdefault(title, [first[title]]).append(entry_id)
-            else:
-                first[title] = entry_id
-    del first
-    copies = _rendered_redirects(archive, shared)
-    for path, target in copies.values():
-        redirects.setdefault(target, []).append(path_title(path))
-    return array("I", (i for i in articles if i not in copies)), redirects, titles
-
-
-def _rendered_redirects(archive, shared: dict[str, list[int]]) -> dict[int, tuple[str, str]]:
-    """{entry id: (its path, the path of the article it copies)} for HTML entries that are a
-    redirect rendered as a page: mwoffliner writes some Wikipedia redirects as a full copy of
-    their target, titled as the target (A/The_Pages_of_My_Mind, "Ray Charles"), so the article
-    came out twice. A copy is an entry with another's title (``shared``: title → ids) *and* its
-    very text (two Wikibooks chapters titled "Introduction" stay two); of such a group, the
-    entry whose path names the title is the article (else the shortest path), the others its
-    aliases."""
-    copies: dict[int, tuple[str, str]] = {}
-    for title, ids in shared.items():
-        by_text: dict[str, list[tuple[str, int]]] = {}
-        for entry_id in ids:
-            entry = archive._get_entry_by_id(entry_id)
-            markup = bytes(entry.get_item().content).decode("utf-8", "replace")
-            by_text.setdefault(page_text(markup, entry.title).text, []).append(
-                (entry.path, entry_id)
-            )
-        for same in by_text.values():
-            same.sort(key=lambda p: (path_title(p[0]) != title, len(p[0])))
-            copies.update({i: (path, same[0][0]) for path, i in same[1:]})
-    return copies
-
-
-def path_title(path: str) -> str:
-    """The title an entry's path spells (A/Ray_Charles → Ray Charles)."""
-    name = path[2:] if path[:2] in ("A/", "C/") else path
-    return unquote(name).replace("_", " ")
-
-
 def ingest_zim(
     settings: Settings,
     path: Path,
@@ -133,22 +73,32 @@ def ingest_zim(
     options = options or BuildOptions()
     if not options.language and facts.get("language"):
         options = replace(options, language=facts["language"].split(",")[0][:3])
-    articles, redirects, titles = scan(archive)
+    progress = progress or NullProgress()
     builder = GenerationBuilder(
         settings,
         name,
         KIND,
         input_identity={**identity(path, archive), **facts},
         options=options,
-        progress=progress or NullProgress(),
+        progress=progress,
         expected_bytes=path.stat().st_size * 6,
     )
+    settings.corpus_dir.mkdir(parents=True, exist_ok=True)
+    with (
+        generations.scratch_dir(settings.corpus_dir, "zim-scan-") as tmp,
+        scan(archive, Path(tmp) / "scan.db", progress) as scanned,
+    ):
+        return _read_articles(builder, path, archive, scanned)
+
+
+def _read_articles(builder: GenerationBuilder, path: Path, archive, scanned: Scanned):
+    articles = scanned.articles
     main = _main_path(archive) if len(articles) > 1 else None
     in_clusters = cluster_order(path, archive, articles)
     with builder, _cluster_cache(CLUSTER_CACHE if in_clusters is not None else None):
         builder.start_reading(len(articles))
         for entry_id in articles if in_clusters is None else in_clusters.tolist():
-            doc = _doc(archive._get_entry_by_id(entry_id), redirects, titles)
+            doc = _doc(archive._get_entry_by_id(entry_id), scanned)
             if doc is None:
                 builder.warn(f"{archive._get_entry_by_id(entry_id).path}: no text; skipped")
                 continue
@@ -219,15 +169,17 @@ def _main_path(archive) -> str | None:
     return entry.get_redirect_entry().path if entry.is_redirect else entry.path
 
 
-def _doc(entry, redirects: dict[str, list[str]], titles: dict[str, str]) -> Doc | None:
+def _doc(entry, scanned: Scanned) -> Doc | None:
     markup = bytes(entry.get_item().content).decode("utf-8", "replace")
     made = article_document(entry.path, markup, entry.title)
     if made is None:
         return None
     doc, page = made
     doc.url = entry.path
-    doc.aliases = sorted(set(redirects.get(entry.path, [])) - {doc.title})
-    doc.links = [titles[p] for p in _links(entry.path, page.links) if p in titles]
+    doc.aliases = sorted(set(scanned.aliases(entry.path)) - {doc.title})
+    targets = _links(entry.path, page.links)
+    titles = scanned.titles_of(targets)
+    doc.links = [titles[p] for p in targets if p in titles]
     doc.extra = {"path": entry.path, "format": "zim"}
     return doc
 
