@@ -37,6 +37,8 @@ WHEN = {
     422: "only with `strict`: the model's answer has a sentence that cites no source or that "
     "its sources do not support (`answer`, `references`, `cited`, `claims`, `unsupported`, "
     "`uncited`); whether it comes depends on the answer, not on the request's form",
+    502: "a source searched live (a kiwix-serve book) could not be asked: its server is down, "
+    "too slow or answered something that is not a search feed or an article",
     503: "the model endpoint is not configured or not reachable (the excerpts found are "
     "included), or the notes are locked by another writer (retry)",
     504: "the query ran past CHIEZO_QUERY_TIMEOUT and was stopped",

@@ -27,7 +27,7 @@ from chiezo.ops.requests import (
 )
 from chiezo.surfaces.rest.openapi import errors as documented
 
-SOURCE_RESPONSES = documented(404, 409, 504)
+SOURCE_RESPONSES = documented(404, 409, 502, 504)
 ANSWER_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "the answer; with `stream` the events instead (text/event-stream)",
@@ -45,7 +45,7 @@ ANSWER_RESPONSES: dict[int | str, dict[str, Any]] = {
             },
         },
     },
-    **documented(404, 409, 422, 503, 504),
+    **documented(404, 409, 422, 502, 503, 504),
 }
 
 
