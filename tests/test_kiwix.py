@@ -435,3 +435,23 @@ def test_an_mcp_client_is_told_the_source_is_live_and_searches_and_reads_it(libr
     assert doc.structured_content["title"] == hit["title"]
     assert len(json.dumps(doc.structured_content)) < 1200  # max_chars holds for a live source
     assert refused.is_error
+
+
+@needs_kiwix
+def test_an_imported_live_source_asks_no_server_the_archive_names(library, tmp_path):
+    from chiezo.core.errors import Conflict
+    from chiezo.ops.transfer import export_source, import_source
+
+    service, _ = library
+    archive = export_source(service.settings, SOURCE, tmp_path / "book.tar.zst")["path"]
+    here = Settings(data_dir=tmp_path / "data", query_timeout=5)
+    import_source(here, Path(archive))
+    Service(here).ingest("zim", data_file(RAY), "zim_ray", embed=False)
+    # an address from an archive could name any service this machine reaches: never asked
+    imported = Service(here)
+    with pytest.raises(Conflict, match="imported from an archive") as raised:
+        imported.search(SearchRequest.of(query="piano", source=SOURCE))
+    assert "chiezo ingest kiwix URL" in raised.value.to_dict("cli")["hint"]
+    both = imported.search(SearchRequest.of(query="piano"))
+    assert {h.source for h in both.hits} == {"zim_ray"}
+    assert "imported from an archive" in " ".join(both.notes)

@@ -23,6 +23,7 @@ from chiezo.core.config import Settings
 from chiezo.core.errors import (
     BadQuery,
     ChiezoError,
+    Conflict,
     InputError,
     InternalError,
     LLMNotConfigured,
@@ -383,7 +384,7 @@ class Service:
         results: dict[str, SearchResult] = {}
         notes_: dict[str, list[str]] = {n: [Notice("not_in_default")] for n in left_out}
         timed_out = False
-        refused: list[BadQuery] = []
+        refused: list[BadQuery | Conflict] = []
         for src in sources:
             remaining = deadline - time.monotonic()
             try:
@@ -422,7 +423,8 @@ class Service:
                 notes_.setdefault(src.name, []).append(
                     Notice("source_unavailable", sources=[src.name], reason=exc.message)
                 )
-            except BadQuery as exc:  # a condition this source cannot meet
+            # a condition this source cannot meet; a live source that knows no server
+            except (BadQuery, Conflict) as exc:
                 refused.append(exc)
                 # the reason without the source's name: sources with the same one share a line
                 reason = exc.message.replace(f"source {src.name!r} ", "")

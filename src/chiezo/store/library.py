@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from chiezo.core import db
 from chiezo.core.config import Settings
-from chiezo.core.errors import BadQuery, ChiezoError, Operation, SchemaMismatch, UnknownSource
+from chiezo.core.errors import (
+    BadQuery,
+    ChiezoError,
+    Conflict,
+    Operation,
+    SchemaMismatch,
+    UnknownSource,
+)
 from chiezo.core.schema import (
     REQUIRED_TABLES,
     SCHEMA_VERSION,
@@ -332,10 +339,22 @@ class LiveSource(Source):
 
     @property
     def doc_count(self) -> int:
-        return int(self.info_input().get("articles") or 0)
+        return int(recorded_input(self.meta).get("articles") or 0)
 
-    def info_input(self) -> dict[str, Any]:
-        return recorded_input(self.meta)
+    def _registered(self) -> SourceInfo:
+        """The source's info, with the server it was registered with. A generation imported
+        from an archive has none: an address is never taken from an archive (it could name any
+        service this machine reaches, and every search would be sent there)."""
+        info = self.info()
+        if not info.input.get("url"):
+            raise Conflict(
+                f"source {self.name!r} was imported from an archive, which does not say which "
+                "server to ask",
+                source=self.name,
+                hint="register the book on this machine: {see}",
+                see=Operation("ingest", self.name, kind=self.meta.get("kind"), path="URL"),
+            )
+        return info
 
     def info(self) -> SourceInfo:
         info = super().info()
@@ -362,7 +381,7 @@ class LiveSource(Source):
                 source=self.name,
             )
         result = self._kind.search_live(
-            self.info(), text, limit=limit, offset=offset, timeout=timeout or 10.0
+            self._registered(), text, limit=limit, offset=offset, timeout=timeout or 10.0
         )
         with self._writing() as conn:
             for hit in result.hits:
@@ -377,7 +396,7 @@ class LiveSource(Source):
         server the first time it is asked for."""
         row = self._cached_row(doc_id, key, title)
         if row is None and title is not None:
-            hit = self._kind.find_live(self.info(), title, timeout)
+            hit = self._kind.find_live(self._registered(), title, timeout)
             if hit is not None:
                 with self._writing() as conn:
                     self._record(conn, hit)
@@ -385,7 +404,7 @@ class LiveSource(Source):
         if row is None or row[3]:  # unknown here (a 404 follows), or already read
             return
         found_id, path, found_title, _read = row
-        doc = self._kind.read_live(self.info(), path, found_title, timeout)
+        doc = self._kind.read_live(self._registered(), path, found_title, timeout)
         with self._writing() as conn:
             self._store_text(conn, found_id, doc)
 
