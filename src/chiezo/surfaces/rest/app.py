@@ -257,7 +257,7 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         input identity. Sources built or removed while the server runs appear here at once."""
         return _json({"sources": service.sources()})
 
-    @app.get("/v1/search", tags=["search"], responses=documented(404, 502, 504))
+    @app.get("/v1/search", tags=["search"], responses=documented(404, 409, 502, 504))
     def search_all(request: AllSourcesSearch) -> JSONResponse:
         """Search every source searched by default (``source=a,b``: those), in one order of
         evidence: titles equal to the query first, then by how much of the query each hit

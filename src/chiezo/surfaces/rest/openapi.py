@@ -28,8 +28,8 @@ WHEN = {
     "another site",
     404: "unknown source (`known_sources`), document (`candidates`: the closest titles), note "
     "or job",
-    409: "the source needs a rebuild for this version (`schema_version`), or a job is running "
-    "(`running_job`)",
+    409: "the source needs a rebuild for this version (`schema_version`), a job is running "
+    "(`running_job`), or a live source was imported and its server is to be registered here",
     413: "the request body is larger than 2 MiB",
     414: "the request target (path and query string) is longer than 65,535 bytes",
     421: "the Host names this server by a name it does not answer to (DNS-rebinding "
