@@ -22,6 +22,7 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from chiezo.core.models import Chunk
+from chiezo.core.textnorm import clipped
 
 TARGET_CHARS = 800
 MAX_CHARS = 1600
@@ -326,7 +327,7 @@ def opening_paragraph(
             paragraph.append(stripped)
         if paragraph:
             text = _join_lines(paragraph) if soft_wraps else " ".join(paragraph)
-            return text if len(text) <= limit else text[: limit - 1] + "…"
+            return clipped(text, limit)
     return ""
 
 

@@ -14,6 +14,11 @@ def normalise_title(text: str) -> str:
     return _SPACE.sub(" ", unicodedata.normalize("NFKC", text)).strip().casefold()
 
 
+def clipped(text: str, chars: int) -> str:
+    """``text`` within ``chars`` characters, ``…`` standing for what was cut."""
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
 def split_terms(text: str) -> list[str]:
     """Whitespace-separated terms, including the ideographic space U+3000."""
     return [t for t in _SPACE.split(text.replace("\u3000", " ").strip()) if t]

@@ -154,10 +154,10 @@ def page_text(markup: str, title: str | None = None) -> PageText:
     try:
         return _Page(markup, title).read()
     except Exception:  # noqa: BLE001 - markup that defeats lxml must not stop a build
-        return PageText(None, _plain(markup))
+        return PageText(None, markup_words(markup))
 
 
-def _plain(markup: str) -> str:
+def markup_words(markup: str) -> str:
     """The words of markup the parser gave up on: tags and what scripts and styles hold out."""
     text = re.sub(r"(?is)<(script|style)\b.*?</\1\s*>|<!--.*?-->", " ", markup)
     text = html.unescape(re.sub(r"<[^>]*>", " ", text))
@@ -182,7 +182,7 @@ class _Page:
         tree = lxml.html.document_fromstring(self.markup.encode("utf-8", "replace"), parser=parser)
         if any(e.level_name == "FATAL" for e in parser.error_log):
             # libxml2 stops at 256 nested elements and drops the rest of the page: its words
-            return PageText(None, _plain(self.markup))
+            return PageText(None, markup_words(self.markup))
         page_title = " ".join((tree.findtext(".//title") or "").split()) or None
         if page_title:
             self.titles.add(_normal(page_title))

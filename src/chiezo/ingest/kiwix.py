@@ -33,6 +33,7 @@ from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, InputError, SourceUnavailable
 from chiezo.core.models import Doc, Hit, SearchResult
 from chiezo.core.progress import NullProgress, Progress
+from chiezo.ingest.htmltext import markup_words
 from chiezo.ingest.zim import article_document, book_line
 from chiezo.store.build import BuildOptions, BuildReport, GenerationBuilder
 from chiezo.store.kinds import Attribution, Capabilities, SourceKind, option_field
@@ -291,12 +292,9 @@ def _entry_path(link: str, prefixes: tuple[str, ...]) -> str | None:
     return None
 
 
-_TAG = re.compile(r"<[^>]*>")
-
-
 def _plain(text: str) -> str:
     """A snippet or a title kiwix-serve marked up (``<b>piano</b>``), as plain text."""
-    return " ".join(html.unescape(_TAG.sub("", text)).split())[:MAX_TEXT]
+    return markup_words(text)[:MAX_TEXT]
 
 
 def article(server: str, book: str, path: str, timeout: float) -> str:
@@ -370,21 +368,7 @@ def doc_id_of(path: str) -> int:
 def as_result(source: str, query: str, total: int, found: list[Found], offset: int, limit: int):
     """kiwix-serve's hits as a search result: its order kept, scores falling with the rank
     (what the merge across sources reads), the exact title marked as a title match."""
-    folded = query.strip().casefold()
-    hits = [
-        Hit(
-            source=source,
-            doc_id=doc_id_of(f.path),
-            key=f.path,
-            title=f.title,
-            snippet=f.snippet,  # cut to the width of every snippet by the search (retrieval.py)
-            score=round(1.0 / (offset + rank + 1), 6),
-            rank_score=0.0,
-            url=f.url,
-            title_match=f.title.casefold() == folded,
-        )
-        for rank, f in enumerate(found)
-    ]
+    hits = [as_hit(source, query, f, offset + rank) for rank, f in enumerate(found)]
     return SearchResult(
         query=query.strip(),
         hits=hits,
@@ -394,6 +378,20 @@ def as_result(source: str, query: str, total: int, found: list[Found], offset: i
         limit=limit,
         sources=[source],
         retrieval="keyword",
+    )
+
+
+def as_hit(source: str, query: str, found: Found, rank: int) -> Hit:
+    return Hit(
+        source=source,
+        doc_id=doc_id_of(found.path),
+        key=found.path,
+        title=found.title,
+        snippet=found.snippet,  # cut to the width of every snippet by the search (retrieval.py)
+        score=round(1.0 / (rank + 1), 6),
+        rank_score=0.0,
+        url=found.url,
+        title_match=found.title.casefold() == query.strip().casefold(),
     )
 
 
@@ -441,15 +439,12 @@ class KiwixKind(SourceKind):
     own full-text index and read from it, nothing re-indexed; citations open its pages."""
     Options = KiwixOptions
     argument = "URL"
-    names_itself = True  # kiwix_<the book's file name>
+    names_itself = True  # kiwix_<the book's file name>, known once the catalog is read
     build_flags = ()
     capabilities = Capabilities(live=True)
 
     def build(self, settings, inputs, name, options, build, progress):
         return register(settings, inputs[0], name, options, progress)
-
-    def name_for(self, inputs: list[Path]) -> str | None:
-        return None  # known once the catalog is read: register() names it
 
     def inputs_from_record(self, recorded: dict[str, Any]) -> list[Path]:
         return [Path(recorded["url"])] if recorded.get("url") else []
@@ -494,9 +489,7 @@ class KiwixKind(SourceKind):
         path = suggested_path(server, book, title, timeout)
         if path is None:
             return None
-        return as_result(
-            info.name, title, 1, [Found(path, title, "", _page(server, book, path))], 0, 1
-        ).hits[0]
+        return as_hit(info.name, title, Found(path, title, "", _page(server, book, path)), 0)
 
 
 SOURCE_KIND = KiwixKind()

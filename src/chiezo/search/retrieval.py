@@ -29,6 +29,7 @@ from chiezo.core import db
 from chiezo.core.errors import BadQuery
 from chiezo.core.models import Hit, SearchResult
 from chiezo.core.query import parse_query
+from chiezo.core.textnorm import clipped
 from chiezo.core.words import evidence_words, light_words, query_words
 from chiezo.search.evidence import coverage, specificity
 from chiezo.search.filters import Filters, Near, filter_ids
@@ -118,15 +119,13 @@ def retrieve(
     options: RetrievalOptions | None = None,
 ) -> SearchResult:
     options = (options or RetrievalOptions()).checked()
-    if isinstance(
-        source, LiveSource
-    ):  # its server searches (a kiwix-serve book): by its own index, its order
+    # a live source's server searches (a kiwix-serve book): by its own index, in its order
+    if isinstance(source, LiveSource):
         if options.near is not None:
             raise BadQuery(f"source {source.name!r} has no coordinates", source=source.name)
         live = source.search(text, limit=limit, offset=offset, timeout=timeout, filters=filters)
-        for hit in live.hits:  # as wide as every source's snippets, "…" where cut
-            if len(hit.snippet) > MARKED_SNIPPET_CHARS:
-                hit.snippet = hit.snippet[:MARKED_SNIPPET_CHARS].rstrip() + "…"
+        for hit in live.hits:  # as wide as every source's snippets
+            hit.snippet = clipped(hit.snippet, MARKED_SNIPPET_CHARS)
         return live
     retrieval = options.retrieval or default_retrieval(source)
     by_name = retrieval == "auto" and names_a_document(source, text, filters)

@@ -44,6 +44,9 @@ if TYPE_CHECKING:  # the type only: the module is imported where it is used
 
 NOTES = "notes"  # the writable source's reserved name
 WATCH_SECONDS = 1.0  # how often a server looks for switched-in generations (one readlink each)
+# what a live source's server may take when a search has no deadline of its own (an
+# evaluation's): a server that never answers still ends it
+NO_DEADLINE = 10.0
 
 log = logging.getLogger("chiezo.library")
 
@@ -381,7 +384,7 @@ class LiveSource(Source):
                 source=self.name,
             )
         result = self._kind.search_live(
-            self._registered(), text, limit=limit, offset=offset, timeout=timeout or 10.0
+            self._registered(), text, limit=limit, offset=offset, timeout=timeout or NO_DEADLINE
         )
         with self._writing() as conn:
             for hit in result.hits:

@@ -19,6 +19,7 @@ from starlette.requests import Request
 
 from chiezo.core import db
 from chiezo.core.errors import ChiezoError
+from chiezo.core.textnorm import clipped
 from chiezo.core.validation import MAX_OFFSET
 from chiezo.ops.requests import (
     FeaturesRequest,
@@ -454,8 +455,7 @@ def _is_number(text: str) -> bool:
 def _cut(text: str, chars: int) -> str:
     """An opening as a snippet: plain text like a search's (a Markdown file's first paragraph
     keeps its backticks and emphasis marks), cut to ``chars``."""
-    text = plain_text(text)
-    return text if len(text) <= chars else text[: chars - 1] + "…"
+    return clipped(plain_text(text), chars)
 
 
 def _archived(service: Service, source: str) -> bool:
