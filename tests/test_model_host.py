@@ -339,3 +339,39 @@ def test_a_model_is_loaded_here_when_no_host_serves_the_data(tmp_path):
         assert type(model_host.query_embedder(MODEL)).__name__ == "UseMultilingual"
     finally:
         model_host.look_for_host(None)
+
+
+def test_a_host_that_cannot_be_started_is_tried_again(monkeypatch, tmp_path):
+    # CI once saw the host's exec fail (EFAULT) under load; the error ended the keeping thread
+    # and the server ran on without a host
+    from chiezo.store import model_host
+
+    class Running:  # a host process that runs until stopped
+        returncode = None
+
+        def poll(self):
+            return None
+
+        def terminate(self):
+            pass
+
+        def wait(self, timeout=None):
+            return 0
+
+    tries = []
+
+    def spawn():
+        tries.append(time.monotonic())
+        if len(tries) == 1:
+            raise OSError(14, "Bad address")
+        return Running()
+
+    monkeypatch.setattr(model_host, "RESTART_PAUSE_SECONDS", 0.01)
+    keeper = model_host._Keeper(tmp_path / "host.sock", None)
+    monkeypatch.setattr(keeper, "_spawn", spawn)
+    keeper.start()
+    deadline = time.monotonic() + 5
+    while len(tries) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    keeper.stop()
+    assert len(tries) == 2 and keeper._process is not None

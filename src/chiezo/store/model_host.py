@@ -436,7 +436,14 @@ class _Keeper(threading.Thread):
 
     def run(self) -> None:
         while not self._stopping.is_set():
-            process = self._process = self._spawn()
+            try:
+                process = self._process = self._spawn()
+            except OSError as exc:
+                # seen in CI under load: the exec failed (EFAULT, "Bad address") and the
+                # uncaught error ended this thread, leaving the server without a host for good
+                _say(f"the model host could not be started ({exc}); trying again")
+                self._stopping.wait(RESTART_PAUSE_SECONDS)
+                continue
             while process.poll() is None and not self._stopping.wait(POLL_SECONDS):
                 pass
             if process.poll() is None:  # stopping
