@@ -41,6 +41,7 @@ Writes bench/results/serve_load-*.json. wrk comes from Debian (`make bench-serve
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -401,6 +402,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+WRK_TIMEOUT_S = 30  # longer than any answer the server gives before its own deadlines
+SETTLED_S = 0.05  # /healthz answers in ~1 ms on a server with nothing queued
+
+
 class Server:
     """`chiezo serve --workers W` with CHIEZO_SERVE_THREADS=T, the probe on its PYTHONPATH."""
 
@@ -446,6 +451,23 @@ class Server:
                 time.sleep(0.2)
         while len(self.worker_pids()) < workers and time.monotonic() < deadline:
             time.sleep(0.2)
+
+    def settle(self, within: float = 60.0) -> float:
+        """Wait until the server answers ``/healthz`` quickly again: when wrk stops, the server
+        still runs what was queued (0.94 s of questions after a question round at 64
+        connections), and the next round inherited it (place@64's p99 1,570 ms beside a p50
+        of 200). Returns the seconds waited."""
+        import httpx
+
+        started = time.monotonic()
+        while time.monotonic() - started < within:
+            asked = time.monotonic()
+            with contextlib.suppress(httpx.HTTPError):
+                httpx.get(f"{self.url}/healthz", timeout=5)
+                if time.monotonic() - asked < SETTLED_S:
+                    break
+            time.sleep(0.1)
+        return round(time.monotonic() - started, 2)
 
     def worker_pids(self) -> list[int]:
         if self.workers == 1:
@@ -507,6 +529,7 @@ def run_wrk(
     server: Server, paths: list[str], seconds: float, connections: int, scratch: Path
 ) -> dict:
     script = lua_script(paths, scratch / "paths.lua")
+    settled = server.settle()
     before = server.probe("gc")
     with CpuMeter(server.process.pid) as meter:
         out = subprocess.run(
@@ -515,6 +538,10 @@ def run_wrk(
                 f"-t{min(2, connections)}",
                 f"-c{connections}",
                 f"-d{max(1, round(seconds))}s",
+                # wrk's histogram ends at its timeout (2 s unless told): slower answers were
+                # left out of every percentile and counted as errors (question@64's p99 was
+                # exactly 2,000 ms, with 47 "errors": design.md §37.10)
+                f"--timeout={WRK_TIMEOUT_S}s",
                 "--latency",
                 "-s",
                 str(script),
@@ -527,6 +554,7 @@ def run_wrk(
     if "Requests/sec" not in out.stdout:
         raise RuntimeError(f"wrk failed: {out.stdout[-500:]} {out.stderr[-500:]}")
     result = parse_wrk(out.stdout)
+    result["settled_s"] = settled
     result["gc"] = gc_delta(before, server.probe("gc"))
     result["paths"] = len(paths)
     result["cpu"] = meter.result
@@ -570,10 +598,17 @@ def parse_wrk(text: str) -> dict:
     )
     result["requests"] = int(re.search(r"(\d+) requests in", text).group(1))
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    # "Socket errors: connect 0, read 2, write 0, timeout 5": each kind apart (a read error is
+    # a connection closed under the client; a timeout, an answer slower than WRK_TIMEOUT_S)
     socket_errors = re.search(r"Socket errors: (.*)", text)
-    result["errors"] = (int(non2xx.group(1)) if non2xx else 0) + (
-        sum(int(n) for n in re.findall(r"\d+", socket_errors.group(1))) if socket_errors else 0
+    kinds = (
+        dict((kind, int(n)) for kind, n in re.findall(r"(\w+) (\d+)", socket_errors.group(1)))
+        if socket_errors
+        else {}
     )
+    result["non_2xx"] = int(non2xx.group(1)) if non2xx else 0
+    result["socket_errors"] = kinds
+    result["errors"] = result["non_2xx"] + sum(kinds.values())
     return result
 
 
@@ -1290,6 +1325,8 @@ def phase_load(run: Run, server: Server) -> None:
         )
         spy.wait()
         r["profile"] = read_profile(spy.outputs)
+        # py-spy --native at 97 Hz took 1.53 cores (16 req/s): where the time goes, not how long
+        r["latencies_comparable"] = False
 
 
 def phase_inproc(run: Run, server: Server) -> None:

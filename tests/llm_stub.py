@@ -23,6 +23,7 @@ class ScriptedLLM:
         self.reply = reply or (lambda body: {"content": "ok [1]"})
         self.models = list(models)
         self.requests: list[dict[str, Any]] = []
+        self.sent: list[tuple[str, str | None]] = []  # (path and query, Authorization) of each
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -30,7 +31,8 @@ class ScriptedLLM:
                 pass
 
             def do_GET(self):
-                if self.path.rstrip("/").endswith("/models"):
+                stub.sent.append((self.path, self.headers.get("Authorization")))
+                if self.path.split("?", 1)[0].rstrip("/").endswith("/models"):
                     self._json(
                         200,
                         {
@@ -42,6 +44,7 @@ class ScriptedLLM:
                     self._json(404, {"error": "not found"})
 
             def do_POST(self):
+                stub.sent.append((self.path, self.headers.get("Authorization")))
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 stub.requests.append(body)
                 if body.get("model") and body["model"] not in stub.models:

@@ -1,6 +1,7 @@
 """The REST API, served for real by uvicorn on a loopback port and called over HTTP."""
 
 import os
+import re
 
 import httpx
 import pytest
@@ -268,3 +269,26 @@ def test_the_llm_status_names_models_without_their_paths_beyond_loopback():
     assert shown["model"] == "Qwen2.5-7B-Instruct (Q4_K_M)"
     assert shown["endpoints"][0]["models"] == ["Qwen2.5-7B-Instruct (Q4_K_M)", "smollm2"]
     assert shown["endpoints"][0]["problem"] == "no model named 'other (Q8_0)' here"
+
+
+def test_passages_for_a_question_with_fields_that_leave_out_the_id(api):
+    """Found by a fresh fuzz seed (issue #42): ``fields`` without ``source`` and ``doc_id``
+    made the passages for a question a KeyError, a 500."""
+    first = api.get("/v1/temples/doc", params={"title": "浅草寺"}).json()
+    asked = api.get(
+        f"/v1/temples/doc/{first['doc_id']}", params={"question": "どこ", "fields": "body"}
+    )
+    assert asked.status_code == 200, asked.text
+    assert asked.json()["passages_for"] == "どこ" and asked.json()["body"]
+
+
+def test_a_blank_time_bound_is_no_bound_as_the_schema_says(api):
+    """``since=%0D`` was answered 200 while the schema allowed only "" (a fresh fuzz seed)."""
+    api.post("/v1/notes", json={"text": "a note"})
+    for blank in ("", " ", "\r", "\t "):
+        recalled = api.get("/v1/notes/recall", params={"since": blank})
+        assert recalled.status_code == 200 and recalled.json()["total"] == 1
+    schema = api.get("/openapi.json").json()["paths"]["/v1/notes/recall"]["get"]["parameters"]
+    (since,) = [p for p in schema if p["name"] == "since"]
+    blank_rule = [a for a in since["schema"]["anyOf"] if "pattern" in a]
+    assert blank_rule and re.match(blank_rule[0]["pattern"], "\r")

@@ -8,6 +8,7 @@ a reverse proxy forwarded, and one from another address), then searched for ever
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -151,3 +152,70 @@ def test_a_name_is_replaced_only_where_it_ends_and_files_keep_their_length(libra
             assert served.status_code == 200 and len(served.content) > 1000
         head = httpx.head(f"{server.url}/v1/sources", headers=FORWARDED)
         assert head.status_code in (200, 405)
+
+
+def _events(stream: str) -> list[tuple[str, dict]]:
+    """(name, data) of each server-sent event."""
+    found = []
+    for block in stream.split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "event" in lines:
+            found.append((lines["event"], json.loads(lines["data"])))
+    return found
+
+
+@pytest.mark.slow
+def test_a_path_streamed_in_pieces_reaches_no_client_elsewhere_whole(tmp_path, settings):
+    """The model's answer streams in 4-character deltas; a path cut across them was scrubbed
+    piece by piece, so no piece held it — and the client joined them (issue #42 item 11)."""
+    folder = write_files(
+        tmp_path / "kb", {"a.md": "---\ntitle: 浅草寺\n---\n浅草寺は東京にある。\n"}
+    )
+    service = Service(settings)
+    build_docs(service, folder, "kb")
+    data = str(settings.data_dir.resolve())
+    said = f"浅草寺の記録は {data}/corpus/kb にある [1]。ほかに {data} も [1]。"
+    with ScriptedLLM(lambda body: {"content": said}) as llm:
+        configured = replace(settings, llm_url=llm.url)
+        with RunningServer(create_app(configured)) as server:
+            asked = {"q": "浅草寺はどこ？", "stream": "1"}
+            away = httpx.get(f"{server.url}/v1/ask", params=asked, headers=FORWARDED, timeout=30)
+            here = httpx.get(f"{server.url}/v1/ask", params=asked, timeout=30)
+    shown = _events(away.text)
+    deltas = [d["text"] for name, d in shown if name == "delta"]
+    assert len(deltas) > 3 and data not in "".join(deltas) and data not in away.text
+    assert "DATA/corpus/kb" in "".join(deltas)
+    (done,) = [d for name, d in shown if name == "done"]
+    assert done["answer"] == "".join(deltas)  # what streamed is what the answer says
+    assert data in "".join(d["text"] for name, d in _events(here.text) if name == "delta")
+
+
+@pytest.mark.slow
+def test_a_data_folder_reached_through_a_link_is_hidden_in_both_forms(tmp_path):
+    """Only the resolved form of the data folder was hidden: a data folder given through a
+    symbolic link showed ``…/d1link/corpus/…`` in job plans and logs (issue #42 item 10)."""
+    from chiezo.core.config import Settings
+
+    real = tmp_path / "real-data"
+    real.mkdir()
+    link = tmp_path / "d1link"
+    link.symlink_to(real)
+    settings = Settings(data_dir=link, query_timeout=10)
+    folder = write_files(tmp_path / "private-folder", {"a.md": "# A\n\nText.\n"})
+    build_docs(Service(settings), folder, "kb")
+    with RunningServer(create_app(settings)) as server:
+        job = httpx.post(f"{server.url}/v1/jobs", json={"source": "kb", "action": "rebuild"})
+        assert job.status_code in (200, 201, 202), job.text
+        for _ in range(200):
+            jobs = httpx.get(f"{server.url}/v1/jobs", headers=FORWARDED).json()
+            if all(j["state"] not in ("queued", "running") for j in jobs["jobs"]):
+                break
+            time.sleep(0.1)
+        pages = {r: httpx.get(server.url + r, headers=FORWARDED).text for r in
+                 ("/v1/jobs", "/v1/jobs/plan?source=kb", "/v1/sources", "/admin")}  # fmt: skip
+        here = httpx.get(f"{server.url}/v1/jobs/plan", params={"source": "kb"}).text
+    for route, text in pages.items():
+        for form in (str(link), str(real), str(folder)):
+            assert form not in text, f"{route} shows {form}"
+    assert "DATA/" in pages["/v1/jobs"] + pages["/v1/jobs/plan?source=kb"]
+    assert str(folder) in here  # on this machine, the paths as they are

@@ -1,6 +1,7 @@
 """The HTTP edges of a real `chiezo serve` on loopback, spoken to over raw sockets: what the HTTP
 parser refuses answers in the one JSON error shape (414 for a request target that is too long,
-400 with the parser's reason otherwise) and the connection ends cleanly; a Host header no
+431 for header fields that are, 400 with the parser's reason otherwise) and the connection ends
+cleanly, without the server holding what was sent beyond the limit; a Host header no
 browser sends is refused; the address line is printed only once the server answers. Each runs
 against a single-process server and a two-worker one (the supervisor's path). Then, on a server
 in this process: a 500 keeps its connection, a 405 names the allowed methods, a body over the
@@ -8,6 +9,7 @@ limit is a 413 whether its length is declared or it comes chunked."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -17,6 +19,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 import pytest
@@ -27,12 +30,15 @@ from helpers import RunningServer, error_body, free_port
 
 ADDRESS_LINE = "Chiezo on http://"
 MAX_TARGET_BYTES = 65_535  # the longest request target answered (SECURITY.md rule 6)
+MAX_FIELD_BYTES = 65_536  # the most bytes of header fields a request may send (rule 6)
+MAX_BODY_BYTES = 2 * 2**20  # the largest body answered
 
 
 @dataclass
 class Served:
     port: int
     first_answer: object  # what a request sent the moment the address line appeared got
+    pid: int  # `chiezo serve`: the server, or the supervisor of its workers
     log: list[str] = field(default_factory=list)
 
 
@@ -61,7 +67,7 @@ def served(request, tmp_path_factory):
         first_answer = _status_or_error(port)
         threading.Thread(target=lambda: log.extend(process.stderr), daemon=True).start()
         _wait_until_answering(port, 120)  # the other tests need a server, even one that lied
-        yield Served(port, first_answer, log)
+        yield Served(port, first_answer, process.pid, log)
     finally:
         process.terminate()
         try:
@@ -195,6 +201,123 @@ def test_the_server_still_answers_after_refusals(served):
     _exchange(served.port, _request("/" + "a" * 100_000))
     [response] = _exchange(served.port, _request())
     assert response[0] == 200
+
+
+# -- 1b. header fields: at most MAX_FIELD_BYTES, counted as they arrive -------------------------
+
+
+def _with_fields(fields: list[str], target: str = "/healthz") -> bytes:
+    head = [f"GET {target} HTTP/1.1", "Host: localhost", *fields, "Connection: close"]
+    return ("\r\n".join(head) + "\r\n\r\n").encode()
+
+
+ONE_HUGE_HEADER = ["X-Big: " + "a" * 10_000_000]
+MANY_HEADERS = [f"X-Field-{i}: " + "a" * 1000 for i in range(80)]  # 80 KiB in all
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fields", [ONE_HUGE_HEADER, MANY_HEADERS], ids=["10-MB-header", "80-KB"])
+def test_header_fields_too_long_are_a_json_431(served, fields):
+    [response] = _exchange(served.port, _with_fields(fields))
+    error = _error(response, 431)
+    assert f"{MAX_FIELD_BYTES:,} bytes" in error["error"]
+    assert response[1]["connection"] == "close"
+    [after] = _exchange(served.port, _request())  # the next connection is served
+    assert after[0] == 200
+
+
+@pytest.mark.slow
+def test_header_fields_too_long_after_a_good_request_are_answered_after_it(served):
+    pipelined = _request().replace(b"Connection: close\r\n", b"") + _with_fields(ONE_HUGE_HEADER)
+    first, second = _exchange(served.port, pipelined)
+    assert first[0] == 200 and json.loads(first[2])["status"] == "ok"
+    assert f"{MAX_FIELD_BYTES:,} bytes" in _error(second, 431)["error"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "fields",
+    [["X-Big: " + "a" * 60 * 1024], [f"X-Field-{i}: " + "a" * 1000 for i in range(60)]],
+    ids=["one-60-KiB-header", "60-headers-of-1-KB"],
+)
+def test_header_fields_within_the_limit_reach_the_app(served, fields):
+    [response] = _exchange(served.port, _with_fields(fields))
+    assert response[0] == 200 and json.loads(response[2])["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_header_fields_are_counted_apart_from_the_target(served):
+    target = "/" + "a" * (MAX_TARGET_BYTES - 1)
+    [response] = _exchange(served.port, _with_fields(["X-Big: " + "a" * 60 * 1024], target))
+    assert _error(response, 404)["error"].startswith("no such endpoint")
+
+
+def _note_post(body: bytes, *, chunk: int = 0, trailer: bytes = b"") -> bytes:
+    """POST /v1/notes, head and body in one piece; ``chunk``: sent chunked in pieces of that
+    size, ending with ``trailer`` (header fields after the body)."""
+    head = "POST /v1/notes HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+    if not chunk:
+        return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+    pieces = [body[i : i + chunk] for i in range(0, len(body), chunk)]
+    framed = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces)
+    return (
+        f"{head}Transfer-Encoding: chunked\r\n\r\n".encode() + framed + b"0\r\n" + trailer + b"\r\n"
+    )
+
+
+def _note_of_the_body_limit() -> bytes:
+    """The longest note (200,000 characters, each escaped: 1.2 MB), padded with JSON's
+    whitespace to exactly the body limit."""
+    body = json.dumps({"text": "あ" * 200_000}).encode()
+    return body[:-1] + b" " * (MAX_BODY_BYTES - len(body)) + b"}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunk", [0, 65536], ids=["declared", "chunked"])
+def test_a_body_of_the_limit_with_its_head_and_a_request_after_it_are_answered(served, chunk):
+    body = _note_of_the_body_limit()
+    assert len(body) == MAX_BODY_BYTES
+    created, after = _exchange(served.port, _note_post(body, chunk=chunk) + _request())
+    assert created[0] == 201, created[2][:300]
+    assert json.loads(created[2])["text"] == "あ" * 200_000
+    assert after[0] == 200
+
+
+@pytest.mark.slow
+def test_a_trailer_too_long_is_a_json_431(served):
+    trailer = b"X-Big: " + b"a" * 10_000_000 + b"\r\n"
+    request = _note_post(json.dumps({"text": "a trailer"}).encode(), chunk=4, trailer=trailer)
+    [response] = _exchange(served.port, request)
+    assert f"{MAX_FIELD_BYTES:,} bytes" in _error(response, 431)["error"]
+
+
+def _rss_kib(pid: int) -> int:
+    """VmRSS of ``pid`` and every process under it (the workers), in KiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    rss = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS")))
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            rss += _rss_kib(int(child))
+    return rss
+
+
+@pytest.mark.slow
+def test_huge_headers_do_not_grow_the_server(served):
+    _exchange(served.port, _request())  # anything a first request loads is loaded
+    before = _rss_kib(served.pid)
+    connections = [socket.create_connection(("127.0.0.1", served.port)) for _ in range(8)]
+    try:
+        for conn in connections:  # 8 unfinished headers of 16 MiB, left open
+            conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: ")
+            with contextlib.suppress(OSError):  # the server may close after it refused
+                for _ in range(16):
+                    conn.sendall(b"a" * 2**20)
+        time.sleep(1)  # the server reads what is still in its socket buffers
+        grown = _rss_kib(served.pid) - before
+    finally:
+        for conn in connections:
+            conn.close()
+    assert grown < 16 * 1024, f"the server grew by {grown:,} KiB for 128 MiB of headers"
 
 
 # -- 2. Host headers no browser sends -------------------------------------------------------

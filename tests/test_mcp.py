@@ -7,12 +7,14 @@ import sys
 import anyio
 import httpx
 import pytest
+from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
 
+from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.mcp.clients import snippet
 from chiezo.surfaces.rest import create_app
 
-from helpers import RunningServer, build_docs, write_files
+from helpers import RunningServer, build_docs, data_file, write_files
 
 FILES = {
     "sensoji.md": "---\ntitle: 浅草寺\ntags: [寺院]\n---\n東京都台東区にある寺。\n",
@@ -188,3 +190,96 @@ def test_mcp_config_for_command_line_clients(tmp_path):
     assert snippet("claude-code", data_dir=tmp_path).startswith("claude mcp add chiezo")
     assert "--transport http" in snippet("claude-code", data_dir=tmp_path, url="http://x/mcp")
     assert snippet("codex", data_dir=tmp_path).startswith("[mcp_servers.chiezo]")
+
+
+# -- arguments as the client sent them (issue #42 item 8) --------------------------------------
+
+# A triangle in central Helsinki (lon,lat): its inside holds three of the places in
+# tests/data/places/helsinki.geojson; its bounding box also holds Helsinki station and
+# Apteekki Eliel, so a result equal to INSIDE is the polygon's, not its box's.
+TRIANGLE = {
+    "type": "Polygon",
+    "coordinates": [[[24.935, 60.169], [24.945, 60.169], [24.935, 60.174], [24.935, 60.169]]],
+}
+INSIDE = {"Cafe Java", "Cafè Sanomakahvila", "Yliopiston apteekki"}
+# documents whose titles are JSON: a client's text that looks like JSON must stay text
+JSONISH = {
+    "null.md": '---\ntitle: "null"\n---\nThe word null, as a title.\n',
+    "list.md": '---\ntitle: "[1,2]"\n---\nA list, as a title.\n',
+}
+
+
+@pytest.fixture
+def places_server(settings, service, tmp_path):
+    service.ingest("places", data_file("places/helsinki.geojson"), "helsinki")
+    build_docs(service, write_files(tmp_path / "jsonish", JSONISH), "jsonish")
+    with RunningServer(create_app(settings)) as running:
+        yield running
+
+
+def _titles(result) -> set[str]:
+    assert not result.is_error, result.content[0].text
+    found = result.structured_content
+    return {d["title"] for d in found.get("docs", found.get("hits", []))}
+
+
+@pytest.mark.slow
+def test_within_is_taken_as_a_geojson_object_and_as_its_text(places_server, settings):
+    text = json.dumps(TRIANGLE)
+
+    async def go():
+        async with Client(f"{places_server.url}/mcp") as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            calls = {}
+            for form, within in (("object", TRIANGLE), ("text", text)):
+                filtered = {"source": "helsinki", "within": within, "fields": ["title"]}
+                calls["filter", form] = await client.call_tool("filter", filtered)
+                searched = {"query": "apteekki", "within": within}
+                calls["search", form] = await client.call_tool("search", searched)
+            return tools, calls
+
+    tools, calls = run(go)
+    assert _titles(calls["filter", "object"]) == _titles(calls["filter", "text"]) == INSIDE
+    # Apteekki Eliel lies in the triangle's box, not in the triangle
+    assert _titles(calls["search", "object"]) == _titles(calls["search", "text"])
+    assert _titles(calls["search", "text"]) == {"Yliopiston apteekki"}
+    # REST and the CLI take the same shape as text, as before
+    rest = httpx.get(f"{places_server.url}/v1/helsinki/filter", params={"within": text})
+    assert {d["title"] for d in rest.json()["docs"]} == INSIDE
+    data = ["--data", str(settings.data_dir)]
+    printed = CliRunner().invoke(cli, [*data, "filter", "helsinki", "--within", text, "--json"])
+    assert {d["title"] for d in json.loads(printed.output)["docs"]} == INSIDE
+    for name in ("search", "filter", "random"):  # a model is told it may send either
+        within = tools[name].input_schema["properties"]["within"]
+        assert {t["type"] for t in within["anyOf"]} == {"string", "object", "null"}
+        assert "as an object or as a string" in within["description"]
+
+
+@pytest.mark.slow
+def test_text_that_looks_like_json_stays_text(places_server):
+    async def go():
+        async with Client(f"{places_server.url}/mcp") as client:
+            await client.call_tool("remember", {"text": "null is not zero"})
+            await client.call_tool("remember", {"text": "a note about something else"})
+            return {
+                "doc null": await client.call_tool("doc", {"source": "jsonish", "title": "null"}),
+                "doc list": await client.call_tool("doc", {"source": "jsonish", "title": "[1,2]"}),
+                "search": await client.call_tool("search", {"query": "null", "source": "jsonish"}),
+                "source null": await client.call_tool("search", {"query": "x", "source": "null"}),
+                "recall": await client.call_tool("recall", {"q": "null"}),
+                "recall list": await client.call_tool("recall", {"q": "[1,2]"}),
+            }
+
+    got = run(go)
+    assert got["doc null"].structured_content["body"] == "The word null, as a title."
+    assert got["doc list"].structured_content["body"] == "A list, as a title."
+    assert got["search"].structured_content["hits"][0]["title"] == "null"
+    # "null" names a source that does not exist, not "every source"
+    assert (
+        got["source null"].is_error
+        and "unknown source: 'null'" in got["source null"].content[0].text
+    )
+    # the words of a query, not a recall of every note by time
+    assert [n["text"] for n in got["recall"].structured_content["notes"]] == ["null is not zero"]
+    assert not got["recall list"].is_error, got["recall list"].content[0].text
+    assert got["recall list"].structured_content["notes"] == []

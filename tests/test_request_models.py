@@ -18,7 +18,7 @@ from chiezo.ops.requests import (
     SearchRequest,
     params,
 )
-from chiezo.ops.tools import ONE_OR_MANY
+from chiezo.ops.tools import JSON_OR_TEXT, ONE_OR_MANY
 from chiezo.search.retrieval import RetrievalOptions
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.mcp.server import build_mcp
@@ -104,8 +104,10 @@ def test_mcp_offers_exactly_the_declared_parameters(mcp_tools, operation):
     properties = model.model_json_schema()["properties"]
     for name, param in wanted.items():
         got = schema["properties"][name]
-        # a list parameter takes a single value too, and says so (ops/tools.py)
-        assert got["description"] == param.help + (ONE_OR_MANY if param.many else ""), name
+        # a list parameter takes a single value too, and JSON text (within) the object it
+        # spells; each says so (ops/tools.py)
+        said = ONE_OR_MANY if param.many else JSON_OR_TEXT if param.surface.mcp_json else ""
+        assert got["description"] == param.help + said, name
         # the tool states the enforced constraints; the stated text shapes the service checks
         # (patterns, lengths) are left out of what a model reads (ops/tools.py)
         stated = set(param.schema_extra or ())
@@ -113,8 +115,12 @@ def test_mcp_offers_exactly_the_declared_parameters(mcp_tools, operation):
         offered = comparable(got)
         if param.many:
             expected["anyOf"] = [*expected["anyOf"], {"type": JSON_TYPES[param.kind]}]
+        if param.surface.mcp_json:
+            an_object = {"type": "object", "additionalProperties": True}
+            expected["anyOf"] = [*expected["anyOf"], an_object]
+        if param.many or param.surface.mcp_json:
             for side in (expected, offered):
-                side["anyOf"] = sorted(side["anyOf"], key=json.dumps)
+                side["anyOf"] = sorted(side["anyOf"], key=lambda s: json.dumps(s, sort_keys=True))
         assert offered == expected, name
         assert got.get("default") == param.default, name
 

@@ -28,6 +28,7 @@ import httpx
 
 from chiezo.answer import context
 from chiezo.answer.context import ContextWindow, Overflow
+from chiezo.core.addresses import Address, Credentials
 from chiezo.core.config import ENV
 from chiezo.core.errors import (
     ContextExceeded,
@@ -43,9 +44,23 @@ CONNECT_TIMEOUT = 10.0  # a model request's connection; the rest is the stage's 
 
 @dataclass(frozen=True)
 class Endpoint:
+    """A model server. ``url`` is its address without user, password or query — what every
+    message and record names; those travel apart (``credentials``, ``params``) and go only
+    into the requests (core/addresses.py): an address given as
+    ``http://user:pw@host:8081/v1?api_key=K`` is taken apart here."""
+
     url: str  # base URL, e.g. http://127.0.0.1:8081/v1
     model: str | None = None  # None: the server's only/first model
     key: str | None = None
+    credentials: Credentials | None = field(default=None, repr=False)
+    params: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    def __post_init__(self) -> None:
+        address = Address.parse(self.url)
+        if address.url != self.url:
+            object.__setattr__(self, "url", address.url)
+            object.__setattr__(self, "credentials", self.credentials or address.credentials)
+            object.__setattr__(self, "params", self.params or address.params)
 
     @property
     def base(self) -> str:
@@ -57,8 +72,22 @@ class Endpoint:
         """The server's own root (llama.cpp's ``/props`` and ``/tokenize``, Ollama's ``/api``)."""
         return self.base[: -len("/v1")]
 
+    @property
+    def shown(self) -> str:
+        """The address as a person may read it: a query's names, never its values."""
+        return Address(self.url, params=self.params).shown()
+
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.key}"} if self.key else {}
+
+    def sent(self) -> dict[str, Any]:
+        """What each request to this endpoint carries besides its body: the key, the user and
+        password, the query given with the address."""
+        return {
+            "headers": self.headers(),
+            "auth": httpx.BasicAuth(*self.credentials.auth) if self.credentials else None,
+            "params": list(self.params) or None,
+        }
 
 
 def endpoints_from(urls: str | None, model: str | None, key: str | None) -> list[Endpoint]:
@@ -150,7 +179,7 @@ class LLMClient:
                 response = httpx.post(
                     f"{endpoint.base}/chat/completions",
                     json=body,
-                    headers=endpoint.headers(),
+                    **endpoint.sent(),
                     timeout=_request_timeout(seconds),
                 )
             except httpx.HTTPError as exc:
@@ -188,7 +217,7 @@ class LLMClient:
                     "POST",
                     f"{endpoint.base}/chat/completions",
                     json=body,
-                    headers=endpoint.headers(),
+                    **endpoint.sent(),
                     timeout=_request_timeout(stage.seconds),
                 ) as response:
                     if response.status_code >= 400:
@@ -308,7 +337,7 @@ class LLMClient:
             response = httpx.post(
                 f"{endpoint.root}/tokenize",
                 json=body,
-                headers=endpoint.headers(),
+                **endpoint.sent(),
                 timeout=PROBE_TIMEOUT,
             )
             data = response.json() if response.status_code == 200 else None
@@ -326,7 +355,7 @@ class LLMClient:
 
     def models(self, endpoint: Endpoint) -> list[str]:
         """The model ids an endpoint lists (``GET /v1/models``)."""
-        response = httpx.get(f"{endpoint.base}/models", headers=endpoint.headers(), timeout=10)
+        response = httpx.get(f"{endpoint.base}/models", **endpoint.sent(), timeout=10)
         response.raise_for_status()
         data = response.json()
         return [m.get("id", "") for m in data.get("data", []) if isinstance(m, dict)]
@@ -337,21 +366,21 @@ class LLMClient:
             listed = self.models(endpoint)
         except httpx.HTTPStatusError as exc:
             return {
-                "url": endpoint.url,
+                "url": endpoint.shown,
                 "ok": False,
                 "problem": f"GET /v1/models answered HTTP {exc.response.status_code}",
             }
         except (httpx.HTTPError, ValueError, AttributeError) as exc:
-            return {"url": endpoint.url, "ok": False, "problem": f"unreachable: {_describe(exc)}"}
+            return {"url": endpoint.shown, "ok": False, "problem": f"unreachable: {_describe(exc)}"}
         if endpoint.model and endpoint.model not in listed:
             return {
-                "url": endpoint.url,
+                "url": endpoint.shown,
                 "ok": False,
                 "models": listed,
                 "problem": f"no model named {endpoint.model!r} here",
             }
         out = {
-            "url": endpoint.url,
+            "url": endpoint.shown,
             "ok": True,
             "models": listed,
             "model": endpoint.model or (listed[0] if listed else None),
@@ -510,7 +539,7 @@ def _probe(endpoint: Endpoint) -> Probe:
             shown = httpx.post(
                 f"{endpoint.root}/api/show",
                 json={"model": model or ""},
-                headers=endpoint.headers(),
+                **endpoint.sent(),
                 timeout=PROBE_TIMEOUT,
             ).json()
         except (httpx.HTTPError, ValueError):
@@ -526,7 +555,7 @@ _UNREACHABLE = object()
 
 def _get_json(endpoint: Endpoint, url: str) -> Any:
     try:
-        response = httpx.get(url, headers=endpoint.headers(), timeout=PROBE_TIMEOUT)
+        response = httpx.get(url, **endpoint.sent(), timeout=PROBE_TIMEOUT)
     except (httpx.ConnectError, httpx.ConnectTimeout):
         return _UNREACHABLE
     except httpx.HTTPError:

@@ -89,13 +89,16 @@ def open_for_writing(path: Path, busy_timeout: float = 10.0) -> Connection:
     return conn
 
 
-def open_cache(path: Path, busy_timeout: float = 10.0) -> Connection:
+def open_cache(path: Path, busy_timeout: float = 10.0, *, auto_vacuum: bool = False) -> Connection:
     """Open a cache that is changed in place by whichever process answers (a live source's,
-    store/library.py): WAL, so readers never wait; not synced at each commit — what a crash
-    loses is asked of the server again."""
+    store/live_cache.py): WAL, so readers never wait; not synced at each commit — what a crash
+    loses is asked of the server again. ``auto_vacuum``: a new file's pages let go are given
+    back as asked (set before anything else, or it does not hold)."""
     conn = sqlite3.connect(
         str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout
     )
+    if auto_vacuum:
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA trusted_schema = OFF")

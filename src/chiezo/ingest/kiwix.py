@@ -18,9 +18,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import html
+import json
+import logging
 import os
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,21 +30,35 @@ from xml.etree import ElementTree
 
 import httpx
 
+from chiezo.core import outbound
+from chiezo.core.addresses import Address, Credentials, load_credentials, save_credentials
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, InputError, SourceUnavailable
+from chiezo.core.isolation import Isolated, IsolatedFailure
 from chiezo.core.models import Doc, Hit, SearchResult
+from chiezo.core.outbound import Deadline
 from chiezo.core.progress import NullProgress, Progress
 from chiezo.ingest.htmltext import markup_words
 from chiezo.ingest.zim import article_document, book_line
 from chiezo.store.build import BuildOptions, BuildReport, GenerationBuilder
-from chiezo.store.kinds import Attribution, Capabilities, SourceKind, option_field
+from chiezo.store.kinds import Attribution, Capabilities, LiveCall, SourceKind, option_field
 
 KIND = "kiwix"
 MAX_ANSWER_BYTES = 4 * 2**20  # a search page or a catalog; an article may be larger
 MAX_ARTICLE_BYTES = 16 * 2**20
+MAX_SUGGESTIONS_BYTES = 256 * 2**10  # ten titles and paths: a few KB
 MAX_TEXT = 1000  # a title or a passage kiwix-serve gives (its passages run ~400 characters)
-CONNECT_SECONDS = 2.0  # a server on loopback or the LAN connects at once, or is not there
+MAX_PATH = 2000  # an entry's path; a longer one names no entry a book would hold
+MAX_COUNT_DIGITS = 15  # a count of articles or results: more digits than any book has
+MAX_PASSAGES = 20_000  # a real article has hundreds; 800,000 headings make as many
+# The converting process's address space. Measured (design.md §37.3): 129 MiB after its
+# imports; the largest article of the Ray Charles ZIM (157 KiB of HTML) repeated 16 times
+# (2.5 MiB) peaked at 165 MiB, in 0.18 s. A real 16 MiB article fits; one built to expand
+# finds the limit (a MemoryError there, a 502 here).
+CONVERT_MEMORY = 1024 * 2**20
+CONVERTERS = 2  # processes converting at once in one server process (its live slots)
 MAX_REDIRECTS = 5  # an entry redirecting to its article, kiwix-serve's old URLs to its new
+log = logging.getLogger("chiezo.kiwix")
 NS = {
     "atom": "http://www.w3.org/2005/Atom",
     "opensearch": "http://a9.com/-/spec/opensearch/1.1/",
@@ -89,78 +104,79 @@ class KiwixOptions:
 # -- talking to kiwix-serve -----------------------------------------------------------------------
 
 
-def server_url(given: Path | str) -> str:
-    """The server's address as given on the command line. It arrives as a path (every kind's
-    input is one), which folds ``http://`` to ``http:/``: unfolded here."""
-    text = re.sub(r"^(https?):/(?!/)", r"\1://", str(given)).rstrip("/")
-    parts = urlsplit(text)
+@dataclass(frozen=True)
+class Server:
+    """A kiwix-serve as a source asks it: its address (never with a user or password: those
+    are kept apart, core/addresses.py) and the credentials to send it."""
+
+    url: str
+    credentials: Credentials | None = None
+
+    def __str__(self) -> str:
+        return self.url
+
+    def get(self, target: str, deadline: Deadline, limit: int) -> httpx.Response:
+        """GET ``target`` (a path and query on the server), whole by ``deadline`` and within
+        ``limit`` bytes, following redirects within the server; a server that is down, slow,
+        or answers too much is ``SourceUnavailable`` (a 502), saying which."""
+        url = self.url + target
+        auth = self.credentials.auth if self.credentials else None
+        try:
+            for _ in range(MAX_REDIRECTS + 1):
+                response = outbound.get(url, deadline=deadline.at, limit=limit, auth=auth)
+                if response.status_code == 401:
+                    raise SourceUnavailable(
+                        f"kiwix-serve at {self} asks for a user and password"
+                        + (", and refused the ones sent" if self.credentials else ""),
+                        hint="register the book again with them in the address, "
+                        "http://USER:PASSWORD@host:port (they are kept apart from it, never shown)",
+                    )
+                if not response.is_redirect:
+                    return response
+                url = self._same_server(str(response.url.join(response.headers["location"])))
+        except httpx.TimeoutException as exc:
+            raise SourceUnavailable(
+                f"kiwix-serve at {self} did not answer within {deadline.seconds:g} s",
+                timed_out=True,
+            ) from exc
+        except outbound.TooLarge as exc:
+            raise SourceUnavailable(
+                f"kiwix-serve at {self} answered more than {limit:,} bytes"
+            ) from exc
+        # ValueError: a redirect to an address that is none (``http://[::1``)
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+            raise SourceUnavailable(
+                f"kiwix-serve at {self} cannot be reached ({type(exc).__name__})",
+                hint="start kiwix-serve, or check the address the source was registered with",
+            ) from exc
+        raise SourceUnavailable(f"kiwix-serve at {self} redirected more than {MAX_REDIRECTS} times")
+
+    def _same_server(self, url: str) -> str:
+        """A redirect is followed only within the server (an entry redirecting to its
+        article): never to another host, which a server could otherwise make this one ask."""
+        there, here = urlsplit(url), urlsplit(self.url)
+        if (there.scheme, there.netloc) != (here.scheme, here.netloc):
+            raise SourceUnavailable(f"kiwix-serve at {self} redirected to another server; refused")
+        return url
+
+
+def server_address(given: Path | str) -> Address:
+    """The server's address as given on the command line, its user and password (if any)
+    taken apart. It arrives as a path (every kind's input is one), which folds ``http://``
+    to ``http:/``: unfolded here."""
+    address = Address.parse(re.sub(r"^(https?):/(?!/)", r"\1://", str(given)).rstrip("/"))
+    parts = urlsplit(address.url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InputError(
-            f"{text!r} is not a kiwix-serve address",
+            f"{address.url!r} is not a kiwix-serve address",
             hint="give the address kiwix-serve listens on, e.g. http://127.0.0.1:8090",
         )
-    if parts.query or parts.fragment:
-        raise InputError(f"give kiwix-serve's address without a query: {text!r}")
-    return text
+    if address.params or "#" in str(given):
+        raise InputError(f"give kiwix-serve's address without a query: {address.shown()!r}")
+    return address
 
 
-def _get(url: str, timeout: float, limit: int, server: str) -> httpx.Response:
-    """GET ``url`` within ``timeout`` seconds and ``limit`` bytes, following redirects within
-    the server; a server that is down, slow, or answers an error or too much is
-    ``SourceUnavailable`` (a 502), saying which."""
-    deadline = time.monotonic() + timeout
-    timeouts = httpx.Timeout(timeout, connect=min(CONNECT_SECONDS, timeout))
-    try:
-        for _ in range(MAX_REDIRECTS + 1):
-            response = _read(url, timeouts, deadline, limit, server)
-            if not response.is_redirect:
-                return response
-            url = _same_server(str(response.url.join(response.headers["location"])), server)
-    except httpx.TimeoutException as exc:
-        raise SourceUnavailable(
-            f"kiwix-serve at {server} did not answer within {timeout:g} s", timed_out=True
-        ) from exc
-    except httpx.HTTPError as exc:
-        raise SourceUnavailable(
-            f"kiwix-serve at {server} cannot be reached ({type(exc).__name__})",
-            hint="start kiwix-serve, or check the address the source was registered with",
-        ) from exc
-    raise SourceUnavailable(f"kiwix-serve at {server} redirected more than {MAX_REDIRECTS} times")
-
-
-@functools.lru_cache(maxsize=1)
-def _client(pid: int) -> httpx.Client:
-    """One client per process (keyed by its pid: a forked worker makes its own), its
-    connections kept alive: a new client per request built a TLS context each time, 22 ms —
-    most of a live search's time (design.md §36.5)."""
-    return httpx.Client(follow_redirects=False)
-
-
-def _read(url: str, timeouts: httpx.Timeout, deadline: float, limit: int, server: str):
-    with _client(os.getpid()).stream("GET", url, timeout=timeouts) as response:
-        body = bytearray()
-        for piece in response.iter_bytes():
-            body += piece
-            if len(body) > limit:
-                raise SourceUnavailable(
-                    f"kiwix-serve at {server} answered more than {limit:,} bytes"
-                )
-            if time.monotonic() > deadline:
-                raise httpx.ReadTimeout("too slow")
-        response._content = bytes(body)
-    return response
-
-
-def _same_server(url: str, server: str) -> str:
-    """A redirect is followed only within the server (an entry redirecting to its article):
-    never to another host, which a server could otherwise make this one ask."""
-    there, here = urlsplit(url), urlsplit(server)
-    if (there.scheme, there.netloc) != (here.scheme, here.netloc):
-        raise SourceUnavailable(f"kiwix-serve at {server} redirected to another server; refused")
-    return url
-
-
-def _xml(response: httpx.Response, server: str, what: str) -> ElementTree.Element:
+def _xml(response: httpx.Response, server: Server, what: str) -> ElementTree.Element:
     """The answer as XML, refused when it is not XML or declares a DTD (entities are how an
     XML answer is made to expand without bound)."""
     text = response.content
@@ -168,15 +184,33 @@ def _xml(response: httpx.Response, server: str, what: str) -> ElementTree.Elemen
         raise SourceUnavailable(f"kiwix-serve at {server} answered {what} with a DTD; refused")
     try:
         return ElementTree.fromstring(text)
-    except ElementTree.ParseError as exc:
+    except (ElementTree.ParseError, RecursionError) as exc:
         raise SourceUnavailable(
-            f"kiwix-serve at {server} answered {what} with no XML ({exc})"
+            f"kiwix-serve at {server} answered {what} with no XML ({type(exc).__name__})"
         ) from exc
 
 
-def catalog(server: str, timeout: float) -> list[Book]:
+def _count(text: str, server: Server, what: str) -> int:
+    """A count kiwix-serve gives (results, articles), read with bounds: ``abc`` or 5,000
+    digits is a garbled answer (a 502), not a ValueError (a 500) — nor a number to compute
+    with."""
+    text = text.strip()
+    if not text:
+        return 0
+    if not (text.isascii() and text.isdigit() and len(text) <= MAX_COUNT_DIGITS):
+        raise SourceUnavailable(
+            f"kiwix-serve at {server} answered {what} with a count that is none ({_clip(text)!r})"
+        )
+    return int(text)
+
+
+def _clip(text: str, chars: int = 40) -> str:
+    return text if len(text) <= chars else text[:chars] + "…"
+
+
+def catalog(server: Server, deadline: Deadline) -> list[Book]:
     """Every book the server serves (``/catalog/v2/entries``, OPDS)."""
-    response = _get(f"{server}/catalog/v2/entries?count=-1", timeout, MAX_ANSWER_BYTES, server)
+    response = server.get("/catalog/v2/entries?count=-1", deadline, MAX_ANSWER_BYTES)
     if response.status_code != 200:
         raise SourceUnavailable(
             f"kiwix-serve at {server} has no catalog (HTTP {response.status_code}); is it "
@@ -202,7 +236,7 @@ def catalog(server: str, timeout: float) -> list[Book]:
                 title=_text(entry, "atom:title"),
                 language=_text(entry, "atom:language"),
                 date=_text(entry, "atom:updated")[:10],
-                articles=int(_text(entry, "atom:articleCount") or 0),
+                articles=_count(_text(entry, "atom:articleCount"), server, "its catalog"),
                 description=_text(entry, "atom:summary"),
             )
         )
@@ -216,7 +250,7 @@ def _text(element: ElementTree.Element, path: str) -> str:
     return "".join(found.itertext()).strip() if found is not None else ""
 
 
-def choose_book(books: list[Book], wanted: str | None, server: str) -> Book:
+def choose_book(books: list[Book], wanted: str | None, server: Server) -> Book:
     if not books:
         raise InputError(f"kiwix-serve at {server} serves no book")
     if wanted is None and len(books) == 1:
@@ -249,14 +283,16 @@ class Found:
 
 
 def search(
-    server: str, book: str, query: str, start: int, count: int, timeout: float
+    server: Server, book: str, query: str, start: int, count: int, deadline: Deadline
 ) -> tuple[int, list[Found]]:
-    """(the total kiwix-serve counts, the hits from ``start``, 0-based) for ``query``."""
-    url = (
-        f"{server}/search?content={quote(book, safe='')}&pattern={quote(query, safe='')}"
+    """(the total kiwix-serve counts, the hits from ``start``, 0-based) for ``query``: at
+    most ``count`` of them, whatever the server sent (a hostile feed of 43,449 items once
+    answered ``limit=1`` whole, and all of it went to the cache)."""
+    target = (
+        f"/search?content={quote(book, safe='')}&pattern={quote(query, safe='')}"
         f"&start={start + 1}&pageLength={count}&format=xml"
     )
-    response = _get(url, timeout, MAX_ANSWER_BYTES, server)
+    response = server.get(target, deadline, MAX_ANSWER_BYTES)
     if response.status_code == 404:  # no match, or a book without a full-text index
         return 0, []
     if response.status_code != 200:
@@ -266,16 +302,20 @@ def search(
     channel = _xml(response, server, "a search").find("channel")
     if channel is None:
         raise SourceUnavailable(f"kiwix-serve at {server} answered a search with no results feed")
-    total = int(_text(channel, "opensearch:totalResults") or 0)
-    found = []
+    total = _count(_text(channel, "opensearch:totalResults"), server, "a search")
+    found: list[Found] = []
     prefix = _book_prefix(book)
     for item in channel.iterfind("item"):
+        if len(found) >= count:
+            break
         link = _text(item, "link")
         path = _entry_path(link, prefix)
         if path is None:
             continue
         snippet = _plain(_text(item, "description"))
-        found.append(Found(path, _plain(_text(item, "title")) or path, snippet, server + link))
+        found.append(
+            Found(path, _plain(_text(item, "title")) or path, snippet, _page(server, book, path))
+        )
     return total, found
 
 
@@ -288,19 +328,20 @@ def _book_prefix(book: str) -> tuple[str, ...]:
 def _entry_path(link: str, prefixes: tuple[str, ...]) -> str | None:
     for prefix in prefixes:
         if link.startswith(prefix):
-            return unquote(link[len(prefix) :].split("#", 1)[0]) or None
+            path = unquote(link[len(prefix) :].split("#", 1)[0])
+            return path if 0 < len(path) <= MAX_PATH else None
     return None
 
 
 def _plain(text: str) -> str:
     """A snippet or a title kiwix-serve marked up (``<b>piano</b>``), as plain text."""
-    return markup_words(text)[:MAX_TEXT]
+    return markup_words(text[: MAX_TEXT * 16])[:MAX_TEXT]
 
 
-def article(server: str, book: str, path: str, timeout: float) -> str:
+def article(server: Server, book: str, path: str, deadline: Deadline) -> str:
     """An entry's HTML as the book holds it (``/raw/BOOK/content/PATH``)."""
-    url = f"{server}/raw/{quote(book, safe='')}/content/{quote(path)}"
-    response = _get(url, timeout, MAX_ARTICLE_BYTES, server)
+    target = f"/raw/{quote(book, safe='')}/content/{quote(path)}"
+    response = server.get(target, deadline, MAX_ARTICLE_BYTES)
     if response.status_code == 404:
         raise LookupError(path)
     if response.status_code != 200 or "html" not in response.headers.get("content-type", ""):
@@ -311,15 +352,15 @@ def article(server: str, book: str, path: str, timeout: float) -> str:
     return response.content.decode(response.encoding or "utf-8", "replace")
 
 
-def suggested_path(server: str, book: str, title: str, timeout: float) -> str | None:
+def suggested_path(server: Server, book: str, title: str, deadline: Deadline) -> str | None:
     """The path of the entry titled ``title`` by kiwix-serve's title suggestions."""
-    url = f"{server}/suggest?content={quote(book, safe='')}&term={quote(title, safe='')}&count=10"
-    response = _get(url, timeout, MAX_ANSWER_BYTES, server)
+    target = f"/suggest?content={quote(book, safe='')}&term={quote(title, safe='')}&count=10"
+    response = server.get(target, deadline, MAX_SUGGESTIONS_BYTES)
     if response.status_code != 200:
         return None
-    try:
-        offered = response.json()
-    except ValueError as exc:
+    try:  # nested without end (``[`` a million times) is a RecursionError, not a ValueError
+        offered = json.loads(response.content)
+    except (ValueError, RecursionError) as exc:
         raise SourceUnavailable(
             f"kiwix-serve at {server} answered a title look-up with no JSON"
         ) from exc
@@ -327,19 +368,30 @@ def suggested_path(server: str, book: str, title: str, timeout: float) -> str | 
     # {title as offered: its path}, the first of each; kiwix-serve 3.3 escapes paths as HTML
     paths: dict[str, str] = {}
     for item in offered if isinstance(offered, list) else []:
-        if isinstance(item, dict) and item.get("kind") == "path" and item.get("path"):
-            paths.setdefault(_plain(str(item.get("value") or "")), html.unescape(str(item["path"])))
+        if not (isinstance(item, dict) and item.get("kind") == "path"):
+            continue
+        path, value = item.get("path"), item.get("value")
+        if isinstance(path, str) and 0 < len(path) <= MAX_PATH and isinstance(value, str):
+            paths.setdefault(_plain(value), html.unescape(path))
     if wanted in paths:  # the very title first: "Georgia On My Mind" is a redirect's
         return paths[wanted]
     folded = {t.casefold(): p for t, p in reversed(paths.items())}
     return folded.get(wanted.casefold())
 
 
-def _titled_first(server: str, book: str, query: str, found: list[Found], timeout: float):
+def _titled_first(server: Server, book: str, query: str, found: list[Found], deadline: Deadline):
     """``found`` with the entry titled as the query first: kiwix-serve ranks by its text
     index alone (for "Ray Charles", "Ray Charles in Person" before the article), so its title
-    suggestions are asked for the entry of that very title (one request more, ~ms)."""
-    path = suggested_path(server, book, query, timeout)
+    suggestions are asked for the entry of that very title (one request more, ~ms).
+
+    Best effort: the search has answered, and a look-up that fails — kiwix-serve 3.3.0's own
+    ``/suggest`` answers invalid JSON for a term with a TAB or a backslash — leaves its order
+    as it is rather than failing the search (issue #42 item 4)."""
+    try:
+        path = suggested_path(server, book, query, deadline)
+    except SourceUnavailable as exc:
+        log.info("the title look-up failed; the search keeps kiwix-serve's order: %s", exc)
+        return found
     if path is None:
         return found
     same = [f for f in found if f.path == path]
@@ -349,7 +401,7 @@ def _titled_first(server: str, book: str, query: str, found: list[Found], timeou
     return [titled, *(f for f in found if f.path != path)]
 
 
-def _page(server: str, book: str, path: str) -> str:
+def _page(server: Server, book: str, path: str) -> str:
     """An entry's page on kiwix-serve: ``/BOOK/PATH``, which kiwix-serve 3.3 serves and later
     versions redirect to ``/content/BOOK/PATH``."""
     return f"{server}/{quote(book)}/{quote(path)}"
@@ -395,14 +447,49 @@ def as_hit(source: str, query: str, found: Found, rank: int) -> Hit:
     )
 
 
-def document(server: str, book: str, path: str, title: str, timeout: float) -> Doc | None:
-    """The entry at ``path`` as a document, its text made as a ZIM source's is."""
-    made = article_document(path, article(server, book, path, timeout), title)
-    if made is None:
+def document(server: Server, book: str, path: str, title: str, deadline: Deadline) -> Doc | None:
+    """The entry at ``path`` as a document, its text made as a ZIM source's is — in a process
+    of its own (core/isolation.py), by the same deadline as the reading and within
+    ``CONVERT_MEMORY``: an article built to be expensive costs that process, not the server."""
+    markup = article(server, book, path, deadline)
+    try:
+        doc = _converter().run(_converted, path, markup, title, deadline=deadline.at)
+    except IsolatedFailure as exc:
+        if exc.reason == "timeout":
+            raise SourceUnavailable(
+                f"kiwix-serve at {server} answered {_clip(path)!r} with an article that could "
+                f"not be read within {deadline.seconds:g} s",
+                timed_out=True,
+            ) from exc
+        raise SourceUnavailable(
+            f"kiwix-serve at {server} answered {_clip(path)!r} with an article that could not "
+            f"be read ({exc})"
+        ) from exc
+    if doc is None:
         return None
-    doc = made[0]
+    if len(doc.chunks) > MAX_PASSAGES:
+        raise SourceUnavailable(
+            f"kiwix-serve at {server} answered {_clip(path)!r} with an article of "
+            f"{len(doc.chunks):,} passages (at most {MAX_PASSAGES:,} are read)"
+        )
     doc.url = _page(server, book, path)
     return doc
+
+
+def _converted(path: str, markup: str, title: str) -> Doc | None:
+    """(in the converting process) The document of an article's HTML."""
+    made = article_document(path, markup, title)
+    return made[0] if made is not None else None
+
+
+@functools.lru_cache(maxsize=1)
+def _converters(pid: int) -> Isolated:
+    return Isolated(CONVERT_MEMORY, workers=CONVERTERS)
+
+
+def _converter() -> Isolated:
+    """This process's converting processes (a forked worker makes its own)."""
+    return _converters(os.getpid())
 
 
 def register(
@@ -412,20 +499,32 @@ def register(
     options: KiwixOptions,
     progress: Progress | None = None,
 ) -> BuildReport:
-    server = server_url(given)
-    book = choose_book(catalog(server, settings.query_timeout), options.book, server)
+    """Register the book: its address recorded without user or password, which are kept in
+    the source's folder instead (core/addresses.py) — those given now, or, registering again
+    (a rebuild), those kept there."""
+    address = server_address(given)
+    credentials = address.credentials
+    if credentials is None and name:
+        credentials = load_credentials(settings.corpus_dir / name)
+    server = Server(address.url, credentials)
+    deadline = Deadline.after(settings.query_timeout)
+    book = choose_book(catalog(server, deadline), options.book, server)
+    name = name or source_name(book)
     builder = GenerationBuilder(
         settings,
-        name or source_name(book),
+        name,
         KIND,
-        input_identity=book.identity(server),
+        input_identity=book.identity(server.url),
         # a registration: where the book is, no documents of its own
         options=BuildOptions(min_docs=0, word_index=False, language=book.language[:3] or None),
         progress=progress or NullProgress(),
     )
     with builder:
         builder.start_reading(0)
-        return builder.finish()
+        report = builder.finish()
+    if address.credentials is not None:
+        save_credentials(settings.corpus_dir / name, address.credentials)
+    return report
 
 
 def source_name(book: Book) -> str:
@@ -467,29 +566,31 @@ class KiwixKind(SourceKind):
 
     # -- live --------------------------------------------------------------------------------
 
-    def search_live(self, info, query: str, *, limit: int, offset: int, timeout: float):
-        given = info.input
+    def search_live(self, info, query: str, *, limit: int, offset: int, call: LiveCall):
         if not query.strip():
             raise BadQuery("a search of a kiwix-serve book needs words")
-        server, book = given["url"], given["book"]
-        total, found = search(server, book, query, offset, limit, timeout)
+        server, book = _server(info, call), info.input["book"]
+        total, found = search(server, book, query, offset, limit, call.deadline)
         if offset == 0:  # title-exact first, as every source ranks (kiwix-serve does not)
-            found = _titled_first(server, book, query, found, timeout)
+            found = _titled_first(server, book, query, found, call.deadline)
         return as_result(info.name, query, total, found, offset, limit)
 
-    def read_live(self, info, path: str, title: str, timeout: float) -> Doc | None:
-        given = info.input
+    def read_live(self, info, path: str, title: str, call: LiveCall) -> Doc | None:
         try:
-            return document(given["url"], given["book"], path, title, timeout)
+            return document(_server(info, call), info.input["book"], path, title, call.deadline)
         except LookupError:
             return None
 
-    def find_live(self, info, title: str, timeout: float) -> Hit | None:
-        server, book = info.input["url"], info.input["book"]
-        path = suggested_path(server, book, title, timeout)
+    def find_live(self, info, title: str, call: LiveCall) -> Hit | None:
+        server, book = _server(info, call), info.input["book"]
+        path = suggested_path(server, book, title, call.deadline)
         if path is None:
             return None
         return as_hit(info.name, title, Found(path, title, "", _page(server, book, path)), 0)
+
+
+def _server(info, call: LiveCall) -> Server:
+    return Server(info.input["url"], call.credentials)
 
 
 SOURCE_KIND = KiwixKind()

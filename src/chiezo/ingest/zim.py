@@ -38,16 +38,57 @@ METADATA = ("Title", "Name", "Language", "Date", "Creator", "Publisher", "Descri
 
 
 def open_archive(path: Path):
+    """The ZIM file at ``path`` opened with libzim; InputError saying why it cannot be."""
+    archive, why = _opened(path)
+    if archive is None:
+        raise InputError(f"{path} is not a readable ZIM file: {why}", path=str(path))
+    return archive
+
+
+def unreadable(path: Path) -> str | None:
+    """Why ``path`` is no ZIM file a source can be built from, in a few words; None when
+    libzim opens it."""
+    return _opened(path)[1]
+
+
+def _opened(path: Path):
+    """(the archive, None), or (None, why it cannot be opened)."""
     try:
         from libzim.reader import Archive
     except ImportError as exc:
         raise InputError("reading ZIM files needs the libzim package") from exc
-    if not path.is_file():
-        raise InputError(f"no such file: {path}")
+    why = _not_a_zim_file(path)
+    if why is not None:
+        return None, why
     try:
-        return Archive(str(path))
-    except RuntimeError as exc:
-        raise InputError(f"{path.name} is not a readable ZIM file: {exc}") from exc
+        return Archive(str(path)), None
+    except RuntimeError as exc:  # libzim checks the header's offsets against the file's size
+        return None, f"truncated or damaged (libzim: {exc})"
+
+
+# the first bytes of every ZIM file: its magic number, 72173914, little-endian
+ZIM_MAGIC = (72173914).to_bytes(4, "little")
+
+
+def _not_a_zim_file(path: Path) -> str | None:
+    """What a look at the file system and the first bytes tells against ``path`` being a ZIM
+    file: a dangling link or a directory fails in libzim with a message that names neither."""
+    if path.is_symlink() and not path.exists():
+        return f"a broken link (to {path.readlink()})"
+    if not path.exists():
+        return "no such file"
+    if path.is_dir():
+        return "a directory, not a file"
+    if not path.is_file():
+        return "not a regular file"  # a pipe or a device: never opened, it could block
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(ZIM_MAGIC))
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    if not head:
+        return "an empty file"
+    return None if head == ZIM_MAGIC else "not a ZIM file (it does not begin as one)"
 
 
 def metadata(archive) -> dict[str, str]:
@@ -152,7 +193,7 @@ def identity(path: Path, archive) -> dict:
 
 def library_files(inputs: list[Path]) -> list[list[Path]]:
     """Each ZIM file given, a folder given as the ``.zim`` files in it (a Kiwix library, in
-    name order): one source each."""
+    name order): one source each. Broken ones too (``ZimKind.unusable`` says why)."""
     files: list[Path] = []
     for given in inputs:
         files += sorted(given.glob("*.zim")) if given.is_dir() else [given]
@@ -268,6 +309,9 @@ class ZimKind(SourceKind):
 
     def each_source(self, inputs: list[Path]) -> list[list[Path]]:
         return library_files(inputs)
+
+    def unusable(self, inputs: list[Path]) -> str | None:
+        return unreadable(inputs[0])
 
     def name_for(self, inputs: list[Path]) -> str | None:
         return source_name(inputs[0], metadata(open_archive(inputs[0])))

@@ -22,13 +22,17 @@ What is deleted, and why it is safe:
   deleted generation open reads on: Linux frees an unlinked file's data at its last close.
 * **vector caches in the first layout** are converted (store/vector_cache.py: every vector kept,
   ~4× smaller) — unless asked to delete unused caches.
+* **a live source's cache** (store/live_cache.py) is compacted when that frees at least
+  ``COMPACT_MIN_BYTES``: brought within its bounds, its free pages given back (a cache made
+  before its pages were given back as they go is rewritten so that they are).
 
 Only with ``caches=True`` (``chiezo gc --caches``), because what they hold costs time to make
 again: a **vector cache of a model no source uses** (current or kept previous generation) —
 deleting it means embedding everything again if that model is used later (use-m ~300 units/s,
-e5-small ~4 passages/s on 2 cores) — and **document-cache entries unused for
-``conversions.KEEP_DAYS`` days** (the same entries a documents build drops), then VACUUM. A
-cache an embed or a build has open is skipped.
+e5-small ~4 passages/s on 2 cores) — **document-cache entries unused for
+``conversions.KEEP_DAYS`` days** (the same entries a documents build drops), then VACUUM — and
+**everything a live source's cache holds** (asked of its server again). A cache an embed or a
+build has open, or a server is writing at that moment, is skipped.
 
 Reported only: **downloads** no source's current or previous generation was built from (a
 rebuild of an older dump may want them: deleting those is the operator's choice), and folders
@@ -52,8 +56,8 @@ from typing import Any
 from chiezo.core import db
 from chiezo.core.config import Settings
 from chiezo.core.errors import BuildError
-from chiezo.store import generations, vector_cache
-from chiezo.store.library import raw_meta
+from chiezo.store import generations, live_cache, vector_cache
+from chiezo.store.library import LiveSource, raw_meta
 
 REMOVAL_GRACE_S = 600  # a .removed-* folder touched this recently may still be being deleted
 # A first-layout vector cache is converted when that frees at least this much; a smaller one
@@ -61,17 +65,19 @@ REMOVAL_GRACE_S = 600  # a .removed-* folder touched this recently may still be 
 # compact layout's 16 KiB pages).
 CONVERT_MIN_BYTES = 2**20
 DOC_CACHES = ("conversions.db", "read_docs.db")
+LIVE_SUFFIX = ".db.live"  # a live source's cache, beside its registration (store/live_cache.py)
+COMPACT_MIN_BYTES = 2**20  # less is not worth rewriting a cache a server may be writing
 
 
 @dataclass
 class Item:
-    """One file or folder the survey found. ``action``: ``delete``, ``convert``, ``keep`` or
-    ``report`` (shown, never touched); ``reclaim``: the bytes the action frees (estimated for
+    """One file or folder the survey found. ``action``: ``delete``, ``convert``, ``compact``,
+    ``keep`` or ``report`` (shown, never touched); ``reclaim``: the bytes the action frees (estimated for
     a conversion or for cache entries). ``why`` says it in English (the CLI); a cache's
     ``state`` and ``users`` say it for a page in either language."""
 
     kind: str  # current, previous, generation, debris, stray; removed, scratch, unbuilt
-    # (leftovers); vectors, documents, download
+    # (leftovers); vectors, documents, live (caches); download
     path: str
     bytes: int
     action: str = "keep"
@@ -167,6 +173,7 @@ def survey(settings: Settings, *, caches: bool = False, count_entries: bool = Tr
                 result.leftovers.append(_not_a_source(settings, directory))
     result.caches = _vector_caches(settings, used_models, caches)
     result.caches += _document_caches(settings, caches, count_entries)
+    result.caches += _live_caches(settings, caches)
     result.downloads = _downloads(settings, inputs)
     return result
 
@@ -451,6 +458,29 @@ def _document_caches(settings: Settings, caches: bool, count_entries: bool) -> l
     return items
 
 
+def _live_caches(settings: Settings, caches: bool) -> list[Item]:
+    """Each live source's cache of what its server answered (store/live_cache.py): compacted
+    — within its bounds, its free pages given back — or, with ``caches``, emptied (its hits
+    and articles are asked of the server again)."""
+    items = []
+    for path in sorted(settings.corpus_dir.glob(f"*/*{LIVE_SUFFIX}")):
+        size = _size(path) + _size(Path(f"{path}-wal"))
+        item = Item(
+            "live",
+            str(path),
+            size,
+            source=path.parent.name,
+            state="live",
+            why="what a live source's server answered; asked again when needed",
+        )
+        if caches:
+            item.action, item.reclaim = "delete", size
+        elif (free := live_cache.reclaimable(path, LiveSource.bounds)) >= COMPACT_MIN_BYTES:
+            item.action, item.reclaim = "compact", free
+        items.append(item)
+    return items
+
+
 def _stale_entries(path: Path, days: int) -> tuple[int, int]:
     """(entries, bytes of their content) unused for ``days``."""
     stale = time.time() - days * 86400
@@ -519,7 +549,7 @@ def reclaim(settings: Settings, *, caches: bool = False) -> Reclaimed:
         if item.action == "delete":
             _reclaim_leftover(settings, item, done)
     for item in plan.caches:
-        if item.action in ("delete", "convert"):
+        if item.action in ("delete", "convert", "compact"):
             _reclaim_cache(settings, item, done)
     return done
 
@@ -612,6 +642,9 @@ def _reclaim_cache(settings: Settings, item: Item, done: Reclaimed) -> None:
     if item.kind == "documents":
         _compact_document_cache(path, done)
         return
+    if item.kind == "live":
+        _compact_live_cache(path, item, done)
+        return
     target = path.with_name(f"{item.model}{vector_cache.SUFFIX}")  # the model's cache file
     with vector_cache.unused(target) as free:
         if not free:
@@ -630,6 +663,17 @@ def _reclaim_cache(settings: Settings, item: Item, done: Reclaimed) -> None:
             file.unlink(missing_ok=True)
         done.deleted.append(item.path)
         done.freed += before
+
+
+def _compact_live_cache(path: Path, item: Item, done: Reclaimed) -> None:
+    before = _size(path) + _size(Path(f"{path}-wal"))
+    try:
+        live_cache.compact(path, LiveSource.bounds, empty=item.action == "delete")
+    except db.Error as exc:
+        done.skipped.append({"path": str(path), "why": f"in use ({exc})"})
+        return
+    done.deleted.append(f"{path} ({'emptied' if item.action == 'delete' else 'compacted'})")
+    done.freed += max(before - _size(path) - _size(Path(f"{path}-wal")), 0)
 
 
 def _compact_document_cache(path: Path, done: Reclaimed) -> None:

@@ -66,6 +66,7 @@ ISO_MOMENT = {
     "anyOf": [
         {"type": "string", "format": "date"},
         {"type": "string", "format": "date-time"},
-        {"type": "string", "maxLength": 0},
+        # blank: no bound (notes.parse_time strips it), as an empty form field sends it
+        {"type": "string", "pattern": rf"^{WS}*$"},
     ]
 }

@@ -88,6 +88,10 @@ class Surface:
     # a small model's context is not a terminal)
     mcp_default: Any = None
     cli_off: str | None = None  # a boolean's CLI flag that sets it false, e.g. --ungrounded
+    # MCP: text that is JSON may also be given as the JSON value itself (within's GeoJSON):
+    # a model writes the object, and the MCP SDK turns a JSON string into one before the tool
+    # sees it; ops/tools.py takes either and hands the service the JSON text
+    mcp_json: bool = False
 
 
 CONDITION = Surface()  # a condition on documents: search, filter and random take them
@@ -151,7 +155,7 @@ Within = Annotated[
         "source (osm_kanto:東京都)",
         **stated(max_length=MAX_WITHIN_CHARS, pattern=WITHIN),
     ),
-    CONDITION,
+    Surface(mcp_json=True),  # a condition, and GeoJSON: an object over MCP as well as text
 ]
 RadiusKm = Annotated[
     float | None,

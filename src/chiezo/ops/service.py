@@ -7,18 +7,22 @@ runs under the query deadline (QueryTimeout → 504).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import contextvars
 import logging
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from chiezo.answer.options import AnswerOptions
 from chiezo.core import db
+from chiezo.core.addresses import Credentials, credentials_under
 from chiezo.core.config import Settings
 from chiezo.core.errors import (
     BadQuery,
@@ -70,7 +74,7 @@ from chiezo.search.retrieval import (
 from chiezo.search.semantic import chunk_closeness
 from chiezo.store import generations
 from chiezo.store.build import BuildOptions, BuildReport
-from chiezo.store.kinds import kind_named
+from chiezo.store.kinds import Skipped, SourceKind, kind_named
 from chiezo.store.library import NOTES, Library, Source
 from chiezo.store.source_info import SourceInfo
 
@@ -104,6 +108,10 @@ class Service:
         for info in self.library.infos():
             found += [info.input.get("path"), *(info.input.get("paths") or [])]
         return [p for p in found if isinstance(p, str) and p]
+
+    def credentials(self) -> list[Credentials]:
+        """The credentials kept for the servers live sources ask (core/addresses.py)."""
+        return credentials_under(self.settings.corpus_dir)
 
     def set_source(self, name: str, *, in_default: bool) -> dict[str, Any]:
         """Record what the user decided about a source (store/source_settings.py)."""
@@ -140,24 +148,21 @@ class Service:
         inputs: Sequence[str | Path],
         name: str | None = None,
         **given: Any,
-    ) -> Iterator[tuple[str, BuildReport | None]]:
+    ) -> Iterator[tuple[str, BuildReport | Skipped | None]]:
         """Build a source of each group the kind splits ``inputs`` into (a folder of ZIM files:
         one per file), as ``ingest`` builds one; a source already built from that very input
         (``SourceKind.unchanged``) is skipped. Yields (source name, report — None when
-        skipped) as each is done."""
+        skipped) as each is done, after (the input, Skipped) for each group no source can be
+        built from (``SourceKind.unusable``: a broken file of a Kiwix library stops none of
+        the others). InputError when no group can be built, naming each and why."""
         spec = kind_named(kind)
-        groups = spec.each_source([Path(p) for p in inputs])
+        groups, skipped = _usable(spec, spec.each_source([Path(p) for p in inputs]))
         if name and len(groups) > 1:
             raise BadQuery(f"--name names one source; these inputs make {len(groups)}", kind=kind)
         targets = [name or spec.name_for(group) for group in groups]
-        twice = {t for t in targets if t and targets.count(t) > 1}
-        if twice:  # two versions of one ZIM: the second build would replace the first
-            same = [str(g[0]) for g, t in zip(groups, targets, strict=True) if t in twice]
-            raise BadQuery(
-                f"{', '.join(same)} would all be source {sorted(twice)[0]}",
-                hint="build them one at a time, each with its own --name",
-                kind=kind,
-            )
+        _refuse_shared_names(kind, groups, targets)
+        for one in skipped:
+            yield one.input, one
         for group, target in zip(groups, targets, strict=True):
             if target and target in self.library.names():
                 recorded = self.library.get(target).info().input
@@ -385,36 +390,26 @@ class Service:
         notes_: dict[str, list[str]] = {n: [Notice("not_in_default")] for n in left_out}
         timed_out = False
         refused: list[BadQuery | Conflict] = []
-        for src in sources:
-            remaining = deadline - time.monotonic()
+
+        def one(src) -> SearchResult:
+            return self._search_one(src, q, offset + limit, options, filters, deadline)
+
+        # A live source's server is asked meanwhile, in a thread of its own: one that answers
+        # slowly took the whole deadline from the sources after it (issue #42 item 2).
+        asking = {src.name: _LIVE_ASKING.submit(contextvars.copy_context().run, one, src)
+                  for src in sources if src.live}  # fmt: skip
+        for src in sorted(sources, key=lambda src: src.live):  # the built ones first
+            if options.retrieval in ("semantic", "hybrid") and default_retrieval(src) == "keyword":
+                notes_.setdefault(src.name, []).append(Notice("no_vectors", sources=[src.name]))
             try:
-                if remaining <= 0:
-                    raise QueryTimeout("no time left")
-                if options.near is not None and not _has_points(src):
-                    raise BadQuery(
-                        f"source {src.name!r} has no coordinates",
-                        source=src.name,
-                        sources_with_it=[i.name for i in self._sources_having() if i.points]
-                        or None,
-                    )
-                if (
-                    options.retrieval in ("semantic", "hybrid")
-                    and default_retrieval(src) == "keyword"
-                ):
-                    notes_.setdefault(src.name, []).append(Notice("no_vectors", sources=[src.name]))
-                    per_source = replace(options, retrieval="keyword")
+                if src.live:
+                    left = max(deadline - time.monotonic(), 0.0)
+                    try:
+                        results[src.name] = asking[src.name].result(timeout=left)
+                    except concurrent.futures.TimeoutError:
+                        raise QueryTimeout("no time left") from None
                 else:
-                    per_source = options
-                results[src.name] = retrieve(
-                    src,
-                    q,
-                    limit=offset + limit,
-                    offset=0,
-                    timeout=remaining,
-                    filters=filters.resolved(src) if filters else None,
-                    list_sources=self._sources_having,
-                    options=per_source,
-                )
+                    results[src.name] = one(src)
             except QueryTimeout:
                 timed_out = True
                 notes_.setdefault(src.name, []).append(Notice("source_timeout", sources=[src.name]))
@@ -458,6 +453,39 @@ class Service:
             begun = time.monotonic() if started is None else started
             self._search_facets(results, found, facet_names, begun)
         return found
+
+    def _search_one(
+        self,
+        src: Source,
+        q: str,
+        want: int,
+        options: RetrievalOptions,
+        filters: Filters | None,
+        deadline: float,
+    ) -> SearchResult:
+        """One source's first ``want`` hits for a search of several, by ``deadline``."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise QueryTimeout("no time left")
+        if options.near is not None and not _has_points(src):
+            raise BadQuery(
+                f"source {src.name!r} has no coordinates",
+                source=src.name,
+                sources_with_it=[i.name for i in self._sources_having() if i.points] or None,
+            )
+        per_source = options
+        if options.retrieval in ("semantic", "hybrid") and default_retrieval(src) == "keyword":
+            per_source = replace(options, retrieval="keyword")
+        return retrieve(
+            src,
+            q,
+            limit=want,
+            offset=0,
+            timeout=remaining,
+            filters=filters.resolved(src) if filters else None,
+            list_sources=self._sources_having,
+            options=per_source,
+        )
 
     def _merged(self, q: str, results: dict[str, SearchResult], options: RetrievalOptions):
         """Every source's hits in one order of evidence (search/evidence.py). Coverage here
@@ -508,18 +536,21 @@ class Service:
             out = browse.read_doc(src, found, wanted, None if question else max_chars)
         if question and "body" in out:
             budget = self.settings.answer_budget if max_chars is None else max_chars
-            self._answering_passages(out, question, budget)
+            self._answering_passages(out, src.name, found, question, budget)
             if max_chars is not None:
                 browse.fit_lists(out, max_chars)
         if alternatives:
             out["alternatives"] = alternatives
         return out
 
-    def _answering_passages(self, out: dict[str, Any], question: str, budget: int) -> None:
+    def _answering_passages(
+        self, out: dict[str, Any], source: str, doc_id: int, question: str, budget: int
+    ) -> None:
         from chiezo.answer.excerpt import excerpt_text
         from chiezo.answer.passages import Found, choose
 
-        hit = Found(out["source"], out["doc_id"], out.get("title", ""))
+        # the source and id as found, not from ``out``: ``fields`` may have left them out
+        hit = Found(source, doc_id, out.get("title", ""))
         chosen = choose(self, [hit], question, budget)
         out["body"] = excerpt_text(chosen[0].chosen) if chosen else ""
         out["passages_for"] = question  # the body is what answers it, not the document's start
@@ -1167,10 +1198,66 @@ def _answer_options(options: AnswerOptions | None, choices: dict) -> AnswerOptio
     return options or AnswerOptions.of(**choices)
 
 
+def _usable(spec: SourceKind, groups: list[list[Path]]) -> tuple[list[list[Path]], list[Skipped]]:
+    """(the groups a source can be built from, the others as Skipped); InputError when none
+    can be, one line per input saying why."""
+    usable, skipped = [], []
+    for group in groups:
+        why = spec.unusable(group)
+        if why is None:
+            usable.append(group)
+        else:
+            skipped.append(Skipped(", ".join(map(str, group)), why))
+    if not usable:
+        raise InputError(
+            f"no {spec.name} source can be built from these inputs:\n"
+            + "\n".join(f"  {one.input}: {one.why}" for one in skipped),
+            skipped=[one.to_dict() for one in skipped],
+        )
+    return usable, skipped
+
+
+def _refuse_shared_names(kind: str, groups: list[list[Path]], targets: list[str | None]) -> None:
+    """BadQuery before any build when inputs would make one source (two versions of one ZIM:
+    the second build would replace the first): a line for each name so shared."""
+    sharing: dict[str, list[str]] = {}
+    for group, target in zip(groups, targets, strict=True):
+        if target:
+            sharing.setdefault(target, []).append(", ".join(map(str, group)))
+    shared = {target: files for target, files in sorted(sharing.items()) if len(files) > 1}
+    if shared:
+        raise BadQuery(
+            "\n".join(f"{', '.join(files)} would all be source {t}" for t, files in shared.items()),
+            hint="build them one at a time, each with its own --name",
+            kind=kind,
+            shared_names=shared,
+        )
+
+
+# Live sources asked while the others of a search are searched (``_search_all``): each call
+# is bounded by its own deadline and by the process's live slots (store/library.py LiveSlots).
+_LIVE_ASKING = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="chiezo-live")
+
+
 def archive_href(source: str, path: str) -> str:
     """Where this server serves the entry ``path`` of an archive source (a ZIM's article as
-    its archive shows it: surfaces/web/archive_pages.py)."""
-    return f"/doc/{quote(source, safe='')}/archive/{quote(path)}"
+    its archive shows it: surfaces/web/archive_pages.py).
+
+    A ZIM may name an entry ``A/../x`` or ``.``; written as they are, a browser removes such
+    dot segments and asks for another entry, and ``%2E`` does not help (WHATWG URL counts
+    ``%2e`` as a dot). So the ``/`` on either side of a dot segment is written ``%2F``: the
+    dots sit inside a longer segment no browser touches, and the server, which decodes the
+    path before routing, reads back the very path. Other slashes stay, so the article's
+    relative links (``../I/photo.jpg``) still resolve as the archive means them."""
+    segments = ["archive", *path.split("/")]
+    href = segments[0]
+    for before, segment in pairwise(segments):
+        joint = "%2F" if {before, segment} & DOT_SEGMENTS else "/"
+        href += joint + quote(segment, safe="")
+    return f"/doc/{quote(source, safe='')}/{href}"
+
+
+DOT_SEGMENTS = {".", ".."}  # the path segments a URL resolver removes (RFC 3986 and WHATWG)
 
 
 def _guarded_events(events):

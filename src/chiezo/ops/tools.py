@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import logging
+import typing
 from typing import Annotated, Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, PlainValidator
+from pydantic_core import PydanticCustomError
 
 from chiezo.answer.tool_calls import Toolbox, error_text
 from chiezo.core.errors import ChiezoError, InternalError
@@ -147,6 +150,7 @@ def takes(model: type[Request]):
 
 
 ONE_OR_MANY = " (one value, or a list of them)"  # said of every list parameter a tool takes
+JSON_OR_TEXT = "; JSON may be given as an object or as a string"  # of Surface(mcp_json=True)
 
 
 def _as_lists(values: dict[str, Any], many: set[str]) -> dict[str, Any]:
@@ -167,6 +171,10 @@ def _tool_parameter(param: Param) -> inspect.Parameter:
     if param.many:  # a single value is taken as a list of one (``_as_lists``), and said so
         annotation = annotation | param.kind
         enforced["description"] = param.help + ONE_OR_MANY
+    elif param.kind is str and param.choices is None:
+        annotation = _text_as_sent(param)
+        if param.surface.mcp_json:
+            enforced["description"] = param.help + JSON_OR_TEXT
     return inspect.Parameter(
         param.name,
         inspect.Parameter.KEYWORD_ONLY,
@@ -178,6 +186,30 @@ def _tool_parameter(param: Param) -> inspect.Parameter:
         # without them, 29.2 KB with them (26.1 KB when only search and filter stated theirs)
         annotation=Annotated[annotation, Field(**enforced)],
     )
+
+
+def _text_as_sent(param: Param) -> Any:
+    """A text parameter's type in a tool: the text reaches the service as the client sent it.
+
+    The MCP SDK json-parses every string argument whose type is not exactly ``str``
+    (``FuncMetadata.pre_parse_json``, for clients that send a list as JSON text), so a text
+    declared ``str | None`` changed meaning whenever it looked like JSON: a title or query
+    ``null`` arrived as no value at all, ``[1,2]`` as a list ("Input should be a valid
+    string"), and within's GeoJSON failed whether sent as an object or as text. Typed as
+    exactly ``str`` it is left alone; the validator takes what the declared type takes (and,
+    for ``mcp_json``, an object, as its JSON text), and the schema states that."""
+    nullable = type(None) in typing.get_args(param.annotation)
+    as_json = param.surface.mcp_json
+
+    def validate(value: Any) -> str | None:
+        if isinstance(value, str) or (value is None and nullable):
+            return value
+        if as_json and isinstance(value, dict):  # the service reads the JSON text
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        raise PydanticCustomError("string_type", "Input should be a valid string")
+
+    offered = param.annotation | dict[str, Any] if as_json else param.annotation
+    return Annotated[str, PlainValidator(validate, json_schema_input_type=offered)]
 
 
 # -- the tools ----------------------------------------------------------------------------------

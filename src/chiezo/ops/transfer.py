@@ -56,6 +56,8 @@ from chiezo.core.progress import NullProgress, Progress
 from chiezo.core.schema import SCHEMA_VERSION, readable_version, versions_read
 from chiezo.store import generations
 from chiezo.store.build import require_disk
+from chiezo.store.library import raw_meta
+from chiezo.store.source_info import without_credentials
 
 FORMAT = "chiezo-source-export"
 FORMAT_VERSION = 1
@@ -92,8 +94,11 @@ def export_source(
     generation = generations.current_path(directory)
     if generation is None:
         raise BadQuery(f"{name!r} has no current generation to export", source=name)
-    with open(generation, "rb") as data:  # open: a build may prune the file, not this handle
-        meta = check_generation(name, generation)
+    with (
+        _credential_free(generation, dest) as exported,
+        open(exported, "rb") as data,  # open: a build may prune the file, not this handle
+    ):
+        meta = check_generation(name, exported)
         size = os.fstat(data.fileno()).st_size
         digest = _sha256(data, size, progress, f"checking {name}")
         manifest = _manifest(name, meta, generation.name, size, digest)
@@ -110,6 +115,31 @@ def export_source(
         finally:
             loose.unlink(missing_ok=True)
     return {**manifest, "path": str(dest), "archive_bytes": dest.stat().st_size}
+
+
+@contextlib.contextmanager
+def _credential_free(generation: Path, dest: Path):
+    """The generation to export: itself, or — for a live source registered before addresses
+    were taken apart, whose recorded address carries a user and password — a copy whose
+    meta records the address without them. An archive never carries credentials."""
+    raw = _json((raw_meta(generation) or {}).get("input"))
+    if not isinstance(raw, dict) or without_credentials(raw) == raw:
+        yield generation
+        return
+    copy = dest.with_name(dest.name + ".generation.part")
+    try:
+        shutil.copyfile(generation, copy)
+        conn = db.open_for_build(copy)
+        try:
+            conn.execute(
+                "UPDATE meta SET value = ? WHERE key = 'input'",
+                (json.dumps(without_credentials(raw), ensure_ascii=False),),
+            )
+        finally:
+            conn.close()
+        yield copy
+    finally:
+        copy.unlink(missing_ok=True)
 
 
 def _manifest(name: str, meta: dict[str, str], file_name: str, size: int, digest: str) -> dict:

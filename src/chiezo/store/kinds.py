@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from chiezo.core.errors import BadQuery
 
 if TYPE_CHECKING:
+    from chiezo.core.addresses import Credentials
     from chiezo.core.config import Settings
+    from chiezo.core.outbound import Deadline
     from chiezo.core.progress import Progress
     from chiezo.store.build import BuildOptions, BuildReport
     from chiezo.store.source_info import SourceInfo
@@ -52,6 +54,15 @@ class Capabilities:
     # registers where; ``search_live``, ``read_live`` and ``find_live`` do the rest
     live: bool = False
     watchable: bool = False  # inputs are local files a --watch can poll
+
+
+@dataclass(frozen=True)
+class LiveCall:
+    """One call of a live source to its server: when it must have ended, and the credentials
+    kept for that server (never part of the address it records: core/addresses.py)."""
+
+    deadline: Deadline
+    credentials: Credentials | None = None
 
 
 @dataclass(frozen=True)
@@ -208,6 +219,13 @@ class SourceKind:
         builds one per file (a folder of ZIM files)."""
         return [inputs]
 
+    def unusable(self, inputs: list[Path]) -> str | None:
+        """Why no source can be built from one group of ``each_source`` (a file of a folder
+        that is empty, truncated, a broken link…), in a few words, told before any build so
+        that one broken file does not stop the others; None when the kind sees nothing
+        wrong (its build still may)."""
+        return None
+
     def name_for(self, inputs: list[Path]) -> str | None:
         """The name a source of these inputs takes by itself (``names_itself`` kinds)."""
         return None
@@ -254,17 +272,20 @@ class SourceKind:
 
     # -- a source searched live (``capabilities.live``) ---------------------------------------
 
-    def search_live(self, info: SourceInfo, query: str, *, limit: int, offset: int, timeout: float):
-        """The server's hits for ``query`` as a SearchResult: each hit's ``key`` the document's
-        path on the server, its ``doc_id`` derived from that path alone (the same in every
-        process), its ``url`` the page there."""
+    # Each is one call to the server, ended by ``call.deadline`` whatever the server does
+    # (core/outbound.py), its credentials given apart from the recorded address.
+
+    def search_live(self, info: SourceInfo, query: str, *, limit: int, offset: int, call: LiveCall):
+        """The server's hits for ``query`` as a SearchResult — at most ``limit`` — each hit's
+        ``key`` the document's path on the server, its ``doc_id`` derived from that path alone
+        (the same in every process), its ``url`` the page there."""
         raise NotImplementedError
 
-    def read_live(self, info: SourceInfo, path: str, title: str, timeout: float):
+    def read_live(self, info: SourceInfo, path: str, title: str, call: LiveCall):
         """The document at ``path`` on the server (a ``Doc``), or None where it has none."""
         raise NotImplementedError
 
-    def find_live(self, info: SourceInfo, title: str, timeout: float):
+    def find_live(self, info: SourceInfo, title: str, call: LiveCall):
         """The document titled ``title`` on the server as a hit (as ``search_live`` gives
         them), or None where it has none."""
         return None
@@ -316,6 +337,18 @@ class Fetched:
     inputs: list[Path]
     options: Any
     name: str | None = None
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An input no source was built from, and why (``SourceKind.unusable``): a broken file of
+    a library whose other files were built."""
+
+    input: str
+    why: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"input": self.input, "skipped": self.why}
 
 
 # -- the registry ---------------------------------------------------------------------------------

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import json
 import logging
-import os
 import sys
 import threading
 import time
 from array import array
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,7 +36,7 @@ from chiezo.core.schema import (
     versions_read,
 )
 from chiezo.core.textnorm import normalise_title
-from chiezo.store import generations, source_settings
+from chiezo.store import generations, live_cache, source_settings
 from chiezo.store.kinds import Attribution, SourceKind, kinds
 from chiezo.store.source_info import NEEDS_REBUILD, SourceInfo, recorded_input
 
@@ -301,6 +302,35 @@ class NotesSource(Source):
         return info
 
 
+class LiveSlots:
+    """How many of this process's requests may wait on live sources' servers at once: half its
+    request threads (``CHIEZO_SERVE_THREADS``), so that what does not ask a live server always
+    finds a thread. A slow kiwix-serve once held all four of a worker's threads, and
+    ``/healthz`` went unanswered for 60 s (issue #42 item 2). A request finding no slot free is
+    refused at once — waiting for one would hold a thread too."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self._free = threading.BoundedSemaphore(slots)
+
+    @contextlib.contextmanager
+    def held(self, source: str):
+        from chiezo.core.errors import SourceUnavailable
+
+        if not self._free.acquire(blocking=False):
+            raise SourceUnavailable(
+                f"source {source!r} is not asked now: {self.slots} requests here are already "
+                "waiting on live servers",
+                hint="try again in a moment; a server that answers slowly keeps its slots "
+                "until its deadline (CHIEZO_QUERY_TIMEOUT)",
+                busy=True,
+            )
+        try:
+            yield
+        finally:
+            self._free.release()
+
+
 class LiveSource(Source):
     """A source searched and read through a running server (a kiwix-serve book: the kind's
     ``capabilities.live``). Its generation only registers where the book is (meta, no
@@ -312,15 +342,17 @@ class LiveSource(Source):
 
     immutable = False  # the cache grows as hits arrive
     live = True
-    KEEP_READ = 2000  # documents whose text the cache keeps; the oldest read are let go
+    bounds = live_cache.Bounds()  # what the cache keeps (store/live_cache.py)
 
-    def __init__(self, name: str, path: Path):
+    def __init__(self, name: str, path: Path, slots: LiveSlots | None = None):
         self.registration = path
         self.cache_path = path.with_name(path.name + ".live")
         if not self.cache_path.exists():
-            _new_cache(path, self.cache_path)
+            live_cache.create(raw_meta(path) or {}, self.cache_path)
         self._writer_lock = threading.Lock()
+        self.slots = slots or LiveSlots(1)
         super().__init__(name, path)
+        _keep_credentials_apart(path.parent, self.meta)
 
     @property
     def conn(self) -> db.Connection:
@@ -383,13 +415,27 @@ class LiveSource(Source):
                 "conditions (tag, attribute, area, coordinates)",
                 source=self.name,
             )
-        result = self._kind.search_live(
-            self._registered(), text, limit=limit, offset=offset, timeout=timeout or NO_DEADLINE
-        )
+        info = self._registered()
+        with self._calling(info, timeout or NO_DEADLINE) as call:
+            result = self._kind.search_live(info, text, limit=limit, offset=offset, call=call)
+        del result.hits[limit:]  # a kind that gave more: no more is kept than was asked for
         with self._writing() as conn:
             for hit in result.hits:
                 self._record(conn, hit)
         return result
+
+    @contextlib.contextmanager
+    def _calling(self, info: SourceInfo, timeout: float):
+        """One call to the server: in one of this process's live slots, by one deadline."""
+        from chiezo.core.addresses import load_credentials
+        from chiezo.core.outbound import Deadline
+        from chiezo.store.kinds import LiveCall
+
+        with self.slots.held(self.name):
+            yield LiveCall(Deadline.after(timeout), load_credentials(self.registration.parent))
+
+    def warm(self, *, read_file: bool = True) -> float:
+        return 0.0  # nothing to read ahead: the cache fills as the server answers
 
     def ensure_doc(
         self, *, doc_id: int | None, key: str | None, title: str | None, timeout: float
@@ -398,16 +444,23 @@ class LiveSource(Source):
         hits seen, or by title through the server's title look-up; its text read from the
         server the first time it is asked for."""
         row = self._cached_row(doc_id, key, title)
-        if row is None and title is not None:
-            hit = self._kind.find_live(self._registered(), title, timeout)
-            if hit is not None:
+        if row is not None and row[3]:  # already read
+            return
+        if row is None and title is None:  # unknown here: a 404 follows
+            return
+        info = self._registered()
+        with self._calling(info, timeout) as call:  # the look-up and the read: one deadline
+            if row is None and title is not None:
+                hit = self._kind.find_live(info, title, call)
+                if hit is None:
+                    return
                 with self._writing() as conn:
                     self._record(conn, hit)
                 row = self._cached_row(hit.doc_id, None, None)
-        if row is None or row[3]:  # unknown here (a 404 follows), or already read
-            return
-        found_id, path, found_title, _read = row
-        doc = self._kind.read_live(self._registered(), path, found_title, timeout)
+                if row is None or row[3]:  # let go meanwhile, or read by another request
+                    return
+            found_id, path, found_title, _read = row
+            doc = self._kind.read_live(info, path, found_title, call)
         with self._writing() as conn:
             self._store_text(conn, found_id, doc)
 
@@ -425,90 +478,32 @@ class LiveSource(Source):
 
     @contextlib.contextmanager
     def _writing(self):
-        with self._writer_lock:
-            conn = db.open_cache(self.cache_path)
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                yield conn
-                conn.execute("COMMIT")
-            finally:
-                conn.close()
+        with self._writer_lock, live_cache.writing(self.cache_path, self.bounds) as conn:
+            yield conn
 
     @staticmethod
     def _record(conn, hit) -> None:
-        """A hit as a document of the cache: its path as key, its passage as the opening
-        (what the merge across sources weighs, until its text is read)."""
-        conn.execute(
-            "INSERT INTO docs (doc_id, key, title, url, opening) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT (doc_id) DO UPDATE SET url = coalesce(excluded.url, url)",
-            (hit.doc_id, hit.key, hit.title, hit.url, hit.snippet),
-        )
-        conn.execute(
-            "INSERT OR IGNORE INTO titles (norm, doc_id) VALUES (?, ?)",
-            (normalise_title(hit.title), hit.doc_id),
-        )
+        live_cache.record(conn, hit)
 
-    def _store_text(self, conn, doc_id: int, doc) -> None:
-        from chiezo.store.chunk_text import stored_rows
-
-        conn.execute(
-            "INSERT OR REPLACE INTO reads (doc_id, at) VALUES (?, ?)", (doc_id, time.time())
-        )
-        if doc is None:  # no text there: remembered, not asked again
-            return
-        conn.execute(
-            "UPDATE docs SET body = ?, opening = ?, url = coalesce(url, ?) WHERE doc_id = ?",
-            (doc.body, doc.opening or "", doc.url, doc_id),
-        )
-        conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
-        rows = stored_rows(doc.body, ((c.heading_path, c.text) for c in doc.chunks))
-        conn.executemany(
-            "INSERT INTO chunks (doc_id, ord, heading_path, spans, text) VALUES (?, ?, ?, ?, ?)",
-            [(doc_id, i, heading, spans, text) for i, (heading, text, spans) in enumerate(rows)],
-        )
-        self._let_go(conn)
-
-    def _let_go(self, conn) -> None:
-        """Beyond KEEP_READ documents read, the text of the oldest tenth goes (read again
-        when asked for): the cache stays bounded however long the server runs."""
-        (read,) = conn.execute("SELECT count(*) FROM reads").fetchone()
-        if read <= self.KEEP_READ:
-            return
-        old = [
-            r[0]
-            for r in conn.execute(
-                "SELECT doc_id FROM reads ORDER BY at LIMIT ?", (max(read // 10, 1),)
-            )
-        ]
-        marks = ",".join("?" * len(old))
-        conn.execute(f"UPDATE docs SET body = '' WHERE doc_id IN ({marks})", old)
-        conn.execute(f"DELETE FROM chunks WHERE doc_id IN ({marks})", old)
-        conn.execute(f"DELETE FROM reads WHERE doc_id IN ({marks})", old)
+    @staticmethod
+    def _store_text(conn, doc_id: int, doc) -> None:
+        live_cache.store_text(conn, doc_id, doc)
 
 
-def _new_cache(registration: Path, cache: Path) -> None:
-    """A live source's cache: the generation schema, the registration's meta, and which
-    documents have been read. Made aside and linked in, so that two workers opening the source
-    at once keep one cache."""
-    from chiezo.core.schema import INDEXES, TABLES, TEXT_INDEXES
+def _keep_credentials_apart(folder: Path, meta: dict[str, str]) -> None:
+    """A live source registered before addresses were taken apart records its server's user
+    and password in its address: they move to the source's credentials file, from where its
+    calls take them (the recorded address is shown without them: source_info.py)."""
+    from chiezo.core.addresses import Address, has_credentials, load_credentials, save_credentials
 
-    tmp = cache.with_name(f".{cache.name}.{os.getpid()}.{threading.get_ident()}")
-    tmp.unlink(missing_ok=True)
-    conn = db.open_cache(tmp)
-    try:
-        conn.executescript(TABLES + TEXT_INDEXES + INDEXES)
-        conn.execute("CREATE TABLE reads (doc_id INTEGER PRIMARY KEY, at REAL NOT NULL)")
-        conn.executemany(
-            "INSERT INTO meta (key, value) VALUES (?, ?)", (raw_meta(registration) or {}).items()
-        )
-    finally:
-        conn.close()
-    try:
-        os.link(tmp, cache)
-    except FileExistsError:
-        pass  # another worker's is in place
-    finally:
-        tmp.unlink(missing_ok=True)
+    url = None
+    with contextlib.suppress(ValueError, AttributeError, TypeError):
+        url = json.loads(meta.get("input") or "{}").get("url")
+    if isinstance(url, str) and has_credentials(url) and load_credentials(folder) is None:
+        credentials = Address.parse(url).credentials
+        if credentials is not None:
+            with contextlib.suppress(OSError):  # a folder not ours: the call goes without
+                save_credentials(folder, credentials)
 
 
 class Library:
@@ -525,6 +520,7 @@ class Library:
         self._warm_lock = threading.Lock()  # one warm at a time: two model loads compete
         self._watcher: threading.Thread | None = None
         self._stop = threading.Event()
+        self.live_slots = LiveSlots(max(1, settings.serve_threads // 2))
 
     @property
     def corpus_dir(self) -> Path:
@@ -583,9 +579,11 @@ class Library:
                 hint="known sources: " + ", ".join(known) if known else "build one with {see}",
                 see=None if known else _building(name),
             )
-        return self._cached(name, path, LiveSource if _is_live(path) else Source)
+        if _is_live(path):
+            return self._cached(name, path, functools.partial(LiveSource, slots=self.live_slots))
+        return self._cached(name, path, Source)
 
-    def _cached(self, name: str, path: Path, kind: type[Source]) -> Source:
+    def _cached(self, name: str, path: Path, kind: Callable[[str, Path], Source]) -> Source:
         with self._lock:
             source = self._open.get(name)
             if source is None or source.path != path:

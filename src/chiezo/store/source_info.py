@@ -87,7 +87,24 @@ def recorded_input(meta: dict[str, str]) -> dict[str, Any]:
     machine's paths, which a stranger's archive can set to anything (``/``): none then."""
     if "imported_from" in meta and meta.get("input_chosen") != "here":
         return {}
-    return _json(meta.get("input"), {})
+    return without_credentials(_json(meta.get("input"), {}))
+
+
+def without_credentials(given: dict[str, Any]) -> dict[str, Any]:
+    """A recorded input whose addresses carry no user or password: a live source registered
+    before addresses were taken apart (core/addresses.py) recorded them as typed."""
+    from chiezo.core.addresses import Address, has_credentials
+
+    return (
+        {
+            key: Address.parse(value).url
+            if isinstance(value, str) and has_credentials(value)
+            else value
+            for key, value in given.items()
+        }
+        if isinstance(given, dict)
+        else given
+    )
 
 
 def meta_int(value: str | None) -> int:

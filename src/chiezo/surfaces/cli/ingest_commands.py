@@ -19,7 +19,7 @@ from rich.markup import escape
 from chiezo.core.errors import ChiezoError
 from chiezo.core.progress import console_progress
 from chiezo.store.build import BuildOptions
-from chiezo.store.kinds import OptionField, SourceKind, kinds, option_fields
+from chiezo.store.kinds import OptionField, Skipped, SourceKind, kinds, option_fields
 from chiezo.surfaces.cli.common import (
     emit_json,
     err,
@@ -223,6 +223,8 @@ def _ingest(ctx: click.Context, kind: SourceKind, fields: list[OptionField], val
         if as_json:
             shown = [r.to_dict() if r else {"source": n, "up_to_date": True} for n, r in done]
             emit_json(shown[0] if len(shown) == 1 else shown)
+        else:
+            _said_skipped([r for _, r in done if isinstance(r, Skipped)], len(done))
 
     build()
     if values.get("watch"):
@@ -240,8 +242,18 @@ def _ingest(ctx: click.Context, kind: SourceKind, fields: list[OptionField], val
 def _said(name: str, report) -> None:
     if report is None:
         out.print(f"{escape(name)} is up to date: built from this very file; skipped")
+    elif isinstance(report, Skipped):
+        out.print(f"[yellow]skipped[/] {escape(report.input)}: {escape(report.why)}")
     else:
         print_report(report, False)
+
+
+def _said_skipped(skipped: list[Skipped], inputs: int) -> None:
+    """The inputs skipped, said again once the others are built (hours of build output may
+    stand between their first mention and the end)."""
+    if skipped:
+        named = ", ".join(one.input for one in skipped)
+        out.print(f"[yellow]{len(skipped)} of {inputs} inputs not built[/]: {escape(named)}")
 
 
 def _option_value(f: OptionField, value: Any) -> Any:

@@ -6,6 +6,7 @@ configuration error (including an unknown source), 3 nothing found.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -35,6 +36,8 @@ from chiezo.ops.service import Service
 from chiezo.store import model_host
 from chiezo.surfaces.cli import via_server
 from chiezo.surfaces.cli.common import (
+    VisibleLog,
+    echo,
     emit_json,
     err,
     handles_errors,
@@ -65,6 +68,8 @@ from chiezo.surfaces.mcp.clients import MCP_CLIENTS
 @click.pass_context
 def cli(ctx: click.Context, data: Path) -> None:
     """Chiezo: an offline knowledge base for AI. Build sources, then search them."""
+    # a warning or traceback of this process may quote a request's text (common.py)
+    logging.lastResort = VisibleLog()
     settings = Settings.from_env(data_dir=data)
     # a server on the same data directory embeds this command's queries (store/model_host.py)
     model_host.look_for_host(settings.data_dir)
@@ -664,7 +669,7 @@ def mcp_config(ctx, client, url) -> None:
     from chiezo.surfaces.mcp.clients import snippet
 
     data_dir = service_of(ctx).settings.data_dir.resolve()
-    click.echo(snippet(client, data_dir=data_dir, url=url))
+    echo(snippet(client, data_dir=data_dir, url=url))
 
 
 # -- notes ---------------------------------------------------------------------------------------

@@ -29,8 +29,9 @@ from chiezo.surfaces.cli.common import (
 @click.option(
     "--caches",
     is_flag=True,
-    help="Also delete vector caches of models no source uses and document-cache "
-    "entries unused for 90 days (making them again costs time).",
+    help="Also delete vector caches of models no source uses, document-cache "
+    "entries unused for 90 days and what live sources' caches hold (making them again costs "
+    "time).",
 )
 @click.option("--dry-run", is_flag=True, help="Show what would be reclaimed; delete nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Reclaim without asking.")
@@ -97,7 +98,12 @@ def _show(plan: Survey) -> None:
 
 
 def _line(item) -> None:
-    verb = {"delete": "[red]delete[/]", "convert": "[cyan]convert[/]"}.get(item.action, "keep  ")
+    verbs = {
+        "delete": "[red]delete[/]",
+        "convert": "[cyan]convert[/]",
+        "compact": "[cyan]compact[/]",
+    }
+    verb = verbs.get(item.action, "keep  ")
     out.print(f"  {verb} {escape(item.path)}  {_size(item.bytes)}  [dim]{escape(item.why)}[/]")
 
 

@@ -187,7 +187,12 @@ def create_app(
     app.add_middleware(PinnedGenerations, library=service.library)
     app.add_middleware(BodyLimit)
     app.add_middleware(HostGuard, security=security)
-    app.add_middleware(Disclosure, settings=settings, input_paths=service.input_paths)
+    app.add_middleware(
+        Disclosure,
+        settings=settings,
+        input_paths=service.input_paths,
+        credentials=service.credentials,
+    )
     app.add_middleware(errors.UnexpectedErrors)
 
     def writer(request: Request) -> None:

@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import time
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+from chiezo.core.addresses import Address, Credentials
 from chiezo.core.config import Settings, is_loopback
 
 PROXY_HEADERS = (b"forwarded", b"x-forwarded-for", b"x-real-ip")
 TEXT_TYPES = (b"application/json", b"text/", b"application/problem+json")
+EVENT_STREAM = b"text/event-stream"
 SECRETS_TTL_S = 5.0  # sources come and go while the server runs; their inputs are re-read
 RAW_PATHS = ("/original",)  # a document's own file: never rewritten
 
@@ -41,53 +43,66 @@ def on_this_machine(scope) -> bool:
     return not any(name in PROXY_HEADERS for name, _ in scope.get("headers") or [])
 
 
-def without_credentials(url: str) -> str:
-    """``url`` without user and password, each query value ``***``."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port
-    except ValueError:  # not a URL one can take apart: nothing of it is shown
-        return "***"
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = host + (f":{port}" if port else "")
-    query = "&".join(f"{k}=***" for k, _ in parse_qsl(parts.query, keep_blank_values=True))
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
-
-
 class Secrets:
     """The strings of this machine a response may hold, each with what is shown instead:
     ``always`` (credentials) for every client, ``paths`` for a client elsewhere. Longest
-    first, so a path inside the data folder is shown as ``DATA/…`` rather than ``~/…``."""
+    first, so a path inside the data folder is shown as ``DATA/…`` rather than ``~/…``.
 
-    def __init__(self, settings: Settings, input_paths: list[str]) -> None:
-        credentials = _credentials(settings)
+    Credentials are kept apart from every address where it is given (core/addresses.py), so
+    no response should hold one; these are hidden all the same, wherever a server echoes
+    one back or a record made before the split still has it."""
+
+    def __init__(
+        self, settings: Settings, input_paths: list[str], credentials: list[Credentials]
+    ) -> None:
+        hidden = _credentials(settings, credentials)
         named = {
             **_folder_names(input_paths),
             **_models(settings),
-            str(Path.home()): "~",
-            str(settings.notes_path.parent.resolve()): "NOTES",
-            str(settings.data_dir.resolve()): "DATA",
+            **_both_forms(Path.home(), "~"),
+            **_both_forms(settings.notes_path.parent, "NOTES"),
+            **_both_forms(settings.data_dir, "DATA"),
         }
-        self.always = Table(credentials)
-        self.paths = Table(credentials + _forms(named))
+        self.always = Table(hidden)
+        self.paths = Table(hidden + _forms(named))
+        # what a stream of pieces must not cut in two: the plain forms (stream_text below)
+        self.plain = {True: _plain(hidden), False: _plain(hidden + _forms(named))}
 
     def table(self, local: bool) -> Table:
         return self.always if local else self.paths
 
 
-def _credentials(settings: Settings) -> list[tuple[bytes, bytes]]:
-    urls = [u.strip() for u in (settings.llm_url or "").split(",") if u.strip()]
-    found = {u: without_credentials(u) for u in urls if without_credentials(u) != u}
+def _credentials(settings: Settings, kept: list[Credentials]) -> list[tuple[bytes, bytes]]:
+    found: dict[str, str] = {}
+    for given in (settings.llm_url or "").split(","):
+        if given.strip():
+            found.update(Address.parse(given).hidden(given))
+    for credentials in kept:
+        found.update(credentials.hidden())
     if settings.llm_key:
         found[settings.llm_key] = "***"
     return _forms(found)
 
 
+def _both_forms(path: Path, shown: str) -> dict[str, str]:
+    """A folder as given and as it resolves: a data folder reached through a symbolic link
+    is named by both (only the resolved form was hidden, and ``…/d1link/corpus/…`` reached a
+    forwarded client: issue #42 item 10)."""
+    return {os.path.abspath(path): shown, str(path.resolve()): shown}
+
+
 def _folder_names(paths: list[str]) -> dict[str, str]:
-    """A source's input shown by its name: ``…/manuals`` says which, not where."""
-    return {p: "…/" + Path(p).name for p in paths if p and len(p) > 1 and p.startswith("/")}
+    """A source's input shown by its name: ``…/manuals`` says which, not where — as
+    recorded, and as it resolves."""
+    named = {}
+    for p in paths:
+        if p and len(p) > 1 and p.startswith("/"):
+            named[p] = named[os.path.realpath(p)] = "…/" + Path(p).name
+    return named
+
+
+def _plain(pairs: list[tuple[bytes, bytes]]) -> list[str]:
+    return sorted({secret.decode("utf-8", "replace") for secret, _ in pairs}, key=len)
 
 
 def _models(settings: Settings) -> dict[str, str]:
@@ -146,14 +161,15 @@ class Disclosure:
     """ASGI middleware: every text response passes through ``scrub`` with the table the
     client may see (nothing to do for a local client when no credential is configured)."""
 
-    def __init__(self, app, settings: Settings, input_paths) -> None:
-        self.app, self.settings, self.input_paths = app, settings, input_paths
+    def __init__(self, app, settings: Settings, input_paths, credentials=lambda: []) -> None:
+        self.app, self.settings = app, settings
+        self.input_paths, self.credentials = input_paths, credentials
         self._secrets: Secrets | None = None
         self._made = 0.0
 
     def secrets(self) -> Secrets:
         if self._secrets is None or time.monotonic() - self._made > SECRETS_TTL_S:
-            self._secrets = Secrets(self.settings, self.input_paths())
+            self._secrets = Secrets(self.settings, self.input_paths(), self.credentials())
             self._made = time.monotonic()
         return self._secrets
 
@@ -161,29 +177,35 @@ class Disclosure:
         if scope["type"] != "http" or scope["path"].endswith(RAW_PATHS):
             await self.app(scope, receive, send)
             return
-        table = self.secrets().table(on_this_machine(scope))
+        secrets, local = self.secrets(), on_this_machine(scope)
+        table = secrets.table(local)
         if not table:
             await self.app(scope, receive, send)
             return
-        await self.app(scope, receive, _Scrubbing(send, table))
+        await self.app(scope, receive, _Scrubbing(send, table, secrets.plain[local]))
 
 
 class _Scrubbing:
     """The ``send`` of one response: holds the start until the first body piece says whether
-    the body is whole (scrubbed, its length set anew when that changed it) or a stream (each
-    piece scrubbed on its own: an event stream sends whole events). A stream of declared
-    length — a static file sent in pieces — is passed on as it is: it is none of this
-    machine's strings, and its length must stay true."""
+    the body is whole (scrubbed, its length set anew when that changed it) or a stream. An
+    event stream's answer text is scrubbed across its ``delta`` events (``_Deltas``); its
+    other events are whole, each scrubbed on its own. A stream of declared length — a static
+    file sent in pieces — is passed on as it is: it is none of this machine's strings, and its
+    length must stay true."""
 
-    def __init__(self, send, table: Table) -> None:
-        self.send, self.table = send, table
+    def __init__(self, send, table: Table, plain: list[str]) -> None:
+        self.send, self.table, self.plain = send, table, plain
         self.start: dict | None = None
         self.scrubbing = False
+        self.deltas: _Deltas | None = None
 
     async def __call__(self, message) -> None:
         if message["type"] == "http.response.start":
             headers = dict(message.get("headers") or [])
-            self.scrubbing = headers.get(b"content-type", b"").startswith(TEXT_TYPES)
+            kind = headers.get(b"content-type", b"")
+            self.scrubbing = kind.startswith(TEXT_TYPES)
+            if kind.startswith(EVENT_STREAM):
+                self.deltas = _Deltas(self.table, self.plain)
             if self.scrubbing:
                 self.start = message  # sent with the first piece of the body
             else:
@@ -195,8 +217,14 @@ class _Scrubbing:
         if self.start is not None:
             message = await self._first(message)
         else:
-            message = {**message, "body": self.table.scrub(message.get("body", b""))}
+            message = {**message, "body": self._scrubbed(message)}
         await self.send(message)
+
+    def _scrubbed(self, message: dict) -> bytes:
+        body = message.get("body", b"")
+        if self.deltas is None:
+            return self.table.scrub(body)
+        return self.deltas.piece(body, last=not message.get("more_body"))
 
     async def _first(self, message: dict) -> dict:
         start, self.start = self.start, None
@@ -208,7 +236,7 @@ class _Scrubbing:
             await self.send(start)
             return message
         body = message.get("body", b"")
-        scrubbed = self.table.scrub(body)
+        scrubbed = self._scrubbed(message)
         if scrubbed != body and declared:
             start = {
                 **start,
@@ -217,3 +245,69 @@ class _Scrubbing:
             }
         await self.send(start)
         return {**message, "body": scrubbed}
+
+
+class _Deltas:
+    """An answer streamed as ``delta`` events, scrubbed as the one text it is. Each piece was
+    scrubbed on its own, so a path cut across 4-character deltas reached a client elsewhere
+    whole (issue #42 item 11). The text that could be the start of a secret is held back
+    until the next delta shows whether it is one; any other event, and the stream's end, first
+    sends what is held."""
+
+    def __init__(self, table: Table, plain: list[str]) -> None:
+        self.table, self.plain = table, plain
+        self.held = ""
+        self.fields: dict = {}
+
+    def piece(self, body: bytes, *, last: bool) -> bytes:
+        fields = _delta_fields(body)
+        if fields is None:
+            out = self._flush() + self.table.scrub(body)
+        else:
+            self.held += fields.pop("text")
+            self.fields = fields
+            cut = held_from(self.held, self.plain)
+            out, self.held = self._event(self.held[:cut]), self.held[cut:]
+        return out + self._flush() if last else out
+
+    def _flush(self) -> bytes:
+        out, self.held = self._event(self.held), ""
+        return out
+
+    def _event(self, text: str) -> bytes:
+        if not text:
+            return b""
+        scrubbed = self.table.scrub(text.encode("utf-8")).decode("utf-8", "replace")
+        data = json.dumps({"text": scrubbed, **self.fields}, ensure_ascii=False)
+        return f"event: delta\ndata: {data}\n\n".encode()
+
+
+def _delta_fields(body: bytes) -> dict | None:
+    """The data of a ``delta`` event (the whole of ``body``), when it carries text."""
+    if not body.startswith(b"event: delta\ndata: "):
+        return None
+    try:
+        data = json.loads(body[len(b"event: delta\ndata: ") :])
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("text"), str) else None
+
+
+def held_from(text: str, secrets: list[str]) -> int:
+    """Where the part of ``text`` that must wait for more begins: the longest end of it that
+    begins a secret (a whole one too — what follows decides whether it ends there), moved
+    back before any secret that would run across that place."""
+    cut = len(text)
+    for secret in secrets:
+        for k in range(min(len(secret), len(text)), 0, -1):
+            if text.endswith(secret[:k]):
+                cut = min(cut, len(text) - k)
+                break
+    moved = True
+    while moved:
+        moved = False
+        for secret in secrets:
+            at = text.find(secret, max(cut - len(secret) + 1, 0))
+            if -1 < at < cut < at + len(secret):
+                cut, moved = at, True
+    return cut

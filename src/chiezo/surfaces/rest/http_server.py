@@ -4,9 +4,10 @@ give its own, and a way to know when it really serves.
 * A request the HTTP parser cannot take apart got uvicorn's ``400 text/plain "Invalid HTTP
   request received."`` — the one failure outside the JSON error shape (SECURITY.md rule 7).
   ``ChiezoHttpProtocol`` answers it in that shape, with the parser's reason, and a request
-  target longer than ``MAX_TARGET_BYTES`` with 414: it is refused as soon as the parser has
-  read that much of it, rather than buffered to its end (uvicorn keeps the whole of a request
-  line in memory, however long).
+  target longer than ``MAX_TARGET_BYTES`` with 414, and header fields longer than
+  ``MAX_FIELD_BYTES`` with 431: each is refused as soon as the parser has read that much of it,
+  rather than buffered to its end (uvicorn keeps the whole of a request line in memory, and
+  httptools the whole of a header, however long).
 * ``chiezo serve`` printed its address before uvicorn had even built the app (10-18 s on a
   real library), so a script that waited for the line found the port closed. ``serve`` calls
   ``on_ready`` only once every worker has started listening.
@@ -29,6 +30,12 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 # URL into path and query (its offsets are 16-bit), so beyond this uvicorn could only fail;
 # a GET that needs more (a very long question) belongs in a POST body.
 MAX_TARGET_BYTES = 65_535
+# The most bytes of header fields a request may send: its head beyond the request target (whose
+# own limit is above), or the trailer of a chunked body. httptools keeps a header's name and
+# value in memory until the next header begins, however long: one 10 MB header was answered
+# 200, and twenty connections sending 25 MB headers took both workers from 0.4 to 1.0 GB. So
+# the bytes are counted as they are fed to the parser (see ``data_received``), not per header.
+MAX_FIELD_BYTES = 65_536
 # After a refusal, how long the rest of the request is read and dropped before the connection
 # is closed: closing with unread data makes the kernel reset the connection, and the client
 # may then lose the answer it was sent.
@@ -39,32 +46,79 @@ class _TargetTooLong(Exception):
     pass
 
 
+FIELDS_TOO_LONG = (431, f"the request's header fields are longer than {MAX_FIELD_BYTES:,} bytes")
+
+
 class ChiezoHttpProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol, answering what its parser refuses in the JSON error shape."""
 
     _refused = False
     _deferred: tuple[int, str] | None = None
     _linger: asyncio.TimerHandle | None = None
+    # Bytes fed since the parser last left header fields (passed the end of a head, a body byte
+    # or the end of a message): while a head or a trailer is unfinished, what it has taken so
+    # far; ``_target_bytes`` of them are the request target's, which has a limit of its own.
+    _field_bytes = 0
+    _target_bytes = 0
+    _left_fields = False  # during one feed: the parser left header fields
 
     def on_url(self, url: bytes) -> None:
         if len(self.url) + len(url) > MAX_TARGET_BYTES:
             raise _TargetTooLong  # the parser stops here: the rest of the URL is never kept
+        self._target_bytes += len(url)
         super().on_url(url)
 
+    def on_headers_complete(self) -> None:
+        self._left_fields = True
+        super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        self._left_fields = True
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._left_fields = True
+        super().on_message_complete()
+
     def data_received(self, data: bytes) -> None:
-        # uvicorn's own, except for the answers to what the parser refuses
+        """uvicorn's own, but fed to the parser in pieces no longer than the header fields may
+        still grow: header fields that reach ``MAX_FIELD_BYTES`` unfinished are refused before
+        the parser holds more of them. A piece in which the parser leaves the fields may end
+        with the start of the next pipelined head, which is not counted: never a refusal of a
+        head within the limit, and at most one piece (64 KiB) more of one beyond it."""
         if self._refused:
             return  # the rest of a refused request, read only so that the answer arrives
         self._unset_keepalive_if_required()
+        rest = memoryview(data)
+        while rest:
+            room = MAX_FIELD_BYTES - (self._field_bytes - self._target_bytes)
+            if room <= 0:
+                self._refuse(*FIELDS_TOO_LONG)
+                return
+            piece, rest = rest[:room], rest[room:]
+            if not self._feed(piece):
+                return
+
+    def _feed(self, piece: memoryview) -> bool:
+        """Parse ``piece``; False when the rest of what arrived is not to be parsed."""
+        self._left_fields = False
         try:
-            self.parser.feed_data(data)
+            self.parser.feed_data(piece)
         except httptools.HttpParserUpgrade:
             if self._should_upgrade():
                 self.handle_websocket_upgrade()
             else:
                 self._unsupported_upgrade_warning()
+            return False
         except httptools.HttpParserError as exc:
             self._refuse(*_refusal(exc))
+            return False
+        finally:  # an upgrade leaves the head too: what follows is counted from there
+            if self._left_fields:
+                self._field_bytes = self._target_bytes = 0
+            else:
+                self._field_bytes += len(piece)
+        return True
 
     def send_400_response(self, msg: str) -> None:
         self._refuse(400, "invalid HTTP request")  # should uvicorn call it from elsewhere

@@ -18,6 +18,8 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict, Field
 
+from chiezo.surfaces.rest.http_server import MAX_FIELD_BYTES, MAX_TARGET_BYTES
+
 WHEN = {
     400: "a bad parameter or body: unknown parameter or field, a value out of range, an empty "
     "query, a filter the source cannot apply (`allowed_parameters`, `allowed_fields`, "
@@ -31,12 +33,14 @@ WHEN = {
     409: "the source needs a rebuild for this version (`schema_version`), a job is running "
     "(`running_job`), or a live source was imported and its server is to be registered here",
     413: "the request body is larger than 2 MiB",
-    414: "the request target (path and query string) is longer than 65,535 bytes",
+    414: f"the request target (path and query string) is longer than {MAX_TARGET_BYTES:,} bytes",
     421: "the Host names this server by a name it does not answer to (DNS-rebinding "
     "protection; see CHIEZO_ALLOWED_HOSTS)",
     422: "only with `strict`: the model's answer has a sentence that cites no source or that "
     "its sources do not support (`answer`, `references`, `cited`, `claims`, `unsupported`, "
     "`uncited`); whether it comes depends on the answer, not on the request's form",
+    431: f"the request's header fields (its head beyond the target, or the trailer of a chunked "
+    f"body) are longer than {MAX_FIELD_BYTES:,} bytes",
     502: "a source searched live (a kiwix-serve book) could not be asked: its server is down, "
     "too slow or answered something that is not a search feed or an article",
     503: "the model endpoint is not configured or not reachable (the excerpts found are "
@@ -44,7 +48,8 @@ WHEN = {
     504: "the query ran past CHIEZO_QUERY_TIMEOUT and was stopped",
     507: "the disk is full; nothing was written",
 }
-EVERY_ROUTE = (400, 414, 421)  # a malformed, too long or foreign request (http_server.py)
+# a malformed, too long or foreign request, refused before any route (http_server.py, hosts)
+EVERY_ROUTE = (400, 414, 421, 431)
 API_ROUTE = (400,)  # /v1 routes refuse unknown query parameters
 WITH_BODY = (413,)
 

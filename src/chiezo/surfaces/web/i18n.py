@@ -284,6 +284,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "変換済み文書（{days}日使われていない項目は削除できます）",
         "converted documents (entries unused for {days} days can go)",
     ),
+    "admin.disk.state.live": (
+        "ライブソースのキャッシュ（サーバーの回答。必要なら再取得）",
+        "a live source's cache (its server's answers, asked again when needed)",
+    ),
     "admin.disk.skipped": ("飛ばしたもの: {what}", "Skipped: {what}"),
     # chat
     "chat.title": ("チャット", "Chat"),
