@@ -16,6 +16,7 @@ can fetch their own data (Wikipedia dumps, GeoNames exports, OpenStreetMap extra
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import email.utils
 import hashlib
@@ -27,7 +28,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlencode
 
+from chiezo.core.addresses import Address
 from chiezo.core.errors import BuildError, InputError
 from chiezo.core.progress import NullProgress, Progress
 
@@ -41,21 +44,33 @@ Room = Callable[[int], list[tuple[Path, int]]]
 
 
 def _open(url: str, headers: dict[str, str] | None = None):
-    """The response, or None for 304 Not Modified (asked with If-Modified-Since)."""
-    request = urllib.request.Request(url, headers={"User-Agent": "chiezo", **(headers or {})})
+    """The response, or None for 304 Not Modified (asked with If-Modified-Since). A mirror
+    given with a user and password (``https://user:pw@mirror/…``) is asked with them as HTTP
+    Basic authentication and named without them (SECURITY.md rule 3a)."""
+    address = Address.parse(url)
+    sent = {"User-Agent": "chiezo", **(headers or {})}
+    if address.credentials is not None:
+        pair = ":".join(address.credentials.auth).encode("utf-8")
+        sent["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+    shown = address.shown()
+    request = urllib.request.Request(address.url + _query(address), headers=sent)
     try:
         return urllib.request.urlopen(request, timeout=TIMEOUT)  # noqa: S310 - http(s) only
     except urllib.error.HTTPError as exc:
         if exc.code == NOT_MODIFIED and "If-Modified-Since" in (headers or {}):
             return None
-        raise InputError(f"{url}: HTTP {exc.code} {exc.reason}") from exc
+        raise InputError(f"{shown}: HTTP {exc.code} {exc.reason}") from exc
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise InputError(
-            f"cannot reach {url} ({reason})",
+            f"cannot reach {shown} ({reason})",
             hint="offline? download the dump on a connected machine and pass its path, "
             "or point --mirror (CHIEZO_WIKI_MIRROR) at a reachable mirror",
         ) from exc
+
+
+def _query(address: Address) -> str:
+    return "?" + urlencode(address.params) if address.params else ""
 
 
 def get_text(url: str) -> str:
@@ -67,7 +82,7 @@ def get_json(url: str) -> dict:
     try:
         return json.loads(get_text(url))
     except ValueError as exc:
-        raise InputError(f"{url} is not valid JSON") from exc
+        raise InputError(f"{Address.parse(url).shown()} is not valid JSON") from exc
 
 
 def download(

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO
 
 from chiezo.core import db
+from chiezo.core.addresses import Address
 from chiezo.core.config import Settings
 from chiezo.core.errors import InputError
 from chiezo.core.models import Chunk, Doc
@@ -568,7 +569,7 @@ def _with_alternate_names(settings: Settings, options: GeoNamesOptions, progress
     record["options"] = {
         **record.get("options", {}),
         "fetch_alternate_names": country.upper(),
-        "mirror": geonames_base(options.mirror),
+        "mirror": Address.parse(geonames_base(options.mirror)).url,
     }
     record["filled"] = list(dict.fromkeys([*record.get("filled", []), "alternate_names"]))
     return replace(options, alternate_names=path, fetch_alternate_names=None, fetched=record)
@@ -617,7 +618,7 @@ class GeoNamesKind(SourceKind):
             "options": {
                 **before.get("options", {}),
                 "fetch": options.fetch,
-                "mirror": geonames_base(options.mirror),
+                "mirror": Address.parse(geonames_base(options.mirror)).url,
             },
             "filled": list(
                 dict.fromkeys([*before.get("filled", []), *([] if options.admin1 else ["admin1"])])

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from chiezo.core import db, schema
+from chiezo.core.addresses import Address
 from chiezo.core.config import Settings
 from chiezo.core.errors import InputError
 from chiezo.core.geometry import point_in_ring
@@ -477,7 +478,10 @@ class OsmKind(SourceKind):
         record = {
             "input": True,
             "filled": [],
-            "options": {"fetch": options.fetch, "mirror": osm_base(options.mirror)},
+            "options": {
+                "fetch": options.fetch,
+                "mirror": Address.parse(osm_base(options.mirror)).url,
+            },
         }
         return Fetched([extract], replace(options, fetched=record), name="osm_" + region)
 

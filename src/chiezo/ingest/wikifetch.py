@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from chiezo.core.addresses import Address
 from chiezo.core.config import Settings
 from chiezo.core.errors import InputError
 from chiezo.core.progress import NullProgress, Progress
@@ -72,7 +73,7 @@ def fetch_dump(
         progress=progress,
         room=room,
     )
-    fetched = WikiDownload(dump=dump, date=date, site=base)
+    fetched = WikiDownload(dump=dump, date=date, site=Address.parse(base).url)  # recorded
     index = _index_file(status, name)
     if index is not None:  # lets the workers of `--ray` read their own streams (wikistreams.py)
         fetched.index = _fetch_index(base, wiki, date, index, target, progress)

@@ -90,21 +90,19 @@ def recorded_input(meta: dict[str, str]) -> dict[str, Any]:
     return without_credentials(_json(meta.get("input"), {}))
 
 
-def without_credentials(given: dict[str, Any]) -> dict[str, Any]:
-    """A recorded input whose addresses carry no user or password: a live source registered
-    before addresses were taken apart (core/addresses.py) recorded them as typed."""
+def without_credentials(given: Any) -> Any:
+    """A recorded input whose addresses carry no user or password, however deep: a live
+    source registered before addresses were taken apart (core/addresses.py) recorded them as
+    typed, and a download mirror is recorded as an option (``--mirror``)."""
     from chiezo.core.addresses import Address, has_credentials
 
-    return (
-        {
-            key: Address.parse(value).url
-            if isinstance(value, str) and has_credentials(value)
-            else value
-            for key, value in given.items()
-        }
-        if isinstance(given, dict)
-        else given
-    )
+    if isinstance(given, dict):
+        return {key: without_credentials(value) for key, value in given.items()}
+    if isinstance(given, list):
+        return [without_credentials(value) for value in given]
+    if isinstance(given, str) and has_credentials(given):
+        return Address.parse(given).url
+    return given
 
 
 def meta_int(value: str | None) -> int:
