@@ -56,6 +56,7 @@ def test_a_recorded_input_is_shown_without_credentials_however_deep():
     assert not has_credentials("/srv/user:pw@folder") and has_credentials("http://a:b@h")
 
 
+@pytest.mark.slow
 def test_a_mirror_behind_a_password_is_asked_with_it_and_named_without_it():
     def reply(path: str) -> Reply:
         return Reply(type="text/plain", body=b"the file")

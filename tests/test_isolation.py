@@ -29,6 +29,7 @@ def test_a_call_returns_its_value_and_raises_its_error():
     assert isolated.run(operator.mul, 6, 7, deadline=_ahead(30)) == 42  # the same child serves on
 
 
+@pytest.mark.slow
 def test_past_its_deadline_the_work_is_killed_and_the_next_call_is_answered():
     isolated = Isolated(512 * 2**20)
     isolated.run(len, "warm", deadline=_ahead(30))
@@ -41,6 +42,7 @@ def test_past_its_deadline_the_work_is_killed_and_the_next_call_is_answered():
     assert isolated.run(len, "again", deadline=_ahead(30)) == 5
 
 
+@pytest.mark.slow
 def test_work_that_needs_more_memory_than_its_cap_fails_as_such():
     isolated = Isolated(256 * 2**20)
     with pytest.raises(IsolatedFailure) as raised:

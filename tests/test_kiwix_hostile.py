@@ -206,6 +206,7 @@ def test_a_password_the_server_refuses_is_a_502_saying_so_without_showing_it(tmp
         assert "wrong-password-here" not in json.dumps(raised.value.to_dict("cli"))
 
 
+@pytest.mark.slow
 def test_an_llm_endpoints_credentials_go_into_requests_and_nowhere_else():
     from chiezo.answer.llm import Endpoint, LLMClient
 
@@ -418,6 +419,7 @@ def test_a_feed_of_thousands_answers_the_limit_and_caches_no_more(tmp_path):
         assert _cached_hits(service) == 1  # was 43,449 of 43,449
 
 
+@pytest.mark.slow
 def test_the_cache_lets_go_of_the_oldest_beyond_its_bounds_and_gc_reclaims_it(
     tmp_path, monkeypatch
 ):
@@ -441,6 +443,7 @@ def _on_disk(cache) -> int:
     return cache.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
 
+@pytest.mark.slow
 def test_a_cache_over_its_bytes_is_compacted_by_gc(tmp_path, monkeypatch):
     with HostileKiwix(_flood(50)) as server:
         service = _registered(server, tmp_path, timeout=10)
