@@ -317,6 +317,19 @@ def projected(case: Case, tmp_path: Path) -> tuple[list[int], int]:
     when another's splitters peaked), enough to project 9 GB from nothing."""
     sizes = [case.units, 2 * case.units, 4 * case.units]
     measured = [peak_build_memory(case, tmp_path, n) for n in sizes]
+    peaks, full = _projection(case, sizes, measured)
+    if full > LIMIT:
+        # What else runs can only push a peak up (CI once measured docs at 92 MiB for 600
+        # files against 81-83 in six runs alone, and projected 15.6 GB from that one point):
+        # over the limit, each size is measured again and its lower peak kept. Real growth
+        # shows again; noise does not.
+        again = [peak_build_memory(case, tmp_path, n) for n in sizes]
+        measured = [min(one, other) for one, other in zip(measured, again, strict=True)]
+        peaks, full = _projection(case, sizes, measured)
+    return peaks, full
+
+
+def _projection(case: Case, sizes: list[int], measured: list[tuple[int, int]]):
     peaks = [peak for peak, _ in measured]
     first, second = peaks[1] - peaks[0], peaks[2] - peaks[1]
     per_unit = max(0.0, (second - first) / case.units)
