@@ -348,3 +348,26 @@ def stored_vectors(generation: Path) -> dict[tuple[int, int, int], bytes]:
     found, matrix = VectorIndex(generation, vector_info(meta)).vectors([r[0] for r in rows])
     assert len(found) == len(rows), "every row's vector is in the index"
     return {tuple(r[1:]): v.astype("<f2").tobytes() for r, v in zip(rows, matrix, strict=True)}
+
+
+def zim_page(path: str, title: str, html: str):
+    """An HTML article for libzim's writer (``Creator.add_item``), listed as a front article."""
+    from libzim.writer import Hint, Item, StringProvider
+
+    class Page(Item):
+        def get_path(self) -> str:
+            return path
+
+        def get_title(self) -> str:
+            return title
+
+        def get_mimetype(self) -> str:
+            return "text/html"
+
+        def get_contentprovider(self):
+            return StringProvider(html)
+
+        def get_hints(self):
+            return {Hint.FRONT_ARTICLE: True}
+
+    return Page()

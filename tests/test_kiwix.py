@@ -10,9 +10,7 @@ import json
 import shutil
 import socket
 import subprocess
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -23,6 +21,7 @@ from chiezo.core.errors import BadQuery, InputError, NotFound, SourceUnavailable
 from chiezo.ops.requests import SearchRequest
 from chiezo.ops.service import Service
 from chiezo.surfaces.rest import create_app
+from hostile_kiwix import CATALOG, HostileKiwix, Reply
 from llm_stub import ScriptedLLM
 
 from helpers import RunningServer, data_file, free_port
@@ -223,48 +222,17 @@ def test_a_server_that_went_down_is_a_502_alone_and_a_note_among_others(tmp_path
         assert httpx.get(f"{server.url}/v1/search", params={"q": "piano"}).status_code == 200
 
 
-class Scripted:
+def Scripted(reply):  # noqa: N802 - a server, as the class it returns
     """A server on loopback that answers every GET with ``reply(path) -> (status, type,
-    body, delay[, headers])``: kiwix-serve as it should not be."""
+    body, delay[, headers])``: kiwix-serve as it should not be (tests/hostile_kiwix.py)."""
 
-    def __init__(self, reply):
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
+    def answer(path: str) -> Reply:
+        status, kind, body, delay, *headers = reply(path)
+        return Reply(status, kind, body, delay, headers=headers[0] if headers else {})
 
-            def do_GET(self):
-                status, kind, body, delay, *headers = reply(self.path)
-                time.sleep(delay)
-                try:
-                    self.send_response(status)
-                    for name, value in (headers[0] if headers else {}).items():
-                        self.send_header(name, value)
-                    self.send_header("Content-Type", kind)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up waiting: what the slow case is about
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+    return HostileKiwix(answer)
 
 
-CATALOG = (
-    b'<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom"><entry>'
-    b"<name>shop</name><title>Shop</title><language>eng</language>"
-    b"<articleCount>2</articleCount>"
-    b'<link type="text/html" href="/shop"/></entry></feed>'
-)
 BOMB = (
     b'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY a "aaaaaaaaaa">'
     b'<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]><rss><channel>&b;</channel></rss>'

@@ -18,7 +18,7 @@ from chiezo.core.config import Settings
 from chiezo.ops.service import Service
 from chiezo.surfaces.rest import create_app
 
-from helpers import RunningServer, browser_page, chromium
+from helpers import RunningServer, browser_page, chromium, zim_page
 
 # entry path → (title, a sentence only that entry holds)
 DOTTED = {
@@ -30,33 +30,16 @@ SECRET = "a file beside the archive, never served"
 
 
 def make_zim(path: Path) -> Path:
-    from libzim.writer import Creator, Hint, Item, StringProvider
+    from libzim.writer import Creator, Hint
 
-    class Page(Item):
-        def __init__(self, path: str, title: str, text: str):
-            super().__init__()
-            self.path, self.title, self.text = path, title, text
-
-        def get_path(self) -> str:
-            return self.path
-
-        def get_title(self) -> str:
-            return self.title
-
-        def get_mimetype(self) -> str:
-            return "text/html"
-
-        def get_contentprovider(self):
-            return StringProvider(f"<html><body><h1>{self.title}</h1><p>{self.text}</p></body>")
-
-        def get_hints(self):
-            return {Hint.FRONT_ARTICLE: True}
+    def page(entry: str, title: str, text: str):
+        return zim_page(entry, title, f"<html><body><h1>{title}</h1><p>{text}</p></body>")
 
     with Creator(str(path)).config_indexing(False, "eng") as creator:
         creator.add_metadata("Name", "dots")
-        creator.add_item(Page("A/Start", "Start", "The first page of the dotted archive."))
+        creator.add_item(page("A/Start", "Start", "The first page of the dotted archive."))
         for entry, (title, text) in DOTTED.items():
-            creator.add_item(Page(entry, title, text))
+            creator.add_item(page(entry, title, text))
         creator.add_redirection("A/Old", "Old", "A/../../etc/passwd", {Hint.FRONT_ARTICLE: True})
     return path
 

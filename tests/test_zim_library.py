@@ -18,30 +18,17 @@ from chiezo.ops.service import Service
 from chiezo.store.kinds import Skipped
 from chiezo.surfaces.cli.main import cli
 
+from helpers import zim_page
+
 
 def write_zim(path: Path, name: str, title: str, text: str) -> Path:
     """A ZIM of one article, ``A/{title}``, whose Name metadata is ``name``."""
-    from libzim.writer import Creator, Hint, Item, StringProvider
-
-    class Article(Item):
-        def get_path(self) -> str:
-            return f"A/{title}"
-
-        def get_title(self) -> str:
-            return title
-
-        def get_mimetype(self) -> str:
-            return "text/html"
-
-        def get_contentprovider(self):
-            return StringProvider(f"<html><body><h1>{title}</h1><p>{text}</p></body></html>")
-
-        def get_hints(self):
-            return {Hint.FRONT_ARTICLE: True}
+    from libzim.writer import Creator
 
     with Creator(str(path)).config_indexing(False, "eng") as creator:
         creator.add_metadata("Name", name)
-        creator.add_item(Article())
+        html = f"<html><body><h1>{title}</h1><p>{text}</p></body></html>"
+        creator.add_item(zim_page(f"A/{title}", title, html))
     return path
 
 
