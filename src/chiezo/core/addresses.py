@@ -44,7 +44,7 @@ class Credentials:
 
     def hidden(self) -> dict[str, str]:
         """Each form these credentials could take in a text, with what shows instead."""
-        forms = {f"{self.username}:{self.password}@": "", f"{self.username}@": ""}
+        forms = {f"{self.username}:{self.password}@": ""}
         if self.password:
             forms[f":{self.password}@"] = "@"
             if len(self.password) >= LONE_SECRET_CHARS:

@@ -521,10 +521,9 @@ def register(
     )
     with builder:
         builder.start_reading(0)
-        report = builder.finish()
-    if address.credentials is not None:
-        save_credentials(settings.corpus_dir / name, address.credentials)
-    return report
+        if address.credentials is not None:  # before the switch: no call goes without them
+            save_credentials(settings.corpus_dir / name, address.credentials)
+        return builder.finish()
 
 
 def source_name(book: Book) -> str:
