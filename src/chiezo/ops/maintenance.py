@@ -65,7 +65,6 @@ REMOVAL_GRACE_S = 600  # a .removed-* folder touched this recently may still be 
 # compact layout's 16 KiB pages).
 CONVERT_MIN_BYTES = 2**20
 DOC_CACHES = ("conversions.db", "read_docs.db")
-LIVE_SUFFIX = ".db.live"  # a live source's cache, beside its registration (store/live_cache.py)
 COMPACT_MIN_BYTES = 2**20  # less is not worth rewriting a cache a server may be writing
 
 
@@ -463,22 +462,27 @@ def _live_caches(settings: Settings, caches: bool) -> list[Item]:
     — within its bounds, its free pages given back — or, with ``caches``, emptied (its hits
     and articles are asked of the server again)."""
     items = []
-    for path in sorted(settings.corpus_dir.glob(f"*/*{LIVE_SUFFIX}")):
-        size = _size(path) + _size(Path(f"{path}-wal"))
-        item = Item(
-            "live",
-            str(path),
-            size,
-            source=path.parent.name,
-            state="live",
-            why="what a live source's server answered; asked again when needed",
-        )
-        if caches:
-            item.action, item.reclaim = "delete", size
-        elif (free := live_cache.reclaimable(path, LiveSource.bounds)) >= COMPACT_MIN_BYTES:
-            item.action, item.reclaim = "compact", free
-        items.append(item)
+    for directory in _folders(settings.corpus_dir):
+        if not directory.name.startswith("."):  # not a removal's or a build's scratch
+            items += [_live_cache(path, caches) for path in live_cache.caches_in(directory)]
     return items
+
+
+def _live_cache(path: Path, caches: bool) -> Item:
+    size = _size(path) + _size(Path(f"{path}-wal"))
+    item = Item(
+        "live",
+        str(path),
+        size,
+        source=path.parent.name,
+        state="live",
+        why="what a live source's server answered; asked again when needed",
+    )
+    if caches:
+        item.action, item.reclaim = "delete", size
+    elif (free := live_cache.reclaimable(path, LiveSource.bounds)) >= COMPACT_MIN_BYTES:
+        item.action, item.reclaim = "compact", free
+    return item
 
 
 def _stale_entries(path: Path, days: int) -> tuple[int, int]:

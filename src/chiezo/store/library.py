@@ -346,7 +346,7 @@ class LiveSource(Source):
 
     def __init__(self, name: str, path: Path, slots: LiveSlots | None = None):
         self.registration = path
-        self.cache_path = path.with_name(path.name + ".live")
+        self.cache_path = live_cache.path_of(path)
         if not self.cache_path.exists():
             live_cache.create(raw_meta(path) or {}, self.cache_path)
         self._writer_lock = threading.Lock()

@@ -22,6 +22,19 @@ from pathlib import Path
 from chiezo.core import db
 from chiezo.core.textnorm import normalise_title
 
+SUFFIX = ".live"  # the cache of generation gen-….db is gen-….db.live
+
+
+def path_of(registration: Path) -> Path:
+    return registration.with_name(registration.name + SUFFIX)
+
+
+def caches_in(folder: Path) -> list[Path]:
+    """The caches of the generations in a source's folder (a live source has one a
+    generation; a built source none)."""
+    return sorted(folder.glob(f"*{SUFFIX}"))
+
+
 # When each hit was last seen: the oldest are forgotten first.
 SEEN_TABLE = "CREATE TABLE IF NOT EXISTS seen (doc_id INTEGER PRIMARY KEY, at REAL NOT NULL)"
 TEXT_TABLES = ("chunks", "titles", "reads", "seen", "docs")  # what a document has here
@@ -122,11 +135,13 @@ def bound(conn, bounds: Bounds) -> bool:
     for _ in range(20):  # a tenth at a time: 20 tenths let go of everything
         if used_bytes(conn) <= bounds.bytes:
             break
-        freed = True
         if read := _count(conn, "reads"):
             _let_go(conn, max(read // 10, 1))
+        elif hits := _count(conn, "seen"):
+            _forget(conn, max(hits // 10, 1))
         else:
-            _forget(conn, max(_count(conn, "seen") // 10, 1))
+            break  # nothing left to let go: the schema alone is that large
+        freed = True
     return freed
 
 
@@ -195,8 +210,10 @@ def compact(path: Path, bounds: Bounds, *, empty: bool = False) -> None:
     """Bring the cache within ``bounds`` (``empty``: let go of everything) and give its free
     pages back, its pages given back as they go from then on. Raises ``db.Error`` when a
     server is writing it at that moment."""
-    with writing(path, Bounds(0, 0, 0) if empty else bounds):
-        pass
+    with writing(path, bounds) as conn:
+        if empty:
+            for table in TEXT_TABLES:
+                conn.execute(f"DELETE FROM {table}")
     conn = db.open_cache(path)
     try:
         conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
