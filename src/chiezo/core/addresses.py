@@ -127,10 +127,11 @@ def save_credentials(folder: Path, credentials: Credentials) -> None:
     made whole before it is in place (a reader never sees half a file)."""
     path = credentials_path(folder)
     tmp = path.with_name(f".{CREDENTIALS_FILE}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp.unlink(missing_ok=True)  # left by a write that died
+    # a new file, never through a link someone left in its place, this user's alone
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         json.dump(credentials.to_json(), out)
-    os.chmod(tmp, 0o600)  # a file left by a failed write could have had other bits
     os.replace(tmp, path)
 
 

@@ -115,22 +115,21 @@ class _Worker:
 
 
 class Isolated:
-    """Up to ``workers`` child processes, each doing one call at a time."""
+    """Child processes each doing one call at a time: one more is started when every one is
+    busy, so callers are bounded by whoever calls (a live source's slots), not here."""
 
-    def __init__(self, memory_bytes: int, workers: int = 1) -> None:
+    def __init__(self, memory_bytes: int) -> None:
         self.memory_bytes = memory_bytes
         self._idle: queue.LifoQueue[_Worker] = queue.LifoQueue()
-        self._room = threading.BoundedSemaphore(workers)
 
     def run(self, work: Callable[..., Any], *args: Any, deadline: float) -> Any:
         """``work(*args)`` in a child, by ``deadline`` (time.monotonic()). ``work`` must be
         importable by name (it is sent by reference)."""
-        worker = self._take(deadline)
+        worker = self._take()
         try:
             reply = self._call(worker, work, args, deadline)
         except BaseException:
             worker.stop()  # killed mid-call, or the pipe broke: never used again
-            self._room.release()
             raise
         worker.idle_since = time.monotonic()
         self._idle.put(worker)
@@ -141,8 +140,8 @@ class Isolated:
             raise IsolatedFailure("memory", f"it needed more than {self.memory_bytes >> 20} MiB")
         raise IsolatedFailure("error", value)
 
-    def _take(self, deadline: float) -> _Worker:
-        """An idle child, a new one while there is room, else the first to come back."""
+    def _take(self) -> _Worker:
+        """An idle child, else a new one."""
         while True:  # an idle child that died meanwhile (killed from outside) is let go
             try:
                 worker = self._idle.get_nowait()
@@ -152,13 +151,10 @@ class Isolated:
             if worker.process.poll() is None and worker.idle_for() < IDLE_EXIT_S - IDLE_MARGIN_S:
                 return worker
             worker.stop()
-            self._room.release()
-        if self._room.acquire(blocking=False):
-            return _Worker(self.memory_bytes)
         try:
-            return self._idle.get(timeout=max(deadline - time.monotonic(), 0.0))
-        except queue.Empty:
-            raise IsolatedFailure("timeout", "no process was free before the deadline") from None
+            return _Worker(self.memory_bytes)
+        except OSError as exc:  # no process could be started (out of memory, pids, fds)
+            raise IsolatedFailure("error", f"no process could be started ({exc})") from exc
 
     def _call(self, worker: _Worker, work, args, deadline: float) -> tuple[str, Any]:
         try:

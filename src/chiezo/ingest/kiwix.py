@@ -56,7 +56,6 @@ MAX_PASSAGES = 20_000  # a real article has hundreds; 800,000 headings make as m
 # (2.5 MiB) peaked at 165 MiB, in 0.18 s. A real 16 MiB article fits; one built to expand
 # finds the limit (a MemoryError there, a 502 here).
 CONVERT_MEMORY = 1024 * 2**20
-CONVERTERS = 2  # processes converting at once in one server process (its live slots)
 MAX_REDIRECTS = 5  # an entry redirecting to its article, kiwix-serve's old URLs to its new
 log = logging.getLogger("chiezo.kiwix")
 NS = {
@@ -484,7 +483,7 @@ def _converted(path: str, markup: str, title: str) -> Doc | None:
 
 @functools.lru_cache(maxsize=1)
 def _converters(pid: int) -> Isolated:
-    return Isolated(CONVERT_MEMORY, workers=CONVERTERS)
+    return Isolated(CONVERT_MEMORY)
 
 
 def _converter() -> Isolated:
