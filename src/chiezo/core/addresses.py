@@ -85,11 +85,6 @@ class Address:
         params = tuple(parse_qsl(parts.query, keep_blank_values=True))
         return cls(url, credentials, params)
 
-    @property
-    def origin(self) -> str:
-        parts = urlsplit(self.url)
-        return f"{parts.scheme}://{parts.netloc}"
-
     def shown(self) -> str:
         """The address as a person may read it: the query's names, never its values."""
         if not self.params:

@@ -45,9 +45,6 @@ class Deadline:
     def after(cls, seconds: float) -> Deadline:
         return cls(time.monotonic() + seconds, seconds)
 
-    def left(self) -> float:
-        return self.at - time.monotonic()
-
 
 class TooLarge(Exception):
     """The server answered more than the bytes allowed."""
@@ -127,7 +124,6 @@ def get(
     deadline: float,
     limit: int,
     auth: tuple[str, str] | None = None,
-    params: tuple[tuple[str, str], ...] = (),
 ) -> httpx.Response:
     """GET ``url``, whole by ``deadline`` (time.monotonic()) and at most ``limit`` bytes of
     body: ``httpx.TimeoutException`` when the deadline passes at any point of the exchange,
@@ -137,9 +133,7 @@ def get(
     timeouts = httpx.Timeout(wait, connect=min(CONNECT_SECONDS, wait))
     client = _client(os.getpid())
     with _until(deadline):
-        request = client.build_request(
-            "GET", url, params=list(params) or None, headers=IDENTITY, timeout=timeouts
-        )
+        request = client.build_request("GET", url, headers=IDENTITY, timeout=timeouts)
         response = client.send(request, auth=httpx.BasicAuth(*auth) if auth else None, stream=True)
         try:
             if response.headers.get("content-encoding", "identity").lower() != "identity":
