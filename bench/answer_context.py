@@ -78,30 +78,40 @@ def chiezo(data: Path, *args: str) -> None:
     )
 
 
-def prepare(data: Path, rng: random.Random) -> dict[str, list[dict]]:
-    """Build what is missing — the library in ``data/library``, the JaQuAD sources in
-    ``data/jaquad`` (apart: searched together, JaQuAD's own Wikipedia articles would crowd the
-    library's) — and return the question sets."""
+def prepare(data: Path, rng: random.Random, wanted: list[str]) -> dict[str, list[dict]]:
+    """Build what the ``wanted`` sets need and is missing — the library in ``data/library``,
+    the JaQuAD sources in ``data/jaquad`` (apart: searched together, JaQuAD's own Wikipedia
+    articles would crowd the library's) — and return the question sets."""
     library, jaquad = data / "library", data / "jaquad"
     once = _builder(data)
-    once(
-        library,
-        "jawiki",
-        "ingest",
-        "wikipedia",
-        str(JAWIKI),
-        "--name",
-        "jawiki",
-        "--allow-truncated",
-        "--embed",
-        MODEL,
-    )
-    once(
-        library, "enwiki", "ingest", "wikipedia", str(ENWIKI), "--name", "enwiki", "--embed", MODEL
-    )
-    once(library, "geonames", "ingest", "geonames", str(GEONAMES), "--admin1", str(ADMIN1))
-    once(library, "guide", "ingest", "docs", str(ROOT / "sample"), "--name", "guide")
-    once(library, "chiezo-docs", "ingest", "docs", str(ROOT / "docs"), "--name", "chiezo-docs")
+    if {"shared", "library"} & set(wanted):
+        once(
+            library,
+            "jawiki",
+            "ingest",
+            "wikipedia",
+            str(JAWIKI),
+            "--name",
+            "jawiki",
+            "--allow-truncated",
+            "--embed",
+            MODEL,
+        )
+    if "library" in wanted:
+        once(
+            library,
+            "enwiki",
+            "ingest",
+            "wikipedia",
+            str(ENWIKI),
+            "--name",
+            "enwiki",
+            "--embed",
+            MODEL,
+        )
+        once(library, "geonames", "ingest", "geonames", str(GEONAMES), "--admin1", str(ADMIN1))
+        once(library, "guide", "ingest", "docs", str(ROOT / "sample"), "--name", "guide")
+        once(library, "chiezo-docs", "ingest", "docs", str(ROOT / "docs"), "--name", "chiezo-docs")
     sets = {"shared": _shared(), "library": _shared()}
     train, dev = _jaquad("train"), _jaquad("dev")
     for name, articles, whole in (
@@ -109,12 +119,14 @@ def prepare(data: Path, rng: random.Random) -> dict[str, list[dict]]:
         ("long-dev", train, True),
         ("long-check", dev, True),
     ):
+        questions = [q for a in articles for q in a["questions"]]
+        sets[name] = rng.sample(questions, min(len(questions), 300))  # the same draw always
+        if name not in wanted:
+            continue
         folder = data / "folders" / name
         if not folder.exists():
             _write_docs(folder, articles, whole)
         once(jaquad, name, "ingest", "docs", str(folder), "--name", name, "--embed", MODEL)
-        questions = [q for a in articles for q in a["questions"]]
-        sets[name] = rng.sample(questions, min(len(questions), 300))
     return sets
 
 
@@ -176,18 +188,22 @@ def _write_docs(folder: Path, articles: list[dict], whole: bool) -> None:
 # -- measuring ----------------------------------------------------------------------------------
 
 
-def measure(service, questions: list[dict], source: str | None, selections) -> dict:
-    """Per selection: answer in the excerpts, in excerpt 1, mean characters, ms."""
+def measure(service, questions: list[dict], source: str | None, selections, rankers) -> dict:
+    """Per selection: answer in the excerpts, in excerpt 1, mean characters, ms; and per
+    sentence ranker, on the excerpts of the last selection (what `ask` sends): answer in
+    sentence 1, in the first three, sentence 1's mean characters, ms."""
     from chiezo.answer import rag
     from chiezo.answer.options import AnswerOptions
 
     options = AnswerOptions(source=source).resolved(service.settings)
     names = [s["name"] for s in service.sources()]
     found = {name: {"in": 0, "first": 0, "chars": [], "ms": []} for name in selections}
+    said = {name: {"first": 0, "three": 0, "chars": [], "ms": []} for name in rankers}
     for q in questions:
         plan = rag.plan_queries(q["question"], None, names)
         hits, _ = rag.find_documents(service, plan, source, options.excerpts)
         gold = [folded(a) for a in q["answers"] if a.strip()]
+        excerpts = []
         for name, select in selections.items():
             started = time.perf_counter()
             excerpts = select(service, hits, q["question"], options.budget)
@@ -196,8 +212,15 @@ def measure(service, questions: list[dict], source: str | None, selections) -> d
             found[name]["in"] += any(g in t for g in gold for t in texts)
             found[name]["first"] += bool(texts) and any(g in texts[0] for g in gold)
             found[name]["chars"].append(sum(len(e.text) for e in excerpts))
+        for name, rank in rankers.items():
+            started = time.perf_counter()
+            sentences = [folded(s.text) for s in rank(q["question"], excerpts, 3)]
+            said[name]["ms"].append((time.perf_counter() - started) * 1000)
+            said[name]["first"] += bool(sentences) and any(g in sentences[0] for g in gold)
+            said[name]["three"] += any(g in s for g in gold for s in sentences[:3])
+            said[name]["chars"].append(len(sentences[0]) if sentences else 0)
     n = max(len(questions), 1)
-    return {
+    out = {
         name: {
             "questions": len(questions),
             "answer_in_excerpts": round(f["in"] / n, 3),
@@ -207,6 +230,39 @@ def measure(service, questions: list[dict], source: str | None, selections) -> d
         }
         for name, f in found.items()
     }
+    for name, f in said.items():
+        out[name] = {
+            "questions": len(questions),
+            "answer_in_sentence_1": round(f["first"] / n, 3),
+            "answer_in_sentences_1_3": round(f["three"] / n, 3),
+            "sentence_1_mean_chars": round(statistics.mean(f["chars"]) if f["chars"] else 0),
+            "ms_median": round(statistics.median(f["ms"]) if f["ms"] else 0, 1),
+        }
+    return out
+
+
+def answer_sentences(question, excerpts, limit):
+    """The answer without a model (answer/sentences.py, issue #43 item 5)."""
+    from chiezo.answer.sentences import answer_sentences as ranked
+
+    return ranked(question, excerpts, limit)
+
+
+def bigram_sentences(question, excerpts, limit):
+    """The baseline named by issue #43: the excerpts' sentences (as the model reads them,
+    support.split_sentences) ranked by how many of the question's character bigrams each
+    holds, the earlier first among equals; whole, none left out."""
+    from chiezo.answer.sentences import AnswerSentence
+    from chiezo.answer.support import split_sentences
+
+    def grams(text: str) -> set[str]:
+        text = folded(text)
+        return {text[i : i + 2] for i in range(len(text) - 1)}
+
+    asked = grams(question)
+    pool = [(s, e.n) for e in excerpts for s in split_sentences(e.text)]
+    ranked = sorted(pool, key=lambda p: -len(asked & grams(p[0])))
+    return [AnswerSentence(text, n) for text, n in ranked[:limit]]
 
 
 def evidence(service, hits, question, budget):
@@ -292,6 +348,11 @@ def main() -> None:
     parser.add_argument("--sets", default=",".join(SOURCE_OF))
     parser.add_argument("--limit", type=int, default=0, help="questions per set (0: all)")
     parser.add_argument("--seed", type=int, default=29)
+    parser.add_argument(
+        "--sentences-only",
+        action="store_true",
+        help="measure only the excerpts `ask` sends (not the selection before #29)",
+    )
     args = parser.parse_args()
 
     from chiezo.core.config import Settings
@@ -299,17 +360,21 @@ def main() -> None:
 
     rng = random.Random(args.seed)
     args.data.mkdir(parents=True, exist_ok=True)
-    sets = prepare(args.data, rng)
+    wanted = args.sets.split(",")
+    sets = prepare(args.data, rng, wanted)
     services = {
         where: Service(Settings(data_dir=args.data / where)) for where in ("library", "jaquad")
     }
     selections = {"before #29": before_29, "evidence": evidence}
+    if args.sentences_only:
+        selections = {"evidence": evidence}
+    rankers = {"sentences: bigrams": bigram_sentences, "sentences: ranked": answer_sentences}
     report = {"sets": {}, "budget": services["library"].settings.answer_budget}
-    for name in args.sets.split(","):
+    for name in wanted:
         questions = sets[name][: args.limit] if args.limit else sets[name]
         console.print(f"[bold]{name}[/] ({len(questions)} questions)")
         where, source = SOURCE_OF[name]
-        report["sets"][name] = measure(services[where], questions, source, selections)
+        report["sets"][name] = measure(services[where], questions, source, selections, rankers)
     show(report)
     out = HERE / "results" / f"answer_context-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(exist_ok=True)
@@ -329,8 +394,32 @@ def show(report: dict) -> None:
         "ms (median)",
     ):
         table.add_column(column, justify="right")
+    said = Table(title="an answer without a model: sentences of those excerpts (issue #43)")
+    for column in (
+        "set",
+        "ranking",
+        "questions",
+        "answer in excerpts",
+        "in sentence 1",
+        "in sentences 1-3",
+        "sentence 1 chars",
+        "ms (median)",
+    ):
+        said.add_column(column, justify="right")
     for name, rows in report["sets"].items():
         for selection, r in rows.items():
+            if "answer_in_sentence_1" in r:
+                said.add_row(
+                    name,
+                    selection.removeprefix("sentences: "),
+                    str(r["questions"]),
+                    f"{rows['evidence']['answer_in_excerpts']:.3f}",
+                    f"{r['answer_in_sentence_1']:.3f}",
+                    f"{r['answer_in_sentences_1_3']:.3f}",
+                    f"{r['sentence_1_mean_chars']:,}",
+                    f"{r['ms_median']:.1f}",
+                )
+                continue
             table.add_row(
                 name,
                 selection,
@@ -341,6 +430,7 @@ def show(report: dict) -> None:
                 f"{r['ms_median']:.1f}",
             )
     console.print(table)
+    console.print(said)
 
 
 if __name__ == "__main__":

@@ -131,7 +131,7 @@ def test_a_passage_too_long_for_what_is_left_keeps_the_window_where_its_words_ar
 def test_an_answer_cites_the_documents_it_came_from(library):
     plan = '```json\n{"queries": ["夏目漱石"], "source": "jawiki"}\n```'
     with ScriptedLLM(scripted(plan, "<think>考え中</think>1867年2月9日に生まれた [1]。")) as stub:
-        result = service_with(library, stub.url).ask("夏目漱石はいつ生まれましたか？")
+        result = service_with(library, stub.url).ask("夏目漱石はいつ生まれましたか？", plan="model")
     assert result.answer == "1867年2月9日に生まれた [1]。"
     assert result.references[0]["title"] == "夏目漱石" and result.cited == [1]
     assert result.queries == ["夏目漱石"] and result.planner == "model"
@@ -143,7 +143,7 @@ def test_an_answer_cites_the_documents_it_came_from(library):
 @pytest.mark.slow
 def test_an_unusable_plan_falls_back_to_keywords_visibly(library):
     with ScriptedLLM(scripted("I think you should search the web.", "港区にある [1]")) as stub:
-        result = service_with(library, stub.url).ask("東京タワーはどこにある？")
+        result = service_with(library, stub.url).ask("東京タワーはどこにある？", plan="model")
     assert result.planner == "keywords" and "東京タワー" in result.queries
     assert result.references[0]["title"] == "東京タワー"
     assert any("unusable" in w for w in result.warnings)
@@ -264,7 +264,7 @@ def test_rest_ask_chat_strict_and_streaming(library):
         ):
             body = client.get("/v1/ask", params={"q": "浅草寺はどこにある？"}).json()
             assert body["cited"] == [1] and body["references"][0]["title"] == "浅草寺"
-            assert body["queries"] == ["浅草寺"] and body["grounded"] is True
+            assert "浅草寺" in body["queries"] and body["grounded"] is True
             turn = client.post(
                 "/v1/chat",
                 json={
@@ -411,7 +411,7 @@ def test_a_slow_endpoint_times_out_and_the_next_one_answers(library):
             llm_model="stub-model",
             llm_timeout=1,
         )
-        result = Service(settings).ask("浅草寺はどこ？")
+        result = Service(settings).ask("浅草寺はどこ？", plan="model")
     assert result.answer == "台東区 [1]" and result.planner == "model"
 
 

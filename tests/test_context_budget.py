@@ -538,7 +538,9 @@ def test_a_slow_planner_gives_way_to_keywords_after_chiezo_plan_timeout(library)
         return {"content": PLAN, "delay": 3} if planning else {"content": ANSWER}
 
     with ContextStub(reply=slow_plan) as stub:
-        result = service(library, stub, plan_timeout=1).ask("夏目漱石はいつ生まれましたか？")
+        result = service(library, stub, plan_timeout=1).ask(
+            "夏目漱石はいつ生まれましたか？", plan="model"
+        )
     assert result.planner == "keywords" and result.answer == ANSWER
     assert any("planning within 1 s (CHIEZO_PLAN_TIMEOUT)" in w for w in result.warnings)
 

@@ -32,13 +32,15 @@ from typing import Any
 
 from chiezo.answer import budget
 from chiezo.answer.context import ContextWindow
+from chiezo.answer.excerpt import Excerpt
 from chiezo.answer.llm import LLMClient, Stage
 from chiezo.answer.options import AnswerOptions
 from chiezo.answer.plan import keyword_queries, strip_reasoning
 from chiezo.answer.rag import HISTORY_TURNS, NO_BASIS, Answer, language_of
+from chiezo.answer.sentences import answer_sentences
 from chiezo.answer.tool_calls import Tool, Toolbox, call_tool, error_text
 from chiezo.core.config import ENV
-from chiezo.core.errors import BadQuery, ContextExceeded
+from chiezo.core.errors import BadQuery, ContextExceeded, LLMTimeout, LLMUnavailable
 
 AGENT_PROMPT = """You answer questions by looking things up in a library with the tools given.
 Search first, read documents when a snippet is not enough, and answer ONLY from what the tools
@@ -58,6 +60,9 @@ citing each fact as [n] with the numbers given; if they do not contain the answe
 library does not say."""
 
 SELF_SEARCH_ID = "chiezo-lookup"
+# Seconds of the run's deadline kept for the answer without tools once the steps stop (at most
+# a third of it): a run that spent it all on tool calls ended with nothing (issue #43).
+FINAL_RESERVE = 30.0
 WRITE_TOOLS = ("remember",)  # offered when writes are allowed; update/forget never are
 
 
@@ -237,6 +242,7 @@ class Run:
             self._fit_opening(room, turns)
         self.started = time.monotonic()
         self.model: str | None = None
+        self.reserve = min(FINAL_RESERVE, options.deadline / 3)
 
     def _opening(self, turns: list[dict]) -> list[dict[str, Any]]:
         return [
@@ -305,11 +311,14 @@ class Run:
         return reply
 
     def _chat(self, schemas):
+        """A step's call ends in time to leave the final answer its reserve; the final
+        answer (no tools) may take what is left."""
+        left = self.left() - (self.reserve if schemas else 0.0)
         return self.llm.chat(
             self.messages,
             tools=schemas,
             max_tokens=self.options.max_tokens,
-            timeout=max(5.0, self.left()),
+            timeout=max(5.0, left),
             stage=self.stage,
         )
 
@@ -421,20 +430,51 @@ def run_agent(
     final = _converse(run)
     if final is None:
         run.messages.append({"role": "user", "content": FINAL_PROMPT})
-        final = run.ask_model(tools=False).content
+        try:
+            final = run.ask_model(tools=False).content
+        except LLMUnavailable as exc:  # the final answer failed too: what was found stands
+            return _findings(run, exc)
     return _finish(run, strip_reasoning(final or ""), service)
+
+
+def _findings(run: Run, exc: LLMUnavailable) -> Answer:
+    """The run's result when no model answer came at all: the library's own sentences from
+    what the tools returned, each citing its reference, the cause said (issue #43: a run out
+    of time printed nothing)."""
+    if not run.references.items:
+        raise exc
+    excerpts = [
+        Excerpt(r["n"], r["source"], r["doc_id"], r["title"], r.get("url"),
+                run.references.texts.get(r["n"], ""))
+        for r in run.references.items
+    ]  # fmt: skip
+    sentences = answer_sentences(run.question, excerpts)
+    cause = str(exc.extras.get("cause") or "failed")
+    answer = run.answer(
+        " ".join(f"{s.text} [{s.ref}]" for s in sentences),
+        f"the model gave no final answer ({exc.message}); the library's own sentences stand in",
+    )
+    answer.sentences, answer.stopped, answer.model = sentences, cause, None
+    answer.calls = [c.to_dict() for c in run.llm.calls]
+    return answer.check(run.references.texts)
 
 
 def _converse(run: Run) -> str | None:
     """Tool calls until the model answers (None: a budget ran out first)."""
     for step in range(1, run.options.steps + 1):
-        if run.left() <= 1:
+        if run.left() <= run.reserve:
             run.warnings.append("the deadline ran out; answered from what was found")
             return None
         if step > 1 and not run.fits(tools=True):
             run.warnings.append("the model's context is full; answered from what was found")
             return None
-        reply = run.ask_model(tools=True)
+        try:
+            reply = run.ask_model(tools=True)
+        except LLMTimeout:  # a step that outlasts its share: answer from what was found
+            if not run.looked_up() and run.options.grounded:
+                run.self_search(step)
+            run.warnings.append("a step ran out of time; answered from what was found")
+            return None
         if reply.tool_calls:
             run.take_step(step, reply.tool_calls, reply.content or "")
         elif run.options.grounded and not run.looked_up():

@@ -40,6 +40,16 @@ from chiezo.core.errors import (
 
 PROBE_TIMEOUT = httpx.Timeout(5.0, connect=3.0)  # learning the context: a quick question
 CONNECT_TIMEOUT = 10.0  # a model request's connection; the rest is the stage's deadline
+# Sampling against loops, sent with every answer (docs/design.md §38.2: on SmolLM2-135M greedy
+# decoding looped on N of M questions without them). llama.cpp: a mild repeat penalty over the
+# recent window and its DRY sampler, which penalises extending a sequence already written;
+# elsewhere the one standard knob.
+LOOP_GUARDS: dict[str, dict[str, Any]] = {
+    "llama.cpp": {"repeat_penalty": 1.1, "repeat_last_n": 256, "dry_multiplier": 0.8},
+    "openai": {"frequency_penalty": 0.3},
+}
+MIN_FIRST_TOKEN = 10.0  # seconds: the least an adapted first-token deadline allows
+PACE_MARGIN = 4.0  # an adapted first-token deadline: this many times the expected wait
 
 
 @dataclass(frozen=True)
@@ -113,12 +123,73 @@ def answer_stage(seconds: float) -> Stage:
 
 
 @dataclass
+class Call:
+    """One model call, timed: what the answers log keeps and a result reports (``calls``)."""
+
+    stage: str
+    tokens_in: int | None = None  # the endpoint's count where it reports usage, else estimated
+    tokens_out: int | None = None
+    first_token_s: float | None = None
+    seconds: float | None = None
+    finish: str | None = None  # stop, length, the failure's kind, or stopped (by Chiezo)
+    started: float = field(default_factory=time.monotonic, repr=False)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def done(self, finish: str | None = None, *, usage: dict | None = None) -> None:
+        """The call ended (the first ending counts: later calls are no-ops)."""
+        if self.seconds is None:
+            self.seconds = round(self.elapsed(), 3)
+            self.finish = self.finish or finish
+        if isinstance(usage, dict):
+            self.tokens_in = _int(usage.get("prompt_tokens")) or self.tokens_in
+            self.tokens_out = _int(usage.get("completion_tokens")) or self.tokens_out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "seconds": self.seconds,
+            "first_token_s": None if self.first_token_s is None else round(self.first_token_s, 3),
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "finish": self.finish,
+        }
+
+
+class _Pace:
+    """How fast each endpoint read a prompt, as this process saw it (seconds per prompt
+    token, the slowest recent call): the next answer's first-token deadline is sized by it."""
+
+    def __init__(self) -> None:
+        self._per_token: dict[str, float] = {}
+
+    def learn(self, endpoint: Endpoint, call: Call) -> None:
+        if call.first_token_s is None or not call.tokens_in:
+            return
+        seen = call.first_token_s / call.tokens_in
+        self._per_token[endpoint.url] = max(seen, 0.5 * self._per_token.get(endpoint.url, 0))
+
+    def expected(self, endpoint: Endpoint, prompt_tokens: int) -> float | None:
+        per_token = self._per_token.get(endpoint.url)
+        return None if per_token is None else per_token * prompt_tokens
+
+
+_PACE = _Pace()
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass
 class ChatReply:
     content: str
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     model: str = ""
     endpoint: str = ""
     finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
 
 
 @dataclass
@@ -154,6 +225,7 @@ class LLMClient:
         self.streamed_model: str | None = None  # the model that answered the last stream
         self._probe: Probe | None = None
         self._learned: ContextWindow | None = None  # from an overflow reply: the truth
+        self.calls: list[Call] = []  # each model call made through this client, timed
 
     # -- plain requests ------------------------------------------------------------------------
 
@@ -175,6 +247,7 @@ class LLMClient:
         late: Endpoint | None = None  # the first endpoint that took too long
         for endpoint in self.endpoints:
             body = self._body(endpoint, messages, tools, max_tokens, temperature, stream=False)
+            record = Call(stage.name, self.count_prompt(messages))
             try:
                 response = httpx.post(
                     f"{endpoint.base}/chat/completions",
@@ -185,11 +258,18 @@ class LLMClient:
             except httpx.HTTPError as exc:
                 late = late or (endpoint if _working_timeout(exc) else None)
                 failures.append(f"{endpoint.url}: {_describe(exc)}")
+                record.done(finish=type(exc).__name__)
+                self.calls.append(record)
                 continue
             if response.status_code >= 400:
+                record.done(finish=f"HTTP {response.status_code}")
+                self.calls.append(record)
                 failures.append(self._refused(endpoint, response))
                 continue
-            return _reply(endpoint, response)
+            reply = _reply(endpoint, response)
+            record.done(reply.finish_reason, usage=reply.usage)
+            self.calls.append(record)
+            return reply
         raise _none_answered(failures, late, stage)
 
     def stream(
@@ -199,18 +279,24 @@ class LLMClient:
         max_tokens: int = 512,
         temperature: float = 0.0,
         stage: Stage | None = None,
+        first_token: float | None = None,
     ) -> Iterator[str]:
         """Text deltas. The first endpoint that accepts the request streams; a failure before
         the first delta moves on to the next endpoint, one after it ends the stream with an
-        error (what was sent cannot be taken back, nor sent again by another endpoint). The
-        stage's deadline (default: the client's timeout) holds for the whole answer, not each
-        piece: a server that trickles forever is stopped too."""
+        error (what was sent cannot be taken back, nor sent again by another endpoint). Two
+        deadlines: ``first_token`` seconds until the first visible piece (whitespace is not
+        one; default: the stage's), and the stage's for the whole answer, not each piece: a
+        server that trickles forever is stopped too. The request carries the sampling guards
+        against loops the endpoint takes (:data:`LOOP_GUARDS`); the call is recorded in
+        :attr:`calls`."""
         stage = stage or answer_stage(self.timeout)
+        wait = min(first_token or stage.seconds, stage.seconds)
         failures: list[str] = []
         late: Endpoint | None = None
         for endpoint in self.endpoints:
-            started = time.monotonic()
+            record = Call(stage.name, self.count_prompt(messages))
             body = self._body(endpoint, messages, None, max_tokens, temperature, stream=True)
+            body.update(self.loop_guards(endpoint))
             sent = False
             try:
                 with httpx.stream(
@@ -218,21 +304,30 @@ class LLMClient:
                     f"{endpoint.base}/chat/completions",
                     json=body,
                     **endpoint.sent(),
-                    timeout=_request_timeout(stage.seconds),
+                    timeout=_request_timeout(wait),
                 ) as response:
                     if response.status_code >= 400:
                         response.read()
                         failures.append(self._refused(endpoint, response))
                         continue
                     self.streamed_model = endpoint.model
-                    for text, model in _deltas(response, endpoint):
+                    self.calls.append(record)
+                    for text, model in _deltas(response, endpoint, record):
                         self.streamed_model = model or self.streamed_model
-                        sent = True
-                        yield text
-                        if time.monotonic() - started > stage.seconds:
-                            raise _timeout(endpoint, stage, mid_answer=True)
+                        if text and not sent and text.strip():
+                            sent = True
+                            record.first_token_s = record.elapsed()
+                        if text and sent:
+                            yield text
+                        if not sent and record.elapsed() > wait:
+                            raise _first_token_timeout(endpoint, wait)
+                        if record.elapsed() > stage.seconds:
+                            raise _timeout(endpoint, stage, mid_answer=sent)
+                    record.done()
+                    _PACE.learn(endpoint, record)
                     return
             except (httpx.HTTPError, _CutShort) as exc:
+                record.done(finish=type(exc).__name__)
                 if sent and _working_timeout(exc):
                     raise _timeout(endpoint, stage, mid_answer=True) from exc
                 late = late or (endpoint if _working_timeout(exc) else None)
@@ -245,7 +340,34 @@ class LLMClient:
                     ) from exc
                 failures.append(f"{endpoint.url}: {_describe(exc)}")
                 continue
+            finally:
+                record.done(finish="stopped")  # the reader stopped early (a loop): a no-op else
+        if late is not None and wait < stage.seconds:  # none sent a first piece in time
+            raise _with_others(_first_token_timeout(late, wait), failures, late)
         raise _none_answered(failures, late, stage)
+
+    def first_token_deadline(self, messages: list[dict[str, Any]], configured: float) -> float:
+        """Seconds to wait for an answer's first piece: ``configured``
+        (``CHIEZO_LLM_FIRST_TOKEN_TIMEOUT``), or less once this process has seen the endpoint
+        read a prompt — :data:`PACE_MARGIN` times what reading this one should take, never
+        under :data:`MIN_FIRST_TOKEN` (a busy machine is slower than the last call)."""
+        expected = _PACE.expected(self.endpoints[0], self.count_prompt(messages))
+        if expected is None:
+            return configured
+        return min(configured, max(MIN_FIRST_TOKEN, PACE_MARGIN * expected))
+
+    def count_prompt(self, messages: list[dict[str, Any]]) -> int:
+        """The prompt's tokens, estimated (no request: the count is for timing)."""
+        return context.estimate_tokens(context.message_text(messages, None))
+
+    def loop_guards(self, endpoint: Endpoint) -> dict[str, Any]:
+        """The sampling settings against loops this endpoint takes: llama.cpp's repeat
+        penalty and DRY sampler where its ``/props`` answered, else the standard
+        ``frequency_penalty`` every OpenAI-compatible server knows."""
+        probe = self.probe()
+        if probe.endpoint == endpoint and probe.tokenizer == "llama.cpp":
+            return dict(LOOP_GUARDS["llama.cpp"])
+        return dict(LOOP_GUARDS["openai"])
 
     # -- the context window and counting ---------------------------------------------------------
 
@@ -361,7 +483,11 @@ class LLMClient:
         return [m.get("id", "") for m in data.get("data", []) if isinstance(m, dict)]
 
     def check(self, endpoint: Endpoint) -> dict[str, Any]:
-        """For ``chiezo doctor``: reachable? does the configured model exist? its context?"""
+        """For ``chiezo doctor`` and the web chat: reachable? which models does it list, and
+        which one answers the configured name? its context? A name that is not listed is
+        tried with a 1-token request before it is called missing: llama.cpp's server lists
+        its model under the file's path or ``--alias`` and answers any name with it, where
+        Ollama and vLLM refuse an unknown one (issue #43)."""
         try:
             listed = self.models(endpoint)
         except httpx.HTTPStatusError as exc:
@@ -372,19 +498,22 @@ class LLMClient:
             }
         except (httpx.HTTPError, ValueError, AttributeError) as exc:
             return {"url": endpoint.shown, "ok": False, "problem": f"unreachable: {_describe(exc)}"}
-        if endpoint.model and endpoint.model not in listed:
-            return {
-                "url": endpoint.shown,
-                "ok": False,
-                "models": listed,
-                "problem": f"no model named {endpoint.model!r} here",
-            }
         out = {
             "url": endpoint.shown,
             "ok": True,
             "models": listed,
             "model": endpoint.model or (listed[0] if listed else None),
         }
+        if endpoint.model and endpoint.model not in listed:
+            tried = _try_unlisted(endpoint, listed)
+            if tried.problem is not None:
+                return {
+                    "url": endpoint.shown,
+                    "ok": False,
+                    "models": listed,
+                    "problem": tried.problem,
+                }
+            out["model"], out["note"] = tried.model, tried.note
         said = _probe(endpoint).window
         if said is not None:
             out["context"] = said.tokens
@@ -400,6 +529,8 @@ class LLMClient:
             "temperature": temperature,
             "stream": stream,
         }
+        if stream:  # the token counts, in a last chunk (OpenAI's option; llama.cpp, vLLM)
+            body["stream_options"] = {"include_usage": True}
         if endpoint.model:
             body["model"] = endpoint.model
         if tools:
@@ -480,17 +611,33 @@ def context_exceeded(overflow: Overflow, endpoint: Endpoint) -> ContextExceeded:
     )
 
 
+def _first_token_timeout(endpoint: Endpoint, seconds: float) -> LLMTimeout:
+    setting = ENV["first_token_timeout"]
+    return LLMTimeout(
+        f"the model at {endpoint.url} had not begun the answer within {seconds:g} s",
+        stage="the first token",
+        seconds=seconds,
+        setting=setting,
+        cause="first_token",
+        hint=f"raise {setting}, or give the model less to read (a smaller "
+        f"{ENV['answer_budget']}) or a faster model",
+    )
+
+
+def _with_others(error: LLMTimeout, failures: list[str], late: Endpoint) -> LLMTimeout:
+    others = [f for f in failures if not f.startswith(f"{late.url}:")]
+    if others:
+        error.message += "; " + "; ".join(others)
+        error.args = (error.message,)
+    error.extras["tried"] = failures
+    return error
+
+
 def _none_answered(failures: list[str], late: Endpoint | None, stage: Stage) -> LLMUnavailable:
     """No endpoint answered: the stage's timeout where one took too long (the others'
     failures listed with it), else what each did."""
     if late is not None:
-        error = _timeout(late, stage)
-        others = [f for f in failures if not f.startswith(f"{late.url}:")]
-        if others:
-            error.message += "; " + "; ".join(others)
-            error.args = (error.message,)
-        error.extras["tried"] = failures
-        return error
+        return _with_others(_timeout(late, stage), failures, late)
     reached = [
         f
         for f in failures
@@ -614,6 +761,7 @@ def _reply(endpoint: Endpoint, response: httpx.Response) -> ChatReply:
         model=data.get("model") if isinstance(data.get("model"), str) else endpoint.model or "",
         endpoint=endpoint.url,
         finish_reason=choice.get("finish_reason"),
+        usage=data.get("usage") if isinstance(data.get("usage"), dict) else None,
     )
 
 
@@ -621,7 +769,9 @@ class _CutShort(Exception):
     """A streamed reply whose body ended before the model said it had finished."""
 
 
-def _deltas(response: httpx.Response, endpoint: Endpoint) -> Iterator[tuple[str, str | None]]:
+def _deltas(
+    response: httpx.Response, endpoint: Endpoint, record: Call
+) -> Iterator[tuple[str, str | None]]:
     """(text, the model named in that chunk) for each streamed piece of text. A stream must
     end with ``[DONE]`` or a chunk carrying a ``finish_reason``: a server whose connection
     drops mid-answer (the body simply ends, without either) raises _CutShort instead of
@@ -630,6 +780,7 @@ def _deltas(response: httpx.Response, endpoint: Endpoint) -> Iterator[tuple[str,
     finished = False
     chunks = 0
     for line in response.iter_lines():
+        yield "", None  # the caller's deadlines are checked on every line, text or not
         if not line.startswith("data:"):
             continue
         payload = line[5:].strip()
@@ -641,6 +792,9 @@ def _deltas(response: httpx.Response, endpoint: Endpoint) -> Iterator[tuple[str,
             continue
         if isinstance(chunk, dict) and chunk.get("error") is not None:
             _raise_stream_error(chunk, endpoint)
+        if isinstance(chunk, dict) and isinstance(chunk.get("usage"), dict):
+            record.tokens_in = _int(chunk["usage"].get("prompt_tokens")) or record.tokens_in
+            record.tokens_out = _int(chunk["usage"].get("completion_tokens")) or record.tokens_out
         try:
             choice = chunk["choices"][0]
             text = (choice.get("delta") or {}).get("content")
@@ -648,6 +802,7 @@ def _deltas(response: httpx.Response, endpoint: Endpoint) -> Iterator[tuple[str,
             continue
         chunks += 1
         finished = finished or choice.get("finish_reason") is not None
+        record.finish = choice.get("finish_reason") or record.finish
         if isinstance(text, str) and text:
             model = chunk.get("model")
             yield text, model if isinstance(model, str) else None
@@ -679,3 +834,79 @@ def _describe(exc: Exception) -> str:
     if isinstance(exc, _CutShort):
         return str(exc)
     return type(exc).__name__ + (f": {exc}" if str(exc) else "")
+
+
+# -- a model name the endpoint does not list (LLMClient.check) ----------------------------------
+
+# One token: llama.cpp's server running SmolLM2-135M on 2 cores took 2.2 s cold (33 prompt
+# tokens), 0.2 s with its prompt cached; with the 2 cores loaded 5 times over, 1.4-8.6 s.
+# 15 s leaves room for a busy machine without making `chiezo doctor` hang on a stuck one.
+TRY_TIMEOUT = httpx.Timeout(15.0, connect=3.0)
+# An endpoint that answered a name keeps answering it while it runs: the web chat asks for
+# the status on every page load, and each try takes a slot a real answer may be waiting for.
+TRIED_FOR = 300.0  # seconds a success is trusted (a restarted server is seen within them)
+_answered: dict[tuple[str, str], tuple[float, Tried]] = {}
+
+
+@dataclass(frozen=True)
+class Tried:
+    """What a 1-token request under an unlisted name showed: the model that answered and a
+    note saying so, or the problem."""
+
+    model: str | None = None
+    note: str | None = None
+    problem: str | None = None
+
+
+def _try_unlisted(endpoint: Endpoint, listed: list[str]) -> Tried:
+    """Ask the endpoint for one token under the configured name (an answer is a fact, the
+    list only a claim): 200 is a usable endpoint; a 4xx other than the key's is "no such
+    model" (Ollama, vLLM: 404; others 400), named as before."""
+    asked = endpoint.model or ""
+    known = _answered.get((endpoint.url, asked))
+    if known is not None and time.monotonic() - known[0] < TRIED_FOR:
+        return known[1]
+    body = {
+        "model": asked,
+        "messages": [{"role": "user", "content": "Say OK."}],
+        "max_tokens": 1,
+        "temperature": 0.0,
+        "stream": False,
+    }
+    tried = f"{asked!r} is not listed, and a 1-token request naming it"
+    try:
+        response = httpx.post(
+            f"{endpoint.base}/chat/completions", json=body, **endpoint.sent(), timeout=TRY_TIMEOUT
+        )
+    except httpx.TimeoutException:
+        seconds = TRY_TIMEOUT.read
+        return Tried(problem=f"{tried} got no answer within {seconds:g} s (busy, or stuck?)")
+    except httpx.HTTPError as exc:
+        return Tried(problem=f"{tried} failed: {_describe(exc)}")
+    code = response.status_code
+    if 400 <= code < 500 and code not in (401, 403, 429):
+        return Tried(problem=f"no model named {asked!r} here" + _said(_text(response)))
+    if code != 200:
+        return Tried(problem=f"{tried} answered HTTP {code}" + _said(_text(response)))
+    try:
+        replied = _reply(endpoint, response).model
+    except LLMUnavailable:
+        return Tried(problem=f"{tried} got a reply that is not a chat completion")
+    model = answering_model(replied, listed, asked)
+    if model == asked:  # it neither says nor can be told: one of several, unnamed
+        found = Tried(asked, f"{asked!r} is not listed; this endpoint answers it all the same")
+    else:
+        found = Tried(model, f"{asked!r} is not listed; this endpoint answers it with {model!r}")
+    _answered[(endpoint.url, asked)] = (time.monotonic(), found)
+    return found
+
+
+def answering_model(replied: str | None, listed: list[str], asked: str) -> str:
+    """The model that answered a request naming ``asked``: the reply's ``model`` where the
+    endpoint lists it (llama.cpp names its alias there), else the only one listed (a server
+    that echoes the name asked for serves one model), else what the reply says."""
+    if replied and replied in listed:
+        return replied
+    if len(listed) == 1:
+        return listed[0]
+    return replied or asked

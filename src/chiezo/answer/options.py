@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from chiezo.core.config import ANSWER_MODES, MAX_SECONDS
+from chiezo.core.config import ANSWER_MODES, MAX_SECONDS, PLANNERS
 from chiezo.core.errors import BadQuery
 
 # The bounds of each numeric choice, declared once: check() enforces them here, and the
@@ -30,6 +30,7 @@ DEFAULT_STEPS = 6
 class AnswerOptions:
     source: str | None = None  # answer from this source only
     mode: str | None = None  # rag | agent
+    plan: str | None = None  # auto | keywords | model: who plans a rag answer's searches
     grounded: bool | None = None  # only from the sources (the default) or beyond, marked so
     budget: int | None = None  # characters of excerpts (rag)
     excerpts: int | None = None  # documents read (rag)
@@ -53,6 +54,7 @@ class AnswerOptions:
         options = replace(
             self,
             mode=self.mode or settings.answer_mode,
+            plan=self.plan or settings.answer_plan,
             grounded=settings.answer_grounded if self.grounded is None else self.grounded,
             budget=self.budget or settings.answer_budget,
             excerpts=self.excerpts or settings.answer_excerpts,
@@ -65,6 +67,8 @@ class AnswerOptions:
     def check(self) -> None:
         if self.mode not in ANSWER_MODES:
             raise BadQuery(f"mode must be {' or '.join(ANSWER_MODES)}, got {self.mode!r}")
+        if self.plan not in PLANNERS:
+            raise BadQuery(f"plan must be {', '.join(PLANNERS)}, got {self.plan!r}")
         for name, (low, high) in BOUNDS.items():
             _within(name, getattr(self, name), low, high)
 

@@ -440,6 +440,14 @@ _BACK_REFERENCE = re.compile(
 )
 
 
+def leans_on_context(question: str) -> bool:
+    """Whether a chat's question needs its earlier turns to be understood ("When did he
+    die?", 「その後どうなった？」): the case where the model's plan may find more than the
+    question's own words (design.md §38.1)."""
+    text = strip_reasoning(question)
+    return _leans_on_context(text, _phrases(text))
+
+
 def _leans_on_context(text: str, phrases: list[str]) -> bool:
     """A follow-up needs the conversation's subject if it points back (he, その) or names
     nothing itself (no phrase, no Japanese name)."""

@@ -25,10 +25,14 @@ from chiezo.answer.plan import (
     PLAN_PROMPT,
     Plan,
     keyword_queries,
+    leans_on_context,
     parse_plan_reply,
     strip_reasoning,
     without_reasoning,
 )
+from chiezo.answer.repetition import LoopGuard, unusable
+from chiezo.answer.sentences import AnswerSentence, answer_sentences
+from chiezo.answer.subject import Missing, missing_subject, no_basis_reply
 from chiezo.answer.support import NO_CLAIM, SUPPORTED, Claim, check_claims, cited_numbers, summary
 from chiezo.core.config import ENV
 from chiezo.core.errors import BadQuery, ChiezoError, ContextExceeded, LLMUnavailable
@@ -50,6 +54,16 @@ ANSWER_PROMPT = """Answer the question using ONLY the numbered sources below.
 - Answer briefly, in the language of the question."""
 
 # grounded=False (asked for explicitly): the model may fall back on what it knows, and must say so
+# Why a model's answer was cut or stood in for: what ``stopped`` says and the warning explains.
+# A loop keeps the answer up to where it began; an unusable reply is a failure of the model (a
+# CLI exits 1) for which the library's own sentences stand in. (A deadline or a dropped
+# connection is an error that carries the library's findings: Prepared.findings.)
+STOPPED = {
+    "loop": "the model began repeating itself: stopped there, the text before the loop kept",
+    "empty": "the model's reply was empty: the library's own sentences stand in for it",
+    "echo": "the model only said the question back: the library's own sentences stand in for it",
+}
+
 UNGROUNDED_PROMPT = """Answer the question. Prefer the numbered sources below and cite them as
 [1] or [2]; if they do not contain the answer, you may answer from your own knowledge but must
 begin that part with "(not from the library)". Answer briefly, in the language of the question."""
@@ -70,6 +84,9 @@ class Answer:
     claims: list[Claim] = field(default_factory=list)
     no_basis: bool = False  # the library holds nothing that answers it
     steps: list[dict[str, Any]] = field(default_factory=list)  # agent: the tool calls made
+    sentences: list[AnswerSentence] = field(default_factory=list)  # the library's own, best first
+    stopped: str | None = None  # why the model's answer is cut or stood in for (STOPPED)
+    calls: list[dict[str, Any]] = field(default_factory=list)  # each model call, timed
 
     @property
     def grounded(self) -> bool:
@@ -111,6 +128,9 @@ class Answer:
             "claims": [c.to_dict() for c in self.claims],
             **summary(self.claims),
             "warnings": self.warnings,
+            "answer_sentences": [s.to_dict() for s in self.sentences],
+            "stopped": self.stopped,
+            "calls": self.calls,
         }
         if self.steps:
             out["steps"] = self.steps
@@ -129,12 +149,18 @@ def plan_queries(
     sources: list[str],
     history: list[dict] | None = None,
     timeout: float | None = None,
+    planner: str = "auto",
 ) -> Plan:
-    """The model's plan if it gives a usable one; otherwise keywords from the question (with
-    the conversation's subject for a follow-up that names none). ``timeout``: seconds the
-    planner may take (``CHIEZO_PLAN_TIMEOUT``, within ``CHIEZO_LLM_TIMEOUT``); past it, or on
-    any failure of the model, the keywords, with a note saying why."""
-    if llm is None:
+    """The searches for ``question``. ``planner``: ``keywords`` — the question's own words,
+    no model call; ``model`` — the model's plan if it gives a usable one, else the keywords
+    with a note saying why; ``auto`` — the model only for a chat follow-up that leans on
+    earlier turns, the keywords otherwise (on a small model the plan costs a whole call and
+    found no more: design.md §38.1). ``timeout``: seconds the planner may take
+    (``CHIEZO_PLAN_TIMEOUT``, within ``CHIEZO_LLM_TIMEOUT``)."""
+    wanted = planner == "model" or (
+        planner == "auto" and bool(history) and leans_on_context(question)
+    )
+    if llm is None or not wanted:
         return Plan(keyword_queries(question, history), planner="keywords")
     recent = "\n".join(f"{m['role']}: {m['content']}" for m in (history or [])[-HISTORY_TURNS:])
     user = (
@@ -261,11 +287,20 @@ class Prepared:
     history: list[dict]
     options: AnswerOptions
     embed: Callable | None = None  # the sources' embedder, for checking claims
+    sentences: list[AnswerSentence] = field(default_factory=list)  # the library's, best first
+    first_token: float | None = None  # seconds the first piece may take (the setting's)
+    calls: list[Any] = field(default_factory=list)  # model calls so far (the planner's)
+    missing: Missing | None = None  # the subject named that no document found is about
 
-    def result(self, reply: str, model: str | None) -> Answer:
+    def result(self, reply: str, model: str | None, stopped: str | None = None, calls=()) -> Answer:
         """The answer to return for the model's ``reply`` (reasoning residue stripped),
-        its citations and claims checked against the excerpts."""
+        its citations and claims checked against the excerpts. ``stopped``: why the reply
+        is cut (:data:`STOPPED`); a reply with nothing usable in it has the library's own
+        sentences stand in for it, saying so."""
         text = strip_reasoning(reply)
+        stopped = stopped or unusable(text, self.question)
+        if stopped in ("empty", "echo"):
+            text, model = self.library_answer(), None
         answer = Answer(
             self.question,
             text,
@@ -274,10 +309,18 @@ class Prepared:
             self.plan.planner,
             model,
             bool(self.options.grounded),
-            list(self.warnings),
+            list(self.warnings) + ([STOPPED[stopped]] if stopped else []),
             self.excerpts,
+            sentences=self.sentences,
+            stopped=stopped,
+            calls=[c.to_dict() for c in [*self.calls, *calls]],
         )
         return answer.check({e.n: e.text for e in self.excerpts}, self.embed)
+
+    def library_answer(self) -> str:
+        """The library's own sentences that answer the question, each citing its excerpt:
+        what stands in when the model gives nothing usable."""
+        return " ".join(f"{s.text} [{s.ref}]" for s in self.sentences)
 
     def messages(self) -> list[dict[str, Any]]:
         return answer_messages(
@@ -285,20 +328,30 @@ class Prepared:
         )
 
     @contextlib.contextmanager
-    def handing_over(self):
+    def handing_over(self, llm: LLMClient):
         """No model could answer: the error carries what was found (the lookup is not
-        wasted; the CLI prints it, the API returns it)."""
+        wasted; the CLI prints it, the API returns it) and the model calls made."""
         try:
             yield
         except LLMUnavailable as exc:
-            exc.extras["excerpts"] = [e.to_dict() for e in self.excerpts]
-            exc.extras["queries"] = self.plan.queries
+            exc.extras.update(self.findings())
+            exc.extras["calls"] = [c.to_dict() for c in [*self.calls, *llm.calls]]
             raise
+
+    def findings(self) -> dict[str, Any]:
+        """What the library found, for an error to carry when no answer was written."""
+        return {
+            "answer_sentences": [s.to_dict() for s in self.sentences],
+            "excerpts": [e.to_dict() for e in self.excerpts],
+            "queries": self.plan.queries,
+        }
 
     @property
     def needs_model(self) -> bool:
-        """Without excerpts a grounded answer is the fixed reply: the model is not asked."""
-        return bool(self.excerpts) or not self.options.grounded
+        """A grounded answer without excerpts, or about a subject no excerpt is about, is the
+        fixed reply: the model is not asked (a small model asked anyway answers from
+        whatever it was given: 夏目漱石's birth "from [1] 愛媛県", issue #43)."""
+        return (bool(self.excerpts) and self.missing is None) or not self.options.grounded
 
     @property
     def max_tokens(self) -> int:
@@ -333,7 +386,9 @@ def prepare(service, question: str, options: AnswerOptions, history=None, llm=No
     names = [s["name"] for s in service.sources()]
     # turns left out to fit the context are left out of the planner's prompt too
     turns = fitted.history if fitted is not None and fitted.dropped else history
-    plan = plan_queries(question, llm, names, turns, timeout=service.settings.plan_timeout)
+    plan = plan_queries(
+        question, llm, names, turns, service.settings.plan_timeout, options.plan or "auto"
+    )
     hits, warnings = find_documents(service, plan, options.source, options.excerpts)
     chars = options.budget
     if fitted is not None:
@@ -344,13 +399,30 @@ def prepare(service, question: str, options: AnswerOptions, history=None, llm=No
         excerpts = fitted.trim(excerpts)
         warnings = warnings + fitted.said(options.budget, excerpts)
     embed = service.claim_embedder([e.source for e in excerpts])
-    return Prepared(question, plan, excerpts, plan.notes + warnings, turns, options, embed)
+    return Prepared(
+        question,
+        plan,
+        excerpts,
+        plan.notes + warnings,
+        turns,
+        options,
+        embed,
+        answer_sentences(question, excerpts),
+        service.settings.first_token_timeout,
+        list(llm.calls) if llm is not None else [],
+        missing_subject(question, excerpts) if options.grounded and excerpts else None,
+    )
 
 
 def no_basis(prepared: Prepared) -> Answer:
+    """The fixed reply, decided before any model is asked: the library holds nothing that
+    answers the question, or nothing about the subject it names (said by name, with the
+    documents that mention it in passing)."""
+    language = language_of(prepared.question)
+    missing = prepared.missing
     return Answer(
         prepared.question,
-        NO_BASIS[language_of(prepared.question)],
+        no_basis_reply(missing, language) if missing else NO_BASIS[language],
         [],
         prepared.plan.queries,
         prepared.plan.planner,
@@ -358,48 +430,52 @@ def no_basis(prepared: Prepared) -> Answer:
         bool(prepared.options.grounded),
         list(prepared.warnings),
         no_basis=True,
+        calls=[c.to_dict() for c in prepared.calls],
     )
 
 
 def answer(prepared: Prepared, llm: LLMClient) -> Answer:
-    """The model's answer over the excerpts (grounded and none → the fixed reply, no call).
-    A reply that the request exceeds the model's context has the excerpts cut to the context
-    it names and the question asked once more, saying so; a second one is the error."""
+    """The model's answer over the excerpts (grounded and none → the fixed reply, no call),
+    read as a stream so that a loop is stopped where it begins (:func:`written`)."""
     if not prepared.needs_model:
         return no_basis(prepared)
-    with prepared.handing_over():
-        try:
-            reply = llm.chat(prepared.messages(), max_tokens=prepared.max_tokens)
-        except ContextExceeded as exc:
-            budget.refit(prepared, exc, llm)
-            reply = llm.chat(prepared.messages(), max_tokens=prepared.max_tokens)
-    return prepared.result(reply.content, reply.model)
+    for name, data in written(prepared, llm):
+        if name == "answer":
+            return data
+    raise AssertionError("written() ends with the answer")
 
 
 def stream_answer(prepared: Prepared, llm: LLMClient | None) -> Iterator[tuple[str, Any]]:
     """Events: ``references``, then ``delta``…, then ``done`` with the whole answer, its claims
     checked (and the name of the model that wrote it: a UI shows it as the speaker)."""
-    yield (
-        "references",
-        {
-            "references": [e.reference() for e in prepared.excerpts],
-            "queries": prepared.plan.queries,
-            "planner": prepared.plan.planner,
-        },
-    )
+    yield "references", _references(prepared)
     if not prepared.needs_model:
         result = no_basis(prepared)
         yield "delta", {"text": result.answer}
         yield "done", result.to_dict()
         return
     assert llm is not None
-    parts: list[str] = []
-    with prepared.handing_over():
+    for name, data in written(prepared, llm):
+        if name == "answer":
+            yield "done", data.to_dict()
+        else:
+            yield name, data
+
+
+def written(prepared: Prepared, llm: LLMClient) -> Iterator[tuple[str, Any]]:
+    """The answer as the model writes it: ``delta`` events, a new ``references`` one if the
+    excerpts had to be cut to the model's context, and last ``("answer", Answer)``. A loop
+    stops the request where it begins (the text before it is the answer); a failure — no
+    first piece in time, the deadline, a dropped connection — is the error, carrying what
+    the library found (its sentences and the excerpts: Prepared.findings)."""
+    guard, parts, stopped = LoopGuard(), [], None
+    with prepared.handing_over(llm):
         for attempt in (1, 2):
             try:
-                for delta in without_reasoning(
-                    llm.stream(prepared.messages(), max_tokens=prepared.max_tokens)
-                ):
+                for delta in _pieces(prepared, llm):
+                    if guard.feed(delta):
+                        stopped = "loop"
+                        break
                     parts.append(delta)
                     yield "delta", {"text": delta}
                 break
@@ -409,12 +485,24 @@ def stream_answer(prepared: Prepared, llm: LLMClient | None) -> Iterator[tuple[s
                 before = [e.reference() for e in prepared.excerpts]
                 budget.refit(prepared, exc, llm)
                 if [e.reference() for e in prepared.excerpts] != before:
-                    yield (
-                        "references",
-                        {
-                            "references": [e.reference() for e in prepared.excerpts],
-                            "queries": prepared.plan.queries,
-                            "planner": prepared.plan.planner,
-                        },
-                    )
-    yield "done", prepared.result("".join(parts), llm.streamed_model).to_dict()
+                    yield "references", _references(prepared)
+    text = guard.kept if stopped == "loop" else "".join(parts)
+    yield "answer", prepared.result(text or "", llm.streamed_model, stopped, llm.calls)
+
+
+def _pieces(prepared: Prepared, llm: LLMClient) -> Iterator[str]:
+    messages = prepared.messages()
+    first = llm.first_token_deadline(messages, prepared.first_token or llm.timeout)
+    stream = llm.stream(messages, max_tokens=prepared.max_tokens, first_token=first)
+    try:
+        yield from without_reasoning(stream)
+    finally:
+        stream.close()  # a loop stops reading: the connection closes, the model stops
+
+
+def _references(prepared: Prepared) -> dict[str, Any]:
+    return {
+        "references": [e.reference() for e in prepared.excerpts],
+        "queries": prepared.plan.queries,
+        "planner": prepared.plan.planner,
+    }

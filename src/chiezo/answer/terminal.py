@@ -22,6 +22,11 @@ from chiezo.core.errors import EXIT_FAILURE, EXIT_NO_MODEL, EXIT_NOT_FOUND, EXIT
 # exit codes of errors that arrive inside a stream (after the first byte there is no
 # exception to carry one): by HTTP status
 _STATUS_EXIT = {503: EXIT_NO_MODEL, 404: EXIT_NOT_FOUND, 400: EXIT_USAGE}
+# what is printed when the model's streamed reply was no answer and the library's stands in
+STOOD_IN = {
+    "empty": "the model's reply was empty; what the library says:",
+    "echo": "the model only said the question back; what the library says:",
+}
 
 
 @dataclass
@@ -67,6 +72,9 @@ class Printer:
         if self._streamed:
             self.out.print(escape(self._visible.flush()), end="")
             self.out.print()
+            if result.get("stopped") in STOOD_IN:  # what streamed was no answer
+                self.err.print(f"[dim]{escape(STOOD_IN[result['stopped']])}[/]")
+                self.out.print(escape(result["answer"]))
         else:
             self.out.print(escape(result["answer"]))
         for ref in result["references"]:
@@ -87,6 +95,9 @@ class Printer:
                 )
 
     def code(self, result: dict[str, Any]) -> int:
+        if result.get("stopped") not in (None, "loop"):  # the model failed; what it left shown
+            self.err.print(f"[bold red]error:[/] the answer is incomplete ({result['stopped']})")
+            return EXIT_FAILURE
         if result.get("no_basis"):
             self.err.print(
                 "[dim]hint: try simpler keywords (a name, a title), or run `chiezo doctor`[/]"
@@ -109,6 +120,7 @@ class Printer:
         self.err.print(f"[bold red]error:[/] {escape(str(error.get('error', '')))}")
         if error.get("hint"):
             self.err.print(f"[dim]{escape(error['hint'])}[/]")
+        print_sentences(self.out, error.get("answer_sentences") or [])
         print_excerpts(self.out, error.get("excerpts") or [])
         return Turn(_STATUS_EXIT.get(int(error.get("status", 500)), EXIT_FAILURE))
 
@@ -148,6 +160,16 @@ def reference_line(ref: dict) -> str:
     url = f" — {ref['url']}" if ref.get("url") else ""
     label = escape("[{}]".format(ref["n"]))
     return f"{label} {escape(ref['title'])}{escape(url)}  [dim]({escape(ref['source'])})[/]"
+
+
+def print_sentences(out: Console, sentences: list[dict]) -> None:
+    """The library's own sentences that answer the question (best first), each citing the
+    excerpt it is from: the answer without a model."""
+    if not sentences:
+        return
+    out.print("[bold]What the library says:[/]")
+    for s in sentences:
+        out.print(f"  {escape(s['text'])} {escape('[{}]'.format(s['ref']))}")
 
 
 def print_excerpts(out: Console, excerpts: list[dict]) -> None:

@@ -71,6 +71,10 @@ def _env_seconds(name: str, default: float) -> float:
 
 MAX_SECONDS = 3600  # a model deadline longer than an hour is a typo
 ANSWER_MODES = ("rag", "agent")  # how ask/chat answer: plan-search-read, or the model calls tools
+# who turns a question into searches: its own words (no model call), the model (one more call),
+# or auto — the words, and the model only for a chat follow-up that leans on earlier turns
+# (docs/design.md §38.1: the words' plan found as much and costs no call)
+PLANNERS = ("auto", "keywords", "model")
 # ``--ray`` given without an address: the cluster RAY_ADDRESS names, else the one `ray start`
 # runs on this machine, else a new local one (ray.init's own order; cluster/__init__.py)
 RAY_DEFAULT_ADDRESS = "default"
@@ -83,6 +87,8 @@ ENV = {
     "llm_timeout": "CHIEZO_LLM_TIMEOUT",
     "llm_context": "CHIEZO_LLM_CONTEXT",
     "plan_timeout": "CHIEZO_PLAN_TIMEOUT",
+    "answer_plan": "CHIEZO_ANSWER_PLAN",
+    "first_token_timeout": "CHIEZO_LLM_FIRST_TOKEN_TIMEOUT",
     "agent_deadline": "CHIEZO_AGENT_DEADLINE",
     "answer_budget": "CHIEZO_ANSWER_BUDGET",
     "answer_excerpts": "CHIEZO_ANSWER_EXCERPTS",
@@ -134,6 +140,13 @@ class Settings:
     answer_mode, answer_grounded
         The default of ``ask``/``chat`` (``CHIEZO_ANSWER_MODE``: rag or agent) and whether
         answers may go beyond the sources (``CHIEZO_ANSWER_GROUNDED``, default on).
+    answer_plan
+        Who plans a rag answer's searches (``CHIEZO_ANSWER_PLAN``): ``auto`` (the default: the
+        question's own words, the model only for a follow-up that leans on earlier turns),
+        ``keywords`` or ``model``.
+    first_token_timeout
+        Seconds the model may take before the first piece of an answer arrives
+        (``CHIEZO_LLM_FIRST_TOKEN_TIMEOUT``); the whole answer's is ``llm_timeout``.
     llm_context
         The model's context window in tokens per request (``CHIEZO_LLM_CONTEXT``): used when
         the endpoint does not say (llama.cpp ``/props``, ``/v1/models`` metadata, Ollama
@@ -165,6 +178,8 @@ class Settings:
     answer_max_tokens: int = 512
     answer_mode: str = "rag"
     answer_grounded: bool = True
+    answer_plan: str = "auto"
+    first_token_timeout: float = 60.0
     public_url: str | None = None
     llm_context: int | None = None  # tokens per request; None: what the endpoint says
     plan_timeout: float = 60.0
@@ -193,6 +208,8 @@ class Settings:
             answer_max_tokens=int(_env_float("CHIEZO_ANSWER_MAX_TOKENS", 512)),
             answer_mode=_env_choice("CHIEZO_ANSWER_MODE", ANSWER_MODES, "rag"),
             answer_grounded=_env_bool("CHIEZO_ANSWER_GROUNDED", True),
+            answer_plan=_env_choice(ENV["answer_plan"], PLANNERS, "auto"),
+            first_token_timeout=_env_seconds(ENV["first_token_timeout"], 60.0),
             public_url=os.environ.get("CHIEZO_PUBLIC_URL") or None,
             llm_context=_env_positive_int(ENV["llm_context"]),
             plan_timeout=_env_seconds(ENV["plan_timeout"], 60.0),

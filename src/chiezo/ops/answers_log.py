@@ -4,7 +4,12 @@ Each answer ``ask`` and ``chat`` give — the CLI's, the API's, the web chat's (
 the API) — is kept as one row: when, the question, the mode (rag or agent), the model, the
 sources cited (number, source, title, link), the answer, the claim check (grounded, how many
 sentences supported, unsupported, uncited), "no basis" when the library held nothing, how long
-it took and which surface asked. ``chiezo logs`` lists and searches it, newest first.
+it took and which surface asked, and each model call's timings (``calls``: stage, seconds, first
+token, tokens in and out where the endpoint says, how it finished). An ask that failed is kept
+too (issue #43: "kept 1 of 8 asks"), with its ``cause`` (the error's: timeout, unreachable,
+context_exceeded…), its message in ``error``, what was written before it failed and the calls
+made; an answer the model did not finish (stopped at a loop, cut by its deadline) is kept with
+why as its ``cause`` and no ``error``. A whole answer's cause is null. ``chiezo logs`` lists and searches it, newest first.
 
 It is on by default and the user's to turn off: ``chiezo logs off`` leaves a marker file
 (``DATA/logs/off``) that every process reads before writing, ``chiezo logs on`` removes it,
@@ -23,11 +28,13 @@ import contextlib
 import json
 import logging
 import os
+import re
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from chiezo.core.errors import ChiezoError
 from chiezo.core.query import like_pattern
 
 log = logging.getLogger("chiezo.answers_log")
@@ -45,9 +52,18 @@ CREATE TABLE IF NOT EXISTS answers (
     grounded INTEGER NOT NULL,
     no_basis INTEGER NOT NULL,
     claims TEXT NOT NULL,     -- JSON {supported, unsupported, uncited}
-    seconds REAL NOT NULL
+    seconds REAL NOT NULL,
+    cause TEXT,               -- null: answered; else why it failed (the error's cause)
+    error TEXT,               -- the failure's message
+    calls TEXT                -- JSON [{stage, seconds, first_token_s, tokens_in, tokens_out, finish}]
 );
 """
+# columns added since the first schema: an older answers.db gains them when next opened
+ADDED = {"cause": "TEXT", "error": "TEXT", "calls": "TEXT"}
+COLUMNS = (
+    "at, surface, question, mode, model, answer, cited, grounded, no_basis, claims, seconds, "
+    "cause, error, calls"
+)
 BUSY_MS = 5000
 MAX_LIST = 200
 
@@ -72,49 +88,128 @@ class AnswersLog:
             self.off_marker.touch()
 
     def record(self, answer: dict[str, Any], *, mode: str, seconds: float, surface: str) -> None:
-        """Keep one answer (``rag.Answer.to_dict()``), unless the record is off."""
+        """Keep one answer (``rag.Answer.to_dict()``), unless the record is off; one the model
+        did not finish (its ``stopped``: loop, timeout, cut_short…) has that as its cause."""
+        stopped = answer.get("stopped")
+        self._keep(
+            (
+                str(answer.get("question") or ""),
+                mode,
+                answer.get("model"),
+                str(answer.get("answer") or ""),
+                json.dumps(_cited(answer), ensure_ascii=False),
+                int(bool(answer.get("grounded"))),
+                int(bool(answer.get("no_basis"))),
+                json.dumps(_claims(answer)),
+                round(seconds, 3),
+                stopped if isinstance(stopped, str) and stopped else None,
+                None,
+                _calls(answer.get("calls")),
+            ),
+            surface,
+        )
+
+    def record_failure(
+        self,
+        question: str,
+        *,
+        mode: str,
+        seconds: float,
+        surface: str,
+        cause: str,
+        message: str,
+        calls: list[dict[str, Any]] | None = None,
+        model: str | None = None,
+        answer: str = "",
+    ) -> None:
+        """Keep an ask that failed: its ``cause`` and ``message``, the model ``calls`` made
+        before it did and ``answer``, the text written before it (a stream cut short)."""
+        self._keep(
+            (
+                str(question or ""),
+                mode,
+                model,
+                str(answer or ""),
+                "[]",
+                0,
+                0,
+                json.dumps(_claims({})),
+                round(seconds, 3),
+                str(cause or "error"),
+                str(message or ""),
+                _calls(calls),
+            ),
+            surface,
+        )
+
+    def record_error(
+        self,
+        question: str,
+        error: Any,
+        *,
+        mode: str,
+        seconds: float,
+        surface: str,
+        model: str | None = None,
+        answer: str = "",
+    ) -> None:
+        """``record_failure`` with what ``error`` says (:func:`failure_of`: an exception or
+        a stream's ``error`` event); ``model``: the configured one, where the error names none."""
+        found = failure_of(error)
+        self.record_failure(
+            question,
+            mode=mode,
+            seconds=seconds,
+            surface=surface,
+            cause=found["cause"],
+            message=found["message"],
+            calls=found["calls"],
+            model=found["model"] or model,
+            answer=answer,
+        )
+
+    def _keep(self, row: tuple, surface: str) -> None:
         if not self.enabled:
             return
-        row = (
-            datetime.now(UTC).isoformat(timespec="seconds"),
-            surface,
-            str(answer.get("question") or ""),
-            mode,
-            answer.get("model"),
-            str(answer.get("answer") or ""),
-            json.dumps(_cited(answer), ensure_ascii=False),
-            int(bool(answer.get("grounded"))),
-            int(bool(answer.get("no_basis"))),
-            json.dumps(_claims(answer)),
-            round(seconds, 3),
-        )
+        at = datetime.now(UTC).isoformat(timespec="seconds")
         try:
             with contextlib.closing(self._connect()) as conn, conn:
                 conn.execute(
-                    "INSERT INTO answers (at, surface, question, mode, model, answer, cited, "
-                    "grounded, no_basis, claims, seconds) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    row,
+                    f"INSERT INTO answers ({COLUMNS}) VALUES ({','.join('?' * 14)})",
+                    (at, surface, *row),
                 )
         except (OSError, sqlite3.Error) as exc:  # the answer was given: it is not taken back
             log.warning("the answer was not recorded in %s: %s", self.path, exc)
 
-    def entries(self, words: str | None = None, limit: int = 20, offset: int = 0) -> dict:
-        """Newest first; ``words``: only those whose question or answer contains each word."""
+    def entries(
+        self, words: str | None = None, limit: int = 20, offset: int = 0, *, failed: bool = False
+    ) -> dict:
+        """Newest first; ``words``: only those whose question, answer or error contains each
+        word; ``failed``: only the asks that failed. ``failures``: how many of ``total``
+        failed."""
         if not self.path.exists():
-            return {"total": 0, "entries": [], "enabled": self.enabled}
+            return {"total": 0, "failures": 0, "entries": [], "enabled": self.enabled}
         terms = (words or "").split()
-        where = " AND ".join(
-            ["(question LIKE ? ESCAPE '\\' OR answer LIKE ? ESCAPE '\\')"] * len(terms)
+        match = (
+            "(question LIKE ? ESCAPE '\\' OR answer LIKE ? ESCAPE '\\' OR error LIKE ? ESCAPE '\\')"
         )
-        params: list[Any] = [p for t in terms for p in (like_pattern(t), like_pattern(t))]
-        clause = f"WHERE {where}" if terms else ""
+        conditions = [match] * len(terms) + (["cause IS NOT NULL"] if failed else [])
+        params: list[Any] = [like_pattern(t) for t in terms for _ in range(3)]
+        clause = f"WHERE {' AND '.join(conditions)}" if conditions else ""
         with contextlib.closing(self._connect()) as conn:
-            total = conn.execute(f"SELECT count(*) FROM answers {clause}", params).fetchone()[0]
+            total, failures = conn.execute(
+                f"SELECT count(*), count(cause) FROM answers {clause}", params
+            ).fetchone()
             rows = conn.execute(
                 f"SELECT * FROM answers {clause} ORDER BY id DESC LIMIT ? OFFSET ?",
                 [*params, min(limit, MAX_LIST), offset],
             ).fetchall()
-        return {"total": total, "entries": [_entry(r) for r in rows], "enabled": self.enabled}
+        return {
+            "total": total,
+            "failures": failures,
+            "entries": [_entry(r) for r in rows],
+            "enabled": self.enabled,
+        }
 
     def clear(self) -> int:
         """Delete every entry; returns how many there were."""
@@ -138,7 +233,22 @@ class AnswersLog:
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA journal_mode=WAL")
         conn.executescript(SCHEMA)
+        _migrate(conn)
         return conn
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Add the columns an answers.db made before them lacks (its rows keep theirs: answers,
+    so null causes). Two processes may both try: the loser's "duplicate column" is no error."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(answers)")}
+    for name, kind in ADDED.items():
+        if name in have:
+            continue
+        try:
+            conn.execute(f"ALTER TABLE answers ADD COLUMN {name} {kind}")
+        except sqlite3.OperationalError as exc:
+            if "duplicate column" not in str(exc):
+                raise
 
 
 def _cited(answer: dict[str, Any]) -> list[dict[str, Any]]:
@@ -158,9 +268,48 @@ def _claims(answer: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
+def _calls(calls: Any) -> str | None:
+    """The model calls as given (the answering code decides their fields), JSON; None when
+    there are none to keep."""
+    if not isinstance(calls, list | tuple) or not calls:
+        return None
+    kept = [c.to_dict() if hasattr(c, "to_dict") else c for c in calls]  # llm.Call or its dict
+    return json.dumps([c for c in kept if isinstance(c, dict)], ensure_ascii=False, default=str)
+
+
+def failure_of(error: Any) -> dict[str, Any]:
+    """``record_failure``'s ``cause``, ``message``, ``calls`` and ``model`` from what an ask
+    failed with: a ChiezoError, its ``to_dict()`` (a stream's ``error`` event) or any other
+    exception (a bug: its type, as the client is told)."""
+    if isinstance(error, dict):
+        said = error
+        cause = said.get("cause") or "error"
+        message = said.get("error")
+    elif isinstance(error, ChiezoError):
+        said = error.extras
+        cause = said.get("cause") or _snake(type(error).__name__)
+        message = error.message
+    else:
+        said, cause, message = {}, "internal_error", f"internal error ({type(error).__name__})"
+    model = said.get("model")
+    return {
+        "cause": str(cause),
+        "message": str(message or cause),
+        "calls": said.get("calls"),
+        "model": model if isinstance(model, str) else None,
+    }
+
+
+def _snake(name: str) -> str:
+    """``LLMNotConfigured`` → ``llm_not_configured``: an error without a cause, by its kind."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
 def _entry(row: sqlite3.Row) -> dict[str, Any]:
     out = dict(row)
     out["cited"] = json.loads(out["cited"])
     out["claims"] = json.loads(out["claims"])
     out["grounded"], out["no_basis"] = bool(out["grounded"]), bool(out["no_basis"])
+    out["calls"] = json.loads(out["calls"]) if out.get("calls") else []
+    out["failed"] = out.get("cause") is not None  # no whole answer: an error, or stopped
     return out

@@ -1,8 +1,10 @@
 """``chiezo doctor``: is this installation able to answer? Each check says what it found and,
 when something is wrong, what to do. The model check tells "unreachable" apart from "reachable,
-but it has no model of that name" — they need different fixes — and the context check says
-how many tokens one request may hold and whether the default excerpt budget fits them, in
-Japanese and in English (an answer's excerpts are cut to fit when it does not)."""
+but it has no model of that name" — they need different fixes — and names the models an
+endpoint lists and the one that answers (a name llama.cpp's server does not list, it answers
+all the same: usable, with a note). The context check says how many tokens one request may
+hold and whether the default excerpt budget fits them, in Japanese and in English (an
+answer's excerpts are cut to fit when it does not)."""
 
 from __future__ import annotations
 
@@ -87,16 +89,31 @@ def _models(service) -> list[dict[str, Any]]:
                 "hint": "set CHIEZO_LLM_URL and CHIEZO_LLM_MODEL to answer questions",
             }
         ]
-    out = []
-    for found in status["endpoints"]:
-        detail = found.get("problem") or f"model {found.get('model')!r} available"
-        if found.get("context"):
-            detail += f", {found['context']:,} tokens of context ({found['context_source']})"
-        row = {"check": f"model endpoint {found['url']}", "ok": found["ok"], "detail": detail}
-        if found.get("models") is not None and not found["ok"]:
-            row["hint"] = "models there: " + (", ".join(found["models"]) or "(none)")
-        out.append(row)
-    return out
+    return [_endpoint_row(found) for found in status["endpoints"]]
+
+
+def _endpoint_row(found: dict[str, Any]) -> dict[str, Any]:
+    """One endpoint: the model that answers and the models it lists — a name it does not
+    list but answers all the same (llama.cpp) is usable, said with a note, not a failure."""
+    from chiezo.core.config import ENV
+
+    listed = found.get("models")
+    there = ", ".join(listed) if listed else "(none)"
+    row = {"check": f"model endpoint {found['url']}", "ok": found["ok"]}
+    if not found["ok"]:
+        row["detail"] = found.get("problem") or "unusable"
+        if listed is not None:
+            row["hint"] = f"models there: {there}"
+        return row
+    detail = f"model {found.get('model')!r} answers (listed: {there})"
+    if found.get("note"):
+        detail += f"; {found['note']}"
+    if found.get("context"):
+        detail += f", {found['context']:,} tokens of context ({found['context_source']})"
+    row["detail"] = detail
+    if found.get("note") and listed and found.get("model") in listed:
+        row["hint"] = f"to name it as the endpoint does, set {ENV['llm_model']}={found['model']}"
+    return row
 
 
 # what the default budget is measured with: text like the excerpts an answer reads

@@ -27,7 +27,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from chiezo.answer.options import BOUNDS as ANSWER_BOUNDS
 from chiezo.answer.options import DEFAULT_STEPS
-from chiezo.core.config import ANSWER_MODES
+from chiezo.core.config import ANSWER_MODES, PLANNERS
 from chiezo.core.errors import BadQuery
 from chiezo.core.query import MAX_QUERY_CHARS
 from chiezo.core.validation import MAX_OFFSET, MAX_SQL_INT, MAX_TEXT_CHARS
@@ -614,6 +614,14 @@ class AnswerRequest(Request):
         Field(
             description="rag: plan, search, excerpts, answer; agent: the model calls the tools "
             "(default CHIEZO_ANSWER_MODE, else rag)"
+        ),
+    ] = None
+    plan: Annotated[
+        Literal[PLANNERS] | None,  # type: ignore[valid-type]
+        Field(
+            description="who plans the searches: auto (the question's words; the model only "
+            "for a follow-up leaning on earlier turns), keywords, or model: one more model "
+            "call (CHIEZO_ANSWER_PLAN, else auto)"
         ),
     ] = None
     grounded: Annotated[

@@ -860,18 +860,11 @@ class Service:
         """The model client, or a configuration error that still hands over what was found."""
         llm = self.llm()
         if llm is None:
-            found = (
-                {}
-                if prepared is None
-                else {
-                    "excerpts": [e.to_dict() for e in prepared.excerpts],
-                    "queries": prepared.plan.queries,
-                }
-            )
+            found = {} if prepared is None else prepared.findings()
             raise LLMNotConfigured(
                 "answering needs a language model endpoint, and none is configured",
                 hint="set CHIEZO_LLM_URL (and CHIEZO_LLM_MODEL)"
-                + ("; the excerpts found are included" if found else ""),
+                + ("; what the library says and the excerpts found are included" if found else ""),
                 **found,
             )
         return llm
@@ -909,7 +902,14 @@ class Service:
         (ops/answers_log.py); None keeps nothing."""
         options = _answer_options(options, choices).resolved(self.settings)
         started = time.monotonic()
-        result = self._answered(question, options, history, on_event)
+        try:
+            result = self._answered(question, options, history, on_event)
+        except ChiezoError as exc:  # a failed ask is kept too, with its cause
+            if log_as:
+                self.answers_log.record_error(question, exc, mode=options.mode or "rag",
+                                              seconds=time.monotonic() - started, surface=log_as,
+                                              model=self.settings.llm_model)  # fmt: skip
+            raise
         if log_as:
             seconds = time.monotonic() - started
             self.answers_log.record(result.to_dict(), mode=options.mode or "rag", seconds=seconds,
@@ -953,10 +953,23 @@ class Service:
         after the first event is an ``error`` event. Planning, retrieval and the check that a
         model is configured happen *before* this returns, so their failures are plain errors
         (an HTTP status, an exit code) rather than a broken stream."""
-        from chiezo.answer import rag
-
         options = _answer_options(options, choices).resolved(self.settings)
         started = time.monotonic()
+        try:
+            events = self._answer_events(question, options, history)
+        except ChiezoError as exc:
+            if log_as:
+                self.answers_log.record_error(question, exc, mode=options.mode or "rag",
+                                              seconds=time.monotonic() - started, surface=log_as,
+                                              model=self.settings.llm_model)  # fmt: skip
+            raise
+        if not log_as:
+            return events
+        return self._logged(events, question, options.mode or "rag", started, log_as)
+
+    def _answer_events(self, question: str, options: AnswerOptions, history):
+        from chiezo.answer import rag
+
         if options.mode == "agent":
             _check_question(question)
             self.require_llm()
@@ -967,14 +980,22 @@ class Service:
             prepared = self.prepare_answer(question, options, history=history)
             llm = self.require_llm(prepared) if prepared.needs_model else None
             events = _guarded_events(rag.stream_answer(prepared, llm))
-        return self._logged(events, options.mode or "rag", started, log_as) if log_as else events
+        return events
 
-    def _logged(self, events, mode: str, started: float, surface: str):
-        """``events`` passed on, the ``done`` one kept in the record of answers too."""
+    def _logged(self, events, question: str, mode: str, started: float, surface: str):
+        """``events`` passed on, the ``done`` one — or the ``error`` one, with what was
+        written before it — kept in the record of answers too."""
+        written: list[str] = []
         for name, data in events:
-            if name == "done":
-                seconds = time.monotonic() - started
+            seconds = time.monotonic() - started
+            if name == "delta":
+                written.append(str(data.get("text") or ""))
+            elif name == "done":
                 self.answers_log.record(data, mode=mode, seconds=seconds, surface=surface)
+            elif name == "error":
+                self.answers_log.record_error(question, data, mode=mode, seconds=seconds,
+                                              surface=surface, model=self.settings.llm_model,
+                                              answer="".join(written))  # fmt: skip
             yield name, data
 
     def claim_embedder(self, names):

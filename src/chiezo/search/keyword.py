@@ -26,9 +26,10 @@ from chiezo.core import db
 from chiezo.core.models import SearchResult
 from chiezo.core.query import match_all, match_any
 from chiezo.core.words import marked_words, query_words
-from chiezo.search.filters import Filters
+from chiezo.search.filters import Filters, filter_ids
 from chiezo.search.fts import CANDIDATE_WALK, check_window, page_result, plan_search, read_hits
 from chiezo.search.hybrid import fuse
+from chiezo.search.names import leading_documents
 from chiezo.search.notices import Notice
 from chiezo.search.rank import Candidate, rank_page
 from chiezo.store.library import Source
@@ -65,7 +66,8 @@ class WordMatches:
 @dataclass
 class KeywordPlan:
     """The keyword side of one source, before any row is read: ``ranked`` (doc_id, score) best
-    first, higher better, title-exact documents (``first``) leading."""
+    first, higher better, title-exact documents (``first``) leading, then the documents the
+    question names (``named``: search/names.py)."""
 
     ranked: list[tuple[int, float]]
     first: list[int]
@@ -77,6 +79,12 @@ class KeywordPlan:
     query: str
     scaled: bool = False  # ranked holds 0..1 scores scaled by coverage (retrieval.py)
     seen: list[int] = field(default_factory=list)  # every document either side walked
+    named: list[int] = field(default_factory=list)  # the question names them: they lead too
+
+    @property
+    def lead(self) -> list[int]:
+        """The documents ranked first whatever else is fused with this side."""
+        return [*self.first, *self.named]
 
     @property
     def weighed(self) -> list[int]:
@@ -136,19 +144,22 @@ def plan_keyword(
     if trigrams.plan == "filter":  # no text to match: the filters' own order
         matches = None
     first = [c.doc_id for c in trigrams.ordered if c.title_match]
+    named = [] if first or trigrams.plan == "filter" else _named(source, text, filters)
     if not source.has_words and source.immutable:  # built before the word index
         trigrams.notes.append(Notice("no_word_index", sources=[source.name]))
     if matches is None or not matches.candidates:
+        ranked = [(c.doc_id, -c.score) for c in trigrams.ordered]
         return KeywordPlan(
-            [(c.doc_id, -c.score) for c in trigrams.ordered],
+            _named_first(ranked, named),
             first,
-            trigrams.total,
+            _with_named(trigrams.total, trigrams.lower_bound, ranked, named),
             trigrams.lower_bound,
             trigrams.plan,
             trigrams.notes,
             trigrams.needles,
             trigrams.query.text,
-            seen=trigrams.seen,
+            seen=list(dict.fromkeys([*trigrams.seen, *named])),
+            named=named,
         )
     fused = fuse(
         [(c.doc_id, -c.score) for c in matches.candidates],
@@ -158,18 +169,45 @@ def plan_keyword(
         first=first,
     )
     total, lower = _union_total(trigrams, matches, len(fused))
+    ranked = [(f.doc_id, f.score) for f in fused]
     stems, pieces = marked_words(text)  # as written in documents, for the snippets
     return KeywordPlan(
-        [(f.doc_id, f.score) for f in fused],
+        _named_first(ranked, named),
         first,
-        total,
+        _with_named(total, lower, ranked, named),
         lower,
         f"{matches.plan}+{trigrams.plan}",
         trigrams.notes,
         [*trigrams.needles, *pieces, *stems],
         trigrams.query.text,
-        seen=list(dict.fromkeys([*trigrams.seen, *matches.seen])),
+        seen=list(dict.fromkeys([*trigrams.seen, *matches.seen, *named])),
+        named=named,
     )
+
+
+def _named(source: Source, text: str, filters: Filters) -> list[int]:
+    """The documents the question asks about by name (names.py), that meet ``filters``; none
+    when the whole query is a title — those documents lead already."""
+    ids = leading_documents(source.conn, text)
+    return filter_ids(source.conn, filters, ids) if ids and filters else ids
+
+
+def _named_first(ranked: list[tuple[int, float]], named: list[int]) -> list[tuple[int, float]]:
+    """``ranked`` with the named documents first, scored as the best: as a title equal to the
+    query leads (fts.py), whether or not the plan matched them — "Tell me about Ray Charles"
+    matched three songs whose text holds "tell", not the article."""
+    if not named:
+        return ranked
+    top = max((score for _, score in ranked), default=1.0)
+    lead = set(named)
+    return [(d, top) for d in named] + [pair for pair in ranked if pair[0] not in lead]
+
+
+def _with_named(total: int, lower: bool, ranked: list[tuple[int, float]], named: list[int]) -> int:
+    """The total counting the named documents the plan did not match, when it is exact."""
+    if lower:
+        return total
+    return total + len(set(named) - {d for d, _ in ranked})
 
 
 def _start_word_side(source: Source, words: list[str], pool: int, filters: Filters):

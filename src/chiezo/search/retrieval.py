@@ -287,7 +287,7 @@ def _fuse(
 ) -> list[Fused]:
     k_pairs = keyword.ranked if keyword else []
     s_pairs = [(h.doc_id, h.score) for h in semantic] if semantic is not None else []
-    first = keyword.first if keyword else []
+    first = keyword.lead if keyword else []
     if semantic is None:  # keyword only (or the fallback)
         return fuse(k_pairs, [], keyword_weight=1.0, first=first)
     if keyword is None:

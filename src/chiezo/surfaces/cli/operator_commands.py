@@ -247,38 +247,82 @@ def _switched(what: str, source: str, done: dict, how: str, as_json: bool) -> No
 @click.option("-q", "--search", "words", default=None, help="Only answers holding these words.")
 @click.option("-n", "--limit", type=click.IntRange(1, 200), default=20, show_default=True)
 @click.option("--offset", type=click.IntRange(0), default=0)
+@click.option(
+    "--failed", is_flag=True, help="Only the asks that failed or whose answer was cut short."
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def logs(ctx, words, limit, offset, as_json) -> None:
-    """What was asked and answered (ask, chat, the API and the web chat), newest first;
-    --search: only answers whose question or answer holds each word. `chiezo logs off` stops
-    the record, `on` starts it again, `clear` deletes it (ops/answers_log.py)."""
+def logs(ctx, words, limit, offset, failed, as_json) -> None:
+    """What was asked and answered (ask, chat, the API and the web chat), newest first, the
+    asks that failed with their cause, and each model call's time; --search: only those
+    whose question, answer or error holds each word. `chiezo logs off` stops the record,
+    `on` starts it again, `clear` deletes it (ops/answers_log.py)."""
     if ctx.invoked_subcommand is not None:
         return
-    found = service_of(ctx).answers_log.entries(words, limit, offset)
+    found = service_of(ctx).answers_log.entries(words, limit, offset, failed=failed)
     if as_json:
         emit_json(found)
         return
     if not found["enabled"]:
         err.print("[yellow]the record of answers is off (`chiezo logs on` starts it)[/]")
     for entry in found["entries"]:
-        check = "no basis" if entry["no_basis"] else (
-            "grounded" if entry["grounded"] else f"{entry['claims']['unsupported']} unsupported, "
-            f"{entry['claims']['uncited']} uncited"
-        )  # fmt: skip
-        out.print(
-            f"[bold]#{entry['id']}[/] [dim]{entry['at']} · {entry['surface']} · {entry['mode']}"
-            f" · {escape(str(entry['model']))} · {entry['seconds']:.1f} s · {check}[/]"
-        )
-        out.print(f"  Q: {escape(entry['question'])}")
-        out.print(f"  A: {escape(entry['answer'])}")
-        for ref in entry["cited"]:
-            out.print(
-                f"  [dim][{ref['n']}] {escape(str(ref['title']))} — {escape(str(ref['url']))}[/]"
-            )
+        _show_entry(entry)
     shown = offset + len(found["entries"])
-    out.print(f"[dim]{shown if found['entries'] else 0} of {found['total']:,} answers[/]")
+    failures = f", {found['failures']:,} failed or stopped" if found["failures"] else ""
+    out.print(f"[dim]{shown if found['entries'] else 0} of {found['total']:,} asks{failures}[/]")
+
+
+def _show_entry(entry: dict) -> None:
+    """One ask: what answered and how it went (a failure in red with its cause; an answer the
+    model did not finish in yellow with why), the question, the answer (for a failure, the
+    text written before it), the sources cited and each model call's timings."""
+    failed = entry.get("failed") and entry.get("error") is not None
+    if failed:
+        check = f"[/][bold red]FAILED: {escape(str(entry['cause']))}[/][dim]"
+    elif entry.get("failed"):
+        check = f"[/][yellow]STOPPED: {escape(str(entry['cause']))}[/][dim]"
+    elif entry["no_basis"]:
+        check = "no basis"
+    else:
+        check = "grounded" if entry["grounded"] else (
+            f"{entry['claims']['unsupported']} unsupported, {entry['claims']['uncited']} uncited"
+        )  # fmt: skip
+    out.print(
+        f"[bold]#{entry['id']}[/] [dim]{entry['at']} · {entry['surface']} · {entry['mode']}"
+        f" · {escape(str(entry['model']))} · {entry['seconds']:.1f} s · {check}[/]"
+    )
+    out.print(f"  Q: {escape(entry['question'])}")
+    if failed:
+        out.print(f"  [red]error: {escape(str(entry['error']))}[/]")
+    if entry["answer"] or not failed:
+        said = "A (before it failed)" if failed else "A"
+        out.print(f"  {said}: {escape(entry['answer'])}")
+    for ref in entry["cited"]:
+        out.print(f"  [dim][{ref['n']}] {escape(str(ref['title']))} — {escape(str(ref['url']))}[/]")
+    for call in entry.get("calls") or []:
+        out.print(f"  [dim]{escape(_call_line(call))}[/]")
+
+
+def _call_line(call: dict) -> str:
+    """``model call: the answer 3.2 s, first token 0.8 s, 1,412 → 96 tokens, stop``: what the
+    record holds of one call (a field the endpoint did not report is left out)."""
+
+    def number(key: str, unit: str = "") -> str | None:
+        value = call.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return f"{value:,.1f} s" if unit == "s" else f"{value:,}"
+        return None
+
+    parts = [f"model call: {call.get('stage') or '?'} {number('seconds', 's') or '? s'}"]
+    if number("first_token_s", "s"):
+        parts.append(f"first token {number('first_token_s', 's')}")
+    tokens_in, tokens_out = number("tokens_in"), number("tokens_out")
+    if tokens_in or tokens_out:
+        parts.append(f"{tokens_in or '?'} → {tokens_out or '?'} tokens")
+    if call.get("finish"):
+        parts.append(str(call["finish"]))
+    return ", ".join(parts)
 
 
 @logs.command("off")

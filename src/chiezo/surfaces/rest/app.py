@@ -304,8 +304,9 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
 
     @app.get("/v1/llm", tags=["answers"])
     def llm_status(request: Request) -> JSONResponse:
-        """The answer layer: configured or not, and for each endpoint whether it answers and
-        with which model (and which models it has when the configured one is missing). Model
+        """The answer layer: configured or not, and for each endpoint whether it answers, the
+        models it lists and the one that answers the configured name (``note`` says so where
+        that name is not listed but answered all the same, as llama.cpp's server does). Model
         names are shown as names, not paths on this machine, to a client beyond loopback."""
         status = service.llm_status()
         return _json(status if on_this_machine(request.scope) else labelled_models(status))
@@ -425,9 +426,10 @@ def labelled_models(status: dict) -> dict:
             "model": named(endpoint.get("model")),
             "models": [named(m) for m in endpoint.get("models") or []],
         }
-        if endpoint.get("problem"):  # "no model named '/models/x.gguf' here"
-            shown["problem"] = re.sub(
-                r"'([^']*)'", lambda m: repr(named(m.group(1))), endpoint["problem"]
-            )
+        for said in ("problem", "note"):  # "no model named '/models/x.gguf' here"
+            if endpoint.get(said):
+                shown[said] = re.sub(
+                    r"'([^']*)'", lambda m: repr(named(m.group(1))), endpoint[said]
+                )
         endpoints.append(shown)
     return {**status, "model": named(status.get("model")), "endpoints": endpoints}

@@ -25,10 +25,20 @@
     try {
       const status = await api("GET", "/v1/llm");
       modelName = modelLabel(status.model) || modelName;  // a name, never the server's path
-      const bad = status.endpoints.filter((e) => !e.ok).map((e) => `${e.url}: ${e.problem}`);
-      const usable = status.endpoints.find((e) => e.ok && e.context);
-      const context = usable ? t("chat.context", { tokens: usable.context.toLocaleString() }) : "";
-      $("#chat-model-line").textContent = [modelName, context, ...bad].filter(Boolean).join(" · ");
+      // the names quoted in a note or a problem ('/models/x.gguf') as names too
+      const named = (text) => String(text || "").replace(/'([^']*)'/g, (_, name) => `'${modelLabel(name)}'`);
+      const there = (e) => t("chat.models_there", { models: e.models.map(modelLabel).join(", ") || "—" });
+      // the model that answers, then what the endpoint lists where that is more than it
+      // (llama.cpp answers a name it does not list with its own model: a note says so)
+      const used = status.endpoints.find((e) => e.ok);
+      const listed = used && used.models && !(used.models.length === 1 && used.models[0] === used.model);
+      const bad = status.endpoints.filter((e) => !e.ok)
+        .map((e) => `${e.url}: ${named(e.problem)}` + (e.models ? ` (${there(e)})` : ""));
+      const sized = status.endpoints.find((e) => e.ok && e.context);
+      const context = sized ? t("chat.context", { tokens: sized.context.toLocaleString() }) : "";
+      $("#chat-model-line").textContent = [
+        modelName, used && used.note ? named(used.note) : "", listed ? there(used) : "", context, ...bad,
+      ].filter(Boolean).join(" · ");
     } catch (error) {
       $("#chat-model-line").textContent = error.message;
     }
