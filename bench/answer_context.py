@@ -5,8 +5,14 @@ inside excerpt 1; the mean size of the excerpts in characters. The baseline, in 
 and on the same found documents, is the selection before #29: each of the documents gets an even
 share of the budget, its lead plus a window around the question's rarest pieces.
 
+An answer without a model (issue #43 item 5): on the excerpts `ask` sends, whether the gold
+answer is in the first of ``answer/sentences.py``'s sentences and in the first three, beside the
+baseline the issue named — the same excerpts' sentences ranked by how many of the question's
+character bigrams each holds (``bigram_sentences``).
+
     python bench/answer_context.py                 # every set below
     python bench/answer_context.py --sets shared,library --limit 40
+    python bench/answer_context.py --sets shared,long-check --sentences-only
 
 Sets:
 
@@ -17,8 +23,8 @@ Sets:
 * ``jaquad-dev`` — JaQuAD dev questions against its paragraphs, one document each (short
   paragraphs: what must not drop);
 * ``long-dev`` — JaQuAD *train* questions against their articles, each article one long
-  document (its paragraphs in order): the set passage choice was developed on — the shared
-  questions and JaQuAD dev were only measured, never tuned on;
+  document (its paragraphs in order): the set passage choice and the sentence ranker were
+  developed on — the shared questions and JaQuAD dev were only measured, never tuned on;
 * ``long-check`` — JaQuAD dev questions against their articles as long documents: held out.
 
 Sources are built with the real CLI into ``--data`` (default bench/work/answer_context) and

@@ -34,6 +34,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import unicodedata
 from pathlib import Path
@@ -94,15 +95,30 @@ def ask(tree: str, data: Path, url: str, alias: str, q: dict, deadline: float) -
         [sys.executable, "-m", "chiezo", "ask", q["question"], "--source", q["source"]],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
     )  # fmt: skip
-    first = process.stdout.read(1)
-    first_at = time.monotonic() - started
+    seen: dict = {"first": None, "out": [], "err": []}
+
+    def read(stream, into: str) -> None:  # as it comes: stdout's first byte is timed
+        for chunk in iter(lambda: stream.read(256), b""):
+            if into == "out" and seen["first"] is None:
+                seen["first"] = time.monotonic() - started
+            seen[into].append(chunk)
+
+    readers = [threading.Thread(target=read, args=(process.stdout, "out"), daemon=True),
+               threading.Thread(target=read, args=(process.stderr, "err"), daemon=True)]  # fmt: skip
+    for reader in readers:
+        reader.start()
     try:
-        rest, errors = process.communicate(timeout=deadline)
-    except subprocess.TimeoutExpired:
+        process.wait(timeout=deadline)
+    except subprocess.TimeoutExpired:  # past the bench's deadline: killed, counted as such
         process.kill()
-        rest, errors = process.communicate()
+        process.wait()
+    for reader in readers:
+        reader.join(5)
     total = time.monotonic() - started
-    output = (first + rest).decode(errors="replace")
+    errors = b"".join(seen["err"])
+    first_at = seen["first"]
+    first = first_at is not None
+    output = b"".join(seen["out"]).decode(errors="replace")
     guard = LoopGuard()
     looped = guard.feed(output.split("\n[1] ")[0])
     said = output + errors.decode(errors="replace")

@@ -212,3 +212,17 @@ def test_an_agent_out_of_time_still_returns_what_its_tools_found(library):
     assert "松江市" in result["answer_sentences"][0]["text"] and "[1]" in result["answer"]
     assert any("ran out of time" in w for w in result["warnings"])
     assert len(stub.requests) == 3  # the step, the step that ran late, the final answer
+
+
+def test_every_ask_is_recorded_even_one_whose_reader_left(library):
+    with ScriptedLLM(lambda body: {"content": "松江市です [1]。", "chunk_delay": 0.05}) as stub:
+        svc = service(library, stub.url)
+        before = svc.answers_log.entries()["total"]
+        events = svc.answer_events(QUESTION, log_as="web")
+        assert next(events)[0] == "references"
+        events.close()  # the page was closed
+    with ScriptedLLM(lambda body: {"content": "late", "delay": 3}) as stub:
+        with pytest.raises(LLMTimeout):
+            service(library, stub.url, first_token_timeout=0.5).ask(QUESTION, log_as="cli")
+    entries = svc.answers_log.entries()["entries"][: svc.answers_log.entries()["total"] - before]
+    assert [e["cause"] for e in entries] == ["first_token", "abandoned"]

@@ -258,7 +258,7 @@ class LLMClient:
             except httpx.HTTPError as exc:
                 late = late or (endpoint if _working_timeout(exc) else None)
                 failures.append(f"{endpoint.url}: {_describe(exc)}")
-                record.done(finish=type(exc).__name__)
+                record.done(finish=_ended_by(exc))
                 self.calls.append(record)
                 continue
             if response.status_code >= 400:
@@ -327,7 +327,7 @@ class LLMClient:
                     _PACE.learn(endpoint, record)
                     return
             except (httpx.HTTPError, _CutShort) as exc:
-                record.done(finish=type(exc).__name__)
+                record.done(finish=_ended_by(exc))
                 if sent and _working_timeout(exc):
                     raise _timeout(endpoint, stage, mid_answer=True) from exc
                 late = late or (endpoint if _working_timeout(exc) else None)
@@ -564,6 +564,18 @@ class LLMClient:
                 cause="model_missing",
                 hint=f"set {ENV['llm_model']} to one of the models listed",
             )
+
+
+def _ended_by(exc: Exception) -> str:
+    """How a failed call ended, as a call's record says it: ``timeout``, ``cut_short`` (the
+    stream ended before the model said it had finished), ``unreachable``, else ``failed``."""
+    if isinstance(exc, _CutShort):
+        return "cut_short"
+    if _working_timeout(exc):
+        return "timeout"
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return "unreachable"
+    return "failed"
 
 
 def _working_timeout(exc: Exception) -> bool:

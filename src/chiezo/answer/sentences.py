@@ -2,23 +2,27 @@
 likely say what was asked, each with the number of the excerpt it is from.
 
 The excerpts are the passages chosen for the question (passages.py); the answer is usually one
-sentence of them. Each sentence is scored on
+sentence of them. Each sentence is scored on (``WEIGHTS``)
 
 * **words** — the question's content words it holds (``words.content_pieces``: Sudachi pieces
   for Japanese, stems for spaced scripts), each weighed by how rare it is among the sentences
   competing (a local IDF: the article's name is in most of them and says little);
 * **pieces** — the question's character bigrams it holds, weighed the same way: Japanese
   inflects and compounds, and 開催された / 開催し meet where no word does;
+* **context** — the same for the sentence before it in its passage: a question often restates
+  one sentence and asks what the next says («1911年に決定されたこの単位は…»);
+* **heading** — the question's words in its section's name (人口, 歴史 > 近代);
 * **kind** — what the question asks for, where it says so: a date (いつ, 何年, when), a place
   (どこ, where), a figure (何人, 人口, how many), a person (誰, who). A sentence holding one of
   that kind that the question does not already state is likelier to hold the answer;
-* **order** — its excerpt's place (excerpt 1 is the best evidence) and its passage's score;
-* **subject** — whether it opens with the document's title (or an alias): it says something
-  of what the document is about, not of a thing it mentions.
+* **order**, **passage** — its excerpt's place (excerpt 1 is the best evidence) and its
+  passage's score there (passages.py's evidence, meaning included);
+* **subject** — whether it opens with the document's title (or an alias).
 
-A very long sentence is cut to the part around the question's words. Weights were chosen on
-JaQuAD train articles as long documents and measured on the shared questions and JaQuAD dev
-(bench/answer_context.py; docs/design.md §38).
+Sentences are the excerpts' own (support.split_sentences), a list's items apart; headings,
+table rows and markup residue are left out; a very long sentence is cut to the part around the
+question's words. Weights were chosen on JaQuAD train articles as long documents and measured
+on the shared questions and JaQuAD dev (bench/answer_context.py; docs/design.md §38).
 """
 
 from __future__ import annotations
@@ -32,12 +36,17 @@ from chiezo.answer.support import split_sentences
 from chiezo.core import words
 from chiezo.core.words import content_pieces, fold
 
+# Chosen on long-dev (JaQuAD train articles, 300 questions) by a coordinate search; the plateau
+# is broad (answer in sentence 1 .763–.780 for passage 0.8–2.0, order 0.3–0.8, kind 0.3–0.5).
+# heading is set, not fitted (JaQuAD has no sections): passages.py's ratio to words.
 WEIGHTS = {
     "words": 1.0,
-    "pieces": 1.0,
-    "kind": 0.3,
-    "order": 0.15,
-    "passage": 0.15,
+    "pieces": 0.5,
+    "context": 0.3,
+    "heading": 0.6,
+    "kind": 0.5,
+    "order": 0.5,
+    "passage": 1.0,
     "subject": 0.1,
 }
 MAX_CHARS = 200  # longer sentences are cut to the part around the question's words
@@ -89,7 +98,9 @@ class Candidate:
     ref: int  # Excerpt.n
     place: int  # the excerpt's place in the list (0: the first)
     passage: float  # its passage's score, as a share of the best passage's
+    piece: int  # which passage (or piece of an excerpt's text) it is from, counted across all
     names: tuple[str, ...]  # the document's title and aliases, folded
+    heading: str = ""  # its section's path below the title, folded ("歴史 > 近代")
     folded: str = ""
 
     def __post_init__(self):
@@ -100,24 +111,32 @@ def candidates_of(excerpts: list[Excerpt]) -> list[Candidate]:
     """Every sentence of the excerpts that reads as one (``is_sentence``), in order."""
     best = max((p.score for e in excerpts for p in e.passages), default=0.0) or 1.0
     out: list[Candidate] = []
+    pieces = 0
     for place, e in enumerate(excerpts):
         names = tuple(fold(n) for n in (e.title, *e.aliases) if n and n.strip())
-        for text, passage_score in _pieces(e):
+        for text, passage_score, heading in _pieces(e):
+            pieces += 1
             for sentence in (i for s in split_sentences(text) for i in list_items(s)):
                 if is_sentence(sentence):
-                    out.append(Candidate(sentence, e.n, place, passage_score / best, names))
+                    share = passage_score / best
+                    out.append(Candidate(sentence, e.n, place, share, pieces, names, fold(heading)))
     return out
 
 
-_LABEL = re.compile(r"^\([^()]{1,60}\) ")  # excerpt_text's "(人口) " before a section's text
+_LABEL = re.compile(r"^\(([^()]{1,60})\) ")  # excerpt_text's "(人口) " before a section's text
 
 
-def _pieces(e: Excerpt) -> list[tuple[str, float]]:
-    """(text, score) of each passage the excerpt was made of; where its text is not theirs (cut
-    to fit a smaller context), the text itself, in the pieces " … " set apart."""
+def _pieces(e: Excerpt) -> list[tuple[str, float, str]]:
+    """(text, score, heading path) of each passage the excerpt was made of; where its text is
+    not theirs (cut to fit a smaller context), the text itself, in the pieces " … " sets apart,
+    each with the section name excerpt_text wrote before it."""
     if e.passages and excerpt_text(e.passages) == e.text:
-        return [(p.text, max(p.score, 0.0)) for p in e.passages]
-    return [(_LABEL.sub("", part), 0.0) for part in e.text.split(SEPARATOR.strip())]
+        return [(p.text, max(p.score, 0.0), p.heading) for p in e.passages]
+    out = []
+    for part in e.text.split(SEPARATOR):
+        label = _LABEL.match(part)
+        out.append((part[label.end() :] if label else part, 0.0, label.group(1) if label else ""))
+    return out
 
 
 _LIST_MARK = re.compile(r"(?:^|\s)[-*•]\s+")  # plain_text keeps a list item's mark, on one line
@@ -222,33 +241,52 @@ def asked_kinds(question: str) -> set[str]:
 
 
 def score(asked: Question, candidates: list[Candidate]) -> list[float]:
-    """Each candidate's score (``WEIGHTS``), in the candidates' order."""
-    words_of = _coverage(asked.terms, candidates)
-    pieces_of = _coverage(asked.grams, candidates)
+    """Each candidate's score (``WEIGHTS`` over ``features``), in the candidates' order."""
+    return [sum(WEIGHTS[k] * v for k, v in f.items()) for f in features(asked, candidates)]
+
+
+def features(asked: Question, candidates: list[Candidate]) -> list[dict[str, float]]:
+    """What each candidate is scored on, each 0..1."""
+    words_of, idf = _coverage(asked.terms, [c.folded for c in candidates])
+    pieces_of, _ = _coverage(asked.grams, [c.folded for c in candidates])
+    mass = sum(idf.values()) or 1.0
     out = []
-    for c, found, pieces in zip(candidates, words_of, pieces_of, strict=True):
+    for i, c in enumerate(candidates):
+        before = i - 1 if i and candidates[i - 1].piece == c.piece else None
+        kind = float(bool(asked.kinds) and holds_kind(c.text, asked))
         out.append(
-            WEIGHTS["words"] * found
-            + WEIGHTS["pieces"] * pieces
-            + WEIGHTS["kind"] * (bool(asked.kinds) and holds_kind(c.text, asked))
-            + WEIGHTS["order"] / (1 + c.place)
-            + WEIGHTS["passage"] * c.passage
-            + WEIGHTS["subject"] * _opens_with_subject(c)
+            {
+                "words": words_of[i],
+                "pieces": pieces_of[i],
+                # the sentence before, in the same passage: a question often restates one
+                # sentence and asks for what the next one says of it (「この単位は…」)
+                "context": (words_of[before] + pieces_of[before]) / 2
+                if before is not None
+                else 0.0,
+                # the question's words in the section's name: a section named for what is
+                # asked is where the answer usually is (passages.py, §31.1)
+                "heading": sum(w for t, w in idf.items() if t in c.heading) / mass,
+                "kind": kind,
+                "order": 1 / (1 + c.place),
+                "passage": c.passage,
+                "subject": float(_opens_with_subject(c)),
+            }
         )
     return out
 
 
-def _coverage(terms: list[str], candidates: list[Candidate]) -> list[float]:
-    """Each candidate's share of ``terms`` held, each term weighed by its local IDF (how rare
-    it is among the candidates)."""
+def _coverage(terms: list[str], texts: list) -> tuple[list[float], dict[str, float]]:
+    """Each text's share of ``terms`` held (``in``: a substring of a folded sentence, a member
+    of its set of words), each term weighed by its local IDF (how rare it is among the texts);
+    and those weights."""
     if not terms:
-        return [0.0] * len(candidates)
-    held = [{t for t in terms if t in c.folded} for c in candidates]
-    n = len(candidates)
+        return [0.0] * len(texts), {}
+    held = [{t for t in terms if t in text} for text in texts]
+    n = len(texts)
     df = {t: sum(t in h for h in held) for t in terms}
     idf = {t: math.log(1 + n / df[t]) if df[t] else 0.0 for t in terms}
     mass = sum(idf.values()) or 1.0
-    return [sum(idf[t] for t in h) / mass for h in held]
+    return [sum(idf[t] for t in h) / mass for h in held], idf
 
 
 def _opens_with_subject(c: Candidate) -> bool:
@@ -256,14 +294,16 @@ def _opens_with_subject(c: Candidate) -> bool:
     return any(name and c.folded.lstrip("(「『 ").startswith(name) for name in c.names)
 
 
-# A date, a figure with its unit, in any script the sentence is in; names through Sudachi
+# A year (3–4 digits, or an era's: 明治42年, 天保四年), a month or day, a century; "1年後" and
+# "2年間" are spans of time, not dates
 _DATE = re.compile(
-    r"(?:\d{1,4}|[元〇一二三四五六七八九十百千]+)\s*(?:年|月|日|世紀)|\b1\d{3}s?\b|\b20\d{2}s?\b|"
+    r"(?<![\d.])\d{3,4}\s*年|[\u4e00-\u9fff]{2}(?:元|\d{1,2}|[一二三四五六七八九十]{1,3})年|"
+    r"(?<![\d.])\d{1,2}\s*(?:月|日)|\d{1,2}\s*世紀|\b1\d{3}s?\b|\b20\d{2}s?\b|"
     r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d|\bcentury\b",
     re.I,
 )
 _FIGURE = re.compile(
-    r"\d[\d,.]*\s?(?:[%％]|[^\W\d_])|[一二三四五六七八九十百千万億]+"
+    r"\d[\d,.]*\s?(?:[%％]|(?!\d{0,3}年)[^\W\d_])|[一二三四五六七八九十百千万億]+"
     r"(?:つ|人|回|頭|個|本|倍|種|名|位|か所|ヶ所|カ所|階|件|隻|機)"
 )
 _PLACE_SUFFIX = re.compile(r"[\u4e00-\u9fff\u30a0-\u30ff]+(?:県|市|町|村|区|州|郡|府|島|国)")
@@ -314,6 +354,21 @@ def _proper_nouns(text: str, kind: str) -> list[str]:
 
 # -- cutting ------------------------------------------------------------------------------------
 
+
+def _densest(hits: list[tuple[int, int]], span: int) -> int:
+    """Where the ``span`` characters holding the most matched characters begin: ``hits`` are
+    (position, length), sorted; one pass with a window that trails behind."""
+    best, best_mass, mass, first = hits[0][0], -1, 0, 0
+    for position, length in hits:
+        mass += length
+        while hits[first][0] <= position - span:
+            mass -= hits[first][1]
+            first += 1
+        if mass > best_mass:
+            best, best_mass = hits[first][0], mass
+    return best
+
+
 _CLAUSE_END = re.compile(r"[、，,;；:：]\s*")
 
 
@@ -328,8 +383,7 @@ def cap(text: str, terms: list[str], width: int = MAX_CHARS) -> str:
     )
     start = 0
     if hits:
-        best = max(hits, key=lambda h: sum(n for x, n in hits if h[0] <= x < h[0] + width * 3 // 4))
-        start = max(0, best[0] - width // 8)
+        start = max(0, _densest(hits, width * 3 // 4) - width // 8)
         start = min(start, len(text) - width)
         boundary = [m.end() for m in _CLAUSE_END.finditer(text, max(0, start - width // 4), start)]
         if boundary:

@@ -904,11 +904,9 @@ class Service:
         started = time.monotonic()
         try:
             result = self._answered(question, options, history, on_event)
-        except ChiezoError as exc:  # a failed ask is kept too, with its cause
+        except Exception as exc:  # a failed ask is kept too, with its cause (a bug: its kind)
             if log_as:
-                self.answers_log.record_error(question, exc, mode=options.mode or "rag",
-                                              seconds=time.monotonic() - started, surface=log_as,
-                                              model=self.settings.llm_model)  # fmt: skip
+                self._log_failure(question, exc, options.mode or "rag", started, log_as)
             raise
         if log_as:
             seconds = time.monotonic() - started
@@ -957,11 +955,9 @@ class Service:
         started = time.monotonic()
         try:
             events = self._answer_events(question, options, history)
-        except ChiezoError as exc:
+        except Exception as exc:
             if log_as:
-                self.answers_log.record_error(question, exc, mode=options.mode or "rag",
-                                              seconds=time.monotonic() - started, surface=log_as,
-                                              model=self.settings.llm_model)  # fmt: skip
+                self._log_failure(question, exc, options.mode or "rag", started, log_as)
             raise
         if not log_as:
             return events
@@ -986,17 +982,30 @@ class Service:
         """``events`` passed on, the ``done`` one — or the ``error`` one, with what was
         written before it — kept in the record of answers too."""
         written: list[str] = []
-        for name, data in events:
-            seconds = time.monotonic() - started
-            if name == "delta":
-                written.append(str(data.get("text") or ""))
-            elif name == "done":
-                self.answers_log.record(data, mode=mode, seconds=seconds, surface=surface)
-            elif name == "error":
-                self.answers_log.record_error(question, data, mode=mode, seconds=seconds,
-                                              surface=surface, model=self.settings.llm_model,
-                                              answer="".join(written))  # fmt: skip
-            yield name, data
+        ended = False
+        try:
+            for name, data in events:
+                seconds = time.monotonic() - started
+                if name == "delta":
+                    written.append(str(data.get("text") or ""))
+                elif name == "done":
+                    self.answers_log.record(data, mode=mode, seconds=seconds, surface=surface)
+                elif name == "error":
+                    self._log_failure(question, data, mode, started, surface, "".join(written))
+                ended = ended or name in ("done", "error")
+                yield name, data
+        except GeneratorExit:  # the reader left before the end (a chat page closed)
+            if not ended:
+                gone = {"error": "the client stopped reading before the end", "cause": "abandoned"}
+                self._log_failure(question, gone, mode, started, surface, "".join(written))
+            raise
+
+    def _log_failure(self, question, error, mode: str, started: float, surface: str,
+                     written: str = "") -> None:  # fmt: skip
+        """A failed ask kept in the record of answers, with what was written before it."""
+        self.answers_log.record_error(question, error, mode=mode, surface=surface,
+                                      seconds=time.monotonic() - started,
+                                      model=self.settings.llm_model, answer=written)  # fmt: skip
 
     def claim_embedder(self, names):
         """``texts → unit vectors`` with the embedder of the first of these sources that has
