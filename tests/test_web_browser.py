@@ -50,6 +50,8 @@ def scripted_model(body: dict) -> dict:
         return {"content": '{"queries": ["浅草寺"]}'}
     if body.get("tools") and not any(m["role"] == "tool" for m in body["messages"]):
         return {"tool_calls": [tool_call("search", {"query": "浅草寺", "source": "jawiki"})]}
+    if "失敗" in body["messages"][-1]["content"]:  # the model's server fails
+        return {"status": 500}
     if "いつ" in body["messages"][-1]["content"]:  # a wrong year, and a sentence citing nothing
         return {"content": "浅草寺は645年に創建された [1]。雷門が有名です。"}
     # streamed in pieces with a pause, so that a test can see the answer grow
@@ -228,6 +230,17 @@ def test_the_chat_marks_the_sentences_its_sources_do_not_support(page):
     assert answer.locator("a.cite").count() == 1  # the citation inside a mark still links
     assert "2" in answer.locator("p.warn").inner_text()
     page.screenshot(path=str(SCREENSHOTS / "chat-doubts.png"), full_page=True)
+
+
+def test_a_failed_answer_shows_what_the_library_says(page):
+    page.goto(page.base + "/chat")
+    page.fill("#chat-input", "浅草寺が創建されたのは何年？（失敗）")
+    page.press("#chat-input", "Enter")
+    page.wait_for_selector("li.message.assistant[data-state=done]")
+    answer = page.locator("li.message.assistant").last
+    assert answer.locator("p.error").count() == 1
+    said = answer.locator(".answer.library").inner_text()
+    assert "628年" in said and answer.locator(".answer.library a.cite").count() >= 1
 
 
 def test_an_indexed_pages_script_does_not_run_on_chiezos_origin(page, site):

@@ -353,6 +353,11 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "エンドポイントの応答がチャット補完の形式ではありません",
         "The endpoint's reply is not a chat completion",
     ),
+    "chat.cause.first_token": (
+        "モデルが時間内に回答を始めませんでした",
+        "The model did not begin the answer in time",
+    ),
+    "chat.library_says": ("ライブラリの記述", "What the library says"),
     "chat.cause.cut_short": (
         "モデルの回答が途中で途切れました",
         "The model's answer stopped midway",

@@ -171,6 +171,13 @@
                          cited_titles: references.filter((r) => cited.includes(r.n)).map((r) => r.title) });
         } else if (name === "error") {
           showError(body, data);
+          // no answer was written: the library's own sentences that answer, each cited
+          const said = data.answer_sentences || [];
+          if (said.length) {
+            body.append(el("p", { class: "muted small", text: t("chat.library_says") }));
+            const quoted = said.map((s) => `${s.text} [${s.ref}]`).join(" ");
+            body.append(el("div", { class: "answer library" }, withCitations(quoted, data.excerpts || references)));
+          }
           const found = data.excerpts || references;
           if (found.length) body.append(sourceList(found));
         }
