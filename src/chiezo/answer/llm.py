@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -280,7 +280,7 @@ class LLMClient:
         temperature: float = 0.0,
         stage: Stage | None = None,
         first_token: float | None = None,
-    ) -> Iterator[str]:
+    ) -> Generator[str, None, None]:
         """Text deltas. The first endpoint that accepts the request streams; a failure before
         the first delta moves on to the next endpoint, one after it ends the stream with an
         error (what was sent cannot be taken back, nor sent again by another endpoint). Two
