@@ -51,6 +51,7 @@ from chiezo.answer.options import AnswerOptions  # noqa: E402
 from chiezo.answer.passages import Passage  # noqa: E402
 from chiezo.answer.subject import RULES, Rules, missing_among, subjects_of  # noqa: E402
 from chiezo.core.config import Settings  # noqa: E402
+from chiezo.core.textnorm import normalise_title  # noqa: E402
 from chiezo.ops.service import Service  # noqa: E402
 
 from corpus import JAQUAD, SHARED_DATA  # noqa: E402
@@ -66,9 +67,14 @@ console = Console(width=160)
 
 # The variants compared on the same found excerpts: what the decision rests on.
 VARIANTS = {
-    "title/alias only": (Rules(headings=False, share=2.0, mentions=10**9), False),
-    "chosen (any subject)": (RULES, False),
-    "chosen, first subject only": (RULES, True),
+    "title/alias only": (
+        Rules(headings=False, said=False, share=2.0, mentions=10**9),
+        False,
+        False,
+    ),
+    "chosen, first subject only": (RULES, True, False),
+    "chosen (any subject)": (RULES, False, False),
+    "chosen + title look-up": (RULES, False, True),
 }
 
 
@@ -172,8 +178,8 @@ def question_sets(work: Path, wanted: set[str], limit: int | None):
             out.append((f"{name}-{side}", service, name, sample(qs, limit)))
     if wanted & {"en-titles", "en-squad", "en-nq"}:
         en = library(work, "enwiki", lambda d: chiezo(d, "ingest", "wikipedia", str(ENWIKI)))
-        titles = sorted(titles_of(en))
     if "en-titles" in wanted:
+        titles = articles_of(en, "enwiki")
         qs = [{"question": f"What is {t} known for?", "answers": [], "in": True} for t in titles]
         out.append(("en-titles", en, None, sample(qs, limit)))
     if "en-squad" in wanted:
@@ -186,6 +192,39 @@ def question_sets(work: Path, wanted: set[str], limit: int | None):
             question, _, answers = line.partition("\t")
             qs.append({"question": question, "answers": answers, "in": None})
         out.append(("en-nq", en, None, sample(qs, limit)))
+    return out
+
+
+def article_lookup(service: Service):
+    """``name → bool``: whether a source of ``service`` has a document of that title or alias
+    (normalised), or of that title with a disambiguator (「夏目漱石 (作家)」) — what
+    ``missing_subject(has_article=…)`` is given."""
+    conns = [service.library.get(s["name"]).conn for s in service.sources()]
+
+    def has_article(name: str) -> bool:
+        norm = normalise_title(name)
+        return bool(norm) and any(
+            c.execute(
+                "SELECT 1 FROM titles WHERE norm = ? OR (norm >= ? AND norm < ?) LIMIT 1",
+                (norm, norm + " (", norm + " )"),
+            ).fetchone()
+            for c in conns
+        )
+
+    return has_article
+
+
+def articles_of(service: Service, source: str) -> list[str]:
+    """The titles of ``source``'s articles: not its disambiguation, list or main pages."""
+    conn = service.library.get(source).conn
+    out = []
+    for doc_id, title in conn.execute("SELECT doc_id, title FROM docs ORDER BY doc_id"):
+        attrs = service.doc(source, doc_id=doc_id, fields=["attrs"]).get("attrs") or {}
+        flags = attrs.get("flag") or []
+        if not (
+            {"disambiguation", "list", "main"} & set(flags if isinstance(flags, list) else [flags])
+        ):
+            out.append(title)
     return out
 
 
@@ -243,9 +282,10 @@ def folded(text: str) -> str:
     return "".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
-def measure(questions: list[dict], founds: list[list[dict]]) -> dict:
+def measure(questions: list[dict], founds: list[list[dict]], has_article) -> dict:
     """Per variant: the share declared "no basis"; the answers lost by it (the gold answer was
-    in the excerpts); and before (declared only when nothing was found)."""
+    in the excerpts); and before (declared only when nothing was found). ``has_article``:
+    the library's title look-up, for the variant that uses it."""
     n = len(questions)
     answered = [
         any(folded(a) in folded(" ".join(e["text"] for e in f)) for a in q["answers"] if a)
@@ -261,9 +301,9 @@ def measure(questions: list[dict], founds: list[list[dict]]) -> dict:
         subjects = subjects_of(q["question"])
         named += bool(subjects)
         excerpts = as_excerpts(found)
-        for variant, (rules, first_only) in VARIANTS.items():
+        for variant, (rules, first_only, look_up) in VARIANTS.items():
             missing = missing_among(subjects[:1] if first_only else subjects, q["question"],
-                                    excerpts, rules)  # fmt: skip
+                                    excerpts, rules, has_article if look_up else None)  # fmt: skip
             if missing is not None:
                 declared[variant] += 1
                 lost[variant] += has_answer
@@ -306,7 +346,7 @@ def main() -> None:
         cache = args.work / f"found-{name}.json"
         t0 = time.monotonic()
         founds = found_excerpts(service, source, questions, cache, args.fresh)
-        result = measure(questions, founds)
+        result = measure(questions, founds, article_lookup(service))
         if name == "en-squad":  # a question naming one of the excerpt's titles is not "out"
             result = split_named(questions, founds, service)
             report["sets"].update(result)
@@ -335,7 +375,7 @@ def split_named(questions, founds, service) -> dict:
         pairs = [(q, f) for q, f, n in zip(questions, founds, named, strict=True) if n == keep]
         if pairs:
             qs = [{**q, "in": keep} for q, _ in pairs]
-            out[name] = measure(qs, [f for _, f in pairs])
+            out[name] = measure(qs, [f for _, f in pairs], article_lookup(service))
     return out
 
 

@@ -30,6 +30,11 @@ PAGES = [
         "'''パリ'''はフランスの首都。セーヌ川が流れる。2011年現在、人口は約225万人である。"
         "墓地にはペール・ラシェーズ墓地がある。",
     ),
+    (
+        3,
+        "愛媛県",
+        "'''愛媛県'''は四国の県。県庁所在地は松山市。夏目漱石の小説『坊っちゃん』の舞台である。",
+    ),
 ]
 QUESTION = "島根県の県庁所在地は？"
 
@@ -76,6 +81,25 @@ def test_the_model_plans_when_asked_and_for_a_follow_up_that_leans_on_the_chat(l
 def test_an_unknown_planner_is_a_usage_error(library):
     result = CliRunner().invoke(cli, ["--data", str(library / "data"), "ask", "x", "--plan", "llm"])
     assert result.exit_code == 2 and "llm" in result.output
+
+
+# -- no basis -------------------------------------------------------------------------------------
+
+
+def test_a_subject_the_library_has_no_article_about_gets_the_named_reply_without_a_model(library):
+    question = "夏目漱石はいつ生まれましたか？"
+    with ScriptedLLM(lambda body: {"content": "1867年です [1]。"}) as stub:
+        result = service(library, stub.url).ask(question)
+    assert stub.requests == [] and result.no_basis
+    assert "「夏目漱石」" in result.answer and "「愛媛県」" in result.answer
+    offline = CliRunner().invoke(cli, ["--data", str(library / "data"), "ask", question])
+    assert offline.exit_code == 3 and "夏目漱石" in offline.output
+
+
+def test_a_subject_the_library_has_is_answered(library):
+    with ScriptedLLM(lambda body: {"content": "松山市です [1]。"}) as stub:
+        result = service(library, stub.url).ask("愛媛県の県庁所在地はどこですか？")
+    assert not result.no_basis and len(stub.requests) == 1
 
 
 # -- loops ----------------------------------------------------------------------------------------

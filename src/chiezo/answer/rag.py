@@ -410,7 +410,18 @@ def prepare(service, question: str, options: AnswerOptions, history=None, llm=No
         answer_sentences(question, excerpts),
         service.settings.first_token_timeout,
         list(llm.calls) if llm is not None else [],
-        missing_subject(question, excerpts) if options.grounded and excerpts else None,
+        _missing(service, question, excerpts, options),
+    )
+
+
+def _missing(service, question: str, excerpts: list[Excerpt], options) -> Missing | None:
+    """The subject the question names that no excerpt is about (answer/subject.py), where the
+    library has no article of that title either (the search may have missed one); None when
+    the answer may go beyond the sources or nothing was found (the plain fixed reply)."""
+    if not options.grounded or not excerpts:
+        return None
+    return missing_subject(
+        question, excerpts, has_article=lambda name: service.has_article(name, options.source)
     )
 
 

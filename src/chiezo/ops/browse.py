@@ -94,6 +94,19 @@ def _ids_by_title(src: Source, title: str) -> list[int]:
     ]
 
 
+def has_title(src: Source, name: str) -> bool:
+    """Whether ``src`` has a document of title or alias ``name`` (normalised), or of that
+    title with a disambiguator (「夏目漱石 (作家)」): one indexed range, not a scan."""
+    norm = normalise_title(name)
+    return bool(norm) and (
+        src.conn.execute(
+            "SELECT 1 FROM titles WHERE norm = ? OR (norm >= ? AND norm < ?) LIMIT 1",
+            (norm, norm + " (", norm + " )"),
+        ).fetchone()
+        is not None
+    )
+
+
 def _summary(src: Source, doc_id: int) -> dict[str, Any]:
     key, title = src.conn.execute(
         "SELECT key, title FROM docs WHERE doc_id = ?", (doc_id,)

@@ -325,6 +325,12 @@ class Service:
         layer, does not build requests itself)."""
         return self.search(SearchRequest.of(query=query, source=source, limit=limit))
 
+    def has_article(self, name: str, source: str | None = None) -> bool:
+        """Whether ``source`` (else any source) has a document titled ``name``: the answer
+        layer's check that a subject the search missed is still in the library."""
+        sources = [self.library.get(source)] if source else self.library.sources()
+        return any(browse.has_title(src, name) for src in sources)
+
     def _near(self, near: str | None, near_doc: str | None, radius_km: float | None) -> Near | None:
         if near and near_doc:
             raise BadQuery("give near or near_doc, not both")
