@@ -21,6 +21,7 @@ def ray(tmp_path_factory):
     service = Service(Settings(data_dir=tmp_path_factory.mktemp("names") / "data"))
     report = service.ingest("zim", data_file(RAY), "ray")
     assert report.docs == 127
+    service.embed("ray", "use-m")  # hybrid search, the default with vectors, as well (2 s)
     return service
 
 
@@ -31,11 +32,12 @@ def jawiki(tmp_path_factory):
     return service
 
 
-def titles(service, query: str, source: str, limit: int = 10) -> list[str]:
-    result = service.search(SearchRequest.of(query=query, source=source, limit=limit))
-    return [h.title for h in result.hits]
+def titles(service, query: str, source: str, limit: int = 10, mode: str | None = None):
+    request = SearchRequest.of(query=query, source=source, limit=limit, mode=mode)
+    return [h.title for h in service.search(request).hits]
 
 
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
 @pytest.mark.parametrize(
     "question",
     [
@@ -46,11 +48,13 @@ def titles(service, query: str, source: str, limit: int = 10) -> list[str]:
         "who was ray charles",
     ],
 )
-def test_an_english_question_names_the_article_before_titles_that_contain_the_name(ray, question):
+def test_an_english_question_names_the_article_before_titles_that_contain_the_name(
+    ray, question, mode
+):
     # the source holds longer titles that contain the name: they ranked first before
     longer = titles(ray, "Ray Charles", "ray", limit=50)
     assert "Ray Charles discography" in longer and "Ray Charles Live" in longer
-    found = titles(ray, question, "ray")
+    found = titles(ray, question, "ray", mode=mode)
     assert found[0] == "Ray Charles"
     assert found.count("Ray Charles") == 1
 
@@ -82,6 +86,13 @@ def test_a_name_that_only_describes_what_is_asked_does_not_lead(ray):
 def test_a_japanese_name_leads_in_a_jawiki_question(jawiki, question, title):
     # before, the articles that mention 地理 or 記録 most often came first
     assert titles(jawiki, question, "jawiki")[0] == title
+
+
+def test_a_title_inside_a_japanese_compound_noun_is_no_name(jawiki):
+    conn = jawiki.library.get("jawiki").conn
+    assert [n.phrase for n in question_names(conn, "日本語について教えて")] == ["日本語"]
+    # 日本語教育 is Japanese-language teaching, not the article 日本語
+    assert question_names(conn, "日本語教育について教えて") == []
 
 
 @pytest.fixture(scope="module")

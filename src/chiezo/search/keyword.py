@@ -148,11 +148,11 @@ def plan_keyword(
     if not source.has_words and source.immutable:  # built before the word index
         trigrams.notes.append(Notice("no_word_index", sources=[source.name]))
     if matches is None or not matches.candidates:
-        ranked = [(c.doc_id, -c.score) for c in trigrams.ordered]
+        led, named = _named_first([(c.doc_id, -c.score) for c in trigrams.ordered], named)
         return KeywordPlan(
-            _named_first(ranked, named),
+            led,
             first,
-            _with_named(trigrams.total, trigrams.lower_bound, ranked, named),
+            _with_named(trigrams.total, trigrams.lower_bound, trigrams.seen, named),
             trigrams.lower_bound,
             trigrams.plan,
             trigrams.notes,
@@ -169,18 +169,19 @@ def plan_keyword(
         first=first,
     )
     total, lower = _union_total(trigrams, matches, len(fused))
-    ranked = [(f.doc_id, f.score) for f in fused]
+    led, named = _named_first([(f.doc_id, f.score) for f in fused], named)
+    seen = [*trigrams.seen, *matches.seen]
     stems, pieces = marked_words(text)  # as written in documents, for the snippets
     return KeywordPlan(
-        _named_first(ranked, named),
+        led,
         first,
-        _with_named(total, lower, ranked, named),
+        _with_named(total, lower, seen, named),
         lower,
         f"{matches.plan}+{trigrams.plan}",
         trigrams.notes,
         [*trigrams.needles, *pieces, *stems],
         trigrams.query.text,
-        seen=list(dict.fromkeys([*trigrams.seen, *matches.seen, *named])),
+        seen=list(dict.fromkeys([*seen, *named])),
         named=named,
     )
 
@@ -192,22 +193,28 @@ def _named(source: Source, text: str, filters: Filters) -> list[int]:
     return filter_ids(source.conn, filters, ids) if ids and filters else ids
 
 
-def _named_first(ranked: list[tuple[int, float]], named: list[int]) -> list[tuple[int, float]]:
-    """``ranked`` with the named documents first, scored as the best: as a title equal to the
-    query leads (fts.py), whether or not the plan matched them — "Tell me about Ray Charles"
-    matched three songs whose text holds "tell", not the article."""
+def _named_first(
+    ranked: list[tuple[int, float]], named: list[int]
+) -> tuple[list[tuple[int, float]], list[int]]:
+    """``ranked`` with the named documents first, scored as the best — as a title equal to
+    the query leads (fts.py), whether or not the plan matched them: "Tell me about Ray
+    Charles" matched three songs whose text holds "tell", not the article — and the named
+    documents in the plan's order (a question may name two)."""
     if not named:
-        return ranked
+        return ranked, named
     top = max((score for _, score in ranked), default=1.0)
-    lead = set(named)
-    return [(d, top) for d in named] + [pair for pair in ranked if pair[0] not in lead]
+    place = {d: i for i, (d, _) in enumerate(ranked)}
+    lead = sorted(named, key=lambda d: place.get(d, len(place)))
+    chosen = set(lead)
+    return [(d, top) for d in lead] + [p for p in ranked if p[0] not in chosen], lead
 
 
-def _with_named(total: int, lower: bool, ranked: list[tuple[int, float]], named: list[int]) -> int:
-    """The total counting the named documents the plan did not match, when it is exact."""
+def _with_named(total: int, lower: bool, seen: list[int], named: list[int]) -> int:
+    """The total counting the named documents the plan did not match, when it is exact (an
+    exact total walked every match: ``seen``)."""
     if lower:
         return total
-    return total + len(set(named) - {d for d, _ in ranked})
+    return total + len(set(named) - set(seen))
 
 
 def _start_word_side(source: Source, words: list[str], pool: int, filters: Filters):

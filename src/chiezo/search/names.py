@@ -3,25 +3,26 @@
 "Ray Charles" puts the article Ray Charles first (the title-exact rule, fts.py), but "Who was
 Ray Charles?" is no title: bm25 then prefers the short documents whose *titles* hold both words
 ("Ray Charles discography", the albums) over the long article about him, which came 9th
-(issue #43). Here the question is read for the phrases in it that equal a title or an alias
-of the source — "Ray Charles" in "Who was Ray Charles?", 「台東区」 in 「台東区について教えて」 —
-and the documents they name are returned for the keyword side to rank as it ranks a title
-equal to the whole query.
+(issue #43 item 6, docs/design.md §38). Here a question is read for the phrases in it that
+equal a title or an alias of the source, and the documents the question is *about* by name are
+returned for the keyword side to lead with, as it leads with a title equal to the whole query.
 
-* **Phrases** are runs of the question's tokens: words of spaced scripts, Sudachi's longest
-  units of Japanese (so 京都 is never found inside 東京都, nor 哲学 inside 哲学者). All runs of up to ``MAX_SPAN`` tokens are
-  looked up in one query of the ``titles`` index, longest first; a run inside a longer one that
-  names a document is not a name of its own ("Ray Charles" in "Ray Charles Live"), and a longer
-  title that only *contains* the phrase ("Ray Charles discography") is never named by it.
-* **Not names**: a run of stop words, particles or light words only ("What", "The", 「何」) or
-  of one character, whatever the source's titles; in a question written with capitals, a run
-  of Latin script that does not begin and end with a capitalised word (or a digit): "music"
-  in "What music did he play?" is a word, "Music" a title (measured in docs/design.md, issue
-  #43 item 6).
-* **Qualified titles**: a phrase that is no title but the start of exactly one title of the
-  form "phrase (qualifier)" — "Unchain My Heart" → "Unchain My Heart (song)" — names that one.
-* **Too many**: a phrase that is the title of more than ``MAX_DOCS`` documents (a title shared by
-  every paragraph of an article, a disambiguated name) names none of them.
+* **Phrases** are runs of the question's tokens — words of spaced scripts, Sudachi's longest
+  units of Japanese (so 京都 is never found inside 東京都, nor 哲学 inside 哲学者) — up to
+  ``MAX_SPAN`` of them, all looked up in one query of the ``titles`` index. The longest wins: a
+  run inside a longer one that names a document is no name of its own ("Ray Charles" in "Ray
+  Charles Live"), and a longer title that only *contains* the phrase ("Ray Charles
+  discography") is never named by it. A phrase that is no title but the start of exactly one
+  title "phrase (qualifier)" names that one ("Who directed Ray?" → "Ray (film)").
+* **Not names**: runs of stop words, particles or light words only ("What", "The", 「何」),
+  one character; a title of several documents (the paragraphs of one article); a Japanese
+  run written against a noun (伊能忠敬 in 伊能忠敬記念館). In a question written with capitals,
+  a Latin run must begin and end with a capitalised word, and the opening word alone is none:
+  its capital is the sentence's ("Tell me about …" where "Tell" is a title).
+* **About it**: a name leads only when it holds at least ``LEAD_SHARE`` of the question's
+  content words — "Who was Ray Charles?" 2 of 2, "When did Ray Charles die?" 2 of 3 — and not
+  where it describes what is asked for: "Which Ray Charles album was recorded at Newport in
+  1958?" 2 of 7, 「ウィーンを首都とする中央ヨーロッパの国は？」.
 """
 
 from __future__ import annotations
@@ -36,11 +37,8 @@ from chiezo.core.words import STOP_WORDS, light_words
 
 MAX_SPAN = 10  # tokens in a phrase: the longest titles of the test ZIMs have 9 words
 MAX_TOKENS = 64  # tokens of a question read for names (a question, not a passage)
-MAX_DOCS = 3  # a phrase naming more documents than this names none (see the docstring)
-# A name leads when its words are at least this share of the question's evidence words: the
-# question is about it ("Who was Ray Charles?" 2/2, "When did Ray Charles die?" 2/3), not about
-# something it describes by it ("Which Ray Charles album was recorded at Newport in 1958?" 2/7,
-# 「ウィーンを首都とする中央ヨーロッパの国は？」 1/5) — measured in docs/design.md (issue #43).
+# A name leads when its words are at least this share of the question's content words (see
+# the module's docstring; 0.25–1.0 measured in docs/design.md §38, item 6).
 LEAD_SHARE = 0.5
 _JAPANESE = re.compile(
     "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]+"
@@ -66,42 +64,40 @@ class Token:
 
 @dataclass(frozen=True)
 class Name:
-    """A phrase of the question and the documents whose title or alias it is."""
+    """A phrase of the question and the one document whose title or alias it is."""
 
     phrase: str
     first: int  # token positions, inclusive
     last: int
-    doc_ids: tuple[int, ...]
+    doc_id: int
 
 
 def leading_documents(conn: db.Connection, text: str) -> list[int]:
     """The documents ``text`` asks about by name: those named by a phrase (question_names)
-    that holds at least ``LEAD_SHARE`` of the question's content tokens, the larger share
-    first."""
-    tokens = _tokens(unicodedata.normalize("NFKC", text))[:MAX_TOKENS]
-    names = _names(conn, text, tokens)
+    that holds at least ``LEAD_SHARE`` of the question's content tokens."""
+    nfkc = unicodedata.normalize("NFKC", text)
+    tokens = _tokens(nfkc)[:MAX_TOKENS]
+    names = _names(conn, nfkc, tokens)
     if not names:
         return []
     inside = {i for n in names for i in range(n.first, n.last + 1)}
     # a name's words count whatever they are (the title 「飲む」 is a verb)
     content = [i for i, t in enumerate(tokens) if not t.weak and (t.content or i in inside)]
-    shares = []
-    for name in names:
-        share = sum(1 for i in content if name.first <= i <= name.last) / len(content)
-        if share >= LEAD_SHARE:
-            shares.append((share, name))
-    shares.sort(key=lambda pair: -pair[0])
-    return list(dict.fromkeys(d for _, name in shares for d in name.doc_ids))
+    return [
+        name.doc_id
+        for name in names
+        if sum(1 for i in content if name.first <= i <= name.last) >= LEAD_SHARE * len(content)
+    ]
 
 
 def question_names(conn: db.Connection, text: str) -> list[Name]:
     """The names in ``text``, in the order they occur: the longest phrases that are titles or
-    aliases of the source ``conn`` holds, none inside another."""
-    return _names(conn, text, _tokens(unicodedata.normalize("NFKC", text))[:MAX_TOKENS])
-
-
-def _names(conn: db.Connection, text: str, tokens: list[Token]) -> list[Name]:
+    aliases of one document of the source ``conn`` holds, none inside another."""
     nfkc = unicodedata.normalize("NFKC", text)
+    return _names(conn, nfkc, _tokens(nfkc)[:MAX_TOKENS])
+
+
+def _names(conn: db.Connection, nfkc: str, tokens: list[Token]) -> list[Name]:
     spans = _candidate_spans(nfkc, tokens)
     if not spans:
         return []
@@ -114,9 +110,9 @@ def _names(conn: db.Connection, text: str, tokens: list[Token]) -> list[Name]:
     for (first, last), found in sorted(spans.items(), key=lambda s: (s[0][0] - s[0][1], s[0][0])):
         if taken & set(range(first, last + 1)):
             continue
-        doc_ids = _named_by(found, titled, qualified)
-        if doc_ids:
-            names.append(Name(found[0], first, last, doc_ids))
+        doc_id = _named_by(found, titled, qualified)
+        if doc_id is not None:
+            names.append(Name(found[0], first, last, doc_id))
             taken.update(range(first, last + 1))
     return sorted(names, key=lambda n: n.first)
 
@@ -186,7 +182,11 @@ def _candidate_spans(nfkc: str, tokens: list[Token]) -> dict[tuple[int, int], li
         strong = False  # whether the run holds a word that is not weak
         for last in range(first, min(first + MAX_SPAN, len(tokens))):
             strong = strong or not tokens[last].weak
-            if strong and _could_end(tokens, first, last, cased):
+            if (
+                strong
+                and _could_end(tokens, first, last, cased)
+                and not _compound(tokens, first, last)
+            ):
                 spans[(first, last)] = _forms(nfkc, tokens[first : last + 1])
     return spans
 
@@ -201,6 +201,23 @@ def _could_end(tokens: list[Token], first: int, last: int, cased: bool) -> bool:
     if first == last == 0 and not tokens[0].japanese:
         return False  # "Tell me about …": the first word's capital is the sentence's
     return tokens[last].japanese or _capital(tokens[last])
+
+
+def _compound(tokens: list[Token], first: int, last: int) -> bool:
+    """Whether the run is part of a Japanese compound noun: a noun written against it on
+    either side. 伊能忠敬 in 「伊能忠敬記念館があるのは何県ですか」 names the museum's
+    namesake, not what is asked (JaQuAD train articles: the article led, the answer went from
+    1st to 2nd); ヨーロッパ in 「中央ヨーロッパの国は？」 likewise."""
+    before = tokens[first - 1] if first > 0 else None
+    after = tokens[last + 1] if last + 1 < len(tokens) else None
+    return bool(
+        (before and _noun(before) and before.end == tokens[first].start)
+        or (after and _noun(after) and after.start == tokens[last].end)
+    )
+
+
+def _noun(token: Token) -> bool:
+    return token.japanese and token.content and not token.weak
 
 
 def _capital(token: Token) -> bool:
@@ -247,15 +264,17 @@ def _titled(conn: db.Connection, forms: set[str]) -> dict[str, list[int]]:
 
 def _named_by(
     forms: list[str], titled: dict[str, list[int]], qualified: dict[str, list[int]]
-) -> tuple[int, ...]:
+) -> int | None:
+    """The one document a phrase (in any of its ``forms``) is the title of, else the one it
+    is the qualified title of; None where it names none or several."""
     for form in forms:
         if form in titled:
             ids = titled[form]
-            return tuple(ids) if len(ids) <= MAX_DOCS else ()
+            return ids[0] if len(ids) == 1 else None
     for form in forms:
         if len(qualified.get(form, ())) == 1:
-            return tuple(qualified[form])
-    return ()
+            return qualified[form][0]
+    return None
 
 
 def _qualified(conn: db.Connection, forms: set[str]) -> dict[str, list[int]]:
