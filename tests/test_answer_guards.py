@@ -245,8 +245,8 @@ def test_every_ask_is_recorded_even_one_whose_reader_left(library):
         events = svc.answer_events(QUESTION, log_as="web")
         assert next(events)[0] == "references"
         events.close()  # the page was closed
-    with ScriptedLLM(lambda body: {"content": "late", "delay": 3}) as stub:
-        with pytest.raises(LLMTimeout):
-            service(library, stub.url, first_token_timeout=0.5).ask(QUESTION, log_as="cli")
+    late = ScriptedLLM(lambda body: {"content": "late", "delay": 3})
+    with late, pytest.raises(LLMTimeout):
+        service(library, late.url, first_token_timeout=0.5).ask(QUESTION, log_as="cli")
     entries = svc.answers_log.entries()["entries"][: svc.answers_log.entries()["total"] - before]
     assert [e["cause"] for e in entries] == ["first_token", "abandoned"]
