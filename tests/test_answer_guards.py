@@ -250,3 +250,17 @@ def test_every_ask_is_recorded_even_one_whose_reader_left(library):
         service(library, late.url, first_token_timeout=0.5).ask(QUESTION, log_as="cli")
     entries = svc.answers_log.entries()["entries"][: svc.answers_log.entries()["total"] - before]
     assert [e["cause"] for e in entries] == ["first_token", "abandoned"]
+
+
+def test_an_answer_in_another_language_and_unsupported_shows_what_the_library_says(library):
+    invented = "The capital is Osaka, a large city [1]."
+    with ScriptedLLM(lambda body: {"content": invented}) as stub:
+        result = CliRunner().invoke(
+            cli,
+            ["--data", str(library / "data"), "ask", QUESTION],
+            env={"CHIEZO_LLM_URL": stub.url, "CHIEZO_LLM_MODEL": "stub-model"},
+        )
+    assert result.exit_code == 0  # not --strict: the doubts are warnings
+    assert "answered in English a question asked in Japanese" in result.output
+    says = result.output.index("What the library says:")
+    assert result.output.index("松江市", says) > says

@@ -309,7 +309,9 @@ class Prepared:
             self.plan.planner,
             model,
             bool(self.options.grounded),
-            list(self.warnings) + ([STOPPED[stopped]] if stopped else []),
+            list(self.warnings)
+            + ([STOPPED[stopped]] if stopped else [])
+            + _language_warning(self.question, text),
             self.excerpts,
             sentences=self.sentences,
             stopped=stopped,
@@ -412,6 +414,24 @@ def prepare(service, question: str, options: AnswerOptions, history=None, llm=No
         list(llm.calls) if llm is not None else [],
         _missing(service, question, excerpts, options),
     )
+
+
+def _language_warning(question: str, text: str) -> list[str]:
+    """A warning when the answer is written in another language than the question (a small
+    English-only model answering a Japanese question: SmolLM2-135M did so every time)."""
+    letters = re.findall(r"[^\W\d_]", re.sub(r"\[\d+\]", "", text))
+    if not letters:
+        return []
+    japanese = sum(bool(re.match(r"[\u3040-\u30ff\u3400-\u9fff]", c)) for c in letters)
+    written = "ja" if japanese >= len(letters) / 2 else "en"  # a name quoted is not a language
+    asked = language_of(question)
+    if written == asked:
+        return []
+    named = {"ja": "Japanese", "en": "English"}
+    return [
+        f"the model answered in {named[written]} a question asked in {named[asked]}: "
+        "see what the library says (answer_sentences)"
+    ]
 
 
 def _missing(service, question: str, excerpts: list[Excerpt], options) -> Missing | None:

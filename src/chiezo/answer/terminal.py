@@ -79,6 +79,13 @@ class Printer:
             self.out.print(escape(result["answer"]))
         for ref in result["references"]:
             self.out.print(reference_line(ref))
+        if (
+            not result.get("grounded")
+            and not result.get("no_basis")
+            and result.get("stopped") not in STOOD_IN
+        ):
+            # the model's answer is not borne out by its sources: the library's own words too
+            print_sentences(self.out, result.get("answer_sentences") or [])
         self.warn(result)
         cited = [r["title"] for r in result["references"] if r["n"] in result.get("cited", [])]
         return Turn(self.code(result), result["answer"], cited)
