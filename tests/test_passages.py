@@ -100,6 +100,8 @@ def test_doc_with_a_question_gives_the_passages_that_answer_it(jawiki):
     assert "オテル・デュー" not in plain["body"] and "オテル・デュー" in asked["body"]
     assert asked["passages_for"] == question and asked["truncated"] is True
     assert len(asked["body"]) <= budget * 1.05
+    # the sentences that answer it, best first: an answer without a model (issue #43)
+    assert "オテル・デュー" in " ".join(s["text"] for s in asked["answer_sentences"])
     short = client.get(
         "/v1/jawiki/doc", params={"title": "パリ", "max_chars": 600, "question": question}
     ).json()

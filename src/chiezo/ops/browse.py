@@ -182,7 +182,7 @@ def read_doc(
 
 # Lists a document answer carries, in the order they share what max_chars leaves: the short
 # ones first, the links last (パリ has 1,040: 26 KB of an answer asked for 400 characters).
-FITTED_LISTS = ("aliases", "tags", "attrs", "links", "chunks")
+FITTED_LISTS = ("answer_sentences", "aliases", "tags", "attrs", "links", "chunks")
 MIN_LIST_SHARE = 4  # the lists get at least max_chars / 4, however long the body
 
 
@@ -214,6 +214,7 @@ def fit_lists(out: dict[str, Any], max_chars: int) -> None:
 
 
 _MORE = {
+    "answer_sentences": "ask again without max_chars",
     "aliases": "ask again without max_chars, fields=['aliases']",
     "tags": "ask again without max_chars, fields=['tags']",
     "attrs": "ask again without max_chars, fields=['attrs']",

@@ -527,7 +527,8 @@ class Service:
     ) -> dict[str, Any]:
         """One document. With ``question``, its ``body`` is the passages that best answer it
         (answer/passages.py: what ``ask`` reads of it), within ``max_chars`` (default: the
-        answer budget), in the document's order."""
+        answer budget), in the document's order, and ``answer_sentences`` the few sentences of
+        them likeliest to answer it (answer/sentences.py), best first."""
         wanted = browse.check_fields(fields)
         _check_lookup(title, key, doc_id)
         if max_chars is not None and max_chars < 0:
@@ -552,13 +553,21 @@ class Service:
     def _answering_passages(
         self, out: dict[str, Any], source: str, doc_id: int, question: str, budget: int
     ) -> None:
-        from chiezo.answer.excerpt import excerpt_text
+        from chiezo.answer.excerpt import Excerpt, excerpt_text
         from chiezo.answer.passages import Found, choose
+        from chiezo.answer.sentences import answer_sentences
 
         # the source and id as found, not from ``out``: ``fields`` may have left them out
         hit = Found(source, doc_id, out.get("title", ""))
         chosen = choose(self, [hit], question, budget)
         out["body"] = excerpt_text(chosen[0].chosen) if chosen else ""
+        if chosen:  # the sentences of those passages that answer it, best first (no model)
+            document = chosen[0]
+            excerpt = Excerpt(1, source, doc_id, document.title, None, out["body"],
+                              aliases=document.aliases, passages=document.chosen)  # fmt: skip
+            out["answer_sentences"] = [
+                {"text": s.text} for s in answer_sentences(question, [excerpt])
+            ]
         out["passages_for"] = question  # the body is what answers it, not the document's start
         out["truncated"] = len(out["body"]) < out["body_chars"]
 
