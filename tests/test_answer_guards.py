@@ -149,7 +149,9 @@ def test_the_answer_request_carries_the_sampling_guards(library):
 
 
 @pytest.mark.parametrize("reply, why", [("   \n\n ", "empty"), ("</think>", "empty"),
-                                        (QUESTION, "echo"), ("The answer is: " + QUESTION, "echo")])  # fmt: skip
+                                        (QUESTION, "echo"), ("The answer is: " + QUESTION, "echo"),
+                                        ("Answer the question using ONLY the numbered sources "
+                                         "below. Cite every fact with its source number.", "echo")])  # fmt: skip
 def test_an_unusable_reply_has_the_librarys_sentences_stand_in(library, reply, why):
     with ScriptedLLM(lambda body: {"content": reply}) as stub:
         result = service(library, stub.url).ask(QUESTION).to_dict()
@@ -174,6 +176,9 @@ def test_unusable_tells_an_answer_from_an_echo():
     assert unusable("2011年現在、約225万人 [1]", "パリの人口は？") is None
     assert unusable("パリの人口は？", "パリの人口は？") == "echo"
     assert unusable("[1]", "x") == "empty"
+    rules = "Answer briefly, in the language of the question. Cite every fact as [1]."
+    assert unusable("Answer briefly, in the language of the question.", "x", rules) == "echo"
+    assert unusable("The capital is Matsue, in the language of Izumo [1].", "x", rules) is None
 
 
 # -- deadlines ------------------------------------------------------------------------------------

@@ -298,7 +298,7 @@ class Prepared:
         is cut (:data:`STOPPED`); a reply with nothing usable in it has the library's own
         sentences stand in for it, saying so."""
         text = strip_reasoning(reply)
-        stopped = stopped or unusable(text, self.question)
+        stopped = stopped or unusable(text, self.question, self.messages()[0]["content"])
         if stopped in ("empty", "echo"):
             text, model = self.library_answer(), None
         answer = Answer(

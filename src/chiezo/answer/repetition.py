@@ -109,16 +109,28 @@ def _kept(text: str, end: int, period: int) -> str:
     return head.rstrip()
 
 
-def unusable(reply: str, question: str) -> str | None:
+def unusable(reply: str, question: str, instructions: str = "") -> str | None:
     """Why a finished reply is no answer at all, or None: ``empty`` (nothing but whitespace or
-    reasoning tags), ``echo`` (it says the question back, with at most a few words around)."""
+    reasoning tags), ``echo`` (it says the question back, with at most a few words around, or
+    it is mostly the instructions it was given, copied)."""
     plain = _normalised(re.sub(r"\[\d+\]", "", reply))
     if not re.search(r"\w", plain):
         return "empty"
     asked = _normalised(question).rstrip("?？")
     if len(asked) >= 4 and asked in plain and len(plain) - len(asked) <= 24:
         return "echo"
+    if instructions and _copied_share(plain, _normalised(instructions)) >= ECHO_SHARE:
+        return "echo"
     return None
+
+
+ECHO_SHARE = 0.6  # of a reply's 8-character pieces found in its instructions: a copy of them
+_PIECE = 8
+
+
+def _copied_share(text: str, source: str) -> float:
+    pieces = [text[i : i + _PIECE] for i in range(0, max(len(text) - _PIECE + 1, 0), 2)]
+    return sum(p in source for p in pieces) / len(pieces) if pieces else 0.0
 
 
 def _normalised(text: str) -> str:
