@@ -8,7 +8,6 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from chiezo.answer.repetition import LoopGuard, unusable
 from chiezo.core.config import Settings
 from chiezo.core.errors import LLMTimeout
 from chiezo.ops.service import Service
@@ -16,6 +15,10 @@ from chiezo.surfaces.cli.main import cli
 from llm_stub import ScriptedLLM
 
 from helpers import wiki_library
+
+# a scripted model server and a built library each: left out of `make test-fast`
+# (the guards themselves are tested fast in test_repetition.py)
+pytestmark = pytest.mark.slow
 
 PAGES = [
     (
@@ -118,26 +121,6 @@ def test_a_stream_that_loops_is_stopped_where_the_loop_begins(library):
     assert sum(name == "delta" for name, _ in events) < 60
 
 
-def test_a_loop_the_sampler_varies_is_a_loop_too():
-    guard = LoopGuard()
-    text = "Alabama is a state [1]. " + "".join(
-        f"The library's website does not give a definitive answer to question {n}. "
-        for n in range(6)
-    )
-    assert any(guard.feed(text[i : i + 5]) for i in range(0, len(text), 5))
-    assert guard.kept.endswith("question 0.")
-
-
-def test_an_answer_that_names_things_in_turn_is_no_loop():
-    guard = LoopGuard()
-    text = (
-        "| 年 | 出来事 |\n| --- | --- |\n| 1867 | 生まれる |\n| 1916 | 没する |\n"
-        "夏目漱石は1867年に生まれた [1]。1916年に没した [1]。代表作は『坊っちゃん』 [1]。"
-        "Ray Charles was born in 1930 [2]. He was a singer [2]. He was a pianist [2]."
-    )
-    assert not any(guard.feed(text[i : i + 3]) for i in range(0, len(text), 3))
-
-
 def test_the_answer_request_carries_the_sampling_guards(library):
     with ScriptedLLM(lambda body: {"content": "松江市 [1]。"}) as stub:
         service(library, stub.url).ask(QUESTION)
@@ -170,18 +153,6 @@ def test_an_unusable_reply_exits_1_with_the_librarys_sentences_printed(library):
         )
     assert result.exit_code == 1
     assert "said the question back" in result.output and "松江市" in result.output
-
-
-def test_unusable_tells_an_answer_from_an_echo():
-    assert unusable("2011年現在、約225万人 [1]", "パリの人口は？") is None
-    assert unusable("パリの人口は？", "パリの人口は？") == "echo"
-    assert unusable("[1]", "x") == "empty"
-    rules = "Answer briefly, in the language of the question. Cite every fact as [1]."
-    assert unusable("Answer briefly, in the language of the question.", "x", rules) == "echo"
-    assert unusable("The capital is Matsue, in the language of Izumo [1].", "x", rules) is None
-
-
-# -- deadlines ------------------------------------------------------------------------------------
 
 
 def test_no_first_token_in_time_is_a_bounded_error_that_carries_the_findings(library):
