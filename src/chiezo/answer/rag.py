@@ -53,7 +53,6 @@ ANSWER_PROMPT = """Answer the question using ONLY the numbered sources below.
 - If the sources do not contain the answer, say that the library does not say.
 - Answer briefly, in the language of the question."""
 
-# grounded=False (asked for explicitly): the model may fall back on what it knows, and must say so
 # Why a model's answer was cut or stood in for: what ``stopped`` says and the warning explains.
 # A loop keeps the answer up to where it began; an unusable reply is a failure of the model (a
 # CLI exits 1) for which the library's own sentences stand in. (A deadline or a dropped
@@ -64,6 +63,7 @@ STOPPED = {
     "echo": "the model only said the question back: the library's own sentences stand in for it",
 }
 
+# grounded=False (asked for explicitly): the model may fall back on what it knows, and must say so
 UNGROUNDED_PROMPT = """Answer the question. Prefer the numbered sources below and cite them as
 [1] or [2]; if they do not contain the answer, you may answer from your own knowledge but must
 begin that part with "(not from the library)". Answer briefly, in the language of the question."""
