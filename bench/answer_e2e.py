@@ -7,7 +7,8 @@ run, question by question, alternating.
     python bench/answer_e2e.py --before /tmp/before/src --ctx 2048 4096 --limit 20
     python bench/answer_e2e.py --planners --limit 60               # planners only (item 1)
 
-Each answer is one ``python -m chiezo ask QUESTION`` process (PYTHONPATH chooses the tree),
+Each answer is one ``python -m chiezo ask QUESTION`` process (PYTHONPATH chooses the tree;
+which tree asks first alternates by question, since the second finds the same prompt cached),
 streamed as a terminal user sees it: the time to the first byte of the answer on stdout, the
 total, the exit code, whether the output loops (bench-side: the same LoopGuard on what was
 printed, so both trees are judged alike), whether it ended in the no-basis reply, and whether
@@ -168,8 +169,11 @@ def answers_main(args) -> None:
     results: dict = {}
     for ctx in args.ctx:
         server, url, alias = _documented_at(ctx)
-        for q in qs:
-            for name, tree in trees.items():
+        for i, q in enumerate(qs):
+            # the second to ask finds the first's prompt in llama.cpp's cache (same excerpts):
+            # which tree goes first alternates, so neither is favoured
+            order = list(trees.items())
+            for name, tree in order if i % 2 == 0 else order[::-1]:
                 row = ask(tree, data, url, alias, q, args.deadline)
                 results.setdefault(f"{name} -c {ctx}", []).append(row)
                 console.print(f"  -c {ctx} {name:6} exit {row['exit']} {row['total_s']:6.1f} s "

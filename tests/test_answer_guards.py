@@ -111,13 +111,11 @@ def test_a_subject_the_library_has_is_answered(library):
 def test_a_stream_that_loops_is_stopped_where_the_loop_begins(library):
     looping = "県庁所在地は松江市です [1]。" + "ハワイ州では、" * 3000
     with ScriptedLLM(lambda body: {"content": looping, "chunk_delay": 0.002}) as stub:
-        started = time.monotonic()
         events = list(service(library, stub.url).answer_events(QUESTION))
-        took = time.monotonic() - started
     done = dict(events)["done"]
     assert done["answer"] == "県庁所在地は松江市です [1]。" and done["stopped"] == "loop"
     assert any("repeating" in w for w in done["warnings"])
-    assert took < 5  # 3,000 copies would take ~12 s to stream
+    # read no further than the loop's third copy: of ~5,000 pieces, a few dozen
     assert sum(name == "delta" for name, _ in events) < 60
 
 
@@ -156,11 +154,11 @@ def test_an_unusable_reply_exits_1_with_the_librarys_sentences_printed(library):
 
 
 def test_no_first_token_in_time_is_a_bounded_error_that_carries_the_findings(library):
-    with ScriptedLLM(lambda body: {"content": "late", "delay": 4}) as stub:
+    with ScriptedLLM(lambda body: {"content": "late", "delay": 10}) as stub:
         started = time.monotonic()
         with pytest.raises(LLMTimeout) as caught:
             service(library, stub.url, first_token_timeout=1).ask(QUESTION)
-        assert time.monotonic() - started < 3.5
+        assert time.monotonic() - started < 8  # bounded well before the reply would come
     error = caught.value.to_dict()
     assert error["cause"] == "first_token" and "CHIEZO_LLM_FIRST_TOKEN_TIMEOUT" in error["hint"]
     assert "松江市" in error["answer_sentences"][0]["text"] and error["excerpts"]
@@ -171,7 +169,7 @@ def test_a_stream_that_never_ends_stops_at_the_deadline_with_the_findings(librar
     with ScriptedLLM(lambda body: {"content": slow, "chunk_delay": 0.05}) as stub:
         started = time.monotonic()
         events = list(service(library, stub.url, llm_timeout=2).answer_events(QUESTION))
-        assert time.monotonic() - started < 4
+        assert time.monotonic() - started < 12  # the whole stream would take ~30 s
     name, error = events[-1]
     assert name == "error" and error["cause"] == "timeout" and error["status"] == 504
     assert "松江市" in error["answer_sentences"][0]["text"] and error["excerpts"]

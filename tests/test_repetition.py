@@ -31,6 +31,8 @@ def test_unusable_tells_an_answer_from_an_echo():
     rules = "Answer briefly, in the language of the question. Cite every fact as [1]."
     assert unusable("Answer briefly, in the language of the question.", "x", rules) == "echo"
     assert unusable("The capital is Matsue, in the language of Izumo [1].", "x", rules) is None
+    asked_for = "you may answer from your own knowledge but must begin with (not from the library)"
+    assert unusable("(not from the library) 42", "x", asked_for) is None
 
 
 # -- deadlines ------------------------------------------------------------------------------------

@@ -299,7 +299,7 @@ class Prepared:
         sentences stand in for it, saying so."""
         text = strip_reasoning(reply)
         stopped = stopped or unusable(text, self.question, self.messages()[0]["content"])
-        if stopped in ("empty", "echo"):
+        if stopped in ("empty", "echo") and self.sentences:
             text, model = self.library_answer(), None
         answer = Answer(
             self.question,

@@ -119,12 +119,15 @@ def unusable(reply: str, question: str, instructions: str = "") -> str | None:
     asked = _normalised(question).rstrip("?？")
     if len(asked) >= 4 and asked in plain and len(plain) - len(asked) <= 24:
         return "echo"
-    if instructions and _copied_share(plain, _normalised(instructions)) >= ECHO_SHARE:
+    copied = len(plain) >= MIN_COPY_CHARS and instructions
+    if copied and _copied_share(plain, _normalised(instructions)) >= ECHO_SHARE:
         return "echo"
     return None
 
 
 ECHO_SHARE = 0.6  # of a reply's 8-character pieces found in its instructions: a copy of them
+# a shorter reply may well be a phrase the instructions asked for: "(not from the library) 42"
+MIN_COPY_CHARS = 40
 _PIECE = 8
 
 
