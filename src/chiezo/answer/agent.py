@@ -38,6 +38,7 @@ from chiezo.answer.options import AnswerOptions
 from chiezo.answer.plan import keyword_queries, strip_reasoning
 from chiezo.answer.rag import HISTORY_TURNS, NO_BASIS, Answer, language_of
 from chiezo.answer.sentences import answer_sentences
+from chiezo.answer.sentences import cited as cited_text
 from chiezo.answer.tool_calls import Tool, Toolbox, call_tool, error_text
 from chiezo.core.config import ENV
 from chiezo.core.errors import BadQuery, ContextExceeded, LLMTimeout, LLMUnavailable
@@ -451,7 +452,7 @@ def _findings(run: Run, exc: LLMUnavailable) -> Answer:
     sentences = answer_sentences(run.question, excerpts)
     cause = str(exc.extras.get("cause") or "failed")
     answer = run.answer(
-        " ".join(f"{s.text} [{s.ref}]" for s in sentences),
+        cited_text(sentences),
         f"the model gave no final answer ({exc.message}); the library's own sentences stand in",
     )
     answer.sentences, answer.stopped, answer.model = sentences, cause, None

@@ -142,6 +142,10 @@ class Call:
         if self.seconds is None:
             self.seconds = round(self.elapsed(), 3)
             self.finish = self.finish or finish
+        self.counted(usage)
+
+    def counted(self, usage: Any) -> None:
+        """The endpoint's own token counts (a reply's or a stream's last ``usage``)."""
         if isinstance(usage, dict):
             self.tokens_in = _int(usage.get("prompt_tokens")) or self.tokens_in
             self.tokens_out = _int(usage.get("completion_tokens")) or self.tokens_out
@@ -804,9 +808,8 @@ def _deltas(
             continue
         if isinstance(chunk, dict) and chunk.get("error") is not None:
             _raise_stream_error(chunk, endpoint)
-        if isinstance(chunk, dict) and isinstance(chunk.get("usage"), dict):
-            record.tokens_in = _int(chunk["usage"].get("prompt_tokens")) or record.tokens_in
-            record.tokens_out = _int(chunk["usage"].get("completion_tokens")) or record.tokens_out
+        if isinstance(chunk, dict):
+            record.counted(chunk.get("usage"))
         try:
             choice = chunk["choices"][0]
             text = (choice.get("delta") or {}).get("content")

@@ -31,7 +31,7 @@ from chiezo.answer.plan import (
     without_reasoning,
 )
 from chiezo.answer.repetition import LoopGuard, unusable
-from chiezo.answer.sentences import AnswerSentence, answer_sentences
+from chiezo.answer.sentences import AnswerSentence, answer_sentences, cited
 from chiezo.answer.subject import Missing, missing_subject, no_basis_reply
 from chiezo.answer.support import NO_CLAIM, SUPPORTED, Claim, check_claims, cited_numbers, summary
 from chiezo.core.config import ENV
@@ -139,8 +139,11 @@ class Answer:
         return out
 
 
+_JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
+
+
 def language_of(text: str) -> str:
-    return "ja" if re.search(r"[\u3040-\u30ff\u3400-\u9fff]", text) else "en"
+    return "ja" if _JAPANESE.search(text) else "en"
 
 
 def plan_queries(
@@ -298,7 +301,8 @@ class Prepared:
         is cut (:data:`STOPPED`); a reply with nothing usable in it has the library's own
         sentences stand in for it, saying so."""
         text = strip_reasoning(reply)
-        stopped = stopped or unusable(text, self.question, self.messages()[0]["content"])
+        instructions = ANSWER_PROMPT if self.options.grounded else UNGROUNDED_PROMPT
+        stopped = stopped or unusable(text, self.question, instructions)
         if stopped in ("empty", "echo") and self.sentences:
             text, model = self.library_answer(), None
         answer = Answer(
@@ -322,7 +326,7 @@ class Prepared:
     def library_answer(self) -> str:
         """The library's own sentences that answer the question, each citing its excerpt:
         what stands in when the model gives nothing usable."""
-        return " ".join(f"{s.text} [{s.ref}]" for s in self.sentences)
+        return cited(self.sentences)
 
     def messages(self) -> list[dict[str, Any]]:
         return answer_messages(
@@ -422,7 +426,7 @@ def _language_warning(question: str, text: str) -> list[str]:
     letters = re.findall(r"[^\W\d_]", re.sub(r"\[\d+\]", "", text))
     if not letters:
         return []
-    japanese = sum(bool(re.match(r"[\u3040-\u30ff\u3400-\u9fff]", c)) for c in letters)
+    japanese = sum(bool(_JAPANESE.match(c)) for c in letters)
     written = "ja" if japanese >= len(letters) / 2 else "en"  # a name quoted is not a language
     asked = language_of(question)
     if written == asked:

@@ -64,6 +64,12 @@ class AnswerSentence:
         return {"text": self.text, "ref": self.ref}
 
 
+def cited(sentences: list[AnswerSentence]) -> str:
+    """The sentences as one text, each followed by its citation: what stands in for a model's
+    answer (rag's unusable replies, an agent run that found but could not answer)."""
+    return " ".join(f"{s.text} [{s.ref}]" for s in sentences)
+
+
 def answer_sentences(
     question: str, excerpts: list[Excerpt], limit: int = 3
 ) -> list[AnswerSentence]:
