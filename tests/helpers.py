@@ -123,12 +123,12 @@ def free_port() -> int:
 class RunningServer:
     """The real app under uvicorn on a free loopback port, in a background thread."""
 
-    def __init__(self, app, host: str = "127.0.0.1"):
+    def __init__(self, app, host: str = "127.0.0.1", port: int | None = None):
         import threading
 
         import uvicorn
 
-        self.port = free_port()
+        self.port = port or free_port()  # given: one its settings name (``public_url``)
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(app, host=host, port=self.port, log_level="warning", lifespan="on")
         self.server = uvicorn.Server(config)

@@ -513,6 +513,29 @@ def test_agent_tool_results_are_fitted_to_a_known_context(library):
 
 
 @pytest.mark.slow
+def test_a_small_context_gets_the_compact_tools_and_results_within_its_budget(library):
+    """Issue #44: the full tool set's schemas and instructions took most of a 4k context; the
+    agent offers the compact profile there by itself, and each tool answers within the
+    result budget as JSON (cut lists saying how to read on), not cut text."""
+    from chiezo.ops.tool_profiles import PROFILES
+
+    offered = {}
+    for context in (4000, 65536):  # this stub counts a token a character
+        with ContextStub(context=context, says=context, reply=agent_script) as stub:
+            result = service(library, stub).ask(
+                "夏目漱石はいつ生まれましたか？", mode="agent", max_tokens=200
+            )
+        with_tools = [b for b in stub.chats if b.get("tools")]
+        offered[context] = {t["function"]["name"] for t in with_tools[0]["tools"]}
+        assert result.answer == ANSWER, context
+        answered = next(m for m in stub.chats[-1]["messages"] if m["role"] == "tool")
+        body = answered["content"].split("\ncite as: ")[0]
+        assert len(body) <= result.steps[0]["result_chars"] + 1 and json.loads(body)["title"]
+    assert offered[4000] <= set(PROFILES["compact"].tools)
+    assert offered[4000] < offered[65536]
+
+
+@pytest.mark.slow
 def test_agent_overflow_reply_cuts_the_tool_results_and_asks_once_more(library):
     with ContextStub(context=4000, says=32768, reply=agent_script) as stub:
         result = service(library, stub).ask(

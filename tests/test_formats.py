@@ -33,7 +33,7 @@ def test_a_gazette_pdf_is_read_as_japanese_text(pdfs):
     (hit,) = service.search(
         SearchRequest.of(query="道路交通法施行令の一部を改正する政令", source="pdf")
     ).hits[:1]
-    assert hit.title == "kampo" and hit.url.endswith("/kampo.pdf#page=1")
+    assert hit.title == "kampo" and hit.source_url.endswith("/kampo.pdf#page=1")
     body = service.doc("pdf", doc_id=hit.doc_id, fields=["body"])["body"]
     assert "政令第百四十九号" in body
 
@@ -53,7 +53,7 @@ def test_a_pdf_hit_knows_its_page(pdfs):
 def test_a_spreadsheet_row_is_found_by_a_place_in_it(office):
     service, _ = office
     hit = service.search(SearchRequest.of(query="高松市番町", source="office")).hits[0]
-    assert hit.title == "yaizu-aed location — Sheet1" and hit.url.endswith(
+    assert hit.title == "yaizu-aed location — Sheet1" and hit.source_url.endswith(
         "aed_location.xlsx#Sheet1"
     )
     body = service.doc("office", doc_id=hit.doc_id, fields=["body"])["body"]
@@ -71,7 +71,7 @@ def test_a_slide_deck_and_a_word_file_keep_their_titles(office):
     deck = next(
         h
         for h in service.search(SearchRequest.of(query="AutoGen", source="office", limit=10)).hits
-        if h.url.endswith(".pptx")
+        if h.source_url.endswith(".pptx")
     )
     chunks = service.doc("office", doc_id=deck.doc_id, fields=["chunks"])["chunks"]
     slides = [c["heading_path"] for c in chunks if c["heading_path"].startswith("Slide")]
@@ -82,7 +82,7 @@ def test_a_slide_deck_and_a_word_file_keep_their_titles(office):
 def test_a_shift_jis_csv_is_decoded(office):
     service, _ = office
     hit = service.search(SearchRequest.of(query="髙橋淳", source="office")).hits[0]
-    assert hit.url.endswith("mskanji.csv")
+    assert hit.source_url.endswith("mskanji.csv")
     assert "住所: 名古屋" in service.doc("office", doc_id=hit.doc_id, fields=["body"])["body"]
     # named by its file, as a workbook's sheet is, not by its first block's "rows 2–4"
     assert hit.title == "markitdown-test mskanji"
@@ -203,9 +203,9 @@ def test_watch_rebuilds_once_after_a_change_settles(tmp_path):
 def test_a_pdf_hit_links_to_its_page(pdfs):
     service, _ = pdfs
     hit = service.search(SearchRequest.of(query="字句的な知識を構築する方法", source="pdf")).hits[0]
-    assert hit.title == "nlp2004slides" and hit.url.endswith("nlp2004slides.pdf#page=3")
+    assert hit.title == "nlp2004slides" and hit.source_url.endswith("nlp2004slides.pdf#page=3")
     other = service.search(SearchRequest.of(query="固有表現", source="pdf")).hits[0]
-    assert other.url.endswith("#page=1")
+    assert other.source_url.endswith("#page=1")
 
 
 def test_an_html_file_keeps_words_apart_at_blocks_and_cells(tmp_path):

@@ -277,7 +277,7 @@ def test_a_pdf_hit_quotes_names_and_links_the_same_page(tmp_path):
     service = Service(Settings(data_dir=tmp_path / "data"))
     build_docs(service, folder, "pdf")
     hit = service.search(SearchRequest.of(query="字句的な知識を構築する方法", source="pdf")).hits[0]
-    assert hit.url.endswith("slides.pdf#page=3") and hit.section == "p. 3"
+    assert hit.source_url.endswith("slides.pdf#page=3") and hit.section == "p. 3"
     chunks = service.doc("pdf", doc_id=hit.doc_id, fields=["chunks"])["chunks"]
     page = next(c for c in chunks if c["heading_path"] == "p. 3")
     assert hit.snippet.strip("…")[:20] in " ".join(page["text"].split())

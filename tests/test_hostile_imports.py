@@ -193,8 +193,9 @@ def test_a_front_matter_file_url_never_becomes_a_file_read(tmp_path, victim):
     service = Service(victim)
     build_docs(service, folder, "kb")
     harmless = service.doc("kb", title="Harmless")
-    assert harmless["url"] == (folder / "a.md").resolve().as_uri()  # its own file, not passwd
-    assert service.doc("kb", title="Web")["url"] == "https://example.org/page"
+    # its own file, not passwd
+    assert harmless["source_url"] == (folder / "a.md").resolve().as_uri()
+    assert service.doc("kb", title="Web")["source_url"] == "https://example.org/page"
     with RunningServer(create_app(victim)) as server:
         served = httpx.get(f"{server.url}/doc/kb/{harmless['doc_id']}/original")
     assert served.status_code == 200 and "Nothing to see." in served.text

@@ -63,7 +63,7 @@ def test_tools_are_listed_with_read_only_hints_and_instructions(server):
     assert tools["forget"].annotations.destructive_hint is True
     assert "`filter` with `tag`" in instructions and "never a label" in instructions
     text_param = tools["remember"].input_schema["properties"]["text"]["description"]
-    assert "never a summary label" in text_param
+    assert "never a label" in text_param
     assert "\n        " not in tools["search"].description  # docstrings are dedented
 
 
@@ -99,9 +99,9 @@ def test_a_single_value_where_a_list_is_asked_for_is_taken_as_a_list(server):
     assert not one.is_error and one.structured_content == listed.structured_content
     assert one.structured_content["total"] == 2
     assert found.structured_content["total"] == 2  # a comma inside the one value still means OR
-    tag = tools["filter"].input_schema["properties"]["tag"]
-    assert {t.get("type") for t in tag["anyOf"]} >= {"array", "string"}
-    assert "one value, or a list of them" in tag["description"]
+    # the schema states the list (issue #44: "anyOf [list, one value, null]" on every list
+    # parameter cost a small model's context); a single value is still taken, as above
+    assert tools["filter"].input_schema["properties"]["tag"]["type"] == "array"
 
 
 @pytest.mark.slow
@@ -175,6 +175,13 @@ def test_stdio_server(settings, service, tmp_path):
     names, found = run(go)
     assert names == READ_TOOLS | WRITE_TOOLS
     assert found.structured_content["hits"][0]["title"] == "清水寺"
+    # the compact tool set, as `chiezo mcp config --profile compact` registers it
+    registered = json.loads(snippet("generic", data_dir=settings.data_dir, profile="compact"))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "chiezo", "--data",
+                                   str(settings.data_dir), *registered["args"]])  # fmt: skip
+    names, found = run(go)
+    assert names == {"sources", "search", "doc", "filter", "recall", "remember"}
+    assert found.structured_content["hits"][0]["title"] == "清水寺"
 
 
 @pytest.mark.parametrize("client", ["claude-desktop", "cursor", "vscode", "generic"])
@@ -190,6 +197,20 @@ def test_mcp_config_for_command_line_clients(tmp_path):
     assert snippet("claude-code", data_dir=tmp_path).startswith("claude mcp add chiezo")
     assert "--transport http" in snippet("claude-code", data_dir=tmp_path, url="http://x/mcp")
     assert snippet("codex", data_dir=tmp_path).startswith("[mcp_servers.chiezo]")
+
+
+def test_mcp_config_registers_the_profile_asked_for(tmp_path):
+    data = ["--data", str(tmp_path / "data")]
+    for args in (["mcp", "config", "--profile", "compact"], ["mcp", "--profile", "compact",
+                                                              "config"]):  # fmt: skip
+        shown = CliRunner().invoke(cli, [*data, *args, "--client", "claude-code"])
+        assert shown.exit_code == 0 and shown.stdout.rstrip().endswith("mcp --profile compact")
+    url = "http://127.0.0.1:8080/mcp"
+    shown = CliRunner().invoke(cli, [*data, "mcp", "config", "--profile", "compact", "--http",
+                                     url, "--client", "generic"])  # fmt: skip
+    assert json.loads(shown.stdout) == {"url": url + "?profile=compact"}
+    refused = CliRunner().invoke(cli, [*data, "mcp", "config", "--profile", "tiny"])
+    assert refused.exit_code == 2 and "compact" in refused.output and "full" in refused.output
 
 
 # -- arguments as the client sent them (issue #42 item 8) --------------------------------------
@@ -251,8 +272,8 @@ def test_within_is_taken_as_a_geojson_object_and_as_its_text(places_server, sett
     assert {d["title"] for d in json.loads(printed.output)["docs"]} == INSIDE
     for name in ("search", "filter", "random"):  # a model is told it may send either
         within = tools[name].input_schema["properties"]["within"]
-        assert {t["type"] for t in within["anyOf"]} == {"string", "object", "null"}
-        assert "as an object or as a string" in within["description"]
+        assert {t["type"] for t in within["anyOf"]} == {"string", "object"}
+        assert "GeoJSON" in within["description"]
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from chiezo.core.operations import CATALOGUE, hint_spellings
 from chiezo.ops.registry import BINDINGS
 from chiezo.ops.requests import params
 from chiezo.ops.service import Service
+from chiezo.ops.tool_answers import for_a_model
 from chiezo.ops.tools import library_tools
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.rest import create_app
@@ -134,15 +135,18 @@ def test_each_surface_takes_the_request_models_parameters(surfaces, name):
             assert schema.get("default") == param.default, (name, param.name)
     # MCP: the tool's input schema
     if binding.entry.mcp:
-        schema = tools[binding.entry.mcp].parameters
-        assert set(schema["properties"]) == set(declared), name
+        tool = tools[binding.entry.mcp]
+        schema = tool.parameters
+        # a read tool takes max_chars besides: its answer's length, the profile's default
+        budget = {"max_chars"} if tool.annotations.read_only_hint else set()
+        assert set(schema["properties"]) == set(declared) | budget, name
         for param in declared.values():
             field = _plain(schema["properties"][param.name])
-            if "le" in param.bounds:
+            if "le" in param.bounds and param.name not in budget:
                 assert field.get("maximum") == param.bounds["le"], (name, param.name)
-            if not param.required:
-                expected = param.surface.mcp_default or param.default
-                assert field.get("default") == expected, (name, param.name)
+            if not param.required and param.name not in budget:
+                # a schema leaves out a default of none, 0 or false (ops/tools.py lean_schema)
+                assert field.get("default") == (param.default or None), (name, param.name)
         assert set(schema.get("required", [])) == {p.name for p in declared.values() if p.required}
 
 
@@ -214,7 +218,9 @@ def test_a_bound_operation_answers_the_same_on_every_surface(tmp_path):
             called = asyncio.run(
                 tools[name].run({"source": "guide", **query}, None, convert_result=True)
             )
-            assert json.loads(shown.stdout) == served == called.structured_content
+            assert json.loads(shown.stdout) == served
+            # a model reads it without the fields only programs use (ops/tool_answers.py)
+            assert called.structured_content == for_a_model(served)
             assert served[name if name == "tags" else "titles"], served
 
 

@@ -114,7 +114,9 @@ def test_a_doc_with_max_chars_keeps_the_whole_answer_within_it(jawiki):
     # パリ links to over a thousand articles: 26 KB came back for max_chars 400 (issue #34)
     doc = jawiki.doc("jawiki", title="パリ", max_chars=400)
     size = len(json.dumps(doc, ensure_ascii=False))
-    assert len(doc["body"]) == 400 and size < 400 * 1.25 + 600, size
+    # about max_chars on REST (the fields naming the document besides: url and, since #44,
+    # source_url); a tool's answer keeps to it exactly (tests/test_mcp_budget.py)
+    assert len(doc["body"]) == 400 and size < 400 * 1.25 + 700, size
     assert doc["links_total"] > 1000 and len(doc["links"]) < doc["links_total"]
     assert "links" in doc["more"]
     everything = jawiki.doc("jawiki", title="パリ")

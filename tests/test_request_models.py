@@ -18,7 +18,8 @@ from chiezo.ops.requests import (
     SearchRequest,
     params,
 )
-from chiezo.ops.tools import JSON_OR_TEXT, ONE_OR_MANY
+from chiezo.ops.tool_profiles import PROFILES
+from chiezo.ops.tools import lean_schema
 from chiezo.search.retrieval import RetrievalOptions
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.mcp.server import build_mcp
@@ -40,9 +41,6 @@ def declared(model) -> dict:
 
 def rest_spelling(param) -> str:
     return param.surface.rest or param.name
-
-
-JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 
 def comparable(schema: dict) -> dict:
@@ -99,30 +97,24 @@ def test_mcp_offers_exactly_the_declared_parameters(mcp_tools, operation):
     model, _, _, tool = OPERATIONS[operation]
     schema = mcp_tools[tool].input_schema
     wanted = declared(model)
-    assert set(schema["properties"]) == set(wanted)
+    # every read tool takes max_chars besides (ops/tools.py), its profile's default
+    assert set(schema["properties"]) == set(wanted) | {"max_chars"}
+    assert schema["properties"]["max_chars"]["default"] == PROFILES["full"].max_chars
     assert set(schema.get("required", [])) == {n for n, p in wanted.items() if p.required}
     properties = model.model_json_schema()["properties"]
     for name, param in wanted.items():
         got = schema["properties"][name]
-        # a list parameter takes a single value too, and JSON text (within) the object it
-        # spells; each says so (ops/tools.py)
-        said = ONE_OR_MANY if param.many else JSON_OR_TEXT if param.surface.mcp_json else ""
-        assert got["description"] == param.help + said, name
-        # the tool states the enforced constraints; the stated text shapes the service checks
-        # (patterns, lengths) are left out of what a model reads (ops/tools.py)
+        # what a model reads: the brief where the help is for a person (ops/requests.py)
+        assert got.get("description", "") == param.brief, name
+        # the tool states the enforced constraints, as lean as a model needs them; the
+        # stated text shapes the service checks (patterns, lengths) are left out
         stated = set(param.schema_extra or ())
         expected = {k: v for k, v in comparable(properties[name]).items() if k not in stated}
-        offered = comparable(got)
-        if param.many:
-            expected["anyOf"] = [*expected["anyOf"], {"type": JSON_TYPES[param.kind]}]
-        if param.surface.mcp_json:
-            an_object = {"type": "object", "additionalProperties": True}
-            expected["anyOf"] = [*expected["anyOf"], an_object]
-        if param.many or param.surface.mcp_json:
-            for side in (expected, offered):
-                side["anyOf"] = sorted(side["anyOf"], key=lambda s: json.dumps(s, sort_keys=True))
-        assert offered == expected, name
-        assert got.get("default") == param.default, name
+        expected = lean_schema(expected)
+        if param.surface.mcp_json:  # JSON text (within) is taken as the object it spells
+            expected = {"anyOf": [expected, {"type": "object"}]}
+        assert lean_schema(comparable(got)) == expected, name
+        assert got.get("default") == lean_schema({"default": param.default}).get("default"), name
 
 
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))

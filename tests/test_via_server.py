@@ -90,8 +90,8 @@ def test_a_port_someone_else_listens_on_is_not_ours():
     with socket.socket() as ours:
         ours.bind(("127.0.0.1", 0))
         ours.listen()
-        assert via_server._ours(ours.getsockname()[1])
-    assert not via_server._ours(free_port())  # nobody listens
+        assert model_host.listens_as_us(ours.getsockname()[1])
+    assert not model_host.listens_as_us(free_port())  # nobody listens
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to listen as another user")
@@ -104,7 +104,7 @@ def test_a_port_another_user_took_is_not_asked():
     other = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
         assert other.stdout is not None and other.stdout.readline().strip() == "up"
-        assert not via_server._ours(port)
+        assert not model_host.listens_as_us(port)
     finally:
         other.kill()
         other.wait()

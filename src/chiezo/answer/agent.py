@@ -65,6 +65,12 @@ SELF_SEARCH_ID = "chiezo-lookup"
 # a third of it): a run that spent it all on tool calls ended with nothing (issue #43).
 FINAL_RESERVE = 30.0
 WRITE_TOOLS = ("remember",)  # offered when writes are allowed; update/forget never are
+# A context is small when the full tool set's instructions and schemas alone would take more
+# than this share of the prompt's room: the full profile is ~3.5k tokens, so a 4k or 8k
+# context gets the compact one (~1.2k) and keeps room for results (design §39).
+SMALL_CONTEXT_SHARE = 1 / 3
+# (the tools of the compact profile when ``small``): handed in by the service (ops/tools.py)
+Toolboxes = Callable[[bool], Toolbox]
 
 
 class References:
@@ -170,11 +176,16 @@ class Tools:
         return None
 
     def _run(self, name: str, args: dict) -> str:
-        outcome = call_tool(self.tools[name], args)  # an error is material for the next step
+        limit = self.options.result_chars
+        tool = self.tools[name]
+        if "max_chars" in tool.parameters.get("properties", {}):  # a tool answer keeps to it
+            asked = args.get("max_chars")
+            if asked is None or (isinstance(asked, int) and asked > limit):
+                args = {**args, "max_chars": limit}
+        outcome = call_tool(tool, args)  # an error is material for the next step
         text = outcome.text
         cited = [] if outcome.failed else self.references.from_result(outcome.data)
-        limit = self.options.result_chars
-        if len(text) > limit:
+        if len(text) > limit:  # a tool without max_chars
             text = text[:limit] + f"\n… (cut at {limit} characters)"
         if cited:
             items = self.references.items
@@ -222,12 +233,14 @@ def system_prompt(options: AnswerOptions, instructions: str) -> str:
 class Run:
     """One agent run: the conversation with the model, the steps taken, the budgets left."""
 
-    def __init__(self, service, question, llm, options, history, on_event, toolbox: Toolbox):
+    def __init__(self, service, question, llm, options, history, on_event, toolboxes: Toolboxes):
         self.question, self.llm, self.options = question, llm, options
-        self.instructions = toolbox.instructions
         self.emit = on_event or (lambda name, data: None)
         self.references = References(service.reference_link)
-        self.tools = Tools(toolbox.tools, options, self.references)
+        room = budget.room_for(llm, service.settings, options.max_tokens)
+        self.small = self._use(toolboxes(False), room)
+        if self.small:
+            self._use(toolboxes(True), room)
         self.history = history or []
         turns = [
             {"role": m["role"], "content": m["content"]} for m in self.history[-HISTORY_TURNS:]
@@ -237,13 +250,23 @@ class Run:
         self.stage = Stage("the agent's run", options.deadline, ENV["agent_deadline"])
         self.fit: budget.AgentFit | None = None
         self.refitted = False
-        room = budget.room_for(llm, service.settings, options.max_tokens)
         self.messages = self._opening(turns)
         if room is not None:
             self._fit_opening(room, turns)
         self.started = time.monotonic()
         self.model: str | None = None
         self.reserve = min(FINAL_RESERVE, options.deadline / 3)
+
+    def _use(self, toolbox: Toolbox, room: budget.Room | None) -> bool:
+        """Offer ``toolbox``; whether it is too much for a small context: the instructions and
+        tool schemas alone would take more than :data:`SMALL_CONTEXT_SHARE` of the prompt's
+        room (then the compact profile is offered instead, issue #44)."""
+        self.instructions = toolbox.instructions
+        self.tools = Tools(toolbox.tools, self.options, self.references)
+        if room is None:
+            return False
+        opening = self.llm.count(self._opening([]), self.tools.schemas)
+        return opening.tokens > room.prompt * SMALL_CONTEXT_SHARE
 
     def _opening(self, turns: list[dict]) -> list[dict[str, Any]]:
         return [
@@ -420,14 +443,14 @@ def run_agent(
     question: str,
     llm: LLMClient,
     options: AnswerOptions,
-    toolbox: Toolbox,
+    toolboxes: Toolboxes,
     *,
     history: list[dict] | None = None,
     on_event: Callable[[str, dict], None] | None = None,
 ) -> Answer:
-    """``toolbox``: the library's tools and their instructions (ops/tools.py), handed in by
-    the service, which sits above this layer."""
-    run = Run(service, question, llm, options, history, on_event, toolbox)
+    """``toolboxes``: the library's tools and their instructions (ops/tools.py) — the compact
+    profile's for a small context — handed in by the service, which sits above this layer."""
+    run = Run(service, question, llm, options, history, on_event, toolboxes)
     final = _converse(run)
     if final is None:
         run.messages.append({"role": "user", "content": FINAL_PROMPT})

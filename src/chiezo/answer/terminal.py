@@ -10,7 +10,10 @@ stderr — so ``chiezo ask … > answer.txt`` keeps the answer and its sources o
 from __future__ import annotations
 
 import json
+import os
+import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -48,8 +51,13 @@ class Turn:
 
 
 class Printer:
-    def __init__(self, out: Console, err: Console, *, strict: bool = False):
-        self.out, self.err, self.strict = out, err, strict
+    """``data_dir``: the command's data directory, for the ``chiezo doc`` command a
+    reference without a link is shown by (ops/links.py ``doc_command``)."""
+
+    def __init__(
+        self, out: Console, err: Console, *, strict: bool = False, data_dir: Path | None = None
+    ):
+        self.out, self.err, self.strict, self.data_dir = out, err, strict, data_dir
         self._visible = ReasoningFilter()
         self._streamed = False
 
@@ -78,7 +86,7 @@ class Printer:
         else:
             self.out.print(escape(result["answer"]))
         for ref in result["references"]:
-            self.out.print(reference_line(ref))
+            self.out.print(reference_line(ref, self.data_dir))
         if (
             not result.get("grounded")
             and not result.get("no_basis")
@@ -128,7 +136,7 @@ class Printer:
         if error.get("hint"):
             self.err.print(f"[dim]{escape(error['hint'])}[/]")
         print_sentences(self.out, error.get("answer_sentences") or [])
-        print_excerpts(self.out, error.get("excerpts") or [])
+        print_excerpts(self.out, error.get("excerpts") or [], self.data_dir)
         return Turn(_STATUS_EXIT.get(int(error.get("status", 500)), EXIT_FAILURE))
 
     def _answering_from(self, references: list[dict]) -> None:
@@ -162,9 +170,10 @@ class Printer:
             self.out.file.flush()
 
 
-def reference_line(ref: dict) -> str:
-    """``[1] title — url  (source)``, escaped: "[1]" is not rich markup here."""
-    url = f" — {ref['url']}" if ref.get("url") else ""
+def reference_line(ref: dict, data_dir: Path | None = None) -> str:
+    """``[1] title — url  (source)``, escaped: "[1]" is not rich markup here. Without a link
+    (no public page, no server known) the command that shows the document stands in it."""
+    url = f" — {where_to_open(ref, data_dir)}" if ref.get("url") or "doc_id" in ref else ""
     label = escape("[{}]".format(ref["n"]))
     return f"{label} {escape(ref['title'])}{escape(url)}  [dim]({escape(ref['source'])})[/]"
 
@@ -179,11 +188,29 @@ def print_sentences(out: Console, sentences: list[dict]) -> None:
         out.print(f"  {escape(s['text'])} {escape('[{}]'.format(s['ref']))}")
 
 
-def print_excerpts(out: Console, excerpts: list[dict]) -> None:
+def where_to_open(ref: dict, data_dir: Path | None = None) -> str:
+    """A document's link (``url``: ops/links.py), else the command that shows it here."""
+    return ref.get("url") or doc_command(ref["source"], ref["doc_id"], data_dir)
+
+
+def doc_command(source: str, doc_id: int, data_dir: Path | None = None) -> str:
+    """The command that shows a document in a terminal, for one with no link (no public
+    page, no server known): ``chiezo doc -s SOURCE --id N``, with ``--data DIR`` when this
+    shell would not find ``data_dir`` by itself (``CHIEZO_DATA``, else ``./data``)."""
+    words = ["chiezo"]
+    if data_dir is not None:
+        default = Path(os.environ.get("CHIEZO_DATA") or "./data").resolve()
+        if Path(data_dir).resolve() != default:
+            words += ["--data", str(Path(data_dir).resolve())]
+    words += ["doc", "-s", source, "--id", str(doc_id)]
+    return shlex.join(words)
+
+
+def print_excerpts(out: Console, excerpts: list[dict], data_dir: Path | None = None) -> None:
     """What was found, when no model could turn it into an answer: the lookup is not wasted."""
     if not excerpts:
         return
     out.print("[bold]Found in the library:[/]")
     for e in excerpts:
-        out.print(reference_line(e))
+        out.print(reference_line(e, data_dir))
         out.print(f"    {escape(e['text'])}")

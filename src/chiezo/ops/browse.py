@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import json
 import random
+from collections.abc import Callable
 from typing import Any
 
 from chiezo.core.errors import BadQuery, NotFound, Operation, Option
@@ -18,12 +19,16 @@ from chiezo.search.setplan import run_filters
 from chiezo.store import chunk_text
 from chiezo.store.library import Source
 
+# (source, doc_id, stored url) → the url a person opens the document at (ops/links.py)
+Link = Callable[[Source, int, str | None], str | None]
+
 DOC_FIELDS = (
     "source",
     "doc_id",
     "key",
     "title",
-    "url",
+    "url",  # where a person opens it (ops/links.py, through the Service)
+    "source_url",  # what the source stores: a public page, a file:// url, an archive entry
     "rank_score",
     "aliases",
     "opening",
@@ -115,8 +120,14 @@ def _summary(src: Source, doc_id: int) -> dict[str, Any]:
 
 
 def read_doc(
-    src: Source, doc_id: int, fields: tuple[str, ...], max_chars: int | None
+    src: Source,
+    doc_id: int,
+    fields: tuple[str, ...],
+    max_chars: int | None,
+    link: Link | None = None,
 ) -> dict[str, Any]:
+    """The document's ``fields``. With ``link`` (ops/links.py through the Service), ``url``
+    is where a person opens it; ``source_url`` is always what the source stores."""
     conn = src.conn
     # body is the last column of docs: leaving it out spares its overflow pages
     body_column = "body" if "body" in fields else "''"
@@ -133,12 +144,15 @@ def read_doc(
         "key": key,
         "title": title,
         "url": url,
+        "source_url": url,
         "rank_score": rank_score,
         "aliases": [a for a in (aliases or "").split("\n") if a],
         "opening": opening,
         "extra": json.loads(extra) if extra else {},
     }
     out = {f: full[f] for f in fields if f in full}
+    if link is not None and "url" in out:
+        out["url"] = link(src, doc_id, url)
     if "body" in fields:
         out["body"] = body if max_chars is None else body[:max_chars]
         out["body_chars"] = len(body)
@@ -359,7 +373,7 @@ def _resolve_target(src: Source, target: str) -> int | None:
     return row[0] if row else None
 
 
-FILTER_FIELDS = ("doc_id", "key", "title", "url", "point")
+FILTER_FIELDS = ("doc_id", "key", "title", "url", "source_url", "point")
 
 
 def filter_docs(
@@ -371,6 +385,7 @@ def filter_docs(
     fields: tuple[str, ...] | None = None,
     list_sources=None,
     counted: Facets | None = None,
+    link: Link | None = None,
 ) -> dict[str, Any]:
     """Every document meeting all conditions — most popular first, or nearest first with
     ``distance_km`` — with the total counted from the index sets (the way to list a category:
@@ -390,7 +405,7 @@ def filter_docs(
     wanted = fields or FILTER_FIELDS
     docs = []
     for doc_id in page.ids:
-        doc = read_doc(src, doc_id, wanted, max_chars=2000)
+        doc = read_doc(src, doc_id, wanted, max_chars=2000, link=link)
         if doc_id in page.distances:
             doc["distance_km"] = round(page.distances[doc_id], 3)
         docs.append(doc)
@@ -418,6 +433,7 @@ def random_docs(
     seed: int | None = None,
     fields: tuple[str, ...] | None = None,
     list_sources=None,
+    link: Link | None = None,
 ) -> dict[str, Any]:
     """``count`` documents drawn without repeats, each as likely as any other: from the whole
     source by doc_id (one index seek each), or from the set the conditions make (counted
@@ -449,7 +465,7 @@ def random_docs(
             _at_or_after(src, d) for d in rng.sample(range(1, highest + 1), min(count, highest))
         ]
     wanted = fields or RANDOM_FIELDS
-    docs = [read_doc(src, doc_id, wanted, max_chars=2000) for doc_id in dict.fromkeys(picks)]
+    docs = [read_doc(src, doc_id, wanted, 2000, link) for doc_id in dict.fromkeys(picks)]
     return {**out, "total": total, "docs": docs, "notes": notes}
 
 

@@ -81,80 +81,74 @@ BINDINGS: dict[str, Binding] = {
     b.name: b
     for b in (
         _bind("search", SearchRequest, "search", ""),  # its tool is written in ops/tools.py
-        _bind("filter", FilterRequest, "filter", ""),
+        _bind(
+            "filter",
+            FilterRequest,
+            "filter",
+            "Every document meeting all conditions, exact `total`: a category (tag), places of "
+            "a kind (feature) in an area, a number (attr), nearest to a point. Then `doc`.",
+        ),
         _bind(
             "doc",
             DocRequest,
             "doc",
-            "Read one document by title, doc_id or key — with `question`, the parts of it that "
-            "answer the question. `max_chars` bounds the whole answer: long lists are cut, "
-            "with their `<name>_total` and `more` saying how to read on. A missing title "
-            "returns an error with the closest titles as `candidates`; several documents "
-            "sharing a title come back as `alternatives`.",
+            "Read a document by title, doc_id or key; with `question`, the passages answering "
+            "it, to cite with its url. A title not found lists the closest as `candidates`.",
         ),
         _bind(
             "titles",
             TitlesRequest,
             "titles",
-            "Titles starting with `prefix` (case- and width-insensitive, aliases included): for "
-            "finding the exact name of a document.",
+            "Titles (and aliases) starting with `prefix`: the exact name for `doc`.",
         ),
         _bind(
             "tags",
             TagsRequest,
             "tags",
-            "Tag (category) names with document counts, most used first. Use it to find the "
-            "exact tag before `filter`.",
+            "Tags (categories) with document counts, most used first: the exact tag for `filter`.",
         ),
         _bind(
             "links",
             LinksRequest,
             "links",
-            "Links of a document (by title, doc_id or key), to follow related documents.",
+            "Links of a document (out: to others; in: from others), to follow with `doc`.",
         ),
         _bind(
             "recall",
             RecallRequest,
             "recall",
-            'Read notes, newest first. For a vague reference ("last week\'s plan") pass only '
-            "`since`: notes rarely share words with how they are later asked about.",
+            "Read notes, newest first; for a vague reference (last week's plan) pass only "
+            "`since`. `remember` stores one.",
         ),
         _bind(
             "remember",
             RememberRequest,
             "remember",
-            "Store a note for later conversations. Write out what should be remembered in full "
-            '(e.g. "浅草寺の最寄り駅は浅草駅（銀座線・浅草線）、雷門から徒歩1分"), not '
-            '"looked up 浅草寺".',
+            "Store a note for later conversations: what to remember in full (浅草寺の最寄り駅は"
+            '浅草駅、雷門から徒歩1分), not "looked up 浅草寺".',
         ),
-        _bind(
-            "update", UpdateRequest, "update_note", "Change a note; only the fields given change."
-        ),
+        _bind("update", UpdateRequest, "update_note", "Change the fields of a note given."),
         _bind("forget", ForgetRequest, "forget", "Delete a note for good."),
         _bind(
             "features",
             FeaturesRequest,
             "features",
-            'Feature values ("key=value") of a place source with counts — look up the exact '
-            "value (tourism=museum) before filtering instead of guessing (feature=博物館 "
-            "matches nothing).",
+            "A place source's feature values (key=value) with counts: the exact value "
+            "(tourism=museum, not 博物館) for `filter`.",
         ),
         _bind(
             "random",
             RandomRequest,
             "random",
-            "Documents drawn at random (no repeats), from the whole source or from those "
-            "meeting conditions (a tag, an area, a number, a box, near with radius_km): for "
-            "browsing, or a sample of a category. `total` is the size of the set drawn from.",
+            "Documents drawn at random, from a source or those meeting the conditions "
+            "(as `filter`); `total` is the size of the set drawn from.",
         ),
         _bind(
             "geocode",
             GeocodeRequest,
             "geocode",
-            "An address or place name (香川県高松市番町一丁目10-16, 京都市, Kamppi, Helsinki) → "
-            "points from the library's place sources, best first, each with the `level` "
-            "matched (prefecture, municipality, district, exact), the `source`, the document "
-            "and the part of the input left `unmatched`. The same resolution `near=` does.",
+            "An address or place name → points from the place sources, best first, with the "
+            "`level` matched and what is `unmatched`; `filter` takes it as near.",
         ),
     )
 }

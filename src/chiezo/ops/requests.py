@@ -84,17 +84,17 @@ class Surface:
     # by spaces, so that a query needs no quotes)
     cli_argument: Literal["value", "words"] | None = None
     rest_path: bool = False  # REST: part of the path (/v1/{source}/...), not the query
-    # MCP's default where a model needs another than a person or a program (doc's max_chars:
-    # a small model's context is not a terminal)
-    mcp_default: Any = None
+    # what a model reads of it (MCP and agent mode) where the help, written for a person
+    # reading --help or the API docs, is longer than a small model's context can spare on
+    # every step ("": the name, type and bounds say it all). Issue #44: the tools' schemas
+    # were 28.4 KB, most of it help.
+    brief: str | None = None
     cli_off: str | None = None  # a boolean's CLI flag that sets it false, e.g. --ungrounded
     # MCP: text that is JSON may also be given as the JSON value itself (within's GeoJSON):
     # a model writes the object, and the MCP SDK turns a JSON string into one before the tool
     # sees it; ops/tools.py takes either and hands the service the JSON text
     mcp_json: bool = False
 
-
-CONDITION = Surface()  # a condition on documents: search, filter and random take them
 
 # Conditions on documents, the same in search and filter (search/filters.py reads them).
 Tag = Annotated[
@@ -103,7 +103,7 @@ Tag = Annotated[
         description="a category the documents must have, e.g. 日本の寺院 (see tags); "
         "'A,B' in one value: either of them; several values: all of them"
     ),
-    CONDITION,
+    Surface(brief="a category (see tags); 'A,B': either; several: all"),
 ]
 Attr = Annotated[
     list[str] | None,
@@ -113,7 +113,7 @@ Attr = Annotated[
         "values: all of them",
         **stated_items(ATTR),
     ),
-    CONDITION,
+    Surface(brief="name=value, or name>=N (<, <=, >), e.g. population>=1000000"),
 ]
 Feature = Annotated[
     list[str] | None,
@@ -122,7 +122,7 @@ Feature = Annotated[
         "(see features); 'a=b,c=d' in one value: either of them",
         **stated_items(FEATURES),
     ),
-    CONDITION,
+    Surface(brief="key=value, e.g. tourism=museum (see features)"),
 ]
 Area = Annotated[
     list[str] | None,
@@ -130,14 +130,14 @@ Area = Annotated[
         description="one or more prefecture, city or other area names the places lie in, "
         "e.g. 京都府 or Kyoto"
     ),
-    CONDITION,
+    Surface(brief="e.g. 京都府 or Kyoto"),
 ]
 Wikidata = Annotated[
-    list[str] | None, Field(description="a Wikidata id, e.g. Q90 (Paris)"), CONDITION
+    list[str] | None,
+    Field(description="a Wikidata id, e.g. Q90 (Paris)"),
+    Surface(brief="e.g. Q90"),
 ]
-Box = Annotated[
-    str | None, Field(description="south,west,north,east", **stated(pattern=BOX)), CONDITION
-]
+Box = Annotated[str | None, Field(description="south,west,north,east", **stated(pattern=BOX))]
 NearDoc = Annotated[
     str | None,
     Field(
@@ -145,7 +145,7 @@ NearDoc = Annotated[
         "near, at its point",
         **stated(max_length=MAX_TEXT_CHARS, pattern=NEAR_DOC),
     ),
-    CONDITION,
+    Surface(brief="source:title, e.g. jawiki:浅草寺: near its point"),
 ]
 Within = Annotated[
     str | None,
@@ -155,12 +155,13 @@ Within = Annotated[
         "source (osm_kanto:東京都)",
         **stated(max_length=MAX_WITHIN_CHARS, pattern=WITHIN),
     ),
-    Surface(mcp_json=True),  # a condition, and GeoJSON: an object over MCP as well as text
+    # GeoJSON: an object over MCP as well as text
+    Surface(mcp_json=True, brief="GeoJSON polygon (lon,lat), a box, or osm_source:area name"),
 ]
 RadiusKm = Annotated[
     float | None,
     Field(gt=0, le=MAX_RADIUS_KM, description="km; with near or near_doc: only within it"),
-    CONDITION,
+    Surface(brief="with near or near_doc"),
 ]
 
 
@@ -179,6 +180,7 @@ FacetNames = Annotated[
         **stated_items(FACET_LIST),
     ),
     AfterValidator(comma_separated),
+    Surface(brief="count matches by: " + ", ".join(FACETS)),
 ]
 
 # the fields of each document a filter lists or doc returns
@@ -189,6 +191,7 @@ Fields = Annotated[
         **stated_items(FIELD_LIST),
     ),
     AfterValidator(comma_separated),
+    Surface(brief="e.g. title,url,opening,tags,point,body"),
 ]
 
 
@@ -235,7 +238,7 @@ class SearchRequest(ConditionsRequest):
             description="words separated by spaces, or a question",
             **stated(min_length=1, max_length=MAX_QUERY_CHARS, pattern=NOT_BLANK),
         ),
-        Surface(rest="q", cli_argument="words"),
+        Surface(rest="q", cli_argument="words", brief="words or a question"),
     ]
     source: Annotated[
         str | None,
@@ -243,16 +246,20 @@ class SearchRequest(ConditionsRequest):
             description="a source, or several separated by commas (jawiki,osm_kanto); "
             "omitted: every source searched by default"
         ),
-        Surface(cli_flags=("-s",), rest_path=True),
+        Surface(
+            cli_flags=("-s",), rest_path=True, brief="source(s), comma-separated; default: all"
+        ),
     ] = None
     limit: Annotated[
         int,
         Field(ge=1, le=MAX_LIMIT, description=f"results per page (1-{MAX_LIMIT})"),
-        Surface(cli_flags=("-n",)),
+        Surface(cli_flags=("-n",), brief=""),
     ] = DEFAULT_LIMIT
     # a search's offset + limit stays within its window (fts.MAX_WINDOW) whatever the limit
     offset: Annotated[
-        int, Field(ge=0, le=MAX_WINDOW - MAX_LIMIT, description="results to skip, for paging")
+        int,
+        Field(ge=0, le=MAX_WINDOW - MAX_LIMIT, description="results to skip, for paging"),
+        Surface(brief=""),
     ] = 0
     tag: Tag = None
     feature: Feature = None
@@ -267,7 +274,7 @@ class SearchRequest(ConditionsRequest):
             "(香川県高松市番町一丁目10-16, Kamppi): the top_n most relevant, nearest first",
             **stated(max_length=MAX_TEXT_CHARS, pattern=NEAR),
         ),
-        CONDITION,
+        Surface(brief="lat,lon or an address: nearest first"),
     ] = None
     near_doc: NearDoc = None
     radius_km: RadiusKm = None
@@ -280,6 +287,7 @@ class SearchRequest(ConditionsRequest):
             "query is a document's title: then by words alone); default: hybrid where the "
             "source has vectors, keyword elsewhere"
         ),
+        Surface(brief=""),
     ] = None
     keyword_weight: Annotated[
         float | None,
@@ -289,10 +297,12 @@ class SearchRequest(ConditionsRequest):
             description="hybrid: weight of the keyword side, 0..1 (default: "
             "the model's, or CHIEZO_HYBRID_KEYWORD_WEIGHT)",
         ),
+        Surface(brief="hybrid: the keyword side's weight"),
     ] = None
     fusion: Annotated[
         Literal[FUSIONS] | None,  # type: ignore[valid-type]
         Field(description="hybrid: minmax (weighted scores) or rrf (reciprocal rank)"),
+        Surface(brief=""),
     ] = None
     top_n: Annotated[
         int | None,
@@ -302,12 +312,17 @@ class SearchRequest(ConditionsRequest):
             description="candidates from each side, and how many near "
             f"reorders (default {DEFAULT_TOP_N})",
         ),
+        Surface(brief="candidates per side"),
     ] = None
     explain: Annotated[
-        bool, Field(description="each hit's keyword rank, semantic rank and fused score")
+        bool,
+        Field(description="each hit's keyword rank, semantic rank and fused score"),
+        Surface(brief="ranks and scores per hit"),
     ] = False
     min_score: Annotated[
-        float | None, Field(description="semantic: cosine floor (default: the model's own)")
+        float | None,
+        Field(description="semantic: cosine floor (default: the model's own)"),
+        Surface(brief="semantic: cosine floor"),
     ] = None
 
 
@@ -333,7 +348,7 @@ class OneSourceConditions(ConditionsRequest):
             "within radius_km of it, or (filter) nearest first",
             **stated(max_length=MAX_TEXT_CHARS, pattern=NEAR),
         ),
-        CONDITION,
+        Surface(brief="lat,lon or an address: nearest first"),
     ] = None
     near_doc: NearDoc = None
     radius_km: RadiusKm = None
@@ -348,15 +363,17 @@ class FilterRequest(OneSourceConditions):
             description="a source, or several separated by commas (osm_kanto,geonames): one "
             "list, nearest first with near"
         ),
-        Surface(cli_argument="value", rest_path=True),
+        Surface(cli_argument="value", rest_path=True, brief="source(s), comma-separated"),
     ]
     limit: Annotated[
         int,
         Field(ge=1, le=MAX_FILTER_LIMIT, description=f"documents per page (1-{MAX_FILTER_LIMIT})"),
-        Surface(cli_flags=("-n",)),
+        Surface(cli_flags=("-n",), brief=""),
     ] = DEFAULT_LIMIT
     offset: Annotated[
-        int, Field(ge=0, le=MAX_OFFSET, description="documents to skip, for paging")
+        int,
+        Field(ge=0, le=MAX_OFFSET, description="documents to skip, for paging"),
+        Surface(brief=""),
     ] = 0
     facets: FacetNames = None
 
@@ -371,7 +388,7 @@ class RandomRequest(OneSourceConditions):
     count: Annotated[
         int,
         Field(ge=1, le=MAX_RANDOM, description=f"documents to draw (1-{MAX_RANDOM}), no repeats"),
-        Surface(cli_flags=("-n",)),
+        Surface(cli_flags=("-n",), brief=""),
     ] = 1
     seed: Annotated[
         int | None,
@@ -392,7 +409,7 @@ class GeocodeRequest(Request):
             "京都市, Kamppi, Helsinki",
             **stated(min_length=1, max_length=MAX_TEXT_CHARS, pattern=NOT_BLANK),
         ),
-        Surface(rest="q", cli_argument="words"),
+        Surface(rest="q", cli_argument="words", brief="an address or a place name"),
     ]
     source: Annotated[
         str | None,
@@ -400,12 +417,12 @@ class GeocodeRequest(Request):
             description="the place sources to look in, separated by commas; omitted: every "
             "source searched by default that has coordinates"
         ),
-        Surface(cli_flags=("-s",)),
+        Surface(cli_flags=("-s",), brief="place source(s), comma-separated; default: all"),
     ] = None
     limit: Annotated[
         int,
         Field(ge=1, le=MAX_GEOCODE, description=f"candidates, best first (1-{MAX_GEOCODE})"),
-        Surface(cli_flags=("-n",)),
+        Surface(cli_flags=("-n",), brief=""),
     ] = 5
 
 
@@ -417,17 +434,22 @@ SourceName = Annotated[
     Field(description="a source name (see sources)"),
     Surface(cli_argument="value", rest_path=True),
 ]
-ListOffset = Annotated[int, Field(ge=0, le=MAX_OFFSET, description="skip this many, for paging")]
+ListOffset = Annotated[
+    int, Field(ge=0, le=MAX_OFFSET, description="skip this many, for paging"), Surface(brief="")
+]
 ShortText = Annotated[str | None, Field(**stated(max_length=MAX_TEXT_CHARS))]
 # An id is stated within SQLite's integers but checked by the service: one beyond them names
 # nothing, so it is "not found" (404, exit 3) like any other id that names nothing.
 IDS = stated(minimum=0, maximum=MAX_SQL_INT)
 DocId = Annotated[
-    int | None, Field(description="the document by doc_id", **IDS), Surface(cli_name="--id")
+    int | None,
+    Field(description="the document by doc_id", **IDS),
+    Surface(cli_name="--id", brief=""),
 ]
 Key = Annotated[
     str | None,
     Field(description="the document by the source's own key", **stated(max_length=MAX_TEXT_CHARS)),
+    Surface(brief=""),
 ]
 
 
@@ -435,7 +457,7 @@ Key = Annotated[
 ListLimit = Annotated[
     int,
     Field(ge=1, le=MAX_LIST_LIMIT, description=f"at most this many (1-{MAX_LIST_LIMIT})"),
-    Surface(cli_flags=("-n",)),
+    Surface(cli_flags=("-n",), brief=""),
 ]
 
 
@@ -473,7 +495,9 @@ class TitlesRequest(Request):
 class LinksRequest(Request):
     source: SourceName
     title: Annotated[
-        ShortText, Field(description="the document by exact title"), Surface(cli_argument="words")
+        ShortText,
+        Field(description="the document by exact title"),
+        Surface(cli_argument="words", brief=""),
     ] = None
     doc_id: DocId = None
     key: Key = None
@@ -507,8 +531,7 @@ class DocRequest(Request):
             "(aliases, tags, attributes, links) share the rest — at least a quarter of it — "
             "with their totals and how to read more",
         ),
-        Surface(mcp_default=4000),  # a model's context, not a terminal
-    ] = None
+    ] = None  # a tool's answer has its profile's (ops/tools.py), for a model's context
     question: Annotated[
         str | None,
         Field(
@@ -517,7 +540,7 @@ class DocRequest(Request):
             "answer budget)",
             **stated(min_length=1, max_length=MAX_QUESTION_CHARS, pattern=NOT_BLANK),
         ),
-        Surface(cli_flags=("-q",)),
+        Surface(cli_flags=("-q",), brief="read the passages that answer it"),
     ] = None
 
 
@@ -542,9 +565,14 @@ NoteId = Annotated[int, Field(description="the note's id", **IDS), Surface(cli_a
 
 
 class RememberRequest(Request):
-    text: Annotated[NoteText, Surface(cli_argument="words")]
+    text: Annotated[
+        NoteText,
+        Surface(cli_argument="words", brief="the content itself in full sentences, never a label"),
+    ]
     title: Annotated[
-        str | None, Field(description="a short title; default: the first line (cut at 200)")
+        str | None,
+        Field(description="a short title; default: the first line (cut at 200)"),
+        Surface(brief="default: the first line"),
     ] = None
     tags: NoteTags = None
 
@@ -561,16 +589,18 @@ class RecallRequest(Request):
             description="ISO date/time: changed at or after (e.g. 2026-11-01)",
             json_schema_extra=ISO_MOMENT,
         ),
+        Surface(brief="ISO date: changed since"),
     ] = None
     until: Annotated[
         str | None,
         Field(description="ISO date/time: changed up to, inclusive", json_schema_extra=ISO_MOMENT),
+        Surface(brief="ISO date: changed until"),
     ] = None
     tag: Annotated[str | None, Field(description="only notes with this tag")] = None
     limit: Annotated[
         int,
         Field(ge=1, le=MAX_LIMIT, description=f"notes per page (1-{MAX_LIMIT})"),
-        Surface(cli_flags=("-n",)),
+        Surface(cli_flags=("-n",), brief=""),
     ] = 10
     offset: ListOffset = 0
     max_chars: Annotated[
@@ -683,6 +713,11 @@ class Param:
     def rest(self) -> str:
         """Its name in a REST query string."""
         return self.surface.rest or self.name
+
+    @property
+    def brief(self) -> str:
+        """What a model reads of it: the brief where one is declared, else the help."""
+        return self.help if self.surface.brief is None else self.surface.brief
 
     def enforced(self) -> dict[str, Any]:
         """Keyword arguments for a ``Field`` with the help and the enforced bounds only."""

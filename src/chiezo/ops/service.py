@@ -15,10 +15,8 @@ import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from chiezo.answer.options import AnswerOptions
 from chiezo.core import db
@@ -44,7 +42,7 @@ from chiezo.core.progress import NullProgress, Progress
 from chiezo.core.query import MAX_QUERY_CHARS, has_terms
 from chiezo.core.validation import check_id, check_length, check_offset, checked_text
 from chiezo.core.words import query_words
-from chiezo.ops import browse, notes
+from chiezo.ops import browse, links, notes
 from chiezo.ops.answers_log import AnswersLog
 from chiezo.ops.patterns import LOOKS_LIKE_POINT
 from chiezo.ops.requests import (
@@ -288,6 +286,7 @@ class Service:
             )
         if point is not None and point.note:
             result.notes.append(point.note)
+        self._openable(result.hits)
         for observe in self.search_observers:
             observe(result)
         return result
@@ -540,7 +539,9 @@ class Service:
         src.ensure_doc(doc_id=doc_id, key=key, title=title, timeout=self.settings.query_timeout)
         with deadline:
             found, alternatives = browse.find_doc(src, title=title, doc_id=doc_id, key=key)
-            out = browse.read_doc(src, found, wanted, None if question else max_chars)
+            out = browse.read_doc(
+                src, found, wanted, None if question else max_chars, self._doc_link
+            )
         if question and "body" in out:
             budget = self.settings.answer_budget if max_chars is None else max_chars
             self._answering_passages(out, src.name, found, question, budget)
@@ -625,6 +626,7 @@ class Service:
                 fields=wanted,
                 list_sources=self._sources_having,
                 counted=counted,
+                link=self._doc_link,
             )
         if counted is not None:
             result["facets"] = counted.to_dict()
@@ -678,6 +680,7 @@ class Service:
                         fields=shown,
                         list_sources=self._sources_having,
                         counted=counted if facet_names else None,
+                        link=self._doc_link,
                     )
             except BadQuery as exc:
                 refused.append(exc)
@@ -719,6 +722,7 @@ class Service:
                 seed=request.seed,
                 fields=wanted,
                 list_sources=self._sources_having,
+                link=self._doc_link,
             )
         return self._with_near(drawn, point) if point is not None else drawn
 
@@ -942,7 +946,9 @@ class Service:
                 question.strip(),
                 self.require_llm(),
                 options,
-                toolbox(self, writable=options.writable),
+                lambda small: toolbox(
+                    self, writable=options.writable, profile="compact" if small else None
+                ),
                 history=history,
                 on_event=on_event,
             )
@@ -1039,36 +1045,43 @@ class Service:
         return None
 
     def reference_link(self, source: str, doc_id: int, key: str | None, url: str | None):
-        """(where a person can open a cited document, its stable ``source:key``): the
-        original web address where the source has one (Wikipedia, OSM), else this server's
-        document page when its address is known (``CHIEZO_PUBLIC_URL``, or ``chiezo serve``'s
-        own) — for an archive source (a ZIM) the article as the archive shows it — else the
-        ``source:key`` itself, or for an archive source its file and entry."""
+        """(where a person can open a cited document, its stable ``source:key``): the URL
+        ops/links.py makes of its stored ``url`` — its public page, else this server's page
+        for it (``CHIEZO_PUBLIC_URL``, ``chiezo serve``'s own, or the server on this data
+        directory) — or None when it has neither."""
         cite = f"{source}:{key if key is not None else doc_id}"
-        if url and url.startswith(("https://", "http://")):
-            return url, cite
-        entry = self._archive_entry(source, url)
-        if self.settings.public_url:
-            base = self.settings.public_url.rstrip("/")
-            if entry is not None:  # the article as its archive shows it
-                return base + archive_href(source, entry[1]), cite
-            return f"{base}/doc/{quote(source, safe='')}/{doc_id}", cite
-        if entry is not None:  # where a reader finds it: the file, then the entry in it
-            return f"{entry[0]} › {entry[1]}", cite
-        return cite, cite
+        return self.open_url(source, doc_id, url), cite
 
-    def _archive_entry(self, source: str, url: str | None) -> tuple[str, str] | None:
-        """(the archive file, the entry's path in it) for a document of a source built from
-        an archive (a ZIM, whose documents' url is their path inside it); else None."""
-        if not url or "://" in url:
-            return None
+    def open_url(self, source: str, doc_id: int, url: str | None) -> str | None:
+        """The absolute URL a person opens the document at (ops/links.py), from its stored
+        ``url`` — or from one already made so (a tool result's), which is kept."""
+        return links.open_url(
+            links.server_base(self.settings), source, doc_id, url, self._archived(source)
+        )
+
+    def _archived(self, source: str) -> bool:
+        """Whether ``source`` was built from an archive (a ZIM: its documents' url is their
+        path inside it)."""
         try:
-            opened = self.library.get(source)
+            return self.library.get(source).archived
         except ChiezoError:
-            return None
-        if not opened.archived:
-            return None
-        return str(opened.info().input.get("path") or source), url
+            return False
+
+    def _doc_link(self, src: Source, doc_id: int, url: str | None) -> str | None:
+        """``open_url`` for a document read from ``src`` (ops/browse.py ``read_doc``)."""
+        return links.open_url(links.server_base(self.settings), src.name, doc_id, url, src.archived)
+
+    def _openable(self, hits: list[Hit]) -> None:
+        """Each hit's ``url`` made one a person can open; what the source stores kept as
+        ``source_url`` (the web maps that to its own relative links)."""
+        base = links.server_base(self.settings)
+        archived = {name: self._archived(name) for name in {h.source for h in hits}}
+        for hit in hits:
+            if hit.source_url is None:
+                hit.source_url = hit.url
+            hit.url = links.open_url(
+                base, hit.source, hit.doc_id, hit.source_url, archived[hit.source]
+            )
 
     def llm_status(self) -> dict[str, Any]:
         """Is answering on, and does each configured endpoint answer with the model? (The web
@@ -1282,27 +1295,6 @@ def _refuse_shared_names(kind: str, groups: list[list[Path]], targets: list[str 
 # Live sources asked while the others of a search are searched (``_search_all``): each call
 # is bounded by its own deadline and by the process's live slots (store/library.py LiveSlots).
 _LIVE_ASKING = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="chiezo-live")
-
-
-def archive_href(source: str, path: str) -> str:
-    """Where this server serves the entry ``path`` of an archive source (a ZIM's article as
-    its archive shows it: surfaces/web/archive_pages.py).
-
-    A ZIM may name an entry ``A/../x`` or ``.``; written as they are, a browser removes such
-    dot segments and asks for another entry, and ``%2E`` does not help (WHATWG URL counts
-    ``%2e`` as a dot). So the ``/`` on either side of a dot segment is written ``%2F``: the
-    dots sit inside a longer segment no browser touches, and the server, which decodes the
-    path before routing, reads back the very path. Other slashes stay, so the article's
-    relative links (``../I/photo.jpg``) still resolve as the archive means them."""
-    segments = ["archive", *path.split("/")]
-    href = segments[0]
-    for before, segment in pairwise(segments):
-        joint = "%2F" if {before, segment} & DOT_SEGMENTS else "/"
-        href += joint + quote(segment, safe="")
-    return f"/doc/{quote(source, safe='')}/{href}"
-
-
-DOT_SEGMENTS = {".", ".."}  # the path segments a URL resolver removes (RFC 3986 and WHATWG)
 
 
 def _guarded_events(events):

@@ -24,66 +24,29 @@ import inspect
 import json
 import logging
 import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, PlainValidator
 from pydantic_core import PydanticCustomError
 
 from chiezo.answer.tool_calls import Toolbox, error_text
-from chiezo.core.errors import ChiezoError, InternalError
-from chiezo.ops.registry import BINDINGS, Binding
-from chiezo.ops.requests import (
-    FilterRequest,
-    Param,
-    Request,
-    SearchRequest,
-    params,
-)
+from chiezo.core.errors import BadQuery, ChiezoError, InternalError
+from chiezo.ops.registry import BINDINGS
+from chiezo.ops.requests import Param, Request, SearchRequest, params
+from chiezo.ops.tool_answers import MAX_CHARS, MIN_CHARS, fitted, for_a_model
+from chiezo.ops.tool_profiles import Profile, profile_named
 
 log = logging.getLogger("chiezo.tools")
 
-INSTRUCTIONS = """\
-Chiezo is an offline library of sources (encyclopedias, place databases, the user's own
-documents) plus `notes`, a memory you can write. Look facts up here instead of guessing dates,
-places, names or numbers, and cite the source and title you used.
-
-How to use it well:
-- Call `sources` once to see what exists: each source's kind, size and which attributes
-  (tags, attribute names) it has.
-- `search` first, then `doc` only for the documents you need (use `max_chars` to keep it short;
-  give `question` to read the parts of a long document that answer it, not its beginning).
-  A document whose title equals your query is listed first: searching an exact name is cheap.
-- Sources with vectors (see `sources`) are searched by words *and* meaning (hybrid): a
-  question phrased differently from the article still finds it. `mode="keyword"` asks for
-  words only.
-- Keyword queries are words separated by spaces; every word must occur. Words under 3 characters
-  (e.g. 京都) cannot use the full-text index: a query made only of them matches titles
-  starting with them (then documents containing them). A question typed as a sentence still
-  works (mode `trigram_or`), but distinctive words work better.
-- To list or count the members of a category, use `filter` with `tag` — not a full-text
-  search for the category name (that misses members and has no exact total). Check the exact
-  tag name with `tags` first.
-- Places (osm_*, geonames): `filter` with `feature` as "key=value" (tourism=museum,
-  railway=station, amenity=restaurant; find values with `features`), `area` (an admin area
-  name: ["京都府"] or ["Kyoto"] — a Japanese prefecture answers to either; case does not
-  matter), `bbox`, `near` ("lat,lon"), or `near_doc` ("jawiki:浅草寺") for "nearest X to Y" in
-  one call. Only place sources have feature/area; Wikipedia sources have tags, coordinates and
-  numbers from their infoboxes (`attr` "population>=1000000", area_km2, elevation_m, founded).
-- A filter on a tag or attribute the source does not have is an error that says so: switch
-  source or drop the condition rather than retrying.
-- A source marked `live` (a kiwix-serve book) is searched on its server: `search` and `doc`
-  only, no conditions; if its server is down, a search of all sources says so in `notes`.
-- `remember` stores the content itself — names, numbers, dates, the items of a list — as
-  sentences that make sense later without this conversation; never a label like "looked up X".
-  Use `recall` with `since` alone for vague references ("what we discussed last week").
-"""
-
-READ = ToolAnnotations(
-    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
+# A read-only tool says only that (and that it stays in the library): the destructive and
+# idempotent hints mean something only for a tool that writes (MCP spec), and each costs every
+# step of a model 40 bytes per tool.
+READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
 )
@@ -92,24 +55,193 @@ DESTRUCTIVE = ToolAnnotations(
 )
 
 
+def _hints(entry) -> ToolAnnotations:
+    """What a client is told the tool does to data, from the catalogue's flags."""
+    if entry.destructive:
+        return DESTRUCTIVE
+    return WRITE if entry.writes else READ
+
+
+# -- the tools ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One tool: the request model of its arguments (None: only ``max_chars``), what answers
+    it, what a model reads about it, what it does to data, and the list its ``offset`` pages."""
+
+    name: str
+    request: type[Request] | None
+    handle: Callable[[Any, Any], Any]  # (service, request) → a JSON-ready result
+    description: str
+    hints: ToolAnnotations
+    pages: str | None = None
+
+
+def _sources(service, _request) -> dict[str, Any]:
+    return {"sources": [source_for_a_model(info) for info in service.sources()]}
+
+
+def _search(service, request: SearchRequest) -> dict[str, Any]:
+    return service.search(request).to_dict()
+
+
+def _bound(name: str, pages: str | None = None, hints: ToolAnnotations | None = None) -> Spec:
+    """The tool of a bound operation (ops/registry.py): its arguments are the request model's,
+    its description the binding's, its result the service's."""
+    binding = BINDINGS[name]
+    return Spec(
+        binding.entry.mcp or name,
+        binding.request,
+        binding.handle,
+        binding.tool_help,
+        hints or _hints(binding.entry),
+        pages,
+    )
+
+
+SPECS: dict[str, Spec] = {
+    spec.name: spec
+    for spec in (
+        Spec(
+            "sources",
+            None,
+            _sources,
+            "The sources: kind, language, size, attributes, vectors (by meaning). Then `search`.",
+            READ,
+        ),
+        Spec(
+            "search",
+            SearchRequest,
+            _search,
+            "Search by words and meaning, exact titles first. Hits: source, doc_id, title, "
+            "snippet, its `section`, url (cite it), `distance_km` with near. Then `doc`.",
+            READ,
+            pages="hits",
+        ),
+        _bound("doc"),
+        _bound("titles"),
+        _bound("tags", pages="tags"),
+        _bound("links", pages="links"),
+        _bound("filter", pages="docs"),
+        _bound("features", pages="features"),
+        _bound("recall", pages="notes"),
+        _bound("remember"),
+        _bound("update"),
+        _bound("forget"),
+        _bound("random"),
+        _bound("geocode"),
+    )
+}
+WRITE_TOOLS = ("remember", "update", "forget")
+BROWSING_TOOLS = ("random", "geocode")  # an agent reaches places through near= instead
+
+
 # -- building and running tools -----------------------------------------------------------------
 
 
-def toolbox(service, *, writable: bool = True) -> Toolbox:
+def toolbox(service, *, writable: bool = True, profile: str | None = None) -> Toolbox:
     """The tools over ``service`` with the instructions that say how to use them, as the agent
     receives them (answer/agent.py sits below this module and is handed them)."""
-    return Toolbox(library_tools(service, writable=writable, browsing=False), INSTRUCTIONS)
+    chosen = profile_named(profile)
+    tools = library_tools(service, writable=writable, browsing=False, profile=chosen.name)
+    return Toolbox(tools, chosen.instructions)
 
 
-def library_tools(service, *, writable: bool = True, browsing: bool = True) -> list[Tool]:
-    """Every tool over ``service``; ``writable=False`` leaves out the note-writing tools,
-    ``browsing=False`` those for browsing (``random``, ``geocode``): an agent answering a question has no
-    use for them, and every tool's schema is sent to its model on every step."""
-    made = _read_tools(service) + (_note_tools(service) if writable else [])
-    if browsing:  # an agent reaches places through near= (an address is geocoded there)
-        made.append((_bound_tool(service, BINDINGS["random"]), READ))
-        made.append((_bound_tool(service, BINDINGS["geocode"]), READ))
-    return [Tool.from_function(fn, annotations=hints) for fn, hints in made]
+def library_tools(
+    service, *, writable: bool = True, browsing: bool = True, profile: str | None = None
+) -> list[Tool]:
+    """The tools of ``profile`` over ``service``; ``writable=False`` leaves out the
+    note-writing tools, ``browsing=False`` those for browsing (``random``, ``geocode``): an
+    agent answering a question has no use for them, and every tool's schema is sent to its
+    model on every step."""
+    chosen = profile_named(profile)
+    left_out = (() if writable else WRITE_TOOLS) + (() if browsing else BROWSING_TOOLS)
+    return [
+        _tool(service, SPECS[name], chosen)
+        for name in chosen.names(list(SPECS))
+        if name not in left_out
+    ]
+
+
+class LibraryTool(Tool):
+    """A tool that refuses an argument it does not take, naming those it does — as the REST
+    API refuses an unknown parameter (the MCP SDK ignored one silently: ``search`` with a
+    ``max_chars`` it did not have answered 5,457 characters whatever it said)."""
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False):
+        known = self.parameters.get("properties", {})
+        unknown = sorted(set(arguments or {}) - set(known))
+        if unknown:
+            plural = "s" if len(unknown) > 1 else ""
+            raise ToolError(
+                error_text(
+                    BadQuery(
+                        f"{self.name} takes no argument{plural} {', '.join(unknown)}",
+                        field=unknown[0],
+                        allowed_parameters=sorted(known),
+                    )
+                )
+            )
+        return await super().run(arguments, context, convert_result)
+
+
+def _tool(service, spec: Spec, profile: Profile) -> Tool:
+    offered = [
+        p
+        for p in (params(spec.request) if spec.request else [])
+        if profile.offers(spec.name, p.name) and p.name != "max_chars"
+    ]
+    many = {p.name for p in offered if p.many}
+    takes_budget = spec.request is not None and "max_chars" in spec.request.model_fields
+
+    def answer(**values: Any) -> CallToolResult:
+        budget = values.pop("max_chars", MAX_CHARS)
+        if takes_budget:  # doc and recall cut their texts to it themselves
+            values["max_chars"] = budget
+        request = spec.request.model_validate(_as_lists(values, many)) if spec.request else None
+        result = spec.handle(service, request)
+        if not isinstance(result, dict):
+            result = {"result": result}
+        paged = getattr(request, "offset", None) if spec.pages else None
+        shown = for_a_model(result, asked=getattr(request, "fields", None) or ())
+        return _result(fitted(shown, budget, pages=spec.pages, offset=paged))
+
+    budget = [_budget(profile)] if spec.hints.read_only_hint else []  # a write answers briefly
+    answer.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [_tool_parameter(p) for p in offered] + budget, return_annotation=CallToolResult
+    )
+    answer.__name__ = answer.__qualname__ = spec.name
+    answer.__doc__ = spec.description
+    tool = LibraryTool.from_function(
+        _reported(answer), annotations=spec.hints, structured_output=False
+    )
+    tool.parameters = lean_schema(tool.parameters)
+    return tool
+
+
+def _result(text: str) -> CallToolResult:
+    """The answer as a model reads it (``text``), and the same as structured content for a
+    program. No output schema is declared: the result's shape is the tool's description's,
+    and a schema on each tool cost every step of a model 50 bytes for nothing it can use."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=json.loads(text)
+    )
+
+
+def _budget(profile: Profile) -> inspect.Parameter:
+    """``max_chars``, the same on every read tool: the answer's whole length as a model reads
+    it. Its name says what it is (and the instructions say how a cut answer reads on): a
+    description on each of eleven tools cost 0.3 KB of every step."""
+    return inspect.Parameter(
+        "max_chars",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=profile.max_chars,
+        annotation=Annotated[
+            int,
+            Field(ge=MIN_CHARS, le=MAX_CHARS),
+        ],
+    )
 
 
 def _reported(fn):
@@ -130,27 +262,40 @@ def _reported(fn):
     return wrapper
 
 
-def takes(model: type[Request]):
-    """A tool whose arguments are ``model``'s parameters (ops/requests.py), with their
-    descriptions and bounds in its input schema; the function receives the model."""
+def lean_schema(schema: Any) -> Any:
+    """A tool's input schema as a model needs to read it: no generated ``title`` per field,
+    an optional value as its type rather than ``anyOf [X, null]`` with ``default: null``, a
+    value-or-list as the list. The arguments are still validated as declared (a null or a
+    single value is still taken); what changes is only what every step of a model reads:
+    these took 4.3 of the full profile's 18 KB (design §39)."""
+    if isinstance(schema, list):
+        return [lean_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {
+        k: {p: lean_schema(v) for p, v in v.items()} if k == "properties" else lean_schema(v)
+        for k, v in schema.items()
+        if k != "title" and not _goes_without_saying(k, v)
+    }
+    options = [o for o in out.get("anyOf", []) if o != {"type": "null"}]
+    if options:
+        lists = [o for o in options if o.get("type") == "array"]
+        if len(lists) == 1 or len(options) == 1:
+            del out["anyOf"]
+            out = {**(lists or options)[0], **out}
+        else:
+            out["anyOf"] = options
+    return out
 
-    def decorate(fn):
-        many = {p.name for p in params(model) if p.many}
 
-        @functools.wraps(fn)
-        def tool(**values: Any) -> dict[str, Any]:
-            return fn(model.model_validate(_as_lists(values, many)))
-
-        tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-            [_tool_parameter(p) for p in params(model)], return_annotation=dict[str, Any]
-        )
-        return tool
-
-    return decorate
+# what a schema need not say: no default, a count's default or floor of 0 or 1, false, and
+# that an object may have any properties
+OBVIOUS = {"default": (None, 0, False), "minimum": (0, 1), "additionalProperties": (True,)}
 
 
-ONE_OR_MANY = " (one value, or a list of them)"  # said of every list parameter a tool takes
-JSON_OR_TEXT = "; JSON may be given as an object or as a string"  # of Surface(mcp_json=True)
+def _goes_without_saying(name: str, value: Any) -> bool:
+    return any(value is said or (value == said and type(value) is type(said))
+               for said in OBVIOUS.get(name, ()))  # fmt: skip
 
 
 def _as_lists(values: dict[str, Any], many: set[str]) -> dict[str, Any]:
@@ -162,19 +307,13 @@ def _as_lists(values: dict[str, Any], many: set[str]) -> dict[str, Any]:
 
 
 def _tool_parameter(param: Param) -> inspect.Parameter:
-    if param.required:
-        default = inspect.Parameter.empty
-    else:  # a model's own default where it needs another (ops/requests.py Surface)
-        default = param.default if param.surface.mcp_default is None else param.surface.mcp_default
-    enforced = param.enforced()
+    default = inspect.Parameter.empty if param.required else param.default
+    enforced = {**param.enforced(), "description": param.brief or None}
     annotation = param.annotation
-    if param.many:  # a single value is taken as a list of one (``_as_lists``), and said so
+    if param.many:  # a single value is taken as a list of one (``_as_lists``)
         annotation = annotation | param.kind
-        enforced["description"] = param.help + ONE_OR_MANY
     elif param.kind is str and param.choices is None:
         annotation = _text_as_sent(param)
-        if param.surface.mcp_json:
-            enforced["description"] = param.help + JSON_OR_TEXT
     return inspect.Parameter(
         param.name,
         inspect.Parameter.KEYWORD_ONLY,
@@ -212,49 +351,6 @@ def _text_as_sent(param: Param) -> Any:
     return Annotated[str, PlainValidator(validate, json_schema_input_type=offered)]
 
 
-# -- the tools ----------------------------------------------------------------------------------
-
-
-def _read_tools(service) -> list:
-    @_reported
-    def sources() -> dict[str, Any]:
-        """List the sources: name, kind, language, what each holds, number of documents,
-        build date, the attributes each has (a filter on an attribute a source lacks is an
-        error) and whether it is searched by meaning (vectors)."""
-        return {"sources": [for_a_model(info) for info in service.sources()]}
-
-    @_reported
-    @takes(SearchRequest)
-    def search(request: SearchRequest) -> dict[str, Any]:
-        """Search by words and by meaning. Titles equal to the query come first, then
-        relevance (hybrid: full text and meaning fused). Returns hits (source, doc_id, title,
-        snippet; `section`: the heading path of the passage the snippet quotes, e.g.
-        `歴史 > 近代` or `p. 12`; `point` {lat, lon} when the document has coordinates;
-        `distance_km` with near/near_doc), `total` (exact unless `total_is_lower_bound`),
-        `retrieval` (keyword, semantic, hybrid, or keyword-fallback when meaning search ran out
-        of time) and `order`. Follow up with `doc` for the hits you need."""
-        return service.search(request).to_dict()
-
-    @_reported
-    @takes(FilterRequest)
-    def filter(request: FilterRequest) -> dict[str, Any]:
-        """List every document meeting all conditions with the exact `total` — the way to list
-        or count a category's members (by tag), places of a kind (feature) in an area (e.g.
-        area: ["京都府"] or ["Kyoto"]), documents by a number (attr: ["population>=1000000"])
-        or in a box, or the nearest places to a point or to another source's document (with
-        distance_km). A condition the source cannot have is an error naming the sources that
-        have it; a value it does not have comes back with the closest ones it does."""
-        return service.filter(request)
-
-    doc, titles, tags, links, features, recall = (
-        _bound_tool(service, BINDINGS[name])
-        for name in ("doc", "titles", "tags", "links", "features", "recall")
-    )
-    return [
-        (fn, READ) for fn in (sources, search, doc, titles, tags, links, filter, features, recall)
-    ]
-
-
 # What a model needs of a source to choose and query it. Left out: where its files are (input
 # paths, generation file names — nobody's business beyond this machine, and nothing a model
 # can use), sizes, schema versions: 1,849 → 728 bytes for the jawiki excerpt (design §36.2).
@@ -264,7 +360,7 @@ MODEL_FIELDS = (
 )  # fmt: skip
 
 
-def for_a_model(info: dict[str, Any]) -> dict[str, Any]:
+def source_for_a_model(info: dict[str, Any]) -> dict[str, Any]:
     """A source as ``sources`` tells a model of it (``MODEL_FIELDS``, vectors as model and
     coverage)."""
     out = {k: info[k] for k in MODEL_FIELDS if info.get(k) not in (None, "")}
@@ -273,31 +369,3 @@ def for_a_model(info: dict[str, Any]) -> dict[str, Any]:
         {"model": vectors["model"], "coverage": round(vectors["coverage"], 3)} if vectors else None
     )
     return out
-
-
-def _bound_tool(service, binding: Binding):
-    """The tool of a bound operation (ops/registry.py): its arguments are the request model's,
-    its description the binding's, its result the service's."""
-
-    @_reported
-    @takes(binding.request)
-    def tool(request: Request) -> dict[str, Any]:
-        return binding.handle(service, request)
-
-    tool.__name__ = tool.__qualname__ = binding.entry.mcp or binding.name
-    tool.__doc__ = binding.tool_help
-    return tool
-
-
-def _note_tools(service) -> list:
-    return [
-        (_bound_tool(service, BINDINGS[name]), _hints(BINDINGS[name].entry))
-        for name in ("remember", "update", "forget")
-    ]
-
-
-def _hints(entry) -> ToolAnnotations:
-    """What a client is told the tool does to data, from the catalogue's flags."""
-    if entry.destructive:
-        return DESTRUCTIVE
-    return WRITE if entry.writes else READ

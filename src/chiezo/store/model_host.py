@@ -48,6 +48,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from chiezo.core.errors import ChiezoError, ModelUnavailable
 from chiezo.store.embedders import Embedder, get_embedder
@@ -56,6 +57,7 @@ HOST_ENV = "CHIEZO_MODEL_HOST"  # the socket's path, or "off"
 MAX_REQUEST_BYTES = 16 << 20
 MAX_TEXTS = 1024
 FRAME = struct.Struct(">I")
+LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's st column
 # How long a caller waits for a host that is starting (a worker warms while the host imports)
 # or restarting, and for one answer (a first request loads the model: ~1 s, more under load).
 CONNECT_WAIT_SECONDS = 15.0
@@ -220,6 +222,38 @@ def server_url(data_dir: Path) -> str | None:
     except (OSError, ValueError, AttributeError, HostUnavailable):
         return None
     return url if isinstance(url, str) else None
+
+
+def own_server_url(data_dir: Path) -> str | None:
+    """``server_url``, when every socket listening on its port is this user's: after a server
+    died, whoever took its port is neither asked (surfaces/cli/via_server.py) nor linked to
+    (ops/links.py)."""
+    url = server_url(data_dir)
+    try:
+        port = urlsplit(url).port if url else None
+    except ValueError:  # a port out of range
+        return None
+    return url if port is not None and listens_as_us(port) else None
+
+
+def listens_as_us(port: int) -> bool:
+    """Whether something listens on ``port`` and every listening socket there is this
+    user's (Linux; elsewhere: not known, so no)."""
+    owners = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 7 and fields[3] == LISTEN and _port_of(fields[1]) == port:
+                owners.add(int(fields[7]))
+    return owners == {os.getuid()}
+
+
+def _port_of(local_address: str) -> int:
+    return int(local_address.rpartition(":")[2], 16)
 
 
 class HostedEmbedder(Embedder):

@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from chiezo import __version__
 from chiezo.answer.options import AnswerOptions
-from chiezo.answer.terminal import Turn
+from chiezo.answer.terminal import Turn, where_to_open
 from chiezo.core.config import Settings, is_loopback
 from chiezo.core.errors import EXIT_NOT_FOUND, ChiezoError
 from chiezo.core.models import SearchResult
@@ -33,6 +33,7 @@ from chiezo.ops.requests import (
     UpdateRequest,
 )
 from chiezo.ops.service import Service
+from chiezo.ops.tool_profiles import DEFAULT_PROFILE, PROFILES
 from chiezo.store import model_host
 from chiezo.surfaces.cli import via_server
 from chiezo.surfaces.cli.common import (
@@ -105,7 +106,7 @@ def search(ctx, as_json, interactive, **values) -> None:
     if as_json:
         emit_json(as_dict or result.to_dict())
     else:
-        _print_result(result, explain=request.explain)
+        _print_result(result, explain=request.explain, data_dir=service.settings.data_dir)
     if not result.hits:
         sys.exit(EXIT_NOT_FOUND)
 
@@ -119,7 +120,9 @@ _HOW = {
 }
 
 
-def _print_result(result: SearchResult, *, explain: bool = False) -> None:
+def _print_result(
+    result: SearchResult, *, explain: bool = False, data_dir: Path | None = None
+) -> None:
     for i, hit in enumerate(result.hits, start=result.offset + 1):
         marker = " [green]= title[/]" if hit.title_match else ""
         out.print(
@@ -137,6 +140,9 @@ def _print_result(result: SearchResult, *, explain: bool = False) -> None:
             out.print(f"    {escape(hit.snippet)}")
         if hit.explain:
             out.print("    [dim]" + escape(_explained(hit.explain)) + "[/]")
+        # where to open it: its link, else (no public page, no server) the command to show it
+        shown = {"url": hit.url, "source": hit.source, "doc_id": hit.doc_id}
+        out.print(f"    [dim]{escape(where_to_open(shown, data_dir))}[/]")
     bound = "at least " if result.total_is_lower_bound else ""
     how = " + ".join(
         dict.fromkeys(_HOW.get(p, p) for p in (result.retrieval or "keyword").split("+"))
@@ -196,7 +202,7 @@ def _interactive(service: Service, request: SearchRequest) -> None:
             continue
         try:
             asked = request.model_copy(update={"query": line, "source": source})
-            _print_result(service.search(asked))
+            _print_result(service.search(asked), data_dir=service.settings.data_dir)
         except ChiezoError as exc:
             print_error(exc)
 
@@ -294,7 +300,7 @@ def _answer_turn(service, text, history, options, *, as_json=False):
     from chiezo.answer.terminal import Printer
     from chiezo.core.errors import LLMNotConfigured, LLMUnavailable
 
-    printer = Printer(out, err, strict=options.strict)
+    printer = Printer(out, err, strict=options.strict, data_dir=service.settings.data_dir)
     try:
         if not as_json:
             return printer.play(service.answer_events(text, options, history=history, log_as="cli"))
@@ -512,8 +518,8 @@ def doc(ctx, as_json, **values) -> None:
         out.print(
             f"[bold]{escape(data['title'])}[/]  [dim]{source} · doc {data.get('doc_id', '')}[/]"
         )
-    for name in ("key", "url", "aliases", "tags", "attrs", "point"):
-        if data.get(name):
+    for name in ("key", "url", "source_url", "aliases", "tags", "attrs", "point"):
+        if data.get(name) and not (name == "source_url" and data[name] == data.get("url")):
             value = data[name]
             shown = ", ".join(value) if isinstance(value, list) else value
             out.print(f"[dim]{name}:[/] {escape(str(shown))}")
@@ -643,14 +649,25 @@ def _own_address(host: str, port: int) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
 
+PROFILE_OPTION = click.option(
+    "--profile",
+    type=click.Choice(sorted(PROFILES)),
+    default=DEFAULT_PROFILE,
+    show_default=True,
+    help="The tool set: " + "; ".join(f"{p.name}: {p.about}" for p in PROFILES.values()) + ".",
+)
+
+
 @cli.group(invoke_without_command=True)
+@PROFILE_OPTION
 @click.pass_context
-def mcp(ctx) -> None:
+def mcp(ctx, profile) -> None:
     """Run the MCP server over stdio (for desktop MCP clients); see `chiezo mcp config`."""
+    ctx.obj["mcp_profile"] = profile
     if ctx.invoked_subcommand is None:
         from chiezo.surfaces.mcp.server import build_mcp
 
-        build_mcp(service_of(ctx)).run("stdio")
+        build_mcp(service_of(ctx), profile=profile).run("stdio")
 
 
 @mcp.command("config")
@@ -663,13 +680,17 @@ def mcp(ctx) -> None:
     default=None,
     help="Register the HTTP endpoint (e.g. http://127.0.0.1:8080/mcp) instead of stdio.",
 )
+@PROFILE_OPTION
 @click.pass_context
-def mcp_config(ctx, client, url) -> None:
-    """Print the snippet that registers Chiezo with an MCP client."""
+def mcp_config(ctx, client, url, profile) -> None:
+    """Print the snippet that registers Chiezo with an MCP client (`--profile compact` for a
+    model of a small context: the same option works before or after `config`)."""
     from chiezo.surfaces.mcp.clients import snippet
 
+    if profile == DEFAULT_PROFILE:
+        profile = ctx.obj.get("mcp_profile", DEFAULT_PROFILE)
     data_dir = service_of(ctx).settings.data_dir.resolve()
-    echo(snippet(client, data_dir=data_dir, url=url))
+    echo(snippet(client, data_dir=data_dir, url=url, profile=profile))
 
 
 # -- notes ---------------------------------------------------------------------------------------

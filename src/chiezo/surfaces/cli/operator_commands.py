@@ -299,7 +299,8 @@ def _show_entry(entry: dict) -> None:
         said = "A (before it failed)" if failed else "A"
         out.print(f"  {said}: {escape(entry['answer'])}")
     for ref in entry["cited"]:
-        out.print(f"  [dim][{ref['n']}] {escape(str(ref['title']))} — {escape(str(ref['url']))}[/]")
+        where = ref.get("url") or ref.get("cite")  # no link: none was known when it was asked
+        out.print(f"  [dim][{ref['n']}] {escape(str(ref['title']))} — {escape(str(where))}[/]")
     for call in entry.get("calls") or []:
         out.print(f"  [dim]{escape(_call_line(call))}[/]")
 

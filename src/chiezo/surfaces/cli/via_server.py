@@ -23,10 +23,8 @@ and before anything is sent the listening socket on that port must belong to thi
 from __future__ import annotations
 
 import json
-import os
 import urllib.parse
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from chiezo.core.config import Settings
@@ -35,7 +33,6 @@ from chiezo.ops.requests import Request, params
 from chiezo.search.notices import Notice
 from chiezo.store import model_host
 
-LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's st column
 MARGIN_SECONDS = 5.0  # beyond the server's own query deadline, which answers 504 by then
 
 
@@ -51,12 +48,10 @@ class _Notice:
 def search(settings: Settings, request: Request) -> tuple[SearchResult, dict[str, Any]] | None:
     """(the result, the server's JSON) from the server on ``settings.data_dir``, or None when
     none answered with one (the caller then searches itself)."""
-    url = model_host.server_url(settings.data_dir)
+    url = model_host.own_server_url(settings.data_dir)  # its port checked to be this user's
     if url is None:
         return None
     address = urllib.parse.urlsplit(url)
-    if address.port is None or not _ours(address.port):
-        return None
     target = "/v1/search?" + urllib.parse.urlencode(query_pairs(request))
     answer = _get(address, target, settings.query_timeout + MARGIN_SECONDS)
     if answer is None:
@@ -112,23 +107,3 @@ def _get(address: urllib.parse.SplitResult, target: str, timeout: float) -> dict
     finally:
         conn.close()
     return answer if isinstance(answer, dict) else None
-
-
-def _ours(port: int) -> bool:
-    """Whether something listens on ``port`` and every listening socket there is this
-    user's (Linux; elsewhere: not known, so no)."""
-    owners = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) > 7 and fields[3] == LISTEN and _port_of(fields[1]) == port:
-                owners.add(int(fields[7]))
-    return owners == {os.getuid()}
-
-
-def _port_of(local_address: str) -> int:
-    return int(local_address.rpartition(":")[2], 16)

@@ -8,6 +8,9 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from chiezo.ops.tool_profiles import DEFAULT_PROFILE
 
 MCP_CLIENTS = {
     "claude-desktop": "claude_desktop_config.json → mcpServers",
@@ -28,21 +31,29 @@ def chiezo_command() -> str:
     return str(candidate) if candidate.exists() else "chiezo"
 
 
-def snippet(client: str, *, data_dir: Path, url: str | None = None) -> str:
+def snippet(
+    client: str, *, data_dir: Path, url: str | None = None, profile: str = DEFAULT_PROFILE
+) -> str:
+    """The registration for ``client``: over stdio (the client starts ``chiezo mcp``), or the
+    HTTP endpoint ``url``; a ``profile`` other than the default travels as ``--profile`` or
+    as the endpoint's ``?profile=``."""
     command, env = chiezo_command(), {"CHIEZO_DATA": str(data_dir)}
-    stdio = {"command": command, "args": ["mcp"], "env": env}
+    args = ["mcp"] if profile == DEFAULT_PROFILE else ["mcp", "--profile", profile]
+    if url and profile != DEFAULT_PROFILE:
+        url = _with_query(url, profile=profile)
+    stdio = {"command": command, "args": args, "env": env}
     if client == "claude-code":
         if url:
             return f"claude mcp add --transport http chiezo {shlex.quote(url)}"
         return (
             f"claude mcp add chiezo --env CHIEZO_DATA={shlex.quote(str(data_dir))} "
-            f"-- {shlex.quote(command)} mcp"
+            f"-- {shlex.join([command, *args])}"
         )
     if client == "codex":
         if url:
             return f'[mcp_servers.chiezo]\nurl = "{url}"\n'
         return (
-            f'[mcp_servers.chiezo]\ncommand = "{command}"\nargs = ["mcp"]\n'
+            f'[mcp_servers.chiezo]\ncommand = "{command}"\nargs = {json.dumps(args)}\n'
             f'env = {{ CHIEZO_DATA = "{data_dir}" }}\n'
         )
     if client == "vscode":
@@ -52,3 +63,10 @@ def snippet(client: str, *, data_dir: Path, url: str | None = None) -> str:
         return json.dumps({"url": url} if url else stdio, indent=2)
     entry = {"url": url} if url else stdio  # claude-desktop, cursor
     return json.dumps({"mcpServers": {"chiezo": entry}}, indent=2)
+
+
+def _with_query(url: str, **values: str) -> str:
+    """``url`` with ``values`` in its query (replacing the same names)."""
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query)) | values
+    return urlunsplit(parts._replace(query=urlencode(query)))

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import anyio.to_thread
 from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
 
 from chiezo import __version__
 from chiezo.answer.options import AnswerOptions
@@ -35,7 +36,7 @@ from chiezo.ops.requests import (
 )
 from chiezo.ops.service import Service
 from chiezo.surfaces import web
-from chiezo.surfaces.mcp.server import build_mcp
+from chiezo.surfaces.mcp.server import http_endpoint
 from chiezo.surfaces.rest import docs_pages, jobs_routes, metrics, openapi
 from chiezo.surfaces.rest import error_responses as errors
 from chiezo.surfaces.rest.disclosure import Disclosure, on_this_machine
@@ -146,11 +147,9 @@ def create_app(
     service = Service(settings)
     service.search_observers.append(counted.searched)
     security = Security(bind_host, settings.token, settings.allowed_hosts)
-    mcp = build_mcp(service, writable=security.writes_enabled)
-    mcp_app = mcp.streamable_http_app(
-        streamable_http_path="/mcp",
-        stateless_http=True,
-        json_response=True,
+    mcp_endpoint, mcp_servers = http_endpoint(
+        service,
+        writable=security.writes_enabled,
         transport_security=security.transport_security(),
     )
 
@@ -161,7 +160,9 @@ def create_app(
         # Models loaded and vector indexes read before the first request, not during it.
         app.state.warmed = await anyio.to_thread.run_sync(service.warm)
         service.library.watch()  # and each generation switched in later (store/library.py)
-        async with mcp.session_manager.run():
+        async with contextlib.AsyncExitStack() as running:
+            for server in mcp_servers:
+                await running.enter_async_context(server.session_manager.run())
             yield
         service.library.stop_watching()
         service.notes.close()
@@ -200,10 +201,8 @@ def create_app(
 
     _routes(app, service, writer)
     web.install(app, service)
-    if security.token_required:
-        app.router.routes.extend(_guarded(mcp_app.routes, security))
-    else:
-        app.router.routes.extend(mcp_app.routes)
+    guarded = _TokenGuard(mcp_endpoint, security) if security.token_required else mcp_endpoint
+    app.router.routes.append(Route("/mcp", endpoint=guarded))
     metrics.install(app, service, counted, security)  # its middleware outermost: sees every answer
     return app
 
@@ -236,15 +235,6 @@ class _TokenGuard:
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
-
-
-def _guarded(routes, security: Security) -> list:
-    from starlette.routing import Route
-
-    return [
-        Route(route.path, endpoint=_TokenGuard(route.app, security), methods=route.methods)
-        for route in routes
-    ]
 
 
 def _routes(app: FastAPI, service: Service, writer) -> None:

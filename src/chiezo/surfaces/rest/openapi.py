@@ -85,7 +85,16 @@ class HitBody(BaseModel):
     )
     score: float
     rank_score: float = Field(description="popularity, 0..1")
-    url: str | None
+    url: str | None = Field(
+        description="where a person opens the document: its public page (Wikipedia, OSM, "
+        "GeoNames), else this server's page for it (a PDF at its page, a ZIM article as the "
+        "archive shows it); null when it has no public page and no server address is known"
+    )
+    source_url: str | None = Field(
+        default=None,
+        description="the address the source stores: a public page, a local file's "
+        "`file://` url, or an entry's path inside an archive (a ZIM's `A/Ray_Charles`)",
+    )
     title_match: bool = Field(description="the title (or an alias) equals the query")
     distance_km: float | None = Field(
         default=None, description="with `near` or `near_doc`: great-circle distance from that point"

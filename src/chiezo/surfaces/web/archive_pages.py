@@ -24,7 +24,8 @@ from pathlib import Path
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
 from chiezo.core.errors import NotFound
-from chiezo.ops.service import Service, archive_href
+from chiezo.ops.links import archive_href
+from chiezo.ops.service import Service
 from chiezo.store.kinds import ArchiveEntry
 
 ARCHIVE_SANDBOX = (

@@ -5,14 +5,13 @@ from __future__ import annotations
 import mimetypes
 import re
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from fastapi.responses import FileResponse
 
 from chiezo.core.errors import NotFound
 from chiezo.core.markdown import parse_sections
-from chiezo.ops.service import Service, archive_href
-from chiezo.surfaces.web.formatting import safe_url
+from chiezo.ops import links
+from chiezo.ops.service import Service
 from chiezo.surfaces.web.markdown_view import render_markdown
 
 DOC_BODY_CHARS = 60_000  # a long article is cut here unless asked for whole (``?full=1``)
@@ -151,18 +150,10 @@ def _inside(root: Path, key: str) -> Path | None:
 
 
 def original_href(doc: dict, *, archived: bool = False) -> str | None:
-    """Where the page's "Original" link goes: the served file (keeping ``#page=N``) for a
-    local file, the entry for a document of an archive source (``archived``: a ZIM's url is
-    its path inside the file), the document's own url otherwise (when it is safe to link)."""
-    url = doc.get("url") or ""
-    if archived and url and "://" not in url:
-        return archive_href(doc["source"], url)
-    if url.startswith("file://"):
-        fragment = urlsplit(url).fragment
-        return f"/doc/{doc['source']}/{doc['doc_id']}/original" + (
-            f"#{fragment}" if fragment.startswith("page=") else ""
-        )
-    return safe_url(url)
+    """Where the page's "Original" link goes (ops/links.py ``original_href``): from what the
+    source stores (``source_url``; ``url`` in a dict made without links)."""
+    stored = doc["source_url"] if "source_url" in doc else doc.get("url")
+    return links.original_href(doc["source"], doc["doc_id"], stored, archived)
 
 
 # An indexed file is the user's, not Chiezo's: served on Chiezo's origin, an HTML, SVG or XML

@@ -190,6 +190,7 @@ def install(app: FastAPI, service: Service) -> None:
                     "key",
                     "title",
                     "url",
+                    "source_url",  # what the "Original" link is made from
                     "aliases",
                     "opening",
                     "tags",

@@ -123,9 +123,9 @@ def search_results(service: Service, form: SearchForm) -> dict[str, Any]:
     for number, hit in enumerate(result.hits, start=form.offset + 1):
         original = None
         # a local file: served, at the hit's page; an archive's entry: as the archive shows it
-        if (hit.url or "").startswith("file://") or archives[hit.source]:
+        if (hit.source_url or "").startswith("file://") or archives[hit.source]:
             original = original_href(
-                {"source": hit.source, "doc_id": hit.doc_id, "url": hit.url},
+                {"source": hit.source, "doc_id": hit.doc_id, "source_url": hit.source_url},
                 archived=archives[hit.source],
             )
         items.append(
