@@ -8,7 +8,7 @@ import pytest
 
 from chiezo.answer.excerpt import window
 from chiezo.answer.plan import keyword_queries, parse_plan_reply, strip_reasoning
-from chiezo.answer.rag import NO_BASIS
+from chiezo.answer.rag import NO_BASIS, STOPPED
 from chiezo.answer.support import cited_numbers
 from chiezo.core.config import Settings
 from chiezo.core.errors import LLMNotConfigured, LLMUnavailable, ModelMissing
@@ -337,6 +337,35 @@ def test_agent_repeats_errors_and_budgets(library):
     assert all(len(t) < 300 + 200 for t in tool_texts)
     assert "tools" not in stub.requests[-1]  # the final answer was asked without tools
     assert result.answer == "台東区 [1]" and any("step budget" in w for w in result.warnings)
+
+
+@pytest.mark.parametrize(
+    "final, stopped",
+    [
+        # a small model repeating one sentence to max_tokens (SmolLM2-135M, bench/answer_e2e.py)
+        ("浅草寺は台東区にある [1]。" + "雷門が有名な寺である [1]。" * 12, "loop"),
+        ("浅草寺はどこ？", "echo"),  # the question said back
+        ("  ", "empty"),
+    ],
+)
+def test_an_agent_answer_that_loops_is_cut_and_one_that_is_no_answer_stood_in_for(
+    library, final, stopped
+):
+    script = in_turns(
+        {"tool_calls": [tool_call("search", {"query": "浅草寺", "source": "jawiki"})]},
+        {"content": final},
+    )
+    with ScriptedLLM(script) as stub:
+        result = service_with(library, stub.url).ask("浅草寺はどこ？", mode="agent")
+    assert result.stopped == stopped and result.references[0]["title"] == "浅草寺"
+    assert any(STOPPED[stopped] in w for w in result.warnings)
+    assert result.answer.count("雷門が有名な寺である") <= 1
+    if stopped == "loop":  # the model's answer up to the loop, one copy of what repeated
+        assert result.answer.startswith("浅草寺は台東区にある [1]。") and result.cited == [1]
+        assert result.model is not None and len(stub.requests) == 2
+    else:  # the library's own sentences, citing what the search found
+        assert "台東区" in result.answer and "[1]" in result.answer and result.model is None
+        assert len(stub.requests) == 2  # not asked again for citations: it answered nothing
 
 
 def test_doctor_names_a_missing_model_and_an_unreachable_endpoint(library):

@@ -275,14 +275,14 @@ def mcp_area_examples(service) -> tuple[set[str], dict]:
         async with Client(build_mcp(service, writable=False)) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             described = client.instructions + tools["filter"].description
+            # an area's own examples, written as a list (area: ["京都府"]) or in words
+            # (`area` (京都府 or Kyoto)), not another parameter's that follows them
             examples = {
-                m.group(1)
-                for m in re.finditer(r'\["([^"\]]+)"\]', described)
-                # an area's own example (area name: ["京都府"] or ["Kyoto"]), not another
-                # parameter's that follows it (attr: ["population>=1000000"])
-                if re.search(
-                    r"area[^\[\]]{0,15}(?:\[[^\]]*\][^\[\]]{0,6})?$", described[: m.start()]
-                )
+                name
+                for m in re.finditer(r"area`?:? ?(\[[^\]]*\]|\([^)]*\))", described)
+                for name in re.findall(r'"([^"]+)"|([^\s"(),\[\]]+)', m.group(1))
+                for name in [name[0] or name[1]]
+                if name != "or"
             }
             results = {}
             for example in examples:

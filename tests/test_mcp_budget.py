@@ -6,6 +6,7 @@ excerpt, a place table and notes."""
 from __future__ import annotations
 
 import json
+from urllib.parse import unquote
 
 import anyio
 import httpx
@@ -141,6 +142,24 @@ def test_a_cut_list_says_how_to_read_on_and_reading_on_continues_it(library):
     assert (
         doc.structured_content["links_total"] > 1000 and "links" in doc.structured_content["more"]
     )
+
+
+@pytest.mark.parametrize("max_chars", [200, 260, 400])
+def test_a_small_budget_keeps_the_first_hit_and_links_read_as_a_browser_shows_them(
+    library, max_chars
+):
+    """An agent at -c 2048 got 257 characters a result: a Japanese hit's percent-encoded url
+    alone was 57 of them, and the answer came back with no hit to cite (bench/answer_e2e.py)."""
+    query = {"query": "フランスの首都はどこですか", "source": "jawiki"}
+    small, whole = calls(f"{library.url}/mcp", [("search", {**query, "max_chars": max_chars}),
+                                               ("search", query)])  # fmt: skip
+    first = whole.structured_content["hits"][0]
+    assert small.structured_content["hits"][0]["title"] == first["title"]
+    assert small.structured_content["hits"][0]["doc_id"] == first["doc_id"]
+    rest = httpx.get(f"{library.url}/v1/jawiki/search", params={"q": query["query"]}).json()
+    assert rest["hits"][0]["url"].startswith("https://ja.wikipedia.org/wiki/%")  # REST: stored
+    assert first["url"] == unquote(rest["hits"][0]["url"]) and "%" not in first["url"]
+    assert "retrieval" in rest and "retrieval" not in whole.structured_content  # programs'
 
 
 @pytest.mark.parametrize("bad", [0, -5, 10**18, "many", 199, 1.5])

@@ -36,7 +36,8 @@ from chiezo.answer.excerpt import Excerpt
 from chiezo.answer.llm import LLMClient, Stage
 from chiezo.answer.options import AnswerOptions
 from chiezo.answer.plan import keyword_queries, strip_reasoning
-from chiezo.answer.rag import HISTORY_TURNS, NO_BASIS, Answer, language_of
+from chiezo.answer.rag import HISTORY_TURNS, NO_BASIS, STOPPED, Answer, language_of
+from chiezo.answer.repetition import LoopGuard, unusable
 from chiezo.answer.sentences import answer_sentences
 from chiezo.answer.sentences import cited as cited_text
 from chiezo.answer.tool_calls import Tool, Toolbox, call_tool, error_text
@@ -467,20 +468,48 @@ def _findings(run: Run, exc: LLMUnavailable) -> Answer:
     of time printed nothing)."""
     if not run.references.items:
         raise exc
+    cause = str(exc.extras.get("cause") or "failed")
+    note = f"the model gave no final answer ({exc.message}); the library's own sentences stand in"
+    return _stood_in(run, cause, note)
+
+
+def _stood_in(run: Run, cause: str, note: str) -> Answer:
+    """The library's own sentences from what the tools returned, each citing its reference,
+    as the answer, with why (``cause``: what ``stopped`` says)."""
     excerpts = [
         Excerpt(r["n"], r["source"], r["doc_id"], r["title"], r.get("url"),
                 run.references.texts.get(r["n"], ""))
         for r in run.references.items
     ]  # fmt: skip
     sentences = answer_sentences(run.question, excerpts)
-    cause = str(exc.extras.get("cause") or "failed")
-    answer = run.answer(
-        cited_text(sentences),
-        f"the model gave no final answer ({exc.message}); the library's own sentences stand in",
-    )
+    answer = run.answer(cited_text(sentences), note)
     answer.sentences, answer.stopped, answer.model = sentences, cause, None
     answer.calls = [c.to_dict() for c in run.llm.calls]
     return answer.check(run.references.texts)
+
+
+# The final answer comes whole (no stream to stop), so it is read as a stream would be, in
+# pieces of this many characters: the loop guard looks for a repeat at the end of what it has
+# read, which a reply cut by max_tokens in the middle of a copy never shows as a whole.
+LOOP_PIECE = 16
+STOOD_IN = ("empty", "echo")  # replies that are no answer: the library's sentences stand in
+
+
+def _judged(run: Run, text: str) -> tuple[str, str | None]:
+    """The model's final ``text`` up to where it began repeating itself, and why it was cut or
+    is no answer (``loop``, ``empty``, ``echo``: rag.STOPPED), else None. Measured on
+    SmolLM2-135M at -c 4096 (bench/answer_e2e.py --modes agent, 3 + 3 questions, both trees):
+    10 of 12 final answers repeated themselves to max_tokens, and 4 of the 6 Japanese ones were
+    the question said back, then again."""
+    guard = LoopGuard()
+    for at in range(0, len(text), LOOP_PIECE):
+        if guard.feed(text[at : at + LOOP_PIECE]):
+            text, looped = guard.kept or "", True
+            break
+    else:
+        looped = False
+    why = unusable(text, run.question, run.messages[0]["content"] if run.messages else "")
+    return text, why or ("loop" if looped else None)
 
 
 def _converse(run: Run) -> str | None:
@@ -513,18 +542,33 @@ def _converse(run: Run) -> str | None:
 
 def _finish(run: Run, text: str, service) -> Answer:
     refs = run.references
-    answer = run.answer(text)
     if run.options.grounded and not refs.items:
+        answer = run.answer(text)
         answer.answer, answer.no_basis = NO_BASIS[language_of(run.question)], True
         return answer
     embed = service.claim_embedder([r["source"] for r in refs.items])
+    answer = _judged_answer(run, text)
+    if answer.stopped in STOOD_IN:
+        return answer
     answer.check(refs.texts, embed)
     if run.options.grounded and not answer.cited and not answer.no_basis:
         run.messages += [
-            {"role": "assistant", "content": text},
+            {"role": "assistant", "content": answer.answer},  # (a loop cut off: context)
             {"role": "user", "content": CITE_PROMPT},
         ]
         retry = strip_reasoning(run.ask_model(tools=False).content or "")
-        answer = run.answer(retry, "the first answer cited nothing; asked again")
-        answer.check(refs.texts, embed)
+        answer = _judged_answer(run, retry, "the first answer cited nothing; asked again")
+        if answer.stopped not in STOOD_IN:
+            answer.check(refs.texts, embed)
+    return answer
+
+
+def _judged_answer(run: Run, text: str, *notes: str) -> Answer:
+    """The answer for the model's final ``text``: cut where it began looping, or the library's
+    own sentences standing in for a reply that is no answer (empty, the question said back)."""
+    kept, why = _judged(run, text)
+    if why in STOOD_IN and run.references.items:
+        return _stood_in(run, why, STOPPED[why])
+    answer = run.answer(kept, *notes, *([STOPPED[why]] if why else []))
+    answer.stopped = why
     return answer

@@ -26,6 +26,7 @@ server running on the same data directory, as ``chiezo search`` already finds it
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from itertools import pairwise
@@ -139,3 +140,38 @@ def forget_servers() -> None:
     """Look the server up again on the next link (a test that starts one mid-process)."""
     with _found_lock:
         _found.clear()
+
+
+def readable(url: str) -> str:
+    """``url`` with its percent-encoded non-ASCII characters written out, as a browser's
+    address bar shows it (an IRI, which browsers and MCP clients open alike):
+    ``https://ja.wikipedia.org/wiki/日本語``, not ``…/wiki/%E6%97%A5%E6%9C%AC%E8%AA%9E``.
+    Encoded, a Japanese title costs three times its characters, and more tokens than that
+    (SmolLM2's tokenizer: 1 token per ``%XX`` piece or so), in every hit a model reads. An
+    encoded space, slash, ``?`` or ``#`` stays encoded: decoded, it would change the address."""
+    return _ENCODED_RUN.sub(_decoded_if_letters, url)
+
+
+_ENCODED_RUN = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+
+
+def _decoded_if_letters(match: re.Match[str]) -> str:
+    try:
+        text = bytes.fromhex(match.group().replace("%", "")).decode("utf-8")
+    except UnicodeDecodeError:
+        return match.group()
+    return "".join(c if _letter(c) else quote(c, safe="") for c in text)
+
+
+def _letter(c: str) -> bool:
+    return ord(c) > 0x7F and c.isprintable() and not c.isspace()
+
+
+def encoded(url: str) -> str:
+    """``url`` with every character a URI may not hold percent-encoded, as sources store
+    their public pages: the inverse of :func:`readable` (an agent reads the readable form, its
+    references give the stored one)."""
+    return quote(url, safe=_URI_CHARACTERS)
+
+
+_URI_CHARACTERS = ":/?#[]@!$&'()*+,;=%-._~"

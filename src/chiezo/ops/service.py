@@ -1050,7 +1050,8 @@ class Service:
         for it (``CHIEZO_PUBLIC_URL``, ``chiezo serve``'s own, or the server on this data
         directory) — or None when it has neither."""
         cite = f"{source}:{key if key is not None else doc_id}"
-        return self.open_url(source, doc_id, url), cite
+        stored = links.encoded(url) if url is not None else None  # a tool answer's is readable
+        return self.open_url(source, doc_id, stored), cite
 
     def open_url(self, source: str, doc_id: int, url: str | None) -> str | None:
         """The absolute URL a person opens the document at (ops/links.py), from its stored

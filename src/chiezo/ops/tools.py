@@ -204,7 +204,7 @@ def _tool(service, spec: Spec, profile: Profile) -> Tool:
         if not isinstance(result, dict):
             result = {"result": result}
         paged = getattr(request, "offset", None) if spec.pages else None
-        shown = for_a_model(result, asked=getattr(request, "fields", None) or ())
+        shown = for_a_model(result, getattr(request, "fields", None) or (), spec.pages)
         return _result(fitted(shown, budget, pages=spec.pages, offset=paged))
 
     budget = [_budget(profile)] if spec.hints.read_only_hint else []  # a write answers briefly
