@@ -37,7 +37,7 @@ from chiezo.answer.llm import LLMClient, Stage
 from chiezo.answer.options import AnswerOptions
 from chiezo.answer.plan import keyword_queries, strip_reasoning
 from chiezo.answer.rag import HISTORY_TURNS, NO_BASIS, STOPPED, Answer, language_of
-from chiezo.answer.repetition import LoopGuard, unusable
+from chiezo.answer.repetition import loop_cut, unusable
 from chiezo.answer.sentences import answer_sentences
 from chiezo.answer.sentences import cited as cited_text
 from chiezo.answer.tool_calls import Tool, Toolbox, call_tool, error_text
@@ -488,28 +488,21 @@ def _stood_in(run: Run, cause: str, note: str) -> Answer:
     return answer.check(run.references.texts)
 
 
-# The final answer comes whole (no stream to stop), so it is read as a stream would be, in
-# pieces of this many characters: the loop guard looks for a repeat at the end of what it has
-# read, which a reply cut by max_tokens in the middle of a copy never shows as a whole.
-LOOP_PIECE = 16
 STOOD_IN = ("empty", "echo")  # replies that are no answer: the library's sentences stand in
 
 
 def _judged(run: Run, text: str) -> tuple[str, str | None]:
     """The model's final ``text`` up to where it began repeating itself, and why it was cut or
-    is no answer (``loop``, ``empty``, ``echo``: rag.STOPPED), else None. Measured on
-    SmolLM2-135M at -c 4096 (bench/answer_e2e.py --modes agent, 3 + 3 questions, both trees):
-    10 of 12 final answers repeated themselves to max_tokens, and 4 of the 6 Japanese ones were
-    the question said back, then again."""
-    guard = LoopGuard()
-    for at in range(0, len(text), LOOP_PIECE):
-        if guard.feed(text[at : at + LOOP_PIECE]):
-            text, looped = guard.kept or "", True
-            break
-    else:
-        looped = False
+    is no answer (``loop``, ``empty``, ``echo``: rag.STOPPED), else None. The final answer
+    comes whole, not streamed, so rag's guard never read it: on SmolLM2-135M at -c 4096
+    (bench/answer_e2e.py --modes agent, 3 + 3 questions, both trees) 10 of 12 final answers
+    repeated themselves to max_tokens, and 4 of the 6 Japanese ones were the question said
+    back, then again."""
+    kept = loop_cut(text)
+    if kept is not None:
+        text = kept
     why = unusable(text, run.question, run.messages[0]["content"] if run.messages else "")
-    return text, why or ("loop" if looped else None)
+    return text, why or ("loop" if kept is not None else None)
 
 
 def _converse(run: Run) -> str | None:

@@ -74,6 +74,22 @@ class LoopGuard:
         return None
 
 
+# A reply that came whole (not streamed) is read as a stream would be, in pieces of this many
+# characters: the guard looks for a repeat at the end of what it has read, which a reply cut by
+# max_tokens in the middle of a copy never shows when read at once.
+WHOLE_REPLY_PIECE = 16
+
+
+def loop_cut(reply: str) -> str | None:
+    """A whole ``reply`` up to where it began repeating itself (:attr:`LoopGuard.kept`), or
+    None when it does not loop."""
+    guard = LoopGuard()
+    for at in range(0, len(reply), WHOLE_REPLY_PIECE):
+        if guard.feed(reply[at : at + WHOLE_REPLY_PIECE]):
+            return guard.kept or ""
+    return None
+
+
 def _periodic_start(text: str) -> tuple[int, int] | None:
     """(where the second copy of a block repeated at the end of ``text`` begins, the block's
     length), when the block comes at least ``COPIES`` times and the run is long enough; else

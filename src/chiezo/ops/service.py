@@ -1050,7 +1050,9 @@ class Service:
         for it (``CHIEZO_PUBLIC_URL``, ``chiezo serve``'s own, or the server on this data
         directory) — or None when it has neither."""
         cite = f"{source}:{key if key is not None else doc_id}"
-        stored = links.encoded(url) if url is not None else None  # a tool answer's is readable
+        # a tool answer's web address is written readable (…/wiki/浅草寺): a reference gives
+        # it as sources store one; an archive path or a file:// url is the stored value itself
+        stored = links.encoded(url) if url is not None and links.is_public(url) else url
         return self.open_url(source, doc_id, stored), cite
 
     def open_url(self, source: str, doc_id: int, url: str | None) -> str | None:

@@ -39,7 +39,7 @@ PROGRAM_FIELDS = frozenset(
      "total_is_lower_bound", "source_url", "extra"}
 )  # fmt: skip
 # fields that say something only when they hold something (a search's notes, most often none)
-QUIET_WHEN_EMPTY = frozenset({"notes", "warnings"})
+QUIET_WHEN_EMPTY = frozenset({"notes"})
 # what names an item of a list: the last of it kept before the item goes (a hit's url, point,
 # section or distance go first — the title still says what was found, and doc reads it)
 NAMES_AN_ITEM = frozenset({"source", "doc_id", "title", "n", "id", "name"})
