@@ -47,6 +47,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import operating, reading
+from chiezo.ops.lookups import LibraryLookups
+from chiezo.ops.requests import DocRequest
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SHARED = ROOT.parent / "shared" / "data"
@@ -202,12 +206,12 @@ def measure(service, questions: list[dict], source: str | None, selections, rank
     from chiezo.answer.options import AnswerOptions
 
     options = AnswerOptions(source=source).resolved(service.settings)
-    names = [s["name"] for s in service.sources()]
+    names = [s["name"] for s in operating.sources(service)]
     found = {name: {"in": 0, "first": 0, "chars": [], "ms": []} for name in selections}
     said = {name: {"first": 0, "three": 0, "chars": [], "ms": []} for name in rankers}
     for q in questions:
         plan = rag.plan_queries(q["question"], None, names)
-        hits, _ = rag.find_documents(service, plan, source, options.excerpts)
+        hits, _ = rag.find_documents(LibraryLookups(service), plan, source, options.excerpts)
         gold = [folded(a) for a in q["answers"] if a.strip()]
         excerpts = []
         for name, select in selections.items():
@@ -274,7 +278,7 @@ def bigram_sentences(question, excerpts, limit):
 def evidence(service, hits, question, budget):
     from chiezo.answer import rag
 
-    return rag.make_excerpts(service, hits, question, budget)
+    return rag.make_excerpts(LibraryLookups(service), hits, question, budget)
 
 
 def before_29(service, hits, question, budget):
@@ -289,7 +293,9 @@ def before_29(service, hits, question, budget):
     share = max(300, budget // len(hits))
     out = []
     for hit in hits:
-        doc = service.doc(hit.source, doc_id=hit.doc_id, fields=["body"])
+        doc = reading.doc(
+            service, DocRequest.of(source=hit.source, doc_id=hit.doc_id, fields=["body"])
+        )
         source = service.library.get(hit.source)
         pieces = choose_grams(source.conn, question, int(source.meta.get("doc_count", 1)))
         text = _lead_and_window(doc.get("body") or hit.snippet, pieces, share)
@@ -362,14 +368,14 @@ def main() -> None:
     args = parser.parse_args()
 
     from chiezo.core.config import Settings
-    from chiezo.ops.service import Service
+    from chiezo.ops.context import Context
 
     rng = random.Random(args.seed)
     args.data.mkdir(parents=True, exist_ok=True)
     wanted = args.sets.split(",")
     sets = prepare(args.data, rng, wanted)
     services = {
-        where: Service(Settings(data_dir=args.data / where)) for where in ("library", "jaquad")
+        where: Context(Settings(data_dir=args.data / where)) for where in ("library", "jaquad")
     }
     selections = {"before #29": before_29, "evidence": evidence}
     if args.sentences_only:

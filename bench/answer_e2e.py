@@ -436,7 +436,8 @@ def planners_main(args) -> None:
     from chiezo.answer.llm import LLMClient, endpoints_from
     from chiezo.answer.options import AnswerOptions
     from chiezo.core.config import Settings
-    from chiezo.ops.service import Service
+    from chiezo.ops.context import Context
+    from chiezo.ops.lookups import LibraryLookups
 
     from corpus import jaquad_articles
 
@@ -462,7 +463,7 @@ def planners_main(args) -> None:
         table.add_column(col, justify="right")
     out = {}
     for name, (root, source, items) in sets.items():
-        service = Service(Settings(data_dir=root))
+        service = Context(Settings(data_dir=root))
         llm = LLMClient(endpoints_from(url, alias, None), timeout=60)
         for planner in ("keywords", "model"):
             at1 = at5 = unusable = 0
@@ -473,7 +474,9 @@ def planners_main(args) -> None:
                 times.append(time.monotonic() - started)
                 unusable += any("unusable" in n or "without a model" in n for n in plan.notes)
                 options = AnswerOptions(source=source).resolved(service.settings)
-                hits, _ = rag.find_documents(service, plan, source, options.excerpts)
+                hits, _ = rag.find_documents(
+                    LibraryLookups(service), plan, source, options.excerpts
+                )
                 found = [h.title for h in hits]
                 at1 += bool(found[:1]) and found[0] in titles
                 at5 += any(t in found[:5] for t in titles)

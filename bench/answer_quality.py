@@ -47,14 +47,16 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import answering, building, searching
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from chiezo.answer.options import AnswerOptions  # noqa: E402
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.errors import NotFound  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 from chiezo.ops.requests import SearchRequest  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
 
 SHARED = HERE.parent.parent / "shared"
 DUMP = SHARED / "data/wikipedia/jawiki-20230501-excerpt.xml.bz2"
@@ -137,11 +139,11 @@ def main() -> None:
     settings = Settings(
         data_dir=WORK / "data", llm_url=args.llm_url, llm_model=args.llm_model, llm_timeout=300
     )
-    service = Service(settings)
+    service = Context(settings)
     try:
         service.library.get("jawiki")
     except NotFound:
-        service.ingest("wikipedia", DUMP, "jawiki", embed=False)
+        building.ingest(service, "wikipedia", DUMP, "jawiki", embed=False)
     rows = [json.loads(line) for line in QUESTIONS.read_text(encoding="utf-8").splitlines() if line]
     rows = rows[: args.max_questions] if args.max_questions else rows
     baseline = planned = cited_right = cited = contained = answered = 0
@@ -149,10 +151,12 @@ def main() -> None:
     started = time.monotonic()
     for row in rows:
         relevant = set(row.get("relevant_titles_in_excerpt") or [])
-        typed = service.search(SearchRequest.of(query=row["question"], source="jawiki", limit=5))
+        typed = searching.search(
+            service, SearchRequest.of(query=row["question"], source="jawiki", limit=5)
+        )
         base_hit = bool(relevant & {h.title for h in typed.hits})
         options = AnswerOptions(source="jawiki", budget=args.budget)
-        prepared = service.prepare_answer(row["question"], options)
+        prepared = answering.prepare_answer(service, row["question"], options)
         titles = [e.title for e in prepared.excerpts]
         hit = bool(relevant & set(titles))
         baseline += base_hit
@@ -212,7 +216,7 @@ def grounding_main(args) -> None:
     excerpts were found; now only an answer whose every sentence is cited and supported is."""
     import random
 
-    service = Service(
+    service = Context(
         Settings(
             data_dir=WORK / "support",
             llm_url=args.llm_url,
@@ -250,8 +254,14 @@ def grounding_main(args) -> None:
         )
         started = time.monotonic()
         for question, _answerable in questions:
-            result = service.ask(
-                question, mode=mode, source="enwiki", budget=args.budget, steps=3, max_tokens=160
+            result = answering.ask(
+                service,
+                question,
+                mode=mode,
+                source="enwiki",
+                budget=args.budget,
+                steps=3,
+                max_tokens=160,
             ).to_dict()
             answers.append({"mode": mode, **result})
             counts["answers"] += 1
@@ -310,13 +320,13 @@ EXAMPLES = 30
 def support_main(args) -> None:
     import support_cases
 
-    service = Service(Settings(data_dir=WORK / "support"))
+    service = Context(Settings(data_dir=WORK / "support"))
     conns = {}
     for source, dump in (("enwiki", EN_DUMP), ("jawiki", DUMP)):
         try:
             conns[source] = service.library.get(source).conn
         except NotFound:  # built once, reused by later runs
-            service.ingest("wikipedia", dump, source, embed=False)
+            building.ingest(service, "wikipedia", dump, source, embed=False)
             conns[source] = service.library.get(source).conn
     for source, (kind, path) in PLACES.items():  # the records the named cases are written over
         try:
@@ -327,7 +337,7 @@ def support_main(args) -> None:
                 from chiezo.ingest.geonames import GeoNamesOptions
 
                 options = GeoNamesOptions(admin1=TESTS_DATA / "geonames/admin1CodesASCII.txt")
-            service.ingest(kind, path, source, options=options, embed=False)
+            building.ingest(service, kind, path, source, options=options, embed=False)
             conns[source] = service.library.get(source).conn
     splits = ("dev", "test") if args.split == "both" else (args.split,)
     cases = support_cases.build_cases(conns, splits, args.limit)

@@ -25,13 +25,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import searching
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from chiezo.core import words  # noqa: E402
 from chiezo.core.config import Settings  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 from chiezo.ops.requests import SearchRequest  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
 from chiezo.search import semantic  # noqa: E402
 
 console = Console(width=140)
@@ -58,21 +60,21 @@ def forget_queries() -> None:
     semantic._query_vector.cache_clear()
 
 
-def run(service: Service, queries, rounds: int) -> dict:
+def run(service: Context, queries, rounds: int) -> dict:
     found: dict[str, list[int | None]] = {m: [] for m in MODES}
     samples: dict[str, list[float]] = {m: [] for m in MODES}
     skipped = 0
     for text, _ in queries[:10]:  # warm-up
         for mode in MODES:
-            service.search(SearchRequest.of(query=text, source="jawiki", mode=mode))
+            searching.search(service, SearchRequest.of(query=text, source="jawiki", mode=mode))
     for round_ in range(rounds):
         for i, (text, relevant) in enumerate(queries):
             order = MODES if (i + round_) % 2 == 0 else MODES[::-1]  # busy moments hit both
             for mode in order:
                 forget_queries()
                 started = time.perf_counter()
-                result = service.search(
-                    SearchRequest.of(query=text, source="jawiki", mode=mode, limit=10)
+                result = searching.search(
+                    service, SearchRequest.of(query=text, source="jawiki", mode=mode, limit=10)
                 )
                 samples[mode].append((time.perf_counter() - started) * 1000)
                 if round_ == 0:
@@ -96,7 +98,7 @@ def main() -> None:
     parser.add_argument("--work", default=str(HERE / "work" / "cross_source" / "data"))
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    service = Service(Settings(data_dir=Path(args.work), query_timeout=60))
+    service = Context(Settings(data_dir=Path(args.work), query_timeout=60))
     report = {name: run(service, queries, args.rounds) for name, queries in question_sets().items()}
     table = Table(title="mode=auto against hybrid (jawiki, use-m), same run")
     columns = ["set", "n", "by words", *(f"{m} R@{k}" for m in MODES for k in (1, 5, 10))]

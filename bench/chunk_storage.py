@@ -29,12 +29,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import building, searching
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from chiezo.core.config import Settings  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 from chiezo.ops.requests import SearchRequest  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
 from chiezo.store import chunk_text, embed, generations  # noqa: E402
 
 from corpus import SHARED  # noqa: E402
@@ -45,17 +47,17 @@ console = Console(width=120)
 LAYOUTS = {"before: text": 10**9, "after: spans": chunk_text.SPANS_FROM}
 
 
-def build(name: str, limit: int, dump: Path) -> Service:
-    service = Service(Settings(data_dir=WORK / name.split(":")[0]))
+def build(name: str, limit: int, dump: Path) -> Context:
+    service = Context(Settings(data_dir=WORK / name.split(":")[0]))
     keep, chunk_text.SPANS_FROM = chunk_text.SPANS_FROM, limit
     try:
-        service.ingest("wikipedia", dump, "jawiki", embed=False)
+        building.ingest(service, "wikipedia", dump, "jawiki", embed=False)
     finally:
         chunk_text.SPANS_FROM = keep
     return service
 
 
-def sizes(service: Service) -> dict:
+def sizes(service: Context) -> dict:
     path = generations.current_path(service.settings.corpus_dir / "jawiki")
     copy = path.with_name("vacuumed.db")
     shutil.copyfile(path, copy)
@@ -90,7 +92,7 @@ def summary(ms: list[float]) -> dict:
     }
 
 
-def costs(service: Service, reads: int, rng: random.Random) -> dict:
+def costs(service: Context, reads: int, rng: random.Random) -> dict:
     source = service.library.get("jawiki")
     conn = source.conn
     docs = [r[0] for r in conn.execute("SELECT doc_id FROM docs")]
@@ -100,13 +102,13 @@ def costs(service: Service, reads: int, rng: random.Random) -> dict:
     chunk_sample = [rng.choice(chunks) for _ in range(reads)]
     queries = [rng.choice(titles) + " 歴史" for _ in range(min(reads, 200))]
     for query in queries[:20]:  # warm: the page cache and the query plans
-        service.search(SearchRequest.of(query=query, source="jawiki", mode="keyword"))
+        searching.search(service, SearchRequest.of(query=query, source="jawiki", mode="keyword"))
     started = time.perf_counter()
     units = sum(len(batch) for batch, _ in embed._unit_batches(conn, len(chunks), 60))  # noqa: SLF001
     all_units_s = time.perf_counter() - started
 
     def search(query: str) -> None:
-        service.search(SearchRequest.of(query=query, source="jawiki", mode="keyword"))
+        searching.search(service, SearchRequest.of(query=query, source="jawiki", mode="keyword"))
 
     return {
         "document_passages": summary(
@@ -155,7 +157,7 @@ def unspan(generation: Path) -> None:
     out.write_text(json.dumps({"generation": str(generation), **found}, indent=2) + "\n")
 
 
-def same_hits(services: list[Service], rng: random.Random, queries: int = 300) -> dict:
+def same_hits(services: list[Context], rng: random.Random, queries: int = 300) -> dict:
     """Whether the two layouts answer alike: each query's hits — document, snippet, section
     and score — compared between them (keyword; a title's word, a word and 歴史, a sentence)."""
     conn = services[0].library.get("jawiki").conn

@@ -47,6 +47,8 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import building
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
@@ -57,7 +59,7 @@ from chiezo.ingest.wikipedia import BATCH_PAGES  # noqa: E402
 from chiezo.ingest.wikirender import default_workers, local_parsers  # noqa: E402
 from chiezo.ingest.wikistreams import write_multistream  # noqa: E402
 from chiezo.ingest.wikitext import Namespaces  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 from chiezo.store.embed import BATCH, EmbedBatch, local_vectors, passage_text, unit_spans  # noqa: E402
 from chiezo.store.embedders import get_embedder  # noqa: E402
 
@@ -226,7 +228,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def search_paths(service: Service, count: int = 200) -> list[str]:
+def search_paths(service: Context, count: int = 200) -> list[str]:
     conn = service.library.get("jawiki").conn
     titles = [
         t
@@ -342,9 +344,9 @@ def serve_on_ray(
 
 def built_source(dump: Path, work: Path) -> Path:
     data = work / "data"
-    service = Service(Settings(data_dir=data))
+    service = Context(Settings(data_dir=data))
     if "jawiki" not in service.library.names():
-        service.ingest("wikipedia", dump, "jawiki")
+        building.ingest(service, "wikipedia", dump, "jawiki")
     return data
 
 
@@ -434,7 +436,7 @@ def main() -> None:
     embedder = get_embedder(MODEL)
     work = work_batches(batches, args.passages)
     data = built_source(args.dump, HERE / "work" / "cluster_scale") if "serve" in parts else None
-    paths = search_paths(Service(Settings(data_dir=data))) if data else []
+    paths = search_paths(Context(Settings(data_dir=data))) if data else []
     # the single-machine baselines first, then a cluster of N CPUs for each N (started here
     # with exactly N CPUs, so N bounds the tasks at once too; or the cluster at --address)
     rows: list[dict] = []

@@ -56,16 +56,17 @@ WORKER = r"""
 import json, sys, time
 from chiezo.core.config import Settings
 from chiezo.core.errors import ChiezoError
-from chiezo.ops.service import Service
+from chiezo.ops import answering
+from chiezo.ops.context import Context
 
 job = json.loads(sys.argv[1])
 from pathlib import Path
-service = Service(Settings(data_dir=Path(job["data"]), llm_url=job["url"], llm_model=job["model"],
+service = Context(Settings(data_dir=Path(job["data"]), llm_url=job["url"], llm_model=job["model"],
                            llm_timeout=600))
 for question in job["questions"]:
     started = time.monotonic()
     try:
-        result = service.ask(question, max_tokens=job["max_tokens"]).to_dict(with_excerpts=True)
+        result = answering.ask(service, question, max_tokens=job["max_tokens"]).to_dict(with_excerpts=True)
         row = {"ok": bool(result["answer"].strip()), "warnings": result["warnings"],
                "chars": sum(len(e.get("text") or "") for e in result.get("excerpts") or []),
                "references": len(result["references"])}

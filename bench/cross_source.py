@@ -28,6 +28,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import building, operating, searching
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -36,8 +38,8 @@ from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.errors import NotFound  # noqa: E402
 from chiezo.ingest.geonames import GeoNamesOptions  # noqa: E402
 from chiezo.ops import evaluate  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 from chiezo.ops.requests import SearchRequest  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
 from chiezo.search import semantic  # noqa: E402
 from retrieval_eval import jaquad_folder  # noqa: E402
 
@@ -61,18 +63,18 @@ EVERYDAY = ["Ray Charles", "Helsinki", "夏目漱石はいつ生まれました�
 console = Console(width=150)
 
 
-def build(service: Service, name: str, kind: str, path: Path, options: dict, model) -> None:
+def build(service: Context, name: str, kind: str, path: Path, options: dict, model) -> None:
     try:
         service.library.get(name)
         return
     except NotFound:
         pass
     started = time.monotonic()
-    service.ingest(kind, path, name, embed=model or False, **options)
+    building.ingest(service, kind, path, name, embed=model or False, **options)
     console.print(f"built {name} ({time.monotonic() - started:.0f} s)")
 
 
-def with_jaquad(five: Service) -> Service:
+def with_jaquad(five: Context) -> Context:
     """JaQuAD dev as a sixth source, in a library of its own whose other sources are the five
     (their folders linked): JaQuAD's paragraphs come from Wikipedia articles the jawiki excerpt
     also holds, so the 92 jawiki questions are asked of the five alone."""
@@ -83,7 +85,7 @@ def with_jaquad(five: Service) -> Service:
         link = corpus / name
         if not link.exists():
             link.symlink_to(five.settings.corpus_dir / name, target_is_directory=True)
-    six = Service(Settings(data_dir=root, query_timeout=60.0))
+    six = Context(Settings(data_dir=root, query_timeout=60.0))
     docs, _ = jaquad_folder("dev", None)
     build(six, "jaquad", "docs", docs, {}, "use-m")
     return six
@@ -103,7 +105,7 @@ def reciprocal_rank_fusion(ranked_lists: Iterable[Sequence[Hashable]], k: int = 
     return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
 
 
-def rank_fused(service: Service):
+def rank_fused(service: Context):
     """The order before evidence: reciprocal rank over each source's list."""
 
     def merged(q, results, options):
@@ -121,7 +123,7 @@ def content_words_only():
     """The evidence order with a hit's coverage of the question's content words only, light
     ones such as 一番 left out as each source's own search does (issue #29 item 7): tried
     across sources, not kept (docs/design.md §31.4)."""
-    import chiezo.ops.service as module
+    import chiezo.ops.searching as module
 
     saved = module.query_words
     module.query_words = words.evidence_words
@@ -132,19 +134,19 @@ def content_words_only():
 
 
 @contextlib.contextmanager
-def merging(service: Service, how):
+def merging(service: Context, how):
     if how is None:
         yield
         return
-    saved = service._merged
-    service._merged = how
+    saved = searching._merged
+    searching._merged = lambda ctx, *args: how(*args)
     try:
         yield
     finally:
-        service._merged = saved
+        searching._merged = saved
 
 
-def ask(service: Service, questions, source: str | None, label: str, target: str) -> dict:
+def ask(service: Context, questions, source: str | None, label: str, target: str) -> dict:
     """R@k where a hit counts only from the question's own source; and R@1 where the first
     hit may also be the same article (its title) in another source: JaQuAD's paragraphs are
     cut from Wikipedia articles the jawiki excerpt holds whole (日本語, for instance), and that
@@ -154,7 +156,9 @@ def ask(service: Service, questions, source: str | None, label: str, target: str
     mrr, started = 0.0, time.monotonic()
     titles = _titles(service, target)
     for question in questions:
-        result = service.search(SearchRequest.of(query=question.text, source=source, limit=10))
+        result = searching.search(
+            service, SearchRequest.of(query=question.text, source=source, limit=10)
+        )
         if result.hits:
             first = result.hits[0]
             if first.source == target:
@@ -178,12 +182,12 @@ def ask(service: Service, questions, source: str | None, label: str, target: str
     }
 
 
-def _titles(service: Service, source: str) -> dict[str, str]:
+def _titles(service: Context, source: str) -> dict[str, str]:
     """key → title of every document of ``source``."""
     return dict(service.library.get(source).conn.execute("SELECT key, title FROM docs"))
 
 
-def latency(service: Service, source: str, questions, rounds: int = 3) -> list[dict]:
+def latency(service: Context, source: str, questions, rounds: int = 3) -> list[dict]:
     """p50/p95 of each mode over the same questions, in-process (no HTTP), interleaved so
     that a busy moment of the machine hits every mode alike. Target (issue 15): the default
     (hybrid) p95 at most 1.2 × (keyword p95 + semantic p95)."""
@@ -191,13 +195,17 @@ def latency(service: Service, source: str, questions, rounds: int = 3) -> list[d
     samples: dict[str, list[float]] = {m: [] for m in modes}
     for question in questions[:20]:  # warm-up
         for mode in modes:
-            service.search(SearchRequest.of(query=question.text, source=source, mode=mode))
+            searching.search(
+                service, SearchRequest.of(query=question.text, source=source, mode=mode)
+            )
     for _ in range(rounds):
         for question in questions:
             for mode in modes:
                 forget_queries()
                 started = time.perf_counter()
-                service.search(SearchRequest.of(query=question.text, source=source, mode=mode))
+                searching.search(
+                    service, SearchRequest.of(query=question.text, source=source, mode=mode)
+                )
                 samples[mode].append((time.perf_counter() - started) * 1000)
     rows = []
     for mode in modes:
@@ -228,10 +236,10 @@ def _at(ordered: list[float], share: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(share * len(ordered)))], 2)
 
 
-def everyday(service: Service) -> dict:
+def everyday(service: Context) -> dict:
     shown = {}
     for query in EVERYDAY:
-        result = service.search(SearchRequest.of(query=query, limit=5))
+        result = searching.search(service, SearchRequest.of(query=query, limit=5))
         shown[query] = [f"{h.source}: {h.title}" for h in result.hits]
         console.print(f"[bold]{query}[/]: " + " | ".join(shown[query]))
     return shown
@@ -242,7 +250,7 @@ def main() -> None:
     parser.add_argument("--jaquad", action="store_true", help="add JaQuAD dev as a source")
     parser.add_argument("--max-questions", type=int, default=None)
     args = parser.parse_args()
-    service = Service(Settings(data_dir=WORK / "data", query_timeout=60.0))
+    service = Context(Settings(data_dir=WORK / "data", query_timeout=60.0))
     for name, (kind, path, options, model) in LIBRARY.items():
         build(service, name, kind, path, options, model)
     sets = [
@@ -305,7 +313,12 @@ def main() -> None:
     out = HERE / "results" / f"cross_source-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(
         json.dumps(
-            {"sources": service.sources(), "results": rows, "latency": speeds, "everyday": shown},
+            {
+                "sources": operating.sources(service),
+                "results": rows,
+                "latency": speeds,
+                "everyday": shown,
+            },
             ensure_ascii=False,
             indent=2,
             default=str,

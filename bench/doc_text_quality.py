@@ -43,6 +43,8 @@ import unicodedata
 from collections import Counter
 from pathlib import Path
 
+from chiezo.ops import building
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SHARED = ROOT.parent / "shared" / "data" / "docs"
@@ -137,22 +139,24 @@ def measure(place_pages: int) -> dict:
     from chiezo.core.config import Settings
     from chiezo.core.errors import ChiezoError
     from chiezo.ingest.documents import DocsOptions
-    from chiezo.ops.service import Service
+    from chiezo.ops.context import Context
     from chiezo.store.build import BuildOptions
 
     found: dict[str, list] = {kind: [] for kind in (*KINDS, *INFO)}
     counts = {"docs": 0, "pages": 0, "place docs": 0}
     with tempfile.TemporaryDirectory() as data:
-        service = Service(Settings(data_dir=Path(data)))
+        service = Context(Settings(data_dir=Path(data)))
         build = BuildOptions(word_index=False, full_validation=False)
         for folder in FOLDERS:
-            service.ingest("docs", SHARED / folder, folder, options=DocsOptions(), build=build)
+            building.ingest(
+                service, "docs", SHARED / folder, folder, options=DocsOptions(), build=build
+            )
         places = []
         for path in sorted((SHARED / "office").iterdir()):
             if path.suffix.lower() in PLACE_SUFFIXES:
                 name = f"places{len(places)}"
                 try:
-                    service.ingest("places", [path], name, build=build)
+                    building.ingest(service, "places", [path], name, build=build)
                 except ChiezoError:  # a table without coordinates is no list of places
                     continue
                 places.append(name)

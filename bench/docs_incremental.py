@@ -18,11 +18,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import building
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from chiezo.core.config import Settings  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 
 SHARED_DOCS = HERE.parent.parent / "shared" / "data" / "docs"
 WORK = HERE / "work" / "docs_incremental"
@@ -34,12 +36,12 @@ def main() -> None:
     folder = WORK / "docs"
     shutil.copytree(SHARED_DOCS, folder)
     files = sum(1 for p in folder.rglob("*") if p.is_file())
-    service = Service(Settings(data_dir=WORK / "data"))
+    service = Context(Settings(data_dir=WORK / "data"))
     rows = []
 
     def build(label: str) -> None:
         started = time.monotonic()
-        report = service.ingest("docs", folder, "mine", embed=False)
+        report = building.ingest(service, "docs", folder, "mine", embed=False)
         rows.append(
             {
                 "build": label,

@@ -26,6 +26,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import searching
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -33,8 +35,8 @@ from chiezo.core import db  # noqa: E402
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.models import Doc  # noqa: E402
 from chiezo.core.progress import RichProgress  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 from chiezo.ops.requests import FilterRequest  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
 from chiezo.store.build import BuildOptions, GenerationBuilder  # noqa: E402
 
 console = Console(width=150)
@@ -184,19 +186,19 @@ def _box_of(polygon: str) -> str:
     return f"{min(lats)},{min(lons)},{max(lats)},{max(lons)}"
 
 
-def time_queries(service: Service, queries: list[dict]) -> tuple[list[float], list]:
+def time_queries(service: Context, queries: list[dict]) -> tuple[list[float], list]:
     for params in queries[:5]:  # warm-up
-        service.filter(FilterRequest.of(source="places", **params))
+        searching.filter(service, FilterRequest.of(source="places", **params))
     samples, results = [], []
     for _ in range(RUNS // len(queries) + 1):
         for params in queries:
             started = time.perf_counter()
-            results.append(service.filter(FilterRequest.of(source="places", **params)))
+            results.append(searching.filter(service, FilterRequest.of(source="places", **params)))
             samples.append((time.perf_counter() - started) * 1000)
     return samples, results
 
 
-def costs(service: Service) -> dict:
+def costs(service: Context) -> dict:
     rows = {}
     for name, (with_it, without) in cost_pairs().items():
         new, found = time_queries(service, with_it)
@@ -271,7 +273,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     settings = Settings(data_dir=Path(args.work), query_timeout=120)
-    service = Service(settings)
+    service = Context(settings)
     report: dict = {"size": args.size}
     if not (args.reuse and "places" in service.library.names()):
         report["build_seconds"] = round(build(settings, args.size), 1)
@@ -280,12 +282,12 @@ def main() -> None:
     rows = {}
     for cls, queries in ({} if args.costs_only else classes(args.size)).items():
         for params in queries:  # warm-up
-            service.filter(FilterRequest.of(source="places", **params))
+            searching.filter(service, FilterRequest.of(source="places", **params))
         samples, totals, plans = [], [], set()
         for _ in range(RUNS // len(queries) + 1):
             for params in queries:
                 started = time.perf_counter()
-                result = service.filter(FilterRequest.of(source="places", **params))
+                result = searching.filter(service, FilterRequest.of(source="places", **params))
                 samples.append((time.perf_counter() - started) * 1000)
                 totals.append(result["total"])
                 plans.add(result.get("plan", "-"))

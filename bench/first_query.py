@@ -5,7 +5,7 @@
 
 Builds (once, under bench/work/first_query) the jawiki excerpt from ../shared/data with use-m
 vectors (43k sentence vectors: the index is searched exactly, so a query reads all of it).
-Then, in one server-like process (a Service, started and warmed as ``chiezo serve`` starts),
+Then, in one server-like process (a Context, started and warmed as ``chiezo serve`` starts),
 each trial switches in a new generation of it — a copy of the current file and its index
 under a new name, switched with ``generations.switch_current`` as a build or ``chiezo import``
 does — waits ``delay`` seconds, and times the first hybrid query (a question of the excerpt's
@@ -42,14 +42,16 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import building, operating, searching
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.errors import NotFound  # noqa: E402
 from chiezo.ops import evaluate  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 from chiezo.ops.requests import SearchRequest  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
 from chiezo.search import semantic  # noqa: E402
 from chiezo.store import embedders, generations  # noqa: E402
 
@@ -64,13 +66,13 @@ MODEL = "use-m"
 console = Console(width=150)
 
 
-def library() -> Service:
-    service = Service(Settings(data_dir=WORK / "data", query_timeout=30.0))
+def library() -> Context:
+    service = Context(Settings(data_dir=WORK / "data", query_timeout=30.0))
     try:
         service.library.get(NAME)
     except NotFound:
         started = time.monotonic()
-        service.ingest("wikipedia", DUMP, NAME, embed=MODEL)
+        building.ingest(service, "wikipedia", DUMP, NAME, embed=MODEL)
         console.print(f"built {NAME} with {MODEL} vectors ({time.monotonic() - started:.0f} s)")
     return service
 
@@ -82,7 +84,7 @@ def original(directory: Path) -> Path:
     return with_index[0]
 
 
-def switch_in_a_copy(service: Service) -> str:
+def switch_in_a_copy(service: Context) -> str:
     """A new generation with the same content, switched in as a build switches its own; the
     copies of earlier trials are removed (the original is kept)."""
     directory = service.settings.corpus_dir / NAME
@@ -117,13 +119,15 @@ def unload_model() -> None:
     semantic._query_vector.cache_clear()
 
 
-def timed(service: Service, question: str, mode: str | None) -> tuple[float, str]:
+def timed(service: Context, question: str, mode: str | None) -> tuple[float, str]:
     started = time.perf_counter()
-    result = service.search(SearchRequest.of(query=question, source=NAME, limit=10, mode=mode))
+    result = searching.search(
+        service, SearchRequest.of(query=question, source=NAME, limit=10, mode=mode)
+    )
     return (time.perf_counter() - started) * 1000, result.retrieval
 
 
-def trial(service: Service, questions, case: dict) -> dict:
+def trial(service: Context, questions, case: dict) -> dict:
     lib = service.library
     if case["behaviour"] == "new":
         lib.watch()
@@ -217,7 +221,7 @@ def main() -> None:
     parser.add_argument("--delays", default="0,3", help="seconds from the switch to the query")
     args = parser.parse_args()
     service = library()
-    service.warm()  # as `chiezo serve` does before its first request
+    operating.warm(service)  # as `chiezo serve` does before its first request
     can_drop = drop_page_cache()
     if not can_drop:
         console.print("[yellow]cannot drop the page cache (not root?): only process-cold cases")
@@ -240,7 +244,7 @@ def main() -> None:
     out.write_text(
         json.dumps(
             {
-                "sources": service.sources(),
+                "sources": operating.sources(service),
                 "page_cache_dropped": can_drop,
                 "summary": shown,
                 "trials": rows,

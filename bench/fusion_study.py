@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE))
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.words import query_words  # noqa: E402
 from chiezo.ops import evaluate  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 from chiezo.search.evidence import coverage  # noqa: E402
 from chiezo.search.filters import Filters  # noqa: E402
 from chiezo.search.fts import plan_search  # noqa: E402
@@ -138,7 +138,7 @@ def main() -> None:
     corpus = f"jaquad-{args.split}" + (f"-{args.max_paragraphs}" if args.max_paragraphs else "")
     folder = WORK / f"jaquad-{args.split}-{args.max_paragraphs or 'all'}"
     questions = evaluate.load_questions(folder / "questions.jsonl")
-    service = Service(Settings(data_dir=WORK / "data", query_timeout=60.0))
+    service = Context(Settings(data_dir=WORK / "data", query_timeout=60.0))
     report = {}
     for model in args.models.split(","):
         started = time.monotonic()

@@ -39,6 +39,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import searching
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -46,8 +48,8 @@ from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.query import phrase  # noqa: E402
 from chiezo.core.words import light_words, query_words  # noqa: E402
 from chiezo.ops import evaluate  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 from chiezo.ops.requests import SearchRequest  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
 from chiezo.search import retrieval  # noqa: E402
 from chiezo.search.evidence import SPECIFIC, TITLE_SHARE, _holding  # noqa: E402
 from chiezo.search.filters import Filters  # noqa: E402
@@ -81,7 +83,7 @@ SETS = {  # name: (source, questions file)
 }
 
 
-def collect(service: Service, name: str, questions) -> list[dict]:
+def collect(service: Context, name: str, questions) -> list[dict]:
     source = service.library.get(name)
     keys = dict(source.conn.execute("SELECT doc_id, key FROM docs"))
     titles = dict(source.conn.execute("SELECT doc_id, title FROM docs"))
@@ -89,8 +91,8 @@ def collect(service: Service, name: str, questions) -> list[dict]:
     out = []
     for q in questions:
         plan = retrieval._keyword_side(source, q.text, TOP, None, Filters(), None)
-        live = service.search(
-            SearchRequest.of(query=q.text, source=name, limit=10)
+        live = searching.search(
+            service, SearchRequest.of(query=q.text, source=name, limit=10)
         )  # the code itself
         trigrams = plan_search(source, q.text, want=TOP)
         sem = semantic_candidates(
@@ -377,7 +379,7 @@ def main() -> None:
     CACHE.mkdir(parents=True, exist_ok=True)
     cases: dict[str, list] = {}
     if args.collect:
-        service = Service(Settings(data_dir=WORK / "data", query_timeout=60.0))
+        service = Context(Settings(data_dir=WORK / "data", query_timeout=60.0))
     for label, (name, path) in SETS.items():
         file = cached(label)
         if args.collect and (args.again or not file.exists()):

@@ -15,18 +15,18 @@ dump made from the real excerpt, projected to 1.4M articles (issue #33 item 1).
    real page had, drawn from the real categories' frequency with a Zipf tail of variants.
    Redirects, other namespaces and disambiguation pages keep the excerpt's shares. Seeded,
    streamed (workers make and compress 100 pages at a time; nothing holds the dump).
-2. **The build** — ``Service.ingest("wikipedia", dump)`` with default settings, in a child
+2. **The build** — ``Context.ingest("wikipedia", dump)`` with default settings, in a child
    process (its peak RSS is its own), into a fresh ``bench/work/jawiki_scale/data``; per phase
    (the builder's progress phases) wall seconds and CPU seconds of the main process and of its
    workers, read from /proc at each phase change.
 3. **Sizes** — bytes per table and index (SQLite's ``dbstat``), against the uncompressed XML.
-4. **Queries** — ``Service.search`` (keyword) p50/p99 per class, classes drawn from the built
+4. **Queries** — ``Context.search`` (keyword) p50/p99 per class, classes drawn from the built
    data: exact title, common word, rare word, two words (AND), a Japanese question made from a
    title, an English word, a common word filtered by a popular or a rare category.
 5. **Vectors (synthetic)** — as many as ``chiezo embed`` with default settings makes for this
    build (one per chunk above 200,000 chunks, else sentence units), each a real use-m vector of
    a real excerpt chunk plus Gaussian noise, renormalised, fed through the real embed path
-   (``Service.embed`` with a runner — the seam the Ray cluster uses — so the cache,
+   (``Context.embed`` with a runner — the seam the Ray cluster uses — so the cache,
    ``chunk_vectors``, the usearch index and the calibration are the project's own); then
    hybrid and semantic latency.
 
@@ -62,6 +62,8 @@ from xml.sax.saxutils import escape, quoteattr
 
 from rich.console import Console
 from rich.table import Table
+
+from chiezo.ops import building, searching
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -716,12 +718,12 @@ def run_child(args: list[str], what: str) -> dict:
 def child_build(args) -> None:
     from chiezo.core.config import Settings
     from chiezo.core.progress import RichProgress
-    from chiezo.ops.service import Service
+    from chiezo.ops.context import Context
 
     recorder = Recorder(RichProgress(Console(width=150)), Path(args.data) / "corpus" / args.name)
-    service = Service(Settings(data_dir=Path(args.data)))
+    service = Context(Settings(data_dir=Path(args.data)))
     started = time.monotonic()
-    report = service.ingest("wikipedia", Path(args.dump), args.name, progress=recorder)
+    report = building.ingest(service, "wikipedia", Path(args.dump), args.name, progress=recorder)
     seconds = time.monotonic() - started
     recorder.close()
     phases = recorder.phases()
@@ -751,7 +753,7 @@ def child_build(args) -> None:
 
 
 def synthetic_runner(pool, noise: float, seed: int):
-    """A runner for ``Service.embed``: for each unit, a real vector (picked by the unit's text
+    """A runner for ``Context.embed``: for each unit, a real vector (picked by the unit's text
     hash) plus Gaussian noise of norm ≈ ``noise``, renormalised. Nothing is embedded."""
     import numpy as np
 
@@ -780,12 +782,12 @@ def child_embed(args) -> None:
 
     from chiezo.core.config import Settings
     from chiezo.core.progress import RichProgress
-    from chiezo.ops.service import Service
+    from chiezo.ops.context import Context
     from chiezo.store import chunk_text
     from chiezo.store.embed import passage_text
     from chiezo.store.embedders import get_embedder
 
-    service = Service(Settings(data_dir=Path(args.data)))
+    service = Context(Settings(data_dir=Path(args.data)))
     real = service.library.get(args.pool_source).conn
     bodies = chunk_text.Bodies(real)  # passages kept as spans of their body: resolved
     rows = [
@@ -805,7 +807,8 @@ def child_embed(args) -> None:
     console.print(f"  {len(rows):,} real excerpt chunks embedded with use-m: {real_rate:.1f}/s")
     recorder = Recorder(RichProgress(Console(width=150)), Path(args.data))
     started = time.monotonic()
-    done = service.embed(
+    done = building.embed(
+        service,
         args.name,
         "use-m",
         progress=recorder,
@@ -949,12 +952,12 @@ def time_queries(service, name: str, classes: dict[str, list[dict]], mode: str) 
         requests = [SearchRequest.of(source=name, limit=10, mode=mode, **q) for q in queries]
         for request in requests:  # warm-up pass
             with contextlib.suppress(ChiezoError):
-                service.search(request)
+                searching.search(service, request)
         samples, totals, errors, empty = [], [], {}, 0
         for request in requests:
             started = time.perf_counter()
             try:
-                result = service.search(request)
+                result = searching.search(service, request)
             except ChiezoError as exc:
                 errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
                 continue
@@ -1114,7 +1117,7 @@ def main() -> None:
 
 def run(args) -> None:
     from chiezo.core.config import Settings
-    from chiezo.ops.service import Service
+    from chiezo.ops.context import Context
 
     WORK.mkdir(parents=True, exist_ok=True)
     data = WORK / "data"
@@ -1159,7 +1162,7 @@ def run(args) -> None:
     show_distributions(real, synthetic)
     wikitext = synthetic["wikitext_chars"]
 
-    service = Service(Settings(data_dir=data))
+    service = Context(Settings(data_dir=data))
     names = service.library.names()
     if not (args.reuse and "excerpt" in names):
         console.rule("baseline: the real excerpt, built the same way")
@@ -1171,7 +1174,7 @@ def run(args) -> None:
         report["baseline"] = json.loads((WORK / "baseline-kept.json").read_text())
     build_summary(report["baseline"], real["wikitext_chars"])
     if not (args.reuse and "jawiki" in names):
-        console.rule(f"building {args.pages:,} articles (Service.ingest, default settings)")
+        console.rule(f"building {args.pages:,} articles (Context.ingest, default settings)")
         report["build"] = run_child(
             ["--data", str(data), "--dump", str(dump), "--name", "jawiki"], "build"
         )
@@ -1241,7 +1244,7 @@ def run(args) -> None:
             "generation_bytes_with_vectors": embedded.stat().st_size,
         }
         console.print(report["vectors"], highlight=False)
-        service = Service(Settings(data_dir=data))  # the embedded generation, a fresh handle
+        service = Context(Settings(data_dir=data))  # the embedded generation, a fresh handle
         semantic = {k: classes[k] for k in ("exact title", "common word (5-20%)", "question (ja)")}
         report["hybrid"] = time_queries(service, "jawiki", semantic, "hybrid")
         report["semantic"] = time_queries(service, "jawiki", semantic, "semantic")
@@ -1345,7 +1348,7 @@ def show(report: dict, scale: float) -> None:
             f"{size * scale / 1e9:,.1f}",
         )
     console.print(size_table)
-    queries = Table(title="query latency (ms), Service.search, after a warm-up pass")
+    queries = Table(title="query latency (ms), Context.search, after a warm-up pass")
     for col in ("mode", "class", "n", "p50", "p95", "p99", "median total", "no hits", "errors"):
         queries.add_column(col, justify="right")
     for mode in ("keyword", "hybrid", "semantic"):

@@ -33,6 +33,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import building, searching
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
@@ -40,8 +42,8 @@ from chiezo.core.config import Settings  # noqa: E402
 from chiezo.ingest import zim  # noqa: E402
 from chiezo.ingest.htmltext import page_text  # noqa: E402
 from chiezo.ingest.zimscan import scan  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 from chiezo.ops.requests import SearchRequest  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
 
 RESULTS = HERE / "results" / "kiwix_live.json"
 WORD = re.compile(r"[A-Za-z][A-Za-z'-]{2,}")
@@ -80,12 +82,14 @@ def queries(docs, passages: int, rng: random.Random) -> list[tuple[str, str, str
     return made
 
 
-def measure(service: Service, source: str, made) -> dict[str, dict]:
+def measure(service: Context, source: str, made) -> dict[str, dict]:
     by_kind: dict[str, dict] = {}
     for kind, query, path in made:
         started = time.perf_counter()
         try:
-            hits = service.search(SearchRequest.of(query=query, source=source, limit=5)).hits
+            hits = searching.search(
+                service, SearchRequest.of(query=query, source=source, limit=5)
+            ).hits
         except Exception as exc:  # a query one side refuses counts as a miss, said
             hits, error = [], type(exc).__name__
         else:
@@ -125,9 +129,9 @@ def main() -> None:
     server = KiwixServe(args.zim)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            service = Service(Settings(data_dir=Path(tmp) / "data"))
-            live = service.ingest("kiwix", server.url, None).name
-            indexed = service.ingest("zim", args.zim, "reindexed", embed=False).name
+            service = Context(Settings(data_dir=Path(tmp) / "data"))
+            live = building.ingest(service, "kiwix", server.url, None).name
+            indexed = building.ingest(service, "zim", args.zim, "reindexed", embed=False).name
             measure(service, live, made[:10])  # both warm: connections, the files' pages
             measure(service, indexed, made[:10])
             sides = {

@@ -1,6 +1,6 @@
 """No basis means no basis (issue #43, item 4): how often a question is declared "no article
 about its subject" (answer/subject.py), on questions whose subject the library has and on
-questions whose subject it lacks. No model: `Service.prepare_answer` with the keyword planner,
+questions whose subject it lacks. No model: `Context.prepare_answer` with the keyword planner,
 then `missing_subject` over the excerpts it found.
 
     python bench/no_basis.py                       # every set, at most --limit questions each
@@ -43,6 +43,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import answering, operating, reading
+from chiezo.ops.requests import DocRequest
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -52,7 +55,7 @@ from chiezo.answer.passages import Passage  # noqa: E402
 from chiezo.answer.subject import RULES, Rules, missing_among, subjects_of  # noqa: E402
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.textnorm import normalise_title  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 
 from corpus import JAQUAD, SHARED_DATA  # noqa: E402
 
@@ -92,13 +95,13 @@ def chiezo(data: Path, *args: str) -> None:
     console.print(f"  built {data.name} ({time.monotonic() - started:.0f} s)")
 
 
-def library(work: Path, name: str, build) -> Service:
+def library(work: Path, name: str, build) -> Context:
     """The data directory ``work/name``, built by ``build(data)`` the first time."""
     data = work / name
     if not (data / "built").exists():
         build(data)
         (data / "built").write_text("")
-    return Service(Settings(data_dir=data))
+    return Context(Settings(data_dir=data))
 
 
 def jaquad_library(articles: list[dict], name: str):
@@ -195,11 +198,11 @@ def question_sets(work: Path, wanted: set[str], limit: int | None):
     return out
 
 
-def article_lookup(service: Service):
+def article_lookup(service: Context):
     """``name → bool``: whether a source of ``service`` has a document of that title or alias
     (normalised), or of that title with a disambiguator (「夏目漱石 (作家)」) — what
     ``missing_subject(has_article=…)`` is given."""
-    conns = [service.library.get(s["name"]).conn for s in service.sources()]
+    conns = [service.library.get(s["name"]).conn for s in operating.sources(service)]
 
     def has_article(name: str) -> bool:
         norm = normalise_title(name)
@@ -214,12 +217,17 @@ def article_lookup(service: Service):
     return has_article
 
 
-def articles_of(service: Service, source: str) -> list[str]:
+def articles_of(service: Context, source: str) -> list[str]:
     """The titles of ``source``'s articles: not its disambiguation, list or main pages."""
     conn = service.library.get(source).conn
     out = []
     for doc_id, title in conn.execute("SELECT doc_id, title FROM docs ORDER BY doc_id"):
-        attrs = service.doc(source, doc_id=doc_id, fields=["attrs"]).get("attrs") or {}
+        attrs = (
+            reading.doc(service, DocRequest.of(source=source, doc_id=doc_id, fields=["attrs"])).get(
+                "attrs"
+            )
+            or {}
+        )
         flags = attrs.get("flag") or []
         if not (
             {"disambiguation", "list", "main"} & set(flags if isinstance(flags, list) else [flags])
@@ -228,9 +236,9 @@ def articles_of(service: Service, source: str) -> list[str]:
     return out
 
 
-def titles_of(service: Service) -> set[str]:
+def titles_of(service: Context) -> set[str]:
     found: set[str] = set()
-    for source in service.sources():
+    for source in operating.sources(service):
         conn = service.library.get(source["name"]).conn
         found |= {r[0] for r in conn.execute("SELECT title FROM docs")}
     return found
@@ -239,7 +247,7 @@ def titles_of(service: Service) -> set[str]:
 # -- asking -----------------------------------------------------------------------------------
 
 
-def found_excerpts(service: Service, source: str | None, questions: list[dict], cache: Path,
+def found_excerpts(service: Context, source: str | None, questions: list[dict], cache: Path,
                    fresh: bool) -> list[list[dict]]:  # fmt: skip
     """What ``prepare_answer`` found for each question (title, aliases, text, passages),
     kept in ``cache`` by question."""
@@ -247,7 +255,9 @@ def found_excerpts(service: Service, source: str | None, questions: list[dict], 
     out = []
     for q in questions:
         if q["question"] not in kept:
-            prepared = service.prepare_answer(q["question"], AnswerOptions(source=source))
+            prepared = answering.prepare_answer(
+                service, q["question"], AnswerOptions(source=source)
+            )
             kept[q["question"]] = [
                 {
                     "title": e.title,

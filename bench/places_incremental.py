@@ -19,11 +19,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import building
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from chiezo.core.config import Settings  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 
 AED = HERE.parent.parent / "shared" / "data" / "docs" / "office" / "yaizu-aed_location.xlsx"
 FIXTURES = HERE.parent / "tests" / "data" / "places"
@@ -57,12 +59,12 @@ def main() -> None:
         shutil.copy(FIXTURES / "kagawa.gpx", folder),
         shutil.copy(FIXTURES / "kagawa-broken.csv", folder),
     ]
-    service = Service(Settings(data_dir=WORK / "data"))
+    service = Context(Settings(data_dir=WORK / "data"))
     rows = []
 
     def build(label: str) -> None:
         started = time.monotonic()
-        report = service.ingest("places", files, "mine", embed=False)
+        report = building.ingest(service, "places", files, "mine", embed=False)
         rows.append(
             {
                 "build": label,

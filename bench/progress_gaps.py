@@ -4,7 +4,7 @@ any two progress updates, and the longest gap between updates that moved the cou
     python bench/progress_gaps.py [DUMP] [--embed use-m] [--out FILE]
 
 Builds a Wikipedia source from DUMP (default: the jawiki excerpt in ../shared) through
-``Service.ingest`` — the path ``chiezo ingest … --embed`` and a rebuild job take — with a
+``Context.ingest`` — the path ``chiezo ingest … --embed`` and a rebuild job take — with a
 Progress that timestamps every call, then prints a table and writes JSON. Only the Progress
 protocol is used, so the same script measures an older checkout (run it with
 ``PYTHONPATH=<old>/src``) for a before/after comparison.
@@ -29,7 +29,8 @@ from rich.table import Table
 
 import chiezo
 from chiezo.core.config import Settings
-from chiezo.ops.service import Service
+from chiezo.ops import building
+from chiezo.ops.context import Context
 
 HERE = Path(__file__).resolve().parent
 DUMP = HERE.parents[1] / "shared" / "data" / "wikipedia" / "jawiki-20230501-excerpt.xml.bz2"
@@ -122,9 +123,9 @@ def main() -> None:
     console = Console(width=140)
     recorder = Recorder()
     with tempfile.TemporaryDirectory(prefix="progress-gaps-") as tmp:
-        service = Service(Settings(data_dir=Path(tmp)))
-        report = service.ingest(
-            "wikipedia", args.dump, "jawiki", progress=recorder, embed=args.embed or False
+        service = Context(Settings(data_dir=Path(tmp)))
+        report = building.ingest(
+            service, "wikipedia", args.dump, "jawiki", progress=recorder, embed=args.embed or False
         )
         end = time.monotonic() - recorder.start
     rows = phases(recorder.events, end)

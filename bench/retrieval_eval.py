@@ -32,13 +32,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import building
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.errors import NotFound  # noqa: E402
 from chiezo.ops import evaluate  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 
 from corpus import SHARED, jaquad_articles  # noqa: E402
 
@@ -101,7 +103,7 @@ def articles_folder(every: int) -> tuple[Path, Path]:
 
 
 def build(
-    service: Service,
+    service: Context,
     corpus: str,
     docs: Path | None,
     name: str,
@@ -115,14 +117,14 @@ def build(
         built = False
     if not built:
         if corpus == "jawiki":
-            service.ingest("wikipedia", JAWIKI_DUMP, name)
+            building.ingest(service, "wikipedia", JAWIKI_DUMP, name)
         else:
-            service.ingest("docs", docs, name)
+            building.ingest(service, "docs", docs, name)
         source = service.library.get(name)
     units = source.meta.get("embedding_unit_chars")
     if model and (source.meta.get("embedding_model") != model or units != str(unit_chars)):
         started = time.monotonic()
-        report = service.embed(name, model, unit_chars=unit_chars)
+        report = building.embed(service, name, model, unit_chars=unit_chars)
         console.print(
             f"embedded {name} with {model}: {report.to_dict()} ({time.monotonic() - started:.0f} s)"
         )
@@ -174,7 +176,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    service = Service(Settings(data_dir=WORK / "data", query_timeout=60.0))
+    service = Context(Settings(data_dir=WORK / "data", query_timeout=60.0))
     if args.corpus == "jawiki":
         corpus, docs, questions_path = "jawiki", None, JAWIKI_QUESTIONS
     elif args.corpus == "articles":

@@ -24,6 +24,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import searching
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -31,8 +33,8 @@ from chiezo.core import db  # noqa: E402
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.progress import RichProgress  # noqa: E402
 from chiezo.core.query import match_all, match_any, text_grams, text_segments  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 from chiezo.ops.requests import SearchRequest  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
 from chiezo.store.build import BuildOptions, GenerationBuilder  # noqa: E402
 
 from corpus import (  # noqa: E402
@@ -141,7 +143,7 @@ def query_classes(conn, size: int, pool, rng: random.Random) -> dict[str, list[t
     }
 
 
-def question_recall(service: Service, name: str, rng: random.Random, n: int = 200) -> dict:
+def question_recall(service: Context, name: str, rng: random.Random, n: int = 200) -> dict:
     """Of JaQuAD dev questions whose paragraph is in the source: how often a top-1 / top-5
     document contains that paragraph."""
     src = service.library.get(name)
@@ -153,7 +155,7 @@ def question_recall(service: Service, name: str, rng: random.Random, n: int = 20
         if probe is None or count(src.conn, match_all([probe[:20]])) == 0:
             continue
         asked += 1
-        result = service.search(SearchRequest.of(query=question, source=name, limit=5))
+        result = searching.search(service, SearchRequest.of(query=question, source=name, limit=5))
         ids = [h.doc_id for h in result.hits]
         bodies = dict(
             src.conn.execute(
@@ -193,7 +195,7 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def time_classes(
-    service: Service, name: str, classes, baseline: bool, facets: bool = False
+    service: Context, name: str, classes, baseline: bool, facets: bool = False
 ) -> dict:
     src = service.library.get(name)
     results = {}
@@ -201,13 +203,15 @@ def time_classes(
         if not queries:
             continue
         for text, offset in queries:  # warm-up pass
-            service.search(SearchRequest.of(query=text, source=name, limit=10, offset=offset))
+            searching.search(
+                service, SearchRequest.of(query=text, source=name, limit=10, offset=offset)
+            )
         samples, totals, modes = [], [], {}
         for _ in range(2):
             for text, offset in queries:
                 started = time.perf_counter()
-                result = service.search(
-                    SearchRequest.of(query=text, source=name, limit=10, offset=offset)
+                result = searching.search(
+                    service, SearchRequest.of(query=text, source=name, limit=10, offset=offset)
                 )
                 samples.append((time.perf_counter() - started) * 1000)
                 totals.append(result.total)
@@ -234,16 +238,17 @@ def time_classes(
     return results
 
 
-def time_facets(service: Service, name: str, queries, without: list[float]) -> dict:
+def time_facets(service: Context, name: str, queries, without: list[float]) -> dict:
     """The same queries with ``facets=tag,source`` (issue #32: ≤ 2x the query), same run."""
     samples, exact = [], []
     for _ in range(2):
         for text, offset in queries:
             started = time.perf_counter()
-            result = service.search(
+            result = searching.search(
+                service,
                 SearchRequest.of(
                     query=text, source=name, limit=10, offset=offset, facets=["tag", "source"]
-                )
+                ),
             )
             samples.append((time.perf_counter() - started) * 1000)
             exact.append(bool(result.facets and result.facets["tag"]["exact"]))
@@ -277,7 +282,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     settings = Settings(data_dir=Path(args.work), query_timeout=60)
-    service = Service(settings)
+    service = Context(settings)
     pool = paragraph_pool()
     report = {"pool_paragraphs": len(pool), "sizes": {}}
     for size in sizes:

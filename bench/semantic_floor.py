@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE))
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.errors import NotFound  # noqa: E402
 from chiezo.ops import evaluate  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 from chiezo.search.semantic import MIN_SCORE, embed_query, semantic_candidates  # noqa: E402
 from chiezo.store.calibration import floor_from, nonsense_queries  # noqa: E402
 from chiezo.store.calibration import nearest_scores as calibration_scores  # noqa: E402
@@ -49,7 +49,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    service = Service(Settings(data_dir=WORK / "data", query_timeout=60.0))
+    service = Context(Settings(data_dir=WORK / "data", query_timeout=60.0))
     questions = evaluate.load_questions(QUESTIONS)
     junk = nonsense_queries(600, seed=7)  # held out: not the strings the embed step uses
     report = {}

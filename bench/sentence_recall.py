@@ -26,7 +26,7 @@ from rich.table import Table  # noqa: E402
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.models import Doc  # noqa: E402
 from chiezo.core.query import phrase  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 from chiezo.search.retrieval import retrieve  # noqa: E402
 from chiezo.store.build import BuildOptions, GenerationBuilder  # noqa: E402
 
@@ -93,7 +93,7 @@ def main() -> None:
         for doc in docs:
             b.add(doc)
         b.finish()
-    src = Service(settings).library.get(name)
+    src = Context(settings).library.get(name)
     rows = {
         "whole question as one phrase (baseline)": evaluate(src, questions, phrase_search),
         "chiezo search": evaluate(src, questions, chiezo_search),

@@ -19,7 +19,7 @@ other processes took during each round are reported beside every number:
   middle count; one more mixed round sampled by py-spy (``--native``; py-spy is installed in
   the venv for this bench only, not a dependency). The server's CPU seconds per request come
   from /proc; Python's garbage collections in the workers are timed (``gc.callbacks``).
-* **inproc** — the same requests without the server: ``SearchRequest`` → ``Service.search`` →
+* **inproc** — the same requests without the server: ``SearchRequest`` → ``Context.search`` →
   ``to_dict`` → JSON as Starlette encodes it, in a process of their own, one at a time (each
   stage timed; the SQL a subset of searches ran, captured with ``set_trace_callback`` and
   replayed alone; py-spy), then with as many processes × threads as the server answers with.
@@ -60,6 +60,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
+
+from chiezo.ops import operating, searching
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -616,20 +618,20 @@ def parse_wrk(text: str) -> dict:
 
 
 def inproc_main(args) -> None:
-    """One in-process run: ``Service.search`` on the same data, no HTTP."""
+    """One in-process run: ``Context.search`` on the same data, no HTTP."""
     from chiezo.core.config import Settings
+    from chiezo.ops.context import Context
     from chiezo.ops.requests import SearchRequest
-    from chiezo.ops.service import Service
 
     reqs = json.loads(Path(args.inproc).read_text())
-    service = Service(Settings.from_env())
-    service.warm()
+    service = Context(Settings.from_env())
+    operating.warm(service)
 
     def one(r: dict, stages: dict | None = None) -> None:
         t0 = time.perf_counter()
         request = SearchRequest(**r["call"])
         t1 = time.perf_counter()
-        result = service.search(request)
+        result = searching.search(service, request)
         t2 = time.perf_counter()
         data = result.to_dict()
         t3 = time.perf_counter()
@@ -729,13 +731,13 @@ def replay_sql(service, reqs: list[dict], subset: int) -> dict:
         for name, conn in conns.items():
             conn.set_trace_callback(lambda sql, n=name, into=statements: into.append((n, sql)))
         t0 = time.perf_counter()
-        service.search(SearchRequest(**r["call"]))
+        searching.search(service, SearchRequest(**r["call"]))
         traced_ms = (time.perf_counter() - t0) * 1000
         for conn in conns.values():
             conn.set_trace_callback(None)
         best = float("inf")
         t0 = time.perf_counter()
-        service.search(SearchRequest(**r["call"]))
+        searching.search(service, SearchRequest(**r["call"]))
         search_ms = (time.perf_counter() - t0) * 1000
         for _ in range(3):
             spent = 0.0
@@ -1334,7 +1336,7 @@ def phase_inproc(run: Run, server: Server) -> None:
     many processes × threads as the server answers with."""
     args = run.args
     run.report["quiet"]["inproc"] = wait_quiet(args.max_wait)
-    run.out.print("[bold]in-process[/] Service.search, same requests")
+    run.out.print("[bold]in-process[/] Context.search, same requests")
     base = run.report["inproc"] = {}
     base["sequential"] = inproc(
         run.env,
@@ -1538,7 +1540,7 @@ def show(report: dict, out) -> None:
     base = report.get("inproc", {})
     if base:
         table = Table(
-            title="the same requests in-process (Service.search, no HTTP): processes × threads"
+            title="the same requests in-process (Context.search, no HTTP): processes × threads"
         )
         for col in ("run", "req/s", "p50 ms", "p99 ms", "CPU ms/req", "others' load (cores)"):
             table.add_column(col, justify="right")

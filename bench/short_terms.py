@@ -28,14 +28,16 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import searching
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import jawiki_scale  # noqa: E402
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.query import MIN_FTS_CHARS  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 from chiezo.ops.requests import SearchRequest  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
 from chiezo.search import fts  # noqa: E402
 
 console = Console()
@@ -73,7 +75,7 @@ def main() -> None:
     args = parser.parse_args()
     after_setting = fts.BODY_CHECK_MAX
     settings = {"before (read every match)": READ_ALL, "after": after_setting}
-    service = Service(Settings(data_dir=args.data))
+    service = Context(Settings(data_dir=args.data))
     source = service.library.get(args.source)
     path = jawiki_scale.current(args.data, args.source)
     queries = queries_with_short_terms(path, args.queries, args.seed)
@@ -86,7 +88,9 @@ def main() -> None:
         return [h.doc_id for h in hits], plan.total, plan.plan
 
     def keyword(q: str):
-        result = service.search(SearchRequest.of(source=args.source, query=q, mode="keyword"))
+        result = searching.search(
+            service, SearchRequest.of(source=args.source, query=q, mode="keyword")
+        )
         return [h.doc_id for h in result.hits], result.total, result.mode
 
     report: dict = {"source": args.source, "docs": docs, "queries": len(queries), "sides": {}}

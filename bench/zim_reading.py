@@ -49,7 +49,7 @@ from pathlib import Path
 {patch}
 from chiezo.core.config import Settings
 from chiezo.core.progress import NullProgress
-from chiezo.ops.service import Service
+from chiezo.ops.context import Context
 
 def anon():
     for line in open("/proc/self/smaps_rollup"):
@@ -69,7 +69,7 @@ def watch():
 threading.Thread(target=watch, daemon=True).start()
 zim, data = Path(sys.argv[1]), Path(sys.argv[2])
 progress, started = Phases(), time.perf_counter()
-Service(Settings(data_dir=data)).ingest("zim", zim, "bench", embed=False, progress=progress)
+Context(Settings(data_dir=data)).ingest("zim", zim, "bench", embed=False, progress=progress)
 ended = time.perf_counter(); done[0] = True
 after = [t for name, t in progress.at.items() if t > progress.at["reading"]]
 print(peak[0], min(after) - progress.at["reading"], ended - started)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from chiezo.core.config import Settings
-from chiezo.ops.service import Service
+from chiezo.ops.context import Context
 from chiezo.surfaces.rest import create_app
 
 from helpers import BOOK_FILES, RunningServer, build_docs, write_files
@@ -19,8 +19,8 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-def service(settings: Settings) -> Service:
-    return Service(settings)
+def service(settings: Settings) -> Context:
+    return Context(settings)
 
 
 @pytest.fixture

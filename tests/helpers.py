@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from chiezo.ops.service import Service
+from chiezo.ops import building
+from chiezo.ops.context import Context
 from chiezo.store.build import BuildOptions
 
 # Real public data the tests build from, carried in the repository with its licences
@@ -39,12 +40,17 @@ def write_files(folder: Path, files: dict[str, str | bytes]) -> Path:
     return folder
 
 
-def build_docs(service: Service, folder: Path, name: str, **options):
+def build_docs(service: Context, folder: Path, name: str, **options):
     from chiezo.ingest.documents import DocsOptions
 
     strict = options.pop("strict", False)
-    return service.ingest(
-        "docs", folder, name, options=DocsOptions(strict=strict), build=BuildOptions(**options)
+    return building.ingest(
+        service,
+        "docs",
+        folder,
+        name,
+        options=DocsOptions(strict=strict),
+        build=BuildOptions(**options),
     )
 
 
@@ -206,11 +212,11 @@ def wiki_library(root: Path, pages: list[tuple[int, str, str]], name: str = "jaw
     """A data directory under ``root`` holding one Wikipedia source built from ``pages``
     (written as a real-format dump); returns ``root`` (the data is ``root / "data"``)."""
     from chiezo.core.config import Settings
-    from chiezo.ops.service import Service
+    from chiezo.ops.context import Context
 
     dump = root / "wiki.xml"
     dump.write_text(wiki_dump(pages))
-    Service(Settings(data_dir=root / "data")).ingest("wikipedia", dump, name, embed=False)
+    building.ingest(Context(Settings(data_dir=root / "data")), "wikipedia", dump, name, embed=False)
     return root
 
 

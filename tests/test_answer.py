@@ -12,8 +12,9 @@ from chiezo.answer.rag import NO_BASIS, STOPPED
 from chiezo.answer.support import cited_numbers
 from chiezo.core.config import Settings
 from chiezo.core.errors import LLMNotConfigured, LLMUnavailable, ModelMissing
+from chiezo.ops import answering, searching
+from chiezo.ops.context import Context
 from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
 from llm_stub import ScriptedLLM, in_turns, tool_call
 
 from helpers import free_port, wiki_library
@@ -45,8 +46,8 @@ def library(tmp_path_factory):
     return wiki_library(tmp_path_factory.mktemp("answer"), PAGES)
 
 
-def service_with(root, url: str | None, model: str | None = "stub-model") -> Service:
-    return Service(Settings(data_dir=root / "data", llm_url=url, llm_model=model, llm_timeout=5))
+def service_with(root, url: str | None, model: str | None = "stub-model") -> Context:
+    return Context(Settings(data_dir=root / "data", llm_url=url, llm_model=model, llm_timeout=5))
 
 
 def scripted(plan: str, answer: str):
@@ -131,7 +132,9 @@ def test_a_passage_too_long_for_what_is_left_keeps_the_window_where_its_words_ar
 def test_an_answer_cites_the_documents_it_came_from(library):
     plan = '```json\n{"queries": ["夏目漱石"], "source": "jawiki"}\n```'
     with ScriptedLLM(scripted(plan, "<think>考え中</think>1867年2月9日に生まれた [1]。")) as stub:
-        result = service_with(library, stub.url).ask("夏目漱石はいつ生まれましたか？", plan="model")
+        result = answering.ask(
+            service_with(library, stub.url), "夏目漱石はいつ生まれましたか？", plan="model"
+        )
     assert result.answer == "1867年2月9日に生まれた [1]。"
     assert result.references[0]["title"] == "夏目漱石" and result.cited == [1]
     assert result.queries == ["夏目漱石"] and result.planner == "model"
@@ -143,7 +146,9 @@ def test_an_answer_cites_the_documents_it_came_from(library):
 @pytest.mark.slow
 def test_an_unusable_plan_falls_back_to_keywords_visibly(library):
     with ScriptedLLM(scripted("I think you should search the web.", "港区にある [1]")) as stub:
-        result = service_with(library, stub.url).ask("東京タワーはどこにある？", plan="model")
+        result = answering.ask(
+            service_with(library, stub.url), "東京タワーはどこにある？", plan="model"
+        )
     assert result.planner == "keywords" and "東京タワー" in result.queries
     assert result.references[0]["title"] == "東京タワー"
     assert any("unusable" in w for w in result.warnings)
@@ -152,7 +157,7 @@ def test_an_unusable_plan_falls_back_to_keywords_visibly(library):
 @pytest.mark.slow
 def test_nothing_found_is_the_fixed_reply_without_asking_the_model(library):
     with ScriptedLLM(scripted('{"queries": ["qzxvbnm plorkwidget"]}', "invented!")) as stub:
-        result = service_with(library, stub.url).ask("qzxvbnm plorkwidget はいつ？")
+        result = answering.ask(service_with(library, stub.url), "qzxvbnm plorkwidget はいつ？")
     assert result.answer == NO_BASIS["ja"] and result.references == []
     assert answer_requests(stub) == []  # the answering model was never called
 
@@ -161,7 +166,7 @@ def test_nothing_found_is_the_fixed_reply_without_asking_the_model(library):
 def test_disambiguation_pages_are_skipped_and_said_so(library):
     plan = '{"queries": ["夏目"]}'
     with ScriptedLLM(scripted(plan, "小説家 [1]")) as stub:
-        result = service_with(library, stub.url).ask("夏目とは？")
+        result = answering.ask(service_with(library, stub.url), "夏目とは？")
     assert all("曖昧さ回避" not in r["title"] for r in result.references)
     assert any("skipped disambiguation page 夏目 (曖昧さ回避)" in w for w in result.warnings)
 
@@ -170,7 +175,7 @@ def test_disambiguation_pages_are_skipped_and_said_so(library):
 def test_the_next_endpoint_answers_when_the_first_is_down(library):
     dead = f"http://127.0.0.1:{free_port()}/v1"
     with ScriptedLLM(scripted('{"queries": ["浅草寺"]}', "台東区にある [1]")) as stub:
-        result = service_with(library, f"{dead},{stub.url}").ask("浅草寺はどこ？")
+        result = answering.ask(service_with(library, f"{dead},{stub.url}"), "浅草寺はどこ？")
     assert result.cited == [1] and result.references[0]["title"] == "浅草寺"
 
 
@@ -178,7 +183,7 @@ def test_the_next_endpoint_answers_when_the_first_is_down(library):
 def test_no_endpoint_reachable_still_hands_over_the_excerpts(library):
     dead = f"http://127.0.0.1:{free_port()}/v1"
     with pytest.raises(LLMUnavailable) as caught:
-        service_with(library, dead).ask("浅草寺はどこにある？")
+        answering.ask(service_with(library, dead), "浅草寺はどこにある？")
     body = caught.value.to_dict()
     assert caught.value.exit_code == 5 and body["excerpts"][0]["title"] == "浅草寺"
     assert "台東区" in body["excerpts"][0]["text"]
@@ -190,18 +195,19 @@ def test_a_missing_model_is_named_as_such(library):
         ScriptedLLM(scripted("{}", "x"), models=("smollm2",)) as stub,
         pytest.raises(ModelMissing) as caught,
     ):
-        service_with(library, stub.url, model="qwen3").ask("浅草寺はどこにある？")
+        answering.ask(service_with(library, stub.url, model="qwen3"), "浅草寺はどこにある？")
     assert "qwen3" in caught.value.message and caught.value.to_dict()["models"] == ["smollm2"]
 
 
 def test_without_a_configured_model_the_layer_is_off_but_says_what_it_found(library):
     service = service_with(library, None)
     with pytest.raises(LLMNotConfigured) as caught:
-        service.ask("浅草寺はどこにある？")
+        answering.ask(service, "浅草寺はどこにある？")
     assert caught.value.to_dict()["excerpts"][0]["title"] == "浅草寺"
-    assert service.ask("qzxvbnm plorkwidget").answer == NO_BASIS["en"]
+    assert answering.ask(service, "qzxvbnm plorkwidget").answer == NO_BASIS["en"]
     assert (
-        service.search(SearchRequest.of(query="浅草寺", source="jawiki")).hits[0].title == "浅草寺"
+        searching.search(service, SearchRequest.of(query="浅草寺", source="jawiki")).hits[0].title
+        == "浅草寺"
     )  # everything else works
 
 
@@ -303,8 +309,11 @@ def test_agent_calls_read_only_tools_and_cites_what_it_saw(library):
     )
     events = []
     with ScriptedLLM(script) as stub:
-        result = service_with(library, stub.url).ask(
-            "夏目漱石はいつ生まれた？", mode="agent", on_event=lambda n, d: events.append(d["tool"])
+        result = answering.ask(
+            service_with(library, stub.url),
+            "夏目漱石はいつ生まれた？",
+            mode="agent",
+            on_event=lambda n, d: events.append(d["tool"]),
         )
     assert result.answer == "1867年2月9日生まれ [1]。" and result.cited == [1]
     assert result.references[0]["title"] == "夏目漱石" and result.planner == "agent"
@@ -327,8 +336,12 @@ def test_agent_repeats_errors_and_budgets(library):
         lambda body: {"content": "台東区 [1]"} if "tools" not in body else {"tool_calls": [same]},
     )
     with ScriptedLLM(script) as stub:
-        result = service_with(library, stub.url).ask(
-            "浅草寺はどこ？", mode="agent", steps=4, result_chars=300
+        result = answering.ask(
+            service_with(library, stub.url),
+            "浅草寺はどこ？",
+            mode="agent",
+            steps=4,
+            result_chars=300,
         )
     tool_texts = [m["content"] for m in stub.requests[-1]["messages"] if m["role"] == "tool"]
     assert "unknown source" in tool_texts[0] and "jawiki" in tool_texts[0]  # material, not a crash
@@ -356,7 +369,7 @@ def test_an_agent_answer_that_loops_is_cut_and_one_that_is_no_answer_stood_in_fo
         {"content": final},
     )
     with ScriptedLLM(script) as stub:
-        result = service_with(library, stub.url).ask("浅草寺はどこ？", mode="agent")
+        result = answering.ask(service_with(library, stub.url), "浅草寺はどこ？", mode="agent")
     assert result.stopped == stopped and result.references[0]["title"] == "浅草寺"
     assert any(STOPPED[stopped] in w for w in result.warnings)
     assert result.answer.count("雷門が有名な寺である") <= 1
@@ -424,7 +437,7 @@ def test_cli_agent_mode_and_chat(library):
 @pytest.mark.slow
 def test_ungrounded_asks_the_model_even_without_sources(library):
     with ScriptedLLM(scripted('{"queries": ["qzxvbnm"]}', "(not from the library) 42")) as stub:
-        result = service_with(library, stub.url).ask("qzxvbnm とは？", grounded=False)
+        result = answering.ask(service_with(library, stub.url), "qzxvbnm とは？", grounded=False)
     assert result.answer == "(not from the library) 42" and result.grounded is False
     (request,) = answer_requests(stub)
     assert "not from the library" in request["messages"][0]["content"]
@@ -440,7 +453,7 @@ def test_a_slow_endpoint_times_out_and_the_next_one_answers(library):
             llm_model="stub-model",
             llm_timeout=1,
         )
-        result = Service(settings).ask("浅草寺はどこ？", plan="model")
+        result = answering.ask(Context(settings), "浅草寺はどこ？", plan="model")
     assert result.answer == "台東区 [1]" and result.planner == "model"
 
 
@@ -595,6 +608,6 @@ def test_an_answer_cut_mid_stream_is_not_started_again_by_the_next_endpoint(libr
         ScriptedLLM(plan_then({"content": "x [1]"})) as second,
     ):
         service = service_with(library, f"{first.url},{second.url}")
-        events = list(service.answer_events("浅草寺はどこ？"))
+        events = list(answering.answer_events(service, "浅草寺はどこ？"))
     assert [name for name, _ in events] == ["references", "delta", "delta", "error"]
     assert not any(r.get("stream") for r in second.requests)  # the text sent is not sent twice

@@ -13,7 +13,8 @@ import pytest
 
 from chiezo.core.config import Settings
 from chiezo.ingest.wikipedia import ingest_wikipedia
-from chiezo.ops.service import Service
+from chiezo.ops import answering
+from chiezo.ops.context import Context
 
 from helpers import data_file, free_port
 
@@ -92,7 +93,7 @@ def enwiki(tmp_path_factory, local_model):
         data_dir=root / "data", llm_url=local_model, llm_model=ALIAS, llm_timeout=120
     )
     ingest_wikipedia(settings, data_file(EN))
-    return Service(settings)
+    return Context(settings)
 
 
 def test_the_doctor_sees_the_real_model(enwiki):
@@ -105,7 +106,7 @@ def test_the_doctor_sees_the_real_model(enwiki):
 
 def test_a_real_model_answers_from_the_right_article(enwiki):
     # a small excerpt budget: a 135M model on 2 cores reads ~1,500 characters in seconds
-    result = enwiki.ask("Where is Alabama?", budget=1500)
+    result = answering.ask(enwiki, "Where is Alabama?", budget=1500)
     assert result.references and result.references[0]["title"] == "Alabama"
     assert result.model == ALIAS and result.answer.strip()
     answer = result.answer.lower()
@@ -113,7 +114,7 @@ def test_a_real_model_answers_from_the_right_article(enwiki):
 
 
 def test_a_real_model_is_not_asked_when_nothing_is_found(enwiki):
-    result = enwiki.ask("qzxvbnm plorkwidget fnargle")
+    result = answering.ask(enwiki, "qzxvbnm plorkwidget fnargle")
     assert result.references == [] and "no basis" in result.answer
 
 
@@ -132,8 +133,13 @@ def test_doctor_says_the_real_server_answers_a_name_it_does_not_list_with_its_ow
 def test_a_real_model_in_agent_mode_never_returns_an_uncited_answer_labelled_grounded(enwiki):
     # SmolLM2-135M often answers from its own weights without calling a tool (issue 16: "The
     # capital of Alabama is Baton Rouge", grounded, exit 0): Chiezo looks it up itself first
-    result = enwiki.ask(
-        "What is the capital of Alabama?", mode="agent", source="enwiki", steps=3, max_tokens=128
+    result = answering.ask(
+        enwiki,
+        "What is the capital of Alabama?",
+        mode="agent",
+        source="enwiki",
+        steps=3,
+        max_tokens=128,
     )
     assert result.steps and result.steps[0]["tool"] == "search"
     assert all(

@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from chiezo.core.config import Settings
 from chiezo.core.errors import LLMTimeout
-from chiezo.ops.service import Service
+from chiezo.ops import answering
+from chiezo.ops.context import Context
 from chiezo.surfaces.cli.main import cli
 from llm_stub import ScriptedLLM
 
@@ -47,9 +48,9 @@ def library(tmp_path_factory):
     return wiki_library(tmp_path_factory.mktemp("guards"), PAGES)
 
 
-def service(root, url, **settings) -> Service:
+def service(root, url, **settings) -> Context:
     values = {"llm_timeout": 10, **settings}
-    return Service(Settings(data_dir=root / "data", llm_url=url, llm_model="stub-model", **values))
+    return Context(Settings(data_dir=root / "data", llm_url=url, llm_model="stub-model", **values))
 
 
 def planning(body) -> bool:
@@ -61,7 +62,7 @@ def planning(body) -> bool:
 
 def test_a_first_question_costs_one_model_call(library):
     with ScriptedLLM(lambda body: {"content": "松江市です [1]。"}) as stub:
-        result = service(library, stub.url).ask(QUESTION)
+        result = answering.ask(service(library, stub.url), QUESTION)
     assert result.planner == "keywords" and len(stub.requests) == 1
     assert not planning(stub.requests[0]) and result.answer == "松江市です [1]。"
     assert [c["stage"] for c in result.to_dict()["calls"]] == ["the answer"]
@@ -72,10 +73,10 @@ def test_the_model_plans_when_asked_and_for_a_follow_up_that_leans_on_the_chat(l
         return {"content": '{"queries": ["島根県"]}' if planning(body) else "松江市 [1]。"}
 
     with ScriptedLLM(reply) as stub:
-        asked = service(library, stub.url).ask(QUESTION, plan="model")
+        asked = answering.ask(service(library, stub.url), QUESTION, plan="model")
         history = [{"role": "user", "content": QUESTION}, {"role": "assistant", "content": "x"}]
-        follow_up = service(library, stub.url).ask("その人口は？", history=history)
-        named = service(library, stub.url).ask("パリの人口は？", history=history)
+        follow_up = answering.ask(service(library, stub.url), "その人口は？", history=history)
+        named = answering.ask(service(library, stub.url), "パリの人口は？", history=history)
     assert asked.planner == "model" and follow_up.planner == "model"
     assert named.planner == "keywords"  # it names its own subject: no planning call
     assert sum(planning(b) for b in stub.requests) == 2
@@ -92,7 +93,7 @@ def test_an_unknown_planner_is_a_usage_error(library):
 def test_a_subject_the_library_has_no_article_about_gets_the_named_reply_without_a_model(library):
     question = "夏目漱石はいつ生まれましたか？"
     with ScriptedLLM(lambda body: {"content": "1867年です [1]。"}) as stub:
-        result = service(library, stub.url).ask(question)
+        result = answering.ask(service(library, stub.url), question)
     assert stub.requests == [] and result.no_basis
     assert "「夏目漱石」" in result.answer and "「愛媛県」" in result.answer
     offline = CliRunner().invoke(cli, ["--data", str(library / "data"), "ask", question])
@@ -101,7 +102,7 @@ def test_a_subject_the_library_has_no_article_about_gets_the_named_reply_without
 
 def test_a_subject_the_library_has_is_answered(library):
     with ScriptedLLM(lambda body: {"content": "松山市です [1]。"}) as stub:
-        result = service(library, stub.url).ask("愛媛県の県庁所在地はどこですか？")
+        result = answering.ask(service(library, stub.url), "愛媛県の県庁所在地はどこですか？")
     assert not result.no_basis and len(stub.requests) == 1
 
 
@@ -111,7 +112,7 @@ def test_a_subject_the_library_has_is_answered(library):
 def test_a_stream_that_loops_is_stopped_where_the_loop_begins(library):
     looping = "県庁所在地は松江市です [1]。" + "ハワイ州では、" * 3000
     with ScriptedLLM(lambda body: {"content": looping, "chunk_delay": 0.002}) as stub:
-        events = list(service(library, stub.url).answer_events(QUESTION))
+        events = list(answering.answer_events(service(library, stub.url), QUESTION))
     done = dict(events)["done"]
     assert done["answer"] == "県庁所在地は松江市です [1]。" and done["stopped"] == "loop"
     assert any("repeating" in w for w in done["warnings"])
@@ -121,7 +122,7 @@ def test_a_stream_that_loops_is_stopped_where_the_loop_begins(library):
 
 def test_the_answer_request_carries_the_sampling_guards(library):
     with ScriptedLLM(lambda body: {"content": "松江市 [1]。"}) as stub:
-        service(library, stub.url).ask(QUESTION)
+        answering.ask(service(library, stub.url), QUESTION)
     (body,) = stub.requests
     assert body["frequency_penalty"] > 0 and body["stream_options"] == {"include_usage": True}
 
@@ -135,7 +136,7 @@ def test_the_answer_request_carries_the_sampling_guards(library):
                                          "below. Cite every fact with its source number.", "echo")])  # fmt: skip
 def test_an_unusable_reply_has_the_librarys_sentences_stand_in(library, reply, why):
     with ScriptedLLM(lambda body: {"content": reply}) as stub:
-        result = service(library, stub.url).ask(QUESTION).to_dict()
+        result = answering.ask(service(library, stub.url), QUESTION).to_dict()
     assert result["stopped"] == why and result["model"] is None
     first = result["answer_sentences"][0]
     assert "松江市" in first["text"] and first["ref"] == 1
@@ -157,7 +158,7 @@ def test_no_first_token_in_time_is_a_bounded_error_that_carries_the_findings(lib
     with ScriptedLLM(lambda body: {"content": "late", "delay": 10}) as stub:
         started = time.monotonic()
         with pytest.raises(LLMTimeout) as caught:
-            service(library, stub.url, first_token_timeout=1).ask(QUESTION)
+            answering.ask(service(library, stub.url, first_token_timeout=1), QUESTION)
         assert time.monotonic() - started < 8  # bounded well before the reply would come
     error = caught.value.to_dict()
     assert error["cause"] == "first_token" and "CHIEZO_LLM_FIRST_TOKEN_TIMEOUT" in error["hint"]
@@ -168,7 +169,7 @@ def test_a_stream_that_never_ends_stops_at_the_deadline_with_the_findings(librar
     slow = "県庁所在地は松江市です [1]。" + "".join(f"{n}番目の話" for n in range(400))
     with ScriptedLLM(lambda body: {"content": slow, "chunk_delay": 0.05}) as stub:
         started = time.monotonic()
-        events = list(service(library, stub.url, llm_timeout=2).answer_events(QUESTION))
+        events = list(answering.answer_events(service(library, stub.url, llm_timeout=2), QUESTION))
         assert time.monotonic() - started < 12  # the whole stream would take ~30 s
     name, error = events[-1]
     assert name == "error" and error["cause"] == "timeout" and error["status"] == 504
@@ -204,7 +205,9 @@ def test_an_agent_out_of_time_still_returns_what_its_tools_found(library):
     slow = {"content": "too late", "delay": 8}
     script = in_turns({"tool_calls": [tool_call("search", {"query": "島根県"})]}, slow)
     with ScriptedLLM(script) as stub:
-        result = service(library, stub.url).ask(QUESTION, mode="agent", deadline=9).to_dict()
+        result = answering.ask(
+            service(library, stub.url), QUESTION, mode="agent", deadline=9
+        ).to_dict()
     assert result["stopped"] == "timeout" and result["model"] is None
     assert result["references"][0]["title"] == "島根県"
     assert "松江市" in result["answer_sentences"][0]["text"] and "[1]" in result["answer"]
@@ -216,12 +219,12 @@ def test_every_ask_is_recorded_even_one_whose_reader_left(library):
     with ScriptedLLM(lambda body: {"content": "松江市です [1]。", "chunk_delay": 0.05}) as stub:
         svc = service(library, stub.url)
         before = svc.answers_log.entries()["total"]
-        events = svc.answer_events(QUESTION, log_as="web")
+        events = answering.answer_events(svc, QUESTION, log_as="web")
         assert next(events)[0] == "references"
         events.close()  # the page was closed
     late = ScriptedLLM(lambda body: {"content": "late", "delay": 3})
     with late, pytest.raises(LLMTimeout):
-        service(library, late.url, first_token_timeout=0.5).ask(QUESTION, log_as="cli")
+        answering.ask(service(library, late.url, first_token_timeout=0.5), QUESTION, log_as="cli")
     entries = svc.answers_log.entries()["entries"][: svc.answers_log.entries()["total"] - before]
     assert [e["cause"] for e in entries] == ["first_token", "abandoned"]
 

@@ -16,7 +16,8 @@ from chiezo.core.config import Settings
 from chiezo.core.words import fold
 from chiezo.ingest.wikidump import WikiDump
 from chiezo.ingest.wikitext import Namespaces, parse_article
-from chiezo.ops.service import Service
+from chiezo.ops.context import Context
+from chiezo.ops.lookups import LibraryLookups
 
 from helpers import build_docs, data_file, write_files
 
@@ -38,24 +39,24 @@ def _articles(dump: str, titles: set[str]) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def wiki(tmp_path_factory) -> Service:
+def wiki(tmp_path_factory) -> Context:
     root = tmp_path_factory.mktemp("sentences")
     articles = {**_articles(*JA), **_articles(*EN)}
     files = {
         f"{i}.md": f'---\ntitle: "{title}"\n---\n\n{text}\n'
         for i, (title, text) in enumerate(sorted(articles.items()))
     }
-    service = Service(Settings(data_dir=root / "data"))
+    service = Context(Settings(data_dir=root / "data"))
     build_docs(service, write_files(root / "docs", files), "wiki")
     return service
 
 
-def excerpts(service: Service, question: str) -> list:
+def excerpts(service: Context, question: str) -> list:
     options = AnswerOptions(source="wiki").resolved(service.settings)
-    return rag.prepare(service, question, options).excerpts
+    return rag.prepare(LibraryLookups(service), question, options).excerpts
 
 
-def first(service: Service, question: str) -> AnswerSentence:
+def first(service: Context, question: str) -> AnswerSentence:
     found = answer_sentences(question, excerpts(service, question))
     assert found, question
     return found[0]

@@ -19,7 +19,8 @@ from chiezo.answer.subject import (
 )
 from chiezo.core.config import Settings
 from chiezo.ingest.wikipedia import WikiOptions
-from chiezo.ops.service import Service
+from chiezo.ops import answering, building
+from chiezo.ops.context import Context
 
 from helpers import data_file
 
@@ -47,15 +48,15 @@ def _dump(pages: dict[str, str]) -> str:
 def service(tmp_path_factory):
     root = tmp_path_factory.mktemp("subject")
     (root / "wiki.xml").write_text(_dump(PAGES), encoding="utf-8")
-    service = Service(Settings(data_dir=root / "data"))
-    service.ingest("wikipedia", root / "wiki.xml", "jawiki", embed=False,
+    service = Context(Settings(data_dir=root / "data"))
+    building.ingest(service, "wikipedia", root / "wiki.xml", "jawiki", embed=False,
                    options=WikiOptions(workers=1))  # fmt: skip
     assert service.llm() is None
     return service
 
 
 def found(service, question: str):
-    return service.prepare_answer(question).excerpts
+    return answering.prepare_answer(service, question).excerpts
 
 
 def test_a_subject_only_mentioned_in_passing_is_missing_and_where_it_is_said(service):

@@ -13,8 +13,9 @@ from click.testing import CliRunner
 from chiezo.answer.llm import Endpoint, LLMClient, Stage
 from chiezo.core.config import Settings
 from chiezo.core.errors import LLMNotConfigured, LLMTimeout
+from chiezo.ops import answering
 from chiezo.ops.answers_log import AnswersLog, failure_of
-from chiezo.ops.service import Service
+from chiezo.ops.context import Context
 from chiezo.surfaces.cli.main import cli
 from llm_stub import ScriptedLLM
 
@@ -74,7 +75,7 @@ def test_an_answer_keeps_its_calls_and_the_failures_are_listed_alone(tmp_path):
     library = wiki_library(tmp_path, [(1, "夏目漱石", "'''夏目漱石'''は1867年に生まれた。")])
     with ScriptedLLM(lambda body: {"content": "1867年 [1]"}) as stub:
         settings = Settings(data_dir=library / "data", llm_url=stub.url, llm_model="stub-model")
-        answer = Service(settings).ask(QUESTION).to_dict()
+        answer = answering.ask(Context(settings), QUESTION).to_dict()
     record = AnswersLog(settings.data_dir)
     record.record({**answer, "calls": CALLS[1:]}, mode="rag", seconds=1.5, surface="cli")
     record.record_error(QUESTION, LLMNotConfigured("no endpoint"), mode="rag", seconds=0.0,
@@ -95,7 +96,7 @@ def test_an_answer_the_model_did_not_finish_is_kept_with_why(tmp_path):
     library = wiki_library(tmp_path, [(1, "夏目漱石", "'''夏目漱石'''は1867年に生まれた。")])
     with ScriptedLLM(lambda body: {"content": "1867年 [1]"}) as stub:
         settings = Settings(data_dir=library / "data", llm_url=stub.url, llm_model="stub-model")
-        answer = Service(settings).ask(QUESTION).to_dict()
+        answer = answering.ask(Context(settings), QUESTION).to_dict()
     # what the answering code says of an answer it stopped (answer/rag.py: loop, timeout…)
     stopped = {**answer, "stopped": "loop", "calls": CALLS[1:]}
     AnswersLog(settings.data_dir).record(stopped, mode="rag", seconds=1.2, surface="cli")

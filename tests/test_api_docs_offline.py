@@ -9,7 +9,8 @@ import httpx
 import pytest
 
 from chiezo.core.config import Settings
-from chiezo.ops.service import Service
+from chiezo.ops import building
+from chiezo.ops.context import Context
 from chiezo.surfaces.rest import create_app
 from chiezo.surfaces.rest.docs_pages import CSP
 
@@ -24,7 +25,9 @@ def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("docs")
     dump = root / "wiki.xml"
     dump.write_text(wiki_dump(TEMPLE_PAGES))
-    Service(Settings(data_dir=root / "data")).ingest("wikipedia", dump, "jawiki", embed=False)
+    building.ingest(
+        Context(Settings(data_dir=root / "data")), "wikipedia", dump, "jawiki", embed=False
+    )
     with RunningServer(create_app(Settings(data_dir=root / "data"))) as running:
         yield running
 

@@ -12,8 +12,9 @@ from fastapi.testclient import TestClient
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery
 from chiezo.ingest.osm import OsmOptions
+from chiezo.ops import building, searching
+from chiezo.ops.context import Context
 from chiezo.ops.requests import FilterRequest, SearchRequest
-from chiezo.ops.service import Service
 from chiezo.surfaces.rest.app import create_app
 from test_geonames_osm import _write_osm
 
@@ -47,8 +48,8 @@ def service(tmp_path_factory):
     root = tmp_path_factory.mktemp("areas")
     path = root / "towns.osm"
     _write_osm(path, [("Ell", "8", ELL), ("Square Town", "8", SQUARE)], PLACES)
-    service = Service(Settings(data_dir=root / "data"))
-    service.ingest("osm", path, "osm_towns", options=OsmOptions(admin_levels=("8",)))
+    service = Context(Settings(data_dir=root / "data"))
+    building.ingest(service, "osm", path, "osm_towns", options=OsmOptions(admin_levels=("8",)))
     return service
 
 
@@ -56,7 +57,7 @@ PLACES_ONLY = ["tourism=museum,amenity=cafe"]  # not the towns' own boundary doc
 
 
 def _filter(service, **values):
-    return service.filter(FilterRequest.of(source="osm_towns", **values))
+    return searching.filter(service, FilterRequest.of(source="osm_towns", **values))
 
 
 # -- within ---------------------------------------------------------------------------------
@@ -90,12 +91,13 @@ def test_within_a_multipolygon_with_a_hole(service):
 
 
 def test_within_applies_to_search_and_random(service):
-    found = service.search(SearchRequest.of(query="museum", within=_polygon(SQUARE)))
+    found = searching.search(service, SearchRequest.of(query="museum", within=_polygon(SQUARE)))
     assert titles(found) == ["Square Museum"]
-    drawn = service.random(
+    drawn = searching.random(
+        service,
         __import__("chiezo.ops.requests", fromlist=["RandomRequest"]).RandomRequest.of(
             source="osm_towns", within=_polygon(SQUARE), feature=PLACES_ONLY, count=5
-        )
+        ),
     )
     assert sorted(d["title"] for d in drawn["docs"]) == ["Square Cafe", "Square Museum"]
 
@@ -155,17 +157,17 @@ def test_filter_facets_count_the_matching_documents(service):
 
 
 def test_search_facets_and_refining_by_one_agree(service):
-    found = service.search(
-        SearchRequest.of(query="museum", source="osm_towns", facets=["area"], limit=1)
+    found = searching.search(
+        service, SearchRequest.of(query="museum", source="osm_towns", facets=["area"], limit=1)
     )
     assert found.facets is not None
     counts = {v["value"]: v["n"] for v in found.facets["area"]["values"]}
     assert counts == {"Ell": 2, "Square Town": 1} and found.facets["area"]["exact"]
-    refined = service.search(
-        SearchRequest.of(query="museum", source="osm_towns", area=["Ell"], limit=10)
+    refined = searching.search(
+        service, SearchRequest.of(query="museum", source="osm_towns", area=["Ell"], limit=10)
     )
     assert refined.total == counts["Ell"]  # a facet's count is what clicking it finds
-    assert "facets" not in service.search(SearchRequest.of(query="museum")).to_dict()
+    assert "facets" not in searching.search(service, SearchRequest.of(query="museum")).to_dict()
 
 
 def test_an_unknown_facet_is_refused_with_the_known_ones(service):

@@ -11,6 +11,7 @@ from chiezo.core import db
 from chiezo.core.errors import BuildError, SchemaMismatch, UnknownSource
 from chiezo.core.models import Chunk, Doc
 from chiezo.core.schema import SCHEMA_VERSION
+from chiezo.ops import operating, searching
 from chiezo.ops.requests import SearchRequest
 from chiezo.store import generations
 from chiezo.store.build import BuildOptions, GenerationBuilder
@@ -37,7 +38,10 @@ def test_a_build_switches_in_a_new_generation_and_keeps_one_previous(settings, s
     current = generations.current_path(settings.corpus_dir / "s")
     assert current in files
     assert service.library.get("s").meta["doc_count"] == "5"
-    assert service.search(SearchRequest.of(query="r2 title 1", source="s")).hits[0].key == "r2-1"
+    assert (
+        searching.search(service, SearchRequest.of(query="r2 title 1", source="s")).hits[0].key
+        == "r2-1"
+    )
 
 
 def test_meta_records_schema_counts_and_input(settings, service):
@@ -91,7 +95,7 @@ def test_a_failing_source_leaves_the_previous_generation_serving_and_no_debris(s
         p.name for p in directory.iterdir() if p.name not in (before.name, "current", ".build.lock")
     ]
     assert leftovers == []
-    assert service.search(SearchRequest.of(query="doc title 1", source="s")).total == 1
+    assert searching.search(service, SearchRequest.of(query="doc title 1", source="s")).total == 1
 
 
 def test_an_empty_input_fails_and_keeps_the_current_generation(settings, service):
@@ -174,7 +178,9 @@ def test_readers_in_other_threads_see_the_switch(settings, service):
     seen = []
 
     def read():
-        seen.append(service.search(SearchRequest.of(query="second title 1", source="s")).total)
+        seen.append(
+            searching.search(service, SearchRequest.of(query="second title 1", source="s")).total
+        )
 
     build_source(settings, "s", "test", docs(3, prefix="second"))
     thread = threading.Thread(target=read)
@@ -201,7 +207,7 @@ def test_an_older_schema_is_reported_as_needing_a_rebuild(settings, service, tmp
         "rebuild" in info.value.extras["hint"]
         and str(folder.resolve()) in info.value.extras["hint"]
     )
-    listed = fresh.sources()
+    listed = operating.sources(fresh)
     assert listed[0]["status"] == "needs_rebuild"
 
 
@@ -238,7 +244,7 @@ def test_a_full_disk_fails_the_build_clearly_and_the_old_generation_serves(
     directory = settings.corpus_dir / "book"
     assert generations.current_path(directory) == first.path
     assert not list(directory.glob("*.building*"))
-    assert service.search(SearchRequest.of(query="Chiezo", source="book")).total >= 1
+    assert searching.search(service, SearchRequest.of(query="Chiezo", source="book")).total >= 1
 
     result = CliRunner().invoke(
         cli, ["--data", str(settings.data_dir), "ingest", "docs", str(folder), "--name", "book"]

@@ -249,13 +249,14 @@ from pathlib import Path
 import chiezo.core.db as db
 import chiezo.store.wordindex as words
 from chiezo.core.config import Settings
-from chiezo.ops.service import Service
+from chiezo.ops import building
+from chiezo.ops.context import Context
 
 words.PROCESS_MIN_DOCS = 0  # the word-splitting processes a full-size build runs
 opened, open_for_build = [], db.open_for_build
 db.open_for_build = lambda path: opened.append(path) or open_for_build(path)
-service = Service(Settings(data_dir=Path(sys.argv[2])))
-service.ingest(sys.argv[1], Path(sys.argv[3]), "big", embed=False)
+service = Context(Settings(data_dir=Path(sys.argv[2])))
+building.ingest(service, sys.argv[1], Path(sys.argv[3]), "big", embed=False)
 print(len(opened) + words.splitter_processes())
 """
 

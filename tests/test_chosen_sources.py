@@ -11,8 +11,9 @@ from click.testing import CliRunner
 
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, UnknownSource
+from chiezo.ops import building, searching
+from chiezo.ops.context import Context
 from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
 from chiezo.surfaces.cli.main import cli
 
 from helpers import TEMPLE_PAGES, wiki_library
@@ -23,17 +24,17 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
     data = wiki_library(tmp_path_factory.mktemp("chosen"), TEMPLE_PAGES) / "data"
-    Service(Settings(data_dir=data)).ingest("docs", ROOT / "sample", "guide", embed=False)
+    building.ingest(Context(Settings(data_dir=data)), "docs", ROOT / "sample", "guide", embed=False)
     return data
 
 
 @pytest.fixture(scope="module")
-def service(data) -> Service:
-    return Service(Settings(data_dir=data))
+def service(data) -> Context:
+    return Context(Settings(data_dir=data))
 
 
 def search(service, **values):
-    return service.search(SearchRequest.of(limit=20, **values))
+    return searching.search(service, SearchRequest.of(limit=20, **values))
 
 
 def test_a_list_of_sources_is_searched_in_one_order(service):
@@ -81,28 +82,33 @@ def test_filter_over_several_sources_is_one_list_nearest_first(service, tmp_path
 
     places = tmp_path / "shops.csv"
     places.write_text("name,lat,lon\n仲見世,35.7115,139.7966\n上野駅,35.7138,139.7773\n")
-    service.ingest("places", places, "shops", embed=False)
+    building.ingest(service, "places", places, "shops", embed=False)
     try:
-        near = service.filter(
-            FilterRequest.of(source="jawiki,shops", near_doc="jawiki:雷門", fields=["title"])
+        near = searching.filter(
+            service,
+            FilterRequest.of(source="jawiki,shops", near_doc="jawiki:雷門", fields=["title"]),
         )
         titles = [d["title"] for d in near["docs"]]
         assert titles[:2] == ["雷門", "仲見世"] and "上野駅" in titles
         distances = [d["distance_km"] for d in near["docs"]]
         assert distances == sorted(distances) and near["total"] == 4
         assert {d["source"] for d in near["docs"]} == {"jawiki", "shops"}
-        tagged = service.filter(FilterRequest.of(source="jawiki,shops", tag=["東京都の寺"]))
+        tagged = searching.filter(
+            service, FilterRequest.of(source="jawiki,shops", tag=["東京都の寺"])
+        )
         assert tagged["total"] == 2 and any("shops: not searched" in n for n in tagged["notes"])
         with pytest.raises(BadQuery, match="area"):
-            service.filter(FilterRequest.of(source="jawiki,shops", area=["東京都"]))
+            searching.filter(service, FilterRequest.of(source="jawiki,shops", area=["東京都"]))
         with pytest.raises(BadQuery, match="several sources"):
-            service.filter(FilterRequest.of(source="jawiki,shops", tag=["x"], offset=9_999))
+            searching.filter(
+                service, FilterRequest.of(source="jawiki,shops", tag=["x"], offset=9_999)
+            )
     finally:
-        service.remove_source("shops")
+        building.remove_source(service, "shops")
 
 
 def test_a_list_of_500_sources_is_refused_before_any_work(tmp_path):
-    from chiezo.ops.service import MAX_NAMED_SOURCES, source_names
+    from chiezo.ops.searching import MAX_NAMED_SOURCES, source_names
 
     names = ",".join(f"s{i}" for i in range(500))
     with pytest.raises(BadQuery, match=f"500 sources named; at most {MAX_NAMED_SOURCES}"):

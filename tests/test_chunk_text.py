@@ -11,8 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chiezo.core.config import Settings
+from chiezo.ops import building, searching
+from chiezo.ops.context import Context
 from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
 from chiezo.store import chunk_text, generations
 from chiezo.store.chunk_text import from_spans, spans_of, stored_rows
 
@@ -71,19 +72,19 @@ def two_builds(tmp_path_factory):
     """The jawiki test excerpt built twice: as now, and with every passage's text stored."""
     root = tmp_path_factory.mktemp("chunk_text")
     dump = data_file("wikipedia/jawiki-20230501-excerpt.xml.bz2")
-    spans = Service(Settings(data_dir=root / "spans"))
-    spans.ingest("wikipedia", dump, "jawiki", embed=False)
+    spans = Context(Settings(data_dir=root / "spans"))
+    building.ingest(spans, "wikipedia", dump, "jawiki", embed=False)
     keep = chunk_text.SPANS_FROM
     chunk_text.SPANS_FROM = 10**9
     try:
-        texts = Service(Settings(data_dir=root / "texts"))
-        texts.ingest("wikipedia", dump, "jawiki", embed=False)
+        texts = Context(Settings(data_dir=root / "texts"))
+        building.ingest(texts, "wikipedia", dump, "jawiki", embed=False)
     finally:
         chunk_text.SPANS_FROM = keep
     return spans, texts
 
 
-def _all_chunks(service: Service) -> list[tuple]:
+def _all_chunks(service: Context) -> list[tuple]:
     conn = service.library.get("jawiki").conn
     ids = [r[0] for r in conn.execute("SELECT doc_id FROM docs ORDER BY doc_id")]
     return [(d, *c[1:]) for d in ids for c in chunk_text.document_chunks(conn, d)]
@@ -106,8 +107,8 @@ def test_a_wikipedia_build_keeps_most_passages_as_spans_and_reads_back_the_same(
     # what a user sees: a search's snippets and sections, a document's passages
     for query in ("日本語の特徴", "北海道の地形", "東京"):
         request = SearchRequest.of(query=query, source="jawiki", mode="keyword")
-        assert [(h.title, h.snippet, h.section) for h in spans.search(request).hits] == [
-            (h.title, h.snippet, h.section) for h in texts.search(request).hits
+        assert [(h.title, h.snippet, h.section) for h in searching.search(spans, request).hits] == [
+            (h.title, h.snippet, h.section) for h in searching.search(texts, request).hits
         ]
 
 
@@ -122,12 +123,12 @@ def test_a_generation_built_before_spans_is_still_read(two_builds, tmp_path):
         conn.execute("ALTER TABLE chunks DROP COLUMN spans")
         conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     conn.close()
-    old = Service(Settings(data_dir=data))
+    old = Context(Settings(data_dir=data))
     assert old.library.get("jawiki").meta["schema_version"] == "1"
     assert _all_chunks(old) == _all_chunks(texts)
     request = SearchRequest.of(query="日本語の特徴", source="jawiki", mode="keyword")
-    assert [h.snippet for h in old.search(request).hits] == [
-        h.snippet for h in texts.search(request).hits
+    assert [h.snippet for h in searching.search(old, request).hits] == [
+        h.snippet for h in searching.search(texts, request).hits
     ]
 
 

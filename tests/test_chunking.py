@@ -11,7 +11,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from chiezo.core.config import Settings
-from chiezo.ops.service import Service
+from chiezo.ops import operating
+from chiezo.ops.context import Context
 from chiezo.surfaces.cli.main import cli
 
 from helpers import write_files
@@ -31,7 +32,7 @@ def run(data: Path, *args: str):
 
 
 def info_of(data: Path, name: str) -> dict:
-    return {i["name"]: i for i in Service(Settings(data_dir=data)).sources()}[name]
+    return {i["name"]: i for i in operating.sources(Context(Settings(data_dir=data)))}[name]
 
 
 def chunks_of(data: Path, name: str) -> int:

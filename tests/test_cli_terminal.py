@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from chiezo.core.config import Settings
-from chiezo.ops.service import Service
+from chiezo.ops.context import Context
 from chiezo.surfaces.cli.common import VisibleConsole
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.rest import create_app
@@ -54,7 +54,7 @@ def stored(tmp_path):
             noted = httpx.post(f"{server.url}/v1/notes", json=note, timeout=30)
             assert noted.status_code == 201, noted.text
     page = f"# Kyoto {HOSTILE}\n\nTemple body {HOSTILE} end.\n"
-    build_docs(Service(settings), write_files(tmp_path / "docs", {"k.md": page}), "hostile")
+    build_docs(Context(settings), write_files(tmp_path / "docs", {"k.md": page}), "hostile")
     return root / "data"
 
 

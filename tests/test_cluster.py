@@ -24,6 +24,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from chiezo.ops import building
+
 # the optional extra: without it these tests skip with the reason, the rest of the suite runs
 ray = pytest.importorskip("ray", reason="the cluster extra is not installed (`make cluster`)")
 from ray.cluster_utils import Cluster
@@ -35,7 +37,7 @@ from chiezo.core.config import Settings
 from chiezo.core.errors import ConfigError, InputError
 from chiezo.ingest.wikipedia import WikiOptions, ingest_wikipedia
 from chiezo.ingest.wikistreams import index_beside, write_multistream
-from chiezo.ops.service import Service
+from chiezo.ops.context import Context
 from chiezo.store import generations
 from chiezo.surfaces.cli.main import cli
 
@@ -87,7 +89,7 @@ def test_the_single_machine_path_never_imports_ray():
 def test_cluster_options_are_checked_before_anything_runs(tmp_path):
     """A cluster nobody answers at fails in a second with a hint (Ray alone waits minutes);
     options that only mean something with --ray are refused without it."""
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     build_docs(service, write_files(tmp_path / "docs", OLD), "kb")
 
     def chiezo(*args: str):
@@ -129,20 +131,20 @@ def jawiki_built(tmp_path_factory) -> Path:
     return settings.data_dir
 
 
-def _copy(data: Path, to: Path) -> Service:
+def _copy(data: Path, to: Path) -> Context:
     shutil.copytree(data, to, symlinks=True)
-    return Service(Settings(data_dir=to, query_timeout=10))
+    return Context(Settings(data_dir=to, query_timeout=10))
 
 
-def _vectors(service: Service, name: str = "jawiki") -> dict:
+def _vectors(service: Context, name: str = "jawiki") -> dict:
     stored = stored_vectors(generations.current_path(service.settings.corpus_dir / name))
     return {key: np.frombuffer(v, "<f2").astype(np.float32) for key, v in stored.items()}
 
 
 def test_embedding_by_an_actor_pool_gives_the_local_vectors(cluster, jawiki_built, tmp_path):
     local, spread = _copy(jawiki_built, tmp_path / "local"), _copy(jawiki_built, tmp_path / "ray")
-    here = local.embed("jawiki", "use-m", max_chunks=30)
-    there = spread.embed("jawiki", "use-m", max_chunks=30, runner=RayEmbedding(actors=2))
+    here = building.embed(local, "jawiki", "use-m", max_chunks=30)
+    there = building.embed(spread, "jawiki", "use-m", max_chunks=30, runner=RayEmbedding(actors=2))
     assert there.embedded == here.embedded > 100 and there.vectors == here.vectors
     # onnxruntime there has no CUDA provider: CPU actors only, and the report says so
     assert here.computed_by == "this process"
@@ -152,11 +154,11 @@ def test_embedding_by_an_actor_pool_gives_the_local_vectors(cluster, jawiki_buil
     worst = max(float(np.abs(a[k] - b[k]).max()) for k in a)
     assert worst < 2e-3  # float16 rounding of the same model's output
     # incremental and resumable: what the cache holds is not embedded again, on the cluster too
-    more = spread.embed("jawiki", "use-m", max_chunks=45, runner=RayEmbedding(actors=2))
+    more = building.embed(spread, "jawiki", "use-m", max_chunks=45, runner=RayEmbedding(actors=2))
     assert more.reused == there.vectors and more.embedded > 0  # every unit of the first 30 cached
     # more actors than the cluster can place would wait for ever: refused, saying what fits
     with pytest.raises(ConfigError, match="5 embedding actors need 5 CPUs; the cluster has 2"):
-        spread.embed("jawiki", "use-m", max_chunks=45, runner=RayEmbedding(actors=5))
+        building.embed(spread, "jawiki", "use-m", max_chunks=45, runner=RayEmbedding(actors=5))
     assert spread.library.get("jawiki").info().vectors["model"] == "use-m"
 
 
@@ -325,7 +327,7 @@ def test_serving_on_the_cluster_switches_and_recovers(cluster, tmp_path):
     )
 
     nodes, worker = cluster
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     build_docs(service, write_files(tmp_path / "old", OLD), "kb")
     old = generations.current_path(service.settings.corpus_dir / "kb").name
     port = _free_port()

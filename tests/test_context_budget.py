@@ -23,7 +23,8 @@ from chiezo.answer.context import (
 from chiezo.answer.options import AnswerOptions
 from chiezo.core.config import Settings
 from chiezo.core.errors import ConfigError, ContextExceeded, LLMTimeout, LLMUnavailable
-from chiezo.ops.service import Service
+from chiezo.ops import answering
+from chiezo.ops.context import Context
 from llm_stub import tool_call
 
 from helpers import RunningServer, free_port, wiki_library
@@ -234,9 +235,9 @@ class ContextStub:
         self.server.server_close()
 
 
-def service(root, stub, **settings) -> Service:
+def service(root, stub, **settings) -> Context:
     values = {"llm_timeout": 10, **settings}
-    return Service(
+    return Context(
         Settings(
             data_dir=root / "data",
             llm_url=stub.url if stub else None,
@@ -369,7 +370,9 @@ def test_the_new_settings_are_read_from_the_environment_and_checked(monkeypatch)
 @pytest.mark.slow
 def test_a_known_context_fits_the_excerpts_before_the_model_is_asked_and_says_so(library):
     with ContextStub(context=1200, says=1200) as stub:
-        result = service(library, stub).ask("夏目漱石はいつ生まれましたか？", max_tokens=200)
+        result = answering.ask(
+            service(library, stub), "夏目漱石はいつ生まれましたか？", max_tokens=200
+        )
     assert result.answer == ANSWER and stub.refused == 0
     (asked,) = stub.answers()
     assert asked["tokens"] <= 1200 - 200  # room left for the whole answer
@@ -381,7 +384,7 @@ def test_a_known_context_fits_the_excerpts_before_the_model_is_asked_and_says_so
 def test_without_a_figure_the_configured_budget_is_used_and_nothing_is_said(library):
     for says in (None, "<html>props</html>", {"default_generation_settings": {"n_ctx": "lots"}}):
         with ContextStub(says=says) as stub:
-            result = service(library, stub).ask("夏目漱石はいつ生まれましたか？")
+            result = answering.ask(service(library, stub), "夏目漱石はいつ生まれましたか？")
         assert result.answer == ANSWER and not any("fitted" in w for w in result.warnings)
         assert sum(len(m["content"]) for m in stub.answers()[0]["messages"]) > 2000
 
@@ -389,8 +392,10 @@ def test_without_a_figure_the_configured_budget_is_used_and_nothing_is_said(libr
 @pytest.mark.slow
 def test_chiezo_llm_context_is_the_figure_where_the_endpoint_gives_none(library):
     with ContextStub(context=1500, says=None, tokenize=False) as stub:
-        result = service(library, stub, llm_context=1500).ask(
-            "夏目漱石はいつ生まれましたか？", max_tokens=200
+        result = answering.ask(
+            service(library, stub, llm_context=1500),
+            "夏目漱石はいつ生まれましたか？",
+            max_tokens=200,
         )
     assert stub.refused == 0 and stub.answers()[0]["tokens"] <= 1500 - 200
     assert any("1,500 tokens per request (CHIEZO_LLM_CONTEXT)" in w for w in result.warnings)
@@ -404,12 +409,12 @@ def test_a_props_that_lies_is_corrected_by_the_overflow_reply_once_and_said(libr
     with ContextStub(context=1200, says=32768, style=style) as stub:
         svc = service(library, stub)
         if stream:
-            events = list(svc.answer_events(question, max_tokens=200))
+            events = list(answering.answer_events(svc, question, max_tokens=200))
             assert events[-1][0] == "done", events[-1]
             result = events[-1][1]
             assert "".join(d["text"] for n, d in events if n == "delta") == ANSWER
         else:
-            result = svc.ask(question, max_tokens=200).to_dict()
+            result = answering.ask(svc, question, max_tokens=200).to_dict()
     first, again = stub.answers()  # asked exactly twice
     assert first["tokens"] > 1200 >= again["tokens"] and stub.refused == 1
     said = [w for w in result["warnings"] if "smaller than expected" in w]
@@ -425,7 +430,7 @@ def test_a_second_overflow_is_a_413_naming_both_sizes_on_every_surface(library, 
     question = "夏目漱石はいつ生まれましたか？"
     with ContextStub(shrinking=True, style=style) as stub:
         with pytest.raises(ContextExceeded) as caught:
-            service(library, stub).ask(question)
+            answering.ask(service(library, stub), question)
         assert len(stub.answers()) == 2  # cut once, asked once more, then the error
         error = caught.value.to_dict()
         assert error["status"] == 413 and error["cause"] == "context_exceeded"
@@ -450,7 +455,7 @@ def test_a_question_longer_than_the_context_is_a_clear_413_never_a_500(library, 
     question = "夏目漱石について" + "詳しく教えてください。" * 150  # 1,658 characters
     with ContextStub(context=1200, says=says) as stub:
         with pytest.raises(ContextExceeded) as caught:
-            service(library, stub).ask(question)
+            answering.ask(service(library, stub), question)
         if says:  # known: refused before any model is asked
             assert stub.chats == []
             assert (
@@ -483,7 +488,9 @@ def test_a_long_conversation_loses_its_oldest_turns_to_fit_and_says_so(library):
             {"role": "assistant", "content": f"回答{n}: " + "多くの作品がある [1]。" * 20},
         ]
     with ContextStub(context=2000, says=2000) as stub:
-        result = service(library, stub).ask("生まれた年は？", history=history, max_tokens=200)
+        result = answering.ask(
+            service(library, stub), "生まれた年は？", history=history, max_tokens=200
+        )
     (asked,) = stub.answers()
     assert asked["tokens"] <= 2000 - 200 and stub.refused == 0  # the planner's request fitted too
     assert any("oldest messages were left out" in w for w in result.warnings)
@@ -504,8 +511,8 @@ def agent_script(body: dict) -> dict:
 def test_agent_tool_results_are_fitted_to_a_known_context(library):
     # the agent's instructions alone are ~2,600 characters: a 4,000-token context leaves ~1,200
     with ContextStub(context=4000, says=4000, reply=agent_script) as stub:
-        result = service(library, stub).ask(
-            "夏目漱石はいつ生まれましたか？", mode="agent", max_tokens=200
+        result = answering.ask(
+            service(library, stub), "夏目漱石はいつ生まれましたか？", mode="agent", max_tokens=200
         )
     assert stub.refused == 0 and all(c["tokens"] <= 4000 - 200 for c in stub.chats)
     assert result.answer == ANSWER and result.steps[0]["tool"] == "doc"
@@ -522,8 +529,11 @@ def test_a_small_context_gets_the_compact_tools_and_results_within_its_budget(li
     offered = {}
     for context in (4000, 65536):  # this stub counts a token a character
         with ContextStub(context=context, says=context, reply=agent_script) as stub:
-            result = service(library, stub).ask(
-                "夏目漱石はいつ生まれましたか？", mode="agent", max_tokens=200
+            result = answering.ask(
+                service(library, stub),
+                "夏目漱石はいつ生まれましたか？",
+                mode="agent",
+                max_tokens=200,
             )
         with_tools = [b for b in stub.chats if b.get("tools")]
         offered[context] = {t["function"]["name"] for t in with_tools[0]["tools"]}
@@ -538,8 +548,8 @@ def test_a_small_context_gets_the_compact_tools_and_results_within_its_budget(li
 @pytest.mark.slow
 def test_agent_overflow_reply_cuts_the_tool_results_and_asks_once_more(library):
     with ContextStub(context=4000, says=32768, reply=agent_script) as stub:
-        result = service(library, stub).ask(
-            "夏目漱石はいつ生まれましたか？", mode="agent", max_tokens=200
+        result = answering.ask(
+            service(library, stub), "夏目漱石はいつ生まれましたか？", mode="agent", max_tokens=200
         )
     assert stub.refused == 1 and result.answer == ANSWER
     assert any("tool results were cut and the model asked again" in w for w in result.warnings)
@@ -548,7 +558,7 @@ def test_agent_overflow_reply_cuts_the_tool_results_and_asks_once_more(library):
 @pytest.mark.slow
 def test_agent_second_overflow_is_the_error(library):
     with ContextStub(shrinking=True, reply=agent_script) as stub, pytest.raises(ContextExceeded):
-        service(library, stub).ask("夏目漱石はいつ生まれましたか？", mode="agent")
+        answering.ask(service(library, stub), "夏目漱石はいつ生まれましたか？", mode="agent")
 
 
 # -- deadlines: which stage, after how long, which setting ----------------------------------------
@@ -561,8 +571,8 @@ def test_a_slow_planner_gives_way_to_keywords_after_chiezo_plan_timeout(library)
         return {"content": PLAN, "delay": 3} if planning else {"content": ANSWER}
 
     with ContextStub(reply=slow_plan) as stub:
-        result = service(library, stub, plan_timeout=1).ask(
-            "夏目漱石はいつ生まれましたか？", plan="model"
+        result = answering.ask(
+            service(library, stub, plan_timeout=1), "夏目漱石はいつ生まれましたか？", plan="model"
         )
     assert result.planner == "keywords" and result.answer == ANSWER
     assert any("planning within 1 s (CHIEZO_PLAN_TIMEOUT)" in w for w in result.warnings)
@@ -578,7 +588,7 @@ def test_an_answer_past_its_deadline_is_a_504_naming_the_stage_and_setting(libra
 
     with ContextStub(reply=slow) as stub:
         with pytest.raises(LLMTimeout) as caught:
-            service(library, stub, llm_timeout=1).ask("夏目漱石はいつ生まれましたか？")
+            answering.ask(service(library, stub, llm_timeout=1), "夏目漱石はいつ生まれましたか？")
         with RunningServer(create_app(service(library, stub, llm_timeout=1).settings)) as server:
             rest = httpx.get(f"{server.url}/v1/ask", params={"q": "夏目漱石は？"}, timeout=60)
     error = caught.value.to_dict()
@@ -598,7 +608,9 @@ def test_a_stream_that_trickles_past_the_deadline_is_stopped(library):
     reply = lambda body: trickle if body.get("stream") else {"content": PLAN}  # noqa: E731
     with ContextStub(reply=reply) as stub:
         started = time.monotonic()
-        events = list(service(library, stub, llm_timeout=1).answer_events("夏目漱石は？"))
+        events = list(
+            answering.answer_events(service(library, stub, llm_timeout=1), "夏目漱石は？")
+        )
     assert time.monotonic() - started < 8  # not the 18 s the whole would take
     assert events[-1][0] == "error" and events[-1][1]["status"] == 504
     assert "had not finished the answer within 1 s" in events[-1][1]["error"]
@@ -608,7 +620,9 @@ def test_a_stream_that_trickles_past_the_deadline_is_stopped(library):
 def test_the_agents_deadline_is_a_setting_named_when_it_runs_out(library):
     slow = lambda body: {"content": ANSWER, "delay": 7}  # noqa: E731
     with ContextStub(reply=slow) as stub:
-        result = service(library, stub, agent_deadline=1).ask("夏目漱石は？", mode="agent")
+        result = answering.ask(
+            service(library, stub, agent_deadline=1), "夏目漱石は？", mode="agent"
+        )
     # the run out of time answers from what Chiezo looked up itself, saying why (issue #43)
     assert result.stopped == "timeout" and result.model is None and result.references
     said = " ".join(result.warnings)
@@ -622,7 +636,7 @@ def test_the_agents_deadline_is_a_setting_named_when_it_runs_out(library):
 def test_an_unreachable_endpoint_is_named_as_such(library):
     dead = f"http://127.0.0.1:{free_port()}/v1"
     with pytest.raises(LLMUnavailable) as caught:
-        Service(Settings(data_dir=library / "data", llm_url=dead)).ask("夏目漱石は？")
+        answering.ask(Context(Settings(data_dir=library / "data", llm_url=dead)), "夏目漱石は？")
     error = caught.value.to_dict()
     assert error["cause"] == "unreachable" and dead in error["error"] and error["status"] == 503
     assert "connection refused" in error["error"]
@@ -635,12 +649,12 @@ def test_an_endpoint_answering_garbage_is_said_to_and_is_no_500(library, stream)
     with ContextStub(reply=garbage) as stub:
         svc = service(library, stub)
         if stream:
-            events = list(svc.answer_events("夏目漱石は？"))
+            events = list(answering.answer_events(svc, "夏目漱石は？"))
             error = events[-1][1]
             assert events[-1][0] == "error"
         else:
             with pytest.raises(LLMUnavailable) as caught:
-                svc.ask("夏目漱石は？")
+                answering.ask(svc, "夏目漱石は？")
             error = caught.value.to_dict()
     assert error["status"] == 503
     assert (
@@ -654,7 +668,7 @@ def test_a_stream_closed_midway_is_said_to_be_cut_short(library):
     cut = {"content": "夏目漱石は1867年に生まれた [1]。", "drop_after": 2}
     reply = lambda body: cut if body.get("stream") else {"content": PLAN}  # noqa: E731
     with ContextStub(reply=reply) as stub:
-        events = list(service(library, stub).answer_events("夏目漱石は？"))
+        events = list(answering.answer_events(service(library, stub), "夏目漱石は？"))
     assert events[-1][0] == "error" and events[-1][1]["cause"] == "cut_short"
 
 

@@ -14,7 +14,8 @@ from chiezo.answer.context import estimate_tokens, overhead
 from chiezo.answer.llm import Endpoint, LLMClient
 from chiezo.core.config import Settings
 from chiezo.core.errors import ContextExceeded
-from chiezo.ops.service import Service
+from chiezo.ops import answering
+from chiezo.ops.context import Context
 from test_answer_e2e import gguf_path
 from test_context_budget import PAGES
 
@@ -64,7 +65,7 @@ def served(request, library):
     settings = Settings(
         data_dir=library / "data", llm_url=url, llm_model=ALIAS, llm_timeout=300, plan_timeout=30
     )
-    yield Service(settings), request.param
+    yield Context(settings), request.param
     del server
 
 
@@ -100,7 +101,7 @@ def test_the_servers_own_overflow_reply_is_named_with_both_sizes(served):
 def test_a_question_longer_than_the_context_is_refused_before_the_model_is_asked(served):
     service, n_ctx = served
     with pytest.raises(ContextExceeded) as caught:
-        service.ask("夏目漱石について" + "詳しく教えてください。" * 300, **CHOICES)
+        answering.ask(service, "夏目漱石について" + "詳しく教えてください。" * 300, **CHOICES)
     assert caught.value.extras["context_tokens"] == n_ctx
     assert "the question take" in caught.value.message
 
@@ -109,15 +110,15 @@ def test_a_question_longer_than_the_context_is_refused_before_the_model_is_asked
 def test_questions_complete_in_rag_agent_and_chat_modes(served, language):
     service, n_ctx = served
     first, follow_up = QUESTIONS[language]
-    rag = service.ask(first, **CHOICES)
+    rag = answering.ask(service, first, **CHOICES)
     assert rag.answer.strip() and rag.references, rag.to_dict()
     assert not any("smaller than expected" in w for w in rag.warnings)  # fitted right first time
     if language == "ja" and n_ctx == 2048:  # 2,500 characters of Japanese: ~4,000 tokens
         assert any("excerpts fitted" in w for w in rag.warnings)
-    agent = service.ask(first, mode="agent", **CHOICES)
+    agent = answering.ask(service, first, mode="agent", **CHOICES)
     assert agent.answer.strip() and agent.steps, agent.to_dict()
     history = [{"role": "user", "content": first}, {"role": "assistant", "content": rag.answer}]
-    events = list(service.answer_events(follow_up, history=history, **CHOICES))
+    events = list(answering.answer_events(service, follow_up, history=history, **CHOICES))
     assert events[-1][0] == "done", events[-1]
     assert events[-1][1]["answer"].strip() or events[-1][1]["no_basis"]
 

@@ -16,7 +16,9 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from chiezo.ops.service import Service
+from chiezo.ops import remembering
+from chiezo.ops.context import Context
+from chiezo.ops.requests import RememberRequest
 from chiezo.surfaces.rest import create_app
 from llm_stub import ScriptedLLM
 
@@ -40,9 +42,9 @@ def library(tmp_path, settings, llm):
         tmp_path / "private-folder",
         {"sensoji.md": "---\ntitle: 浅草寺\n---\n浅草寺は東京都台東区浅草にある寺。\n"},
     )
-    service = Service(settings)
+    service = Context(settings)
     build_docs(service, folder, "kb")
-    service.remember("a note")
+    remembering.remember(service, RememberRequest.of(text="a note"))
     host = llm.url.removeprefix("http://")
     configured = replace(
         settings, llm_url=f"http://{USER}:{PASSWORD}@{host}?api_key={KEY}", llm_model=MODEL_FILE
@@ -171,7 +173,7 @@ def test_a_path_streamed_in_pieces_reaches_no_client_elsewhere_whole(tmp_path, s
     folder = write_files(
         tmp_path / "kb", {"a.md": "---\ntitle: 浅草寺\n---\n浅草寺は東京にある。\n"}
     )
-    service = Service(settings)
+    service = Context(settings)
     build_docs(service, folder, "kb")
     data = str(settings.data_dir.resolve())
     said = f"浅草寺の記録は {data}/corpus/kb にある [1]。ほかに {data} も [1]。"
@@ -202,7 +204,7 @@ def test_a_data_folder_reached_through_a_link_is_hidden_in_both_forms(tmp_path):
     link.symlink_to(real)
     settings = Settings(data_dir=link, query_timeout=10)
     folder = write_files(tmp_path / "private-folder", {"a.md": "# A\n\nText.\n"})
-    build_docs(Service(settings), folder, "kb")
+    build_docs(Context(settings), folder, "kb")
     with RunningServer(create_app(settings)) as server:
         job = httpx.post(f"{server.url}/v1/jobs", json={"source": "kb", "action": "rebuild"})
         assert job.status_code in (200, 201, 202), job.text

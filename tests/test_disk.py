@@ -31,10 +31,10 @@ from chiezo.core.config import Settings
 from chiezo.core.errors import BuildError
 from chiezo.ingest.geonames import GeoNamesOptions, Lookups
 from chiezo.ingest.wikilookups import WikiLookups
-from chiezo.ops import maintenance
+from chiezo.ops import building, maintenance, searching
+from chiezo.ops.context import Context
 from chiezo.ops.jobs import exclusive
 from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
 from chiezo.store import generations, vector_cache
 from chiezo.store.embed import text_hash
 from chiezo.store.vector_cache import VectorCache
@@ -157,9 +157,9 @@ def test_a_key_keeps_its_first_vector_when_builds_write_at_once(settings):
 
 @pytest.mark.slow
 def test_an_old_cache_is_converted_and_every_vector_reused(tmp_path):
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     build_docs(service, write_files(tmp_path / "docs", FILES), "kb")
-    first = service.embed("kb", MODEL)
+    first = building.embed(service, "kb", MODEL)
     assert first.embedded == first.vectors > 0
     before = _chunk_vectors(service, "kb")
     # turn the cache into the first layout, as a data directory from before issue 19 holds it
@@ -177,13 +177,13 @@ def test_an_old_cache_is_converted_and_every_vector_reused(tmp_path):
         conn.execute("ALTER TABLE chunk_vectors DROP COLUMN unit_hash")
     conn.close()
 
-    again = service.embed("kb", MODEL)
+    again = building.embed(service, "kb", MODEL)
     assert again.embedded == 0 and again.reused == first.vectors  # nothing computed again
     assert _chunk_vectors(service, "kb") == before  # the very same vectors
     assert not (directory / "use-m.db").exists() and (directory / "use-m.f16.db").exists()
 
 
-def _held_rows(service: Service, name: str) -> list[tuple[str, bytes]]:
+def _held_rows(service: Context, name: str) -> list[tuple[str, bytes]]:
     """(text hash, float16 vector) of every vector the source's generation holds."""
     path = generations.current_path(service.settings.corpus_dir / name)
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
@@ -214,15 +214,15 @@ def test_the_cache_keeps_no_copy_of_what_a_generation_holds_and_nothing_is_embed
     """Issue #33: a vector lives in its generation's index; the cache lets go of it once the
     embed has switched in, and a re-embed, a rebuild and another source with the same text
     take it from the generation instead."""
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     docs = write_files(tmp_path / "docs", FILES)
     build_docs(service, docs, "kb")
-    first = service.embed("kb", MODEL)
+    first = building.embed(service, "kb", MODEL)
     assert first.embedded == first.vectors > 0
     assert _cache_rows(service.settings) == 0  # not a copy of the generation's vectors
     before = _chunk_vectors(service, "kb")
 
-    again = service.embed("kb", MODEL)  # from the generation, not the model
+    again = building.embed(service, "kb", MODEL)  # from the generation, not the model
     assert (again.embedded, again.reused) == (0, first.vectors)
     assert _chunk_vectors(service, "kb") == before
 
@@ -234,7 +234,7 @@ def test_the_cache_keeps_no_copy_of_what_a_generation_holds_and_nothing_is_embed
 
     # another source of the same text reuses the first one's vectors
     build_docs(service, write_files(tmp_path / "copy", FILES), "copy")
-    other = service.embed("copy", MODEL)
+    other = building.embed(service, "copy", MODEL)
     assert other.embedded == 0 and other.reused == first.vectors
 
     # a vector another embed let go of between counting and writing is computed again
@@ -247,7 +247,7 @@ def test_the_cache_keeps_no_copy_of_what_a_generation_holds_and_nothing_is_embed
         "get",
         lambda self, wanted: dict(list(get(self, wanted).items())[1:]),
     )
-    complete = service.embed("kb", MODEL)
+    complete = building.embed(service, "kb", MODEL)
     monkeypatch.undo()
     assert complete.vectors == rebuilt.embedding["vectors"]  # none left out
     now = _chunk_vectors(service, "kb")
@@ -257,7 +257,9 @@ def test_the_cache_keeps_no_copy_of_what_a_generation_holds_and_nothing_is_embed
     }
     closest = min(float(a.astype(np.float32) @ b.astype(np.float32)) for a, b in vectors.values())
     assert closest > 0.999  # the same model's vectors (batched otherwise: not bit for bit)
-    found = service.search(SearchRequest.of(query="蒸気機関車", source="kb", mode="semantic"))
+    found = searching.search(
+        service, SearchRequest.of(query="蒸気機関車", source="kb", mode="semantic")
+    )
     assert found.hits and found.hits[0].title == "鉄道の開業"
 
 
@@ -307,7 +309,7 @@ def test_an_old_cache_left_beside_its_conversion_is_reclaimed(settings):
     assert not legacy.exists() and cache.path.exists() and done.deleted == [str(legacy)]
 
 
-def _chunk_vectors(service: Service, name: str) -> dict:
+def _chunk_vectors(service: Context, name: str) -> dict:
     return stored_vectors(generations.current_path(service.settings.corpus_dir / name))
 
 
@@ -370,10 +372,10 @@ def cluttered(tmp_path):
     """A data directory with everything gc looks at: a source with a current, a previous and an
     older generation, a dead build's files, a removal that stopped, caches used and unused."""
     data = tmp_path / "data"
-    service = Service(Settings(data_dir=data))
+    service = Context(Settings(data_dir=data))
     docs = write_files(tmp_path / "docs", FILES)
     build_docs(service, docs, "kb")
-    service.embed("kb", MODEL)
+    building.embed(service, "kb", MODEL)
     directory = data / "corpus" / "kb"
     current, previous = generations.current_path(directory), generations.previous_path(directory)
     old = directory / "gen-20000101T000000-aaaaaa.db"
@@ -467,7 +469,9 @@ def test_gc_reclaims_old_generations_and_debris_and_keeps_what_serves(cluttered)
     ]
     assert any(p.endswith("e5-small.db") for p in done["converted"])
     assert (
-        cluttered["service"].search(SearchRequest.of(query="蒸気機関車", source="kb")).hits[0].title
+        searching.search(cluttered["service"], SearchRequest.of(query="蒸気機関車", source="kb"))
+        .hits[0]
+        .title
         == "鉄道の開業"
     )
     again = _gc(cluttered["data"], "--yes")
@@ -583,7 +587,7 @@ def _leftovers(plan: dict) -> dict[str, str]:
 @pytest.mark.parametrize("kind", ["geonames", "wikipedia"])
 def test_gc_reclaims_what_a_killed_build_left_and_lists_none_of_it_as_a_source(tmp_path, kind):
     data = tmp_path / "data"
-    build_docs(Service(Settings(data_dir=data)), write_files(tmp_path / "docs", DOCS), "kb")
+    build_docs(Context(Settings(data_dir=data)), write_files(tmp_path / "docs", DOCS), "kb")
     build = _start_build(data, kind)
     _kill(build)
     corpus = data / "corpus"
@@ -627,9 +631,10 @@ def test_gc_leaves_what_a_running_build_uses_alone(tmp_path):
         os.killpg(build.pid, signal.SIGCONT)
     assert build.wait(timeout=120) == 0, build.stderr.read().decode()  # it finished intact
     assert [s["name"] for s in _chiezo(data, "sources", "--json")] == ["places"]
-    places = Service(Settings(data_dir=data))
+    places = Context(Settings(data_dir=data))
     assert (
-        places.search(SearchRequest.of(query="京都市", source="places")).hits[0].title == "京都市"
+        searching.search(places, SearchRequest.of(query="京都市", source="places")).hits[0].title
+        == "京都市"
     )
     assert not os.listdir(corpus / generations.SCRATCH)  # the build deleted its own
 
@@ -649,7 +654,7 @@ time.sleep(600)
 def test_a_source_folder_with_no_generation_is_reclaimed_once_its_lock_holder_is_gone(tmp_path):
     """What a refused or killed import leaves: the source's folder and its build lock."""
     data = tmp_path / "data"
-    build_docs(Service(Settings(data_dir=data)), write_files(tmp_path / "docs", DOCS), "kb")
+    build_docs(Context(Settings(data_dir=data)), write_files(tmp_path / "docs", DOCS), "kb")
     folder = data / "corpus" / "imported"
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD_LOCK, str(folder)],
@@ -677,10 +682,10 @@ def test_scratch_folders_of_the_layout_before_are_reclaimed_only_while_no_build_
     """Builds before ``generations.scratch_dir`` made their scratch folders beside the sources
     (osm.py still does): such a folder names no owner, so any running build may be using it."""
     settings = Settings(data_dir=tmp_path / "data")
-    service = Service(settings)
+    service = Context(settings)
     geo = GeoNamesOptions(admin1=data_file(ADMIN1))
     # a real source whose name looks like such a folder: never touched
-    service.ingest("geonames", data_file(CITIES), "geonames-cities15", options=geo)
+    building.ingest(service, "geonames", data_file(CITIES), "geonames-cities15", options=geo)
     corpus = settings.corpus_dir
     left = []
     for prefix, tables in (("geonames-", Lookups), ("wiki-lookups-", WikiLookups)):
@@ -701,7 +706,9 @@ def test_scratch_folders_of_the_layout_before_are_reclaimed_only_while_no_build_
     assert sorted(done["deleted"]) == sorted(left)
     assert sorted(os.listdir(corpus)) == [generations.SCRATCH, "geonames-cities15"]
     assert (
-        service.search(SearchRequest.of(query="京都市", source="geonames-cities15")).hits[0].title
+        searching.search(service, SearchRequest.of(query="京都市", source="geonames-cities15"))
+        .hits[0]
+        .title
         == "京都市"
     )
 

@@ -19,7 +19,9 @@ import pytest
 
 from chiezo.core.config import Settings
 from chiezo.ingest.wikipedia import ingest_wikipedia
-from chiezo.ops.service import Service
+from chiezo.ops import building, reading
+from chiezo.ops.context import Context
+from chiezo.ops.requests import DocRequest
 from chiezo.search.snippet import SNIPPET_CHARS
 from chiezo.store.build import BuildOptions
 from chiezo.surfaces.rest import create_app
@@ -48,11 +50,11 @@ def library(tmp_path_factory):
         "jawiki",
         options=BuildOptions(word_index=False, full_validation=False),
     )
-    service = Service(settings)
+    service = Context(settings)
     build_docs(service, data_file(RUST_BOOK), "rustbook")
     build_docs(service, data_file("docs/pdf"), "pdf")
     build_docs(service, data_file("docs/office"), "office")
-    service.ingest("places", [data_file(AED)], "aed")
+    building.ingest(service, "places", [data_file(AED)], "aed")
     return service
 
 
@@ -88,9 +90,12 @@ def page(browser, server, request):
 # -- what the data holds (the oracles, read from the stored text, not from the page code) --------
 
 
-def stored(service: Service, source: str, doc_id: int) -> dict:
-    return service.doc(
-        source, doc_id=doc_id, fields=["doc_id", "title", "opening", "body", "chunks"]
+def stored(service: Context, source: str, doc_id: int) -> dict:
+    return reading.doc(
+        service,
+        DocRequest.of(
+            source=source, doc_id=doc_id, fields=["doc_id", "title", "opening", "body", "chunks"]
+        ),
     )
 
 
@@ -103,7 +108,7 @@ def repeated_passages(chunks: list[dict]) -> int:
     return repeats
 
 
-def article_with_overlap(service: Service) -> dict:
+def article_with_overlap(service: Context) -> dict:
     """The article with the most passages repeated between its chunks, among those with a
     lead, headings of two levels and a body the page shows uncut."""
     conn = service.library.get("jawiki").conn
@@ -121,7 +126,7 @@ def article_with_overlap(service: Service) -> dict:
     return best
 
 
-def chapter_with_comments(service: Service) -> dict:
+def chapter_with_comments(service: Context) -> dict:
     """The Rust-book chapter with the most HTML comments among those naming a file."""
     conn = service.library.get("rustbook").conn
     doc_id = conn.execute(
@@ -131,7 +136,7 @@ def chapter_with_comments(service: Service) -> dict:
     return stored(service, "rustbook", doc_id)
 
 
-def filename_label(service: Service) -> str:
+def filename_label(service: Context) -> str:
     """The label of the chapter's file names: words that stand right inside the markup."""
     body = re.sub(r"<!--.*?-->", "", chapter_with_comments(service)["body"], flags=re.S)
     return re.search(r'<span class="filename">([^:<]+):', body).group(1).strip()
@@ -269,7 +274,7 @@ def assert_plain(snippet: str) -> None:
 # -- converted files and place tables (issue 31) -----------------------------------------------
 
 
-def doc_id_of(service: Service, source: str, key: str) -> int:
+def doc_id_of(service: Context, source: str, key: str) -> int:
     conn = service.library.get(source).conn
     return conn.execute("SELECT doc_id FROM docs WHERE key = ?", (key,)).fetchone()[0]
 

@@ -56,7 +56,7 @@ def test_every_endpoint_and_mcp_tool_is_documented(settings):
     import anyio
     from fastapi.routing import APIRoute
 
-    from chiezo.ops.service import Service
+    from chiezo.ops.context import Context
     from chiezo.surfaces.mcp.server import build_mcp
     from chiezo.surfaces.rest import create_app
 
@@ -68,7 +68,7 @@ def test_every_endpoint_and_mcp_tool_is_documented(settings):
                 assert f"`{method} {path}" in text, f"docs/api.md does not describe {method} {path}"
 
     async def tool_names():
-        return [t.name for t in await build_mcp(Service(settings)).list_tools()]
+        return [t.name for t in await build_mcp(Context(settings)).list_tools()]
 
     for name in anyio.run(tool_names):
         assert f"`{name}`" in text, f"docs/api.md does not describe the MCP tool {name}"

@@ -6,7 +6,8 @@ import os
 import pytest
 
 from chiezo.core.errors import BuildError, InputError
-from chiezo.ops.requests import SearchRequest
+from chiezo.ops import reading, searching
+from chiezo.ops.requests import DocRequest, SearchRequest
 
 from helpers import build_docs, data_file, write_files
 
@@ -23,10 +24,13 @@ GOOD = {
 
 def test_front_matter_becomes_title_tags_aliases_rank_and_attributes(service, tmp_path):
     build_docs(service, write_files(tmp_path / "docs", GOOD), "d")
-    doc = service.doc(
-        "d",
-        key="guide/intro.md",
-        fields=["title", "tags", "aliases", "attrs", "rank_score", "links", "opening"],
+    doc = reading.doc(
+        service,
+        DocRequest.of(
+            source="d",
+            key="guide/intro.md",
+            fields=["title", "tags", "aliases", "attrs", "rank_score", "links", "opening"],
+        ),
     )
     assert doc["title"] == "はじめに"
     assert doc["tags"] == ["guide", "入門"]
@@ -49,7 +53,9 @@ def test_chunks_carry_breadcrumbs(service, tmp_path):
         tmp_path / "docs", {"m.md": f"# 手引き\n\n## 準備\n\n{body}\n\n## 実行\n\n{body}\n"}
     )
     build_docs(service, folder, "d")
-    chunks = service.doc("d", title="手引き", fields=["chunks"])["chunks"]
+    chunks = reading.doc(service, DocRequest.of(source="d", title="手引き", fields=["chunks"]))[
+        "chunks"
+    ]
     assert [c["heading_path"] for c in chunks] == ["手引き > 準備", "手引き > 実行"]
 
 
@@ -79,7 +85,12 @@ def test_bad_files_are_named_skipped_and_the_rest_is_built(service, tmp_path):
     assert "dangling.md: cannot read" in warnings
     assert "broken-front.md: invalid YAML front matter" in warnings
     assert report.docs == 4  # intro, usage, notes, broken-front (read as text)
-    assert service.doc("d", key="broken-front.md", fields=["title"])["title"] == "Still indexed"
+    assert (
+        reading.doc(service, DocRequest.of(source="d", key="broken-front.md", fields=["title"]))[
+            "title"
+        ]
+        == "Still indexed"
+    )
 
 
 def test_strict_mode_fails_on_the_first_bad_file_and_keeps_the_current_generation(
@@ -105,7 +116,10 @@ def test_shift_jis_japanese_text_is_decoded(service, tmp_path):
     text = "# 就業規則\n\n従業員は、この規則を守らなければならない。\n"
     folder = write_files(tmp_path / "docs", {"rules.md": text.encode("cp932")})
     build_docs(service, folder, "d")
-    assert service.search(SearchRequest.of(query="従業員", source="d")).hits[0].title == "就業規則"
+    assert (
+        searching.search(service, SearchRequest.of(query="従業員", source="d")).hits[0].title
+        == "就業規則"
+    )
 
 
 def test_a_single_file_can_be_a_source(service, tmp_path):
@@ -123,14 +137,18 @@ def test_the_rust_book_builds_with_every_chapter(service):
     assert report.chunks > chapters * 10
     info = service.library.get("rust").info().to_dict()
     assert info["input"]["files"] == chapters
-    doc = service.doc("rust", title="所有権とは？", fields=["chunks", "key"])
+    doc = reading.doc(
+        service, DocRequest.of(source="rust", title="所有権とは？", fields=["chunks", "key"])
+    )
     assert doc["key"] == "ch04-01-what-is-ownership.md"
     assert all(c["heading_path"].startswith("所有権とは？") for c in doc["chunks"])
 
 
 def test_front_matter_templates_become_attributes(service):
     build_docs(service, data_file("docs/markdown/h13-contract-templates"), "rules")
-    doc = service.doc("rules", title="秘密保持契約書（NDA）", fields=["attrs"])
+    doc = reading.doc(
+        service, DocRequest.of(source="rules", title="秘密保持契約書（NDA）", fields=["attrs"])
+    )
     assert doc["attrs"]["version"] == ["1.0"]
     assert doc["attrs"]["date"] == ["2025-01-20"]
 
@@ -154,7 +172,7 @@ def test_links_out_of_a_docs_folder_are_not_indexed_and_said(service, tmp_path):
     said = " ".join(report.warnings)
     assert "secret.md: a link to" in said and "outside the folder; not indexed" in said
     assert "elsewhere: a link to" in said
-    assert service.search(SearchRequest.of(query="Secret", source="docs")).total == 0
+    assert searching.search(service, SearchRequest.of(query="Secret", source="docs")).total == 0
 
 
 def test_a_markdown_opening_joins_its_wrapped_japanese_lines(service, tmp_path):
@@ -165,7 +183,11 @@ def test_a_markdown_opening_joins_its_wrapped_japanese_lines(service, tmp_path):
         "rows.csv": "名前,住所\n佐藤,東京\n",
     }
     build_docs(service, write_files(tmp_path / "docs", files), "d")
-    wrapped = service.doc("d", key="wrapped.md", fields=["opening"])["opening"]
+    wrapped = reading.doc(service, DocRequest.of(source="d", key="wrapped.md", fields=["opening"]))[
+        "opening"
+    ]
     assert wrapped == "どんな旅もどこかから始まります。この章では、以下のことを説明します。"
-    rows = service.doc("d", key="rows.csv", fields=["opening", "title"])
+    rows = reading.doc(
+        service, DocRequest.of(source="d", key="rows.csv", fields=["opening", "title"])
+    )
     assert rows == {"opening": "名前: 佐藤 住所: 東京", "title": "rows"}

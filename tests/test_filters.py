@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from chiezo.core.errors import BadQuery
 from chiezo.core.models import Doc
+from chiezo.ops import searching
 from chiezo.ops.requests import FilterRequest
 from chiezo.search import setplan
 from chiezo.search.filters import haversine_km
@@ -22,7 +23,7 @@ N = 3000
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     from chiezo.core.config import Settings
-    from chiezo.ops.service import Service
+    from chiezo.ops.context import Context
 
     rng = random.Random(5)
     docs, truth = [], []
@@ -59,7 +60,7 @@ def world(tmp_path_factory):
         )
     settings = Settings(data_dir=tmp_path_factory.mktemp("world") / "data")
     build_source(settings, "world", "test", docs)
-    return Service(settings), truth
+    return Context(settings), truth
 
 
 def keys(result):
@@ -73,8 +74,9 @@ def by_rank(items):
 @pytest.mark.slow
 def test_one_tag_reads_one_range(world):
     service, truth = world
-    result = service.filter(
-        FilterRequest.of(source="world", tag=["half"], limit=20, offset=100, fields=["key"])
+    result = searching.filter(
+        service,
+        FilterRequest.of(source="world", tag=["half"], limit=20, offset=100, fields=["key"]),
     )
     expected = by_rank(t for t in truth if "half" in t["tags"])
     assert result["plan"] == "range" and result["total"] == len(expected)
@@ -83,7 +85,8 @@ def test_one_tag_reads_one_range(world):
 
 def test_conditions_intersect_exactly(world):
     service, truth = world
-    result = service.filter(
+    result = searching.filter(
+        service,
         FilterRequest.of(
             source="world",
             tag=["common"],
@@ -91,7 +94,7 @@ def test_conditions_intersect_exactly(world):
             area=["東"],
             limit=500,
             fields=["key"],
-        )
+        ),
     )
     expected = by_rank(
         t
@@ -112,7 +115,8 @@ def test_deep_pages_of_a_driven_plan(world):
     pages = []
     for offset in range(0, len(expected), 50):
         pages += keys(
-            service.filter(
+            searching.filter(
+                service,
                 FilterRequest.of(
                     source="world",
                     tag=["common"],
@@ -120,7 +124,7 @@ def test_deep_pages_of_a_driven_plan(world):
                     limit=50,
                     offset=offset,
                     fields=["key"],
-                )
+                ),
             )
         )
     assert pages == expected
@@ -128,8 +132,9 @@ def test_deep_pages_of_a_driven_plan(world):
 
 def test_a_box_returns_exactly_the_points_inside(world):
     service, truth = world
-    result = service.filter(
-        FilterRequest.of(source="world", bbox="34.5,136,35.0,137.5", limit=500, fields=["key"])
+    result = searching.filter(
+        service,
+        FilterRequest.of(source="world", bbox="34.5,136,35.0,137.5", limit=500, fields=["key"]),
     )
     expected = by_rank(t for t in truth if 34.5 <= t["lat"] <= 35 and 136 <= t["lon"] <= 137.5)
     assert result["total"] == len(expected) and keys(result) == expected[:500]
@@ -138,7 +143,8 @@ def test_a_box_returns_exactly_the_points_inside(world):
 def test_nearest_matches_brute_force(world):
     service, truth = world
     lat, lon = 35.2, 137.3
-    result = service.filter(
+    result = searching.filter(
+        service,
         FilterRequest.of(
             source="world",
             near=f"{lat},{lon}",
@@ -146,14 +152,14 @@ def test_nearest_matches_brute_force(world):
             limit=25,
             offset=5,
             fields=["key"],
-        )
+        ),
     )
     museums = [t for t in truth if t["feature"] == "tourism=museum"]
     expected = sorted(museums, key=lambda t: haversine_km(lat, lon, t["lat"], t["lon"]))
     assert keys(result) == [t["key"] for t in expected[5:30]]
     assert result["total"] == len(museums)
-    alone = service.filter(
-        FilterRequest.of(source="world", near=f"{lat},{lon}", limit=10, fields=["key"])
+    alone = searching.filter(
+        service, FilterRequest.of(source="world", near=f"{lat},{lon}", limit=10, fields=["key"])
     )
     everyone = sorted(truth, key=lambda t: haversine_km(lat, lon, t["lat"], t["lon"]))
     assert alone["plan"] == "nearest" and keys(alone) == [t["key"] for t in everyone[:10]]
@@ -163,10 +169,11 @@ def test_nearest_matches_brute_force(world):
 def test_a_radius_keeps_the_circle_not_the_box(world):
     service, truth = world
     lat, lon, km = 35.0, 137.0, 40.0
-    result = service.filter(
+    result = searching.filter(
+        service,
         FilterRequest.of(
             source="world", near=f"{lat},{lon}", radius_km=km, limit=500, fields=["key"]
-        )
+        ),
     )
     inside = [t for t in truth if haversine_km(lat, lon, t["lat"], t["lon"]) <= km]
     assert result["total"] == len(inside) > 10
@@ -178,8 +185,8 @@ def test_large_driven_sets_count_a_lower_bound(world, monkeypatch):
     service, truth = world
     monkeypatch.setattr(setplan, "COUNT_SCAN", 100)
     monkeypatch.setattr(setplan, "MATERIALIZE", 100)
-    result = service.filter(
-        FilterRequest.of(source="world", tag=["common"], feature=["amenity=bank"], limit=5)
+    result = searching.filter(
+        service, FilterRequest.of(source="world", tag=["common"], feature=["amenity=bank"], limit=5)
     )
     assert result["total_is_lower_bound"] and result["total"] <= 100
     assert any("at least" in n for n in result["notes"])
@@ -203,7 +210,7 @@ def test_bad_filters_are_400_with_a_reason(world, params, message):
     service, _ = world
     args = {k: [v] if k == "attr" else v for k, v in params.items()}
     with pytest.raises(BadQuery) as info:
-        service.filter(FilterRequest.of(source="world", **args))
+        searching.filter(service, FilterRequest.of(source="world", **args))
     if message:
         assert message in info.value.message
     else:
@@ -212,9 +219,9 @@ def test_bad_filters_are_400_with_a_reason(world, params, message):
 
 def test_unknown_values_return_zero_with_similar_ones(world):
     service, _ = world
-    result = service.filter(FilterRequest.of(source="world", feature=["amenity=caffe"]))
+    result = searching.filter(service, FilterRequest.of(source="world", feature=["amenity=caffe"]))
     assert result["total"] == 0 and "amenity=cafe" in result["notes"][0]
-    result = service.filter(FilterRequest.of(source="world", tag=["comon"]))
+    result = searching.filter(service, FilterRequest.of(source="world", tag=["comon"]))
     assert result["total"] == 0 and "common" in result["notes"][0]
 
 
@@ -250,7 +257,7 @@ def one_language(tmp_path_factory):
     before areas had Japanese names (Tokyo; Ōsaka with its ASCII Osaka), ``ja`` with Japanese
     areas and no other names."""
     from chiezo.core.config import Settings
-    from chiezo.ops.service import Service
+    from chiezo.ops.context import Context
 
     english = [("Tokyo", None), ("Ōsaka", "Osaka"), ("Hokkaido", None), ("California", None)]
     english += [("England", None)] * 20  # the commonest: never a hint for an unrelated name
@@ -263,7 +270,7 @@ def one_language(tmp_path_factory):
 
     build_source(settings, "en", "test", docs(english))
     build_source(settings, "ja", "test", docs([("東京都", None), ("大阪府", None)]))
-    return Service(settings)
+    return Context(settings)
 
 
 @pytest.mark.parametrize(
@@ -280,7 +287,7 @@ def one_language(tmp_path_factory):
     ],
 )
 def test_an_unknown_area_names_the_stored_value_that_means_it(one_language, source, asked, named):
-    result = one_language.filter(FilterRequest.of(source=source, area=[asked]))
+    result = searching.filter(one_language, FilterRequest.of(source=source, area=[asked]))
     assert result["total"] == 0
     note = result["notes"][0]
     assert note.params["similar"][: len(named)] == named
@@ -289,5 +296,7 @@ def test_an_unknown_area_names_the_stored_value_that_means_it(one_language, sour
 
 
 def test_an_area_unknown_in_every_language_gets_no_commonest_values(one_language):
-    result = one_language.filter(FilterRequest.of(source="en", area=["カリフォルニア州"]))
+    result = searching.filter(
+        one_language, FilterRequest.of(source="en", area=["カリフォルニア州"])
+    )
     assert result["total"] == 0 and result["notes"][0].params["similar"] == []

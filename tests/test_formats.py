@@ -7,22 +7,23 @@ import pytest
 
 from chiezo.core.config import Settings
 from chiezo.ingest import formats
-from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
+from chiezo.ops import reading, searching
+from chiezo.ops.context import Context
+from chiezo.ops.requests import DocRequest, SearchRequest
 
 from helpers import build_docs, data_file, write_files
 
 
 @pytest.fixture(scope="module")
 def office(tmp_path_factory):
-    service = Service(Settings(data_dir=tmp_path_factory.mktemp("office") / "data"))
+    service = Context(Settings(data_dir=tmp_path_factory.mktemp("office") / "data"))
     report = build_docs(service, data_file("docs/office"), "office")
     return service, report
 
 
 @pytest.fixture(scope="module")
 def pdfs(tmp_path_factory):
-    service = Service(Settings(data_dir=tmp_path_factory.mktemp("pdf") / "data"))
+    service = Context(Settings(data_dir=tmp_path_factory.mktemp("pdf") / "data"))
     report = build_docs(service, data_file("docs/pdf"), "pdf")
     return service, report
 
@@ -30,20 +31,24 @@ def pdfs(tmp_path_factory):
 @pytest.mark.slow
 def test_a_gazette_pdf_is_read_as_japanese_text(pdfs):
     service, _ = pdfs
-    (hit,) = service.search(
-        SearchRequest.of(query="道路交通法施行令の一部を改正する政令", source="pdf")
+    (hit,) = searching.search(
+        service, SearchRequest.of(query="道路交通法施行令の一部を改正する政令", source="pdf")
     ).hits[:1]
     assert hit.title == "kampo" and hit.source_url.endswith("/kampo.pdf#page=1")
-    body = service.doc("pdf", doc_id=hit.doc_id, fields=["body"])["body"]
+    body = reading.doc(service, DocRequest.of(source="pdf", doc_id=hit.doc_id, fields=["body"]))[
+        "body"
+    ]
     assert "政令第百四十九号" in body
 
 
 @pytest.mark.slow
 def test_a_pdf_hit_knows_its_page(pdfs):
     service, _ = pdfs
-    doc = service.search(SearchRequest.of(query="固有表現", source="pdf")).hits[0]
+    doc = searching.search(service, SearchRequest.of(query="固有表現", source="pdf")).hits[0]
     assert doc.title == "nlp2004slides"
-    chunks = service.doc("pdf", doc_id=doc.doc_id, fields=["chunks"])["chunks"]
+    chunks = reading.doc(
+        service, DocRequest.of(source="pdf", doc_id=doc.doc_id, fields=["chunks"])
+    )["chunks"]
     assert chunks[0]["heading_path"] == "p. 1"  # the page, for a citation that says "p. 1"
     pages = [c["heading_path"] for c in chunks]
     assert pages[:3] == ["p. 1", "p. 2", "p. 3"]  # one page, one chunk: citable
@@ -52,11 +57,13 @@ def test_a_pdf_hit_knows_its_page(pdfs):
 @pytest.mark.slow
 def test_a_spreadsheet_row_is_found_by_a_place_in_it(office):
     service, _ = office
-    hit = service.search(SearchRequest.of(query="高松市番町", source="office")).hits[0]
+    hit = searching.search(service, SearchRequest.of(query="高松市番町", source="office")).hits[0]
     assert hit.title == "yaizu-aed location — Sheet1" and hit.source_url.endswith(
         "aed_location.xlsx#Sheet1"
     )
-    body = service.doc("office", doc_id=hit.doc_id, fields=["body"])["body"]
+    body = reading.doc(service, DocRequest.of(source="office", doc_id=hit.doc_id, fields=["body"]))[
+        "body"
+    ]
     assert "name: 健康増進施設サラマンダー" in body  # a row reads as header: value lines
 
 
@@ -65,15 +72,21 @@ def test_a_slide_deck_and_a_word_file_keep_their_titles(office):
     service, _ = office
     titles = {
         h.title
-        for h in service.search(SearchRequest.of(query="AutoGen", source="office", limit=10)).hits
+        for h in searching.search(
+            service, SearchRequest.of(query="AutoGen", source="office", limit=10)
+        ).hits
     }
     assert "AutoGen: Enabling Next-Gen LLM Applications via Multi-Agent Conversation" in titles
     deck = next(
         h
-        for h in service.search(SearchRequest.of(query="AutoGen", source="office", limit=10)).hits
+        for h in searching.search(
+            service, SearchRequest.of(query="AutoGen", source="office", limit=10)
+        ).hits
         if h.source_url.endswith(".pptx")
     )
-    chunks = service.doc("office", doc_id=deck.doc_id, fields=["chunks"])["chunks"]
+    chunks = reading.doc(
+        service, DocRequest.of(source="office", doc_id=deck.doc_id, fields=["chunks"])
+    )["chunks"]
     slides = [c["heading_path"] for c in chunks if c["heading_path"].startswith("Slide")]
     assert slides[0].startswith("Slide 1") and len(set(slides)) == len(slides)  # one per chunk
 
@@ -81,9 +94,14 @@ def test_a_slide_deck_and_a_word_file_keep_their_titles(office):
 @pytest.mark.slow
 def test_a_shift_jis_csv_is_decoded(office):
     service, _ = office
-    hit = service.search(SearchRequest.of(query="髙橋淳", source="office")).hits[0]
+    hit = searching.search(service, SearchRequest.of(query="髙橋淳", source="office")).hits[0]
     assert hit.source_url.endswith("mskanji.csv")
-    assert "住所: 名古屋" in service.doc("office", doc_id=hit.doc_id, fields=["body"])["body"]
+    assert (
+        "住所: 名古屋"
+        in reading.doc(service, DocRequest.of(source="office", doc_id=hit.doc_id, fields=["body"]))[
+            "body"
+        ]
+    )
     # named by its file, as a workbook's sheet is, not by its first block's "rows 2–4"
     assert hit.title == "markitdown-test mskanji"
 
@@ -116,8 +134,8 @@ def test_a_column_a_marker_heads_that_numbers_the_rows_is_left_out():
 @pytest.mark.slow
 def test_every_document_records_its_file_facts(office):
     service, _ = office
-    hit = service.search(SearchRequest.of(query="高松市番町", source="office")).hits[0]
-    extra = service.doc("office", doc_id=hit.doc_id)["extra"]
+    hit = searching.search(service, SearchRequest.of(query="高松市番町", source="office")).hits[0]
+    extra = reading.doc(service, DocRequest.of(source="office", doc_id=hit.doc_id))["extra"]
     assert extra["format"] == "xlsx" and extra["size"] > 0 and len(extra["sha1"]) == 40
     assert extra["modified"].startswith("20")
 
@@ -134,14 +152,19 @@ def test_broken_files_are_reported_and_the_rest_is_built(tmp_path):
     )
     with zipfile.ZipFile(folder / "empty.xlsx", "w") as z:
         z.writestr("nothing.txt", "not a workbook")
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     report = build_docs(service, folder, "mixed")
     assert report.docs == 2
     assert any("broken.docx" in w for w in report.warnings)
     assert any("empty.xlsx" in w for w in report.warnings)
-    hit = service.search(SearchRequest.of(query="開館時間", source="mixed")).hits[0]
+    hit = searching.search(service, SearchRequest.of(query="開館時間", source="mixed")).hits[0]
     assert hit.title == "案内"
-    assert "menu" not in service.doc("mixed", doc_id=hit.doc_id, fields=["body"])["body"]
+    assert (
+        "menu"
+        not in reading.doc(
+            service, DocRequest.of(source="mixed", doc_id=hit.doc_id, fields=["body"])
+        )["body"]
+    )
 
 
 @pytest.mark.slow
@@ -153,7 +176,7 @@ def test_a_rebuild_converts_only_the_files_that_changed(tmp_path):
     for name in ("kampo.pdf", "nlp2004slides.pdf"):
         shutil.copy(data_file(f"docs/pdf/{name}"), folder / name)
     shutil.copy(data_file("docs/office/yaizu-aed_location.xlsx"), folder / "aed.xlsx")
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     first = build_docs(service, folder, "mine")
     assert first.conversions == {"converted": 3, "reused": 0}
     (folder / "aed.xlsx").unlink()  # deleted files disappear
@@ -162,10 +185,13 @@ def test_a_rebuild_converts_only_the_files_that_changed(tmp_path):
     assert second.conversions == {"converted": 1, "reused": 2}
     assert (
         second.docs == 3
-        and service.search(SearchRequest.of(query="高松市番町", source="mine")).hits == []
+        and searching.search(service, SearchRequest.of(query="高松市番町", source="mine")).hits
+        == []
     )
     assert (
-        service.search(SearchRequest.of(query="政令第百四十九号", source="mine")).hits[0].title
+        searching.search(service, SearchRequest.of(query="政令第百四十九号", source="mine"))
+        .hits[0]
+        .title
         == "kampo"
     )
 
@@ -202,9 +228,11 @@ def test_watch_rebuilds_once_after_a_change_settles(tmp_path):
 @pytest.mark.slow
 def test_a_pdf_hit_links_to_its_page(pdfs):
     service, _ = pdfs
-    hit = service.search(SearchRequest.of(query="字句的な知識を構築する方法", source="pdf")).hits[0]
+    hit = searching.search(
+        service, SearchRequest.of(query="字句的な知識を構築する方法", source="pdf")
+    ).hits[0]
     assert hit.title == "nlp2004slides" and hit.source_url.endswith("nlp2004slides.pdf#page=3")
-    other = service.search(SearchRequest.of(query="固有表現", source="pdf")).hits[0]
+    other = searching.search(service, SearchRequest.of(query="固有表現", source="pdf")).hits[0]
     assert other.source_url.endswith("#page=1")
 
 

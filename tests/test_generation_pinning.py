@@ -9,8 +9,9 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from chiezo.core.config import Settings
+from chiezo.ops import searching
+from chiezo.ops.context import Context
 from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
 from chiezo.store import generations
 from chiezo.surfaces.rest import create_app
 
@@ -24,22 +25,22 @@ def current(settings: Settings, name: str = "kb") -> str:
     return generations.current_path(settings.corpus_dir / name).name
 
 
-def test_a_switch_inside_a_request_does_not_reach_it(service: Service, tmp_path: Path):
+def test_a_switch_inside_a_request_does_not_reach_it(service: Context, tmp_path: Path):
     build_docs(service, write_files(tmp_path / "old", OLD), "kb")
     old = current(service.settings)
     with service.library.pinned() as used:
         first = service.library.get("kb")
         build_docs(service, write_files(tmp_path / "new", NEW), "kb")
         assert service.library.get("kb") is first  # still the generation the request began with
-        hits = service.search(SearchRequest.of(query="提灯", source="kb")).hits
+        hits = searching.search(service, SearchRequest.of(query="提灯", source="kb")).hits
         assert [h.title for h in hits] == ["雷門"]
         assert used["kb"].path.name == old
     assert current(service.settings) != old
     assert service.library.get("kb").path.name == current(service.settings)  # outside: the new
-    assert service.search(SearchRequest.of(query="提灯", source="kb")).hits == []
+    assert searching.search(service, SearchRequest.of(query="提灯", source="kb")).hits == []
 
 
-def test_responses_name_the_generation_they_read(service: Service, tmp_path: Path):
+def test_responses_name_the_generation_they_read(service: Context, tmp_path: Path):
     build_docs(service, write_files(tmp_path / "old", OLD), "kb")
     build_docs(service, write_files(tmp_path / "other", NEW), "other")
     with TestClient(create_app(service.settings), base_url=LOCAL) as client:

@@ -30,9 +30,10 @@ from fastapi.testclient import TestClient
 
 from chiezo.core.config import Settings
 from chiezo.core.errors import Conflict
+from chiezo.ops import building, reading, searching
+from chiezo.ops.context import Context
 from chiezo.ops.jobs import JobRunner, exclusive
-from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
+from chiezo.ops.requests import DocRequest, SearchRequest
 from chiezo.store import generations
 from chiezo.store.kinds import kind_named, register
 from chiezo.surfaces.cli.main import cli
@@ -65,8 +66,10 @@ def current(settings: Settings, name: str = "kb") -> str:
     return generations.current_path(settings.corpus_dir / name).name
 
 
-def titles(service: Service, q: str, source: str = "kb") -> list[str]:
-    return [h.title for h in service.search(SearchRequest.of(query=q, source=source)).hits]
+def titles(service: Context, q: str, source: str = "kb") -> list[str]:
+    return [
+        h.title for h in searching.search(service, SearchRequest.of(query=q, source=source)).hits
+    ]
 
 
 @pytest.fixture
@@ -154,7 +157,7 @@ def _members(archive: Path) -> list[tarfile.TarInfo]:
 def test_export_then_import_elsewhere_serves_the_same_source_with_its_vectors(
     settings, service, two_builds, tmp_path
 ):
-    service.embed("kb", "use-m")
+    building.embed(service, "kb", "use-m")
     archive = tmp_path / "kb.chiezo.tar"
     exported = run(settings.data_dir, "export", "kb", str(archive), "--json")
     assert exported.exit_code == 0, exported.output
@@ -186,15 +189,15 @@ def test_export_then_import_elsewhere_serves_the_same_source_with_its_vectors(
     assert imported.exit_code == 0, imported.output
     said = json.loads(imported.stdout)
     assert said["docs"] == 3 and said["previous"] is None and said["generation"] == generation.name
-    there = Service(other)
+    there = Context(other)
     assert [
         h.title
-        for h in there.search(
-            SearchRequest.of(query="東大寺", source="handbook", mode="keyword")
+        for h in searching.search(
+            there, SearchRequest.of(query="東大寺", source="handbook", mode="keyword")
         ).hits
     ] == ["東大寺"]
-    semantic = there.search(
-        SearchRequest.of(query="奈良の大仏", source="handbook", mode="semantic")
+    semantic = searching.search(
+        there, SearchRequest.of(query="奈良の大仏", source="handbook", mode="semantic")
     )
     assert semantic.hits and semantic.hits[0].title == "東大寺"  # the index, rebuilt here
     imported_generation = generations.current_path(other.corpus_dir / "handbook")
@@ -232,7 +235,7 @@ def test_an_archives_vectors_are_checked_before_an_index_is_built_from_them(
 
     (folder / "todaiji.md").write_text(TODAIJI, encoding="utf-8")
     build_docs(service, folder, "kb")
-    service.embed("kb", "use-m")
+    building.embed(service, "kb", "use-m")
     archive = tmp_path / "kb.tar"
     assert run(settings.data_dir, "export", "kb", str(archive)).exit_code == 0
     data = plain_tar(archive.read_bytes())
@@ -260,7 +263,7 @@ def test_an_archives_vectors_are_checked_before_an_index_is_built_from_them(
         result = run(elsewhere, "import", str(hostile), "--name", "x", "--json")
         assert result.exit_code == 2, (case, result.output)
         assert reason in json.loads(result.stdout)["error"], (case, result.stdout)
-        assert Service(Settings(data_dir=elsewhere)).library.names() == [], case
+        assert Context(Settings(data_dir=elsewhere)).library.names() == [], case
         folder_x = elsewhere / "corpus" / "x"
         assert not folder_x.exists() or _files(folder_x) == [".build.lock"], case
 
@@ -292,8 +295,10 @@ def test_an_archives_vectors_are_checked_before_an_index_is_built_from_them(
     )
     result = run(elsewhere, "import", str(before), "--name", "old", "--json")
     assert result.exit_code == 0, result.output
-    there = Service(Settings(data_dir=elsewhere))
-    found = there.search(SearchRequest.of(query="奈良の大仏", source="old", mode="semantic"))
+    there = Context(Settings(data_dir=elsewhere))
+    found = searching.search(
+        there, SearchRequest.of(query="奈良の大仏", source="old", mode="semantic")
+    )
     assert found.hits and found.hits[0].title == "東大寺"
     imported = generations.current_path(elsewhere / "corpus" / "old")
     original = generations.current_path(settings.corpus_dir / "kb")
@@ -424,7 +429,7 @@ def test_hostile_archives_are_refused_before_anything_is_written(settings, expor
         archive = _archive(tmp_path / "hostile.tar", members)
         result = run(elsewhere, "import", str(archive), "--name", "x", "--json")
         assert result.exit_code == 2, (case, result.output)
-        assert Service(Settings(data_dir=elsewhere)).library.names() == [], case
+        assert Context(Settings(data_dir=elsewhere)).library.names() == [], case
         folder = elsewhere / "corpus" / "x"
         assert not folder.exists() or _files(folder) == [".build.lock"], case
         assert not (elsewhere / "passwd").exists() and not (tmp_path / "generation.db").exists()
@@ -526,7 +531,7 @@ def test_a_job_of_another_worker_process_is_cancelled_through_its_record(
 ):
     build_docs(service, folder, "kb")
     held = hold()
-    starter, other = JobRunner(service), JobRunner(Service(settings))
+    starter, other = JobRunner(service), JobRunner(Context(settings))
     job = starter.start("kb", "rebuild")
     asked = other.cancel(job.id).to_dict()
     assert asked["cancel_requested"] is True
@@ -676,7 +681,7 @@ def test_rebuild_fetch_downloads_a_newer_dump_and_is_a_no_op_without_one(setting
         "--json",
     )
     assert built.exit_code == 0, built.output
-    info = Service(settings).library.info("jawiki")
+    info = Context(settings).library.info("jawiki")
     assert info.docs == 2 and info.input["fetched"]["options"]["mirror"] == site.url
     assert info.input["fetched"]["date"] == "20230501"
 
@@ -693,7 +698,7 @@ def test_rebuild_fetch_downloads_a_newer_dump_and_is_a_no_op_without_one(setting
     assert fetched.exit_code == 0, fetched.output
     report = json.loads(fetched.stdout)
     assert report["docs"] == 3 and report["previous"].endswith(before)
-    info = Service(settings).library.info("jawiki")
+    info = Context(settings).library.info("jawiki")
     assert info.input["dump_date"] == "20230601" and info.input["fetched"]["date"] == "20230601"
     plain = run(data, "rebuild", "jawiki", "--no-embed", "--json")  # the recorded file again
     assert plain.exit_code == 0 and json.loads(plain.stdout)["docs"] == 3
@@ -814,7 +819,7 @@ def test_a_geonames_source_is_fetched_again_when_the_server_has_a_new_export(set
         assert json.loads(again.stdout)["docs"] == 3
         asked = [h for p, h in served.requests if p.endswith("cities15000.zip")]
         assert len(asked) == 2  # fetched again, not taken from the copy kept before
-        identity = Service(settings).library.info("geonames").input
+        identity = Context(settings).library.info("geonames").input
         assert identity["admin1"].startswith(str(settings.data_dir.resolve()))
     finally:
         served.close()
@@ -851,17 +856,17 @@ def test_alternate_names_fetched_for_a_local_export_are_fetched_again(settings, 
             f"{served.url}/export/dump",
         )
         assert built.exit_code == 0, built.output
-        service = Service(settings)
-        assert service.doc("geonames", title="Kyoto", fields=["attrs"])["attrs"]["area"] == [
-            "京都府"
-        ]
+        service = Context(settings)
+        assert reading.doc(
+            service, DocRequest.of(source="geonames", title="Kyoto", fields=["attrs"])
+        )["attrs"]["area"] == ["京都府"]
         publish("1\t1857907\tja\t京都府\t1\t\t\t\t\t\n2\t1857910\tja\t京都市\t1\t\t\t\t\t\n")
         again = run(settings.data_dir, "rebuild", "geonames", "--fetch", "--json")
         assert again.exit_code == 0, again.output
         assert json.loads(again.stdout)["docs"] == 1
-        assert service.doc("geonames", title="京都市", fields=["attrs"])["attrs"]["area"] == [
-            "京都府"
-        ]
+        assert reading.doc(
+            service, DocRequest.of(source="geonames", title="京都市", fields=["attrs"])
+        )["attrs"]["area"] == ["京都府"]
         identity = service.library.info("geonames").input
         assert identity["path"] == str(export.resolve())  # still the local export
     finally:
@@ -952,7 +957,7 @@ def test_recorded_paths_are_absolute_and_a_rebuild_runs_from_another_directory(
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    service = Service(Settings(data_dir=data))
+    service = Context(Settings(data_dir=data))
     wiki, geo = service.library.info("jawiki").input, service.library.info("geonames").input
     assert wiki["pageviews"] == str(work.resolve() / "views.bz2")
     assert geo["admin1"] == str(work.resolve() / "admin1.txt")
@@ -960,8 +965,15 @@ def test_recorded_paths_are_absolute_and_a_rebuild_runs_from_another_directory(
     for name in ("jawiki", "geonames"):
         rebuilt = run(data, "rebuild", name, "--json")
         assert rebuilt.exit_code == 0, rebuilt.output
-    assert service.doc("jawiki", title="雷門", fields=["doc_id"])["doc_id"] == 1  # page views
-    attrs = service.doc("geonames", title="Kyoto", fields=["attrs"])["attrs"]  # the admin1 file
+    assert (
+        reading.doc(service, DocRequest.of(source="jawiki", title="雷門", fields=["doc_id"]))[
+            "doc_id"
+        ]
+        == 1
+    )  # page views
+    attrs = reading.doc(service, DocRequest.of(source="geonames", title="Kyoto", fields=["attrs"]))[
+        "attrs"
+    ]  # the admin1 file
     assert attrs["area"] == ["京都府"] and "Kyoto" in attrs["area_alias"]
     assert os.getcwd() == str(elsewhere)
 

@@ -10,8 +10,9 @@ import pytest
 from chiezo.core.config import Settings
 from chiezo.core.words import evidence_words, light_words, query_words
 from chiezo.ingest.wikipedia import ingest_wikipedia
+from chiezo.ops import building, searching
+from chiezo.ops.context import Context
 from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
 from chiezo.search import evidence, retrieval
 
 from helpers import data_file, titles
@@ -26,8 +27,8 @@ JA = "wikipedia/jawiki-20230501-excerpt.xml.bz2"
 def jawiki(tmp_path_factory):
     settings = Settings(data_dir=tmp_path_factory.mktemp("generic") / "data")
     ingest_wikipedia(settings, data_file(JA))
-    service = Service(settings)
-    service.embed("jawiki", "use-m")
+    service = Context(settings)
+    building.embed(service, "jawiki", "use-m")
     return service
 
 
@@ -65,29 +66,34 @@ def test_meaning_leads_when_the_question_has_only_common_words(jawiki):
     keyword side alone ranks those, and with its usual weight they came into the first five
     (鳥取県, 岩手県, 香川県, パリ, 哲学). Meaning tells the prefectures apart."""
     q = "日本でいちばん人口が少ない県は？"
-    keyword = titles(jawiki.search(SearchRequest.of(query=q, source="jawiki", mode="keyword")))
+    keyword = titles(
+        searching.search(jawiki, SearchRequest.of(query=q, source="jawiki", mode="keyword"))
+    )
     assert {"哲学", "パリ"} <= set(keyword[:5])  # what the words alone find
-    hybrid = jawiki.search(SearchRequest.of(query=q, source="jawiki", explain=True, limit=5))
+    hybrid = searching.search(
+        jawiki, SearchRequest.of(query=q, source="jawiki", explain=True, limit=5)
+    )
     assert titles(hybrid)[0] == "鳥取県"  # the least populous prefecture
     assert all(t.endswith("県") for t in titles(hybrid))
     assert weight_noted(hybrid) <= retrieval.KEYWORD_WEIGHT["use-m"] / 2
 
 
 def test_a_specific_word_or_a_title_keeps_the_keyword_side_first(jawiki):
-    specific = jawiki.search(
-        SearchRequest.of(query="阿波おどりで知られる県は？", source="jawiki", explain=True)
+    specific = searching.search(
+        jawiki, SearchRequest.of(query="阿波おどりで知られる県は？", source="jawiki", explain=True)
     )
     assert titles(specific)[0] == "徳島県"
     assert weight_noted(specific) == retrieval.KEYWORD_WEIGHT["use-m"]
-    title = jawiki.search(SearchRequest.of(query="パリ", source="jawiki"))
+    title = searching.search(jawiki, SearchRequest.of(query="パリ", source="jawiki"))
     assert title.hits[0].title == "パリ" and title.hits[0].title_match
     # a weight asked for is used as it is, whatever the words
-    asked = jawiki.search(
+    asked = searching.search(
+        jawiki,
         SearchRequest.of(
             query="日本でいちばん人口が少ない県は？",
             source="jawiki",
             explain=True,
             keyword_weight=0.9,
-        )
+        ),
     )
     assert weight_noted(asked) == 0.9

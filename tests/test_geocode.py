@@ -17,6 +17,7 @@ from chiezo.core.progress import NullProgress
 from chiezo.ingest.geonames import GeoNamesOptions, ingest_geonames
 from chiezo.ingest.osm import ingest_osm
 from chiezo.ingest.places import PlaceOptions
+from chiezo.ops import searching
 from chiezo.search.geocode import address_key, geocode
 from chiezo.store.build import BuildOptions
 from chiezo.store.kinds import kind_named
@@ -336,9 +337,9 @@ def test_address_keys():
 
 @pytest.fixture(scope="module")
 def service(sources):
-    from chiezo.ops.service import Service
+    from chiezo.ops.context import Context
 
-    return Service(Settings(data_dir=sources[0].path.parents[2]))
+    return Context(Settings(data_dir=sources[0].path.parents[2]))
 
 
 ADDRESS = "香川県高松市番町一丁目10-16"
@@ -356,7 +357,7 @@ def test_geocode_answers_the_same_on_the_service_rest_and_cli(service):
 
     from helpers import LOCAL
 
-    found = service.geocode(GeocodeRequest.of(address=ADDRESS, limit=3))
+    found = searching.geocode(service, GeocodeRequest.of(address=ADDRESS, limit=3))
     first = found["candidates"][0]
     assert (first["level"], first["source"]) == ("exact", "aed")
     assert (first["lat"], first["lon"]) == pytest.approx(SALAMANDER)
@@ -377,13 +378,13 @@ def test_geocode_answers_the_same_on_the_service_rest_and_cli(service):
 def test_near_takes_an_address_and_says_what_it_resolved_to(service):
     from chiezo.ops.requests import FilterRequest, SearchRequest
 
-    found = service.filter(FilterRequest.of(source="aed", near=ADDRESS, radius_km=0.3))
+    found = searching.filter(service, FilterRequest.of(source="aed", near=ADDRESS, radius_km=0.3))
     assert found["docs"] and found["docs"][0]["distance_km"] < 0.01
     assert found["near"]["place"]["level"] == "exact"
     assert any(getattr(n, "code", "") == "near_place" for n in found["notes"])
-    searched = service.search(SearchRequest.of(query="AED", source="aed", near="高松市"))
+    searched = searching.search(service, SearchRequest.of(query="AED", source="aed", near="高松市"))
     assert any(getattr(n, "code", "") == "near_place" for n in searched.notes)
     with pytest.raises(BadQuery, match="no place in the library matches near 'qwxzv plorth'"):
-        service.filter(FilterRequest.of(source="aed", near="qwxzv plorth"))
+        searching.filter(service, FilterRequest.of(source="aed", near="qwxzv plorth"))
     with pytest.raises(BadQuery, match="near is lat,lon"):  # numbers stay coordinates
-        service.filter(FilterRequest.of(source="aed", near="34.3,134.0,5"))
+        searching.filter(service, FilterRequest.of(source="aed", near="34.3,134.0,5"))

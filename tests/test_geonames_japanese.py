@@ -26,8 +26,9 @@ from chiezo.ingest.geonames import (
     jp_prefectures,
     read_places,
 )
-from chiezo.ops.requests import FilterRequest, SearchRequest
-from chiezo.ops.service import Service
+from chiezo.ops import building, reading, searching
+from chiezo.ops.context import Context
+from chiezo.ops.requests import DocRequest, FilterRequest, SearchRequest
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.mcp.server import build_mcp
 
@@ -43,9 +44,13 @@ KOBE, KASHIMA_IBARAKI, SAITAMA = "1859171", "1860748", "6940394"
 def english(tmp_path_factory):
     """cities15000 + admin1: Japanese titles from the rows, Japanese prefectures from the
     package's table, English areas elsewhere."""
-    service = Service(Settings(data_dir=tmp_path_factory.mktemp("en") / "data"))
-    service.ingest(
-        "geonames", data_file(CITIES), "geonames", options=GeoNamesOptions(data_file(ADMIN1))
+    service = Context(Settings(data_dir=tmp_path_factory.mktemp("en") / "data"))
+    building.ingest(
+        service,
+        "geonames",
+        data_file(CITIES),
+        "geonames",
+        options=GeoNamesOptions(data_file(ADMIN1)),
     )
     return service
 
@@ -63,9 +68,9 @@ def japan_rows(folder: Path) -> Path:
 def japanese(tmp_path_factory):
     """Japan's 761 cities + admin1 + Japanese alternate names: Japanese areas as well."""
     folder = tmp_path_factory.mktemp("ja")
-    service = Service(Settings(data_dir=folder / "data"))
+    service = Context(Settings(data_dir=folder / "data"))
     geo = GeoNamesOptions(data_file(ADMIN1), SAMPLE)
-    service.ingest("geonames", japan_rows(folder), "geonames", options=geo)
+    building.ingest(service, "geonames", japan_rows(folder), "geonames", options=geo)
     return service
 
 
@@ -80,12 +85,12 @@ def japan_titles(export: str, tmp_path) -> dict[str, str]:
 
 
 def total(service, **conditions) -> int:
-    return service.filter(FilterRequest.of(source="geonames", **conditions))["total"]
+    return searching.filter(service, FilterRequest.of(source="geonames", **conditions))["total"]
 
 
 def keys(service, **conditions) -> set[str]:
-    found = service.filter(
-        FilterRequest.of(source="geonames", fields=["key"], limit=500, **conditions)
+    found = searching.filter(
+        service, FilterRequest.of(source="geonames", fields=["key"], limit=500, **conditions)
     )
     return {d["key"] for d in found["docs"]}
 
@@ -117,9 +122,12 @@ def test_the_japanese_form_is_the_title(tmp_path):
 
 @pytest.mark.slow
 def test_other_forms_still_find_the_place(english):
-    chinese = english.search(SearchRequest.of(query="神户市", source="geonames")).hits[0]
+    chinese = searching.search(english, SearchRequest.of(query="神户市", source="geonames")).hits[0]
     assert chinese.key == KOBE and chinese.title == "神戸市"
-    assert english.search(SearchRequest.of(query="Kobe", source="geonames")).hits[0].key == KOBE
+    assert (
+        searching.search(english, SearchRequest.of(query="Kobe", source="geonames")).hits[0].key
+        == KOBE
+    )
 
 
 # -- areas without alternate names ------------------------------------------------------------
@@ -130,30 +138,32 @@ def test_english_areas_match_whatever_the_case_width_or_accents(english):
     kyoto = total(english, area=["Kyoto"])
     assert kyoto > 5
     assert total(english, area=["kyoto"]) == total(english, area=["ＫＹＯＴＯ"]) == kyoto
-    osaka = english.doc("geonames", title="大阪市", fields=["attrs"])["attrs"]
+    osaka = reading.doc(
+        english, DocRequest.of(source="geonames", title="大阪市", fields=["attrs"])
+    )["attrs"]
     assert osaka["area"] == ["大阪府"] and {"Ōsaka", "Osaka"} <= set(osaka["area_alias"])
     assert keys(english, area=["osaka"]) == keys(english, area=["Ōsaka"])
     assert total(english, area=["California"]) == total(english, area=["california"]) > 0
-    result = english.filter(FilterRequest.of(source="geonames", area=["kyoto"], limit=1))
+    result = searching.filter(english, FilterRequest.of(source="geonames", area=["kyoto"], limit=1))
     assert result["plan"] == "range"  # resolved to the stored value: one index range
 
 
 @pytest.mark.slow
 def test_a_missing_area_lists_the_closest_names_not_the_commonest(english):
-    tokio = english.filter(FilterRequest.of(source="geonames", area=["Tokio"]))
+    tokio = searching.filter(english, FilterRequest.of(source="geonames", area=["Tokio"]))
     assert tokio["total"] == 0
     assert tokio["notes"][0].params["similar"][0] == "Tokyo"
-    typo = english.filter(FilterRequest.of(source="geonames", area=["Caliphornia"]))
+    typo = searching.filter(english, FilterRequest.of(source="geonames", area=["Caliphornia"]))
     assert typo["notes"][0].params["similar"][0] == "California"
-    japanese_name = english.filter(
-        FilterRequest.of(source="geonames", area=["カリフォルニア州"])
+    japanese_name = searching.filter(
+        english, FilterRequest.of(source="geonames", area=["カリフォルニア州"])
     )  # areas outside Japan are English only
     assert japanese_name["total"] == 0
     assert "England" not in japanese_name["notes"][0].params["similar"]
-    assert english.filter(FilterRequest.of(source="geonames", area=["Tokyo-to"]))["notes"][
-        0
-    ].params["similar"][0] in ("Tokyo", "東京都")
-    feature = english.filter(FilterRequest.of(source="geonames", feature=["P=PPLAA"]))
+    assert searching.filter(english, FilterRequest.of(source="geonames", area=["Tokyo-to"]))[
+        "notes"
+    ][0].params["similar"][0] in ("Tokyo", "東京都")
+    feature = searching.filter(english, FilterRequest.of(source="geonames", feature=["P=PPLAA"]))
     assert feature["notes"][0].params["similar"][0] == "P=PPLA"
 
 
@@ -204,7 +214,9 @@ def test_japanese_areas_without_the_alternate_names_file(english):
     assert keys(english, area=["東京都"]) == keys(english, area=["東京"]) == tokyo
     assert keys(english, area=["大阪府"]) == keys(english, area=["Osaka"])
     assert total(english, area=["大阪府"]) > 10 and total(english, area=["北海道"]) > 10
-    tokyo_doc = english.doc("geonames", key="1850147", fields=["attrs"])["attrs"]
+    tokyo_doc = reading.doc(
+        english, DocRequest.of(source="geonames", key="1850147", fields=["attrs"])
+    )["attrs"]
     assert tokyo_doc["area"] == ["東京都"] and set(tokyo_doc["area_alias"]) == {"Tokyo", "東京"}
 
 
@@ -213,8 +225,12 @@ def test_the_table_gives_the_areas_the_alternate_names_file_gives(english, japan
     """The same area and other names for a place in Japan with or without the file: a filter
     or a title reads the same either way."""
     for key in ("1850147", KOBE, KASHIMA_IBARAKI, SAITAMA, "1857910"):
-        without = english.doc("geonames", key=key, fields=["attrs"])["attrs"]
-        with_file = japanese.doc("geonames", key=key, fields=["attrs"])["attrs"]
+        without = reading.doc(english, DocRequest.of(source="geonames", key=key, fields=["attrs"]))[
+            "attrs"
+        ]
+        with_file = reading.doc(
+            japanese, DocRequest.of(source="geonames", key=key, fields=["attrs"])
+        )["attrs"]
         assert without["area"] == with_file["area"]
         assert set(without["area_alias"]) == set(with_file["area_alias"]), key
 
@@ -231,11 +247,15 @@ def test_a_renumbered_code_keeps_its_english_name(tmp_path):
     )
     admin1 = tmp_path / "admin1.txt"
     admin1.write_text("JP.22\tKyoto\tKyoto\t1857907\nJP.40\tSomewhere\tSomewhere\t9\n")
-    service = Service(Settings(data_dir=tmp_path / "data"))
-    service.ingest("geonames", export, "geonames", options=GeoNamesOptions(admin1))
-    kyoto = service.doc("geonames", key="1", fields=["attrs"])["attrs"]
+    service = Context(Settings(data_dir=tmp_path / "data"))
+    building.ingest(service, "geonames", export, "geonames", options=GeoNamesOptions(admin1))
+    kyoto = reading.doc(service, DocRequest.of(source="geonames", key="1", fields=["attrs"]))[
+        "attrs"
+    ]
     assert kyoto["area"] == ["京都府"] and set(kyoto["area_alias"]) == {"Kyoto", "京都"}
-    assert service.doc("geonames", key="2", fields=["attrs"])["attrs"]["area"] == ["Somewhere"]
+    assert reading.doc(service, DocRequest.of(source="geonames", key="2", fields=["attrs"]))[
+        "attrs"
+    ]["area"] == ["Somewhere"]
 
 
 # -- with alternate names ---------------------------------------------------------------------
@@ -243,13 +263,24 @@ def test_a_renumbered_code_keeps_its_english_name(tmp_path):
 
 @pytest.mark.slow
 def test_alternate_names_give_the_title_and_japanese_areas(japanese):
-    kashima = japanese.doc("geonames", key=KASHIMA_IBARAKI, fields=["title", "attrs", "aliases"])
+    kashima = reading.doc(
+        japanese,
+        DocRequest.of(source="geonames", key=KASHIMA_IBARAKI, fields=["title", "attrs", "aliases"]),
+    )
     assert kashima["title"] == "鹿嶋市"  # the file's preferred name; the row alone says 鹿島市
     assert kashima["attrs"]["area"] == ["茨城県"]
     assert set(kashima["attrs"]["area_alias"]) == {"Ibaraki", "茨城"}
     assert "鹿島市" in kashima["aliases"]
-    assert japanese.doc("geonames", key=SAITAMA, fields=["title"])["title"] == "さいたま市"
-    kyoto = japanese.doc("geonames", key="1857910", fields=["title", "attrs", "aliases"])
+    assert (
+        reading.doc(japanese, DocRequest.of(source="geonames", key=SAITAMA, fields=["title"]))[
+            "title"
+        ]
+        == "さいたま市"
+    )
+    kyoto = reading.doc(
+        japanese,
+        DocRequest.of(source="geonames", key="1857910", fields=["title", "attrs", "aliases"]),
+    )
     assert kyoto["title"] == "京都市" and kyoto["attrs"]["wikidata"] == ["Q34600"]
     assert not {"平安京", "みやこ"} & set(kyoto["aliases"])  # historic, colloquial: skipped
 
@@ -261,10 +292,13 @@ def test_an_area_is_found_by_either_language(japanese):
     assert keys(japanese, area=["Tokyo"]) == keys(japanese, area=["tokyo"]) == tokyo
     assert keys(japanese, area=["東京"]) == tokyo  # the file's short name
     assert keys(japanese, area=["京都府"]) == keys(japanese, area=["Kyoto"])
-    both = japanese.filter(FilterRequest.of(source="geonames", area=["東京都,Kyoto"]))
+    both = searching.filter(japanese, FilterRequest.of(source="geonames", area=["東京都,Kyoto"]))
     assert both["total"] == len(tokyo) + total(japanese, area=["京都府"])
     assert (
-        japanese.search(SearchRequest.of(query="市", source="geonames", area=["tokyo"])).total > 0
+        searching.search(
+            japanese, SearchRequest.of(query="市", source="geonames", area=["tokyo"])
+        ).total
+        > 0
     )  # search filters too
 
 
@@ -305,9 +339,10 @@ def test_the_area_examples_in_the_mcp_descriptions_work(english, japanese):
 
 
 def test_a_file_that_is_not_alternate_names_is_a_clear_error(tmp_path):
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     with pytest.raises(InputError, match="not an alternate-names file"):
-        service.ingest(
+        building.ingest(
+            service,
             "geonames",
             data_file(CITIES),
             "geonames",

@@ -11,8 +11,9 @@ from chiezo.core.errors import BadQuery, InputError
 from chiezo.core.geometry import point_in_ring
 from chiezo.ingest.geonames import GeoNamesOptions
 from chiezo.ingest.osm import OsmOptions
-from chiezo.ops.requests import FeaturesRequest, FilterRequest, SearchRequest
-from chiezo.ops.service import Service
+from chiezo.ops import building, reading, searching
+from chiezo.ops.context import Context
+from chiezo.ops.requests import DocRequest, FeaturesRequest, FilterRequest, SearchRequest
 
 from helpers import DumpSite, data_file, wiki_dump
 
@@ -25,10 +26,10 @@ STATION = "60.1713,24.9415"  # Helsinki central station
 @pytest.fixture(scope="module")
 def places(tmp_path_factory):
     settings = Settings(data_dir=tmp_path_factory.mktemp("places") / "data")
-    service = Service(settings)
+    service = Context(settings)
     geo = GeoNamesOptions(admin1=data_file(ADMIN1))
-    service.ingest("geonames", data_file(CITIES), "geonames", options=geo)
-    service.ingest("osm", data_file(HELSINKI), "osm_helsinki")
+    building.ingest(service, "geonames", data_file(CITIES), "geonames", options=geo)
+    building.ingest(service, "osm", data_file(HELSINKI), "osm_helsinki")
     dump = settings.data_dir.parent / "wiki.xml"
     dump.write_text(
         wiki_dump(
@@ -42,7 +43,7 @@ def places(tmp_path_factory):
             ]
         )
     )
-    service.ingest("wikipedia", dump, "testwiki")
+    building.ingest(service, "wikipedia", dump, "testwiki")
     return service
 
 
@@ -55,22 +56,30 @@ def titles(result) -> list[str]:
 
 @pytest.mark.slow
 def test_japanese_names_find_their_places(places):
-    kyoto = places.search(SearchRequest.of(query="京都市", source="geonames")).hits[0]
+    kyoto = searching.search(places, SearchRequest.of(query="京都市", source="geonames")).hits[0]
     assert kyoto.title == "京都市" and kyoto.title_match
-    tokyo = places.search(SearchRequest.of(query="東京", source="geonames")).hits[0]
+    tokyo = searching.search(places, SearchRequest.of(query="東京", source="geonames")).hits[0]
     assert tokyo.title_match and tokyo.key == "1850147"
     assert (
-        places.search(SearchRequest.of(query="Tokyo", source="geonames")).hits[0].key == "1850147"
+        searching.search(places, SearchRequest.of(query="Tokyo", source="geonames")).hits[0].key
+        == "1850147"
     )
     assert (
-        places.search(SearchRequest.of(query="ニューヨーク", source="geonames")).hits[0].title
+        searching.search(places, SearchRequest.of(query="ニューヨーク", source="geonames"))
+        .hits[0]
+        .title
         == "ニューヨーク"
     )
 
 
 @pytest.mark.slow
 def test_places_carry_feature_country_area_and_population_rank(places):
-    doc = places.doc("geonames", title="京都市", fields=["attrs", "point", "rank_score", "extra"])
+    doc = reading.doc(
+        places,
+        DocRequest.of(
+            source="geonames", title="京都市", fields=["attrs", "point", "rank_score", "extra"]
+        ),
+    )
     assert doc["attrs"]["feature"] == ["P=PPLA"] and doc["attrs"]["country"] == ["JP"]
     assert doc["attrs"]["area"] == ["京都府"] and "Kyoto" in doc["attrs"]["area_alias"]
     assert doc["point"] == {"lat": pytest.approx(35.02107), "lon": pytest.approx(135.75385)}
@@ -79,7 +88,9 @@ def test_places_carry_feature_country_area_and_population_rank(places):
 
 @pytest.mark.slow
 def test_duplicate_names_get_distinguishable_titles(places):
-    result = places.search(SearchRequest.of(query="Springfield", source="geonames", limit=20))
+    result = searching.search(
+        places, SearchRequest.of(query="Springfield", source="geonames", limit=20)
+    )
     names = [h.title for h in result.hits]
     assert len(names) == len(set(names)) > 5
     assert all("(" in n for n in names if n.startswith("スプリングフィールド"))
@@ -87,8 +98,8 @@ def test_duplicate_names_get_distinguishable_titles(places):
 
 @pytest.mark.slow
 def test_a_box_around_kyoto_holds_kyoto_and_not_osaka(places):
-    result = places.filter(
-        FilterRequest.of(source="geonames", bbox="34.95,135.65,35.10,135.85", limit=100)
+    result = searching.filter(
+        places, FilterRequest.of(source="geonames", bbox="34.95,135.65,35.10,135.85", limit=100)
     )
     assert "京都市" in titles(result)
     assert "大阪市" not in titles(result)
@@ -97,16 +108,20 @@ def test_a_box_around_kyoto_holds_kyoto_and_not_osaka(places):
 
 @pytest.mark.slow
 def test_feature_and_country_filters_with_exact_totals(places):
-    capitals = places.filter(FilterRequest.of(source="geonames", feature=["P=PPLC"], limit=500))
+    capitals = searching.filter(
+        places, FilterRequest.of(source="geonames", feature=["P=PPLC"], limit=500)
+    )
     assert capitals["total"] == len(capitals["docs"]) > 150
-    japan = places.filter(
-        FilterRequest.of(source="geonames", feature=["P=PPLA"], attr=["country=JP"], limit=100)
+    japan = searching.filter(
+        places,
+        FilterRequest.of(source="geonames", feature=["P=PPLA"], attr=["country=JP"], limit=100),
     )
     assert japan["total"] == 47 - 1  # every prefectural seat but Tokyo (a PPLC)
-    either = places.filter(
+    either = searching.filter(
+        places,
         FilterRequest.of(
             source="geonames", feature=["P=PPLA,P=PPLC"], attr=["country=JP"], limit=100
-        )
+        ),
     )
     assert either["total"] == 47
 
@@ -116,8 +131,8 @@ def test_feature_and_country_filters_with_exact_totals(places):
 
 @pytest.mark.slow
 def test_every_museum_is_listed_with_the_right_total(places):
-    museums = places.filter(
-        FilterRequest.of(source="osm_helsinki", feature=["tourism=museum"], limit=50)
+    museums = searching.filter(
+        places, FilterRequest.of(source="osm_helsinki", feature=["tourism=museum"], limit=50)
     )
     assert museums["total"] == 6 == len(museums["docs"])
     assert {"Ateneum", "Kiasma"} <= set(titles(museums))
@@ -125,17 +140,18 @@ def test_every_museum_is_listed_with_the_right_total(places):
 
 @pytest.mark.slow
 def test_nearest_to_the_central_station_sorts_by_distance(places):
-    result = places.filter(
+    result = searching.filter(
+        places,
         FilterRequest.of(
             source="osm_helsinki", near=STATION, feature=["railway=tram_stop"], limit=10
-        )
+        ),
     )
     distances = [d["distance_km"] for d in result["docs"]]
     assert distances == sorted(distances)
     assert 0 < distances[0] < 0.5 and distances[-1] < 2
     assert result["order"] == "distance" and result["total"] == 40
-    within = places.filter(
-        FilterRequest.of(source="osm_helsinki", near=STATION, radius_km=0.3, limit=500)
+    within = searching.filter(
+        places, FilterRequest.of(source="osm_helsinki", near=STATION, radius_km=0.3, limit=500)
     )
     assert all(d["distance_km"] <= 0.3 for d in within["docs"])
     assert within["total"] == len(within["docs"]) > 10
@@ -143,33 +159,38 @@ def test_nearest_to_the_central_station_sorts_by_distance(places):
 
 @pytest.mark.slow
 def test_near_doc_uses_another_sources_coordinates(places):
-    result = places.filter(
+    result = searching.filter(
+        places,
         FilterRequest.of(
             source="osm_helsinki",
             near_doc="testwiki:ヘルシンキ中央駅",
             feature=["railway=station"],
             limit=3,
-        )
+        ),
     )
     assert titles(result)[0] == "Helsinki" and result["docs"][0]["distance_km"] < 0.2
     assert result["near"]["from"] == "testwiki:ヘルシンキ中央駅"
     with pytest.raises(BadQuery, match="no coordinates"):
-        places.filter(FilterRequest.of(source="osm_helsinki", near_doc="testwiki:座標のない記事"))
+        searching.filter(
+            places, FilterRequest.of(source="osm_helsinki", near_doc="testwiki:座標のない記事")
+        )
 
 
 @pytest.mark.slow
 def test_features_can_be_discovered(places):
-    found = places.features(FeaturesRequest.of(source="osm_helsinki", contains="museum"))
+    found = reading.features(places, FeaturesRequest.of(source="osm_helsinki", contains="museum"))
     assert {"feature": "tourism=museum", "docs": 6} in found["features"]
     with pytest.raises(BadQuery, match="no features"):
-        places.features(FeaturesRequest.of(source="testwiki"))
+        reading.features(places, FeaturesRequest.of(source="testwiki"))
 
 
 @pytest.mark.slow
 def test_transport_infrastructure_comes_by_value_not_by_key(places):
     values = {
         f["feature"]
-        for f in places.features(FeaturesRequest.of(source="osm_helsinki", limit=500))["features"]
+        for f in reading.features(places, FeaturesRequest.of(source="osm_helsinki", limit=500))[
+            "features"
+        ]
     }
     assert "railway=station" in values and "railway=tram_stop" in values
     assert not {
@@ -180,12 +201,12 @@ def test_transport_infrastructure_comes_by_value_not_by_key(places):
 @pytest.mark.slow
 def test_a_place_filter_on_a_wikipedia_source_says_why(places):
     with pytest.raises(BadQuery) as info:
-        places.filter(FilterRequest.of(source="testwiki", feature=["railway=station"]))
+        searching.filter(places, FilterRequest.of(source="testwiki", feature=["railway=station"]))
     assert "has no attribute 'feature'" in info.value.message
     assert info.value.extras["sources_with_it"] == ["geonames", "osm_helsinki"]
     with pytest.raises(BadQuery, match="no attribute 'area'"):
-        places.filter(
-            FilterRequest.of(source="osm_helsinki", area=["Kamppi"])
+        searching.filter(
+            places, FilterRequest.of(source="osm_helsinki", area=["Kamppi"])
         )  # its boundaries are clipped: no areas
 
 
@@ -236,15 +257,17 @@ def test_areas_come_from_polygons_not_boxes(tmp_path):
             ("Outside both", {"amenity": "cafe"}, (3, 3)),
         ],
     )
-    service = Service(Settings(data_dir=tmp_path / "data"))
-    service.ingest("osm", path, "osm_test", options=OsmOptions(admin_levels=("4",)))
+    service = Context(Settings(data_dir=tmp_path / "data"))
+    building.ingest(service, "osm", path, "osm_test", options=OsmOptions(admin_levels=("4",)))
     areas = {
-        t: service.doc("osm_test", title=t, fields=["attrs"])["attrs"].get("area")
+        t: reading.doc(service, DocRequest.of(source="osm_test", title=t, fields=["attrs"]))[
+            "attrs"
+        ].get("area")
         for t in ("Inside ell", "Inside square", "Outside both")
     }
     assert areas == {"Inside ell": ["Ell"], "Inside square": ["Square"], "Outside both": None}
-    square_cafes = service.filter(
-        FilterRequest.of(source="osm_test", area=["Square"], feature=["amenity=cafe"])
+    square_cafes = searching.filter(
+        service, FilterRequest.of(source="osm_test", area=["Square"], feature=["amenity=cafe"])
     )
     assert titles(square_cafes) == ["Inside square"]
 
@@ -258,7 +281,7 @@ def test_not_an_osm_file_is_a_clear_error(tmp_path):
     bogus = tmp_path / "x.osm.pbf"
     bogus.write_bytes(b"not a pbf at all")
     with pytest.raises(InputError, match="cannot read"):
-        Service(Settings(data_dir=tmp_path / "data")).ingest("osm", bogus, "osm_x")
+        building.ingest(Context(Settings(data_dir=tmp_path / "data")), "osm", bogus, "osm_x")
 
 
 # -- fetching ---------------------------------------------------------------------------------
@@ -314,13 +337,17 @@ def test_alternate_names_give_japanese_areas_and_wikidata_ids(tmp_path):
     export.write_text(
         "\n".join(r for r in rows if r.split("\t")[0] in ("1857910", "1850147")) + "\n"
     )
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     geo = GeoNamesOptions(admin1=admin1, alternate_names=alternates)
-    service.ingest("geonames", export, "jp", options=geo)
-    kyoto = service.doc("jp", title="京都市", fields=["attrs", "aliases"])
+    building.ingest(service, "geonames", export, "jp", options=geo)
+    kyoto = reading.doc(
+        service, DocRequest.of(source="jp", title="京都市", fields=["attrs", "aliases"])
+    )
     assert kyoto["attrs"]["area"] == ["京都府"] and kyoto["attrs"]["wikidata"] == ["Q34600"]
-    assert service.filter(FilterRequest.of(source="jp", area=["京都府"]))["total"] == 1
+    assert searching.filter(service, FilterRequest.of(source="jp", area=["京都府"]))["total"] == 1
     assert (
-        service.filter(FilterRequest.of(source="jp", wikidata=["Q34600"]))["docs"][0]["title"]
+        searching.filter(service, FilterRequest.of(source="jp", wikidata=["Q34600"]))["docs"][0][
+            "title"
+        ]
         == "京都市"
     )

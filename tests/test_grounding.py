@@ -16,7 +16,8 @@ from chiezo.answer.plan import ReasoningFilter, keyword_queries, parse_plan_repl
 from chiezo.answer.rag import NO_BASIS
 from chiezo.answer.support import check_claims, split_sentences
 from chiezo.core.config import Settings
-from chiezo.ops.service import Service
+from chiezo.ops import answering, building
+from chiezo.ops.context import Context
 from chiezo.surfaces.cli.main import cli
 from llm_stub import ScriptedLLM, in_turns, tool_call
 
@@ -48,8 +49,8 @@ def library(tmp_path_factory):
     return wiki_library(tmp_path_factory.mktemp("grounding"), PAGES)
 
 
-def service_with(root, url, **settings) -> Service:
-    return Service(
+def service_with(root, url, **settings) -> Context:
+    return Context(
         Settings(
             data_dir=root / "data", llm_url=url, llm_model="stub-model", llm_timeout=5, **settings
         )
@@ -91,7 +92,9 @@ def test_an_agent_answer_before_any_lookup_is_not_returned_chiezo_searches_first
         }
 
     with ScriptedLLM(answer) as stub:
-        result = service_with(library, stub.url).ask("When was Ray Charles born?", mode="agent")
+        result = answering.ask(
+            service_with(library, stub.url), "When was Ray Charles born?", mode="agent"
+        )
     assert result.answer == "Ray Charles was born in 1930 [1]." and result.grounded
     assert result.steps[0]["tool"] == "search" and result.steps[0]["by"] == "chiezo"
     assert result.queries == ["Ray Charles"]  # the question's named thing, not the sentence
@@ -106,7 +109,9 @@ def test_an_agent_that_finds_nothing_gives_the_fixed_reply_and_exit_3(library):
         {"content": "The capital of Alabama is Baton Rouge."},
     )
     with ScriptedLLM(replies) as stub:
-        result = service_with(library, stub.url).ask("qzxvbnm plorkwidget?", mode="agent")
+        result = answering.ask(
+            service_with(library, stub.url), "qzxvbnm plorkwidget?", mode="agent"
+        )
     assert result.answer == NO_BASIS["en"] and result.no_basis and not result.grounded
     with ScriptedLLM(in_turns({"content": "Baton Rouge."})) as stub:
         run = cli_run(
@@ -121,7 +126,9 @@ def test_an_agent_that_finds_nothing_gives_the_fixed_reply_and_exit_3(library):
 def test_an_agent_answer_citing_nothing_is_asked_again_and_never_labelled_grounded(library):
     search = {"tool_calls": [tool_call("search", {"query": "Ray Charles"})]}
     with ScriptedLLM(in_turns(search, {"content": "He was born in 1930."})) as stub:
-        result = service_with(library, stub.url).ask("When was Ray Charles born?", mode="agent")
+        result = answering.ask(
+            service_with(library, stub.url), "When was Ray Charles born?", mode="agent"
+        )
         asked_again = "cites no source" in json.dumps(stub.requests[-1]["messages"])
     assert asked_again and result.cited == [] and result.grounded is False
     assert result.to_dict()["uncited"] == ["He was born in 1930."]
@@ -140,8 +147,8 @@ def test_an_agent_keeps_to_the_source_it_was_given(library):
         {"content": "浅草寺は台東区にある [1]。"},
     )
     with ScriptedLLM(replies) as stub:
-        result = service_with(library, stub.url).ask(
-            "浅草寺はどこ？", mode="agent", source="jawiki"
+        result = answering.ask(
+            service_with(library, stub.url), "浅草寺はどこ？", mode="agent", source="jawiki"
         )
     tools = [m["content"] for m in stub.requests[-1]["messages"] if m["role"] == "tool"]
     assert "from the source 'jawiki' only" in tools[0]
@@ -162,7 +169,9 @@ def test_the_agent_is_told_how_to_use_the_library_and_steps_are_timed(library):
         {"content": "漱石は1867年2月9日に生まれた [1]。"},
     )
     with ScriptedLLM(replies) as stub:
-        result = service_with(library, stub.url).ask("夏目漱石の誕生日は？", mode="agent")
+        result = answering.ask(
+            service_with(library, stub.url), "夏目漱石の誕生日は？", mode="agent"
+        )
     system = stub.requests[0]["messages"][0]["content"]
     assert INSTRUCTIONS.strip().splitlines()[0] in system and "`filter`" in system
     assert all(isinstance(s["ms"], float) for s in result.steps)
@@ -380,11 +389,11 @@ def test_zim_answers_skip_the_main_page_read_an_article_once_and_link_to_this_se
 
     zim = data_file("zim/libkiwix_zimfile_raycharles.zim")
     settings = Settings(data_dir=tmp_path / "data")
-    Service(settings).ingest("zim", zim, "zim_ray", embed=False)
+    building.ingest(Context(settings), "zim", zim, "zim_ray", embed=False)
     with ScriptedLLM(
         planned('{"queries": ["Ray Charles", "Main Page"]}', "Ray Charles was a musician [1].")
     ) as stub:
-        service = Service(
+        service = Context(
             Settings(
                 data_dir=tmp_path / "data",
                 llm_url=stub.url,
@@ -392,10 +401,12 @@ def test_zim_answers_skip_the_main_page_read_an_article_once_and_link_to_this_se
                 public_url="http://127.0.0.1:8080",
             )
         )
-        result = service.ask("Who was Ray Charles?", source="zim_ray", plan="model")
-        offline = Service(
-            Settings(data_dir=tmp_path / "data", llm_url=stub.url, llm_model="stub-model")
-        ).ask("Who was Ray Charles?", plan="model")
+        result = answering.ask(service, "Who was Ray Charles?", source="zim_ray", plan="model")
+        offline = answering.ask(
+            Context(Settings(data_dir=tmp_path / "data", llm_url=stub.url, llm_model="stub-model")),
+            "Who was Ray Charles?",
+            plan="model",
+        )
     titles = [r["title"] for r in result.references]
     assert "Main Page" not in titles and titles.count("Ray Charles") == 1
     assert any("skipped main page Main Page" in w for w in result.warnings)
@@ -411,19 +422,23 @@ def test_zim_answers_skip_the_main_page_read_an_article_once_and_link_to_this_se
 @pytest.mark.slow
 def test_a_cited_document_never_shows_its_local_path(tmp_path):
     folder = write_files(tmp_path / "handbook", {"leave.md": "# 休暇\n\n年次休暇は20日。\n"})
-    build_docs(Service(Settings(data_dir=tmp_path / "data")), folder, "handbook")
+    build_docs(Context(Settings(data_dir=tmp_path / "data")), folder, "handbook")
     with ScriptedLLM(planned('{"queries": ["休暇"]}', "年次休暇は20日 [1]。")) as stub:
-        local = Service(
-            Settings(data_dir=tmp_path / "data", llm_url=stub.url, llm_model="stub-model")
-        ).ask("休暇は何日？")
-        served = Service(
-            Settings(
-                data_dir=tmp_path / "data",
-                llm_url=stub.url,
-                llm_model="stub-model",
-                public_url="http://kb.lan:8080/",
-            )
-        ).ask("休暇は何日？")
+        local = answering.ask(
+            Context(Settings(data_dir=tmp_path / "data", llm_url=stub.url, llm_model="stub-model")),
+            "休暇は何日？",
+        )
+        served = answering.ask(
+            Context(
+                Settings(
+                    data_dir=tmp_path / "data",
+                    llm_url=stub.url,
+                    llm_model="stub-model",
+                    public_url="http://kb.lan:8080/",
+                )
+            ),
+            "休暇は何日？",
+        )
     assert local.references[0]["url"] is None and local.grounded  # no server to link to
     assert served.references[0]["url"].startswith("http://kb.lan:8080/doc/handbook/")
     assert "file:" not in json.dumps(local.to_dict() | served.to_dict())
@@ -441,7 +456,7 @@ def test_excerpts_and_token_cap_reach_the_model_from_flags_api_and_environment(l
     QUESTION = "浅草寺と夏目漱石とRay Charlesについて教えて"  # noqa: N806
     with ScriptedLLM(planned(plan, "台東区 [1]")) as stub:
         service = service_with(library, stub.url, answer_excerpts=2, answer_max_tokens=64)
-        configured = service.ask(QUESTION)
+        configured = answering.ask(service, QUESTION)
         flagged = cli_run(
             library, stub.url, "ask", "--json", "--excerpts", "1", "--max-tokens", "32", QUESTION
         )

@@ -11,8 +11,9 @@ import httpx
 import pytest
 
 from chiezo.core.config import Settings
-from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
+from chiezo.ops import building, reading, searching
+from chiezo.ops.context import Context
+from chiezo.ops.requests import DocRequest, SearchRequest
 from chiezo.surfaces.rest import create_app
 
 from helpers import LOCAL, RunningServer, build_docs, data_file, write_files
@@ -79,9 +80,9 @@ FILES = {
 @pytest.fixture(scope="module")
 def library(tmp_path_factory):
     root = tmp_path_factory.mktemp("hits")
-    service = Service(Settings(data_dir=root / "data", query_timeout=30))
+    service = Context(Settings(data_dir=root / "data", query_timeout=30))
     build_docs(service, write_files(root / "docs", FILES), "docs")
-    service.ingest("osm", data_file(HELSINKI), "osm_helsinki")
+    building.ingest(service, "osm", data_file(HELSINKI), "osm_helsinki")
     return service
 
 
@@ -94,8 +95,10 @@ def haversine_km(a: tuple[float, float], b: tuple[float, float]) -> float:
     return 2 * 6371.0088 * math.asin(math.sqrt(h))
 
 
-def point_of(service: Service, source: str, doc_id: int) -> dict:
-    return service.doc(source, doc_id=doc_id, fields=["point"])["point"]
+def point_of(service: Context, source: str, doc_id: int) -> dict:
+    return reading.doc(service, DocRequest.of(source=source, doc_id=doc_id, fields=["point"]))[
+        "point"
+    ]
 
 
 # -- coordinates and distance ----------------------------------------------------------------
@@ -103,20 +106,23 @@ def point_of(service: Service, source: str, doc_id: int) -> dict:
 
 @pytest.mark.slow
 def test_place_hits_carry_their_documents_coordinates(library):
-    result = library.search(SearchRequest.of(query="museum", source="osm_helsinki", limit=10))
+    result = searching.search(
+        library, SearchRequest.of(query="museum", source="osm_helsinki", limit=10)
+    )
     assert len(result.hits) >= 5
     for hit in result.hits:
         assert hit.to_dict()["point"] == point_of(library, "osm_helsinki", hit.doc_id)
     # a document without coordinates has no point, and no key for one
-    (hit,) = library.search(SearchRequest.of(query="覚え書き", source="docs")).hits[:1]
+    (hit,) = searching.search(library, SearchRequest.of(query="覚え書き", source="docs")).hits[:1]
     assert hit.point is None and "point" not in hit.to_dict()
 
 
 def test_near_gives_every_hit_its_great_circle_distance(library):
     near = f"{STATION[0]},{STATION[1]}"
     for radius in (None, 0.35):  # ordered by distance, whether the search is bounded or not
-        result = library.search(
-            SearchRequest.of(query="museum", source="osm_helsinki", near=near, radius_km=radius)
+        result = searching.search(
+            library,
+            SearchRequest.of(query="museum", source="osm_helsinki", near=near, radius_km=radius),
         )
         assert result.hits and result.order.endswith("by distance")
         for hit in result.hits:
@@ -127,7 +133,9 @@ def test_near_gives_every_hit_its_great_circle_distance(library):
         distances = [h.distance_km for h in result.hits]
         assert distances == sorted(distances)
     far = (
-        library.search(SearchRequest.of(query="museum", source="osm_helsinki", near=near))
+        searching.search(
+            library, SearchRequest.of(query="museum", source="osm_helsinki", near=near)
+        )
         .hits[-1]
         .distance_km
     )
@@ -135,7 +143,7 @@ def test_near_gives_every_hit_its_great_circle_distance(library):
 
 
 def test_without_near_there_is_no_distance(library):
-    hit = library.search(SearchRequest.of(query="museum", source="osm_helsinki")).hits[0]
+    hit = searching.search(library, SearchRequest.of(query="museum", source="osm_helsinki")).hits[0]
     assert hit.distance_km is None and "distance_km" not in hit.to_dict()
 
 
@@ -157,7 +165,9 @@ def test_without_near_there_is_no_distance(library):
 def test_a_keyword_hit_names_the_section_its_snippet_quotes(library, query, section):
     (hit,) = [
         h
-        for h in library.search(SearchRequest.of(query=query, source="docs", mode="keyword")).hits
+        for h in searching.search(
+            library, SearchRequest.of(query=query, source="docs", mode="keyword")
+        ).hits
         if h.key != "memo.md"
     ]
     assert hit.section == section and hit.to_dict()["section"] == section
@@ -168,22 +178,30 @@ def test_a_keyword_hit_names_the_section_its_snippet_quotes(library, query, sect
 
 def test_the_section_is_where_the_words_are_not_where_the_window_starts(library):
     # the snippet begins a line early, on the last sentence of 近代; its words are under 行事
-    hits = library.search(SearchRequest.of(query="三社祭", source="docs", mode="keyword")).hits
+    hits = searching.search(
+        library, SearchRequest.of(query="三社祭", source="docs", mode="keyword")
+    ).hits
     hit = next(h for h in hits if h.title == "浅草寺の話")
     assert "公園" in hit.snippet.split("三社祭")[0] and "近代" not in hit.snippet
     assert hit.section == "行事"
 
 
 def test_the_lead_and_a_document_without_headings_have_no_section(library):
-    lead = library.search(SearchRequest.of(query="台東区", source="docs", mode="keyword")).hits[0]
+    lead = searching.search(
+        library, SearchRequest.of(query="台東区", source="docs", mode="keyword")
+    ).hits[0]
     assert lead.title == "浅草寺の話" and lead.section is None  # its path is the title alone
     assert "section" not in lead.to_dict()
     memo = next(
         h
-        for h in library.search(SearchRequest.of(query="日程", source="docs", mode="keyword")).hits
+        for h in searching.search(
+            library, SearchRequest.of(query="日程", source="docs", mode="keyword")
+        ).hits
     )
     assert memo.key == "memo.md" and memo.section is None
-    place = library.search(SearchRequest.of(query="Kiasma", source="osm_helsinki")).hits[0]
+    place = searching.search(library, SearchRequest.of(query="Kiasma", source="osm_helsinki")).hits[
+        0
+    ]
     assert place.section is None and place.point is not None
 
 
@@ -194,8 +212,8 @@ def test_sections_and_points_are_read_for_the_page_only(library):
     conn = library.library.get("docs").conn
     conn.set_trace_callback(statements.append)
     try:
-        result = library.search(
-            SearchRequest.of(query="三社祭", source="docs", mode="keyword", limit=2)
+        result = searching.search(
+            library, SearchRequest.of(query="三社祭", source="docs", mode="keyword", limit=2)
         )
     finally:
         conn.set_trace_callback(None)
@@ -207,8 +225,8 @@ def test_sections_and_points_are_read_for_the_page_only(library):
     statements.clear()
     osm.set_trace_callback(statements.append)
     try:
-        result = library.search(
-            SearchRequest.of(query="cafe", source="osm_helsinki", mode="keyword", limit=10)
+        result = searching.search(
+            library, SearchRequest.of(query="cafe", source="osm_helsinki", mode="keyword", limit=10)
         )
     finally:
         osm.set_trace_callback(None)
@@ -216,10 +234,12 @@ def test_sections_and_points_are_read_for_the_page_only(library):
     assert len([s for s in statements if "FROM doc_points" in s]) == 1
 
 
-def _chunk_holding(service: Service, hit, word: str) -> dict:
+def _chunk_holding(service: Context, hit, word: str) -> dict:
     """The one chunk (read through ``doc``) whose text holds what the snippet shows from
     ``word`` on."""
-    chunks = service.doc(hit.source, doc_id=hit.doc_id, fields=["chunks"])["chunks"]
+    chunks = reading.doc(
+        service, DocRequest.of(source=hit.source, doc_id=hit.doc_id, fields=["chunks"])
+    )["chunks"]
     shown = hit.snippet[hit.snippet.lower().find(word.lower()) :][:30].rstrip("…")
     (chunk,) = [c for c in chunks if shown in " ".join(c["text"].split())]
     return chunk
@@ -237,9 +257,9 @@ def embedded(tmp_path_factory):
     except ModelUnavailable as exc:
         pytest.skip(f"no embedding model here: {exc}")
     root = tmp_path_factory.mktemp("meaning")
-    service = Service(Settings(data_dir=root / "data", query_timeout=30))
+    service = Context(Settings(data_dir=root / "data", query_timeout=30))
     build_docs(service, write_files(root / "docs", FILES), "docs")
-    service.embed("docs", "use-m")
+    building.embed(service, "docs", "use-m")
     return service
 
 
@@ -247,10 +267,11 @@ def embedded(tmp_path_factory):
 def test_a_hit_found_by_meaning_names_the_section_of_the_passage_that_matched(embedded):
     (hit,) = [
         h
-        for h in embedded.search(
+        for h in searching.search(
+            embedded,
             SearchRequest.of(
                 query="五月のお祭りで神輿が担がれる", source="docs", mode="semantic", min_score=-1.0
-            )
+            ),
         ).hits
         if h.title == "浅草寺の話"
     ]
@@ -260,7 +281,9 @@ def test_a_hit_found_by_meaning_names_the_section_of_the_passage_that_matched(em
 
 
 def test_hybrid_hits_carry_sections_from_either_side(embedded):
-    result = embedded.search(SearchRequest.of(query="神仏分離", source="docs", mode="hybrid"))
+    result = searching.search(
+        embedded, SearchRequest.of(query="神仏分離", source="docs", mode="hybrid")
+    )
     assert result.retrieval == "hybrid"
     hit = next(h for h in result.hits if h.title == "浅草寺の話")
     assert hit.section == "歴史 > 近代"  # the keyword side's snippet, so its section
@@ -274,11 +297,15 @@ def test_a_pdf_hit_quotes_names_and_links_the_same_page(tmp_path):
     folder = tmp_path / "files"
     folder.mkdir()
     shutil.copy(data_file("docs/pdf/nlp2004slides.pdf"), folder / "slides.pdf")
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     build_docs(service, folder, "pdf")
-    hit = service.search(SearchRequest.of(query="字句的な知識を構築する方法", source="pdf")).hits[0]
+    hit = searching.search(
+        service, SearchRequest.of(query="字句的な知識を構築する方法", source="pdf")
+    ).hits[0]
     assert hit.source_url.endswith("slides.pdf#page=3") and hit.section == "p. 3"
-    chunks = service.doc("pdf", doc_id=hit.doc_id, fields=["chunks"])["chunks"]
+    chunks = reading.doc(
+        service, DocRequest.of(source="pdf", doc_id=hit.doc_id, fields=["chunks"])
+    )["chunks"]
     page = next(c for c in chunks if c["heading_path"] == "p. 3")
     assert hit.snippet.strip("…")[:20] in " ".join(page["text"].split())
 
@@ -324,8 +351,8 @@ def test_the_web_page_shows_the_section_and_distance_apart_from_coordinates(libr
         r'<span class="coords muted">(-?[\d.]+), (-?[\d.]+)</span>',
         page,
     )
-    hits = library.search(
-        SearchRequest.of(query="museum", source="osm_helsinki", near=near, limit=10)
+    hits = searching.search(
+        library, SearchRequest.of(query="museum", source="osm_helsinki", near=near, limit=10)
     ).hits
     assert shown == [
         (f"{h.distance_km:.2f}", f"{h.point.lat:.4f}", f"{h.point.lon:.4f}") for h in hits

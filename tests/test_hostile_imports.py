@@ -22,7 +22,9 @@ import pytest
 from click.testing import CliRunner
 
 from chiezo.core.config import Settings
-from chiezo.ops.service import Service
+from chiezo.ops import reading, remembering
+from chiezo.ops.context import Context
+from chiezo.ops.requests import DocRequest, RememberRequest
 from chiezo.store import generations
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.rest import create_app
@@ -39,7 +41,10 @@ def run(data: Path, *args: str):
 @pytest.fixture
 def victim(tmp_path) -> Settings:
     settings = Settings(data_dir=tmp_path / "victim", query_timeout=10)
-    Service(settings).remember("the victim's private note: the safe code is 4711")
+    remembering.remember(
+        Context(settings),
+        RememberRequest.of(text="the victim's private note: the safe code is 4711"),
+    )
     return settings
 
 
@@ -54,7 +59,7 @@ def _hostile_archive(tmp_path: Path, victim: Settings, *, key_of=None) -> Path:
             "b.md": f"---\ntitle: Notes\nurl: {victim.notes_path.resolve().as_uri()}\n---\nHi.\n",
         },
     )
-    build_docs(Service(attacker), folder, "mal")
+    build_docs(Context(attacker), folder, "mal")
     exported = tmp_path / "mal.tar"
     assert run(attacker.data_dir, "export", "mal", str(exported)).exit_code == 0
     with tarfile.open(fileobj=io.BytesIO(plain_tar(exported.read_bytes()))) as tar:
@@ -142,16 +147,16 @@ def test_an_import_serves_originals_and_rebuilds_only_from_the_folder_chosen_her
     served = _originals(victim, "mal")
     assert sorted(r.status_code for r in served) == [200, 200]
     assert any("The copy on this machine." in r.text for r in served)
-    info = Service(victim).library.info("mal")
+    info = Context(victim).library.info("mal")
     # the folder chosen here, and how the source was cut (options), nothing else of the archive's
     assert info.input == {"path": str(chosen.resolve()), "options": {"chunk_chars": 800}}
     assert info.imported
-    meta = Service(victim).library.get("mal").meta
+    meta = Context(victim).library.get("mal").meta
     assert json.loads(meta["imported_from"])["input"]["path"] == "/"  # kept as information only
 
     rebuilt = run(victim.data_dir, "rebuild", "mal", "--json")
     assert rebuilt.exit_code == 0, rebuilt.output
-    assert Service(victim).library.info("mal").input["path"] == str(chosen.resolve())
+    assert Context(victim).library.info("mal").input["path"] == str(chosen.resolve())
 
 
 @pytest.mark.slow
@@ -171,7 +176,7 @@ def test_an_import_without_a_folder_has_no_input_to_rebuild_from(tmp_path, victi
 def test_a_generation_imported_before_this_rule_is_not_trusted_either(tmp_path, victim):
     """An import by an older Chiezo kept the archive's recorded folder: it is not used."""
     folder = write_files(tmp_path / "docs", {"a.md": "---\ntitle: A\n---\nText.\n"})
-    build_docs(Service(victim), folder, "old")
+    build_docs(Context(victim), folder, "old")
     current = generations.current_path(victim.corpus_dir / "old")
     with sqlite3.connect(current) as conn:
         conn.execute("UPDATE meta SET value = ? WHERE key = 'input'", (json.dumps({"path": "/"}),))
@@ -190,12 +195,15 @@ def test_a_front_matter_file_url_never_becomes_a_file_read(tmp_path, victim):
             "web.md": "---\ntitle: Web\nurl: https://example.org/page\n---\nA page.\n",
         },
     )
-    service = Service(victim)
+    service = Context(victim)
     build_docs(service, folder, "kb")
-    harmless = service.doc("kb", title="Harmless")
+    harmless = reading.doc(service, DocRequest.of(source="kb", title="Harmless"))
     # its own file, not passwd
     assert harmless["source_url"] == (folder / "a.md").resolve().as_uri()
-    assert service.doc("kb", title="Web")["source_url"] == "https://example.org/page"
+    assert (
+        reading.doc(service, DocRequest.of(source="kb", title="Web"))["source_url"]
+        == "https://example.org/page"
+    )
     with RunningServer(create_app(victim)) as server:
         served = httpx.get(f"{server.url}/doc/kb/{harmless['doc_id']}/original")
     assert served.status_code == 200 and "Nothing to see." in served.text
@@ -212,4 +220,4 @@ def test_a_refused_import_leaves_nothing_behind(tmp_path, victim):
         refused = run(victim.data_dir, "import", str(damaged), "--name", f"fresh{attempt}")
         assert refused.exit_code == 2 and "does not match its checksum" in refused.output
     assert sorted(p.name for p in victim.corpus_dir.iterdir()) == []
-    assert Service(victim).library.names() == ["notes"]
+    assert Context(victim).library.names() == ["notes"]

@@ -15,7 +15,8 @@ from click.testing import CliRunner
 from mcp import Client
 
 from chiezo.core.errors import BadQuery
-from chiezo.ops.requests import SearchRequest
+from chiezo.ops import reading, remembering, searching
+from chiezo.ops.requests import DocRequest, RecallRequest, RememberRequest, SearchRequest
 from chiezo.surfaces.cli.main import cli
 
 from helpers import BOOK_FILES, build_docs, error_body, write_files
@@ -120,10 +121,10 @@ def test_lone_surrogates_in_json_are_a_400(server, method, path, body):
 def test_the_service_refuses_surrogates_from_any_surface(service, settings, tmp_path):
     build_docs(service, write_files(tmp_path / "book", BOOK_FILES), "book")
     for call in (
-        lambda: service.search(SearchRequest.of(query="a\udcff", source="book")),
-        lambda: service.doc("book", title="\ud800"),
-        lambda: service.remember("text", tags=["\udc80"]),
-        lambda: service.recall(q="\ud800"),
+        lambda: searching.search(service, SearchRequest.of(query="a\udcff", source="book")),
+        lambda: reading.doc(service, DocRequest.of(source="book", title="\ud800")),
+        lambda: remembering.remember(service, RememberRequest.of(text="text", tags=["\udc80"])),
+        lambda: remembering.recall(service, RecallRequest.of(q="\ud800")),
     ):
         with pytest.raises(BadQuery, match="not valid Unicode"):
             call()

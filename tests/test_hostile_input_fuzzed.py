@@ -18,7 +18,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from chiezo.core.config import Settings
-from chiezo.ops.service import Service
+from chiezo.ops import building, remembering
+from chiezo.ops.context import Context
+from chiezo.ops.requests import RememberRequest
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.rest import create_app
 from llm_stub import ScriptedLLM
@@ -242,12 +244,12 @@ def requests(draw) -> str:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("fuzz")
-    service = Service(Settings(data_dir=root / "data"))
+    service = Context(Settings(data_dir=root / "data"))
     dump = root / "wiki.xml"
     dump.write_text(wiki_dump(PAGES))
-    service.ingest("wikipedia", dump, "wiki", embed=False)
+    building.ingest(service, "wikipedia", dump, "wiki", embed=False)
     build_docs(service, write_files(root / "book", FILES), "book")
-    service.remember("The backup runs at 02:00", tags=["ops"])
+    remembering.remember(service, RememberRequest.of(text="The backup runs at 02:00", tags=["ops"]))
     with ScriptedLLM(lambda body: {"content": "It is in Taito [1]."}) as llm:
         settings = Settings(
             data_dir=root / "data", llm_url=llm.url, llm_model="stub-model", query_timeout=10
@@ -276,7 +278,7 @@ def test_no_get_route_answers_500_whatever_it_is_sent(server, request):
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("fuzz-cli")
-    build_docs(Service(Settings(data_dir=root / "data")), write_files(root / "book", FILES), "book")
+    build_docs(Context(Settings(data_dir=root / "data")), write_files(root / "book", FILES), "book")
     return str(root / "data")
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from chiezo.ops import job_process
+from chiezo.ops import building, job_process
 from chiezo.store.kinds import register, unregister
 from chiezo.surfaces.rest import create_app
 from job_kinds import HeldKind
@@ -86,7 +86,7 @@ def held(service, tmp_path):
     kind = register(HeldKind())
     lines = tmp_path / "lines.txt"
     lines.write_text("古池や\n蛙飛び込む\n水の音\n", encoding="utf-8")
-    service.ingest("held", lines, "slow")
+    building.ingest(service, "held", lines, "slow")
     yield lines
     unregister(kind.name)
 
@@ -152,7 +152,7 @@ def test_a_job_whose_process_is_killed_fails_saying_so(client, held):
 
 @pytest.fixture
 def jawiki(service):
-    service.ingest("wikipedia", data_file(JAWIKI), "jawiki")
+    building.ingest(service, "wikipedia", data_file(JAWIKI), "jawiki")
     return service
 
 

@@ -14,8 +14,10 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from chiezo.core.errors import BadQuery
-from chiezo.ingest.rebuild import rebuild_call, rebuild_call_for, source_info
+from chiezo.ops import building, reading, remembering
 from chiezo.ops.jobs import JobProgress
+from chiezo.ops.rebuilding import rebuild_call, rebuild_call_for, source_info
+from chiezo.ops.requests import DocRequest, RememberRequest
 from chiezo.store.kinds import register, unregister
 from chiezo.store.source_info import SourceInfo
 from chiezo.surfaces.cli.main import cli
@@ -101,7 +103,7 @@ def test_an_embed_plan_needs_a_model_until_the_source_has_one(client, service):
     assert plan["model"] == MODEL and plan["current_model"] is None and plan["chunks"] == 4
     assert plan["unit_chars"] == 60 and plan["max_chunks"] is None and plan["ready"]
 
-    service.embed("kb", MODEL, unit_chars=0, max_chunks=3)
+    building.embed(service, "kb", MODEL, unit_chars=0, max_chunks=3)
     again = client.get("/v1/jobs/plan", params={"source": "kb", "action": "embed"}).json()
     assert again["model"] == again["current_model"] == MODEL  # the source's own model
     assert again["unit_chars"] == 0 and again["max_chunks"] == 3  # its coverage and unit size
@@ -178,7 +180,7 @@ def held(settings, service, tmp_path):
     kind = register(HeldKind())
     lines = tmp_path / "lines.txt"
     lines.write_text("古池や\n蛙飛び込む\n水の音\n", encoding="utf-8")
-    service.ingest("held", lines, "slow")
+    building.ingest(service, "held", lines, "slow")
     yield lines.with_name(lines.name + ".hold")
     unregister(kind.name)
 
@@ -230,7 +232,7 @@ def test_a_rebuild_whose_embedding_fails_keeps_the_build_and_says_so(client, ser
     model_dir.mkdir()
     (model_dir / "model.onnx").symlink_to(UseMultilingual.model_path())
     model = f"onnx:{model_dir}"
-    service.embed("kb", model)
+    building.embed(service, "kb", model)
     shutil.rmtree(model_dir)  # gone before the rebuild embeds again with it
 
     job = client.post("/v1/jobs", json={"source": "kb", "action": "rebuild"}).json()
@@ -303,7 +305,7 @@ def test_a_source_that_needs_a_rebuild_can_be_rebuilt(client, settings):
 
 
 def test_notes_cannot_be_rebuilt(client, service):
-    service.remember("牛乳を買う")
+    remembering.remember(service, RememberRequest.of(text="牛乳を買う"))
     refused = client.post("/v1/jobs", json={"source": "notes", "action": "rebuild"})
     assert refused.status_code == 400
     assert refused.json()["error"] == "notes is written in place; it has no rebuild"
@@ -358,19 +360,25 @@ def test_a_geonames_rebuild_keeps_its_admin1_and_alternate_names(service, tmp_pa
     )
     from chiezo.ingest.geonames import GeoNamesOptions
 
-    service.ingest("geonames", export, "jp", options=GeoNamesOptions(admin1, alternates))
+    building.ingest(service, "geonames", export, "jp", options=GeoNamesOptions(admin1, alternates))
     before = service.library.get("jp").info().generation
 
     call = rebuild_call_for(service, "jp")
     assert (call.kind, call.inputs) == ("geonames", [export.resolve()])
     assert call.options.alternate_names == alternates.resolve()  # recorded absolute
     progress = JobProgress()
-    service.ingest(
-        call.kind, call.inputs, "jp", options=call.options, build=call.build, progress=progress
+    building.ingest(
+        service,
+        call.kind,
+        call.inputs,
+        "jp",
+        options=call.options,
+        build=call.build,
+        progress=progress,
     )
     assert "reading alternate names" in progress.phases
     assert service.library.get("jp").info().generation != before
-    kyoto = service.doc("jp", title="京都市", fields=["attrs"])
+    kyoto = reading.doc(service, DocRequest.of(source="jp", title="京都市", fields=["attrs"]))
     assert kyoto["attrs"]["area"] == ["京都府"]
 
     alternates.unlink()
@@ -474,11 +482,11 @@ def test_chiezo_rebuild_rebuilds_from_the_recorded_input(tmp_path, folder):
 @pytest.mark.slow
 def test_every_worker_process_sees_every_job(settings, service, folder):
     """``serve --workers N``: a poll may reach a worker that did not start the job."""
+    from chiezo.ops.context import Context
     from chiezo.ops.jobs import JobRunner
-    from chiezo.ops.service import Service
 
     build_docs(service, folder, "kb")
-    starter, other = JobRunner(service), JobRunner(Service(settings))
+    starter, other = JobRunner(service), JobRunner(Context(settings))
     job = starter.start("kb", "rebuild")
     assert job.wait(60)
     seen = other.get(job.id).to_dict()
@@ -494,8 +502,8 @@ def test_every_worker_process_sees_every_job(settings, service, folder):
 def test_a_running_record_left_by_a_dead_process_reads_as_failed(settings):
     import os
 
+    from chiezo.ops.context import Context
     from chiezo.ops.jobs import STALE_S, JobRunner
-    from chiezo.ops.service import Service
 
     records = settings.data_dir / "jobs"
     records.mkdir(parents=True)
@@ -515,7 +523,7 @@ def test_a_running_record_left_by_a_dead_process_reads_as_failed(settings):
     )
     old = time.time() - STALE_S - 5
     os.utime(path, (old, old))
-    job = JobRunner(Service(settings)).get(7).to_dict()
+    job = JobRunner(Context(settings)).get(7).to_dict()
     assert job["state"] == "failed" and "stopped" in job["error"]["error"]
     assert job["error"]["status"] == 500
 
@@ -546,8 +554,8 @@ def test_jobs_take_only_the_servers_models_and_reveal_no_paths(server, tmp_path)
 def test_an_operator_can_offer_more_models_to_jobs(settings):
     from dataclasses import replace
 
+    from chiezo.ops.context import Context
     from chiezo.ops.jobs import JobRunner
-    from chiezo.ops.service import Service
 
-    runner = JobRunner(Service(replace(settings, job_models=("onnx:/srv/models/e5",))))
+    runner = JobRunner(Context(replace(settings, job_models=("onnx:/srv/models/e5",))))
     assert runner.models() == ["e5-small", "onnx:/srv/models/e5", "use-m"]

@@ -18,8 +18,9 @@ import pytest
 
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, InputError, NotFound, SourceUnavailable
-from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
+from chiezo.ops import answering, building, operating, reading, remembering, searching
+from chiezo.ops.context import Context
+from chiezo.ops.requests import DocRequest, RememberRequest, SearchRequest
 from chiezo.surfaces.rest import create_app
 from hostile_kiwix import CATALOG, HostileKiwix, Reply
 from llm_stub import ScriptedLLM
@@ -77,9 +78,9 @@ def kiwix():
 def library(kiwix, tmp_path_factory):
     """The book registered live, and the same ZIM re-indexed by Chiezo beside it."""
     data = tmp_path_factory.mktemp("kiwix") / "data"
-    service = Service(Settings(data_dir=data, query_timeout=10))
-    report = service.ingest("kiwix", kiwix.url, None)
-    service.ingest("zim", data_file(RAY), "zim_ray", embed=False)
+    service = Context(Settings(data_dir=data, query_timeout=10))
+    report = building.ingest(service, "kiwix", kiwix.url, None)
+    building.ingest(service, "zim", data_file(RAY), "zim_ray", embed=False)
     return service, report
 
 
@@ -87,7 +88,7 @@ def library(kiwix, tmp_path_factory):
 def test_registering_a_book_reads_the_catalog_and_indexes_nothing(library, kiwix):
     service, report = library
     assert report.name == SOURCE and report.docs == 0
-    (info,) = [s for s in service.sources() if s["name"] == SOURCE]
+    (info,) = [s for s in operating.sources(service) if s["name"] == SOURCE]
     assert info["kind"] == "kiwix" and info["live"] and info["docs"] == 129
     assert info["input"]["url"] == kiwix.url and info["input"]["book"] == BOOK
     assert info["about"] == f"Ray Charles · eng · 2020-03-31 · 129 articles · live from {kiwix.url}"
@@ -99,34 +100,39 @@ def test_registering_a_book_reads_the_catalog_and_indexes_nothing(library, kiwix
 @needs_kiwix
 def test_a_search_asks_kiwix_serve_and_its_hits_open_its_pages(library, kiwix):
     service, _ = library
-    result = service.search(SearchRequest.of(query="piano", source=SOURCE, limit=5))
+    result = searching.search(service, SearchRequest.of(query="piano", source=SOURCE, limit=5))
     assert result.total == 13 and len(result.hits) == 5 and result.mode == "kiwix-serve"
     first = result.hits[0]
     assert first.url == f"{kiwix.url}/{BOOK}/{first.key}" and first.key.startswith("A/")
     assert "piano" in first.snippet.lower() and "<b>" not in first.snippet
     # the next page continues where kiwix-serve's does
-    more = service.search(SearchRequest.of(query="piano", source=SOURCE, limit=5, offset=5))
+    more = searching.search(
+        service, SearchRequest.of(query="piano", source=SOURCE, limit=5, offset=5)
+    )
     assert not {h.key for h in more.hits} & {h.key for h in result.hits}
 
 
 @needs_kiwix
 def test_a_hit_is_read_from_kiwix_serve_as_a_document_with_passages(library):
     service, _ = library
-    hit = service.search(SearchRequest.of(query="Georgia", source=SOURCE)).hits[0]
-    doc = service.doc(SOURCE, doc_id=hit.doc_id, fields=["title", "body", "chunks", "url"])
+    hit = searching.search(service, SearchRequest.of(query="Georgia", source=SOURCE)).hits[0]
+    doc = reading.doc(
+        service,
+        DocRequest.of(source=SOURCE, doc_id=hit.doc_id, fields=["title", "body", "chunks", "url"]),
+    )
     assert doc["title"] == hit.title and len(doc["body"]) > 500 and doc["chunks"]
     assert doc["url"] == hit.url
     # by title, through kiwix-serve's title suggestions: no search needed first
-    ray = service.doc(SOURCE, title="Ray Charles", fields=["body"])
+    ray = reading.doc(service, DocRequest.of(source=SOURCE, title="Ray Charles", fields=["body"]))
     assert ray["body"].startswith("Ray Charles Robinson")
     with pytest.raises(NotFound):
-        service.doc(SOURCE, title="No Such Article Anywhere")
+        reading.doc(service, DocRequest.of(source=SOURCE, title="No Such Article Anywhere"))
 
 
 @needs_kiwix
 def test_a_search_of_all_sources_merges_the_live_hits(library):
     service, _ = library
-    result = service.search(SearchRequest.of(query="Georgia on My Mind", limit=10))
+    result = searching.search(service, SearchRequest.of(query="Georgia on My Mind", limit=10))
     by_source = {h.source for h in result.hits}
     assert by_source == {SOURCE, "zim_ray"}
     # both copies of the article are title matches, ahead of the rest
@@ -142,20 +148,22 @@ def test_conditions_listings_and_embedding_are_refused_with_the_reason(library):
 
     service, _ = library
     with pytest.raises(BadQuery, match="searched live"):
-        service.search(SearchRequest.of(query="piano", source=SOURCE, tag=["x"]))
+        searching.search(service, SearchRequest.of(query="piano", source=SOURCE, tag=["x"]))
     with pytest.raises(BadQuery, match="nothing here to embed"):
-        service.embed(SOURCE)
+        building.embed(service, SOURCE)
     # what the cache has seen is not the book: no listing pretends it is
     for refused in (
-        lambda: service.titles(TitlesRequest.of(source=SOURCE, prefix="Ray")),
-        lambda: service.random(RandomRequest.of(source=SOURCE)),
-        lambda: service.filter(FilterRequest.of(source=SOURCE, attr=["x>1"])),
+        lambda: reading.titles(service, TitlesRequest.of(source=SOURCE, prefix="Ray")),
+        lambda: searching.random(service, RandomRequest.of(source=SOURCE)),
+        lambda: searching.filter(service, FilterRequest.of(source=SOURCE, attr=["x>1"])),
     ):
         with pytest.raises(BadQuery, match="answers search and doc"):
             refused()
     # among several sources, it is left out with the reason; the others answer
-    service.remember("Ray Charles played the piano.", tags=["music"])
-    both = service.filter(FilterRequest.of(source=f"{SOURCE},notes", tag=["music"]))
+    remembering.remember(
+        service, RememberRequest.of(text="Ray Charles played the piano.", tags=["music"])
+    )
+    both = searching.filter(service, FilterRequest.of(source=f"{SOURCE},notes", tag=["music"]))
     assert both["total"] == 1 and "answers search and doc" in json.dumps(both["notes"])
 
 
@@ -169,10 +177,10 @@ def test_an_answer_cites_the_page_on_kiwix_serve(library, kiwix):
         return {"content": "Ray Charles was an American singer and pianist [1]."}
 
     with ScriptedLLM(reply) as stub:
-        asking = Service(
+        asking = Context(
             Settings(data_dir=service.settings.data_dir, llm_url=stub.url, llm_model="stub-model")
         )
-        result = asking.ask("Who was Ray Charles?", source=SOURCE)
+        result = answering.ask(asking, "Who was Ray Charles?", source=SOURCE)
     first = result.references[0]
     assert first["url"] == f"{kiwix.url}/{BOOK}/A/Ray_Charles"
     assert first["cite"] == f"{SOURCE}:A/Ray_Charles" and result.grounded
@@ -197,11 +205,11 @@ def test_the_rest_api_searches_and_reads_the_live_source(library):
 # -- a server that is down, slow, or answers garbage ---------------------------------------------
 
 
-def _register_then_stop(tmp_path) -> Service:
+def _register_then_stop(tmp_path) -> Context:
     server = KiwixServe(data_file(RAY))
-    service = Service(Settings(data_dir=tmp_path / "data", query_timeout=3))
-    service.ingest("kiwix", server.url, None)
-    service.ingest("zim", data_file(RAY), "zim_ray", embed=False)
+    service = Context(Settings(data_dir=tmp_path / "data", query_timeout=3))
+    building.ingest(service, "kiwix", server.url, None)
+    building.ingest(service, "zim", data_file(RAY), "zim_ray", embed=False)
     server.stop()
     return service
 
@@ -211,9 +219,9 @@ def _register_then_stop(tmp_path) -> Service:
 def test_a_server_that_went_down_is_a_502_alone_and_a_note_among_others(tmp_path):
     service = _register_then_stop(tmp_path)
     with pytest.raises(SourceUnavailable, match="cannot be reached") as raised:
-        service.search(SearchRequest.of(query="piano", source=SOURCE))
+        searching.search(service, SearchRequest.of(query="piano", source=SOURCE))
     assert raised.value.status == 502
-    both = service.search(SearchRequest.of(query="piano"))
+    both = searching.search(service, SearchRequest.of(query="piano"))
     assert {h.source for h in both.hits} == {"zim_ray"}
     assert any(n.code == "source_unavailable" for n in both.notes)
     with RunningServer(create_app(service.settings)) as server:
@@ -250,8 +258,8 @@ def _server_answering(search: tuple, tmp_path):
         return search
 
     server = Scripted(reply)
-    service = Service(Settings(data_dir=tmp_path / "data", query_timeout=1))
-    service.ingest("kiwix", server.url, None)
+    service = Context(Settings(data_dir=tmp_path / "data", query_timeout=1))
+    building.ingest(service, "kiwix", server.url, None)
     return server, service
 
 
@@ -272,7 +280,7 @@ def test_a_server_answering_garbage_or_too_slowly_is_a_clear_502(search, said, t
     with server:
         started = time.monotonic()
         with pytest.raises(SourceUnavailable, match=said):
-            service.search(SearchRequest.of(query="offer", source="kiwix_shop"))
+            searching.search(service, SearchRequest.of(query="offer", source="kiwix_shop"))
         assert time.monotonic() - started < 2.5  # the 1 s budget, not the server's 3 s
         with RunningServer(create_app(service.settings)) as api:
             answer = httpx.get(f"{api.url}/v1/search", params={"q": "x", "source": "kiwix_shop"})
@@ -299,10 +307,10 @@ def test_a_redirect_is_followed_only_within_the_server(to, said, tmp_path):
 
     with Scripted(reply) as server:
         where.append(to(server.url))
-        service = Service(Settings(data_dir=tmp_path / "data", query_timeout=2))
-        service.ingest("kiwix", server.url, None)
+        service = Context(Settings(data_dir=tmp_path / "data", query_timeout=2))
+        building.ingest(service, "kiwix", server.url, None)
         with pytest.raises(SourceUnavailable, match=said):
-            service.search(SearchRequest.of(query="offer", source="kiwix_shop"))
+            searching.search(service, SearchRequest.of(query="offer", source="kiwix_shop"))
 
 
 @pytest.mark.slow
@@ -316,7 +324,9 @@ def test_a_hostile_snippet_and_title_reach_a_page_as_text(tmp_path):
     )
     server, service = _server_answering((200, "application/rss+xml", feed, 0), tmp_path)
     with server:
-        hit = service.search(SearchRequest.of(query="price", source="kiwix_shop")).hits[0]
+        hit = searching.search(service, SearchRequest.of(query="price", source="kiwix_shop")).hits[
+            0
+        ]
         assert "<" not in hit.title + hit.snippet and "half price" in hit.snippet
         with RunningServer(create_app(service.settings)) as api:
             page = httpx.get(f"{api.url}/", params={"q": "price", "source": "kiwix_shop"})
@@ -326,26 +336,26 @@ def test_a_hostile_snippet_and_title_reach_a_page_as_text(tmp_path):
 
 
 def test_an_address_that_is_not_a_kiwix_serve_is_refused_before_anything_is_built(tmp_path):
-    service = Service(Settings(data_dir=tmp_path / "data", query_timeout=2))
+    service = Context(Settings(data_dir=tmp_path / "data", query_timeout=2))
     with pytest.raises(InputError, match="not a kiwix-serve address"):
-        service.ingest("kiwix", "ftp://127.0.0.1/x", None)
+        building.ingest(service, "kiwix", "ftp://127.0.0.1/x", None)
     with socket.socket() as closed:  # a port nothing listens on
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
     with pytest.raises(SourceUnavailable, match="cannot be reached"):
-        service.ingest("kiwix", f"http://127.0.0.1:{port}", None)
-    assert service.sources() == []
+        building.ingest(service, "kiwix", f"http://127.0.0.1:{port}", None)
+    assert operating.sources(service) == []
 
 
 @needs_kiwix
 def test_a_book_the_server_does_not_serve_names_those_it_does(kiwix, tmp_path):
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     with pytest.raises(InputError, match="no book 'nope'") as raised:
-        service.ingest("kiwix", kiwix.url, None, options=_options(book="nope"))
+        building.ingest(service, "kiwix", kiwix.url, None, options=_options(book="nope"))
     assert raised.value.extras["books"] == [BOOK]
     # by its Name metadata as well as by its file name
-    report = service.ingest(
-        "kiwix", kiwix.url, "ray", options=_options(book="wikipedia_en_ray_charles")
+    report = building.ingest(
+        service, "kiwix", kiwix.url, "ray", options=_options(book="wikipedia_en_ray_charles")
     )
     assert report.name == "ray"
 
@@ -414,12 +424,12 @@ def test_an_imported_live_source_asks_no_server_the_archive_names(library, tmp_p
     archive = export_source(service.settings, SOURCE, tmp_path / "book.tar.zst")["path"]
     here = Settings(data_dir=tmp_path / "data", query_timeout=5)
     import_source(here, Path(archive))
-    Service(here).ingest("zim", data_file(RAY), "zim_ray", embed=False)
+    building.ingest(Context(here), "zim", data_file(RAY), "zim_ray", embed=False)
     # an address from an archive could name any service this machine reaches: never asked
-    imported = Service(here)
+    imported = Context(here)
     with pytest.raises(Conflict, match="imported from an archive") as raised:
-        imported.search(SearchRequest.of(query="piano", source=SOURCE))
+        searching.search(imported, SearchRequest.of(query="piano", source=SOURCE))
     assert "chiezo ingest kiwix URL" in raised.value.to_dict("cli")["hint"]
-    both = imported.search(SearchRequest.of(query="piano"))
+    both = searching.search(imported, SearchRequest.of(query="piano"))
     assert {h.source for h in both.hits} == {"zim_ray"}
     assert "imported from an archive" in " ".join(both.notes)

@@ -25,9 +25,9 @@ from mcp import Client, StdioServerParameters
 from chiezo.core.config import Settings
 from chiezo.core.errors import SourceUnavailable
 from chiezo.ingest import kiwix
-from chiezo.ops import maintenance
-from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
+from chiezo.ops import building, maintenance, operating, reading, searching
+from chiezo.ops.context import Context
+from chiezo.ops.requests import DocRequest, SearchRequest
 from chiezo.ops.transfer import export_source
 from chiezo.store import generations, live_cache
 from chiezo.store.library import LiveSource
@@ -46,13 +46,13 @@ def _with_credentials(url: str) -> str:
     return url.replace("http://", f"http://{USER}:{PASSWORD}@")
 
 
-def _registered(server: HostileKiwix, tmp_path, *, timeout: float = 2.0, **settings) -> Service:
-    service = Service(Settings(data_dir=tmp_path / "data", query_timeout=timeout, **settings))
-    service.ingest("kiwix", server.url, None)
+def _registered(server: HostileKiwix, tmp_path, *, timeout: float = 2.0, **settings) -> Context:
+    service = Context(Settings(data_dir=tmp_path / "data", query_timeout=timeout, **settings))
+    building.ingest(service, "kiwix", server.url, None)
     return service
 
 
-def _with_docs(service: Service, tmp_path) -> Service:
+def _with_docs(service: Context, tmp_path) -> Context:
     """Beside the live source, a built one that answers the same words."""
     folder = write_files(tmp_path / "docs", {"offer.md": "# Offer\n\nAn offer of pianos.\n"})
     build_docs(service, folder, "local")
@@ -97,8 +97,8 @@ def test_a_servers_user_and_password_are_used_and_never_shown(tmp_path):
         settings = Settings(
             data_dir=tmp_path / "data", query_timeout=5, llm_url=llm.url, llm_model="stub-model"
         )
-        service = Service(settings)
-        report = service.ingest("kiwix", _with_credentials(server.url), None)
+        service = Context(settings)
+        report = building.ingest(service, "kiwix", _with_credentials(server.url), None)
         assert report.name == SOURCE
         # used: every request carried them, and none was refused
         assert server.asked and all(said and said.startswith("Basic ") for _, said in server.asked)
@@ -168,20 +168,20 @@ def test_a_source_registered_with_the_password_in_its_address_keeps_working_with
     address: it is moved to the source's credentials file, used, and shown nowhere."""
     with HostileKiwix(good, user=USER, password=PASSWORD) as server:
         service = _registered_as_before(server, tmp_path)
-        found = service.search(SearchRequest.of(query="offer", source=SOURCE))
+        found = searching.search(service, SearchRequest.of(query="offer", source=SOURCE))
         assert found.hits and found.hits[0].url.startswith(server.url)
-        info = json.dumps(service.sources())
+        info = json.dumps(operating.sources(service))
         assert not _shows_secret(info) and server.url in info
         archive = export_source(service.settings, SOURCE, tmp_path / "old.tar.zst")["path"]
         assert not _shows_secret(_unpacked(archive))
         assert (service.settings.corpus_dir / SOURCE / "credentials").exists()
 
 
-def _registered_as_before(server: HostileKiwix, tmp_path) -> Service:
+def _registered_as_before(server: HostileKiwix, tmp_path) -> Context:
     import sqlite3
 
     settings = Settings(data_dir=tmp_path / "data", query_timeout=3)
-    Service(settings).ingest("kiwix", _with_credentials(server.url), None)
+    building.ingest(Context(settings), "kiwix", _with_credentials(server.url), None)
     folder = settings.corpus_dir / SOURCE
     (folder / "credentials").unlink()
     current = generations.current_path(folder)
@@ -191,18 +191,20 @@ def _registered_as_before(server: HostileKiwix, tmp_path) -> Service:
         conn.execute("UPDATE meta SET value = ? WHERE key = 'input'", (json.dumps(recorded),))
     for cache in folder.glob("*.live"):
         cache.unlink()
-    return Service(settings)
+    return Context(settings)
 
 
 @pytest.mark.slow
 def test_a_password_the_server_refuses_is_a_502_saying_so_without_showing_it(tmp_path):
     with HostileKiwix(good, user=USER, password=PASSWORD) as server:
         with pytest.raises(Exception, match="asks for a user and password") as raised:
-            Service(Settings(data_dir=tmp_path / "data")).ingest("kiwix", server.url, None)
+            building.ingest(
+                Context(Settings(data_dir=tmp_path / "data")), "kiwix", server.url, None
+            )
         assert "USER:PASSWORD@" in str(raised.value.to_dict("cli").get("hint"))
         wrong = server.url.replace("http://", f"http://{USER}:wrong-password-here@")
         with pytest.raises(SourceUnavailable, match="refused the ones sent") as raised:
-            Service(Settings(data_dir=tmp_path / "data")).ingest("kiwix", wrong, None)
+            building.ingest(Context(Settings(data_dir=tmp_path / "data")), "kiwix", wrong, None)
         assert "wrong-password-here" not in json.dumps(raised.value.to_dict("cli"))
 
 
@@ -236,10 +238,10 @@ def test_a_server_trickling_its_headers_is_cut_off_at_the_deadline(tmp_path):
         service = _with_docs(_registered(server, tmp_path, timeout=1.5), tmp_path)
         started = time.monotonic()
         with pytest.raises(SourceUnavailable, match="did not answer within 1.5 s"):
-            service.search(SearchRequest.of(query="offer", source=SOURCE))
+            searching.search(service, SearchRequest.of(query="offer", source=SOURCE))
         assert time.monotonic() - started < 2.5  # was ~200 s: one header line every 0.5 s
         started = time.monotonic()
-        both = service.search(SearchRequest.of(query="offer"))
+        both = searching.search(service, SearchRequest.of(query="offer"))
         assert time.monotonic() - started < 2.5  # the built source answered meanwhile
         assert [h.source for h in both.hits] == ["local"]
         assert any(n.code in ("source_timeout", "source_unavailable") for n in both.notes)
@@ -304,7 +306,7 @@ def test_a_garbled_count_is_a_502_alone_and_a_note_among_others(tmp_path):
             for total in GARBLED_TOTALS.values():
                 answering[:] = [Reply(body=feed([("A/Offer", "Offer", "x")], total=total))]
                 with pytest.raises(SourceUnavailable, match="a count that is none"):
-                    service.search(SearchRequest.of(query="offer", source=SOURCE))
+                    searching.search(service, SearchRequest.of(query="offer", source=SOURCE))
                 asked = {"q": "offer", "source": SOURCE}
                 alone = httpx.get(f"{api.url}/v1/search", params=asked)
                 every = httpx.get(f"{api.url}/v1/search", params={"q": "offer"})
@@ -339,11 +341,11 @@ def test_a_failing_title_look_up_leaves_the_search_its_hits(suggest, tmp_path):
     search = Reply(body=feed([("A/Offer", "Offer", "x"), ("A/Other", "Other", "y")]))
     with HostileKiwix(_answering(search, suggest)) as server:
         service = _registered(server, tmp_path, timeout=2)
-        found = service.search(SearchRequest.of(query="offer", source=SOURCE))
+        found = searching.search(service, SearchRequest.of(query="offer", source=SOURCE))
         assert [h.key for h in found.hits] == ["A/Offer", "A/Other"]  # as the server ranked them
         if suggest.delay == 0 and b"path" not in suggest.body:  # a look-up by title needs it
             with pytest.raises(SourceUnavailable, match="no JSON|more than"):
-                service.doc(SOURCE, title="Nothing by this title")
+                reading.doc(service, DocRequest.of(source=SOURCE, title="Nothing by this title"))
 
 
 # -- 5. reading one article is bounded in time and memory -------------------------------------
@@ -369,16 +371,18 @@ def _heavy(path: str) -> Reply:
 def test_an_article_built_to_be_expensive_costs_its_own_process_not_the_server(tmp_path):
     with HostileKiwix(_heavy) as server:
         service = _registered(server, tmp_path, timeout=2.5)
-        hits = service.search(SearchRequest.of(query="offer", source=SOURCE)).hits
+        hits = searching.search(service, SearchRequest.of(query="offer", source=SOURCE)).hits
         heavy, offer = (next(h for h in hits if h.key == key) for key in ("A/Heavy", "A/Offer"))
-        service.doc(SOURCE, doc_id=offer.doc_id)  # the converter started
+        reading.doc(
+            service, DocRequest.of(source=SOURCE, doc_id=offer.doc_id)
+        )  # the converter started
         before = _rss_mib()
         started = time.monotonic()
         with pytest.raises(SourceUnavailable, match="could not be read"):
-            service.doc(SOURCE, doc_id=heavy.doc_id)
+            reading.doc(service, DocRequest.of(source=SOURCE, doc_id=heavy.doc_id))
         took = time.monotonic() - started
         grown = _rss_mib() - before
-        read = service.doc(SOURCE, doc_id=offer.doc_id)
+        read = reading.doc(service, DocRequest.of(source=SOURCE, doc_id=offer.doc_id))
     assert took < 4.5, f"the article held its reader {took:.1f} s (deadline 2.5 s)"
     assert grown < 150, f"this process grew {grown:.0f} MiB reading it (was 1,290 MB)"
     assert "The offer is good." in read["body"]  # a new converting process reads the next
@@ -405,7 +409,7 @@ def _flood(items: int):
     return reply
 
 
-def _cached_hits(service: Service) -> int:
+def _cached_hits(service: Context) -> int:
     source = service.library.get(SOURCE)
     return source.conn.execute("SELECT count(*) FROM docs").fetchone()[0]
 
@@ -414,7 +418,7 @@ def _cached_hits(service: Service) -> int:
 def test_a_feed_of_thousands_answers_the_limit_and_caches_no_more(tmp_path):
     with HostileKiwix(_flood(12_000)) as server:  # 3.3 MB: under the 4 MiB an answer may be
         service = _registered(server, tmp_path, timeout=10)
-        found = service.search(SearchRequest.of(query="item", source=SOURCE, limit=1))
+        found = searching.search(service, SearchRequest.of(query="item", source=SOURCE, limit=1))
         assert len(found.hits) == 1 and found.total == 12_000
         assert _cached_hits(service) == 1  # was 43,449 of 43,449
 
@@ -427,7 +431,9 @@ def test_the_cache_lets_go_of_the_oldest_beyond_its_bounds_and_gc_reclaims_it(
     with HostileKiwix(_flood(40)) as server:
         service = _registered(server, tmp_path, timeout=10)
         for page in range(4):  # 160 hits seen
-            service.search(SearchRequest.of(query=f"item {page}", source=SOURCE, limit=40))
+            searching.search(
+                service, SearchRequest.of(query=f"item {page}", source=SOURCE, limit=40)
+            )
         assert _cached_hits(service) <= 50
     settings = service.settings
     (cache,) = settings.corpus_dir.glob(f"{SOURCE}/*.live")
@@ -435,7 +441,7 @@ def test_the_cache_lets_go_of_the_oldest_beyond_its_bounds_and_gc_reclaims_it(
     (item,) = [i for i in plan.caches if i.kind == "live"]
     assert item.action == "delete" and item.reclaim > 0
     maintenance.reclaim(settings, caches=True)
-    assert _cached_hits(Service(settings)) == 0
+    assert _cached_hits(Context(settings)) == 0
 
 
 def _on_disk(cache) -> int:
@@ -448,7 +454,9 @@ def test_a_cache_over_its_bytes_is_compacted_by_gc(tmp_path, monkeypatch):
     with HostileKiwix(_flood(50)) as server:
         service = _registered(server, tmp_path, timeout=10)
         for page in range(8):  # 400 hits
-            found = service.search(SearchRequest.of(query=f"item {page}", source=SOURCE, limit=50))
+            found = searching.search(
+                service, SearchRequest.of(query=f"item {page}", source=SOURCE, limit=50)
+            )
             assert len(found.hits) == 50
     settings = service.settings
     (cache,) = settings.corpus_dir.glob(f"{SOURCE}/*.live")

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
 
+from chiezo.ops import building
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.mcp.clients import snippet
 from chiezo.surfaces.rest import create_app
@@ -232,7 +233,7 @@ JSONISH = {
 
 @pytest.fixture
 def places_server(settings, service, tmp_path):
-    service.ingest("places", data_file("places/helsinki.geojson"), "helsinki")
+    building.ingest(service, "places", data_file("places/helsinki.geojson"), "helsinki")
     build_docs(service, write_files(tmp_path / "jsonish", JSONISH), "jsonish")
     with RunningServer(create_app(settings)) as running:
         yield running

@@ -15,7 +15,8 @@ from mcp import Client
 
 from chiezo.core.config import Settings
 from chiezo.ingest.wikipedia import ingest_wikipedia
-from chiezo.ops.service import Service
+from chiezo.ops import building
+from chiezo.ops.context import Context
 from chiezo.ops.tool_profiles import PROFILES
 from chiezo.surfaces.rest import create_app
 
@@ -49,9 +50,9 @@ BUDGETS = (200, 700, 2500)
 @pytest.fixture(scope="module")
 def library(tmp_path_factory):
     settings = Settings(data_dir=tmp_path_factory.mktemp("budget") / "data")
-    service = Service(settings)
+    service = Context(settings)
     ingest_wikipedia(settings, data_file("wikipedia/jawiki-20230501-excerpt.xml.bz2"))
-    service.ingest("places", data_file("places/helsinki.geojson"), "helsinki")
+    building.ingest(service, "places", data_file("places/helsinki.geojson"), "helsinki")
     for n in range(12):  # notes long enough that a page of them runs past a small budget
         service.notes.remember(f"パリの第{n}区について調べたこと: " + "凱旋門とセーヌ川。" * 20)
     with RunningServer(create_app(settings)) as running:

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from chiezo.ops import building
 from chiezo.search import retrieval
 from chiezo.surfaces.rest import create_app
 
@@ -193,7 +194,7 @@ def test_semantic_fallbacks_count_per_source_on_every_surface(
     settings, service, tmp_path, monkeypatch
 ):
     build_docs(service, write_files(tmp_path / "docs", FILES), "temples")
-    service.embed("temples", "use-m")
+    building.embed(service, "temples", "use-m")
     build_docs(service, write_files(tmp_path / "plain", {"a.md": "# 寺\n\n寺の話。\n"}), "plain")
 
     def slow(source, text):  # the meaning side outlives its budget
@@ -220,7 +221,9 @@ def test_a_switched_in_generation_is_warmed_before_it_is_asked(settings, service
     with RunningServer(create_app(settings)) as server:
         server_library = server.server.config.app.state.service.library
         assert server_library.warm_new_generations
-        generation = Path(service.embed("temples", "use-m").path).name  # as another process would
+        generation = Path(
+            building.embed(service, "temples", "use-m").path
+        ).name  # as another process would
         deadline = time.monotonic() + 30
         while server_library.warmed.get("temples", {}).get("generation") != generation:
             assert time.monotonic() < deadline, server_library.warmed
@@ -500,9 +503,12 @@ def test_a_scrape_of_one_worker_answers_for_the_others_it_reads(child):
     metrics = Metrics(worker=me)
     metrics.snapshots = Directory()
     metrics.request("/v1/sources", "GET", 200, "", 0.02)
-    library = SimpleNamespace(warmed={"temples": {"generation": "g2", "seconds": 0.75}})
     info = {"name": "temples", "generation": "20260101T000000Z", "docs": 2, "status": "ok"}
-    service = SimpleNamespace(library=library, sources=lambda: [info])
+    library = SimpleNamespace(
+        warmed={"temples": {"generation": "g2", "seconds": 0.75}},
+        infos=lambda: [SimpleNamespace(to_dict=lambda: info)],
+    )
+    service = SimpleNamespace(library=library)
     finished = {"id": 8, "state": "done", "finished_at": "2999-01-01T00:00:00Z", "elapsed_s": 2}
     samples = parse(metrics.exposition(service, [{**finished, "source": "temples"}]))
     sources = {"route": "/v1/sources", "method": "GET", "status": "200", "source": ""}

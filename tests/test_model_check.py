@@ -16,7 +16,8 @@ from click.testing import CliRunner
 
 from chiezo.answer.llm import Endpoint, LLMClient, answering_model
 from chiezo.core.config import Settings
-from chiezo.ops.service import Service
+from chiezo.ops import operating
+from chiezo.ops.context import Context
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.rest.app import labelled_models
 from llm_stub import ScriptedLLM
@@ -113,7 +114,7 @@ def test_doctor_passes_what_answers_the_name_and_fails_what_refuses_it(library):
 def test_the_status_beyond_loopback_names_the_answering_model_in_the_note_too(tmp_path):
     with llama_like(GGUF) as stub:
         settings = Settings(data_dir=tmp_path / "data", llm_url=stub.url, llm_model="smollm2")
-        status = Service(settings).llm_status()
+        status = operating.llm_status(Context(settings))
     assert status["model"] == GGUF  # the model that answers, not the name it was asked by
     shown = labelled_models(status)
     assert "/srv" not in json.dumps(shown)

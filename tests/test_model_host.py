@@ -22,8 +22,9 @@ import pytest
 
 from chiezo.core.config import Settings
 from chiezo.core.errors import ModelUnavailable
+from chiezo.ops import building, searching
+from chiezo.ops.context import Context
 from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
 from chiezo.store import model_host
 from chiezo.store.embedders import get_embedder
 
@@ -59,9 +60,9 @@ def served(tmp_path_factory):
     """A library with one use-m source, served by two workers."""
     root = tmp_path_factory.mktemp("hosted")
     settings = Settings(data_dir=root / "data")
-    service = Service(settings)
+    service = Context(settings)
     build_docs(service, write_files(root / "book", BOOK_FILES), "book")
-    service.embed("book", MODEL)
+    building.embed(service, "book", MODEL)
     port = free_port()
     env = {**os.environ, "CHIEZO_DATA": str(settings.data_dir)}
     env.pop(model_host.HOST_ENV, None)
@@ -124,7 +125,7 @@ def test_workers_embed_through_one_host_and_load_no_model(served):
     )
     assert answer.status_code == 200, answer.text
     asked = SearchRequest(query=question, source="book", mode="semantic")
-    here = Service(Settings(data_dir=settings.data_dir)).search(asked)
+    here = searching.search(Context(Settings(data_dir=settings.data_dir)), asked)
     assert here.hits and [h["doc_id"] for h in answer.json()["hits"]] == [
         h.doc_id for h in here.hits
     ]
@@ -158,10 +159,10 @@ def test_a_cli_command_on_the_same_data_embeds_through_the_running_host(served):
 
 CLI_SEARCH = """
 import json, sys
-from chiezo.ops.service import Service
+from chiezo.ops import searching
 from chiezo.surfaces.cli.main import main
-here, search = [], Service.search
-Service.search = lambda self, request: here.append(1) or search(self, request)
+here, search = [], searching.search
+searching.search = lambda ctx, request: here.append(1) or search(ctx, request)
 try:
     sys.argv[0] = "chiezo"
     main()

@@ -13,8 +13,15 @@ from chiezo.core import db
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, NotFound
 from chiezo.core.schema import TABLES
-from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
+from chiezo.ops import remembering, searching
+from chiezo.ops.context import Context
+from chiezo.ops.requests import (
+    ForgetRequest,
+    RecallRequest,
+    RememberRequest,
+    SearchRequest,
+    UpdateRequest,
+)
 from chiezo.store import generations
 from chiezo.surfaces.rest import create_app
 
@@ -31,7 +38,7 @@ def _core_schema(path) -> dict[str, str]:
 
 def test_notes_have_the_same_core_schema_as_built_sources(service, settings, tmp_path):
     build_docs(service, write_files(tmp_path / "d", {"a.md": "# A\n\ntext\n"}), "built")
-    service.remember("something to keep")
+    remembering.remember(service, RememberRequest.of(text="something to keep"))
     built = _core_schema(generations.current_path(settings.corpus_dir / "built"))
     notes = _core_schema(settings.notes_path)
     assert built == notes
@@ -39,7 +46,7 @@ def test_notes_have_the_same_core_schema_as_built_sources(service, settings, tmp
 
 
 def test_notes_live_outside_the_corpus_and_the_name_is_reserved(service, settings, tmp_path):
-    service.remember("x")
+    remembering.remember(service, RememberRequest.of(text="x"))
     assert settings.notes_path.parent != settings.corpus_dir
     assert not (settings.corpus_dir / "notes").exists()
     with pytest.raises(BadQuery, match="reserved"):
@@ -47,69 +54,93 @@ def test_notes_live_outside_the_corpus_and_the_name_is_reserved(service, setting
 
 
 def test_remember_recall_update_forget(service):
-    first = service.remember("会議は毎週火曜の10時から。", tags=["仕事"])
-    second = service.remember("The backup runs at 02:00 every night.", title="Backup")
-    assert [n["id"] for n in service.recall()["notes"]] == [second["id"], first["id"]]
-    assert service.recall(q="火曜")["notes"][0]["id"] == first["id"]
-    assert service.recall(tag="仕事")["total"] == 1
-    assert service.recall(q="backup")["notes"][0]["title"] == "Backup"
-    changed = service.update_note(first["id"], text="会議は毎週水曜の10時から。")
+    first = remembering.remember(
+        service, RememberRequest.of(text="会議は毎週火曜の10時から。", tags=["仕事"])
+    )
+    second = remembering.remember(
+        service, RememberRequest.of(text="The backup runs at 02:00 every night.", title="Backup")
+    )
+    assert [n["id"] for n in remembering.recall(service, RecallRequest.of())["notes"]] == [
+        second["id"],
+        first["id"],
+    ]
+    assert remembering.recall(service, RecallRequest.of(q="火曜"))["notes"][0]["id"] == first["id"]
+    assert remembering.recall(service, RecallRequest.of(tag="仕事"))["total"] == 1
+    assert (
+        remembering.recall(service, RecallRequest.of(q="backup"))["notes"][0]["title"] == "Backup"
+    )
+    changed = remembering.update(
+        service, UpdateRequest.of(note_id=first["id"], text="会議は毎週水曜の10時から。")
+    )
     assert changed["tags"] == ["仕事"]  # not sent: unchanged
     assert changed["title"] == "会議は毎週水曜の10時から。"  # derived from the text: follows it
     assert changed["updated_at"] > first["updated_at"]
-    assert service.recall(q="火曜")["total"] == 0
-    assert service.recall(q="水曜")["total"] == 1
-    service.forget(second["id"])
+    assert remembering.recall(service, RecallRequest.of(q="火曜"))["total"] == 0
+    assert remembering.recall(service, RecallRequest.of(q="水曜"))["total"] == 1
+    remembering.forget(service, ForgetRequest.of(note_id=second["id"]))
     with pytest.raises(NotFound):
-        service.note(second["id"])
-    assert service.recall()["total"] == 1
+        remembering.note(service, second["id"])
+    assert remembering.recall(service, RecallRequest.of())["total"] == 1
 
 
 def test_ids_are_never_reused(service):
-    a = service.remember("one")
-    service.forget(a["id"])
-    b = service.remember("two")
+    a = remembering.remember(service, RememberRequest.of(text="one"))
+    remembering.forget(service, ForgetRequest.of(note_id=a["id"]))
+    b = remembering.remember(service, RememberRequest.of(text="two"))
     assert b["id"] == a["id"] + 1
 
 
 def test_recall_by_time_window(service):
-    note = service.remember("a plan")
+    note = remembering.remember(service, RememberRequest.of(text="a plan"))
     stamp = note["updated_at"]
     day = stamp[:10]
-    assert service.recall(since=day)["total"] == 1
-    assert service.recall(until=day)["total"] == 1  # a bare date includes the whole day
-    assert service.recall(until=stamp)["total"] == 1  # inclusive
-    assert service.recall(since="2999-01-01")["total"] == 0
-    assert service.recall(since=f"{day}T00:00:00+09:00", until="2999-12-31")["total"] == 1
+    assert remembering.recall(service, RecallRequest.of(since=day))["total"] == 1
+    assert (
+        remembering.recall(service, RecallRequest.of(until=day))["total"] == 1
+    )  # a bare date includes the whole day
+    assert remembering.recall(service, RecallRequest.of(until=stamp))["total"] == 1  # inclusive
+    assert remembering.recall(service, RecallRequest.of(since="2999-01-01"))["total"] == 0
+    assert (
+        remembering.recall(
+            service, RecallRequest.of(since=f"{day}T00:00:00+09:00", until="2999-12-31")
+        )["total"]
+        == 1
+    )
 
 
 def test_a_vague_question_finds_notes_through_shared_pieces(service):
-    service.remember("浅草寺の最寄り駅は浅草駅で、雷門から徒歩1分。")
-    found = service.recall(q="浅草寺の近くの駅はどこだっけ")
+    remembering.remember(
+        service, RememberRequest.of(text="浅草寺の最寄り駅は浅草駅で、雷門から徒歩1分。")
+    )
+    found = remembering.recall(service, RecallRequest.of(q="浅草寺の近くの駅はどこだっけ"))
     assert found["mode"] == "trigram_or" and found["total"] == 1
 
 
 def test_notes_are_searchable_like_any_source(service):
-    service.remember("清水寺の舞台は高さ約13メートル。", title="清水寺メモ")
-    result = service.search(SearchRequest.of(query="清水寺メモ", source="notes"))
+    remembering.remember(
+        service, RememberRequest.of(text="清水寺の舞台は高さ約13メートル。", title="清水寺メモ")
+    )
+    result = searching.search(service, SearchRequest.of(query="清水寺メモ", source="notes"))
     assert result.hits[0].title_match
     assert (
-        service.search(SearchRequest.of(query="清水寺の舞台の高さは", source="notes")).mode
+        searching.search(
+            service, SearchRequest.of(query="清水寺の舞台の高さは", source="notes")
+        ).mode
         == "trigram_or"
     )
 
 
 def test_the_trigram_counts_follow_updates_and_deletes(service, settings):
-    note = service.remember("固有の語句ですぞ")
+    note = remembering.remember(service, RememberRequest.of(text="固有の語句ですぞ"))
     src = service.library.get("notes")
     df = dict(src.conn.execute("SELECT gram, df FROM gram_df WHERE gram = '固有の'"))
     assert df == {"固有の": 1}
-    service.update_note(note["id"], text="別の内容")
+    remembering.update(service, UpdateRequest.of(note_id=note["id"], text="別の内容"))
     assert not src.conn.execute("SELECT 1 FROM gram_df WHERE gram = '固有の'").fetchone()
 
 
 def test_an_acknowledged_note_is_on_disk(service, settings):
-    note = service.remember("durable")
+    note = remembering.remember(service, RememberRequest.of(text="durable"))
     with sqlite3.connect(settings.notes_path) as conn:  # another connection, as after a crash
         assert conn.execute("SELECT body FROM docs WHERE doc_id = ?", (note["id"],)).fetchone()
     conn.close()
@@ -120,25 +151,25 @@ def test_an_acknowledged_note_is_on_disk(service, settings):
 def test_concurrent_writers_in_threads_lose_nothing(service):
     def write(worker):
         for i in range(20):
-            service.remember(f"thread {worker} note {i}")
+            remembering.remember(service, RememberRequest.of(text=f"thread {worker} note {i}"))
 
     threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert service.recall(limit=1)["total"] == 80
+    assert remembering.recall(service, RecallRequest.of(limit=1))["total"] == 80
 
 
 def _write_from_process(data_dir: str, worker: int) -> None:
-    service = Service(Settings(data_dir=__import__("pathlib").Path(data_dir)))
+    service = Context(Settings(data_dir=__import__("pathlib").Path(data_dir)))
     for i in range(15):
-        service.remember(f"process {worker} note {i}")
+        remembering.remember(service, RememberRequest.of(text=f"process {worker} note {i}"))
 
 
 @pytest.mark.slow
 def test_concurrent_writer_processes_lose_nothing(settings, service):
-    service.remember("first")
+    remembering.remember(service, RememberRequest.of(text="first"))
     ctx = multiprocessing.get_context("spawn")
     procs = [
         ctx.Process(target=_write_from_process, args=(str(settings.data_dir), w)) for w in range(3)
@@ -148,20 +179,20 @@ def test_concurrent_writer_processes_lose_nothing(settings, service):
     for p in procs:
         p.join(60)
         assert p.exitcode == 0
-    assert service.recall(limit=1)["total"] == 46
-    ids = [n["id"] for n in service.recall(limit=50)["notes"]]
+    assert remembering.recall(service, RecallRequest.of(limit=1))["total"] == 46
+    ids = [n["id"] for n in remembering.recall(service, RecallRequest.of(limit=50))["notes"]]
     assert len(set(ids)) == 46
 
 
 def test_bad_notes_are_refused(service):
     with pytest.raises(BadQuery):
-        service.remember("   ")
+        remembering.remember(service, RememberRequest.of(text="   "))
     with pytest.raises(BadQuery):
-        service.update_note(1)
+        remembering.update(service, UpdateRequest.of(note_id=1))
     with pytest.raises(NotFound):
-        service.update_note(999, text="x")
+        remembering.update(service, UpdateRequest.of(note_id=999, text="x"))
     with pytest.raises(BadQuery, match="ISO"):
-        service.recall(since="yesterday")
+        remembering.recall(service, RecallRequest.of(since="yesterday"))
 
 
 # -- over REST, at the edges -------------------------------------------------------------------
@@ -197,9 +228,15 @@ def test_tags_are_bounded_in_number_and_length(server):
     assert ok.status_code == 201 and len(ok.json()["tags"]) == 50
 
 
-def test_the_service_bounds_tags_too(service):
+def test_the_notes_store_bounds_tags_too(service):
+    """Below the request model (which refuses them first, on every surface), the store itself
+    keeps the bound: a program writing notes directly cannot pass 4,000 tags either."""
     with pytest.raises(BadQuery, match="at most 50 tags"):
-        service.remember("x", tags=[str(i) for i in range(4_000)])
+        service.notes.remember("x", tags=[str(i) for i in range(4_000)])
+    with pytest.raises(BadQuery, match="tags"):
+        remembering.remember(
+            service, RememberRequest.of(text="x", tags=[str(i) for i in range(4_000)])
+        )
 
 
 @pytest.mark.slow

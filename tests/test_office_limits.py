@@ -20,7 +20,7 @@ import pytest
 from chiezo.core.config import Settings
 from chiezo.ingest import formats
 from chiezo.ingest.textdecode import Unreadable
-from chiezo.ops.service import Service
+from chiezo.ops.context import Context
 
 from helpers import build_docs, data_file, write_files
 
@@ -117,7 +117,7 @@ def test_too_many_paragraphs_skip_a_word_file_and_the_build_goes_on(tmp_path, mo
     folder = write_files(tmp_path / "docs", {"note.md": "# 開館時間\n\n九時から。\n"})
     make_docx(folder / "many.docx", PARAGRAPH.format("x") * 501)
     make_docx(folder / "fine.docx", PARAGRAPH.format("図書館の案内") * 500)
-    report = build_docs(Service(Settings(data_dir=tmp_path / "data")), folder, "mine")
+    report = build_docs(Context(Settings(data_dir=tmp_path / "data")), folder, "mine")
     reason = "more than 500 paragraphs and table rows, the most read from one Word file"
     assert skipped(report, "many.docx") == reason
     assert report.docs == 2  # the note and the Word file at the limit

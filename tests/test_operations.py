@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from chiezo.core.config import Settings
-from chiezo.ops.service import Service
+from chiezo.ops import remembering
+from chiezo.ops.context import Context
+from chiezo.ops.requests import RememberRequest
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "operations.md"
 
@@ -48,15 +50,15 @@ def test_the_systemd_unit_is_accepted_by_systemd_analyze(tmp_path):
 
 def test_the_notes_backup_one_liner_copies_notes_while_they_are_written(tmp_path):
     settings = Settings(data_dir=tmp_path / "data")
-    service = Service(settings)
+    service = Context(settings)
     for i in range(50):
-        service.remember(f"覚え書き {i}", tags=["backup"])
+        remembering.remember(service, RememberRequest.of(text=f"覚え書き {i}", tags=["backup"]))
     stop = threading.Event()
 
     def keep_writing() -> None:
         i = 0
         while not stop.is_set():
-            Service(settings).remember(f"書き足し {i}")
+            remembering.remember(Context(settings), RememberRequest.of(text=f"書き足し {i}"))
             i += 1
 
     writer = threading.Thread(target=keep_writing)

@@ -20,9 +20,9 @@ from fastapi.testclient import TestClient
 
 from chiezo.core.errors import Operation
 from chiezo.core.operations import CATALOGUE, hint_spellings
+from chiezo.ops.context import Context
 from chiezo.ops.registry import BINDINGS
 from chiezo.ops.requests import params
-from chiezo.ops.service import Service
 from chiezo.ops.tool_answers import for_a_model
 from chiezo.ops.tools import library_tools
 from chiezo.surfaces.cli.main import cli
@@ -40,7 +40,7 @@ def surfaces(tmp_path_factory):
     app = create_app(settings)
     with TestClient(app, client=ON_THIS_MACHINE, base_url="http://127.0.0.1") as rest:
         openapi = rest.get("/openapi.json").json()
-    tools = {t.name: t for t in library_tools(Service(settings))}
+    tools = {t.name: t for t in library_tools(Context(settings))}
     return _commands(cli), openapi, tools
 
 
@@ -199,7 +199,7 @@ def test_a_bound_operation_answers_the_same_on_every_surface(tmp_path):
     from helpers import build_docs, write_files
 
     settings = Settings(data_dir=tmp_path / "data")
-    service = Service(settings)
+    service = Context(settings)
     folder = write_files(
         tmp_path / "notes",
         {"garden.md": "---\ntags: [plants]\n---\n# ガーデン\n\nTomatoes and basil.\n"},

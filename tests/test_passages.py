@@ -14,7 +14,10 @@ from chiezo.answer import rag
 from chiezo.answer.excerpt import MIN_PASSAGE, fit
 from chiezo.answer.options import AnswerOptions
 from chiezo.ingest.wikipedia import ingest_wikipedia
-from chiezo.ops.service import Service
+from chiezo.ops import reading
+from chiezo.ops.context import Context
+from chiezo.ops.lookups import LibraryLookups
+from chiezo.ops.requests import DocRequest
 from chiezo.surfaces.rest import create_app
 
 from helpers import LOCAL, build_docs, data_file, write_files
@@ -31,12 +34,12 @@ def jawiki(tmp_path_factory):
 
     settings = Settings(data_dir=tmp_path_factory.mktemp("passages") / "data")
     ingest_wikipedia(settings, data_file(JA))
-    return Service(settings)
+    return Context(settings)
 
 
-def excerpts(service: Service, question: str, **options) -> list:
+def excerpts(service: Context, question: str, **options) -> list:
     return rag.prepare(
-        service, question, AnswerOptions(**options).resolved(service.settings)
+        LibraryLookups(service), question, AnswerOptions(**options).resolved(service.settings)
     ).excerpts
 
 
@@ -112,14 +115,14 @@ def test_doc_with_a_question_gives_the_passages_that_answer_it(jawiki):
 
 def test_a_doc_with_max_chars_keeps_the_whole_answer_within_it(jawiki):
     # パリ links to over a thousand articles: 26 KB came back for max_chars 400 (issue #34)
-    doc = jawiki.doc("jawiki", title="パリ", max_chars=400)
+    doc = reading.doc(jawiki, DocRequest.of(source="jawiki", title="パリ", max_chars=400))
     size = len(json.dumps(doc, ensure_ascii=False))
     # about max_chars on REST (the fields naming the document besides: url and, since #44,
     # source_url); a tool's answer keeps to it exactly (tests/test_mcp_budget.py)
     assert len(doc["body"]) == 400 and size < 400 * 1.25 + 700, size
     assert doc["links_total"] > 1000 and len(doc["links"]) < doc["links_total"]
     assert "links" in doc["more"]
-    everything = jawiki.doc("jawiki", title="パリ")
+    everything = reading.doc(jawiki, DocRequest.of(source="jawiki", title="パリ"))
     assert len(everything["links"]) == doc["links_total"]  # without max_chars: all of them
 
 

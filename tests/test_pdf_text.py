@@ -12,8 +12,9 @@ import pytest
 
 from chiezo.core.config import Settings
 from chiezo.ingest import formats
+from chiezo.ops import searching
+from chiezo.ops.context import Context
 from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
 
 from helpers import build_docs, data_file
 
@@ -152,13 +153,16 @@ def test_a_pdf_with_no_unicode_mapping_is_reported_as_needing_ocr(tmp_path):
     folder.mkdir()
     _jo_without_unicode_map(folder)
     shutil.copy(data_file("docs/pdf/kampo.pdf"), folder / "kampo.pdf")
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     report = build_docs(service, folder, "pdf")
     assert report.docs == 1  # the build goes on with the readable file
     (warning,) = [w for w in report.warnings if "jo-nomap.pdf" in w]
     assert "898 of 898 characters have no Unicode mapping" in warning
     assert "p. 1 is mostly such text and needs OCR" in warning and warning.endswith("skipped")
-    assert service.search(SearchRequest.of(query="官報", source="pdf")).hits[0].title == "kampo"
+    assert (
+        searching.search(service, SearchRequest.of(query="官報", source="pdf")).hits[0].title
+        == "kampo"
+    )
 
 
 @pytest.mark.slow
@@ -169,11 +173,14 @@ def test_a_page_mostly_without_mapping_is_named_and_its_document_kept(tmp_path, 
     folder = tmp_path / "docs"
     folder.mkdir()
     shutil.copy(data_file("docs/pdf/kampo.pdf"), folder / "kampo.pdf")
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     report = build_docs(service, folder, "pdf")
     assert report.docs == 1
     (warning,) = [w for w in report.warnings if "kampo.pdf" in w]
     assert "10 of 2635 characters have no Unicode mapping" in warning and "p. 1" in warning
-    assert service.search(SearchRequest.of(query="官報", source="pdf")).hits[0].title == "kampo"
+    assert (
+        searching.search(service, SearchRequest.of(query="官報", source="pdf")).hits[0].title
+        == "kampo"
+    )
     again = build_docs(service, folder, "pdf")  # from the conversion cache: said again
     assert again.conversions == {"converted": 0, "reused": 1} and again.warnings == [warning]

@@ -24,8 +24,9 @@ from chiezo.ingest.places import (
     degrees,
     ranges,
 )
-from chiezo.ops.requests import FeaturesRequest, FilterRequest, SearchRequest
-from chiezo.ops.service import Service
+from chiezo.ops import operating, reading, searching
+from chiezo.ops.context import Context
+from chiezo.ops.requests import DocRequest, FeaturesRequest, FilterRequest, SearchRequest
 
 from helpers import build_source, data_file
 
@@ -68,7 +69,7 @@ def library(tmp_path_factory):
         ("gpx", DATA / "kagawa.gpx"),
     ):
         _, warned[name] = build(settings, name, [path])
-    return Service(settings), warned
+    return Context(settings), warned
 
 
 def aed_rows() -> list[dict]:
@@ -87,14 +88,17 @@ def aed_rows() -> list[dict]:
 def test_every_aed_is_a_document_with_its_point_and_id_key(library):
     service, warned = library
     rows = aed_rows()
-    info = next(s for s in service.sources() if s["name"] == "aed")
+    info = next(s for s in operating.sources(service) if s["name"] == "aed")
     assert info["docs"] == len(rows) == 455 and info["points"] == 455
     assert warned["aed"] == []
     first = rows[0]
-    doc = service.doc(
-        "aed",
-        key=f"yaizu-aed_location.xlsx:Sheet1#{first['#property']}",
-        fields=["title", "point", "attrs", "body", "extra"],
+    doc = reading.doc(
+        service,
+        DocRequest.of(
+            source="aed",
+            key=f"yaizu-aed_location.xlsx:Sheet1#{first['#property']}",
+            fields=["title", "point", "attrs", "body", "extra"],
+        ),
     )
     assert doc["title"] == first["name"]
     assert doc["point"] == {"lat": float(first["latitude"]), "lon": float(first["longitude"])}
@@ -131,8 +135,8 @@ def test_the_nearest_aeds_to_takamatsu_are_those_the_file_puts_nearest(library):
         rows, key=lambda r: haversine(TAKAMATSU, (float(r["latitude"]), float(r["longitude"])))
     )
     near = f"{TAKAMATSU[0]},{TAKAMATSU[1]}"
-    result = service.filter(
-        FilterRequest.of(source="aed", near=near, limit=5, fields=["title", "key"])
+    result = searching.filter(
+        service, FilterRequest.of(source="aed", near=near, limit=5, fields=["title", "key"])
     )
     assert [d["title"] for d in result["docs"]] == [r["name"] for r in by_distance[:5]]
     nearest = by_distance[0]
@@ -140,7 +144,9 @@ def test_the_nearest_aeds_to_takamatsu_are_those_the_file_puts_nearest(library):
     assert result["docs"][0]["distance_km"] == pytest.approx(expected_km, abs=0.001)
     points = [(float(r["latitude"]), float(r["longitude"])) for r in rows]
     within = [p for p in points if haversine(TAKAMATSU, p) <= 1.0]
-    counted = service.filter(FilterRequest.of(source="aed", near=near, radius_km=1.0, limit=1))
+    counted = searching.filter(
+        service, FilterRequest.of(source="aed", near=near, radius_km=1.0, limit=1)
+    )
     assert counted["total"] == len(within) and 0 < len(within) < len(rows)
 
 
@@ -150,17 +156,17 @@ def test_aeds_are_found_by_any_column_and_filtered_by_town(library):
     # the town comes from the address: 綾歌郡綾川町… → 綾川町
     ayagawa = [r for r in rows if r["address"].startswith("綾歌郡綾川町")]
     assert (
-        service.filter(FilterRequest.of(source="aed", area=["綾川町"], limit=1))["total"]
+        searching.filter(service, FilterRequest.of(source="aed", area=["綾川町"], limit=1))["total"]
         == len(ayagawa)
         > 0
     )
     takamatsu = [r for r in rows if r["address"].removeprefix("香川県").startswith("高松市")]
-    assert service.filter(FilterRequest.of(source="aed", area=["高松市"], limit=1))["total"] == len(
-        takamatsu
-    )
+    assert searching.filter(service, FilterRequest.of(source="aed", area=["高松市"], limit=1))[
+        "total"
+    ] == len(takamatsu)
     # a value only in the installation-position column is found by keyword
-    hits = service.search(
-        SearchRequest.of(query="ジャスコ防災センター", source="aed", limit=3)
+    hits = searching.search(
+        service, SearchRequest.of(query="ジャスコ防災センター", source="aed", limit=3)
     ).hits
     assert hits and hits[0].title == "イオン綾川ショッピングセンター"
 
@@ -174,25 +180,34 @@ def test_broken_rows_are_reported_by_number_and_kept_without_a_point(library):
         "kagawa-broken.csv: rows 6–9, 13 have no usable coordinates; kept without a point "
         "(not a number: 6; missing: 7, 13; out of range: 8; 0,0 (null island): 9)"
     ]
-    info = next(s for s in service.sources() if s["name"] == "kagawa")
+    info = next(s for s in operating.sources(service) if s["name"] == "kagawa")
     assert info["docs"] == 13 and info["points"] == 8  # the empty record 10 is no document
     for key in ("5", "6", "7", "8", "11"):
-        doc = service.doc("kagawa", key=f"kagawa-broken.csv#{key}", fields=["point", "body"])
+        doc = reading.doc(
+            service,
+            DocRequest.of(
+                source="kagawa", key=f"kagawa-broken.csv#{key}", fields=["point", "body"]
+            ),
+        )
         assert doc["point"] is None
     assert (
-        service.search(SearchRequest.of(query="多度津町", source="kagawa")).hits[0].title
+        searching.search(service, SearchRequest.of(query="多度津町", source="kagawa")).hits[0].title
         == "多度津町"
     )
 
 
 def test_degrees_written_other_ways_read_as_the_same_point(library):
     service, _ = library
-    sakaide = service.doc("kagawa", title="坂出", fields=["point"])["point"]  # 34°19'22"N
+    sakaide = reading.doc(service, DocRequest.of(source="kagawa", title="坂出", fields=["point"]))[
+        "point"
+    ]  # 34°19'22"N
     assert sakaide == {
         "lat": pytest.approx(34.32278, abs=1e-4),
         "lon": pytest.approx(133.8356, abs=1e-4),
     }
-    utazu = service.doc("kagawa", title="宇多津町", fields=["point"])["point"]  # ３４．３
+    utazu = reading.doc(
+        service, DocRequest.of(source="kagawa", title="宇多津町", fields=["point"])
+    )["point"]  # ３４．３
     assert utazu == {"lat": 34.3, "lon": 133.81667}
 
 
@@ -202,11 +217,12 @@ def test_categories_become_features_with_their_counts(library):
         kinds = [r["種別"] for r in csv.DictReader(fh) if r["種別"]]
     listed = {
         f["feature"]: f["docs"]
-        for f in service.features(FeaturesRequest.of(source="kagawa"))["features"]
+        for f in reading.features(service, FeaturesRequest.of(source="kagawa"))["features"]
     }
     assert listed == {f"種別={k}": kinds.count(k) for k in set(kinds)}
-    capitals = service.filter(
-        FilterRequest.of(source="kagawa", feature=["種別=県庁所在地"], limit=10, fields=["title"])
+    capitals = searching.filter(
+        service,
+        FilterRequest.of(source="kagawa", feature=["種別=県庁所在地"], limit=10, fields=["title"]),
     )
     assert {d["title"] for d in capitals["docs"]} == {
         "高松市",
@@ -216,25 +232,34 @@ def test_categories_become_features_with_their_counts(library):
         "岡山市",
     }
     # near + feature: the settlements within 30 km of Takamatsu that have a point
-    near = service.filter(
+    near = searching.filter(
+        service,
         FilterRequest.of(
             source="kagawa",
             feature=["種別=集落"],
             near=f"{TAKAMATSU[0]},{TAKAMATSU[1]}",
             radius_km=30,
             fields=["title"],
-        )
+        ),
     )
     assert [d["title"] for d in near["docs"]] == ["宇多津町"]  # 多度津町, 志度: no point
 
 
 def test_urls_and_areas_come_from_their_columns(library):
     service, _ = library
-    doc = service.doc("kagawa", title="宇多津町", fields=["url", "attrs", "opening"])
+    doc = reading.doc(
+        service,
+        DocRequest.of(source="kagawa", title="宇多津町", fields=["url", "attrs", "opening"]),
+    )
     assert doc["url"] == "https://www.geonames.org/1849073"
     assert doc["attrs"]["area"] == ["宇多津町", "香川県"]
     assert doc["opening"] == "宇多津町 — 集落, 香川県綾歌郡宇多津町"
-    assert service.filter(FilterRequest.of(source="kagawa", area=["香川県"], limit=1))["total"] == 7
+    assert (
+        searching.filter(service, FilterRequest.of(source="kagawa", area=["香川県"], limit=1))[
+            "total"
+        ]
+        == 7
+    )
 
 
 # -- swapped columns, CP932 ---------------------------------------------------------------------
@@ -246,13 +271,15 @@ def test_swapped_columns_are_read_swapped_with_a_warning(library):
         "shikoku-swapped.tsv: column 'lat' holds longitudes and 'lon' latitudes (values beyond "
         "±90 in 'lat'); read them swapped"
     ]
-    kochi = service.doc("shikoku", title="高知市", fields=["point", "key"])
+    kochi = reading.doc(
+        service, DocRequest.of(source="shikoku", title="高知市", fields=["point", "key"])
+    )
     assert (
         kochi["point"] == {"lat": 33.55, "lon": 133.53333}
         and kochi["key"] == "shikoku-swapped.tsv:3"
     )
-    nearest = service.filter(
-        FilterRequest.of(source="shikoku", near=f"{TAKAMATSU[0]},{TAKAMATSU[1]}", limit=1)
+    nearest = searching.filter(
+        service, FilterRequest.of(source="shikoku", near=f"{TAKAMATSU[0]},{TAKAMATSU[1]}", limit=1)
     )
     assert nearest["docs"][0]["title"] == "丸亀市"
 
@@ -263,11 +290,13 @@ def test_a_cp932_csv_is_decoded_and_its_suffixed_headers_found(library):
     raw = (DATA / "takamatsu-aed-cp932.csv").read_bytes()
     with pytest.raises(UnicodeDecodeError):
         raw.decode("utf-8")
-    hit = service.search(SearchRequest.of(query="JRホテルクレメント", source="aed_cp932")).hits[
-        0
-    ]  # ＪＲ in the file
+    hit = searching.search(
+        service, SearchRequest.of(query="JRホテルクレメント", source="aed_cp932")
+    ).hits[0]  # ＪＲ in the file
     assert hit.title == "ＪＲホテルクレメント高松"
-    doc = service.doc("aed_cp932", key=hit.key, fields=["point", "attrs"])
+    doc = reading.doc(
+        service, DocRequest.of(source="aed_cp932", key=hit.key, fields=["point", "attrs"])
+    )
     assert doc["point"] == {"lat": 34.35215833, "lon": 134.0481344}
     assert doc["attrs"]["設置場所"] == ["１階ロビー"] and doc["attrs"]["area"] == ["高松市"]
 
@@ -283,16 +312,21 @@ def test_geojson_points_features_and_other_geometries(library):
     ]
     listed = {
         f["feature"]: f["docs"]
-        for f in service.features(FeaturesRequest.of(source="helsinki"))["features"]
+        for f in reading.features(service, FeaturesRequest.of(source="helsinki"))["features"]
     }
     assert listed["amenity=cafe"] == 3 and listed["tourism=museum"] == 2
     assert listed["amenity=pharmacy"] == 2 and listed["railway=station"] == 1
-    street = service.doc("helsinki", key="helsinki.geojson#way/28564345", fields=["point"])
+    street = reading.doc(
+        service,
+        DocRequest.of(source="helsinki", key="helsinki.geojson#way/28564345", fields=["point"]),
+    )
     assert street["point"] is None
-    mikonkatu = service.doc("helsinki", title="Mikonkatu", fields=["point"])  # MultiPoint: first
+    mikonkatu = reading.doc(
+        service, DocRequest.of(source="helsinki", title="Mikonkatu", fields=["point"])
+    )  # MultiPoint: first
     assert mikonkatu["point"] == {"lat": 60.1698141, "lon": 24.9453995}
-    library_doc = service.filter(
-        FilterRequest.of(source="helsinki", wikidata=["Q420747"], fields=["title", "url"])
+    library_doc = searching.filter(
+        service, FilterRequest.of(source="helsinki", wikidata=["Q420747"], fields=["title", "url"])
     )
     assert library_doc["docs"] == [
         {"title": "Kansalliskirjasto", "url": "https://www.kansalliskirjasto.fi/"}
@@ -310,10 +344,11 @@ def test_the_nearest_cafe_to_the_station_is_the_one_the_file_puts_nearest(librar
         for f in cafes
     }
     station = f"{HELSINKI_STATION[0]},{HELSINKI_STATION[1]}"
-    result = service.filter(
+    result = searching.filter(
+        service,
         FilterRequest.of(
             source="helsinki", feature=["amenity=cafe"], near=station, fields=["title"]
-        )
+        ),
     )
     assert [d["title"] for d in result["docs"]] == sorted(distance, key=distance.get)
     assert result["docs"][0]["distance_km"] == pytest.approx(min(distance.values()), abs=0.001)
@@ -322,17 +357,22 @@ def test_the_nearest_cafe_to_the_station_is_the_one_the_file_puts_nearest(librar
 def test_gpx_waypoints_and_named_route_and_track_points(library):
     service, warned = library
     assert warned["gpx"] == []
-    info = next(s for s in service.sources() if s["name"] == "gpx")
+    info = next(s for s in operating.sources(service) if s["name"] == "gpx")
     assert info["docs"] == 8  # 5 waypoints, 2 of 3 route points, 1 of 3 track points
     listed = {
         f["feature"]: f["docs"]
-        for f in service.features(FeaturesRequest.of(source="gpx"))["features"]
+        for f in reading.features(service, FeaturesRequest.of(source="gpx"))["features"]
     }
     assert listed["type=PPL"] == 3 and listed["sym=City (Large)"] == 1
-    takamatsu = service.doc("gpx", key="kagawa.gpx:wpt:1", fields=["title", "url", "body"])
+    takamatsu = reading.doc(
+        service,
+        DocRequest.of(source="gpx", key="kagawa.gpx:wpt:1", fields=["title", "url", "body"]),
+    )
     assert takamatsu["title"] == "高松市" and takamatsu["url"] == "https://www.geonames.org/1851100"
     assert "desc: 香川県の県庁所在地" in takamatsu["body"]
-    shido = service.doc("gpx", key="kagawa.gpx:trkpt:3", fields=["point", "attrs"])
+    shido = reading.doc(
+        service, DocRequest.of(source="gpx", key="kagawa.gpx:trkpt:3", fields=["point", "attrs"])
+    )
     assert shido["point"] == {"lat": 34.32333, "lon": 134.17333}
     assert shido["attrs"]["track"] == ["志度まで"]
 
@@ -342,7 +382,9 @@ def test_a_semicolon_text_file_with_decimal_commas(tmp_path, settings, service):
     text = "name;lat;lon;amenity\nCafe Java;60,169967;24,937518;cafe\nCafe Ekberg;60,1647366;24,9377736;cafe\n"
     (tmp_path / "cafes.txt").write_text(text, encoding="utf-8")
     build(settings, "cafes", [tmp_path / "cafes.txt"])
-    doc = service.doc("cafes", title="Cafe Ekberg", fields=["point", "attrs"])
+    doc = reading.doc(
+        service, DocRequest.of(source="cafes", title="Cafe Ekberg", fields=["point", "attrs"])
+    )
     assert doc["point"] == {"lat": 60.1647366, "lon": 24.9377736}
     assert doc["attrs"]["feature"] == ["amenity=cafe"]
 
@@ -361,8 +403,8 @@ def test_geojson_bare_points_are_kept_and_other_systems_refused(tmp_path, settin
     }
     (tmp_path / "bare.geojson").write_text(json.dumps(bare), encoding="utf-8")
     build(settings, "bare", [tmp_path / "bare.geojson"])
-    found = service.filter(
-        FilterRequest.of(source="bare", near="60.1713,24.9415", fields=["title", "point"])
+    found = searching.filter(
+        service, FilterRequest.of(source="bare", near="60.1713,24.9415", fields=["title", "point"])
     )
     assert found["total"] == 1 and found["docs"][0]["title"] == "bare.geojson feature 1"
     projected = {
@@ -418,7 +460,9 @@ def test_lat_and_lon_options_name_the_columns(tmp_path, settings, service):
         build(settings, "points", [path], PlaceOptions(lat="north", lon="E"))
     assert "(headers: 地点, N, E)" in caught.value.message
     build(settings, "points", [path], PlaceOptions(lat="N", lon="e"))  # case-insensitive
-    doc = service.doc("points", title="丸亀市", fields=["point", "attrs"])
+    doc = reading.doc(
+        service, DocRequest.of(source="points", title="丸亀市", fields=["point", "attrs"])
+    )
     assert doc["point"] == {"lat": 34.28333, "lon": 133.78333} and "N" not in doc["attrs"]
 
 
@@ -430,9 +474,11 @@ def test_title_and_feature_options(tmp_path, settings, service):
         encoding="utf-8",
     )
     build(settings, "aed", [path], PlaceOptions(title="施設", feature=("設置階",)))
-    doc = service.doc("aed", key="aed.csv#2", fields=["title", "attrs"])
+    doc = reading.doc(
+        service, DocRequest.of(source="aed", key="aed.csv#2", fields=["title", "attrs"])
+    )
     assert doc["title"] == "ことでん瓦町駅" and doc["attrs"]["feature"] == ["設置階=1階"]
-    assert service.features(FeaturesRequest.of(source="aed"))["features"] == [
+    assert reading.features(service, FeaturesRequest.of(source="aed"))["features"] == [
         {"feature": "設置階=1階", "docs": 2}
     ]
 
@@ -475,22 +521,30 @@ def test_every_sheet_but_one_without_coordinates_which_is_skipped(tmp_path, sett
     assert warnings == [
         "no latitude/longitude columns in aed.xlsx [説明] (headers: 項目, 内容); sheet skipped"
     ]
-    info = next(s for s in service.sources() if s["name"] == "aed")
+    info = next(s for s in operating.sources(service) if s["name"] == "aed")
     assert info["docs"] == 25 and info["points"] == 25
-    first = service.doc(
-        "aed", key=f"aed.xlsx:AED#{rows[0]['#property']}", fields=["title", "extra"]
+    first = reading.doc(
+        service,
+        DocRequest.of(
+            source="aed", key=f"aed.xlsx:AED#{rows[0]['#property']}", fields=["title", "extra"]
+        ),
     )
     assert first == {
         "title": rows[0]["name"],
         "extra": {"file": "aed.xlsx", "sheet": "AED", "row": 4},
     }
-    assert service.doc("aed", key="aed.xlsx:追加:2", fields=["title"])["title"] == rows[20]["name"]
+    assert (
+        reading.doc(service, DocRequest.of(source="aed", key="aed.xlsx:追加:2", fields=["title"]))[
+            "title"
+        ]
+        == rows[20]["name"]
+    )
 
 
 def test_a_sheet_chosen_by_name(tmp_path, settings, service):
     aed_workbook(tmp_path / "aed.xlsx")
     build(settings, "aed", [tmp_path / "aed.xlsx"], PlaceOptions(sheet="追加"))
-    assert next(s for s in service.sources() if s["name"] == "aed")["docs"] == 5
+    assert next(s for s in operating.sources(service) if s["name"] == "aed")["docs"] == 5
     with pytest.raises(InputError) as caught:
         build(settings, "other", [tmp_path / "aed.xlsx"], PlaceOptions(sheet="AED2"))
     assert caught.value.message == "aed.xlsx has no sheet 'AED2' (sheets: 説明, AED, 追加)"
@@ -504,8 +558,9 @@ def test_keys_stay_unique_across_files_of_one_name(tmp_path, settings, service):
         (tmp_path / folder).mkdir()
         shutil.copy(DATA / "shikoku-swapped.tsv", tmp_path / folder / "cities.tsv")
     build(settings, "both", [tmp_path / "east" / "cities.tsv", tmp_path / "west" / "cities.tsv"])
-    found = service.filter(
-        FilterRequest.of(source="both", near="33.55,133.53333", radius_km=1, fields=["key"])
+    found = searching.filter(
+        service,
+        FilterRequest.of(source="both", near="33.55,133.53333", radius_km=1, fields=["key"]),
     )
     assert sorted(d["key"] for d in found["docs"]) == ["east/cities.tsv:3", "west/cities.tsv:3"]
 
@@ -522,8 +577,18 @@ def test_an_id_repeated_or_missing_after_the_rows_read_falls_back_to_the_row_num
         "ids.csv: rows 203–204 repeat or lack the id in column 'id'; keyed by their row number "
         "instead"
     ]
-    assert service.doc("ids", key="ids.csv:203", fields=["title"])["title"] == "again"
-    assert service.doc("ids", key="ids.csv#3", fields=["title"])["title"] == "p3"
+    assert (
+        reading.doc(service, DocRequest.of(source="ids", key="ids.csv:203", fields=["title"]))[
+            "title"
+        ]
+        == "again"
+    )
+    assert (
+        reading.doc(service, DocRequest.of(source="ids", key="ids.csv#3", fields=["title"]))[
+            "title"
+        ]
+        == "p3"
+    )
 
 
 def test_missing_and_unsupported_files_are_input_errors(tmp_path):

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
+from chiezo.ops import reading, searching
+from chiezo.ops.context import Context
+from chiezo.ops.requests import DocRequest, SearchRequest
 from chiezo.surfaces.cli.main import cli
 
 from helpers import data_file
@@ -58,7 +59,7 @@ def built(tmp_path_factory):
 def test_three_formats_build_one_source_with_every_row(built):
     settings, report = built
     assert report["kind"] == "places"
-    service = Service(settings)
+    service = Context(settings)
     info = service.library.get("mine").info()
     assert info.docs == report["docs"] and info.docs > 455  # every AED, café and town
     assert info.points >= 455
@@ -100,9 +101,11 @@ def test_search_near_a_point_carries_the_distance(built):
     assert result.exit_code == 0, result.output
     hits = json.loads(result.output)["hits"]
     assert len(hits) >= 5 and all("ホテル" in h["title"] + h["snippet"] for h in hits[:5])
-    service = Service(settings)
+    service = Context(settings)
     for hit in hits:
-        point = service.doc("mine", doc_id=hit["doc_id"], fields=["point"])["point"]
+        point = reading.doc(
+            service, DocRequest.of(source="mine", doc_id=hit["doc_id"], fields=["point"])
+        )["point"]
         assert hit["distance_km"] == pytest.approx(
             haversine(TAKAMATSU, (point["lat"], point["lon"])), abs=0.01
         )
@@ -129,9 +132,9 @@ def test_broken_rows_are_reported_and_kept(tmp_path, settings):
     result = run(settings, "ingest", "places", DATA / "kagawa-broken.csv", "--name", "broken")
     assert result.exit_code == 0, result.output
     assert "rows 6–9, 13" in result.output and "kept without a point" in result.output
-    service = Service(settings)
+    service = Context(settings)
     assert service.library.get("broken").info().docs == 13  # 14 records, one empty
-    no_point = service.doc("broken", title="志度", fields=["point"])
+    no_point = reading.doc(service, DocRequest.of(source="broken", title="志度", fields=["point"]))
     assert no_point.get("point") is None
 
 
@@ -141,7 +144,7 @@ def test_a_file_without_coordinates_is_a_usage_error_naming_its_headers(tmp_path
     result = run(settings, "ingest", "places", shops, "--name", "shops")
     assert result.exit_code == 2
     assert "名称" in result.output and "住所" in result.output and "--lat" in result.output
-    assert "shops" not in Service(settings).library.names()  # nothing was switched in
+    assert "shops" not in Context(settings).library.names()  # nothing was switched in
 
 
 def test_places_needs_at_least_one_file(tmp_path, settings):
@@ -186,9 +189,17 @@ def test_a_rebuild_reads_only_the_files_that_changed(tmp_path, settings):
     assert "rows 6–9, 13" in " ".join(report["warnings"])  # the reused file's warnings too
     same = json.loads(run(settings, "rebuild", "k", "--json").output)
     assert same["conversions"] == {"converted": 0, "reused": 2}
-    service = Service(settings)
-    assert service.doc("k", title="琴平町", fields=["point"])["point"]["lat"] == 34.19167
-    ids = [h.doc_id for h in service.search(SearchRequest.of(query="高松市", source="k")).hits]
+    service = Context(settings)
+    assert (
+        reading.doc(service, DocRequest.of(source="k", title="琴平町", fields=["point"]))["point"][
+            "lat"
+        ]
+        == 34.19167
+    )
+    ids = [
+        h.doc_id
+        for h in searching.search(service, SearchRequest.of(query="高松市", source="k")).hits
+    ]
     assert ids  # documents from the cache are searchable as before
     other = json.loads(
         run(settings, "ingest", "places", csv, "--name", "k2", "--title", "所在地", "--json").output

@@ -16,8 +16,9 @@ from rich.console import Console
 from chiezo.core import progress as progress_module
 from chiezo.core.progress import RichProgress, Ticking, ticking
 from chiezo.ingest.documents import DocsOptions
+from chiezo.ops import building
+from chiezo.ops.context import Context
 from chiezo.ops.jobs import JobProgress, JobRunner
-from chiezo.ops.service import Service
 from chiezo.surfaces.cli.main import cli
 
 from helpers import write_files
@@ -129,8 +130,8 @@ def test_a_build_and_its_embedding_never_go_silent_nor_count_past_a_total(
     settings, docs, fast_ticks
 ):
     recorder = Recorder()
-    report = Service(settings).ingest(
-        "docs", docs, "kb", options=DocsOptions(), progress=recorder, embed=MODEL
+    report = building.ingest(
+        Context(settings), "docs", docs, "kb", options=DocsOptions(), progress=recorder, embed=MODEL
     )
     assert report.docs == 3 + 3 and report.embedding["embedded_chunks"] == report.chunks
 
@@ -190,10 +191,10 @@ def test_a_slow_model_batch_does_not_silence_the_embedding(settings, docs, fast_
             return real.embed(texts, kind)
 
     monkeypatch.setattr(embed, "get_embedder", lambda model: Slow())
-    service = Service(settings)
-    service.ingest("docs", docs, "kb", options=DocsOptions())
+    service = Context(settings)
+    building.ingest(service, "docs", docs, "kb", options=DocsOptions())
     recorder = Recorder()
-    service.embed("kb", MODEL, progress=recorder)
+    building.embed(service, "kb", MODEL, progress=recorder)
     assert recorder.phases()[0] == f"loading {MODEL}"
     assert over_total(recorder.events) == []
     gaps = longest_gaps(recorder.events, longer_than=0.3)
@@ -330,8 +331,8 @@ def test_the_cli_shows_the_embedding_after_the_build(tmp_path):
 
 @pytest.mark.slow
 def test_a_rebuild_job_with_embedding_shows_the_embedding_phase_to_pollers(settings, docs):
-    service = Service(settings)
-    service.ingest("docs", docs, "kb", options=DocsOptions(), embed=MODEL)
+    service = Context(settings)
+    building.ingest(service, "docs", docs, "kb", options=DocsOptions(), embed=MODEL)
     job = JobRunner(service).start("kb", "rebuild")  # re-embeds with the model it had
     seen = []
     while not job.wait(0.02):

@@ -6,8 +6,9 @@ titles — while a capitalised opening word or a stop word that is also a title 
 import pytest
 
 from chiezo.core.config import Settings
+from chiezo.ops import building, searching
+from chiezo.ops.context import Context
 from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
 from chiezo.search.names import question_names
 
 from helpers import data_file, wiki_library
@@ -18,23 +19,25 @@ JAWIKI = "wikipedia/jawiki-20230501-excerpt.xml.bz2"
 
 @pytest.fixture(scope="module")
 def ray(tmp_path_factory):
-    service = Service(Settings(data_dir=tmp_path_factory.mktemp("names") / "data"))
-    report = service.ingest("zim", data_file(RAY), "ray")
+    service = Context(Settings(data_dir=tmp_path_factory.mktemp("names") / "data"))
+    report = building.ingest(service, "zim", data_file(RAY), "ray")
     assert report.docs == 127
-    service.embed("ray", "use-m")  # hybrid search, the default with vectors, as well (2 s)
+    building.embed(
+        service, "ray", "use-m"
+    )  # hybrid search, the default with vectors, as well (2 s)
     return service
 
 
 @pytest.fixture(scope="module")
 def jawiki(tmp_path_factory):
-    service = Service(Settings(data_dir=tmp_path_factory.mktemp("names-ja") / "data"))
-    service.ingest("wikipedia", data_file(JAWIKI), "jawiki", embed=False)
+    service = Context(Settings(data_dir=tmp_path_factory.mktemp("names-ja") / "data"))
+    building.ingest(service, "wikipedia", data_file(JAWIKI), "jawiki", embed=False)
     return service
 
 
 def titles(service, query: str, source: str, limit: int = 10, mode: str | None = None):
     request = SearchRequest.of(query=query, source=source, limit=limit, mode=mode)
-    return [h.title for h in service.search(request).hits]
+    return [h.title for h in searching.search(service, request).hits]
 
 
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])
@@ -108,7 +111,7 @@ def openers(tmp_path_factory):
         ],
         name="openers",
     )
-    return Service(Settings(data_dir=root / "data"))
+    return Context(Settings(data_dir=root / "data"))
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,9 @@ from fastapi.testclient import TestClient
 
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery
+from chiezo.ops import searching
+from chiezo.ops.context import Context
 from chiezo.ops.requests import RandomRequest
-from chiezo.ops.service import Service
 from chiezo.ops.tools import library_tools, toolbox
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.rest import create_app
@@ -36,12 +37,12 @@ def data(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def service(data) -> Service:
-    return Service(Settings(data_dir=data))
+def service(data) -> Context:
+    return Context(Settings(data_dir=data))
 
 
 def drawn(service, **values) -> list[str]:
-    result = service.random(RandomRequest.of(source="jawiki", **values))
+    result = searching.random(service, RandomRequest.of(source="jawiki", **values))
     return [d["title"] for d in result["docs"]]
 
 
@@ -60,7 +61,9 @@ def test_every_document_is_as_likely(service):
 
 
 def test_conditions_make_the_set_drawn_from(service):
-    result = service.random(RandomRequest.of(source="jawiki", tag=["寺院"], count=3, seed=1))
+    result = searching.random(
+        service, RandomRequest.of(source="jawiki", tag=["寺院"], count=3, seed=1)
+    )
     assert result["total"] == 8 and len(result["docs"]) == 3
     assert all(d["title"].endswith("寺") or d["title"].startswith("寺") for d in result["docs"])
     near = drawn(service, near="35.71,139.79", radius_km=5, count=5)
@@ -70,14 +73,14 @@ def test_conditions_make_the_set_drawn_from(service):
 
 def test_what_cannot_be_drawn_says_why(service):
     with pytest.raises(BadQuery, match="radius_km"):
-        service.random(RandomRequest.of(source="jawiki", near="35.71,139.79"))
-    none = service.random(RandomRequest.of(source="jawiki", tag=["存在しない"]))
+        searching.random(service, RandomRequest.of(source="jawiki", near="35.71,139.79"))
+    none = searching.random(service, RandomRequest.of(source="jawiki", tag=["存在しない"]))
     assert none["total"] == 0 and none["docs"] == [] and none["notes"]
     for count in (0, 21):
         with pytest.raises(BadQuery, match="count"):
             RandomRequest.of(source="jawiki", count=count)
     with pytest.raises(BadQuery, match="no attribute"):
-        service.random(RandomRequest.of(source="jawiki", attr=["population>5"]))
+        searching.random(service, RandomRequest.of(source="jawiki", attr=["population>5"]))
 
 
 def test_the_command_line(data):

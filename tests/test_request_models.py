@@ -12,6 +12,7 @@ from mcp import Client
 
 from chiezo.core.errors import BadQuery
 from chiezo.core.models import Doc
+from chiezo.ops import searching
 from chiezo.ops.requests import (
     MAX_TOP_N,
     FilterRequest,
@@ -58,9 +59,9 @@ def openapi(tmp_path_factory):
 @pytest.fixture(scope="module")
 def mcp_tools(tmp_path_factory):
     from chiezo.core.config import Settings
-    from chiezo.ops.service import Service
+    from chiezo.ops.context import Context
 
-    server = build_mcp(Service(Settings(data_dir=tmp_path_factory.mktemp("mcp") / "data")))
+    server = build_mcp(Context(Settings(data_dir=tmp_path_factory.mktemp("mcp") / "data")))
     return {tool.name: tool for tool in anyio.run(server.list_tools)}
 
 
@@ -165,15 +166,15 @@ def test_the_engine_enforces_the_declared_top_n_bound():
 def test_the_service_takes_the_model_or_keywords_alike(places):
     service = places
     asked = SearchRequest(query="temple", source="places", wikidata=["Q2"], limit=5)
-    by_keywords = service.search(
-        SearchRequest.of(query="temple", source="places", wikidata=["Q2"], limit=5)
+    by_keywords = searching.search(
+        service, SearchRequest.of(query="temple", source="places", wikidata=["Q2"], limit=5)
     )
-    assert service.search(asked).to_dict() == by_keywords.to_dict()
-    listed = service.filter(
-        FilterRequest(source="places", fields=["key,title"], tag=["temple"], area=[])
+    assert searching.search(service, asked).to_dict() == by_keywords.to_dict()
+    listed = searching.filter(
+        service, FilterRequest(source="places", fields=["key,title"], tag=["temple"], area=[])
     )
-    assert listed == service.filter(
-        FilterRequest.of(source="places", fields=["key", "title"], tag=["temple"])
+    assert listed == searching.filter(
+        service, FilterRequest.of(source="places", fields=["key", "title"], tag=["temple"])
     )
     assert set(listed["docs"][0]) == {"key", "title"}
 

@@ -7,8 +7,9 @@ import pytest
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, QueryTimeout, UnknownSource
 from chiezo.core.models import Doc
+from chiezo.ops import searching
+from chiezo.ops.context import Context
 from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
 from chiezo.search import fts
 
 from helpers import build_docs, build_source, data_file, titles, trigram_side, write_files
@@ -37,7 +38,7 @@ def temples(service, tmp_path):
 
 
 def test_a_title_equal_to_the_query_beats_documents_that_mention_it_more(temples):
-    result = temples.search(SearchRequest.of(query="浅草寺", source="temples"))
+    result = searching.search(temples, SearchRequest.of(query="浅草寺", source="temples"))
     assert result.mode.endswith("fts")  # "words+…" where the word index ran too
     assert titles(result)[0] == "浅草寺"
     assert result.hits[0].title_match
@@ -46,15 +47,20 @@ def test_a_title_equal_to_the_query_beats_documents_that_mention_it_more(temples
 
 
 def test_title_exact_ranking_ignores_case_width_and_works_in_english(temples):
-    assert titles(temples.search(SearchRequest.of(query="python", source="temples")))[0] == "Python"
     assert (
-        titles(temples.search(SearchRequest.of(query="ＰＹＴＨＯＮ", source="temples")))[0]
+        titles(searching.search(temples, SearchRequest.of(query="python", source="temples")))[0]
+        == "Python"
+    )
+    assert (
+        titles(searching.search(temples, SearchRequest.of(query="ＰＹＴＨＯＮ", source="temples")))[
+            0
+        ]
         == "Python"
     )
 
 
 def test_aliases_count_as_titles(temples):
-    result = temples.search(SearchRequest.of(query="せんそうじ", source="temples"))
+    result = searching.search(temples, SearchRequest.of(query="せんそうじ", source="temples"))
     assert titles(result)[0] == "浅草寺" and result.hits[0].title_match
 
 
@@ -65,7 +71,7 @@ def test_popularity_orders_documents_that_match_equally(service, tmp_path):
         for i, r in enumerate([0.1, 0.9, 0.5])
     }
     build_docs(service, write_files(tmp_path / "pop", files), "pop")
-    assert titles(service.search(SearchRequest.of(query="桜の名所", source="pop"))) == [
+    assert titles(searching.search(service, SearchRequest.of(query="桜の名所", source="pop"))) == [
         "名所1",
         "名所2",
         "名所0",
@@ -73,7 +79,7 @@ def test_popularity_orders_documents_that_match_equally(service, tmp_path):
 
 
 def test_short_terms_fall_back_to_title_prefix_and_say_so(temples):
-    result = temples.search(SearchRequest.of(query="京都", source="temples"))
+    result = searching.search(temples, SearchRequest.of(query="京都", source="temples"))
     assert result.mode.endswith("title_prefix+fts")  # "words+…" where the word index ran too
     # the exact title first, then the other titles starting with it, most popular first,
     # then documents containing it anywhere (東京都 contains 京都)
@@ -83,25 +89,27 @@ def test_short_terms_fall_back_to_title_prefix_and_say_so(temples):
 
 
 def test_a_one_character_query_only_looks_at_titles(temples):
-    result = temples.search(SearchRequest.of(query="京", source="temples"))
+    result = searching.search(temples, SearchRequest.of(query="京", source="temples"))
     assert result.mode == "title_prefix"
     assert titles(result) == ["京都市", "京都駅", "京都"]  # no exact title: by popularity
 
 
 def test_two_character_terms_together_must_all_occur(temples):
-    assert titles(temples.search(SearchRequest.of(query="古都 日本", source="temples"))) == ["京都"]
-    assert titles(temples.search(SearchRequest.of(query="上野 台東", source="temples"))) == [
-        "台東区"
-    ]
+    assert titles(
+        searching.search(temples, SearchRequest.of(query="古都 日本", source="temples"))
+    ) == ["京都"]
+    assert titles(
+        searching.search(temples, SearchRequest.of(query="上野 台東", source="temples"))
+    ) == ["台東区"]
 
 
 def test_mixed_short_and_long_terms_keep_candidates_containing_the_short_ones(temples):
-    result = temples.search(SearchRequest.of(query="浅草寺 雷門", source="temples"))
+    result = searching.search(temples, SearchRequest.of(query="浅草寺 雷門", source="temples"))
     assert result.mode.endswith("fts+short")  # "words+…" where the word index ran too
     assert titles(result) == ["浅草寺"]
-    assert titles(temples.search(SearchRequest.of(query="台東区 上野", source="temples"))) == [
-        "台東区"
-    ]
+    assert titles(
+        searching.search(temples, SearchRequest.of(query="台東区 上野", source="temples"))
+    ) == ["台東区"]
 
 
 @pytest.fixture
@@ -136,13 +144,15 @@ def test_a_short_term_beside_many_long_term_matches_is_found_through_the_index(g
     assert found("寺町通 雷鳴") == (set(), "fts+short")
     # where the word index runs beside the trigrams (keyword search), it finds both
     for query, expected in [("寺町通 雷門", {"寺の門", "町の端"}), ("寺町通 雷鳴", {"寺の庭"})]:
-        result = gates.search(SearchRequest.of(query=query, source="gates", mode="keyword"))
+        result = searching.search(
+            gates, SearchRequest.of(query=query, source="gates", mode="keyword")
+        )
         assert set(titles(result)) == expected
 
 
 def test_a_question_typed_as_a_sentence_still_finds_its_document(temples):
-    result = temples.search(
-        SearchRequest.of(query="日本で梅雨がないのは北海道とどこか", source="temples")
+    result = searching.search(
+        temples, SearchRequest.of(query="日本で梅雨がないのは北海道とどこか", source="temples")
     )
     assert result.mode.endswith("trigram_or")  # "words+…" where the word index ran too
     assert titles(result)[0] == "梅雨"
@@ -193,36 +203,40 @@ HOSTILE = [
 @pytest.mark.slow
 @pytest.mark.parametrize("text", HOSTILE)
 def test_hostile_query_strings_are_just_text(temples, text):
-    result = temples.search(SearchRequest.of(query=text, source="temples"))
+    result = searching.search(temples, SearchRequest.of(query=text, source="temples"))
     assert result.total >= 0
 
 
 def test_sql_looking_text_is_searched_for_as_text(temples):
-    assert titles(temples.search(SearchRequest.of(query="DROP TABLE docs", source="temples"))) == [
-        "Security note"
-    ]
+    assert titles(
+        searching.search(temples, SearchRequest.of(query="DROP TABLE docs", source="temples"))
+    ) == ["Security note"]
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\u3000\u3000"])
 def test_empty_queries_are_refused(temples, text):
     with pytest.raises(BadQuery):
-        temples.search(SearchRequest.of(query=text, source="temples"))
+        searching.search(temples, SearchRequest.of(query=text, source="temples"))
 
 
 def test_limits_and_offsets_are_checked(temples):
     with pytest.raises(BadQuery, match="limit"):
-        temples.search(SearchRequest.of(query="浅草寺", source="temples", limit=51))
+        searching.search(temples, SearchRequest.of(query="浅草寺", source="temples", limit=51))
     with pytest.raises(BadQuery, match="offset"):
-        temples.search(SearchRequest.of(query="浅草寺", source="temples", offset=20_000))
+        searching.search(temples, SearchRequest.of(query="浅草寺", source="temples", offset=20_000))
     with pytest.raises(BadQuery):
-        temples.search(SearchRequest.of(query="浅草寺", source="temples", offset=-1))
+        searching.search(temples, SearchRequest.of(query="浅草寺", source="temples", offset=-1))
 
 
 def test_paging_is_consistent(temples):
-    full = titles(temples.search(SearchRequest.of(query="浅草寺", source="temples", limit=3)))
+    full = titles(
+        searching.search(temples, SearchRequest.of(query="浅草寺", source="temples", limit=3))
+    )
     paged = [
         titles(
-            temples.search(SearchRequest.of(query="浅草寺", source="temples", limit=1, offset=i))
+            searching.search(
+                temples, SearchRequest.of(query="浅草寺", source="temples", limit=1, offset=i)
+            )
         )[0]
         for i in range(3)
     ]
@@ -231,12 +245,12 @@ def test_paging_is_consistent(temples):
 
 def test_unknown_source_lists_known_ones(temples):
     with pytest.raises(UnknownSource) as info:
-        temples.search(SearchRequest.of(query="浅草寺", source="nope"))
+        searching.search(temples, SearchRequest.of(query="浅草寺", source="nope"))
     assert info.value.extras["known_sources"] == ["temples"]
 
 
 def test_snippets_show_where_the_terms_are(temples):
-    hit = temples.search(SearchRequest.of(query="小笠原諸島", source="temples")).hits[0]
+    hit = searching.search(temples, SearchRequest.of(query="小笠原諸島", source="temples")).hits[0]
     assert "小笠原諸島" in hit.snippet
 
 
@@ -266,7 +280,7 @@ def test_a_lone_three_character_term_counts_from_the_vocabulary(settings, servic
     build_source(settings, "voc", "test", items)
     monkeypatch.setattr(fts, "CANDIDATE_WALK", 4)
     monkeypatch.setattr(fts, "COUNT_CAP", 5)  # the vocabulary count is exact anyway
-    result = service.search(SearchRequest.of(query="あいう", source="voc"))
+    result = searching.search(service, SearchRequest.of(query="あいう", source="voc"))
     assert result.total == 15 and not result.total_is_lower_bound
 
 
@@ -276,7 +290,7 @@ def test_searching_every_source_fuses_the_rankings(temples, tmp_path):
         write_files(tmp_path / "more", {"x.md": "# 浅草寺ガイド\n\n浅草寺の案内。\n"}),
         "guide",
     )
-    result = temples.search(SearchRequest.of(query="浅草寺"))
+    result = searching.search(temples, SearchRequest.of(query="浅草寺"))
     assert result.sources == ["guide", "temples"]
     assert {h.source for h in result.hits} == {"guide", "temples"}
     assert result.total == 4
@@ -287,11 +301,11 @@ def test_searching_every_source_fuses_the_rankings(temples, tmp_path):
 
 @pytest.mark.slow
 def test_a_query_past_its_deadline_is_stopped_with_a_504(tmp_path):
-    slow = Service(Settings(data_dir=tmp_path / "data", query_timeout=1e-9))
+    slow = Context(Settings(data_dir=tmp_path / "data", query_timeout=1e-9))
     items = [Doc(key=f"k{i}", title=f"記事{i}", body=f"共通の語と番号{i}") for i in range(3000)]
     build_source(slow.settings, "big", "test", items)
     with pytest.raises(QueryTimeout) as info:
-        slow.search(SearchRequest.of(query="共通の語", source="big"))
+        searching.search(slow, SearchRequest.of(query="共通の語", source="big"))
     assert info.value.status == 504
     assert "hint" in info.value.to_dict()
 
@@ -299,17 +313,18 @@ def test_a_query_past_its_deadline_is_stopped_with_a_504(tmp_path):
 @pytest.mark.slow
 def test_the_rust_book_is_searchable(service):
     build_docs(service, data_file("docs/markdown/rust-book-ja"), "rust")
-    result = service.search(SearchRequest.of(query="所有権", source="rust", limit=3))
+    result = searching.search(service, SearchRequest.of(query="所有権", source="rust", limit=3))
     assert result.total > 10
     assert "所有権" in result.hits[0].title
-    english = service.search(
-        SearchRequest.of(query="ownership", source="rust", limit=3)
+    english = searching.search(
+        service, SearchRequest.of(query="ownership", source="rust", limit=3)
     )  # the English original is kept too
     assert english.total > 0
-    sentence = service.search(
+    sentence = searching.search(
+        service,
         SearchRequest.of(
             query="Rustでエラーを処理するにはどうすればいいですか", source="rust", limit=5
-        )
+        ),
     )
     assert sentence.mode.endswith("trigram_or")  # "words+…" where the word index ran too
     assert any("エラー" in h.title for h in sentence.hits)

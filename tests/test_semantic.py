@@ -9,8 +9,9 @@ from click.testing import CliRunner
 
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, ModelUnavailable, VectorsUnavailable
-from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
+from chiezo.ops import building, operating, remembering, searching
+from chiezo.ops.context import Context
+from chiezo.ops.requests import RememberRequest, SearchRequest
 from chiezo.search import retrieval
 from chiezo.store import chunk_text, generations
 from chiezo.store.embedders import get_embedder
@@ -57,9 +58,9 @@ NONSENSE = "qzxvbnm plorkwidget fnargle"
 @pytest.fixture(scope="module")
 def kb(tmp_path_factory):
     root = tmp_path_factory.mktemp("semantic")
-    service = Service(Settings(data_dir=root / "data", query_timeout=30))
+    service = Context(Settings(data_dir=root / "data", query_timeout=30))
     build_docs(service, write_files(root / "docs", FILES), "kb")
-    service.embed("kb", MODEL)
+    building.embed(service, "kb", MODEL)
     build_docs(
         service, write_files(root / "plain", {"a.md": "# 見出し\n\n本文だけの文書。\n"}), "plain"
     )
@@ -75,13 +76,13 @@ def titles(result) -> list[str]:
 
 @pytest.mark.slow
 def test_embedding_records_model_dimension_and_coverage(kb):
-    (info,) = [s for s in kb.sources() if s["name"] == "kb"]
+    (info,) = [s for s in operating.sources(kb) if s["name"] == "kb"]
     assert info["vectors"]["model"] == MODEL and info["vectors"]["dim"] == 512
     # every chunk is embedded as sentence units: more vectors than chunks
     assert info["vectors"]["embedded_chunks"] == info["chunks"] == len(FILES)
     assert info["vectors"]["count"] > len(FILES) and info["vectors"]["unit_chars"] == 60
     assert info["vectors"]["coverage"] == 1.0
-    (plain,) = [s for s in kb.sources() if s["name"] == "plain"]
+    (plain,) = [s for s in operating.sources(kb) if s["name"] == "plain"]
     assert plain["vectors"] is None
     meta = kb.library.get("kb").meta
     assert meta["embedding_normalised"] == "1" and meta["embedding_dtype"] == "float16"
@@ -104,13 +105,17 @@ def test_a_paraphrase_is_found_by_meaning_where_full_text_finds_nothing(kb):
     # by words it only shares 記録 (記録的な豪雨), and 将棋 "shares" 使う (Sudachi reads
     # つかった as 使った): keyword search puts the wrong article first
     assert (
-        titles(kb.search(SearchRequest.of(query=PARAPHRASE, source="kb", mode="keyword")))[0]
+        titles(
+            searching.search(kb, SearchRequest.of(query=PARAPHRASE, source="kb", mode="keyword"))
+        )[0]
         == "将棋"
     )
-    semantic = kb.search(SearchRequest.of(query=PARAPHRASE, source="kb", mode="semantic"))
+    semantic = searching.search(
+        kb, SearchRequest.of(query=PARAPHRASE, source="kb", mode="semantic")
+    )
     assert titles(semantic)[0] == "昭和28年の大水害" and semantic.retrieval == "semantic"
-    hybrid = kb.search(
-        SearchRequest.of(query=PARAPHRASE, source="kb")
+    hybrid = searching.search(
+        kb, SearchRequest.of(query=PARAPHRASE, source="kb")
     )  # hybrid is the default where vectors exist
     assert hybrid.retrieval == "hybrid" and titles(hybrid)[0] == "昭和28年の大水害"
     # found by meaning only: the snippet is the passage that matched
@@ -118,8 +123,8 @@ def test_a_paraphrase_is_found_by_meaning_where_full_text_finds_nothing(kb):
 
 
 def test_hybrid_keeps_keyword_hits_and_adds_meaning(kb):
-    result = kb.search(
-        SearchRequest.of(query="蒸気機関車はいつ走り始めた", source="kb", explain=True)
+    result = searching.search(
+        kb, SearchRequest.of(query="蒸気機関車はいつ走り始めた", source="kb", explain=True)
     )
     assert titles(result)[0] == "鉄道の開業"
     first = result.hits[0].explain
@@ -128,73 +133,80 @@ def test_hybrid_keeps_keyword_hits_and_adds_meaning(kb):
 
 
 def test_english_works_too(kb):
-    result = kb.search(
+    result = searching.search(
+        kb,
         SearchRequest.of(
             query="a city burned down in the seventeenth century", source="kb", mode="semantic"
-        )
+        ),
     )
     assert titles(result)[0] == "Great Fire of London"
 
 
 def test_title_exact_comes_first_in_hybrid(kb):
-    result = kb.search(SearchRequest.of(query="将棋", source="kb"))
+    result = searching.search(kb, SearchRequest.of(query="将棋", source="kb"))
     assert result.hits[0].title == "将棋" and result.hits[0].title_match
 
 
 def test_auto_uses_meaning_only_when_the_query_is_no_title(kb):
-    by_name = kb.search(SearchRequest.of(query="将棋", source="kb", mode="auto"))
+    by_name = searching.search(kb, SearchRequest.of(query="将棋", source="kb", mode="auto"))
     assert by_name.retrieval == "keyword" and titles(by_name)[0] == "将棋"
     assert any(getattr(n, "code", "") == "auto_by_name" for n in by_name.notes)
     # a paraphrase names no document: searched as hybrid, found by meaning
-    asked = kb.search(SearchRequest.of(query=PARAPHRASE, source="kb", mode="auto"))
-    hybrid = kb.search(SearchRequest.of(query=PARAPHRASE, source="kb", mode="hybrid"))
+    asked = searching.search(kb, SearchRequest.of(query=PARAPHRASE, source="kb", mode="auto"))
+    hybrid = searching.search(kb, SearchRequest.of(query=PARAPHRASE, source="kb", mode="hybrid"))
     assert asked.retrieval == "hybrid" and titles(asked) == titles(hybrid)
     # a title the filters leave out is no title: meaning still runs
-    other_tag = kb.search(SearchRequest.of(query="将棋", source="kb", mode="auto", tag=["災害"]))
+    other_tag = searching.search(
+        kb, SearchRequest.of(query="将棋", source="kb", mode="auto", tag=["災害"])
+    )
     assert other_tag.retrieval == "hybrid"
     # a source without vectors: auto is keyword, as the default is
-    plain = kb.search(SearchRequest.of(query="本文", source="plain", mode="auto"))
+    plain = searching.search(kb, SearchRequest.of(query="本文", source="plain", mode="auto"))
     assert plain.retrieval == "keyword"
 
 
 @pytest.mark.parametrize("mode", ["keyword", "semantic", "hybrid", "auto"])
 def test_nonsense_finds_nothing_in_any_mode(kb, mode):
-    result = kb.search(SearchRequest.of(query=NONSENSE, source="kb", mode=mode))
+    result = searching.search(kb, SearchRequest.of(query=NONSENSE, source="kb", mode=mode))
     assert result.hits == [] and result.total == 0
 
 
 def test_the_floor_keeps_semantic_only_junk_out_but_not_keyword_matches(kb):
     floor = float(kb.library.get("kb").meta["semantic_floor"])
     # 茶道 and 所有権 share no meaning with the query, but the keyword side finds the word
-    mixed = kb.search(SearchRequest.of(query="qzxvbnm 千利休", source="kb", explain=True))
+    mixed = searching.search(
+        kb, SearchRequest.of(query="qzxvbnm 千利休", source="kb", explain=True)
+    )
     assert titles(mixed) == ["茶道"]
     # the keyword match keeps its similarity, even below the floor, for the fusion
     assert mixed.hits[0].explain["semantic_rank"] is not None
     assert any("keyword weight 0.8" in n for n in mixed.notes)  # use-m's measured default
-    semantic = kb.search(
-        SearchRequest.of(query="qzxvbnm 千利休", source="kb", mode="semantic", limit=50)
+    semantic = searching.search(
+        kb, SearchRequest.of(query="qzxvbnm 千利休", source="kb", mode="semantic", limit=50)
     )
     assert all(h.score >= floor for h in semantic.hits)
 
 
 def test_min_score_is_a_parameter(kb):
-    everything = kb.search(
-        SearchRequest.of(query=NONSENSE, source="kb", mode="semantic", min_score=-1.0, limit=50)
+    everything = searching.search(
+        kb, SearchRequest.of(query=NONSENSE, source="kb", mode="semantic", min_score=-1.0, limit=50)
     )
     assert len(everything.hits) == len(FILES)  # the nearest junk, when asked for it
 
 
 def test_semantic_candidates_respect_filters(kb):
-    result = kb.search(
+    result = searching.search(
+        kb,
         SearchRequest.of(
             query=PARAPHRASE, source="kb", mode="semantic", tag=["火山"], min_score=-1.0
-        )
+        ),
     )
     assert titles(result) == ["桜島の噴火"]
-    result = kb.search(
+    result = searching.search(
+        kb,
         SearchRequest.of(
             query="災害の記録", source="kb", mode="hybrid", tag=["災害"], min_score=-1.0
-        )
+        ),
     )
     assert set(titles(result)) <= {"昭和28年の大水害", "大正の大地震", "桜島の噴火"}
 
@@ -202,18 +214,22 @@ def test_semantic_candidates_respect_filters(kb):
 def test_hybrid_weights_and_rrf_are_accepted_and_checked(kb):
     for options in ({"keyword_weight": 0.9}, {"keyword_weight": 0.1}):
         assert (
-            titles(kb.search(SearchRequest.of(query=PARAPHRASE, source="kb", **options)))[0]
+            titles(
+                searching.search(kb, SearchRequest.of(query=PARAPHRASE, source="kb", **options))
+            )[0]
             == "昭和28年の大水害"
         )
     # rank fusion knows no coverage: the one-word keyword match ties with the meaning
     assert (
         "昭和28年の大水害"
-        in titles(kb.search(SearchRequest.of(query=PARAPHRASE, source="kb", fusion="rrf")))[:2]
+        in titles(
+            searching.search(kb, SearchRequest.of(query=PARAPHRASE, source="kb", fusion="rrf"))
+        )[:2]
     )
     with pytest.raises(BadQuery, match="fusion"):
-        kb.search(SearchRequest.of(query="寿司", source="kb", fusion="zscore"))
+        searching.search(kb, SearchRequest.of(query="寿司", source="kb", fusion="zscore"))
     with pytest.raises(BadQuery, match="keyword_weight"):
-        kb.search(SearchRequest.of(query="寿司", source="kb", keyword_weight=2))
+        searching.search(kb, SearchRequest.of(query="寿司", source="kb", keyword_weight=2))
 
 
 # -- errors and fallbacks ------------------------------------------------------------------------
@@ -221,10 +237,10 @@ def test_hybrid_weights_and_rrf_are_accepted_and_checked(kb):
 
 def test_semantic_search_on_a_source_without_vectors_says_what_to_do(kb):
     with pytest.raises(VectorsUnavailable) as caught:
-        kb.search(SearchRequest.of(query="本文", source="plain", mode="semantic"))
+        searching.search(kb, SearchRequest.of(query="本文", source="plain", mode="semantic"))
     assert "chiezo embed plain" in caught.value.to_dict()["hint"]
     assert (
-        kb.search(SearchRequest.of(query="本文", source="plain")).retrieval == "keyword"
+        searching.search(kb, SearchRequest.of(query="本文", source="plain")).retrieval == "keyword"
     )  # default: keyword there
 
 
@@ -262,7 +278,7 @@ def test_a_model_that_changed_dimension_is_refused_not_compared(kb, monkeypatch)
     source = kb.library.get("kb")
     monkeypatch.setitem(source.meta, "embedding_dim", "384")
     with pytest.raises(VectorsUnavailable, match="384-d"):
-        kb.search(SearchRequest.of(query=PARAPHRASE, source="kb", mode="semantic"))
+        searching.search(kb, SearchRequest.of(query=PARAPHRASE, source="kb", mode="semantic"))
 
 
 def test_slow_semantic_side_falls_back_to_keyword(kb, monkeypatch):
@@ -274,14 +290,14 @@ def test_slow_semantic_side_falls_back_to_keyword(kb, monkeypatch):
 
     monkeypatch.setattr(retrieval, "SEMANTIC_BUDGET", 0.2)
     monkeypatch.setattr(retrieval, "embed_query", slow)
-    result = kb.search(SearchRequest.of(query="蒸気機関車", source="kb"))
+    result = searching.search(kb, SearchRequest.of(query="蒸気機関車", source="kb"))
     assert result.retrieval == "keyword-fallback"
     assert titles(result)[0] == "鉄道の開業"
     assert any("budget" in n for n in result.notes)
 
 
 def test_search_across_sources_notes_the_ones_without_vectors(kb):
-    result = kb.search(SearchRequest.of(query="蒸気機関車", source=None, mode="hybrid"))
+    result = searching.search(kb, SearchRequest.of(query="蒸気機関車", source=None, mode="hybrid"))
     assert titles(result)[0] == "鉄道の開業"
     assert any("plain" in n and "keyword" in n for n in result.notes)
 
@@ -291,13 +307,13 @@ def test_search_across_sources_notes_the_ones_without_vectors(kb):
 
 @pytest.mark.slow
 def test_re_embedding_reuses_cached_vectors_and_rebuilds_carry_them(tmp_path):
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     docs = write_files(tmp_path / "docs", FILES)
     build_docs(service, docs, "kb")
-    first = service.embed("kb", MODEL, unit_chars=40)
+    first = building.embed(service, "kb", MODEL, unit_chars=40)
     assert first.embedded == first.vectors > len(FILES) and first.reused == 0
     old = service.library.get("kb")
-    again = service.embed("kb")  # the source's model and unit size by default
+    again = building.embed(service, "kb")  # the source's model and unit size by default
     assert again.embedded == 0 and again.reused == first.vectors and again.model == MODEL
     assert again.unit_chars == 40
     # the generation readers had open still answers; the library moved to the new one
@@ -310,7 +326,7 @@ def test_re_embedding_reuses_cached_vectors_and_rebuilds_carry_them(tmp_path):
     assert report.embedding["embedded"] == 1 and report.embedding["reused"] == first.vectors - 1
     assert report.embedding["unit_chars"] == 40
     assert (
-        titles(service.search(SearchRequest.of(query=PARAPHRASE, source="kb")))[0]
+        titles(searching.search(service, SearchRequest.of(query=PARAPHRASE, source="kb")))[0]
         == "昭和28年の大水害"
     )
     # only kept generations keep their index files
@@ -327,24 +343,27 @@ def test_an_interrupted_embedding_resumes_where_it_stopped(tmp_path, monkeypatch
         def advance(self, n: int = 1) -> None:
             raise KeyboardInterrupt
 
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     build_docs(service, write_files(tmp_path / "docs", FILES), "kb")
     monkeypatch.setattr(embed, "BATCH", 4)
     with pytest.raises(KeyboardInterrupt):
-        service.embed("kb", MODEL, unit_chars=0, progress=Interrupted())
-    assert service.sources()[0]["vectors"] is None  # nothing switched in
-    resumed = service.embed("kb", MODEL, unit_chars=0)
+        building.embed(service, "kb", MODEL, unit_chars=0, progress=Interrupted())
+    assert operating.sources(service)[0]["vectors"] is None  # nothing switched in
+    resumed = building.embed(service, "kb", MODEL, unit_chars=0)
     assert resumed.reused == 4 and resumed.embedded == len(FILES) - 4
 
 
 def test_partial_embedding_reports_coverage_and_stays_searchable(tmp_path):
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     build_docs(service, write_files(tmp_path / "docs", FILES), "kb")
-    report = service.embed("kb", MODEL, max_chunks=3)
+    report = building.embed(service, "kb", MODEL, max_chunks=3)
     assert report.embedded_chunks == 3 and report.chunks == len(FILES)
-    (info,) = service.sources()
+    (info,) = operating.sources(service)
     assert info["vectors"]["coverage"] == pytest.approx(0.3)
-    assert titles(service.search(SearchRequest.of(query="握り寿司", source="kb")))[0] == "握り寿司"
+    assert (
+        titles(searching.search(service, SearchRequest.of(query="握り寿司", source="kb")))[0]
+        == "握り寿司"
+    )
 
 
 def test_chunks_are_embedded_as_sentence_units_or_whole(tmp_path):
@@ -370,12 +389,12 @@ def test_chunks_are_embedded_as_sentence_units_or_whole(tmp_path):
     assert [text[a:b] for a, b in unit_spans(text, 40)][0].endswith("そこにあります！")
     assert unit_spans(text, 0) == [(0, len(text))]
     with pytest.raises(BadQuery, match="unit_chars"):
-        Service(Settings(data_dir=tmp_path / "d")).embed("kb", MODEL, unit_chars=-1)
+        building.embed(Context(Settings(data_dir=tmp_path / "d")), "kb", MODEL, unit_chars=-1)
 
 
 @pytest.mark.slow
 def test_a_semantic_hit_shows_the_sentence_that_matched(tmp_path):
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     long_doc = (
         "---\ntitle: 町の記録\n---\n"
         + "町の人口は長く一万人ほどで推移した。" * 3
@@ -383,19 +402,20 @@ def test_a_semantic_hit_shows_the_sentence_that_matched(tmp_path):
         + "祭りは毎年秋に開かれる。" * 3
     )
     build_docs(service, write_files(tmp_path / "docs", {"town.md": long_doc}), "kb")
-    whole = service.embed("kb", MODEL, unit_chars=0)
+    whole = building.embed(service, "kb", MODEL, unit_chars=0)
     assert whole.vectors == 1
-    service.embed("kb", MODEL, unit_chars=30)
-    (hit,) = service.search(
-        SearchRequest.of(query="川があふれて町が水につかった", source="kb", mode="semantic")
+    building.embed(service, "kb", MODEL, unit_chars=30)
+    (hit,) = searching.search(
+        service,
+        SearchRequest.of(query="川があふれて町が水につかった", source="kb", mode="semantic"),
     ).hits
     assert "堤防が決壊" in hit.snippet.split("]")[-1][:25]
 
 
 def test_notes_are_not_embedded(kb):
-    kb.remember("会議は火曜日に移った")
+    remembering.remember(kb, RememberRequest.of(text="会議は火曜日に移った"))
     with pytest.raises(BadQuery, match="notes"):
-        kb.embed("notes", MODEL)
+        building.embed(kb, "notes", MODEL)
 
 
 # -- places and coordinates ----------------------------------------------------------------------
@@ -403,7 +423,7 @@ def test_notes_are_not_embedded(kb):
 
 @pytest.mark.slow
 def test_near_orders_the_top_n_by_distance_and_says_so(tmp_path):
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     dump = tmp_path / "wiki.xml"
     dump.write_text(
         wiki_dump(
@@ -422,26 +442,28 @@ def test_near_orders_the_top_n_by_distance_and_says_so(tmp_path):
             ]
         )
     )
-    service.ingest("wikipedia", dump, "w", embed=MODEL)
-    result = service.search(
+    building.ingest(service, "wikipedia", dump, "w", embed=MODEL)
+    result = searching.search(
+        service,
         SearchRequest.of(
             query="船の展示がある博物館", source="w", near="35.44,139.64", top_n=2, min_score=-1.0
-        )
+        ),
     )
     assert result.order == "top 2 by relevance, then by distance"
     distances = [h.distance_km for h in result.hits]
     assert distances == sorted(distances) and len(result.hits) == 2
-    within = service.search(
+    within = searching.search(
+        service,
         SearchRequest.of(
             query="博物館", source="w", near="35.44,139.64", radius_km=5, min_score=-1.0
-        )
+        ),
     )
     assert all(h.distance_km <= 5 for h in within.hits)
     assert "美術館" not in "".join(titles(within))
 
 
 def test_wikipedia_passages_carry_the_article_title(tmp_path):
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     dump = tmp_path / "wiki.xml"
     body = (
         "'''浅草寺'''は寺。"
@@ -450,7 +472,7 @@ def test_wikipedia_passages_carry_the_article_title(tmp_path):
         + "創建の伝承がある。" * 150
     )
     dump.write_text(wiki_dump([(1, "浅草寺", body)]))
-    service.ingest("wikipedia", dump, "w")
+    building.ingest(service, "wikipedia", dump, "w")
     conn = service.library.get("w").conn
     rows = [(h, t) for _, _, h, t in chunk_text.document_chunks(conn, 1)]
     assert rows[0][0] == "浅草寺" and all(h.startswith("浅草寺") for h, _ in rows)
@@ -544,9 +566,9 @@ def test_cli_embed_search_and_exit_codes(tmp_path):
 def test_cli_eval_reports_metrics_and_ab_differences(tmp_path):
     runner = CliRunner()
     data = str(tmp_path / "data")
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     build_docs(service, write_files(tmp_path / "docs", FILES), "kb")
-    service.embed("kb", MODEL)
+    building.embed(service, "kb", MODEL)
     questions = tmp_path / "q.jsonl"
     rows = [
         {"question": PARAPHRASE, "relevant_keys": ["flood.md"]},

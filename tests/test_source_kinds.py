@@ -12,8 +12,9 @@ from fastapi.testclient import TestClient
 
 from chiezo.core.errors import BadQuery
 from chiezo.core.models import Chunk, Doc
+from chiezo.ops import building, operating, searching
+from chiezo.ops.context import Context
 from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
 from chiezo.store.kinds import (
     Attribution,
     Capabilities,
@@ -107,8 +108,11 @@ def test_a_registered_kind_has_its_ingest_command_with_its_options(lines_kind, s
         "--json",
     )
     assert built.exit_code == 0, built.output
-    service = Service(settings)
-    titles = [h.title for h in service.search(SearchRequest.of(query="蛙", source="haiku")).hits]
+    service = Context(settings)
+    titles = [
+        h.title
+        for h in searching.search(service, SearchRequest.of(query="蛙", source="haiku")).hits
+    ]
     assert titles == ["句: 蛙飛び込む"]
     assert service.library.get("haiku").info().docs == 3  # "# 注" left out
 
@@ -117,8 +121,8 @@ def test_a_registered_kind_has_its_ingest_command_with_its_options(lines_kind, s
 
 
 def test_attribution_and_capabilities_come_from_the_kind(lines_kind, settings, service, text_file):
-    service.ingest("lines", text_file, "haiku", options=LinesOptions(prefix="句: "))
-    (info,) = [i for i in service.sources() if i["name"] == "haiku"]
+    building.ingest(service, "lines", text_file, "haiku", options=LinesOptions(prefix="句: "))
+    (info,) = [i for i in operating.sources(service) if i["name"] == "haiku"]
     assert info["attribution"] == {"text": "lines of haiku.txt", "licence": "CC0-1.0", "url": None}
     assert service.library.get("haiku").kind is lines_kind
     page = TestClient(create_app(settings), base_url=LOCAL).get("/doc/haiku/1")
@@ -126,22 +130,26 @@ def test_attribution_and_capabilities_come_from_the_kind(lines_kind, settings, s
 
 
 def test_rebuild_reads_the_recorded_options_back(lines_kind, settings, service, text_file):
-    service.ingest("lines", text_file, "haiku", options=LinesOptions(prefix="句: ", skip=("#",)))
+    building.ingest(
+        service, "lines", text_file, "haiku", options=LinesOptions(prefix="句: ", skip=("#",))
+    )
     text_file.write_text("古池や\n蛙飛び込む\n# 注\n水の音\n閑さや\n", encoding="utf-8")
 
     rebuilt = run(settings, "rebuild", "haiku", "--json")
     assert rebuilt.exit_code == 0, rebuilt.output
     titles = {
         h.title
-        for h in Service(settings).search(SearchRequest.of(query="閑さや", source="haiku")).hits
+        for h in searching.search(
+            Context(settings), SearchRequest.of(query="閑さや", source="haiku")
+        ).hits
     }
     assert titles == {"句: 閑さや"}  # the prefix was recorded and applied again
-    assert Service(settings).library.get("haiku").info().docs == 4  # and "#" still skipped
+    assert Context(settings).library.get("haiku").info().docs == 4  # and "#" still skipped
 
 
 @pytest.mark.slow
 def test_a_server_job_rebuilds_a_registered_kind(lines_kind, settings, service, text_file):
-    service.ingest("lines", text_file, "haiku", options=LinesOptions(prefix="> "))
+    building.ingest(service, "lines", text_file, "haiku", options=LinesOptions(prefix="> "))
     client = TestClient(create_app(settings), base_url=LOCAL)
     plan = client.get("/v1/jobs/plan", params={"source": "haiku"}).json()
     assert plan["kind"] == "lines" and plan["input"]["options"] == {"prefix": "> ", "skip": []}
@@ -157,14 +165,14 @@ def test_a_server_job_rebuilds_a_registered_kind(lines_kind, settings, service, 
 
 def test_unknown_kinds_and_wrong_options_are_refused_with_the_known_ones(service, text_file):
     with pytest.raises(BadQuery) as unknown:
-        service.ingest("gopher", text_file, "g")
+        building.ingest(service, "gopher", text_file, "g")
     assert {"docs", "wikipedia", "geonames", "osm", "zim"} <= set(
         unknown.value.extras["known_kinds"]
     )
     with pytest.raises(BadQuery, match="DocsOptions"):
-        service.ingest("docs", text_file, "g", options=LinesOptions())
+        building.ingest(service, "docs", text_file, "g", options=LinesOptions())
     with pytest.raises(BadQuery, match="not built from an input"):
-        service.ingest("notes", text_file, "notes")
+        building.ingest(service, "notes", text_file, "notes")
     assert kind_named("notes").capabilities.writable and "notes" in kinds()
 
 

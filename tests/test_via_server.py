@@ -21,6 +21,7 @@ import urllib.request
 import pytest
 
 from chiezo.core.models import Doc
+from chiezo.ops import searching
 from chiezo.ops.requests import SearchRequest
 from chiezo.store import model_host
 from chiezo.surfaces.cli import via_server
@@ -67,7 +68,7 @@ def test_a_request_crosses_as_parsed_and_comes_back_as_made_here(temples, servic
         SearchRequest.of(query="no such words anywhere", source="temples"),
         SearchRequest.of(query="寺", tag=["存在しないタグ"]),  # notes with codes and params
     ]:
-        here = service.search(request)
+        here = searching.search(service, request)
         target = "/v1/search?" + urllib.parse.urlencode(via_server.query_pairs(request))
         with urllib.request.urlopen(temples.url + target) as answer:
             served = json.load(answer)

@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from chiezo.core.config import Settings
-from chiezo.ops.service import Service
+from chiezo.ops import building
+from chiezo.ops.context import Context
 from chiezo.surfaces.rest import create_app
 from chiezo.surfaces.web.formatting import highlight
 from chiezo.surfaces.web.i18n import from_accept_language
@@ -49,11 +50,11 @@ EN = {"accept-language": "en-US,en;q=0.9"}
 def library(tmp_path_factory):
     root = tmp_path_factory.mktemp("web")
     settings = Settings(data_dir=root / "data", query_timeout=10)
-    service = Service(settings)
+    service = Context(settings)
     dump = root / "wiki.xml"
     dump.write_text(wiki_dump(PAGES))
-    service.ingest("wikipedia", dump, "jawiki", embed=False)
-    service.ingest("osm", data_file(HELSINKI), "osm_helsinki", embed=False)
+    building.ingest(service, "wikipedia", dump, "jawiki", embed=False)
+    building.ingest(service, "osm", data_file(HELSINKI), "osm_helsinki", embed=False)
     files = {
         f"note{i}.md": f"# 文書{i}\n\n検索用の文書 {i} 番。共通語 りんご。\n" for i in range(25)
     }
@@ -421,7 +422,7 @@ def test_a_source_that_needs_a_rebuild_is_listed_with_its_reason_and_a_rebuild_b
     from fastapi.testclient import TestClient
 
     settings = Settings(data_dir=tmp_path / "data")
-    build_docs(Service(settings), write_files(tmp_path / "docs", {"a.md": "# A\n\n本文。\n"}), "kb")
+    build_docs(Context(settings), write_files(tmp_path / "docs", {"a.md": "# A\n\n本文。\n"}), "kb")
     switch_in_an_old_schema(settings, "kb")
     with TestClient(create_app(settings), base_url=LOCAL, client=ON_THIS_MACHINE) as client:
         page = client.get("/admin", headers=JA)
@@ -442,7 +443,7 @@ def test_a_local_file_is_served_as_the_original_at_the_hits_page(tmp_path):
     folder.mkdir()
     (folder / "slides.pdf").write_bytes(data_file("docs/pdf/nlp2004slides.pdf").read_bytes())
     settings = Settings(data_dir=tmp_path / "data")
-    build_docs(Service(settings), folder, "pdf")
+    build_docs(Context(settings), folder, "pdf")
     with TestClient(create_app(settings), base_url=LOCAL) as client:
         page = client.get("/", params={"q": "字句的な知識を構築する方法", "source": "pdf"}).text
         link = re.search(r'class="original small" href="([^"]+)"', page).group(1)

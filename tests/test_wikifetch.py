@@ -12,7 +12,9 @@ from chiezo.core.errors import InputError
 from chiezo.ingest.download import download
 from chiezo.ingest.wikifetch import fetch_dump
 from chiezo.ingest.wikipedia import WikiOptions
-from chiezo.ops.service import Service
+from chiezo.ops import building, reading
+from chiezo.ops.context import Context
+from chiezo.ops.requests import DocRequest
 
 from helpers import DumpSite, data_file, free_port
 
@@ -58,8 +60,8 @@ def test_fetches_the_newest_finished_dump_verifies_and_builds(site, tmp_path):
     fetched = fetch_dump(settings, "ja", mirror=site.url)
     assert fetched.date == "20230501"
     assert fetched.dump.read_bytes() == data_file(JA).read_bytes()
-    service = Service(settings)
-    report = service.ingest("wikipedia", fetched.dump, None, options=WikiOptions())
+    service = Context(settings)
+    report = building.ingest(service, "wikipedia", fetched.dump, None, options=WikiOptions())
     assert (
         report.name == "jawiki" and report.docs == 71
     )  # the articles of the excerpt (tests/data/README.md)
@@ -165,7 +167,10 @@ def test_the_cli_fetches_with_extras_and_builds(site, tmp_path):
         ],
     )
     assert result.exit_code == 0, result.output
-    service = Service(Settings(data_dir=tmp_path / "data"))
-    doc = service.doc("jawiki", title="日本語", fields=["attrs", "rank_score", "doc_id"])
+    service = Context(Settings(data_dir=tmp_path / "data"))
+    doc = reading.doc(
+        service,
+        DocRequest.of(source="jawiki", title="日本語", fields=["attrs", "rank_score", "doc_id"]),
+    )
     assert doc["attrs"]["wikidata"] == ["Q5287"]
     assert doc["rank_score"] == 1.0 and doc["doc_id"] == 1

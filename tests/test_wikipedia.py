@@ -11,8 +11,9 @@ from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, InputError
 from chiezo.ingest.wikidump import WikiDump
 from chiezo.ingest.wikipedia import WikiOptions, ingest_wikipedia
-from chiezo.ops.requests import FilterRequest, SearchRequest
-from chiezo.ops.service import Service
+from chiezo.ops import reading, searching
+from chiezo.ops.context import Context
+from chiezo.ops.requests import DocRequest, FilterRequest, SearchRequest
 from chiezo.store import generations
 from chiezo.store.build import BuildOptions
 
@@ -29,7 +30,7 @@ EN = "wikipedia/enwiki-202207-excerpt.xml.bz2"
 def jawiki(tmp_path_factory):
     settings = Settings(data_dir=tmp_path_factory.mktemp("ja") / "data")
     report = ingest_wikipedia(settings, data_file(JA))
-    return Service(settings), report
+    return Context(settings), report
 
 
 @pytest.fixture(scope="module")
@@ -52,16 +53,21 @@ def test_the_build_keeps_articles_of_namespace_zero(jawiki, raw_pages):
 
 def test_searching_a_title_returns_that_article_first(jawiki):
     service, _ = jawiki
-    result = service.search(SearchRequest.of(query="日本語", source="jawiki"))
+    result = searching.search(service, SearchRequest.of(query="日本語", source="jawiki"))
     assert result.hits[0].title == "日本語" and result.hits[0].title_match
     assert result.hits[0].url == "https://ja.wikipedia.org/wiki/%E6%97%A5%E6%9C%AC%E8%AA%9E"
 
 
 def test_a_redirect_title_resolves_to_its_target(jawiki):
     service, _ = jawiki
-    doc = service.doc("jawiki", title="スメクティック相", fields=["title", "aliases"])
+    doc = reading.doc(
+        service,
+        DocRequest.of(source="jawiki", title="スメクティック相", fields=["title", "aliases"]),
+    )
     assert doc["title"] == "液晶" and "スメクティック相" in doc["aliases"]
-    hit = service.search(SearchRequest.of(query="スメクティック相", source="jawiki")).hits[0]
+    hit = searching.search(
+        service, SearchRequest.of(query="スメクティック相", source="jawiki")
+    ).hits[0]
     assert hit.title == "液晶" and hit.title_match
 
 
@@ -72,20 +78,28 @@ def test_category_membership_is_complete(jawiki, raw_pages):
         expected = {
             " ".join(c.replace("_", " ").split()) for c in pattern.findall(raw_pages[title].text)
         }
-        tags = set(service.doc("jawiki", title=title, fields=["tags"])["tags"])
+        tags = set(
+            reading.doc(service, DocRequest.of(source="jawiki", title=title, fields=["tags"]))[
+                "tags"
+            ]
+        )
         assert expected and expected <= tags, title
-    members = service.filter(FilterRequest.of(source="jawiki", tag=["日本の言語"]))
+    members = searching.filter(service, FilterRequest.of(source="jawiki", tag=["日本の言語"]))
     assert "日本語" in [d["title"] for d in members["docs"]]
 
 
 def test_prose_is_clean(jawiki):
     service, _ = jawiki
     for title in ("パリ", "日本語", "アンパサンド", "兵庫県"):
-        doc = service.doc("jawiki", title=title, fields=["body", "opening"])
+        doc = reading.doc(
+            service, DocRequest.of(source="jawiki", title=title, fields=["body", "opening"])
+        )
         for junk in ("<ref", "thumb|", "__NOTOC__", "{{", "}}", "[[", "px|"):
             assert junk not in doc["body"], (title, junk)
         assert doc["opening"] and "{{" not in doc["opening"]
-    paris = service.doc("jawiki", title="パリ", fields=["opening", "body"])
+    paris = reading.doc(
+        service, DocRequest.of(source="jawiki", title="パリ", fields=["opening", "body"])
+    )
     assert paris["opening"].startswith("パリ（Paris、巴里）は、フランスの首都")
     # infobox facts under the labels the template shows, not its parameter names
     assert "市長: アンヌ・イダルゴ" in paris["body"]
@@ -107,8 +121,12 @@ def test_an_article_takes_only_its_own_point(jawiki, raw_pages):
     ]
     assert titled
     for title in titled:
-        assert service.doc("jawiki", title=title, fields=["point"])["point"], title
-    paris = service.doc("jawiki", title="パリ", fields=["point"])["point"]
+        assert reading.doc(service, DocRequest.of(source="jawiki", title=title, fields=["point"]))[
+            "point"
+        ], title
+    paris = reading.doc(service, DocRequest.of(source="jawiki", title="パリ", fields=["point"]))[
+        "point"
+    ]
     assert paris == {
         "lat": pytest.approx(48.8622, abs=1e-3),
         "lon": pytest.approx(2.3511, abs=1e-3),
@@ -116,34 +134,42 @@ def test_an_article_takes_only_its_own_point(jawiki, raw_pages):
     # 兵庫県 states its point only through Wikidata; its first coordinate is the centroid row
     # of an extremity table, which is not the article's point: no point rather than that one
     assert "{{Coord|format=dms" in raw_pages["兵庫県"].text
-    assert service.doc("jawiki", title="兵庫県", fields=["point"]).get("point") is None
+    assert (
+        reading.doc(service, DocRequest.of(source="jawiki", title="兵庫県", fields=["point"])).get(
+            "point"
+        )
+        is None
+    )
     points = report.tallies["article points"]
     assert points["title"] >= len(titled) and points["wikidata"] >= 1
 
 
 def test_infobox_numbers_are_typed_attributes_a_filter_compares(jawiki):
     service, _ = jawiki
-    big = service.filter(
+    big = searching.filter(
+        service,
         FilterRequest.of(
             source="jawiki", attr=["population>=1000000"], limit=50, fields=["title", "attrs"]
-        )
+        ),
     )
     assert "パリ" in {d["title"] for d in big["docs"]}
     assert all(float(d["attrs"]["population"][0]) >= 1e6 for d in big["docs"])
     assert big["total"] == len(big["docs"])
     for not_a_number in ("population>many", "population>1e99"):
         with pytest.raises(BadQuery, match="compares with a number"):
-            service.filter(FilterRequest.of(source="jawiki", attr=[not_a_number]))
+            searching.filter(service, FilterRequest.of(source="jawiki", attr=[not_a_number]))
     with pytest.raises(BadQuery, match="no attribute 'populaton'"):
-        service.filter(FilterRequest.of(source="jawiki", attr=["populaton>5"]))
-    too_big = service.filter(FilterRequest.of(source="jawiki", attr=["population>9000000000"]))
+        searching.filter(service, FilterRequest.of(source="jawiki", attr=["populaton>5"]))
+    too_big = searching.filter(
+        service, FilterRequest.of(source="jawiki", attr=["population>9000000000"])
+    )
     assert too_big["total"] == 0 and "its values run from" in str(too_big)
 
 
 def test_the_six_disambiguation_pages_are_flagged(jawiki):
     service, _ = jawiki
-    flagged = service.filter(
-        FilterRequest.of(source="jawiki", attr=["flag=disambiguation"], limit=50)
+    flagged = searching.filter(
+        service, FilterRequest.of(source="jawiki", attr=["flag=disambiguation"], limit=50)
     )
     assert {d["title"] for d in flagged["docs"]} == {
         "EU (曖昧さ回避)",
@@ -169,7 +195,9 @@ def test_popularity_comes_from_incoming_links_without_pageviews(jawiki):
 
 def test_chunks_follow_the_article_sections(jawiki):
     service, _ = jawiki
-    chunks = service.doc("jawiki", title="日本語", fields=["chunks"])["chunks"]
+    chunks = reading.doc(
+        service, DocRequest.of(source="jawiki", title="日本語", fields=["chunks"])
+    )["chunks"]
     assert len(chunks) > 10
     # The article title leads every breadcrumb, so a chunk read alone still says what it is about.
     assert all(c["heading_path"].startswith("日本語") for c in chunks)
@@ -177,18 +205,21 @@ def test_chunks_follow_the_article_sections(jawiki):
 
 
 def test_the_english_excerpt_builds(tmp_path):
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     report = ingest_wikipedia(service.settings, data_file(EN))
     assert report.name == "enwiki" and report.docs == 42  # 139 in the whole excerpt
     assert (
-        service.search(SearchRequest.of(query="Albedo", source="enwiki")).hits[0].title == "Albedo"
+        searching.search(service, SearchRequest.of(query="Albedo", source="enwiki")).hits[0].title
+        == "Albedo"
     )
-    doc = service.doc("enwiki", title="Alabama", fields=["point", "tags", "body"])
+    doc = reading.doc(
+        service, DocRequest.of(source="enwiki", title="Alabama", fields=["point", "tags", "body"])
+    )
     assert doc["point"]["lat"] == pytest.approx(33, abs=1.5)
     assert "States of the United States" in doc["tags"]
     assert "{{" not in doc["body"] and "<ref" not in doc["body"]
-    flagged = service.filter(
-        FilterRequest.of(source="enwiki", attr=["flag=disambiguation"], limit=50)
+    flagged = searching.filter(
+        service, FilterRequest.of(source="enwiki", attr=["flag=disambiguation"], limit=50)
     )
     assert "Austin (disambiguation)" in {d["title"] for d in flagged["docs"]}
 
@@ -204,7 +235,8 @@ def test_a_truncated_dump_fails_and_the_previous_generation_keeps_serving(jawiki
     assert "truncated" in message and "complete pages" in message and "the last:" in message
     assert generations.current_path(settings.corpus_dir / "jawiki") == before
     assert (
-        service.search(SearchRequest.of(query="日本語", source="jawiki")).hits[0].title == "日本語"
+        searching.search(service, SearchRequest.of(query="日本語", source="jawiki")).hits[0].title
+        == "日本語"
     )
     leftovers = [p.name for p in (settings.corpus_dir / "jawiki").glob("*.building*")]
     assert leftovers == []
@@ -215,7 +247,7 @@ def test_a_truncated_dump_can_be_built_from_its_complete_pages(tmp_path):
     truncated = data_file("wikipedia/jawiki-20230501-truncated.xml.xz")
     report = ingest_wikipedia(settings, truncated, "cut", wiki=WikiOptions(allow_truncated=True))
     assert report.docs > 10
-    info = Service(settings).library.get("cut").info().to_dict()
+    info = Context(settings).library.get("cut").info().to_dict()
     assert "truncated" in info["input"]
     assert any("truncated" in w for w in report.warnings)
 
@@ -248,21 +280,31 @@ def test_pageviews_and_page_props_give_rank_and_wikidata_ids(tmp_path):
     )
     settings = Settings(data_dir=tmp_path / "data")
     ingest_wikipedia(settings, dump, wiki=WikiOptions(pageviews=views, page_props=props))
-    service = Service(settings)
+    service = Context(settings)
     conn = service.library.get("testwiki").conn
     assert [r[0] for r in conn.execute("SELECT title FROM docs ORDER BY doc_id")] == [
         "東京",
         "京都",
         "大阪",
     ]
-    assert service.doc("testwiki", title="東京", fields=["rank_score"])["rank_score"] == 1.0
     assert (
-        service.filter(FilterRequest.of(source="testwiki", attr=["wikidata=Q35765"]))["docs"][0][
-            "title"
+        reading.doc(service, DocRequest.of(source="testwiki", title="東京", fields=["rank_score"]))[
+            "rank_score"
         ]
+        == 1.0
+    )
+    assert (
+        searching.filter(service, FilterRequest.of(source="testwiki", attr=["wikidata=Q35765"]))[
+            "docs"
+        ][0]["title"]
         == "大阪"
     )
-    assert service.doc("testwiki", title="トーキョー", fields=["title"])["title"] == "東京"
+    assert (
+        reading.doc(
+            service, DocRequest.of(source="testwiki", title="トーキョー", fields=["title"])
+        )["title"]
+        == "東京"
+    )
     assert "wikidata" in service.library.get("testwiki").attributes
 
 
@@ -274,7 +316,10 @@ def test_broken_markup_keeps_the_article(tmp_path):
     report = ingest_wikipedia(settings, dump, "broken", options=BuildOptions())
     assert report.docs == 2
     assert (
-        Service(settings).search(SearchRequest.of(query="普通の本文", source="broken")).total == 1
+        searching.search(
+            Context(settings), SearchRequest.of(query="普通の本文", source="broken")
+        ).total
+        == 1
     )
 
 

@@ -7,6 +7,7 @@ import pytest
 from chiezo.core.models import Doc
 from chiezo.core.schema import WRITABLE_TEXT_INDEX
 from chiezo.core.words import fold, index_text, marked_words, query_words
+from chiezo.ops import searching
 from chiezo.ops.requests import SearchRequest
 from chiezo.search.notices import Notice
 from chiezo.store.build import BuildOptions
@@ -88,43 +89,47 @@ def test_words_find_width_variants_in_both_indexes(settings, service):
         ("JRホテルクレメント", "ＪＲホテルクレメント高松"),
         ("ｱｲｽ", "アイスクリーム"),
     ):
-        assert titles(service.search(SearchRequest.of(query=query, source="w")))[0] == title
+        assert (
+            titles(searching.search(service, SearchRequest.of(query=query, source="w")))[0] == title
+        )
         assert trigram_side(source, query)[1][0].title == title  # the trigram index alone
 
 
 def test_two_character_words_match_in_the_body(settings, service):
     build(settings, "w", ARTICLES)
-    result = service.search(SearchRequest.of(query="京都", source="w"))
+    result = searching.search(service, SearchRequest.of(query="京都", source="w"))
     assert titles(result) == ["修学旅行"] and result.mode.startswith("words")
 
 
 def test_a_query_without_content_words_falls_back_to_trigrams(settings, service):
     build(settings, "w", ARTICLES)
-    result = service.search(
-        SearchRequest.of(query="生まれた", source="w")
+    result = searching.search(
+        service, SearchRequest.of(query="生まれた", source="w")
     )  # one word: found by both
     assert result.mode.startswith("words")
-    assert not service.search(SearchRequest.of(query="は", source="w")).mode.startswith(
+    assert not searching.search(service, SearchRequest.of(query="は", source="w")).mode.startswith(
         "words"
     )  # a particle only
 
 
 def test_a_question_ranks_by_its_content_words(settings, service):
     build(settings, "w", ARTICLES + CHAPTERS)
-    result = service.search(SearchRequest.of(query="夏目漱石はいつ生まれましたか", source="w"))
+    result = searching.search(
+        service, SearchRequest.of(query="夏目漱石はいつ生まれましたか", source="w")
+    )
     assert titles(result)[0] == "夏目漱石" and "生まれ" in result.hits[0].snippet
 
 
 def test_across_sources_a_grammar_only_match_does_not_crowd_out_the_content(settings, service):
     build(settings, "articles", ARTICLES)
     build(settings, "a-book", CHAPTERS)  # listed first: rank fusion would put it first
-    result = service.search(SearchRequest.of(query="夏目漱石はいつ生まれましたか"))
+    result = searching.search(service, SearchRequest.of(query="夏目漱石はいつ生まれましたか"))
     ranked = [(h.source, h.title) for h in result.hits]
     assert ranked[0] == ("articles", "夏目漱石")
     assert any(source == "a-book" for source, _ in ranked)  # found, but after: 生まれる only
     # and a title equal to the query comes first, from whichever source has it
     assert (
-        titles(service.search(SearchRequest.of(query="第3章 所有権とライフタイム")))[0]
+        titles(searching.search(service, SearchRequest.of(query="第3章 所有権とライフタイム")))[0]
         == "第3章 所有権とライフタイム"
     )
 
@@ -134,7 +139,7 @@ def test_a_source_built_before_the_word_index_still_serves_and_says_so(settings,
     _downgrade(current_path(source_dir(settings.corpus_dir, "old")))
     source = service.library.get("old")
     assert not source.has_words and source.info().text_index == "trigrams"
-    result = service.search(SearchRequest.of(query="夏目漱石", source="old"))
+    result = searching.search(service, SearchRequest.of(query="夏目漱石", source="old"))
     assert titles(result)[0] == "夏目漱石" and not result.mode.startswith("words")
     notice = next(n for n in result.notes if getattr(n, "code", "") == "no_word_index")
     assert "rebuild" in notice and "old" in notice
@@ -160,7 +165,9 @@ def _downgrade(path) -> None:
 def test_notes_across_sources_are_one_line_per_kind(settings, service):
     build(settings, "a", ARTICLES)
     build(settings, "b", CHAPTERS)
-    result = service.search(SearchRequest.of(query="小説家", mode="hybrid"))  # neither has vectors
+    result = searching.search(
+        service, SearchRequest.of(query="小説家", mode="hybrid")
+    )  # neither has vectors
     assert len(result.notes) == 1
     (note,) = result.notes
     assert note.code == "no_vectors" and note.params["sources"] == ["a", "b"]
@@ -170,7 +177,7 @@ def test_notes_across_sources_are_one_line_per_kind(settings, service):
 
 def test_an_empty_result_never_says_documents_are_shown(settings, service):
     build(settings, "w", ARTICLES)
-    result = service.search(SearchRequest.of(query="存在しない言葉の並び", source="w"))
+    result = searching.search(service, SearchRequest.of(query="存在しない言葉の並び", source="w"))
     assert result.hits == [] and not any("shown" in n for n in result.notes)
 
 
@@ -200,9 +207,11 @@ def test_a_large_source_is_split_into_words_by_processes_in_doc_id_ranges(
     build(settings, "w", ARTICLES + CHAPTERS)
     source = service.library.get("w")
     assert (
-        titles(service.search(SearchRequest.of(query="夏目漱石はいつ生まれましたか", source="w")))[
-            0
-        ]
+        titles(
+            searching.search(
+                service, SearchRequest.of(query="夏目漱石はいつ生まれましたか", source="w")
+            )
+        )[0]
         == "夏目漱石"
     )
     # every document's words are indexed under its own doc_id, whichever process split it

@@ -14,8 +14,9 @@ from chiezo.ingest import zim
 from chiezo.ingest.htmltext import page_text
 from chiezo.ingest.zimdirectory import Directory, cluster_order
 from chiezo.ingest.zimscan import scan
-from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
+from chiezo.ops import building, operating, reading, searching
+from chiezo.ops.context import Context
+from chiezo.ops.requests import DocRequest, SearchRequest
 
 from helpers import data_file
 
@@ -24,8 +25,8 @@ RAY = "zim/libkiwix_zimfile_raycharles.zim"
 
 @pytest.fixture(scope="module")
 def zims(tmp_path_factory):
-    service = Service(Settings(data_dir=tmp_path_factory.mktemp("zim") / "data"))
-    report = service.ingest("zim", data_file(RAY), None)
+    service = Context(Settings(data_dir=tmp_path_factory.mktemp("zim") / "data"))
+    report = building.ingest(service, "zim", data_file(RAY), None)
     return service, report
 
 
@@ -34,32 +35,41 @@ def test_every_article_becomes_a_document(zims):
     service, report = zims
     # 129 HTML articles, two of them redirects rendered as copies of their target
     assert report.name == "zim_wikipedia_en_ray_charles" and report.docs == 127
-    (info,) = [s for s in service.sources() if s["name"] == report.name]
+    (info,) = [s for s in operating.sources(service) if s["name"] == report.name]
     assert info["kind"] == "zim" and info["language"] == "eng"
 
 
 def test_ray_charles_comes_first_and_piano_finds_his_music(zims):
     service, report = zims
-    first = service.search(SearchRequest.of(query="Ray Charles", source=report.name)).hits[0]
+    first = searching.search(
+        service, SearchRequest.of(query="Ray Charles", source=report.name)
+    ).hits[0]
     assert first.title == "Ray Charles" and first.title_match
     assert first.source_url == "A/Ray_Charles"  # what the ZIM stores: the entry's path
-    piano = service.search(SearchRequest.of(query="piano", source=report.name, limit=50))
+    piano = searching.search(service, SearchRequest.of(query="piano", source=report.name, limit=50))
     assert piano.total >= 5 and "Ray Charles" in {h.title for h in piano.hits}
     for hit in piano.hits[:5]:  # relevant: each really mentions the piano
-        body = service.doc(report.name, doc_id=hit.doc_id, fields=["body"])["body"]
+        body = reading.doc(
+            service, DocRequest.of(source=report.name, doc_id=hit.doc_id, fields=["body"])
+        )["body"]
         assert "piano" in body.lower()
 
 
 def test_redirects_are_aliases_and_links_are_titles(zims):
     service, report = zims
-    doc = service.doc(report.name, title="Ray Charles", fields=["aliases", "links", "opening"])
+    doc = reading.doc(
+        service,
+        DocRequest.of(
+            source=report.name, title="Ray Charles", fields=["aliases", "links", "opening"]
+        ),
+    )
     assert "Ray Charles Robinson" in " ".join(doc["aliases"]) or len(doc["aliases"]) > 3
     assert "Georgia on My Mind" in doc["links"]
     assert doc["opening"].startswith("Ray Charles Robinson")
     # an alias finds the article as a title match
     alias = doc["aliases"][0]
     assert (
-        service.search(SearchRequest.of(query=alias, source=report.name)).hits[0].title
+        searching.search(service, SearchRequest.of(query=alias, source=report.name)).hits[0].title
         == "Ray Charles"
     )
 
@@ -67,17 +77,23 @@ def test_redirects_are_aliases_and_links_are_titles(zims):
 def test_a_redirect_rendered_as_a_copy_is_an_alias_not_a_second_document(zims):
     # A/The_Pages_of_My_Mind is an HTML page titled "Ray Charles" with the article's very text
     service, report = zims
-    found = service.search(SearchRequest.of(query="Ray Charles", source=report.name, limit=50))
+    found = searching.search(
+        service, SearchRequest.of(query="Ray Charles", source=report.name, limit=50)
+    )
     assert [h.title for h in found.hits].count("Ray Charles") == 1
     assert found.hits[0].source_url == "A/Ray_Charles"
-    doc = service.doc(report.name, title="Ray Charles", fields=["aliases"])
+    doc = reading.doc(
+        service, DocRequest.of(source=report.name, title="Ray Charles", fields=["aliases"])
+    )
     assert "The Pages of My Mind" in doc["aliases"]
-    pages = service.search(SearchRequest.of(query="The Pages of My Mind", source=report.name))
+    pages = searching.search(
+        service, SearchRequest.of(query="The Pages of My Mind", source=report.name)
+    )
     assert pages.hits[0].source_url == "A/Ray_Charles" and pages.hits[0].title_match
     # a copy titled as an article this file does not have stays a document
-    assert service.doc(report.name, title="Big Baby DRAM", fields=["source_url"])["source_url"] == (
-        "A/Cash_Machine_(D.R.A.M._song)"
-    )
+    assert reading.doc(
+        service, DocRequest.of(source=report.name, title="Big Baby DRAM", fields=["source_url"])
+    )["source_url"] == ("A/Cash_Machine_(D.R.A.M._song)")
 
 
 @pytest.mark.slow
@@ -87,34 +103,34 @@ def test_a_folder_of_zim_files_is_a_library_of_sources_built_incrementally(tmp_p
     for name in (RAY, "zim/wikibooks_be_all_nopic_2017-02_nons.zim"):
         shutil.copy(data_file(name), library / Path(name).name)
     (library / "notes.txt").write_text("not a ZIM: left alone")
-    service = Service(Settings(data_dir=tmp_path / "data"))
-    built = dict(service.ingest_each("zim", [library]))
+    service = Context(Settings(data_dir=tmp_path / "data"))
+    built = dict(building.ingest_each(service, "zim", [library]))
     assert set(built) == {"zim_wikipedia_en_ray_charles", "zim_kiwix_wikibooks_be_all"}
     assert all(report is not None for report in built.values())
-    again = dict(service.ingest_each("zim", [library]))
+    again = dict(building.ingest_each(service, "zim", [library]))
     assert again == dict.fromkeys(built)  # unchanged files: skipped, nothing rebuilt
     # the other Wikibooks file, same name on disk, another ZIM: that source alone is rebuilt
     shutil.copy(
         data_file("zim/wikibooks_be_all_nopic_2017-02_withns.zim"),
         library / Path("wikibooks_be_all_nopic_2017-02_nons.zim"),
     )
-    third = dict(service.ingest_each("zim", [library]))
+    third = dict(building.ingest_each(service, "zim", [library]))
     assert third["zim_wikipedia_en_ray_charles"] is None
     assert third["zim_kiwix_wikibooks_be_all"] is not None
-    about = {i["name"]: i["about"] for i in service.sources()}
+    about = {i["name"]: i["about"] for i in operating.sources(service)}
     assert about["zim_wikipedia_en_ray_charles"] == (
         "Ray Charles · eng · 2020-03-31 · 129 articles (Wikipedia articles about Ray Charles)"
     )
     # two files that would be one source, or one --name for several: refused before a build
     shutil.copy(data_file("zim/wikibooks_be_all_nopic_2017-02_nons.zim"), library / "b.zim")
     with pytest.raises(BadQuery, match="would all be source zim_kiwix_wikibooks_be_all"):
-        list(service.ingest_each("zim", [library]))
+        list(building.ingest_each(service, "zim", [library]))
     with pytest.raises(BadQuery, match="--name names one source"):
-        list(service.ingest_each("zim", [library], "mine"))
+        list(building.ingest_each(service, "zim", [library], "mine"))
     with pytest.raises(BadQuery, match="make 3 zim sources"):
-        service.ingest("zim", library)
+        building.ingest(service, "zim", library)
     with pytest.raises(InputError, match="no .zim file"):
-        list(service.ingest_each("zim", [tmp_path / "data"]))
+        list(building.ingest_each(service, "zim", [tmp_path / "data"]))
 
 
 @pytest.mark.slow
@@ -122,11 +138,13 @@ def test_a_folder_of_zim_files_is_a_library_of_sources_built_incrementally(tmp_p
     "file", ["wikibooks_be_all_nopic_2017-02_nons.zim", "wikibooks_be_all_nopic_2017-02_withns.zim"]
 )
 def test_both_namespace_schemes_build(tmp_path, file):
-    service = Service(Settings(data_dir=tmp_path / "data"))
-    report = service.ingest("zim", data_file(f"zim/{file}"), "books")
+    service = Context(Settings(data_dir=tmp_path / "data"))
+    report = building.ingest(service, "zim", data_file(f"zim/{file}"), "books")
     assert report.docs == 66
     assert (
-        service.search(SearchRequest.of(query="Першая старонка", source="books")).hits[0].title
+        searching.search(service, SearchRequest.of(query="Першая старонка", source="books"))
+        .hits[0]
+        .title
         == "Першая старонка"
     )
 
@@ -205,7 +223,7 @@ def test_a_file_that_is_not_a_zim_is_a_clear_error(tmp_path):
     bad = tmp_path / "bad.zim"
     bad.write_bytes(b"not a zim file at all")
     with pytest.raises(InputError, match="not a readable ZIM"):
-        Service(Settings(data_dir=tmp_path / "data")).ingest("zim", bad, "bad")
+        building.ingest(Context(Settings(data_dir=tmp_path / "data")), "zim", bad, "bad")
 
 
 # -- the stored text: words apart, hidden parts out, the title said once (issue 31) ----------
@@ -213,7 +231,9 @@ def test_a_file_that_is_not_a_zim_is_a_clear_error(tmp_path):
 
 def test_ray_charles_infobox_reads_label_value_lines_with_nothing_glued(zims):
     service, report = zims
-    doc = service.doc(report.name, title="Ray Charles", fields=["body", "opening"])
+    doc = reading.doc(
+        service, DocRequest.of(source=report.name, title="Ray Charles", fields=["body", "opening"])
+    )
     body = doc["body"]
     assert "Occupation(s): musician, singer, songwriter, composer" in body.splitlines()
     assert "Born: September 23, 1930; Albany, Georgia, U.S." in body.splitlines()

@@ -15,7 +15,9 @@ import httpx
 import pytest
 
 from chiezo.core.config import Settings
-from chiezo.ops.service import Service
+from chiezo.ops import building, reading
+from chiezo.ops.context import Context
+from chiezo.ops.requests import DocRequest
 from chiezo.surfaces.rest import create_app
 
 from helpers import RunningServer, browser_page, chromium, zim_page
@@ -54,8 +56,8 @@ def dots(tmp_path_factory):
         leaked.parent.mkdir(exist_ok=True)
         leaked.write_text(SECRET)
     settings = Settings(data_dir=root / "data")
-    service = Service(settings)
-    report = service.ingest("zim", zim, None)
+    service = Context(settings)
+    report = building.ingest(service, "zim", zim, None)
     with RunningServer(create_app(settings)) as server:
         yield {"url": server.url, "source": report.name, "service": service}
 
@@ -83,7 +85,9 @@ def original_link(page: str) -> str:
 def test_the_document_page_links_the_entry_with_dot_segments_it_shows(dots, entry):
     title, text = DOTTED[entry]
     source, service = dots["source"], dots["service"]
-    doc = service.doc(source, title=title, fields=["doc_id", "source_url"])
+    doc = reading.doc(
+        service, DocRequest.of(source=source, title=title, fields=["doc_id", "source_url"])
+    )
     assert doc["source_url"] == entry  # what the ZIM stores: the entry's path
     page_url = f"{dots['url']}/doc/{source}/{doc['doc_id']}"
     page = httpx.get(page_url)
@@ -140,7 +144,9 @@ def test_a_request_spelt_with_dot_segments_reads_nothing_beside_the_archive(dots
 @pytest.mark.slow
 def test_in_chromium_the_original_link_opens_the_entry_with_dot_segments(dots):
     source, service = dots["source"], dots["service"]
-    doc_id = service.doc(source, title="Climbing entry", fields=["doc_id"])["doc_id"]
+    doc_id = reading.doc(
+        service, DocRequest.of(source=source, title="Climbing entry", fields=["doc_id"])
+    )["doc_id"]
     with chromium() as browser:
         page = browser_page(browser, dots["url"])
         page.goto(f"{page.base}/doc/{source}/{doc_id}")

@@ -13,8 +13,9 @@ from click.testing import CliRunner
 
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, InputError
+from chiezo.ops import building, operating, searching
+from chiezo.ops.context import Context
 from chiezo.ops.requests import SearchRequest
-from chiezo.ops.service import Service
 from chiezo.store.kinds import Skipped
 from chiezo.surfaces.cli.main import cli
 
@@ -58,16 +59,18 @@ def library(root: Path, broken: list[str]) -> Path:
 
 
 def assert_the_good_book_is_searchable(data: Path) -> None:
-    service = Service(Settings(data_dir=data))
-    hits = service.search(SearchRequest.of(query="steamed green tea", source="zim_teas")).hits
+    service = Context(Settings(data_dir=data))
+    hits = searching.search(
+        service, SearchRequest.of(query="steamed green tea", source="zim_teas")
+    ).hits
     assert [hit.title for hit in hits] == ["Sencha"]
 
 
 @pytest.mark.parametrize("kind", sorted(BROKEN))
 def test_the_service_skips_a_broken_file_and_builds_the_rest(tmp_path, kind):
     folder = library(tmp_path, [kind])
-    service = Service(Settings(data_dir=tmp_path / "data"))
-    outcomes = list(service.ingest_each("zim", [folder]))
+    service = Context(Settings(data_dir=tmp_path / "data"))
+    outcomes = list(building.ingest_each(service, "zim", [folder]))
     skipped = [report for _, report in outcomes if isinstance(report, Skipped)]
     assert [one.input for one in skipped] == [str(folder / f"{kind}.zim")]
     assert skipped[0].why.startswith(BROKEN[kind][1])
@@ -113,8 +116,8 @@ def test_a_library_with_nothing_to_build_fails_naming_each_file_and_why(tmp_path
     for kind, (_, why) in BROKEN.items():
         assert f"{folder / kind}.zim: {why}" in result.stderr
     with pytest.raises(InputError, match="empty.zim: an empty file"):
-        list(Service(Settings(data_dir=data)).ingest_each("zim", [folder]))
-    assert Service(Settings(data_dir=data)).sources() == []
+        list(building.ingest_each(Context(Settings(data_dir=data)), "zim", [folder]))
+    assert operating.sources(Context(Settings(data_dir=data))) == []
 
 
 def test_two_pairs_of_files_sharing_a_name_are_said_pair_by_pair(tmp_path):
@@ -122,9 +125,9 @@ def test_two_pairs_of_files_sharing_a_name_are_said_pair_by_pair(tmp_path):
     folder.mkdir()
     for file, name in (("a", "teas"), ("b", "teas"), ("c", "maps"), ("d", "maps")):
         write_zim(folder / f"{file}.zim", name, file.upper(), f"page {file}")
-    service = Service(Settings(data_dir=tmp_path / "data"))
+    service = Context(Settings(data_dir=tmp_path / "data"))
     with pytest.raises(BadQuery) as refused:
-        list(service.ingest_each("zim", [folder]))
+        list(building.ingest_each(service, "zim", [folder]))
     assert refused.value.message.splitlines() == [
         f"{folder / 'c.zim'}, {folder / 'd.zim'} would all be source zim_maps",
         f"{folder / 'a.zim'}, {folder / 'b.zim'} would all be source zim_teas",
@@ -135,4 +138,4 @@ def test_two_pairs_of_files_sharing_a_name_are_said_pair_by_pair(tmp_path):
     assert result.exit_code != 0
     assert f"{folder / 'a.zim'}, {folder / 'b.zim'} would all be source zim_teas" in result.stderr
     assert f"{folder / 'c.zim'}, {folder / 'd.zim'} would all be source zim_maps" in result.stderr
-    assert service.sources() == []  # refused before any build
+    assert operating.sources(service) == []  # refused before any build

@@ -14,7 +14,9 @@ import httpx
 import pytest
 
 from chiezo.core.config import Settings
-from chiezo.ops.service import Service
+from chiezo.ops import building, reading
+from chiezo.ops.context import Context
+from chiezo.ops.requests import DocRequest
 from chiezo.surfaces.rest import create_app
 from chiezo.surfaces.web.archive_pages import ARCHIVE_SANDBOX
 
@@ -112,8 +114,8 @@ def shop(tmp_path_factory):
     root = tmp_path_factory.mktemp("zim_originals")
     zim = make_zim(root / "shop.zim")
     settings = Settings(data_dir=root / "data")
-    service = Service(settings)
-    report = service.ingest("zim", zim, None)
+    service = Context(settings)
+    report = building.ingest(service, "zim", zim, None)
     build_docs(service, write_files(root / "book", BOOK_FILES), "book")
     with RunningServer(create_app(settings)) as server:
         yield {"url": server.url, "source": report.name, "zim": zim, "service": service}
@@ -141,10 +143,17 @@ def test_the_document_page_and_the_search_link_the_article_as_the_archive_shows_
     found = httpx.get(f"{shop['url']}/", params={"q": "archive shop", "source": source})
     assert f'href="/doc/{source}/archive/A/Offer"' in found.text
     service = shop["service"]
-    doc_id = service.doc(source, title="Offer", fields=["doc_id"])["doc_id"]
+    doc_id = reading.doc(service, DocRequest.of(source=source, title="Offer", fields=["doc_id"]))[
+        "doc_id"
+    ]
     page = httpx.get(f"{shop['url']}/doc/{source}/{doc_id}")
     assert f'class="original" href="/doc/{source}/archive/A/Offer"' in page.text
-    assert "Old Offer" in service.doc(source, title="Offer", fields=["aliases"])["aliases"]
+    assert (
+        "Old Offer"
+        in reading.doc(service, DocRequest.of(source=source, title="Offer", fields=["aliases"]))[
+            "aliases"
+        ]
+    )
     admin = httpx.get(f"{shop['url']}/admin")  # what the file says of itself, under its input
     assert "Archive shop · eng · " in admin.text
 
@@ -152,11 +161,14 @@ def test_the_document_page_and_the_search_link_the_article_as_the_archive_shows_
 def test_a_citation_opens_the_article_or_has_no_link_without_a_server(shop):
     service = shop["service"]
     source = shop["source"]
-    doc = service.doc(source, title="Offer", fields=["doc_id", "key", "url", "source_url"])
+    doc = reading.doc(
+        service,
+        DocRequest.of(source=source, title="Offer", fields=["doc_id", "key", "url", "source_url"]),
+    )
     link, cite = service.reference_link(source, doc["doc_id"], doc["key"], doc["source_url"])
     # no server known to this process: no link (a file and an entry were none; issue #44)
     assert link is None and doc["url"] is None and cite == f"{source}:A/Offer"
-    served = Service(Settings(data_dir=service.settings.data_dir, public_url=shop["url"]))
+    served = Context(Settings(data_dir=service.settings.data_dir, public_url=shop["url"]))
     link, _ = served.reference_link(source, doc["doc_id"], doc["key"], doc["source_url"])
     assert link == f"{shop['url']}/doc/{source}/archive/A/Offer"  # the server's
 
@@ -189,7 +201,9 @@ def test_in_chromium_the_article_shows_its_picture_and_style_and_no_script_runs(
     source = shop["source"]
     with chromium() as browser:
         page = browser_page(browser, shop["url"])
-        doc_id = shop["service"].doc(source, title="Offer", fields=["doc_id"])["doc_id"]
+        doc_id = reading.doc(
+            shop["service"], DocRequest.of(source=source, title="Offer", fields=["doc_id"])
+        )["doc_id"]
         page.goto(f"{page.base}/doc/{source}/{doc_id}")
         page.locator("a.original").click()
         page.wait_for_selector("h1")

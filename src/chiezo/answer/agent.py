@@ -33,7 +33,8 @@ from typing import Any
 from chiezo.answer import budget
 from chiezo.answer.context import ContextWindow
 from chiezo.answer.excerpt import Excerpt
-from chiezo.answer.llm import LLMClient, Stage
+from chiezo.answer.llm import ChatReply, LLMClient, Stage
+from chiezo.answer.lookups import Lookups
 from chiezo.answer.options import AnswerOptions
 from chiezo.answer.plan import keyword_queries, strip_reasoning
 from chiezo.answer.rag import HISTORY_TURNS, NO_BASIS, STOPPED, Answer, language_of
@@ -63,14 +64,14 @@ library does not say."""
 
 SELF_SEARCH_ID = "chiezo-lookup"
 # Seconds of the run's deadline kept for the answer without tools once the steps stop (at most
-# a third of it): a run that spent it all on tool calls ended with nothing (issue #43).
+# a third of it): a run that spends it all on tool calls ends with nothing.
 FINAL_RESERVE = 30.0
 WRITE_TOOLS = ("remember",)  # offered when writes are allowed; update/forget never are
 # A context is small when the full tool set's instructions and schemas alone would take more
 # than this share of the prompt's room: the full profile is ~3.5k tokens, so a 4k or 8k
 # context gets the compact one (~1.2k) and keeps room for results (design §39).
 SMALL_CONTEXT_SHARE = 1 / 3
-# (the tools of the compact profile when ``small``): handed in by the service (ops/tools.py)
+# (the tools of the compact profile when ``small``): handed in by the layer above (ops/tools.py)
 Toolboxes = Callable[[bool], Toolbox]
 
 
@@ -78,7 +79,7 @@ class References:
     """Documents seen in tool results, numbered in the order first seen, with what of each
     the model read (for checking its claims)."""
 
-    def __init__(self, link: Callable[[str, int, str | None, str | None], tuple[str, str]]):
+    def __init__(self, link: Callable[[str, int, str | None, str | None], tuple[str | None, str]]):
         self.items: list[dict[str, Any]] = []
         self.texts: dict[int, str] = {}
         self._index: dict[tuple[str, int], int] = {}
@@ -194,7 +195,7 @@ class Tools:
         return text
 
 
-def _error(message: str, **extras) -> str:
+def _error(message: str, **extras: Any) -> str:
     """A call refused before it runs, in the text a tool's own errors have."""
     return error_text(BadQuery(message, **extras))
 
@@ -234,11 +235,23 @@ def system_prompt(options: AnswerOptions, instructions: str) -> str:
 class Run:
     """One agent run: the conversation with the model, the steps taken, the budgets left."""
 
-    def __init__(self, service, question, llm, options, history, on_event, toolboxes: Toolboxes):
+    def __init__(
+        self,
+        lookups: Lookups,
+        question: str,
+        llm: LLMClient,
+        options: AnswerOptions,
+        history: list[dict] | None,
+        on_event: Callable[[str, dict], None] | None,
+        toolboxes: Toolboxes,
+    ):
         self.question, self.llm, self.options = question, llm, options
+        # the caller resolved the options (AnswerOptions.resolved): no default is left as None
+        assert options.max_tokens is not None and options.deadline is not None
+        self.max_tokens, self.deadline = options.max_tokens, options.deadline
         self.emit = on_event or (lambda name, data: None)
-        self.references = References(service.reference_link)
-        room = budget.room_for(llm, service.settings, options.max_tokens)
+        self.references = References(lookups.reference_link)
+        room = budget.room_for(llm, lookups.settings, self.max_tokens)
         self.small = self._use(toolboxes(False), room)
         if self.small:
             self._use(toolboxes(True), room)
@@ -248,7 +261,7 @@ class Run:
         ]
         self.steps: list[dict[str, Any]] = []
         self.warnings: list[str] = []
-        self.stage = Stage("the agent's run", options.deadline, ENV["agent_deadline"])
+        self.stage = Stage("the agent's run", self.deadline, ENV["agent_deadline"])
         self.fit: budget.AgentFit | None = None
         self.refitted = False
         self.messages = self._opening(turns)
@@ -256,12 +269,12 @@ class Run:
             self._fit_opening(room, turns)
         self.started = time.monotonic()
         self.model: str | None = None
-        self.reserve = min(FINAL_RESERVE, options.deadline / 3)
+        self.reserve = min(FINAL_RESERVE, self.deadline / 3)
 
     def _use(self, toolbox: Toolbox, room: budget.Room | None) -> bool:
         """Offer ``toolbox``; whether it is too much for a small context: the instructions and
         tool schemas alone would take more than :data:`SMALL_CONTEXT_SHARE` of the prompt's
-        room (then the compact profile is offered instead, issue #44)."""
+        room (then the compact profile is offered instead)."""
         self.instructions = toolbox.instructions
         self.tools = Tools(toolbox.tools, self.options, self.references)
         if room is None:
@@ -310,14 +323,14 @@ class Run:
             )
 
     def left(self) -> float:
-        return self.options.deadline - (time.monotonic() - self.started)
+        return self.deadline - (time.monotonic() - self.started)
 
     def fits(self, *, tools: bool) -> bool:
         """Whether the conversation fits the context (tool results cut where they must be)."""
         schemas = self.tools.schemas if tools else None
         return self.fit is None or self.fit.compact(self.messages, schemas)
 
-    def ask_model(self, *, tools: bool):
+    def ask_model(self, *, tools: bool) -> ChatReply:
         """The model's next reply. Within a known context the conversation is compacted
         first; an overflow reply has the tool results cut to the context it names and the
         request made once more in the run, saying so; a second is the error."""
@@ -335,33 +348,33 @@ class Run:
         self.model = reply.model or self.model
         return reply
 
-    def _chat(self, schemas):
+    def _chat(self, schemas: list[dict[str, Any]] | None) -> ChatReply:
         """A step's call ends in time to leave the final answer its reserve; the final
         answer (no tools) may take what is left."""
         left = self.left() - (self.reserve if schemas else 0.0)
         return self.llm.chat(
             self.messages,
             tools=schemas,
-            max_tokens=self.options.max_tokens,
+            max_tokens=self.max_tokens,
             timeout=max(5.0, left),
             stage=self.stage,
         )
 
-    def _refit(self, exc: ContextExceeded, schemas) -> bool:
+    def _refit(self, exc: ContextExceeded, schemas: list[dict[str, Any]] | None) -> bool:
         self.refitted = True
         window = exc.extras.get("context_tokens")
         if window:
             room = budget.Room(
-                ContextWindow(window, "the endpoint's overflow reply"), self.options.max_tokens
+                ContextWindow(window, "the endpoint's overflow reply"), self.max_tokens
             )
         else:  # the reply names no size: two thirds of what was sent
             sent = self.llm.count(self.messages, schemas).tokens
             room = budget.Room(
                 ContextWindow(
-                    sent * 2 // 3 + self.options.max_tokens + 64,
+                    sent * 2 // 3 + self.max_tokens + 64,
                     "two thirds of the refused request",
                 ),
-                self.options.max_tokens,
+                self.max_tokens,
             )
         self.fit = budget.AgentFit(self.llm, room)
         if not self.fit.compact(self.messages, schemas):
@@ -440,7 +453,7 @@ class Run:
 
 
 def run_agent(
-    service,
+    lookups: Lookups,
     question: str,
     llm: LLMClient,
     options: AnswerOptions,
@@ -450,8 +463,8 @@ def run_agent(
     on_event: Callable[[str, dict], None] | None = None,
 ) -> Answer:
     """``toolboxes``: the library's tools and their instructions (ops/tools.py) — the compact
-    profile's for a small context — handed in by the service, which sits above this layer."""
-    run = Run(service, question, llm, options, history, on_event, toolboxes)
+    profile's for a small context — handed in by the layer above, which this one may not import."""
+    run = Run(lookups, question, llm, options, history, on_event, toolboxes)
     final = _converse(run)
     if final is None:
         run.messages.append({"role": "user", "content": FINAL_PROMPT})
@@ -459,13 +472,13 @@ def run_agent(
             final = run.ask_model(tools=False).content
         except LLMUnavailable as exc:  # the final answer failed too: what was found stands
             return _findings(run, exc)
-    return _finish(run, strip_reasoning(final or ""), service)
+    return _finish(run, strip_reasoning(final or ""), lookups)
 
 
 def _findings(run: Run, exc: LLMUnavailable) -> Answer:
     """The run's result when no model answer came at all: the library's own sentences from
-    what the tools returned, each citing its reference, the cause said (issue #43: a run out
-    of time printed nothing)."""
+    what the tools returned, each citing its reference, the cause said (a run out of time
+    would otherwise print nothing)."""
     if not run.references.items:
         raise exc
     cause = str(exc.extras.get("cause") or "failed")
@@ -533,13 +546,13 @@ def _converse(run: Run) -> str | None:
     return None
 
 
-def _finish(run: Run, text: str, service) -> Answer:
+def _finish(run: Run, text: str, lookups: Lookups) -> Answer:
     refs = run.references
     if run.options.grounded and not refs.items:
         answer = run.answer(text)
         answer.answer, answer.no_basis = NO_BASIS[language_of(run.question)], True
         return answer
-    embed = service.claim_embedder([r["source"] for r in refs.items])
+    embed = lookups.claim_embedder([r["source"] for r in refs.items])
     answer = _judged_answer(run, text)
     if answer.stopped in STOOD_IN:
         return answer

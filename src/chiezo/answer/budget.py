@@ -1,4 +1,4 @@
-"""What the model reads, fitted to its context window, in tokens (issue #29, item 3).
+"""What the model reads, fitted to its context window, in tokens.
 
 A request is the prompt — instructions, the conversation's recent turns, the question and the
 excerpts (rag) or the tool results (agent) — plus the room the answer is written in
@@ -31,12 +31,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from chiezo.answer.context import ContextWindow, tokens_per_char
 from chiezo.answer.excerpt import Excerpt, fit
 from chiezo.answer.llm import Count, LLMClient
-from chiezo.core.config import ENV
+from chiezo.core.config import ENV, Settings
 from chiezo.core.errors import ContextExceeded
 
 MIN_EXCERPT_TOKENS = 96  # less room than this for excerpts: the question is too long
@@ -66,7 +66,7 @@ class Room:
         return self.window.tokens - self.answer - self.margin
 
 
-def room_for(llm: LLMClient, settings, max_tokens: int) -> Room | None:
+def room_for(llm: LLMClient, settings: Settings, max_tokens: int) -> Room | None:
     """The room one request has, or None where nobody says what the window is."""
     window = llm.window(settings.llm_context)
     return Room(window, max_tokens) if window.said else None
@@ -139,7 +139,12 @@ class RagFit:
 
 
 def fit_rag(
-    llm: LLMClient, settings, question_messages, history: list[dict], turns: int, max_tokens: int
+    llm: LLMClient,
+    settings: Settings,
+    question_messages: Callable[[list[dict], list[Excerpt]], list[dict[str, Any]]],
+    history: list[dict],
+    turns: int,
+    max_tokens: int,
 ) -> RagFit | None:
     """The room for a rag answer (None where the window is unknown). ``question_messages
     (history, excerpts)`` builds the answer's messages; ``turns``: how many of the history's
@@ -225,11 +230,22 @@ def shrink_excerpts(
     )
 
 
-def refit(prepared, error: ContextExceeded, llm: LLMClient) -> None:
-    """A rag answer's excerpts (rag.Prepared) cut after an overflow reply, the cut said in
-    its warnings; ``error`` raised when nothing can be cut."""
+class Cuttable(Protocol):
+    """What :func:`refit` cuts and tells of a rag answer being written (rag.Prepared, which
+    imports this module)."""
+
+    excerpts: list[Excerpt]
+    warnings: list[str]
+
+    @property
+    def max_tokens(self) -> int: ...
+
+
+def refit(prepared: Cuttable, error: ContextExceeded, llm: LLMClient) -> None:
+    """A rag answer's excerpts cut after an overflow reply, the cut said in its warnings;
+    ``error`` raised when nothing can be cut."""
     prepared.excerpts, said = shrink_excerpts(
-        prepared.excerpts, error, llm, prepared.options.max_tokens, None
+        prepared.excerpts, error, llm, prepared.max_tokens, None
     )
     prepared.warnings.append(said)
 

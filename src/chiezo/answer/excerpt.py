@@ -5,6 +5,7 @@ it (passages.py), set down in the document's order, and what they are cited by.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from chiezo.core.words import fold
@@ -12,6 +13,20 @@ from chiezo.core.words import fold
 SEPARATOR = " … "  # between passages that do not follow each other in the document
 MIN_PASSAGE = 120  # a passage cut shorter than this says too little to be worth its place
 _SENTENCE_END = re.compile(r"[。！？!?]|\.\s")
+
+
+@dataclass
+class Passage:
+    """A part of a found document that competes for the budget (passages.py scores it)."""
+
+    doc: int  # the document's place among those found (0: first)
+    ord: int  # its order in the document
+    heading: str  # the heading path below the document's title ("" for the lead)
+    text: str
+    chunk_id: int = 0
+    score: float = 0.0
+    terms: set[str] = field(default_factory=set)  # the question's words it holds
+    heading_terms: set[str] = field(default_factory=set)  # … in its heading path
 
 
 @dataclass
@@ -24,7 +39,7 @@ class Excerpt:
     text: str
     cite: str = ""  # "source:key", stable across rebuilds
     aliases: list[str] = field(default_factory=list)  # the document's other names
-    passages: list = field(default_factory=list, repr=False)  # passages.Passage, as chosen
+    passages: list[Passage] = field(default_factory=list, repr=False)  # as chosen
 
     def reference(self) -> dict:
         return {
@@ -41,12 +56,12 @@ class Excerpt:
         return {**self.reference(), "text": self.text}
 
 
-def excerpt_text(passages) -> str:
-    """Chosen passages (passages.Passage, in document order) as one excerpt: each below a
+def excerpt_text(passages: Sequence[Passage]) -> str:
+    """Chosen passages (in document order) as one excerpt: each below a
     heading introduced by its section's name, so the model knows what the part is about
     (``(人口) パリの人口は…``); passages that do not follow each other are set apart by " … "."""
     parts: list[str] = []
-    previous = None
+    previous: Passage | None = None
     for p in passages:
         label = " > ".join(p.heading.split(" > ")[-2:]) if p.heading else ""
         text = (
@@ -66,7 +81,7 @@ def fit(excerpts: list[Excerpt], budget: int) -> list[Excerpt]:
     left with none goes, the rest are numbered anew."""
     if sum(len(e.text) for e in excerpts) <= budget:
         return excerpts
-    kept: dict[int, list] = {}  # a passage's document → its passages kept
+    kept: dict[int, list[Passage]] = {}  # a passage's document → its passages kept
     for p in take([p for e in excerpts for p in e.passages], budget):
         kept.setdefault(p.doc, []).append(p)
     out: list[Excerpt] = []
@@ -79,8 +94,8 @@ def fit(excerpts: list[Excerpt], budget: int) -> list[Excerpt]:
     return out or [replace(excerpts[0], text=window(excerpts[0].text, set(), budget))]
 
 
-def take(passages: list, budget: int) -> list:
-    """The passages (passages.Passage) that go in: best score first while the budget lasts;
+def take(passages: list[Passage], budget: int) -> list[Passage]:
+    """The passages that go in: best score first while the budget lasts;
     one longer than what is left is cut (a copy) to the window around the question's words it
     holds; one that would be cut below ``MIN_PASSAGE`` characters is left out."""
     kept, left = [], budget

@@ -491,7 +491,7 @@ class LLMClient:
         which one answers the configured name? its context? A name that is not listed is
         tried with a 1-token request before it is called missing: llama.cpp's server lists
         its model under the file's path or ``--alias`` and answers any name with it, where
-        Ollama and vLLM refuse an unknown one (issue #43)."""
+        Ollama and vLLM refuse an unknown one."""
         try:
             listed = self.models(endpoint)
         except httpx.HTTPStatusError as exc:
@@ -526,7 +526,16 @@ class LLMClient:
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _body(self, endpoint, messages, tools, max_tokens, temperature, *, stream: bool) -> dict:
+    def _body(
+        self,
+        endpoint: Endpoint,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        max_tokens: int,
+        temperature: float,
+        *,
+        stream: bool,
+    ) -> dict:
         body: dict[str, Any] = {
             "messages": messages,
             "max_tokens": max_tokens,

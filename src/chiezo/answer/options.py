@@ -8,8 +8,9 @@ fills those in and checks the bounds once, so the surfaces only parse.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
-from chiezo.core.config import ANSWER_MODES, MAX_SECONDS, PLANNERS
+from chiezo.core.config import ANSWER_MODES, MAX_SECONDS, PLANNERS, Settings
 from chiezo.core.errors import BadQuery
 
 # The bounds of each numeric choice, declared once: check() enforces them here, and the
@@ -42,7 +43,7 @@ class AnswerOptions:
     writable: bool = False  # chat/agent may offer `remember` (never `ask`)
 
     @classmethod
-    def of(cls, **values) -> AnswerOptions:
+    def of(cls, **values: Any) -> AnswerOptions:
         """Options from keyword arguments, unknown names refused (a typo is not a default)."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
@@ -50,7 +51,7 @@ class AnswerOptions:
             raise TypeError(f"unknown answer options: {', '.join(unknown)}")
         return cls(**values)
 
-    def resolved(self, settings) -> AnswerOptions:
+    def resolved(self, settings: Settings) -> AnswerOptions:
         options = replace(
             self,
             mode=self.mode or settings.answer_mode,
@@ -73,6 +74,6 @@ class AnswerOptions:
             _within(name, getattr(self, name), low, high)
 
 
-def _within(name: str, value, low, high) -> None:
+def _within(name: str, value: float | None, low: float, high: float) -> None:
     if value is not None and not low <= value <= high:
         raise BadQuery(f"{name} must be within {low}..{high}, got {value}")

@@ -1,10 +1,10 @@
-"""Which passages of the documents found answer the question (issue #29).
+"""Which passages of the documents found answer the question.
 
-Before, every document found got an even share of the budget — its lead and a window around
-the question's rarest pieces — so a long article that held the answer got 500 characters while
-four documents that barely matched got the rest: the answer was in the excerpts for .728 of the
-shared questions. Now every passage (a chunk: a section's text, cut at about 500 characters)
-of the documents found competes for the budget on evidence:
+Every passage (a chunk: a section's text, cut at about 500 characters) of the documents found
+competes for the budget on evidence. An even share per document (its lead and a window around
+the question's rarest pieces) gives a long article that holds the answer 500 characters and
+four documents that barely match the rest: measured so, the answer was in the excerpts for
+.728 of the shared questions. The evidence:
 
 * **words** — the question's words (Sudachi pieces for Japanese, stems for spaced scripts) the
   passage holds, each weighed by how rare it is *among the passages competing* (a local IDF:
@@ -27,28 +27,18 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from chiezo.answer.excerpt import take
+from chiezo.answer.excerpt import Passage, take
+from chiezo.answer.lookups import Lookups
 from chiezo.core.errors import ChiezoError
+from chiezo.core.models import Hit
 from chiezo.core.words import content_pieces, fold
 from chiezo.search.snippet import plain_text
 
 WEIGHTS = {"words": 1.0, "heading": 0.6, "meaning": 0.7, "lead": 0.5, "rank": 0.6}
 KEEP_SHARE = 0.45  # a passage scoring below this share of the best one is left out
-
-
-@dataclass
-class Passage:
-    doc: int  # the document's place among those found (0: first)
-    ord: int  # its order in the document
-    heading: str  # the heading path below the document's title ("" for the lead)
-    text: str
-    chunk_id: int = 0
-    score: float = 0.0
-    terms: set[str] = field(default_factory=set)  # the question's words it holds
-    heading_terms: set[str] = field(default_factory=set)  # … in its heading path
 
 
 @dataclass(frozen=True)
@@ -66,22 +56,24 @@ class Found:
 class Document:
     """One document found, with its passages and those chosen of them."""
 
-    hit: Any  # the search hit
+    hit: Hit | Found  # the search hit, or the document asked about
     title: str
     aliases: list[str]
     passages: list[Passage]
     chosen: list[Passage] = field(default_factory=list)  # in the document's order
 
 
-def choose(service, hits: list, question: str, budget: int) -> list[Document]:
+def choose(
+    lookups: Lookups, hits: Sequence[Hit | Found], question: str, budget: int
+) -> list[Document]:
     """``hits``' documents that give a passage, each with the passages chosen for it, best
     evidence first, within ``budget`` characters: the best passages of all go in while the
     budget lasts, none far below the best (``KEEP_SHARE``)."""
-    documents = [d for i, hit in enumerate(hits) if (d := _document(service, i, hit))]
+    documents = [d for i, hit in enumerate(hits) if (d := _document(lookups, i, hit))]
     passages = [p for d in documents for p in d.passages]
     if not passages:
         return []
-    _score(service, documents, passages, question)
+    _score(lookups, documents, passages, question)
     floor = max(p.score for p in passages) * KEEP_SHARE
     by_place = {d.passages[0].doc: d for d in documents if d.passages}
     for p in take([p for p in passages if p.score >= floor], budget):
@@ -91,11 +83,11 @@ def choose(service, hits: list, question: str, budget: int) -> list[Document]:
     return sorted((d for d in documents if d.chosen), key=lambda d: -max(p.score for p in d.chosen))
 
 
-def _document(service, place: int, hit) -> Document | None:
+def _document(lookups: Lookups, place: int, hit: Hit | Found) -> Document | None:
     try:
-        doc = service.doc(hit.source, doc_id=hit.doc_id, fields=["title", "aliases", "chunks"])
+        doc = lookups.read(hit.source, hit.doc_id, ["title", "aliases", "chunks"])
         title = doc.get("title") or hit.title
-        ids = service.chunk_ids(hit.source, hit.doc_id)
+        ids = lookups.chunk_ids(hit.source, hit.doc_id)
         passages = [
             Passage(
                 place,
@@ -108,7 +100,7 @@ def _document(service, place: int, hit) -> Document | None:
             if _plain(c.get("text") or "")
         ]
         if not passages:  # a document without passages (notes): its body is the one
-            body = service.doc(hit.source, doc_id=hit.doc_id, fields=["body"]).get("body") or ""
+            body = lookups.read(hit.source, hit.doc_id, ["body"]).get("body") or ""
             passages = [Passage(place, 0, "", " ".join(body.split()))] if body.strip() else []
     except ChiezoError:
         return None
@@ -138,11 +130,13 @@ def _below_title(path: str, title: str) -> str:
 # -- evidence -----------------------------------------------------------------------------------
 
 
-def _score(service, documents: list[Document], passages: list[Passage], question: str) -> None:
+def _score(
+    lookups: Lookups, documents: list[Document], passages: list[Passage], question: str
+) -> None:
     terms = _terms(question)
     idf = _local_idf(terms, passages)
     mass = sum(idf.values()) or 1.0
-    meaning = _meaning(service, documents, question)
+    meaning = _meaning(lookups, documents, question)
     for d in documents:
         about = _aboutness(d, terms, idf, mass)
         first = min((p.ord for p in d.passages), default=0)
@@ -187,14 +181,13 @@ def _aboutness(document: Document, terms: list[str], idf: dict[str, float], mass
     return sum(weights[t] for t in named) / sum(weights.values())
 
 
-def _meaning(service, documents: list[Document], question: str) -> dict[int, float]:
-    """Passage → how close its best vector is to the question's (the service's
-    ``passage_closeness``), scaled to 0..1 over the passages that have vectors (a source
-    without them adds nothing)."""
+def _meaning(lookups: Lookups, documents: list[Document], question: str) -> dict[int, float]:
+    """Passage → how close its best vector is to the question's (``passage_closeness``),
+    scaled to 0..1 over the passages that have vectors (a source without them adds nothing)."""
     similarity: dict[int, float] = {}
     for source, group in _by_source(documents).items():
         by_chunk = {p.chunk_id: p for d in group for p in d.passages if p.chunk_id}
-        for chunk_id, best in service.passage_closeness(source, list(by_chunk), question).items():
+        for chunk_id, best in lookups.passage_closeness(source, list(by_chunk), question).items():
             similarity[id(by_chunk[chunk_id])] = best
     if not similarity:
         return {}

@@ -129,7 +129,9 @@ def _unescape(s: str) -> str:
         return s
 
 
-def _checked(queries, source, sources: list[str] | None) -> tuple[list[str], str | None]:
+def _checked(
+    queries: object, source: object, sources: list[str] | None
+) -> tuple[list[str], str | None]:
     if isinstance(queries, str):
         queries = [queries]
     if not isinstance(queries, list):

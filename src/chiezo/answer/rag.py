@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from chiezo.answer import budget
 from chiezo.answer.excerpt import Excerpt, excerpt_text
-from chiezo.answer.llm import LLMClient, Stage
+from chiezo.answer.llm import Call, LLMClient, Stage
+from chiezo.answer.lookups import Lookups
 from chiezo.answer.options import AnswerOptions
 from chiezo.answer.passages import choose
 from chiezo.answer.plan import (
@@ -33,9 +34,18 @@ from chiezo.answer.plan import (
 from chiezo.answer.repetition import LoopGuard, unusable
 from chiezo.answer.sentences import AnswerSentence, answer_sentences, cited
 from chiezo.answer.subject import Missing, missing_subject, no_basis_reply
-from chiezo.answer.support import NO_CLAIM, SUPPORTED, Claim, check_claims, cited_numbers, summary
+from chiezo.answer.support import (
+    NO_CLAIM,
+    SUPPORTED,
+    Claim,
+    Embed,
+    check_claims,
+    cited_numbers,
+    summary,
+)
 from chiezo.core.config import ENV
 from chiezo.core.errors import BadQuery, ChiezoError, ContextExceeded, LLMUnavailable
+from chiezo.core.models import Hit
 from chiezo.core.textnorm import normalise_title
 
 HITS_PER_QUERY = 5
@@ -98,7 +108,10 @@ class Answer:
         )
 
     def check(
-        self, texts: dict[int, str], embed=None, aliases: dict[int, list[str]] | None = None
+        self,
+        texts: dict[int, str],
+        embed: Embed | None = None,
+        aliases: dict[int, list[str]] | None = None,
     ) -> Answer:
         """Citations and claims checked against ``texts`` (citation number → what the model
         read), each with its title and aliases (``aliases``, else those of the excerpt of that
@@ -200,25 +213,27 @@ def plan_queries(
     return Plan(queries, source, planner="model")
 
 
-def find_documents(service, plan: Plan, source: str | None, max_docs: int):
+def find_documents(
+    lookups: Lookups, plan: Plan, source: str | None, max_docs: int
+) -> tuple[list[Hit], list[str]]:
     """Documents for the plan's queries, in order, each article once (one title, one
     excerpt); disambiguation and main pages skipped, list and date pages after the rest.
     Returns (hits, warnings)."""
     chosen_source = source or plan.source
-    seen: dict[tuple[str, str], Any] = {}
+    seen: dict[tuple[str, str], Hit] = {}
     for query in plan.queries:
         try:
-            result = service.search_for_answer(query, chosen_source, HITS_PER_QUERY)
+            result = lookups.search(query, chosen_source, HITS_PER_QUERY)
         except BadQuery:
             continue
         for hit in result.hits:
             # the same article under two entries (a ZIM page and its copy) is read once
             seen.setdefault((hit.source, normalise_title(hit.title)), hit)
     warnings: list[str] = []
-    kept: list[Any] = []
-    demoted: list[Any] = []
+    kept: list[Hit] = []
+    demoted: list[Hit] = []
     for hit in seen.values():
-        flags = _flags(service, hit)
+        flags = _flags(lookups, hit)
         skipped = [f for f in flags if f in SKIPPED_FLAGS]
         if skipped:
             warnings.append(f"skipped {SKIPPED_FLAGS[skipped[0]]} {hit.title}")
@@ -227,27 +242,29 @@ def find_documents(service, plan: Plan, source: str | None, max_docs: int):
     return (kept + demoted)[:max_docs], warnings
 
 
-def _flags(service, hit) -> list[str]:
+def _flags(lookups: Lookups, hit: Hit) -> list[str]:
     try:
-        attrs = service.doc(hit.source, doc_id=hit.doc_id, fields=["attrs"]).get("attrs") or {}
+        attrs = lookups.read(hit.source, hit.doc_id, ["attrs"]).get("attrs") or {}
     except ChiezoError:
         return []
     flags = attrs.get("flag") or []
     return flags if isinstance(flags, list) else [flags]
 
 
-def make_excerpts(service, hits, question: str, budget: int) -> list[Excerpt]:
+def make_excerpts(
+    lookups: Lookups, hits: Sequence[Hit], question: str, budget: int
+) -> list[Excerpt]:
     """The excerpts the model reads: the passages of ``hits`` that best answer ``question``,
     chosen on evidence within ``budget`` characters (passages.py), a document's own in its
     order; a document none of whose passages is chosen is not an excerpt."""
     out: list[Excerpt] = []
-    for document in choose(service, hits, question, budget):
+    for document in choose(lookups, hits, question, budget):
         text = excerpt_text(document.chosen)
         if any(e.text == text for e in out):
             continue  # two entries with one text (a copy under another path)
         hit = document.hit
-        doc = service.doc(hit.source, doc_id=hit.doc_id, fields=["url", "key"])
-        url, cite = service.reference_link(
+        doc = lookups.read(hit.source, hit.doc_id, ["url", "key"])
+        url, cite = lookups.reference_link(
             hit.source, hit.doc_id, doc.get("key"), doc.get("url") or hit.url
         )
         out.append(
@@ -268,7 +285,7 @@ def make_excerpts(service, hits, question: str, budget: int) -> list[Excerpt]:
 
 def answer_messages(
     question: str, excerpts: list[Excerpt], history: list[dict] | None = None, grounded: bool = True
-):
+) -> list[dict[str, Any]]:
     sources = "\n\n".join(f"[{e.n}] {e.title}\n{e.text}" for e in excerpts) or "(none found)"
     system = ANSWER_PROMPT if grounded else UNGROUNDED_PROMPT
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
@@ -289,13 +306,19 @@ class Prepared:
     warnings: list[str]
     history: list[dict]
     options: AnswerOptions
-    embed: Callable | None = None  # the sources' embedder, for checking claims
+    embed: Embed | None = None  # the sources' embedder, for checking claims
     sentences: list[AnswerSentence] = field(default_factory=list)  # the library's, best first
     first_token: float | None = None  # seconds the first piece may take (the setting's)
-    calls: list[Any] = field(default_factory=list)  # model calls so far (the planner's)
+    calls: list[Call] = field(default_factory=list)  # model calls so far (the planner's)
     missing: Missing | None = None  # the subject named that no document found is about
 
-    def result(self, reply: str, model: str | None, stopped: str | None = None, calls=()) -> Answer:
+    def result(
+        self,
+        reply: str,
+        model: str | None,
+        stopped: str | None = None,
+        calls: Iterable[Call] = (),
+    ) -> Answer:
         """The answer to return for the model's ``reply`` (reasoning residue stripped),
         its citations and claims checked against the excerpts. ``stopped``: why the reply
         is cut (:data:`STOPPED`); a reply with nothing usable in it has the library's own
@@ -334,7 +357,7 @@ class Prepared:
         )
 
     @contextlib.contextmanager
-    def handing_over(self, llm: LLMClient):
+    def handing_over(self, llm: LLMClient) -> Iterator[None]:
         """No model could answer: the error carries what was found (the lookup is not
         wasted; the CLI prints it, the API returns it) and the model calls made."""
         try:
@@ -356,7 +379,7 @@ class Prepared:
     def needs_model(self) -> bool:
         """A grounded answer without excerpts, or about a subject no excerpt is about, is the
         fixed reply: the model is not asked (a small model asked anyway answers from
-        whatever it was given: 夏目漱石's birth "from [1] 愛媛県", issue #43)."""
+        whatever it was given: 夏目漱石's birth "from [1] 愛媛県")."""
         return (bool(self.excerpts) and self.missing is None) or not self.options.grounded
 
     @property
@@ -366,13 +389,19 @@ class Prepared:
         return self.options.max_tokens
 
 
-def prepare(service, question: str, options: AnswerOptions, history=None, llm=None) -> Prepared:
+def prepare(
+    lookups: Lookups,
+    question: str,
+    options: AnswerOptions,
+    history: list[dict] | None = None,
+    llm: LLMClient | None = None,
+) -> Prepared:
     """Plan, retrieve and excerpt. With a model whose context window is known, the excerpts
     are fitted to it (budget.py): a question too long for it is refused here, before the
     model is asked anything."""
-    question = question.strip()  # Service.prepare_answer refused an empty one
+    question = question.strip()  # the caller refused an empty one
     if options.source is not None:
-        service.library.get(options.source)  # unknown source: a 404 with the known ones, now
+        lookups.check_source(options.source)  # unknown: a 404 naming the known ones, up front
     # the caller resolved the options (AnswerOptions.resolved): no default is left as None
     assert options.max_tokens is not None
     assert options.budget is not None and options.excerpts is not None
@@ -381,7 +410,7 @@ def prepare(service, question: str, options: AnswerOptions, history=None, llm=No
     if llm is not None:
         fitted = budget.fit_rag(
             llm,
-            service.settings,
+            lookups.settings,
             lambda turns, excerpts: answer_messages(
                 question, excerpts, turns, bool(options.grounded)
             ),
@@ -389,22 +418,22 @@ def prepare(service, question: str, options: AnswerOptions, history=None, llm=No
             HISTORY_TURNS,
             options.max_tokens,
         )
-    names = [s["name"] for s in service.sources()]
+    names = lookups.source_names()
     # turns left out to fit the context are left out of the planner's prompt too
     turns = fitted.history if fitted is not None and fitted.dropped else history
     plan = plan_queries(
-        question, llm, names, turns, service.settings.plan_timeout, options.plan or "auto"
+        question, llm, names, turns, lookups.settings.plan_timeout, options.plan or "auto"
     )
-    hits, warnings = find_documents(service, plan, options.source, options.excerpts)
+    hits, warnings = find_documents(lookups, plan, options.source, options.excerpts)
     chars = options.budget
     if fitted is not None:
         found = " ".join(f"{h.title} {getattr(h, 'snippet', '') or ''}" for h in hits)
         chars = fitted.excerpt_chars(options.budget, found, len(hits))
-    excerpts = make_excerpts(service, hits, question, chars)
+    excerpts = make_excerpts(lookups, hits, question, chars)
     if fitted is not None:
         excerpts = fitted.trim(excerpts)
         warnings = warnings + fitted.said(options.budget, excerpts)
-    embed = service.claim_embedder([e.source for e in excerpts])
+    embed = lookups.claim_embedder([e.source for e in excerpts])
     return Prepared(
         question,
         plan,
@@ -414,9 +443,9 @@ def prepare(service, question: str, options: AnswerOptions, history=None, llm=No
         options,
         embed,
         answer_sentences(question, excerpts),
-        service.settings.first_token_timeout,
+        lookups.settings.first_token_timeout,
         list(llm.calls) if llm is not None else [],
-        _missing(service, question, excerpts, options),
+        _missing(lookups, question, excerpts, options),
     )
 
 
@@ -438,14 +467,16 @@ def _language_warning(question: str, text: str) -> list[str]:
     ]
 
 
-def _missing(service, question: str, excerpts: list[Excerpt], options) -> Missing | None:
+def _missing(
+    lookups: Lookups, question: str, excerpts: list[Excerpt], options: AnswerOptions
+) -> Missing | None:
     """The subject the question names that no excerpt is about (answer/subject.py), where the
     library has no article of that title either (the search may have missed one); None when
     the answer may go beyond the sources or nothing was found (the plain fixed reply)."""
     if not options.grounded or not excerpts:
         return None
     return missing_subject(
-        question, excerpts, has_article=lambda name: service.has_article(name, options.source)
+        question, excerpts, has_article=lambda name: lookups.has_article(name, options.source)
     )
 
 

@@ -3,7 +3,7 @@ repeats the question, a reply with nothing in it.
 
 Small models decoded greedily fall into loops — SmolLM2-135M at ``-c 2048`` wrote 「ハワイ州では、」
 and "The library's official website does not provide a definitive answer…" dozens of times
-until the deadline (issue #43). :class:`LoopGuard` reads the stream as it comes and says when
+until the deadline. :class:`LoopGuard` reads the stream as it comes and says when
 it has started to repeat, so the request is stopped there and what came before the loop is
 kept. Two signs, both cheap per piece:
 

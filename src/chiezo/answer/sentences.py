@@ -1,4 +1,4 @@
-"""An answer without a model (issue #43 item 5): the few sentences of the excerpts that most
+"""An answer without a model: the few sentences of the excerpts that most
 likely say what was asked, each with the number of the excerpt it is from.
 
 The excerpts are the passages chosen for the question (passages.py); the answer is usually one

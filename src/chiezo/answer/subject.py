@@ -1,4 +1,4 @@
-"""No basis means no basis (issue #43, item 4): the subject a question names, and whether any
+"""No basis means no basis: the subject a question names, and whether any
 document found is about it.
 
 「夏目漱石はいつ生まれましたか？」 over a library without an article on 夏目漱石 found 愛媛県
@@ -31,10 +31,15 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from chiezo.answer.excerpt import Excerpt
 from chiezo.core.words import STOP_WORDS, content_pieces, fold
+
+if TYPE_CHECKING:
+    from sudachipy import Morpheme, MorphemeList
 
 MAX_QUESTION_CHARS = 2_000  # a subject is named early; Sudachi reads no more than this
 AFFIX_CHARS = 2  # 桂 → 桂正和, 沖縄 → 沖縄県: at most this much more in unspaced script
@@ -136,7 +141,7 @@ _JOINERS = frozenset("・=&-")
 def _japanese(text: str) -> list[Subject]:
     """Noun phrases (runs of nouns, affixes, Latin words, joined by ・) that hold a name."""
     out: list[Subject] = []
-    run: list = []
+    run: list[Morpheme] = []
     ms = list(_morphemes(text))
     for i, m in enumerate([*ms, None]):
         if m is not None and (_in_noun_run(m) or (run and _joins(m, ms, i))):
@@ -154,11 +159,11 @@ def _japanese(text: str) -> list[Subject]:
 _DATE = re.compile(r"\D{1,4}(?:\d+|元)年(?:\d+月)?(?:\d+日)?(?:頃|ごろ|代)?")
 
 
-def _surface(run: list) -> str:
+def _surface(run: list[Morpheme]) -> str:
     return "".join(m.surface() for m in run)
 
 
-def _phrase(run: list, topic: bool) -> Subject:
+def _phrase(run: list[Morpheme], topic: bool) -> Subject:
     """The phrase, with the shorter forms a title or a text may name it by: up to its last
     name (エジプト遠征 → エジプト), its names alone (発明家フランソワ・デュソー →
     フランソワ・デュソー), the last part of a name joined by ・ (パッタコス)."""
@@ -172,16 +177,16 @@ def _phrase(run: list, topic: bool) -> Subject:
     return Subject(forms[0], tuple(dict.fromkeys(forms)), topic=topic)
 
 
-def _in_noun_run(m) -> bool:
+def _in_noun_run(m: Morpheme) -> bool:
     pos = m.part_of_speech()
     return pos[0] in ("名詞", "接頭辞") or (pos[0] == "接尾辞" and pos[1] == "名詞的")
 
 
-def _joins(m, ms: list, i: int) -> bool:
+def _joins(m: Morpheme, ms: list[Morpheme], i: int) -> bool:
     return m.surface() in _JOINERS and i + 1 < len(ms) and _in_noun_run(ms[i + 1])
 
 
-def _is_name(m) -> bool:
+def _is_name(m: Morpheme) -> bool:
     """A proper noun, or a word the dictionary does not know that looks like a name (katakana,
     or Latin with a capital: ウイングマン, SHADOWLADY, WJ — not 2019 or apivorous)."""
     pos = m.part_of_speech()
@@ -196,7 +201,7 @@ def _is_name(m) -> bool:
 _KATAKANA = re.compile("[\u30a1-\u30fa\u30fc]{2,}")
 
 
-def _topic_at(ms: list, i: int) -> bool:
+def _topic_at(ms: list[Morpheme], i: int) -> bool:
     """The phrase ending before morpheme ``i`` is followed by a topic mark."""
     following = "".join(m.surface() for m in ms[i : i + 3])
     return following.startswith(_TOPIC_MARKS)
@@ -206,7 +211,7 @@ def _topic_after(text: str, end: int) -> bool:
     return text[end:].startswith(_TOPIC_MARKS)
 
 
-def _morphemes(text: str):
+def _morphemes(text: str) -> MorphemeList:
     from chiezo.core.words import _sudachi  # the one tokenizer per thread words.py keeps
 
     tokenizer, _ = _sudachi()
@@ -258,7 +263,10 @@ def _opener(word: str) -> bool:
 
 
 def missing_subject(
-    question: str, excerpts, rules: Rules = RULES, has_article: Callable[[str], bool] | None = None
+    question: str,
+    excerpts: Sequence[Excerpt],
+    rules: Rules = RULES,
+    has_article: Callable[[str], bool] | None = None,
 ) -> Missing | None:
     """The subject ``question`` names when none of ``excerpts`` is about any subject it names
     (no title or alias stands for it, no excerpt treats it at more than passing length);
@@ -271,7 +279,7 @@ def missing_subject(
 def missing_among(
     subjects: list[Subject],
     question: str,
-    excerpts,
+    excerpts: Sequence[Excerpt],
     rules: Rules = RULES,
     has_article: Callable[[str], bool] | None = None,
 ) -> Missing | None:
@@ -345,7 +353,7 @@ def _covered(
     subject: Subject,
     others: tuple[list[str], list[str]],
     besides: list[Subject],
-    excerpt,
+    excerpt: Excerpt,
     rules: Rules,
 ) -> bool:
     """The excerpt treats ``subject`` at more than passing length: a chosen passage's heading
@@ -443,7 +451,7 @@ def _other_pieces(question: str, subject: Subject) -> tuple[list[str], list[str]
     return kept, [p for p in pieces if p not in kept]
 
 
-def _is_noun(m) -> bool:
+def _is_noun(m: Morpheme) -> bool:
     pos = m.part_of_speech()
     return pos[0] == "名詞" and pos[1] != "数詞" and pos[2] != "副詞可能"
 

@@ -31,11 +31,16 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from chiezo.core import words
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 SUPPORTED, UNSUPPORTED, UNCITED, NO_CLAIM = "supported", "unsupported", "uncited", "no_claim"
 
@@ -101,7 +106,8 @@ class Claim:
         return out
 
 
-Embed = Callable[[list[str]], Any]  # texts → unit vectors (rows), e.g. Embedder.embed
+# texts → unit vectors, one float32 row each (store/embedders.py Embedder.embed)
+Embed: TypeAlias = "Callable[[list[str]], NDArray[np.float32]]"
 
 
 def cited_numbers(text: str) -> list[int]:
@@ -183,7 +189,7 @@ def check_claims(
     return claims
 
 
-def _without_titles(text: str, titles) -> str:
+def _without_titles(text: str, titles: Iterable[str]) -> str:
     for title in sorted((t for t in titles if t), key=len, reverse=True):
         text = text.replace(title, " ")
     return text
@@ -210,7 +216,9 @@ class Context:
         ]
 
 
-def _checked(sentence, plain, cites, context: Context, embed) -> Claim:
+def _checked(
+    sentence: str, plain: str, cites: list[int], context: Context, embed: Embed | None
+) -> Claim:
     evidence = context.evidence
     facts = Facts(plain)
     invented = context.invented(facts)
@@ -251,25 +259,19 @@ def _problems(
     cited: Sequence[Evidence],
     embed: Embed | None,
     excused: Set[str] = frozenset(),
-):
+) -> tuple[list[str], float, float | None]:
     """(reasons it is not supported, word overlap, similarity) of one sentence; names in
     ``excused`` (reported apart) are not looked up."""
-    reasons = [
-        _detail_problem(
-            f"the number {n}",
-            facts,
-            n,
-            lambda e, n=n: [-1] if n in e.named_numbers(facts) else e.number_at(n),
-            cited,
-        )
+    details = [
+        _detail_problem(f"the number {n}", facts, n, partial(_number_places, n, facts), cited)
         for n in facts.numbers
     ]
-    reasons += [
-        _detail_problem(f"the name {name!r}", facts, key, lambda e, k=key: e.name_at(k), cited)
+    details += [
+        _detail_problem(f"the name {name!r}", facts, key, partial(_name_places, key), cited)
         for name, key in facts.names
         if name not in excused
     ]
-    reasons = [r for r in reasons if r]
+    reasons = [r for r in details if r]
     found: set[str] = set().union(*(e.words for e in cited))
     if facts.topic_words and not facts.topic_words & found:
         reasons.append(f"what it is about, {facts.topic!r}, is in none of the cited excerpts")
@@ -291,7 +293,23 @@ def _problems(
     return reasons, overlap, similarity
 
 
-def _detail_problem(what: str, facts: Facts, key: str, places, cited) -> str | None:
+def _number_places(number: str, facts: Facts, evidence: Evidence) -> list[int]:
+    """The sentences of ``evidence`` holding ``number``; anywhere ([-1]) where the sentence
+    writes it as part of the subject's name ("Apollo 11")."""
+    return [-1] if number in evidence.named_numbers(facts) else evidence.number_at(number)
+
+
+def _name_places(key: str, evidence: Evidence) -> list[int]:
+    return evidence.name_at(key)
+
+
+def _detail_problem(
+    what: str,
+    facts: Facts,
+    key: str,
+    places: Callable[[Evidence], list[int]],
+    cited: Sequence[Evidence],
+) -> str | None:
     """Why a number or name of the sentence is not borne out, or None: it must be in a cited
     excerpt, and — where the excerpt has a sentence that restates the answer's — in that part
     of it. A detail moved from elsewhere in the same excerpt (the death year given as the

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from types import ModuleType
 from typing import Any
 
 from chiezo.core.config import RAY_DEFAULT_ADDRESS
@@ -89,12 +90,12 @@ def chiezo_environment(**extra: str) -> dict[str, Any]:
     return {"env_vars": {**env, **extra}}
 
 
-def cluster_cpus(ray) -> int:
+def cluster_cpus(ray: ModuleType) -> int:
     """The CPUs the cluster offers, at least one."""
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
-def check_fits(ray, what: str, count: int, cpus_each: float, flag: str) -> None:
+def check_fits(ray: ModuleType, what: str, count: int, cpus_each: float, flag: str) -> None:
     """``count`` actors of ``cpus_each`` CPUs must fit the cluster: one that cannot be placed
     waits for ever, and the work sent to it with it."""
     have = ray.cluster_resources().get("CPU", 0)

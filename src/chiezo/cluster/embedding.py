@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from chiezo.cluster import check_fits, chiezo_environment, cluster_cpus, connect
@@ -68,7 +69,7 @@ class RayEmbedding:
         return Spread(ray, pool, where)
 
 
-def _usable_gpus(ray, model: str) -> int:
+def _usable_gpus(ray: ModuleType, model: str) -> int:
     """The cluster's whole GPUs, if the model can run on them: asked of a GPU node itself
     (its onnxruntime or torch, not this machine's); 0 otherwise."""
     gpus = int(ray.cluster_resources().get("GPU", 0))
@@ -87,7 +88,7 @@ class Spread:
     cached) passes straight through. The actors are released at the end. ``where`` says what
     computed the vectors."""
 
-    def __init__(self, ray, pool: list, where: str) -> None:
+    def __init__(self, ray: ModuleType, pool: list, where: str) -> None:
         self.ray, self.pool, self.where = ray, pool, where
 
     def __call__(self, batches: Iterable[EmbedBatch]) -> Iterator[tuple[EmbedBatch, Any]]:

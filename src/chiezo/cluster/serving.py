@@ -18,8 +18,10 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType, ModuleType
 
 from chiezo.cluster import check_fits, chiezo_environment, connect
 from chiezo.core.config import Settings
@@ -104,7 +106,9 @@ def generations_here(data_dir: str) -> dict[str, tuple[str, int]]:
     return found
 
 
-def nodes_out_of_step(ray, data_dir: str, wanted: dict | None = None) -> list[str]:
+def nodes_out_of_step(
+    ray: ModuleType, data_dir: str, wanted: dict[str, tuple[str, int]] | None = None
+) -> list[str]:
     """Each live node asked what it would serve: the sources whose current generation there
     is missing or not ``wanted`` (default: this machine's) — a node without the shared path,
     or with an old copy."""
@@ -124,7 +128,7 @@ def nodes_out_of_step(ray, data_dir: str, wanted: dict | None = None) -> list[st
     return problems
 
 
-def _interrupt(signum, frame) -> None:
+def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
@@ -143,7 +147,10 @@ def replica_states() -> dict[str, int]:
 
 
 def serve_until_stopped(
-    settings: Settings, options: ServeOptions, public_url: str | None, say=print
+    settings: Settings,
+    options: ServeOptions,
+    public_url: str | None,
+    say: Callable[[str], None] = print,
 ) -> None:
     """The CLI's ``serve --ray``: deploy, report the replicas now and then, and take the
     deployment down on Ctrl-C or SIGTERM (the cluster itself keeps running)."""

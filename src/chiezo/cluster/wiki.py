@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from chiezo.cluster import cluster_cpus, connect
 from chiezo.cluster.words import ray_word_splitter
@@ -29,6 +31,9 @@ from chiezo.ingest.wikipedia import RAY_RENDERING, RenderBackend, register_rende
 from chiezo.ingest.wikirender import init_worker, render_batch
 from chiezo.ingest.wikistreams import read_and_render
 from chiezo.ingest.wikitext import Namespaces
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
 
 
 def ray_parsers(address: str | None, ns: Namespaces, chunk_chars: int, workers: int | None):
@@ -67,7 +72,7 @@ def _tasks(
             ray.cancel(ref)
 
 
-def _set_up_and_run(ns: Namespaces, chunk_chars: int, work: Callable, *args):
+def _set_up_and_run(ns: Namespaces, chunk_chars: int, work: Callable, *args: object):
     """On a cluster worker: the set-up of a local parser process, then the work."""
     init_worker(ns, chunk_chars)
     return work(*args)
@@ -77,7 +82,7 @@ class _Rendering:
     """Work on its way back: ``get()`` as a process pool's result has it; an error of
     Chiezo's own (a broken stream, a dump a node cannot read) is raised as itself."""
 
-    def __init__(self, ray, ref, running: list) -> None:
+    def __init__(self, ray: ModuleType, ref: ObjectRef[Any], running: list) -> None:
         self.ray, self.ref, self.running = ray, ref, running
         running.append(ref)
 

@@ -3,8 +3,8 @@
 Splitting Japanese into words (Sudachi) is the larger half of a build's indexing (~1,250 of the
 CPU-seconds of a 1M-document build, docs/design.md §24.5); on one machine it runs in a process
 per core beside the builder (store/wordindex.py). With ``--ray`` the wikitext is already
-rendered on the cluster, and the words now are too: a thread of the builder reads the staged
-documents in doc_id order, ``READ_BATCH`` at a time, sends each batch as a task
+rendered on the cluster, and the words are split there too: a thread of the builder reads the
+staged documents in doc_id order, ``READ_BATCH`` at a time, sends each batch as a task
 (``wordindex.split_rows``, the same function a local splitter process runs), and writes the
 answers in order to one scratch file — so the word index is the one a local build writes, row
 for row. At most ``IN_FLIGHT_PER_CPU`` batches per cluster CPU are out at once: the builder's
@@ -16,7 +16,9 @@ from __future__ import annotations
 import collections
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 from chiezo.cluster import cluster_cpus, connect
 from chiezo.core import db
@@ -56,7 +58,7 @@ class RayWordSplitter:
         self._thread.start()
         return self
 
-    def wait(self, on_progress, poll: float = POLL_SECONDS) -> None:
+    def wait(self, on_progress: Callable[[int], None], poll: float = POLL_SECONDS) -> None:
         while self._thread.is_alive():
             self._thread.join(poll)
             on_progress(self._done)
@@ -79,7 +81,7 @@ class RayWordSplitter:
         except BaseException as exc:  # noqa: BLE001 - reported by wait(), which fails the build
             self._error = exc
 
-    def _split_on(self, ray) -> None:
+    def _split_on(self, ray: ModuleType) -> None:
         task = ray.remote(split_rows).options(num_cpus=1, max_retries=2)
         limit = IN_FLIGHT_PER_CPU * max(1, cluster_cpus(ray))
         source = sqlite3.connect(f"file:{self.stage_path}?mode=ro", uri=True)
@@ -101,7 +103,9 @@ class RayWordSplitter:
             source.close()
             target.close()
 
-    def _write_first(self, ray, pending: collections.deque, target: db.Connection) -> None:
+    def _write_first(
+        self, ray: ModuleType, pending: collections.deque, target: db.Connection
+    ) -> None:
         ref, size = pending.popleft()
         write_words(target, ray.get(ref))
         self._done += size

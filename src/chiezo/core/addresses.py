@@ -1,12 +1,12 @@
 """Addresses a user gives Chiezo — a model endpoint, a kiwix-serve — with their credentials
 kept apart from them (SECURITY.md, "Every address you give").
 
-An address typed as ``http://kuser:KSECRETPW@host:8090`` was recorded as typed, and so shown
+An address typed as ``http://kuser:KSECRETPW@host:8090`` and recorded as typed would be shown
 by every surface that shows where a source comes from: ``/v1/sources``, the admin page, job
 plans, each live hit's ``url``, answers, 502 texts, MCP, ``chiezo logs`` and exported archives
-all carried the password (issue #42 item 1). Masking each of those places would miss the next
-one. So an address is taken apart where it enters: ``Address.url`` (scheme, host, port, path)
-is what is recorded, shown and requested; the user and password (``Credentials``) and the query
+would all carry the password. Masking each of those places would miss the next one. So an
+address is taken apart where it enters: ``Address.url`` (scheme, host, port, path) is what is
+recorded, shown and requested; the user and password (``Credentials``) and the query
 (``params``, an ``?api_key=``) travel beside it and are added to each request only. A live
 source keeps its server's credentials in a file of its own (``credentials``, 0600, in the
 source's folder): never in a generation, so never exported, and removed with the source.

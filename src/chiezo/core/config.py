@@ -10,7 +10,7 @@ import ipaddress
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import overload
+from typing import Any, overload
 
 
 @overload
@@ -186,7 +186,7 @@ class Settings:
     agent_deadline: float = 180.0
 
     @classmethod
-    def from_env(cls, **overrides) -> Settings:
+    def from_env(cls, **overrides: Any) -> Settings:
         settings = cls(
             data_dir=Path(os.environ.get("CHIEZO_DATA") or "./data"),
             query_timeout=_env_float("CHIEZO_QUERY_TIMEOUT", 5.0),

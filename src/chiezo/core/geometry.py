@@ -32,7 +32,10 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-Ring = list[tuple[float, float]]  # (lon, lat), first point not repeated at the end
+Point = tuple[float, float]  # (lon, lat)
+Ring = list[Point]  # first point not repeated at the end
+# an edge of a ring: (ring index, index of its end point, start point, end point)
+RingEdge = tuple[int, int, Point, Point]
 GRID = 128  # 128² cells: 14 % of a city polygon's box in edge cells, against 27 % at 64
 REGISTERED_MAX = 256  # shapes kept for SQL at once; a shape is re-registered when it is used
 
@@ -177,7 +180,9 @@ def self_intersection(rings: list[Ring]) -> tuple[int, int] | None:
     """The first two edges (as ring index, edge index of the first) that cross, or None.
     Edges are bucketed on a grid so that only neighbours are compared: a 1,000-vertex polygon
     is checked in milliseconds, not a million pair tests."""
-    edges = [(r, i, ring[i - 1], ring[i]) for r, ring in enumerate(rings) for i in range(len(ring))]
+    edges: list[RingEdge] = [
+        (r, i, ring[i - 1], ring[i]) for r, ring in enumerate(rings) for i in range(len(ring))
+    ]
     if not edges:
         return None
     xs = [p[0] for _, _, a, b in edges for p in (a, b)]
@@ -206,7 +211,7 @@ def _bucket(value: float, origin: float, span: float, cells: int) -> int:
     return min(int((value - origin) / span * cells), cells - 1)
 
 
-def _adjacent(e, f, rings: list[Ring]) -> bool:
+def _adjacent(e: RingEdge, f: RingEdge, rings: list[Ring]) -> bool:
     """Two consecutive edges of one ring share a vertex by construction."""
     if e[0] != f[0]:
         return False
@@ -214,11 +219,11 @@ def _adjacent(e, f, rings: list[Ring]) -> bool:
     return abs(e[1] - f[1]) in (1, size - 1)
 
 
-def _orientation(a, b, c) -> float:
+def _orientation(a: Point, b: Point, c: Point) -> float:
     return (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
 
 
-def _segments_cross(a, b, c, d) -> bool:
+def _segments_cross(a: Point, b: Point, c: Point, d: Point) -> bool:
     """Whether segments ab and cd share a point (touching counts: a ring that touches itself
     is as ambiguous as one that crosses)."""
     d1, d2 = _orientation(c, d, a), _orientation(c, d, b)
@@ -233,7 +238,7 @@ def _segments_cross(a, b, c, d) -> bool:
     )
 
 
-def _on_segment(p, q, r) -> bool:
+def _on_segment(p: Point, q: Point, r: Point) -> bool:
     return min(p[0], q[0]) <= r[0] <= max(p[0], q[0]) and min(p[1], q[1]) <= r[1] <= max(p[1], q[1])
 
 

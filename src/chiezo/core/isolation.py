@@ -1,10 +1,10 @@
 """Work on what a stranger sent, done in a process of its own: bounded in time and memory, and
 never able to hold the process that asked for it past either.
 
-A serving worker turned a live article into text itself: a 16 MiB article of 800,000 headings
-took 52 s (the limit was 5 s) and the worker to 1.29 GB, 858 MB of it still held afterwards
-(issue #42 item 5). Python cannot stop a parse from outside, and what a parse of millions of
-small objects leaves in the heap is not given back. So the work runs in a child process that
+Measured in a serving worker turning a live article into text itself: a 16 MiB article of
+800,000 headings took 52 s (the limit was 5 s) and the worker to 1.29 GB, 858 MB of it still
+held afterwards. Python cannot stop a parse from outside, and what a parse of millions of small
+objects leaves in the heap is not given back. So the work runs in a child process that
 lives on between calls (its start and imports cost ~0.4 s; a call then costs the pipe, ~1 ms;
 unused for ``IDLE_EXIT_S`` it ends, its memory back), under an address-space limit; a call not
 done by its deadline has its child killed (the next call starts a new one), and what the child
@@ -156,7 +156,9 @@ class Isolated:
         except OSError as exc:  # no process could be started (out of memory, pids, fds)
             raise IsolatedFailure("error", f"no process could be started ({exc})") from exc
 
-    def _call(self, worker: _Worker, work, args, deadline: float) -> tuple[str, Any]:
+    def _call(
+        self, worker: _Worker, work: Callable[..., Any], args: tuple[Any, ...], deadline: float
+    ) -> tuple[str, Any]:
         try:
             worker.calls.send((work, args))
             if not worker.replies.poll(max(deadline - time.monotonic(), 0)):

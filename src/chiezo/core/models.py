@@ -66,7 +66,7 @@ class Hit:
     section: str | None = None  # e.g. "歴史 > 近代", "p. 12"
     explain: dict[str, Any] | None = None  # with explain: ranks and scores on each side
     # what the source stores as its address (a file:// url, a ZIM entry's path); ``url`` is
-    # where a person opens the document (ops/links.py), set by the search's Service
+    # where a person opens the document (ops/links.py), set by the search's Context
     source_url: str | None = None
     # found by meaning: how far above the source's semantic floor, 0..1 (search/evidence.py)
     semantic: float | None = field(default=None, repr=False)

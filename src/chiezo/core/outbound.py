@@ -3,11 +3,10 @@ connecting, sending, the status line, every header and the body, and a cap on th
 
 httpx's timeouts bound each socket operation, not an exchange: a server sending one header
 line every 0.5 s never let a read wait 5 s, so a live search took ~200 s and six of them left a
-server with four request threads unable to answer ``/healthz`` for 60 s (issue #42 item 2).
-The body was bounded by a check between its chunks; nothing bounded the head. Here every
-socket operation waits at most what is left of the exchange's deadline (``_DeadlineStream``),
-so the exchange ends by its deadline whatever the server trickles; h11 bounds the head's size
-(100 KiB, httpcore's own limit).
+server with four request threads unable to answer ``/healthz`` for 60 s. A check between the
+body's chunks bounds the body but not the head. Here every socket operation waits at most what
+is left of the exchange's deadline (``_DeadlineStream``), so the exchange ends by its deadline
+whatever the server trickles; h11 bounds the head's size (100 KiB, httpcore's own limit).
 """
 
 from __future__ import annotations
@@ -15,10 +14,12 @@ from __future__ import annotations
 import contextvars
 import functools
 import os
+import ssl
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import httpcore
 import httpx
@@ -75,16 +76,28 @@ class _DeadlineStream(httpcore.NetworkStream):
     def close(self) -> None:
         self.inner.close()
 
-    def start_tls(self, ssl_context, server_hostname=None, timeout=None):
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> _DeadlineStream:
         wait = _left(timeout, httpcore.ConnectTimeout)
         return _DeadlineStream(self.inner.start_tls(ssl_context, server_hostname, wait))
 
-    def get_extra_info(self, info: str):
+    def get_extra_info(self, info: str) -> Any:
         return self.inner.get_extra_info(info)
 
 
 class _DeadlineBackend(httpcore.SyncBackend):
-    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> _DeadlineStream:
         wait = _left(timeout, httpcore.ConnectTimeout)
         return _DeadlineStream(super().connect_tcp(host, port, wait, local_address, socket_options))
 

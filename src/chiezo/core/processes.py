@@ -1,7 +1,7 @@
 """The processes Chiezo starts — parser pools, word splitters, a background job's own process —
 end with whoever started them, and can be stopped whole, whatever state they are in.
 
-Measured in issue #28: after ``kill -9`` of a GeoNames or Wikipedia build its parser processes
+Measured: after ``kill -9`` of a GeoNames or Wikipedia build its parser processes
 lived on for 1–5 s (once more than 5 s), parsing for nobody; and a cancelled job hung for good in
 ``multiprocessing.Pool.__exit__``, its task thread blocked sending to workers that were gone.
 So: every such child asks the kernel to kill it when its parent goes (``die_with_parent``), and
@@ -18,6 +18,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterable
+from multiprocessing.process import BaseProcess
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 M_ARENA_MAX = -8  # <malloc.h>
@@ -43,7 +44,9 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def stop_processes(processes: Iterable, wait_s: float = STOP_WAIT_S) -> list:
+def stop_processes(
+    processes: Iterable[BaseProcess], wait_s: float = STOP_WAIT_S
+) -> list[BaseProcess]:
     """Kill ``processes`` (multiprocessing.Process objects) and wait for them, at most
     ``wait_s`` in all; returns those still alive after that (a process in uninterruptible
     sleep), for the caller to report — it is not waited for again."""
@@ -58,7 +61,7 @@ def stop_processes(processes: Iterable, wait_s: float = STOP_WAIT_S) -> list:
     return [p for p in processes if _alive(p)]
 
 
-def _alive(process) -> bool:
+def _alive(process: BaseProcess) -> bool:
     try:
         return process.is_alive()
     except (ValueError, AssertionError):  # closed, or not a child of this process

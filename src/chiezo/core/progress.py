@@ -4,7 +4,7 @@ Builders and sources call ``phase()``/``advance()``/``warn()``; the CLI passes a
 reporter (bars with rate and ETA), background jobs a ``JobProgress`` (ops/jobs.py), tests and
 benchmarks ``NullProgress`` or a recorder.
 
-Nothing goes silent (issue 19): the builder and the embedder run their work inside
+Nothing goes silent: the builder and the embedder run their work inside
 ``ticking()``, a heartbeat that passes on ``advance(0)`` whenever nothing was reported for
 ``TICK_S`` seconds — during one long SQLite statement (the FTS merge, an integrity check) or one
 batch of the embedding model — so a shown elapsed time, rate and ETA keep moving. Phases that
@@ -18,13 +18,18 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Protocol, TypeVarTuple
 
 if TYPE_CHECKING:
-    from rich.progress import TaskID
+    from rich.console import Console
+    from rich.progress import Task, TaskID
 
-TICK_S = 1.0  # the longest a phase goes without an update (issue 19 asks for 2 s at most)
+Ts = TypeVarTuple("Ts")
+
+TICK_S = (
+    1.0  # the longest a phase goes without an update (a shown phase must move every 2 s at most)
+)
 # Units of phases cut into unequal steps (statements, checks): their count says how far the
 # phase is, but "steps per second" says nothing, so no rate is shown for them.
 STEP_UNITS = frozenset({"steps", "checks"})
@@ -87,7 +92,7 @@ class Ticking:
     def __getattr__(self, name: str):  # warnings, phases…: what the wrapped reporter keeps
         return getattr(self.__dict__["inner"], name)
 
-    def _call(self, method, *args) -> None:
+    def _call(self, method: Callable[[*Ts], None], *args: *Ts) -> None:
         with self._lock:
             self._last = time.monotonic()
             method(*args)
@@ -148,7 +153,7 @@ def ticking(progress: Progress | None, interval: float | None = None) -> Iterato
         ticker.stop()
 
 
-def console_progress(console=None, *, quiet: bool = False) -> Progress:
+def console_progress(console: Console | None = None, *, quiet: bool = False) -> Progress:
     """What a command shows while it works: bars on ``console`` with a heartbeat from the
     first phase to ``close()`` (sources' own phases before a build included); nothing when
     ``quiet`` (``--json``)."""
@@ -166,7 +171,7 @@ class RichProgress:
     print nothing until the end, the same line is printed when a phase ends and every
     ``PLAIN_EVERY_S`` seconds while it runs (the heartbeat's updates make that happen)."""
 
-    def __init__(self, console=None) -> None:
+    def __init__(self, console: Console | None = None) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -262,13 +267,13 @@ def _columns():
     def amount(n: float, unit: str) -> str:
         return format_bytes(n) if unit == "B" else f"{int(n):,}"
 
-    def rate_of(task) -> float | None:
+    def rate_of(task: Task) -> float | None:
         elapsed = task.elapsed
         done = task.fields.get("done", 0)
         return done / elapsed if elapsed and done else None
 
     class CountColumn(ProgressColumn):
-        def render(self, task) -> Text:
+        def render(self, task: Task) -> Text:
             done, total = task.fields.get("done", 0), task.fields.get("of")
             unit = task.fields.get("unit", "")
             if total is None:
@@ -276,7 +281,7 @@ def _columns():
             return Text(f"{amount(done, unit)}/{amount(total, unit)}")
 
     class RateColumn(ProgressColumn):
-        def render(self, task) -> Text:
+        def render(self, task: Task) -> Text:
             rate, unit = rate_of(task), task.fields.get("unit", "")
             if rate is None or unit in STEP_UNITS:
                 return Text("")
@@ -285,7 +290,7 @@ def _columns():
             return Text(f"{rate:,.{1 if rate < 10 else 0}f} {unit}/s")
 
     class EtaColumn(ProgressColumn):
-        def render(self, task) -> Text:
+        def render(self, task: Task) -> Text:
             rate, total = rate_of(task), task.fields.get("of")
             if rate is None or total is None or task.finished or task.stop_time is not None:
                 return Text("")

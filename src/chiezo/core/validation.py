@@ -1,8 +1,8 @@
 """What every input must satisfy before it reaches SQLite, whichever surface it came from.
 
-The REST API, MCP, the web UI and the CLI all call the Service, so the rules live here and the
-Service applies them once (``checked_text`` on its methods). Each rule exists because hostile
-input once turned into a 500 or a traceback (issue #14):
+The REST API, MCP, the web UI and the CLI all call the Context, so the rules live here and the
+Context applies them once (``checked_text`` on its methods). Each rule exists because hostile
+input turns into a 500 or a traceback without it:
 
 * a lone surrogate (JSON ``"\\ud800"``, or invalid UTF-8 in argv, which Python decodes with
   ``surrogateescape``) cannot be encoded for SQLite: refused with the field's name;
@@ -62,7 +62,7 @@ def checked_text(method: F) -> F:
     signature = inspect.signature(method)
 
     @functools.wraps(method)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         named = signature.bind_partial(*args, **kwargs).arguments
         for name, value in named.items():
             # a request model (ops/requests.py): each field by its own name

@@ -24,6 +24,7 @@ import threading
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 # Hiragana, katakana (incl. the phonetic extensions), CJK ideographs and their compatibility
 # forms, CJK punctuation: Sudachi sees a Japanese sentence whole, punctuation included.
@@ -188,7 +189,16 @@ def _japanese_words(run: str) -> Iterator[str]:
         yield from _TOKEN.findall(morpheme.normalized_form().casefold())
 
 
-def _kept_morphemes(run: str) -> Iterator:
+class _Morpheme(Protocol):
+    """What is read of a Sudachi morpheme (sudachipy ships no types)."""
+
+    def surface(self) -> str: ...
+    def normalized_form(self) -> str: ...
+    def part_of_speech(self) -> tuple[str, ...]: ...
+    def is_oov(self) -> bool: ...
+
+
+def _kept_morphemes(run: str) -> Iterator[_Morpheme]:
     """Sudachi's morphemes of a run of Japanese, but for particles, auxiliaries, symbols."""
     tokenizer, dropped = _sudachi()
     for piece in _pieces(run, SUDACHI_MAX_CHARS):
@@ -239,7 +249,7 @@ _LIGHT_POS = (
 )
 
 
-def _is_light(morpheme) -> bool:
+def _is_light(morpheme: _Morpheme) -> bool:
     pos = morpheme.part_of_speech()
     return pos[0] in _LIGHT_POS[0] or bool(set(pos[1:3]) & _LIGHT_POS[1])
 

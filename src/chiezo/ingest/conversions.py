@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -21,8 +21,12 @@ from chiezo.core.models import Chunk, Doc
 from chiezo.ingest.formats import Converted
 
 # Bump when a converter's output changes, so cached conversions are not reused across it.
-CONVERTER_VERSION = 4  # 4: PDF wraps joined, CSV titles, counter columns (issue 31)
+CONVERTER_VERSION = 4  # 4: PDF wraps joined, CSV titles, counter columns
 KEEP_DAYS = 90
+
+Warn = Callable[[str], None]
+# reads one file's documents, saying what it skips through the Warn it is given
+Produce = Callable[[Warn], Iterable[Doc]]
 
 
 class ConversionCache:
@@ -90,7 +94,7 @@ class DocCache:
         )
         self.hits = self.misses = 0
 
-    def read(self, key: str, produce, warn) -> Iterator[Doc]:
+    def read(self, key: str, produce: Produce, warn: Warn) -> Iterator[Doc]:
         """The docs of ``key``: from the cache (its warnings said again), else from
         ``produce(warn)``, stored as they stream past."""
         row = self.conn.execute("SELECT warnings FROM read_files WHERE key = ?", (key,)).fetchone()
@@ -107,7 +111,7 @@ class DocCache:
         self.misses += 1
         yield from self._stored(key, produce, warn)
 
-    def _stored(self, key: str, produce, warn) -> Iterator[Doc]:
+    def _stored(self, key: str, produce: Produce, warn: Warn) -> Iterator[Doc]:
         said: list[str] = []
 
         def noted(message: str) -> None:

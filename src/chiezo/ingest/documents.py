@@ -19,12 +19,12 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 import yaml
 
-from chiezo.core.errors import BuildError, InputError
+from chiezo.core.errors import BadQuery, BuildError, InputError
 from chiezo.core.markdown import (
     TARGET_CHARS,
     Section,
@@ -45,6 +45,12 @@ from chiezo.store.kinds import (
     option_field,
     recorded_options,
 )
+
+if TYPE_CHECKING:
+    from chiezo.core.config import Settings
+    from chiezo.core.progress import Progress
+    from chiezo.store.build import BuildOptions, BuildReport
+    from chiezo.store.source_info import SourceInfo
 
 KIND = "docs"
 MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd", ".mdx"}
@@ -274,7 +280,7 @@ def document_from_text(
 
 def _web_url(value: Any) -> str | None:
     """A front-matter ``url`` is the document's address on the web, nothing else: a
-    ``file://`` (or any other) url there would name a file the server might read (issue #28);
+    ``file://`` (or any other) url there would name a file the server might read;
     such a document keeps the url of its own file."""
     url = _scalar(value)
     if not url or urlsplit(url.strip()).scheme.lower() not in ("http", "https"):
@@ -386,7 +392,17 @@ class DocumentsKind(SourceKind):
     build_flags = ("allow_shrink", "min_docs", "language")
     capabilities = Capabilities(originals=True, watchable=True)
 
-    def build(self, settings, inputs, name, options, build, progress):
+    def build(
+        self,
+        settings: Settings,
+        inputs: list[Path],
+        name: str | None,
+        options: DocsOptions,
+        build: BuildOptions,
+        progress: Progress,
+    ) -> BuildReport:
+        if name is None:  # a folder's or a file's source takes no name of its own
+            raise BadQuery(f"name the {KIND} source (--name)")
         from chiezo.ingest.conversions import ConversionCache
         from chiezo.store.build import GenerationBuilder
 
@@ -417,11 +433,11 @@ class DocumentsKind(SourceKind):
         report.conversions = {"converted": folder.cache.misses, "reused": folder.cache.hits}
         return report
 
-    def options_from_record(self, recorded):
+    def options_from_record(self, recorded: dict[str, Any]) -> Any:
         # strict is the builder's choice of the day, not how the source is cut: not recorded
         return super().options_from_record(recorded)
 
-    def attribution(self, info):
+    def attribution(self, info: SourceInfo) -> Attribution:
         path = info.input.get("path")
         return Attribution(f"your documents ({path})" if path else "your documents")
 

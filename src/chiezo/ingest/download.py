@@ -27,6 +27,7 @@ import shutil
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from http.client import HTTPResponse
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -200,7 +201,7 @@ def _existing(folder: Path) -> Path:
     return probe
 
 
-def _total(response, have: int) -> int | None:
+def _total(response: HTTPResponse, have: int) -> int | None:
     content_range = response.headers.get("Content-Range", "")
     match = re.search(r"/(\d+)$", content_range)
     if match:

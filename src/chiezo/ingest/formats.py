@@ -30,9 +30,21 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, TypeAlias
 
 from chiezo.ingest.textdecode import Unreadable, decode_bytes, read_text
+
+if TYPE_CHECKING:
+    from docx.document import Document as WordDocument
+    from docx.table import Table as WordTable
+    from openpyxl.worksheet._read_only import ReadOnlyWorksheet
+    from pdfminer.layout import LTAnno, LTChar, LTPage, LTTextLine
+    from pdfminer.pdffont import PDFFont
+    from pdfminer.utils import Matrix, Rect
+    from pptx.slide import Slide
+
+    # a character of a text line, or a space or line break pdfminer put between characters
+    LineItem: TypeAlias = LTChar | LTAnno
 
 # pdfminer and pypdf-style libraries log every odd font at WARNING; the build reports files
 logging.getLogger("pdfminer").setLevel(logging.ERROR)
@@ -158,7 +170,16 @@ def _font_noting_aggregator():
     class FontNotingAggregator(PDFPageAggregator):
         fonts: dict
 
-        def render_char(self, matrix, font, fontsize, scaling, rise, cid, *rest):
+        def render_char(
+            self,
+            matrix: Matrix,
+            font: PDFFont,
+            fontsize: float,
+            scaling: float,
+            rise: float,
+            cid: int,
+            *rest: Any,  # the colour space and graphic state, handed on as pdfminer gives them
+        ) -> float:
             advance = super().render_char(matrix, font, fontsize, scaling, rise, cid, *rest)
             char: Any = self.cur_item._objs[-1]  # the LTChar just made, given font_use here
             use = self.fonts.get(font)
@@ -171,7 +192,7 @@ def _font_noting_aggregator():
     return FontNotingAggregator
 
 
-def _symbolic_simple(font) -> bool:
+def _symbolic_simple(font: PDFFont) -> bool:
     """A one-byte font flagged Symbolic: its codes are the font's own, not a standard
     encoding's (PDF 32000 §9.8.2), so only its ToUnicode or glyph names can say what it shows."""
     from pdfminer.pdftypes import resolve1
@@ -228,7 +249,7 @@ def _wide(char: str) -> bool:
     return bool(char) and unicodedata.east_asian_width(char) in ("W", "F")
 
 
-def _page_runs(layout) -> list[list[tuple[str, _FontUse | None]]]:
+def _page_runs(layout: LTPage) -> list[list[tuple[str, _FontUse | None]]]:
     """The page's text lines in pdfminer's order, each as runs of (text, font); a character
     without any mapping (``(cid:N)``) is already ``_GONE``. Counts each font's runs in CJK."""
     lines = _join_large_letters(_text_lines(layout))
@@ -238,7 +259,7 @@ def _page_runs(layout) -> list[list[tuple[str, _FontUse | None]]]:
     return runs
 
 
-def _text_lines(layout) -> list[list]:
+def _text_lines(layout: LTPage) -> list[list[LineItem]]:
     """Each text line's characters and pdfminer's spaces, without its closing line break; a
     line that wraps into the next (:func:`_wraps_in_box`, :func:`_wraps_across`) goes on as
     that line, with nothing between them, and a space pdfminer put between two Japanese
@@ -254,7 +275,7 @@ def _text_lines(layout) -> list[list]:
     ]
     page = [line for box in boxes for line in box]
     ends = _line_ends(page)
-    lines: list[list] = []
+    lines: list[list[LineItem]] = []
     previous = None  # the line before, and its box's far edge
     for box in boxes:
         edge = max((_end(line) for line in box), default=0.0)
@@ -283,7 +304,7 @@ def _text_lines(layout) -> list[list]:
 # pdfminer writes a space wherever two characters of a line lie apart by more than a tenth of
 # a character. In kampo.pdf's vertical columns the turned glyphs (ー「」、) sit 0.24 of a
 # character off the column's rhythm, so "一・五メー トル" (183 such spaces on its one page)
-# and a search for 一・五メートル found a Rust chapter first. The real spaces between Japanese
+# and a search for 一・五メートル would find a Rust chapter first. The real spaces between Japanese
 # characters in the shared PDFs are a full character or more (25 in kampo.pdf: 一　歩行者は,
 # 1.0; one before an icon in yaizu-datamap-manual.pdf, 1.3).
 TOUCHING = 0.5
@@ -310,22 +331,22 @@ SPACED_GAP = 1.5
 MARGIN_LINES = 3
 
 
-def _vertical(line) -> bool:
+def _vertical(line: LTTextLine) -> bool:
     from pdfminer.layout import LTTextLineVertical
 
     return isinstance(line, LTTextLineVertical)
 
 
-def _start(line) -> float:
+def _start(line: LTTextLine) -> float:
     """Where the line starts along its direction, growing in reading order (down a column)."""
     return -line.y1 if _vertical(line) else line.x0
 
 
-def _end(line) -> float:
+def _end(line: LTTextLine) -> float:
     return -line.y0 if _vertical(line) else line.x1
 
 
-def _line_ends(lines: Iterable) -> dict[bool, list[float]]:
+def _line_ends(lines: Iterable[LTTextLine]) -> dict[bool, list[float]]:
     """Where the page's lines end, horizontal (False) and vertical (True) apart."""
     ends: dict[bool, list[float]] = {False: [], True: []}
     for line in lines:
@@ -333,7 +354,7 @@ def _line_ends(lines: Iterable) -> dict[bool, list[float]]:
     return ends
 
 
-def _char_size(line) -> float:
+def _char_size(line: LTTextLine) -> float:
     """The line's typical character size: the median, as a bullet is set larger (61.7 pt
     before 32 pt text on the slides)."""
     from pdfminer.layout import LTChar
@@ -342,7 +363,7 @@ def _char_size(line) -> float:
     return statistics.median(sizes) if sizes else 0.0
 
 
-def _may_wrap(line, following) -> bool:
+def _may_wrap(line: LTTextLine, following: LTTextLine) -> bool:
     """Whether ``following`` could go on with ``line``'s text: a Japanese character on either
     side of the break, one direction, and a line long enough to be a column's. A break between
     two Japanese characters that wraps is then no space and no newline (道路交通法施行令… 並び
@@ -359,7 +380,9 @@ def _may_wrap(line, following) -> bool:
     )
 
 
-def _wraps_in_box(line, edge: float, following, ends: dict[bool, list[float]]) -> bool:
+def _wraps_in_box(
+    line: LTTextLine, edge: float, following: LTTextLine, ends: dict[bool, list[float]]
+) -> bool:
     """``line`` and ``following`` are lines of one box, and ``line`` ends at the box's far
     edge, where another line of the page ends too."""
     if not _may_wrap(line, following):
@@ -369,7 +392,7 @@ def _wraps_in_box(line, edge: float, following, ends: dict[bool, list[float]]) -
     return edge - end <= TOUCHING * size and shared > 1
 
 
-def _wraps_across(line, following, page: list) -> bool:
+def _wraps_across(line: LTTextLine, following: LTTextLine, page: list[LTTextLine]) -> bool:
     """``following``, the first line of the next box, goes on under ``line`` (beside it, in a
     vertical column), which ends at the far edge of the lines that start where it starts."""
     if not _may_wrap(line, following):
@@ -390,7 +413,7 @@ def _wraps_across(line, following, page: list) -> bool:
     return gap < LINE_GAP * size or (gap < SPACED_GAP * size and margin >= MARGIN_LINES)
 
 
-def _text_edge(line, index: int) -> str:
+def _text_edge(line: LTTextLine, index: int) -> str:
     """The line's first (``index`` 0) or last (-1) character, pdfminer's spaces skipped."""
     from pdfminer.layout import LTChar
 
@@ -405,7 +428,7 @@ def _japanese(char: str) -> bool:
     return _wide(char) and not char.isspace()
 
 
-def _keeps_space(items: list, i: int, vertical: bool) -> bool:
+def _keeps_space(items: list[LineItem], i: int, vertical: bool) -> bool:
     """Whether pdfminer's space ``items[i]`` stands for a gap on the page: not when both its
     neighbours are Japanese characters less than TOUCHING of a character apart."""
     from pdfminer.layout import LTChar
@@ -419,10 +442,11 @@ def _keeps_space(items: list, i: int, vertical: bool) -> bool:
     return gap >= TOUCHING * max(before.size, after.size)
 
 
-def _join_large_letters(lines: list[list]) -> list[list]:
+def _join_large_letters(lines: list[list[LineItem]]) -> list[list[LineItem]]:
     """Lines of one large CJK letter next to each other become one line, the word they spell
-    (kampo.pdf's masthead: 官 and 報 were two lines, so 官報 matched nothing). A vertical text
-    column pdfminer reads already is one line, and a normal-size letter is left alone."""
+    (kampo.pdf's masthead: 官 and 報 are two lines to pdfminer, so 官報 would match nothing). A
+    vertical text column pdfminer reads already is one line, and a normal-size letter is left
+    alone."""
     from pdfminer.layout import LTChar
 
     letters = {i: c for i, line in enumerate(lines) if (c := _lone_letter(line))}
@@ -433,12 +457,12 @@ def _join_large_letters(lines: list[list]) -> list[list]:
     joined: set[int] = set()  # lines whose letter went into an earlier line's word
     for group in _word_groups(letters, lines):
         ordered = _reading_order([letters[i] for i in group])
-        lines[group[0]] = ordered
+        lines[group[0]] = list(ordered)
         joined.update(group[1:])
     return [line for i, line in enumerate(lines) if i not in joined]
 
 
-def _lone_letter(line: list):
+def _lone_letter(line: list[LineItem]) -> LTChar | None:
     """The line's only character, if it is a CJK letter (not a digit, not punctuation)."""
     from pdfminer.layout import LTChar
 
@@ -452,7 +476,7 @@ def _lone_letter(line: list):
     return found if len(text) == 1 and _wide(text) and text.isalpha() else None
 
 
-def _word_groups(letters: dict, lines: list[list]) -> list[list[int]]:
+def _word_groups(letters: dict[int, LTChar], lines: list[list[LineItem]]) -> list[list[int]]:
     """Indices of lone letters that chain into words, each group in line order."""
     parent = {i: i for i in letters}
 
@@ -473,7 +497,7 @@ def _word_groups(letters: dict, lines: list[list]) -> list[list[int]]:
     return [g for g in groups.values() if len(g) > 1]
 
 
-def _neighbours(a, b, boxes: list, own: set[int]) -> bool:
+def _neighbours(a: LTChar, b: LTChar, boxes: list[Rect | None], own: set[int]) -> bool:
     """Same size, on one baseline or one column, near, and no other text between them."""
     size = max(a.size, b.size)
     if abs(a.size - b.size) > size * SAME_SIZE:
@@ -491,12 +515,14 @@ def _neighbours(a, b, boxes: list, own: set[int]) -> bool:
     return not any(_overlaps(box, between) for i, box in enumerate(boxes) if i not in own and box)
 
 
-def _overlaps(box, area) -> bool:
+def _overlaps(box: Rect, area: Rect) -> bool:
     return box[0] < area[2] and area[0] < box[2] and box[1] < area[3] and area[1] < box[3]
 
 
-def _bbox(line: list):
-    shown = [c for c in line if hasattr(c, "bbox")]
+def _bbox(line: list[LineItem]) -> Rect | None:
+    from pdfminer.layout import LTChar
+
+    shown = [c for c in line if isinstance(c, LTChar)]  # pdfminer's spaces have no box
     if not shown:
         return None
     return (
@@ -507,7 +533,7 @@ def _bbox(line: list):
     )
 
 
-def _reading_order(chars: list) -> list:
+def _reading_order(chars: list[LTChar]) -> list[LTChar]:
     """Left to right for a row, top to bottom for a column (a 縦書き heading)."""
     xs, ys = [c.x0 for c in chars], [c.y0 for c in chars]
     if max(xs) - min(xs) >= max(ys) - min(ys):
@@ -515,7 +541,7 @@ def _reading_order(chars: list) -> list:
     return sorted(chars, key=lambda c: -c.y1)
 
 
-def _runs(line: list) -> list[tuple[str, _FontUse | None]]:
+def _runs(line: list[LineItem]) -> list[tuple[str, _FontUse | None]]:
     """The line as runs of one font each (pdfminer's spaces have none)."""
     runs = []
     for _, group in itertools.groupby(line, key=lambda item: id(getattr(item, "font_use", None))):
@@ -836,7 +862,9 @@ def docx(stream: IO[bytes], budget: _Budget, path: Path) -> list[Converted]:
     return [Converted("\n\n".join(line for line in lines if line), title)]
 
 
-def _docx_lines(document, styles: tuple[dict[str, str], str], budget: _Budget) -> Iterator[str]:
+def _docx_lines(
+    document: WordDocument, styles: tuple[dict[str, str], str], budget: _Budget
+) -> Iterator[str]:
     from docx.table import Table
 
     names, default = styles
@@ -852,16 +880,17 @@ def _docx_lines(document, styles: tuple[dict[str, str], str], budget: _Budget) -
             yield _table_text(_docx_rows(Table(block, document), budget))
 
 
-def _docx_rows(table, budget: _Budget) -> Iterator[list[str]]:
+def _docx_rows(table: WordTable, budget: _Budget) -> Iterator[list[str]]:
     for row in table.rows:
         budget.count("paragraphs and table rows", budget.limits.paragraphs, "Word file")
         yield [c.text for c in row.cells]
 
 
-def _paragraph_styles(document) -> tuple[dict[str, str], str]:
+def _paragraph_styles(document: WordDocument) -> tuple[dict[str, str], str]:
     """Paragraph style names by id, and the default one's: what ``paragraph.style.name``
     answers, looked up once. python-docx searches all styles for the default on every
-    paragraph without a style of its own: 85% of a 300-page manual's 8.6 s, now 2.6 s."""
+    paragraph without a style of its own: 85% of a 300-page manual's 8.6 s when asked per
+    paragraph; looked up once, the manual reads in 2.6 s."""
     from docx.enum.style import WD_STYLE_TYPE
 
     first: dict = {}
@@ -910,8 +939,8 @@ def xlsx(stream: IO[bytes], budget: _Budget, path: Path) -> list[Converted]:
     return out
 
 
-def _sheet_rows(sheet, budget: _Budget) -> Iterator[list[str]]:
-    for row in sheet.iter_rows(values_only=True):
+def _sheet_rows(sheet: ReadOnlyWorksheet, budget: _Budget) -> Iterator[list[str]]:
+    for row in sheet.values:  # the cells' values, row by row
         budget.check_time()
         yield [_cell(v) for v in row]
 
@@ -954,7 +983,7 @@ def delimited(path: Path) -> list[Converted]:
     text = decode_bytes(path.read_bytes())
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
     rows = ([c.strip() for c in row] for row in csv.reader(io.StringIO(text), delimiter=delimiter))
-    # named as a workbook's sheet is: without a title the document took its first heading,
+    # named as a workbook's sheet is: without a title the document would take its first heading,
     # the ``## rows 2–4`` label of its first block of rows
     return [Converted(_rows_text(rows), _stem(path))]
 
@@ -1015,7 +1044,7 @@ def _row_lines(header: list[str], row: list[str], left_out: set[int]) -> str:
     )
 
 
-def _cell(value) -> str:
+def _cell(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, float) and value.is_integer():
@@ -1065,15 +1094,18 @@ def pptx(stream: IO[bytes], budget: _Budget, path: Path) -> list[Converted]:
     ]
 
 
-def _slide_texts(slide, budget: _Budget) -> list[str]:
+def _slide_texts(slide: Slide, budget: _Budget) -> list[str]:
+    from pptx.shapes.autoshape import Shape  # the one kind of shape with a text frame
+    from pptx.shapes.graphfrm import GraphicFrame  # the one kind that can hold a table
+
     texts = []
     for shape in slide.shapes:
         budget.check_time()
         if shape == slide.shapes.title:
             continue
-        if shape.has_text_frame and shape.text_frame.text.strip():
+        if isinstance(shape, Shape) and shape.text_frame.text.strip():
             texts.append(shape.text_frame.text.strip())
-        elif getattr(shape, "has_table", False) and shape.has_table:
+        elif isinstance(shape, GraphicFrame) and shape.has_table:
             texts.append(_table_text([[c.text for c in row.cells] for row in shape.table.rows]))
     notes = ""
     if slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:

@@ -23,12 +23,12 @@ import io
 import math
 import re
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from chiezo.core import db
 from chiezo.core.addresses import Address
@@ -40,6 +40,9 @@ from chiezo.ingest.download import mtime
 from chiezo.store import generations
 from chiezo.store.build import BuildOptions, BuildReport, GenerationBuilder
 from chiezo.store.kinds import Attribution, Capabilities, Fetched, SourceKind, option_field
+
+if TYPE_CHECKING:
+    from chiezo.store.source_info import SourceInfo
 
 KIND = "geonames"
 COLUMNS = 19
@@ -145,7 +148,7 @@ def open_export(path: Path) -> Iterator[IO[str]]:
             yield fh
 
 
-def read_places(path: Path, warn) -> Iterator[Place]:
+def read_places(path: Path, warn: Callable[[str], None]) -> Iterator[Place]:
     with open_export(path) as fh:
         for number, line in enumerate(fh, 1):
             fields = line.rstrip("\n").split("\t")
@@ -456,7 +459,7 @@ class _Totals:
     population: int = 0
 
 
-def _first_pass(path: Path, lookups: Lookups, warn) -> _Totals:
+def _first_pass(path: Path, lookups: Lookups, warn: Callable[[str], None]) -> _Totals:
     """Count display titles (to tell duplicates apart) and find the largest population."""
     totals = _Totals()
     lookups.conn.execute("BEGIN")
@@ -551,7 +554,9 @@ def _identity(path: Path, geo: GeoNamesOptions) -> dict:
     return {**identity, "fetched": geo.fetched} if geo.fetched else identity
 
 
-def _with_alternate_names(settings: Settings, options: GeoNamesOptions, progress):
+def _with_alternate_names(
+    settings: Settings, options: GeoNamesOptions, progress: Progress
+) -> GeoNamesOptions:
     """``--fetch-alternate-names CC``: the options with the country's file fetched, recorded
     in ``fetched`` so a ``rebuild --fetch`` fetches it again."""
     from dataclasses import replace
@@ -589,7 +594,15 @@ class GeoNamesKind(SourceKind):
     default_name = KIND
     capabilities = Capabilities(places=True)
 
-    def build(self, settings, inputs, name, options, build, progress):
+    def build(
+        self,
+        settings: Settings,
+        inputs: list[Path],
+        name: str | None,
+        options: GeoNamesOptions,
+        build: BuildOptions,
+        progress: Progress,
+    ) -> BuildReport:
         if options.fetch_alternate_names:
             if options.alternate_names:
                 raise InputError("give --alternate-names FILE or --fetch-alternate-names, not both")
@@ -598,7 +611,7 @@ class GeoNamesKind(SourceKind):
             settings, inputs[0], name, geo=options, options=build, progress=progress
         )
 
-    def fetch(self, settings, options, progress):
+    def fetch(self, settings: Settings, options: GeoNamesOptions, progress: Progress) -> Fetched:
         if not options.fetch:
             raise InputError("give an EXPORT file or --fetch NAME (e.g. cities15000)")
         from dataclasses import replace
@@ -626,7 +639,7 @@ class GeoNamesKind(SourceKind):
         }
         return Fetched([export], replace(options, admin1=options.admin1 or admin1, fetched=record))
 
-    def attribution(self, info):
+    def attribution(self, info: SourceInfo) -> Attribution:
         return Attribution("GeoNames", "CC BY 4.0", "https://www.geonames.org/")
 
 

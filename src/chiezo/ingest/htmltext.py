@@ -4,14 +4,14 @@ What a reader of the page sees, as text the chunker reads (core/markdown.py):
 
 * every block and table-cell boundary (``p div li td th tr br h1–h6 dd dt figure …``)
   separates words; inline elements (``a b i span …``) add nothing. Reading an element's
-  ``text_content()`` instead glued a Kiwix infobox's list into ``musiciansingersongwritercomposer``
-  and its cells into ``September 23, 1930Albany, Georgia``;
+  ``text_content()`` instead would glue a Kiwix infobox's list into
+  ``musiciansingersongwritercomposer`` and its cells into ``September 23, 1930Albany, Georgia``;
 * what the page does not show is left out, not glued to its neighbours: ``display:none``
   (Wikipedia's hidden ISO dates, ``(1930-09-23)September 23, 1930``), ``<script>``/``<style>``,
   edit links, reference markers ``[1]`` and their back-links ``↑``, navigation boxes, and a
   Kiwix file's ``<!--htdig_noindex-->`` parts (its attribution footer);
 * headings are ``## Heading`` lines; an ``<h1>`` that repeats the page's title is left out
-  (the title is the document's; in the body it read as a literal ``# Ray Charles``);
+  (the title is the document's; in the body it would read as a literal ``# Ray Charles``);
 * a table of label/value rows (an infobox) reads ``Label: value`` lines, and a cell of
   several values (an ``hlist``) reads ``value, value, value``; a table with a header row
   reads one record per row, ``Header: value`` lines (as formats.py's spreadsheets do); a
@@ -26,7 +26,10 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lxml.html import HtmlElement
 
 # Elements that start and end a block: a word never runs across their edges.
 BLOCK_TAGS = frozenset(
@@ -72,8 +75,8 @@ BLOCK_TAGS = frozenset(
     ]
 )
 HEADINGS = {f"h{n}": n for n in range(1, 7)}
-# Never shown as the page's text: code, styles, forms, and the page furniture the old
-# converter (formats.html_to_markdown, before issue 31) dropped too.
+# Never shown as the page's text: code, styles, forms, and the page furniture around the
+# content (head, navigation, header, footer, aside).
 DROPPED_TAGS = frozenset(
     [
         "script",
@@ -141,7 +144,7 @@ class _Block:
     text: str
     level: int = 0  # a heading's level; an item's depth
     marker: str = "-"  # an item's bullet or number
-    source: Any = None  # the element the block's text came from
+    source: HtmlElement | None = None  # the element the block's text came from
 
 
 _BREAK = _Block("break", "")  # an empty block element: still a boundary between words
@@ -199,7 +202,7 @@ class _Page:
 
     # -- walking the tree: every element becomes inline text or blocks ----------------------
 
-    def _items(self, element) -> list[_Item]:
+    def _items(self, element: HtmlElement) -> list[_Item]:
         """The pieces of an element's content, in order, its children's tails included."""
         out: list[_Item] = [element.text] if element.text else []
         skipping = False
@@ -216,8 +219,8 @@ class _Page:
                 out.append(child.tail)
         return out
 
-    def _element(self, element) -> list[_Item]:
-        tag = element.tag.lower()
+    def _element(self, element: HtmlElement) -> list[_Item]:
+        tag = _name(element)
         if tag in DROPPED_TAGS or _hidden(element):
             return []
         if _dropped_class(element):
@@ -249,10 +252,10 @@ class _Page:
             return [*blocks] or [_BREAK]
         return self._items(element)
 
-    def _note_links(self, element) -> None:
-        self.links.extend(a.get("href") for a in element.iter("a") if a.get("href"))
+    def _note_links(self, element: HtmlElement) -> None:
+        self.links.extend(href for a in element.iter("a") if (href := a.get("href")))
 
-    def _blocks(self, items: list[_Item], kind: str, source) -> list[_Block]:
+    def _blocks(self, items: list[_Item], kind: str, source: HtmlElement) -> list[_Block]:
         """Runs of inline text become blocks of ``kind``; blocks already made stay."""
         out: list[_Block] = []
         run: list[str] = []
@@ -272,7 +275,7 @@ class _Page:
         flush()
         return out
 
-    def _heading(self, element, level: int) -> list[_Item]:
+    def _heading(self, element: HtmlElement, level: int) -> list[_Item]:
         text = " ".join(_texts(self._blocks(self._items(element), "text", element)))
         text = " ".join(text.split())
         if not text or (level == 1 and self._is_title(text)):
@@ -288,7 +291,7 @@ class _Page:
             for t in self.titles
         )
 
-    def _pre_text(self, element) -> str:
+    def _pre_text(self, element: HtmlElement) -> str:
         """Preformatted text as written, less what is hidden in it."""
         parts: list[str] = []
         for item in self._items(element):
@@ -297,7 +300,7 @@ class _Page:
 
     # -- lists -------------------------------------------------------------------------------
 
-    def _list(self, element, *, ordered: bool) -> list[_Item]:
+    def _list(self, element: HtmlElement, *, ordered: bool) -> list[_Item]:
         out: list[_Block] = []
         number = 0
         for block in self._blocks(self._items(element), "text", element):
@@ -310,7 +313,7 @@ class _Page:
                 out.append(block)
         return [*out] or [_BREAK]
 
-    def _list_item(self, element) -> list[_Item]:
+    def _list_item(self, element: HtmlElement) -> list[_Item]:
         """``- the item's text``, then its sublists one level deeper."""
         blocks = [
             b for b in self._blocks(self._items(element), "text", element) if b.kind != "break"
@@ -330,7 +333,7 @@ class _Page:
 
     # -- tables ------------------------------------------------------------------------------
 
-    def _table(self, element) -> list[_Item]:
+    def _table(self, element: HtmlElement) -> list[_Item]:
         rows = _own_rows(element)
         out: list[_Block] = []
         for caption in element.findall("caption"):
@@ -344,7 +347,7 @@ class _Page:
         out = [b for b in out if b.kind != "break"]
         return [*out] or [_BREAK]
 
-    def _grid(self, rows: list) -> list[list[_Cell]]:
+    def _grid(self, rows: list[HtmlElement]) -> list[list[_Cell]]:
         """Each row's cells at their columns, a cell spanning rows repeated in each."""
         grid: list[list[_Cell]] = []
         pending: dict[int, tuple[int, _Cell]] = {}  # column → (rows still spanned, cell)
@@ -353,7 +356,7 @@ class _Page:
             column = 0
             for element in _cells(row):
                 column = _carry(pending, placed, column)
-                header = element.tag.lower() == "th"
+                header = _name(element) == "th"
                 lines = _lines(_texts(self._blocks(self._items(element), "text", element)))
                 # a header's lines are one name ("Peak<br>position"); a value's, several values
                 text = " ".join(lines) if header else _join_parts(lines)
@@ -369,7 +372,7 @@ class _Page:
             grid.append(placed)
         return grid
 
-    def _records(self, table, grid: list[list[_Cell]]) -> list[_Block]:
+    def _records(self, table: HtmlElement, grid: list[list[_Cell]]) -> list[_Block]:
         """A row under a header row → ``Header: value`` lines (a record); a row of a label
         and values → ``Label: value``; a row of one cell across the table → that line."""
         width = max((c.column + c.span for row in grid for c in row), default=0)
@@ -458,18 +461,26 @@ def _comment_tag():
     return etree.Comment
 
 
-def _hidden(element) -> bool:
+def _name(element: HtmlElement) -> str:
+    """The element's tag in lower case; "" for a comment or a processing instruction (lxml
+    gives those a function as their tag)."""
+    return element.tag.lower() if isinstance(element.tag, str) else ""
+
+
+def _hidden(element: HtmlElement) -> bool:
     return element.get("hidden") is not None or bool(
         _HIDDEN_STYLE.search(element.get("style") or "")
     )
 
 
-def _dropped_class(element) -> bool:
+def _dropped_class(element: HtmlElement) -> bool:
     classes = element.get("class")
-    return bool(classes) and not DROPPED_CLASSES.isdisjoint(classes.split())
+    if not classes:
+        return False
+    return not DROPPED_CLASSES.isdisjoint(classes.split())
 
 
-def _reference_marker(sup) -> bool:
+def _reference_marker(sup: HtmlElement) -> bool:
     """``<sup><a href="#cite_note-1">[1]</a></sup>``: a marker pointing to a spot in a page
     (a saved page spells the same link ``https://…/Page#cite_note-1``)."""
     text = " ".join(sup.text_content().split())
@@ -478,7 +489,7 @@ def _reference_marker(sup) -> bool:
     )
 
 
-def _back_link(anchor, href: str | None) -> bool:
+def _back_link(anchor: HtmlElement, href: str | None) -> bool:
     """A link to a spot in a page shown as a symbol only: a reference's ``↑``/``^``."""
     if not href or "#" not in href:
         return False
@@ -486,7 +497,7 @@ def _back_link(anchor, href: str | None) -> bool:
     return bool(text.strip()) and not any(ch.isalnum() for ch in text)
 
 
-def _own_rows(table) -> list:
+def _own_rows(table: HtmlElement) -> list[HtmlElement]:
     """The table's rows, not those of tables inside its cells."""
     rows = []
     for child in table:
@@ -504,7 +515,7 @@ def _own_rows(table) -> list:
     return rows
 
 
-def _cells(row) -> list:
+def _cells(row: HtmlElement) -> list[HtmlElement]:
     return [
         c
         for c in row
@@ -512,7 +523,7 @@ def _cells(row) -> list:
     ]
 
 
-def _lays_out(table, rows: list) -> bool:
+def _lays_out(table: HtmlElement, rows: list[HtmlElement]) -> bool:
     """A table that lays out a page rather than holding data: a cell holds a heading or
     paragraphs, or the table is a single cell (a frame around text)."""
     cells = [c for row in rows for c in _cells(row)]
@@ -573,7 +584,7 @@ def _lead_first(blocks: list[_Block]) -> list[_Block]:
     before it in the HTML (an infobox, a picture, a hatnote): the opening is the body's first
     paragraph (core/markdown.opening_paragraph reads it; the doc page shows it once). In 67 of
     the 85 articles of the 2015 Ray Charles ZIM an infobox precedes the lead, and the opening
-    was its first cell."""
+    would be its first cell."""
     for i, block in enumerate(blocks):
         if block.kind == "prose":
             return [block, *blocks[:i], *blocks[i + 1 :]] if i else blocks

@@ -24,7 +24,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 from xml.etree import ElementTree
 
@@ -42,6 +42,9 @@ from chiezo.ingest.htmltext import markup_words
 from chiezo.ingest.zim import article_document, book_line
 from chiezo.store.build import BuildOptions, BuildReport, GenerationBuilder
 from chiezo.store.kinds import Attribution, Capabilities, LiveCall, SourceKind, option_field
+
+if TYPE_CHECKING:
+    from chiezo.store.source_info import SourceInfo
 
 KIND = "kiwix"
 MAX_ANSWER_BYTES = 4 * 2**20  # a search page or a catalog; an article may be larger
@@ -385,7 +388,7 @@ def _titled_first(server: Server, book: str, query: str, found: list[Found], dea
 
     Best effort: the search has answered, and a look-up that fails — kiwix-serve 3.3.0's own
     ``/suggest`` answers invalid JSON for a term with a TAB or a backslash — leaves its order
-    as it is rather than failing the search (issue #42 item 4)."""
+    as it is rather than failing the search."""
     try:
         path = suggested_path(server, book, query, deadline)
     except SourceUnavailable as exc:
@@ -540,7 +543,15 @@ class KiwixKind(SourceKind):
     build_flags = ()
     capabilities = Capabilities(live=True)
 
-    def build(self, settings, inputs, name, options, build, progress):
+    def build(
+        self,
+        settings: Settings,
+        inputs: list[Path],
+        name: str | None,
+        options: KiwixOptions,
+        build: BuildOptions,
+        progress: Progress,
+    ) -> BuildReport:
         return register(settings, inputs[0], name, options, progress)
 
     def inputs_from_record(self, recorded: dict[str, Any]) -> list[Path]:
@@ -552,10 +563,10 @@ class KiwixKind(SourceKind):
     def missing_inputs(self, inputs: list[Path]) -> list[str]:
         return []  # an address, not a file: a server that is down says so when asked
 
-    def about(self, info) -> str | None:
+    def about(self, info: SourceInfo) -> str | None:
         return book_line(info.input, f"live from {info.input.get('url')}")
 
-    def attribution(self, info):
+    def attribution(self, info: SourceInfo) -> Attribution:
         given = info.input
         return Attribution(
             f"{given.get('title') or given.get('book')} (kiwix-serve at {given.get('url')})",
@@ -564,7 +575,9 @@ class KiwixKind(SourceKind):
 
     # -- live --------------------------------------------------------------------------------
 
-    def search_live(self, info, query: str, *, limit: int, offset: int, call: LiveCall):
+    def search_live(
+        self, info: SourceInfo, query: str, *, limit: int, offset: int, call: LiveCall
+    ) -> SearchResult:
         if not query.strip():
             raise BadQuery("a search of a kiwix-serve book needs words")
         server, book = _server(info, call), info.input["book"]
@@ -573,13 +586,13 @@ class KiwixKind(SourceKind):
             found = _titled_first(server, book, query, found, call.deadline)
         return as_result(info.name, query, total, found, offset, limit)
 
-    def read_live(self, info, path: str, title: str, call: LiveCall) -> Doc | None:
+    def read_live(self, info: SourceInfo, path: str, title: str, call: LiveCall) -> Doc | None:
         try:
             return document(_server(info, call), info.input["book"], path, title, call.deadline)
         except LookupError:
             return None
 
-    def find_live(self, info, title: str, call: LiveCall) -> Hit | None:
+    def find_live(self, info: SourceInfo, title: str, call: LiveCall) -> Hit | None:
         server, book = _server(info, call), info.input["book"]
         path = suggested_path(server, book, title, call.deadline)
         if path is None:
@@ -587,7 +600,7 @@ class KiwixKind(SourceKind):
         return as_hit(info.name, title, Found(path, title, "", _page(server, book, path)), 0)
 
 
-def _server(info, call: LiveCall) -> Server:
+def _server(info: SourceInfo, call: LiveCall) -> Server:
     return Server(info.input["url"], call.credentials)
 
 

@@ -4,7 +4,12 @@ rebuild, no embedding, no ``chiezo ingest``) and whose words they are."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from chiezo.store.kinds import Attribution, Capabilities, SourceKind
+
+if TYPE_CHECKING:
+    from chiezo.store.source_info import SourceInfo
 
 
 class NotesKind(SourceKind):
@@ -13,7 +18,7 @@ class NotesKind(SourceKind):
     ingestable = False
     capabilities = Capabilities(writable=True)
 
-    def attribution(self, info):
+    def attribution(self, info: SourceInfo) -> Attribution:
         return Attribution("your notes")
 
 

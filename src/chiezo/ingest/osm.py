@@ -25,7 +25,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chiezo.core import db, schema
 from chiezo.core.addresses import Address
@@ -44,6 +44,11 @@ from chiezo.store.build import (
     check_memory,
 )
 from chiezo.store.kinds import Attribution, Capabilities, Fetched, SourceKind, option_field
+
+if TYPE_CHECKING:
+    from osmium.osm import Area, Node, TagList, Way
+
+    from chiezo.store.source_info import SourceInfo
 
 KIND = "osm"
 GENERAL_KEYS = (
@@ -138,7 +143,7 @@ class AdminArea:
         return inside and not any(point_in_ring(lon, lat, ring) for ring in self.inners)
 
 
-def features(tags) -> list[str]:
+def features(tags: TagList) -> list[str]:
     """``key=value`` features of a tagged object; transport only by listed values."""
     out = []
     for key in GENERAL_KEYS:
@@ -154,7 +159,7 @@ def features(tags) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def rank_for(found: list[str], tags) -> float:
+def rank_for(found: list[str], tags: TagList) -> float:
     base = max(
         (RANK_BY_FEATURE.get(f, RANK_BY_KEY.get(f.split("=", 1)[0], 0.1)) for f in found),
         default=0.1,
@@ -165,7 +170,7 @@ def rank_for(found: list[str], tags) -> float:
     return base
 
 
-def _tag_dict(tags) -> dict[str, str]:
+def _tag_dict(tags: TagList) -> dict[str, str]:
     return {t.k: t.v for t in tags}
 
 
@@ -177,7 +182,7 @@ class _Handler:
         self.levels = set(levels)
         self.admin: list[AdminArea] = []
 
-    def emit(self, kind: str, oid: int, tags, point: tuple[float, float] | None) -> None:
+    def emit(self, kind: str, oid: int, tags: TagList, point: tuple[float, float] | None) -> None:
         name = tags.get("name")
         if not name or point is None:
             return
@@ -207,11 +212,11 @@ class _Handler:
             )
         )
 
-    def node(self, n) -> None:
+    def node(self, n: Node) -> None:
         if "name" in n.tags and n.location.valid():
             self.emit("node", n.id, n.tags, (n.location.lat, n.location.lon))
 
-    def way(self, w) -> None:
+    def way(self, w: Way) -> None:
         if "name" not in w.tags:
             return
         lats, lons = [], []
@@ -224,7 +229,7 @@ class _Handler:
         point = (sum(lats) / len(lats), sum(lons) / len(lons)) if lats else None
         self.emit("way", w.id, w.tags, point)
 
-    def area(self, a) -> None:
+    def area(self, a: Area) -> None:
         tags = a.tags
         is_admin = (
             tags.get("boundary") == "administrative" and tags.get("admin_level") in self.levels
@@ -456,10 +461,18 @@ class OsmKind(SourceKind):
     names_itself = True  # osm_<file name>
     capabilities = Capabilities(places=True)
 
-    def build(self, settings, inputs, name, options, build, progress):
+    def build(
+        self,
+        settings: Settings,
+        inputs: list[Path],
+        name: str | None,
+        options: OsmOptions,
+        build: BuildOptions,
+        progress: Progress,
+    ) -> BuildReport:
         return ingest_osm(settings, inputs[0], name, osm=options, options=build, progress=progress)
 
-    def fetch(self, settings, options, progress):
+    def fetch(self, settings: Settings, options: OsmOptions, progress: Progress) -> Fetched:
         if not options.fetch:
             raise InputError("give an EXTRACT file or --fetch REGION (e.g. asia/japan)")
         from dataclasses import replace
@@ -485,7 +498,7 @@ class OsmKind(SourceKind):
         }
         return Fetched([extract], replace(options, fetched=record), name="osm_" + region)
 
-    def attribution(self, info):
+    def attribution(self, info: SourceInfo) -> Attribution:
         return Attribution(
             "© OpenStreetMap contributors", "ODbL 1.0", "https://www.openstreetmap.org/copyright"
         )

@@ -22,13 +22,14 @@ import hashlib
 import os
 import re
 import zipfile
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 from chiezo.core.config import Settings
 from chiezo.core.errors import InputError
 from chiezo.core.progress import NullProgress, Progress
-from chiezo.ingest.download import build_room, download, get_text
+from chiezo.ingest.download import Room, build_room, download, get_text
 
 GEONAMES_MIRROR = "https://download.geonames.org/export/dump"
 OSM_MIRROR = "https://download.geofabrik.de"
@@ -103,7 +104,7 @@ def _target(settings: Settings, folder: str) -> Path:
 
 
 def _fetch_zip(
-    url: str, dest: Path, progress: Progress, *, refresh: bool = False, room=None
+    url: str, dest: Path, progress: Progress, *, refresh: bool = False, room: Room | None = None
 ) -> Path:
     """A GeoNames zip, whole (every member's CRC) and as fetched (its recorded sha256)."""
     record = dest.with_name(dest.name + ".sha256")
@@ -152,7 +153,7 @@ def fetch_osm(
     *,
     mirror: str | None = None,
     progress: Progress | None = None,
-    room_for_build=None,
+    room_for_build: Callable[[int], tuple[Path, int]] | None = None,
 ) -> Path:
     """``<region>-latest.osm.pbf`` (e.g. ``asia/japan/kanto``) verified against its ``.md5``;
     ``room_for_build(size)`` → (folder, bytes) the build from it takes, checked with the download's

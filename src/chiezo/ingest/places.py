@@ -57,13 +57,21 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from chiezo.core.errors import InputError
+from chiezo.core.errors import BadQuery, InputError
 from chiezo.core.models import Chunk, Doc
 from chiezo.ingest.textdecode import Unreadable, read_text
 from chiezo.store.kinds import Attribution, Capabilities, SourceKind, option_field, recorded_options
+
+if TYPE_CHECKING:
+    from chiezo.core.config import Settings
+    from chiezo.core.progress import Progress
+    from chiezo.ingest.conversions import DocCache
+    from chiezo.store.build import BuildOptions, BuildReport
+    from chiezo.store.source_info import SourceInfo
 
 KIND = "places"
 TEXT_SUFFIXES = (".csv", ".tsv", ".txt")
@@ -127,7 +135,7 @@ class PlaceTables:
             "options": recorded_options(self.options),
         }
 
-    def docs(self, warn: Warn, cache=None) -> Iterator[Doc]:
+    def docs(self, warn: Warn, cache: DocCache | None = None) -> Iterator[Doc]:
         """The documents of every file; with a ``DocCache`` (ingest/conversions.py), a file
         whose bytes, label and options are unchanged is not read again."""
         for path, label in zip(self.paths, self.labels, strict=True):
@@ -135,9 +143,7 @@ class PlaceTables:
                 yield from self._file_docs(path, label, warn)
                 continue
             key = self._cache_key(path, label)
-            yield from cache.read(
-                key, lambda said, p=path, n=label: self._file_docs(p, n, said), warn
-            )
+            yield from cache.read(key, partial(self._file_docs, path, label), warn)
 
     def _cache_key(self, path: Path, label: str) -> str:
         from chiezo.ingest.conversions import PLACE_READER_VERSION
@@ -493,7 +499,9 @@ def _gpx_rows(path: Path, label: str) -> Iterator[Row]:
         raise InputError(f"{label} is not well-formed XML: {exc}") from exc
 
 
-def _gpx_row(element, tag: str, number: int, names: dict, label: str) -> Row | None:
+def _gpx_row(
+    element: ET.Element, tag: str, number: int, names: dict[str, str], label: str
+) -> Row | None:
     values = {c.tag.rsplit("}", 1)[-1]: c for c in element}
     text = {k: one_line(v.text or "") for k, v in values.items()}
     if tag != "wpt" and not text.get("name"):
@@ -1116,13 +1124,15 @@ def _row_key(table: Table, layout: Layout, row: Row, seen: set[str], repeated: l
     return f"{table.prefix}:{row.number}"
 
 
-def _doc(table: Table, layout: Layout, row: Row, key: str, point) -> Doc:
+def _doc(
+    table: Table, layout: Layout, row: Row, key: str, point: tuple[float, float] | None
+) -> Doc:
     cells = row.cells
     header = layout.header
     title = cells[layout.title] if layout.title is not None and layout.title < len(cells) else ""
     if not title:
         title = f"{table.where} {row.noun} {row.number}"
-    # the coordinates are the point, not words: as body lines they were what a snippet showed
+    # the coordinates are the point, not words: as body lines they would be what a snippet shows
     # ("緯度: 34.35215833 経度: …"); unreadable ones stay, so the user sees what was written.
     # A column that only numbers the rows gives the key, not a fact (it stays an attribute);
     # what is not a number there, in a row after those read to choose it, is kept.
@@ -1286,7 +1296,17 @@ class PlacesKind(SourceKind):
     build_flags = ("allow_shrink", "min_docs", "language")
     capabilities = Capabilities(places=True, watchable=True)
 
-    def build(self, settings, inputs, name, options, build, progress):
+    def build(
+        self,
+        settings: Settings,
+        inputs: list[Path],
+        name: str | None,
+        options: PlaceOptions,
+        build: BuildOptions,
+        progress: Progress,
+    ) -> BuildReport:
+        if name is None:  # a folder's or a file's source takes no name of its own
+            raise BadQuery(f"name the {KIND} source (--name)")
         from chiezo.ingest.conversions import DocCache
         from chiezo.store.build import GenerationBuilder
 
@@ -1312,7 +1332,7 @@ class PlacesKind(SourceKind):
         report.conversions = {"converted": cache.misses, "reused": cache.hits}
         return report
 
-    def attribution(self, info):
+    def attribution(self, info: SourceInfo) -> Attribution:
         paths = info.input.get("paths") or [info.input.get("path") or ""]
         named = ", ".join(Path(p).name for p in paths[:3]) + (" …" if len(paths) > 3 else "")
         return Attribution(f"your places ({named})" if named else "your places")

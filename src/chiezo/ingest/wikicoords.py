@@ -3,8 +3,8 @@
 An article states many points: its own (shown at the title), its infobox's, and points of
 *other* places — the rows of an extremity table (島根県's 最北端 is 竹島, 218 km from 松江),
 burial mounds in a list (蝦夷), a presidential palace in the prose (イラク), the centre of a
-map frame (沖縄県's frame is 190 km out at sea). Taking the first template found stored those
-other points as the article's (issue 31: 4 of 30 prefecture articles more than 100 km off).
+map frame (沖縄県's frame is 190 km out at sea). Taking the first template found would store
+those other points as the article's (4 of 30 prefecture articles more than 100 km off).
 So a point is the article's only when the page itself says so, in this order:
 
 1. **title** — a ``{{Coord}}``-like template displayed at the title (``display=title``,
@@ -30,9 +30,11 @@ online) is counted as ``wikidata`` (the point lives in Wikidata, which a dump do
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mwparserfromhell.nodes import Template
+from mwparserfromhell.wikicode import Wikicode
 
 COORD_TEMPLATES = {
     "coord",
@@ -79,7 +81,9 @@ class ArticlePoint:
     source: str  # TITLE, INFOBOX, OFFICE, UNREADABLE, WIKIDATA or NONE
 
 
-def article_point(found: list[Placed], title: str, is_infobox) -> ArticlePoint:
+def article_point(
+    found: list[Placed], title: str, is_infobox: Callable[[str, Template], bool]
+) -> ArticlePoint:
     """The article's own point (see the module docstring). ``is_infobox(name, template)``
     tells an infobox."""
     unreadable = wikidata = False
@@ -159,7 +163,7 @@ def _positional(template: Template) -> list[str]:
     ]
 
 
-def _plain(value) -> str:
+def _plain(value: Wikicode) -> str:
     return str(value.strip_code() if hasattr(value, "strip_code") else value)
 
 
@@ -281,7 +285,9 @@ def _dms(parts: list[str]) -> float | None:
     return sign * (abs(degrees) + minutes / 60 + seconds / 3600)
 
 
-def _dms_point(lat_parts, lon_parts, south: bool, west: bool) -> tuple[float, float] | None:
+def _dms_point(
+    lat_parts: list[str], lon_parts: list[str], south: bool, west: bool
+) -> tuple[float, float] | None:
     lat = _dms(lat_parts)
     lon = _dms(lon_parts)
     if lat is None or lon is None:

@@ -20,6 +20,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from chiezo.core.addresses import Address
 from chiezo.core.config import Settings
@@ -131,7 +132,14 @@ def _index_file(status: dict, dump_name: str) -> tuple[str, dict] | None:
     return None
 
 
-def _fetch_index(base, wiki, date, index, target, progress) -> Path | None:
+def _fetch_index(
+    base: str,
+    wiki: str,
+    date: str,
+    index: tuple[str, dict[str, Any]],  # its name, and its entry of the dump's status (JSON)
+    target: Path,
+    progress: Progress,
+) -> Path | None:
     name, meta = index
     url = _absolute(base, meta.get("url") or f"/{wiki}/{date}/{name}")
     try:
@@ -143,7 +151,9 @@ def _fetch_index(base, wiki, date, index, target, progress) -> Path | None:
         return None
 
 
-def _fetch_page_props(base, wiki, date, status, target, progress) -> Path | None:
+def _fetch_page_props(
+    base: str, wiki: str, date: str, status: dict[str, Any], target: Path, progress: Progress
+) -> Path | None:
     files = status.get("jobs", {}).get("pagepropstable", {}).get("files", {})
     for name, meta in files.items():
         url = _absolute(base, meta.get("url") or f"/{wiki}/{date}/{name}")
@@ -154,7 +164,7 @@ def _fetch_page_props(base, wiki, date, status, target, progress) -> Path | None
     return None
 
 
-def _fetch_pageviews(base, date, target, progress) -> Path | None:
+def _fetch_pageviews(base: str, date: str, target: Path, progress: Progress) -> Path | None:
     """The monthly pageview_complete file of the month before the dump."""
     day = dt.date(int(date[:4]), int(date[4:6]), 1) - dt.timedelta(days=1)
     month = f"{day.year}-{day.month:02d}"

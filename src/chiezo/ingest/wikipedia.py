@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import quote
 
 from chiezo.core import db
@@ -30,9 +30,15 @@ from chiezo.core.errors import ConfigError
 from chiezo.core.models import Chunk, Doc
 from chiezo.core.progress import NullProgress, Progress
 from chiezo.ingest.download import mtime
-from chiezo.ingest.wikidump import WikiDump
+from chiezo.ingest.wikidump import SiteInfo, WikiDump
 from chiezo.ingest.wikilookups import WikiLookups
-from chiezo.ingest.wikirender import DEFAULT_CHUNK_CHARS, default_workers, local_parsers
+from chiezo.ingest.wikirender import (
+    DEFAULT_CHUNK_CHARS,
+    PageRow,
+    Rendered,
+    default_workers,
+    local_parsers,
+)
 from chiezo.ingest.wikistreams import index_beside, stream_ranges
 from chiezo.ingest.wikitext import Namespaces, mediawiki_title
 from chiezo.store import generations
@@ -45,6 +51,9 @@ from chiezo.store.build import (
 )
 from chiezo.store.kinds import Attribution, Capabilities, Fetched, SourceKind, option_field
 from chiezo.store.wordindex import SplitterFactory
+
+if TYPE_CHECKING:
+    from chiezo.store.source_info import SourceInfo
 
 KIND = "wikipedia"
 BATCH_PAGES = 32
@@ -173,7 +182,7 @@ def expected_text_bytes(path: Path) -> int:
     return int(path.stat().st_size * TEXT_FACTOR.get(path.suffix.lower(), 0.7))
 
 
-def _identity(path: Path, info, language: str, wiki: WikiOptions) -> dict[str, Any]:
+def _identity(path: Path, info: SiteInfo, language: str, wiki: WikiOptions) -> dict[str, Any]:
     """What the source is built from, paths absolute (a rebuild may run from anywhere)."""
     date = re.search(r"(\d{8})", path.name)
     identity = {
@@ -247,6 +256,16 @@ def _render_backend(wiki: WikiOptions) -> RenderBackend:
 # -- the pipeline -----------------------------------------------------------------------------
 
 
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class _Result(Protocol[_T_co]):
+    """Work on its way back from a worker (a parser process, a Ray task): ``get()`` waits
+    for it and gives its value."""
+
+    def get(self) -> _T_co: ...
+
+
 def _stream(
     dump: WikiDump,
     builder: GenerationBuilder,
@@ -306,7 +325,11 @@ def _stream_from_workers(
 
 
 def _store_streams(
-    result, builder: GenerationBuilder, lookups: WikiLookups, ns: Namespaces, url_prefix: str
+    result: _Result[dict[str, Any]],
+    builder: GenerationBuilder,
+    lookups: WikiLookups,
+    ns: Namespaces,
+    url_prefix: str,
 ) -> None:
     got = result.get()
     for title, target in got["redirects"]:
@@ -349,13 +372,27 @@ def _record_redirect(title: str, redirect: str, builder: GenerationBuilder, ns: 
     builder.add_alias(target, title)
 
 
-def _store(item, builder: GenerationBuilder, lookups: WikiLookups, url_prefix: str) -> None:
+def _store(
+    item: tuple[list[PageRow], _Result[list[Rendered]]],
+    builder: GenerationBuilder,
+    lookups: WikiLookups,
+    url_prefix: str,
+) -> None:
     batch, result = item
     for (page_id, title, text, timestamp), parsed in zip(batch, result.get(), strict=True):
         builder.add(_doc(page_id, title, text, timestamp, parsed, lookups, url_prefix, builder))
 
 
-def _doc(page_id, title, text, timestamp, parsed, lookups, url_prefix, builder) -> Doc:
+def _doc(
+    page_id: int,
+    title: str,
+    text: str,
+    timestamp: str | None,
+    parsed: Rendered,
+    lookups: WikiLookups,
+    url_prefix: str,
+    builder: GenerationBuilder,
+) -> Doc:
     if parsed is None:  # best effort: the raw text, so the page is still findable
         builder.warn(f"page {page_id} ({title!r}): markup could not be parsed; kept as raw text")
         parsed = {
@@ -437,12 +474,20 @@ class WikipediaKind(SourceKind):
     names_itself = True  # the dump's dbname, e.g. jawiki
     capabilities = Capabilities(headed_pages=True)
 
-    def build(self, settings, inputs, name, options, build, progress):
+    def build(
+        self,
+        settings: Settings,
+        inputs: list[Path],
+        name: str | None,
+        options: WikiOptions,
+        build: BuildOptions,
+        progress: Progress,
+    ) -> BuildReport:
         return ingest_wikipedia(
             settings, inputs[0], name, wiki=options, options=build, progress=progress
         )
 
-    def fetch(self, settings, options, progress):
+    def fetch(self, settings: Settings, options: WikiOptions, progress: Progress) -> Fetched:
         from dataclasses import replace
 
         from chiezo.ingest.wikifetch import fetch_dump
@@ -474,14 +519,17 @@ class WikipediaKind(SourceKind):
             },
             "filled": [k for k, v in filled.items() if v and not getattr(options, k)],
         }
-        return Fetched([got.dump], replace(options, **filled, fetched=record))
+        completed = replace(
+            options, pageviews=filled["pageviews"], page_props=filled["page_props"], fetched=record
+        )
+        return Fetched([got.dump], completed)
 
-    def options_from_record(self, recorded):
+    def options_from_record(self, recorded: dict[str, Any]) -> WikiOptions:
         options = super().options_from_record(recorded)
         options.allow_truncated = bool(recorded.get("truncated") or options.allow_truncated)
         return options
 
-    def attribution(self, info):
+    def attribution(self, info: SourceInfo) -> Attribution:
         given = info.input
         wiki = given.get("dbname") or info.name
         language = (given.get("language") or info.language or "").strip()

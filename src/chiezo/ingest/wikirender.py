@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
@@ -25,16 +25,21 @@ from chiezo.ingest.wikitext import Namespaces, page_flags, parse_article
 # at most, and smaller passages make sharper snippets (measured in docs/design.md).
 DEFAULT_CHUNK_CHARS = 500
 
+# a page to render: (page id, title, wikitext, revision timestamp)
+PageRow = tuple[int, str, str, str | None]
+# the parts of one page's Doc (``render_batch``); None where its markup defeated the parser
+Rendered = dict[str, Any] | None
+
 
 @contextlib.contextmanager
 def local_parsers(ns: Namespaces, chunk_chars: int, workers: int):
     """Parser processes on this machine: ``(submit(batch), workers)``.
 
     A process pool that notices a worker's death: with ``multiprocessing.Pool`` a worker killed
-    mid-batch lost its batch, and the build waited for it for ever; its ``__exit__`` then hung
+    mid-batch loses its batch, and the build waits for it for ever; its ``__exit__`` then hangs
     in ``_terminate_pool`` joining a task thread blocked on dead workers (a cancelled job stayed
-    "running" for 19+ minutes, issue #28). ``ProcessPoolExecutor`` fails every pending batch
-    when a worker dies (``BrokenProcessPool``: the build fails, naming it), and on the way out
+    "running" for 19+ minutes). ``ProcessPoolExecutor`` fails every pending batch when a
+    worker dies (``BrokenProcessPool``: the build fails, naming it), and on the way out
     the workers are killed and waited for a bounded time, never joined for ever."""
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(
@@ -49,7 +54,7 @@ def local_parsers(ns: Namespaces, chunk_chars: int, workers: int):
         _stop_pool(pool)
 
 
-def _submitted(pool: ProcessPoolExecutor, batch):
+def _submitted(pool: ProcessPoolExecutor, batch: list[PageRow]) -> Future[list[Rendered]]:
     try:
         return pool.submit(render_batch, batch)
     except BrokenProcessPool as exc:  # a worker died before this batch was sent
@@ -67,10 +72,10 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
 class _Rendered:
     """A batch on its way back; ``get()`` as ``multiprocessing``'s results and Ray's have it."""
 
-    def __init__(self, future) -> None:
+    def __init__(self, future: Future[list[Rendered]]) -> None:
         self.future = future
 
-    def get(self) -> list[dict[str, Any] | None]:
+    def get(self) -> list[Rendered]:
         try:
             return self.future.result()
         except BrokenProcessPool as exc:
@@ -117,10 +122,10 @@ def article_chunks(title: str, text: str, target: int) -> list[Chunk]:
     return chunks
 
 
-def render_batch(batch: list[tuple[int, str, str, str | None]]) -> list[dict[str, Any] | None]:
+def render_batch(batch: list[PageRow]) -> list[Rendered]:
     """In a worker: wikitext → the parts of a Doc. A page whose markup defeats the
     parser comes back as None with its raw text kept by the caller."""
-    out: list[dict[str, Any] | None] = []
+    out: list[Rendered] = []
     for _, title, text, _ in batch:
         try:
             article = parse_article(text, _WORKER_NS or Namespaces(), title)

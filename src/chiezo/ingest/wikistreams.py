@@ -4,7 +4,7 @@ Wikimedia's ``…-pages-articles-multistream.xml.bz2`` is a chain of independent
 100 pages each (the first holds the ``<siteinfo>``), and ``…-multistream-index.txt.bz2`` beside
 it lists ``offset:page_id:title`` for every page. With the index, a worker can read, decompress
 and parse its own byte range and render the pages in it (``read_and_render``), so the one
-builder no longer decompresses and parses the whole XML: it only records the redirects and
+builder need not decompress and parse the whole XML: it only records the redirects and
 stores the documents that come back (ingest/wikipedia.py, used by ``--ray``).
 """
 

@@ -22,7 +22,9 @@ dropped, so that wikicoords.py can tell the article's own point from points of o
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar, TypeVarTuple
 
 import mwparserfromhell
 from mwparserfromhell.nodes import (
@@ -31,11 +33,13 @@ from mwparserfromhell.nodes import (
     ExternalLink,
     Heading,
     HTMLEntity,
+    Node,
     Tag,
     Template,
     Text,
     Wikilink,
 )
+from mwparserfromhell.wikicode import Wikicode
 
 from chiezo.ingest.infoboxes import WEATHER_TEMPLATES, read_infobox, read_weather
 from chiezo.ingest.wikicoords import (
@@ -371,6 +375,10 @@ def clean(text: str) -> str:
     return _BLANKS.sub("\n\n", text).strip()
 
 
+_T = TypeVar("_T")
+_Args = TypeVarTuple("_Args")
+
+
 class _Renderer:
     def __init__(self, ns: Namespaces, links: list[str]):
         self.ns = ns
@@ -382,7 +390,7 @@ class _Renderer:
         self.attrs: dict[str, str] = {}  # typed facts from the infoboxes: population=…
         self.where = TOP  # inside an infobox or a table, for the templates met there
 
-    def render(self, code) -> str:
+    def render(self, code: Wikicode | None) -> str:
         if code is None:
             return ""
         nodes = code.nodes
@@ -390,7 +398,7 @@ class _Renderer:
             self.node(n, nodes[i + 1] if i + 1 < len(nodes) else None) for i, n in enumerate(nodes)
         )
 
-    def render_article(self, code) -> str:
+    def render_article(self, code: Wikicode) -> str:
         """Like render(), except that templates above the first prose — hatnotes and
         maintenance banners (their dates and page names are not content) — are dropped;
         an infobox there is still collected."""
@@ -416,7 +424,7 @@ class _Renderer:
             out.append(rendered)
         return "".join(out)
 
-    def node(self, node, following=None) -> str:
+    def node(self, node: Node, following: Node | None = None) -> str:
         if isinstance(node, Text):
             return node.value
         if isinstance(node, Wikilink):
@@ -442,7 +450,7 @@ class _Renderer:
             return ""
         return str(node)
 
-    def inside(self, where: str, render, *args):
+    def inside(self, where: str, render: Callable[[*_Args], _T], *args: *_Args) -> _T:
         """``render(*args)`` with the templates it meets noted as standing ``where``."""
         outer = self.where
         self.where = where if outer in (TOP, IN_LEAD) else outer  # a table in an infobox…
@@ -475,7 +483,7 @@ class _Renderer:
             bare = bare.partition(":")[2]  # [[:en:Cheekha Dar]] shows the name, not "en:"
         return bare.split("#", 1)[0] if bare.split("#", 1)[0] else bare.lstrip("#")
 
-    def template(self, template: Template, following=None) -> str:
+    def template(self, template: Template, following: Node | None = None) -> str:
         """A template's prose, nothing, or DROP (wikitemplates.py says which)."""
         self.templates.append(Placed(template, self.where))
         name = " ".join(str(template.name).replace("_", " ").split()).casefold()
@@ -566,7 +574,7 @@ class _Renderer:
         return self.render(tag.contents)
 
 
-def _unit_follows(node) -> bool:
+def _unit_follows(node: Node | None) -> bool:
     """Whether ``node`` (what comes after a template) opens with a unit that only ever
     follows a number. Only text and links are looked at: a unit is never inside a table."""
     if isinstance(node, Text):

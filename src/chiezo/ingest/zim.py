@@ -18,6 +18,7 @@ import functools
 import posixpath
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from chiezo.core.config import Settings
@@ -31,7 +32,13 @@ from chiezo.ingest.zimdirectory import cluster_order
 from chiezo.ingest.zimscan import Scanned, scan
 from chiezo.store import generations
 from chiezo.store.build import BuildOptions, BuildReport, GenerationBuilder
-from chiezo.store.kinds import ArchiveEntry, Attribution, Capabilities, SourceKind
+from chiezo.store.kinds import ArchiveEntry, Attribution, Capabilities, NoOptions, SourceKind
+
+if TYPE_CHECKING:
+    # libzim ships .pyi files but no py.typed marker: to mypy these are Any
+    from libzim.reader import Archive, Entry
+
+    from chiezo.store.source_info import SourceInfo
 
 KIND = "zim"
 METADATA = ("Title", "Name", "Language", "Date", "Creator", "Publisher", "Description", "License")
@@ -91,7 +98,7 @@ def _not_a_zim_file(path: Path) -> str | None:
     return None if head == ZIM_MAGIC else "not a ZIM file (it does not begin as one)"
 
 
-def metadata(archive) -> dict[str, str]:
+def metadata(archive: Archive) -> dict[str, str]:
     out = {}
     for key in METADATA:
         if key in archive.metadata_keys:
@@ -132,7 +139,9 @@ def ingest_zim(
         return _read_articles(builder, path, archive, scanned)
 
 
-def _read_articles(builder: GenerationBuilder, path: Path, archive, scanned: Scanned):
+def _read_articles(
+    builder: GenerationBuilder, path: Path, archive: Archive, scanned: Scanned
+) -> BuildReport:
     articles = scanned.articles
     main = _main_path(archive) if len(articles) > 1 else None
     in_clusters = cluster_order(path, archive, articles)
@@ -179,7 +188,7 @@ def source_name(path: Path, facts: dict[str, str]) -> str:
     return "zim_" + named.strip("_").lower()
 
 
-def identity(path: Path, archive) -> dict:
+def identity(path: Path, archive: Archive) -> dict:
     """What says a source was built from this very file: where it is, its size, the UUID
     libzim gives every file it writes, and how many articles it says it holds."""
     return {
@@ -202,7 +211,7 @@ def library_files(inputs: list[Path]) -> list[list[Path]]:
     return [[f] for f in dict.fromkeys(files)]
 
 
-def _main_path(archive) -> str | None:
+def _main_path(archive: Archive) -> str | None:
     """The path of the archive's main page (its welcome page, often a redirect to one)."""
     if not archive.has_main_entry:
         return None
@@ -210,7 +219,7 @@ def _main_path(archive) -> str | None:
     return entry.get_redirect_entry().path if entry.is_redirect else entry.path
 
 
-def _doc(entry, scanned: Scanned) -> Doc | None:
+def _doc(entry: Entry, scanned: Scanned) -> Doc | None:
     markup = bytes(entry.get_item().content).decode("utf-8", "replace")
     made = article_document(entry.path, markup, entry.title)
     if made is None:
@@ -261,7 +270,7 @@ def _links(source_path: str, hrefs: list[str]) -> list[str]:
 MAX_REDIRECTS = 16  # libzim's writer removes loops and blind chains; a ZIM made by hand may not
 
 
-def _redirected(entry):
+def _redirected(entry: Entry) -> Entry | None:
     """The entry a redirect chain ends at; None for a loop or a chain beyond MAX_REDIRECTS
     (served as "no such entry", not followed by the browser until it gives up)."""
     for _ in range(MAX_REDIRECTS):
@@ -304,7 +313,15 @@ class ZimKind(SourceKind):
     # shows it (surfaces/web/archive_pages.py)
     capabilities = Capabilities(headed_pages=True, archive=True)
 
-    def build(self, settings, inputs, name, options, build, progress):
+    def build(
+        self,
+        settings: Settings,
+        inputs: list[Path],
+        name: str | None,
+        options: NoOptions,
+        build: BuildOptions,
+        progress: Progress,
+    ) -> BuildReport:
         return ingest_zim(settings, inputs[0], name, options=build, progress=progress)
 
     def each_source(self, inputs: list[Path]) -> list[list[Path]]:
@@ -322,7 +339,7 @@ class ZimKind(SourceKind):
             return False
         return recorded == {**recorded, **identity(path, open_archive(path))}
 
-    def about(self, info) -> str | None:
+    def about(self, info: SourceInfo) -> str | None:
         given = info.input
         shown = book_line(given)
         return f"{shown} ({given['description']})" if given.get("description") else shown
@@ -338,7 +355,7 @@ class ZimKind(SourceKind):
         item = entry.get_item()
         return ArchiveEntry(media_type=item.mimetype, content=item.content)
 
-    def attribution(self, info):
+    def attribution(self, info: SourceInfo) -> Attribution:
         given = info.input
         who = given.get("creator") or given.get("publisher") or given.get("title") or "ZIM file"
         described = given.get("title") if given.get("title") and given.get("title") != who else ""

@@ -20,9 +20,15 @@ from __future__ import annotations
 
 import mmap
 import struct
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    # libzim ships .pyi files but no py.typed marker: to mypy these are Any
+    from libzim.reader import Archive
 
 MAGIC = 72173914
 HEADER = struct.Struct("<IHH16sIIQQQQIIQ")  # magic … checksumPos: 80 bytes
@@ -30,7 +36,7 @@ REDIRECT, LINK_TARGET, DELETED = 0xFFFF, 0xFFFE, 0xFFFD
 NO_CLUSTER = 0xFFFFFFFF  # sorts a redirect or a damaged entry last
 
 
-def cluster_order(path: Path, archive, ids) -> np.ndarray | None:
+def cluster_order(path: Path, archive: Archive, ids: Sequence[int]) -> np.ndarray | None:
     """``ids`` (libzim entry ids) sorted by the cluster that holds each, then by id; None when
     the file cannot be read this way (split in parts, another layout, paths that do not agree
     with libzim's), and the caller reads in id order."""
@@ -41,11 +47,11 @@ def cluster_order(path: Path, archive, ids) -> np.ndarray | None:
         start = directory.user_start(archive) if directory is not None else None
         if directory is None or start is None:
             return None
-        ids = np.asarray(ids, dtype=np.uint64)
+        wanted = np.asarray(ids, dtype=np.uint64)
         clusters = np.fromiter(
-            (directory.cluster(start + int(i)) for i in ids), dtype=np.uint64, count=len(ids)
+            (directory.cluster(start + int(i)) for i in wanted), dtype=np.uint64, count=len(wanted)
         )
-    keys = (clusters << np.uint64(32)) | ids
+    keys = (clusters << np.uint64(32)) | wanted
     keys.sort()
     return (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
 
@@ -65,7 +71,7 @@ class Directory:
             return None
         return cls(view, path_ptrs, count)
 
-    def user_start(self, archive) -> int | None:
+    def user_start(self, archive: Archive) -> int | None:
         """The index of libzim's entry id 0: 0 in the old namespace scheme (every entry is the
         user's); in the new one, the first entry of namespace ``C`` (entries are sorted by
         namespace, then path). None when sampled paths do not agree with libzim's."""

@@ -15,11 +15,16 @@ import sqlite3
 from array import array
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from chiezo.core import db
 from chiezo.core.progress import NullProgress, Progress
 from chiezo.ingest.htmltext import page_text
+
+if TYPE_CHECKING:
+    # libzim ships .pyi files but no py.typed marker: to mypy these are Any
+    from libzim.reader import Archive
 
 BATCH = 10_000  # rows written at once
 MAX_VARIABLES = 500  # paths asked for in one statement (SQLite allows 32,766; shorter is as fast)
@@ -49,7 +54,7 @@ class Scanned:
     def __enter__(self) -> Scanned:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.conn.close()
 
     def add_article(self, entry_id: int, path: str, title: str) -> None:
@@ -114,7 +119,7 @@ class Scanned:
             rows.clear()
 
 
-def scan(archive, where: Path | None = None, progress: Progress | None = None) -> Scanned:
+def scan(archive: Archive, where: Path | None = None, progress: Progress | None = None) -> Scanned:
     """Every entry of ``archive`` once: articles (HTML entries; in the old namespace scheme,
     those under ``A/``) and redirects, then the rendered copies found among articles that
     share a title. ``where``: the file for the tables (default: a temporary one)."""
@@ -144,14 +149,16 @@ def scan(archive, where: Path | None = None, progress: Progress | None = None) -
     return scanned
 
 
-def _rendered_redirects(archive, shared: dict[str, list[int]]) -> dict[int, tuple[str, str]]:
+def _rendered_redirects(
+    archive: Archive, shared: dict[str, list[int]]
+) -> dict[int, tuple[str, str]]:
     """{entry id: (its path, the path of the article it copies)} for HTML entries that are a
     redirect rendered as a page: mwoffliner writes some Wikipedia redirects as a full copy of
     their target, titled as the target (A/The_Pages_of_My_Mind, "Ray Charles"), so the article
-    came out twice. A copy is an entry with another's title (``shared``: title → ids) *and* its
-    very text (two Wikibooks chapters titled "Introduction" stay two); of such a group, the
-    entry whose path names the title is the article (else the shortest path), the others its
-    aliases."""
+    would come out twice. A copy is an entry with another's title (``shared``: title → ids)
+    *and* its very text (two Wikibooks chapters titled "Introduction" stay two); of such a
+    group, the entry whose path names the title is the article (else the shortest path), the
+    others its aliases."""
     copies: dict[int, tuple[str, str]] = {}
     for title, ids in shared.items():
         by_text: dict[str, list[tuple[str, int]]] = {}

@@ -1,4 +1,4 @@
-"""The record of what was asked and answered (issue #34 item 5): ``DATA/logs/answers.db``.
+"""The record of what was asked and answered: ``DATA/logs/answers.db``.
 
 Each answer ``ask`` and ``chat`` give — the CLI's, the API's, the web chat's (it asks through
 the API) — is kept as one row: when, the question, the mode (rag or agent), the model, the
@@ -6,10 +6,11 @@ sources cited (number, source, title, link), the answer, the claim check (ground
 sentences supported, unsupported, uncited), "no basis" when the library held nothing, how long
 it took and which surface asked, and each model call's timings (``calls``: stage, seconds, first
 token, tokens in and out where the endpoint says, how it finished). An ask that failed is kept
-too (issue #43: "kept 1 of 8 asks"), with its ``cause`` (the error's: timeout, unreachable,
-context_exceeded…), its message in ``error``, what was written before it failed and the calls
-made; an answer the model did not finish (stopped at a loop, cut by its deadline) is kept with
-why as its ``cause`` and no ``error``. A whole answer's cause is null. ``chiezo logs`` lists and searches it, newest first.
+too (with answers alone it kept 1 of 8 asks), with its ``cause`` (the error's: timeout,
+unreachable, context_exceeded…), its message in ``error``, what was written before it failed
+and the calls made; an answer the model did not finish (stopped at a loop, cut by its deadline)
+is kept with why as its ``cause`` and no ``error``. A whole answer's cause is null.
+``chiezo logs`` lists and searches it, newest first.
 
 It is on by default and the user's to turn off: ``chiezo logs off`` leaves a marker file
 (``DATA/logs/off``) that every process reads before writing, ``chiezo logs on`` removes it,

@@ -1,16 +1,16 @@
 """Reading documents and browsing a source: one document, titles by prefix, tags, links, and
-filter listings. Pure functions over an open Source; ops/service.py adds deadlines and limits."""
+filter listings. Pure functions over an open Source; the handlers (ops/reading.py,
+ops/searching.py) add deadlines and limits."""
 
 from __future__ import annotations
 
-import difflib
 import json
 import random
 from collections.abc import Callable
 from typing import Any
 
-from chiezo.core.errors import BadQuery, NotFound, Operation, Option
-from chiezo.core.query import MIN_FTS_CHARS, match_any, match_in_columns, phrase, text_grams
+from chiezo.core import db
+from chiezo.core.errors import BadQuery, Operation, Option
 from chiezo.core.textnorm import normalise_title
 from chiezo.search.facets import Facets, of_filter
 from chiezo.search.filters import Filters, check_filters
@@ -27,7 +27,7 @@ DOC_FIELDS = (
     "doc_id",
     "key",
     "title",
-    "url",  # where a person opens it (ops/links.py, through the Service)
+    "url",  # where a person opens it (ops/links.py, through the Context)
     "source_url",  # what the source stores: a public page, a file:// url, an archive entry
     "rank_score",
     "aliases",
@@ -55,70 +55,6 @@ def check_fields(fields: list[str] | None) -> tuple[str, ...]:
     return tuple(fields)
 
 
-def find_doc(
-    src: Source, *, title: str | None = None, doc_id: int | None = None, key: str | None = None
-) -> tuple[int, list[dict[str, Any]]]:
-    """(doc_id, alternatives): by id, by key, or by exact title through aliases; several docs
-    with one title → the most popular, the others as alternatives; none → 404 with the
-    closest titles as candidates."""
-    source = src.name
-    if doc_id is not None:
-        if not _doc_exists(src, doc_id):
-            raise NotFound(f"{source} has no document {doc_id}", source=source)
-        return doc_id, []
-    if key is not None:
-        row = src.conn.execute("SELECT doc_id FROM docs WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            raise NotFound(f"{source} has no document with key {key!r}", source=source)
-        return row[0], []
-    if title is not None and title.strip():
-        ids = _ids_by_title(src, title)
-        if not ids:
-            raise NotFound(
-                f"{source} has no document titled {title!r}",
-                source=source,
-                candidates=closest_titles(src, title),
-                hint="use one of the candidates, or search for it: {see}",
-                see=Operation("search", source),
-            )
-        return ids[0], [_summary(src, i) for i in ids[1:]]
-    raise BadQuery("give a title, a doc_id or a key")
-
-
-def _doc_exists(src: Source, doc_id: int) -> bool:
-    return src.conn.execute("SELECT 1 FROM docs WHERE doc_id = ?", (doc_id,)).fetchone() is not None
-
-
-def _ids_by_title(src: Source, title: str) -> list[int]:
-    return [
-        r[0]
-        for r in src.conn.execute(
-            "SELECT doc_id FROM titles WHERE norm = ? ORDER BY is_alias, doc_id LIMIT 50",
-            (normalise_title(title),),
-        )
-    ]
-
-
-def has_title(src: Source, name: str) -> bool:
-    """Whether ``src`` has a document of title or alias ``name`` (normalised), or of that
-    title with a disambiguator (「夏目漱石 (作家)」): one indexed range, not a scan."""
-    norm = normalise_title(name)
-    return bool(norm) and (
-        src.conn.execute(
-            "SELECT 1 FROM titles WHERE norm = ? OR (norm >= ? AND norm < ?) LIMIT 1",
-            (norm, norm + " (", norm + " )"),
-        ).fetchone()
-        is not None
-    )
-
-
-def _summary(src: Source, doc_id: int) -> dict[str, Any]:
-    key, title = src.conn.execute(
-        "SELECT key, title FROM docs WHERE doc_id = ?", (doc_id,)
-    ).fetchone()
-    return {"doc_id": doc_id, "key": key, "title": title}
-
-
 def read_doc(
     src: Source,
     doc_id: int,
@@ -126,7 +62,7 @@ def read_doc(
     max_chars: int | None,
     link: Link | None = None,
 ) -> dict[str, Any]:
-    """The document's ``fields``. With ``link`` (ops/links.py through the Service), ``url``
+    """The document's ``fields``. With ``link`` (ops/links.py through the Context), ``url``
     is where a person opens it; ``source_url`` is always what the source stores."""
     conn = src.conn
     # body is the last column of docs: leaving it out spares its overflow pages
@@ -201,8 +137,8 @@ MIN_LIST_SHARE = 4  # the lists get at least max_chars / 4, however long the bod
 
 
 def fit_lists(out: dict[str, Any], max_chars: int) -> None:
-    """Keep ``out`` within ``max_chars`` as a whole (issue #34): the body was cut to it, the
-    opening — the body's own start — gets what the body leaves; the lists share what both
+    """Keep ``out`` within ``max_chars`` as a whole: the body was cut to it, the opening — the
+    body's own start — gets what the body leaves; the lists share what both
     leave (at least a quarter of ``max_chars``), in ``FITTED_LISTS`` order, each item costing
     its JSON length. A list cut short says how long it is (``<name>_total``) and ``more`` says
     how to read the rest."""
@@ -240,42 +176,6 @@ _MORE = {
 def chunk_ids(src: Source, doc_id: int) -> dict[int, int]:
     """A document's passages: each one's place in the document (``ord``) → its chunk_id."""
     return dict(src.conn.execute("SELECT ord, chunk_id FROM chunks WHERE doc_id = ?", (doc_id,)))
-
-
-def closest_titles(src: Source, text: str, n: int = 10) -> list[str]:
-    """Titles close to ``text``: same prefix, containing it, or sharing its rarer trigrams;
-    ordered by string similarity. Used for "did you mean" on a missing title."""
-    conn = src.conn
-    norm = normalise_title(text)
-    ids: dict[int, None] = {}
-    for (doc_id,) in conn.execute(
-        "SELECT doc_id FROM titles WHERE norm >= ? AND norm < ? LIMIT 20",
-        (norm, norm + "\U0010ffff"),
-    ):
-        ids.setdefault(doc_id)
-    title_columns = ("title", "aliases")
-    if len(norm) >= MIN_FTS_CHARS:
-        expr = match_in_columns(title_columns, phrase(norm))
-        for (doc_id,) in conn.execute(
-            "SELECT rowid FROM docs_fts WHERE docs_fts MATCH ? ORDER BY rowid LIMIT 30", (expr,)
-        ):
-            ids.setdefault(doc_id)
-    grams = text_grams(norm)[:40]
-    if grams:
-        expr = match_in_columns(title_columns, match_any(grams))
-        for (doc_id,) in conn.execute(
-            "SELECT rowid FROM docs_fts WHERE docs_fts MATCH ? ORDER BY rank LIMIT 30", (expr,)
-        ):
-            ids.setdefault(doc_id)
-    if not ids:
-        return []
-    marks = ",".join("?" * len(ids))
-    titles = [
-        r[0] for r in conn.execute(f"SELECT title FROM docs WHERE doc_id IN ({marks})", list(ids))
-    ]
-    titles = list(dict.fromkeys(titles))
-    titles.sort(key=lambda t: -difflib.SequenceMatcher(None, norm, normalise_title(t)).ratio())
-    return titles[:n]
 
 
 def titles_by_prefix(src: Source, prefix: str, limit: int) -> dict[str, Any]:
@@ -383,7 +283,6 @@ def filter_docs(
     limit: int,
     offset: int,
     fields: tuple[str, ...] | None = None,
-    list_sources=None,
     counted: Facets | None = None,
     link: Link | None = None,
 ) -> dict[str, Any]:
@@ -391,7 +290,7 @@ def filter_docs(
     ``distance_km`` — with the total counted from the index sets (the way to list a category:
     by tag, never by full-text search). ``counted``: facets to add this source's matches to
     (search/facets.py)."""
-    check = check_filters(src, filters, list_sources)
+    check = check_filters(src, filters)
     order = "distance" if filters.near else "rank"
     out: dict[str, Any] = {"source": src.name, "offset": offset, "limit": limit, "order": order}
     if check.impossible:
@@ -432,7 +331,6 @@ def random_docs(
     count: int,
     seed: int | None = None,
     fields: tuple[str, ...] | None = None,
-    list_sources=None,
     link: Link | None = None,
 ) -> dict[str, Any]:
     """``count`` documents drawn without repeats, each as likely as any other: from the whole
@@ -448,7 +346,7 @@ def random_docs(
                 hint="e.g. {see}",
                 see=Option("radius_km", "2"),
             )
-        check = check_filters(src, filters, list_sources)
+        check = check_filters(src, filters)
         first = None if check.impossible else run_filters(src, filters, 1, 0)
         total = first.total if first else 0
         notes = list(check.notes)
@@ -507,7 +405,7 @@ def list_features(
 
 
 def _counted(
-    conn,
+    conn: db.Connection,
     table: str,
     column: str,
     where: str,

@@ -12,26 +12,28 @@ import os
 import shutil
 from typing import Any
 
+from chiezo.ops import operating
+from chiezo.ops.context import Context
 from chiezo.store.build import available_memory
 
 MIN_FREE_DISK = 2 * 2**30
 MIN_FREE_MEMORY = 512 * 2**20
 
 
-def check(service) -> list[dict[str, Any]]:
+def check(ctx: Context) -> list[dict[str, Any]]:
     """Checks in order: ``{"check", "ok", "detail", "hint"?}``."""
     return [
-        _data_dir(service),
-        *_sources(service),
-        *_models(service),
-        *_context(service),
+        _data_dir(ctx),
+        *_sources(ctx),
+        *_models(ctx),
+        *_context(ctx),
         _memory(),
-        _disk(service),
+        _disk(ctx),
     ]
 
 
-def _data_dir(service) -> dict[str, Any]:
-    path = service.settings.data_dir
+def _data_dir(ctx: Context) -> dict[str, Any]:
+    path = ctx.settings.data_dir
     if not path.exists():
         return {
             "check": "data directory",
@@ -47,8 +49,8 @@ def _data_dir(service) -> dict[str, Any]:
     }
 
 
-def _sources(service) -> list[dict[str, Any]]:
-    infos = service.sources()
+def _sources(ctx: Context) -> list[dict[str, Any]]:
+    infos = operating.sources(ctx)
     if not [i for i in infos if not i.get("writable")]:
         return [
             {
@@ -78,8 +80,8 @@ def _sources(service) -> list[dict[str, Any]]:
     return out
 
 
-def _models(service) -> list[dict[str, Any]]:
-    status = service.llm_status()
+def _models(ctx: Context) -> list[dict[str, Any]]:
+    status = operating.llm_status(ctx)
     if not status["configured"]:
         return [
             {
@@ -126,16 +128,16 @@ SAMPLES = {
 }
 
 
-def _context(service) -> list[dict[str, Any]]:
+def _context(ctx: Context) -> list[dict[str, Any]]:
     """The model's context window, and whether the default budget fits it."""
     from chiezo.answer.budget import HEADER_TOKENS, MIN_EXCERPT_TOKENS, Room
     from chiezo.answer.rag import answer_messages
     from chiezo.core.config import ENV
 
-    client = service.llm()
+    client = ctx.llm()
     if client is None:
         return []
-    s = service.settings
+    s = ctx.settings
     window = client.window(s.llm_context)
     if not window.said:
         return [
@@ -210,8 +212,8 @@ def _memory() -> dict[str, Any]:
     }
 
 
-def _disk(service) -> dict[str, Any]:
-    path = service.settings.data_dir
+def _disk(ctx: Context) -> dict[str, Any]:
+    path = ctx.settings.data_dir
     probe = path if path.exists() else path.parent
     free = shutil.disk_usage(probe if probe.exists() else ".").free
     return {

@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from chiezo.core.errors import BadQuery
+from chiezo.core.models import Hit
+from chiezo.ops import searching
+from chiezo.ops.context import Context
 from chiezo.ops.requests import SearchRequest
 from chiezo.search.retrieval import RETRIEVAL_MODES
 from chiezo.store.vectors import vector_info
@@ -140,15 +143,15 @@ class Scores:
         return out
 
 
-def run(service, source: str, questions: list[Question], config: dict[str, Any]) -> Scores:
-    """Every question through ``service.search`` with one configuration."""
+def run(ctx: Context, source: str, questions: list[Question], config: dict[str, Any]) -> Scores:
+    """Every question through ``searching.search`` with one configuration."""
     params = {k: v for k, v in config.items() if k != "source"}
     name = config.get("source", source)
     scores = Scores(config)
     started = time.monotonic()
     for question in questions:
-        result = service.search(
-            SearchRequest.of(query=question.text, source=name, limit=DEPTH, **params)
+        result = searching.search(
+            ctx, SearchRequest.of(query=question.text, source=name, limit=DEPTH, **params)
         )
         marks = [question.relevant(h.key, h.title) for h in result.hits]
         first = next((i for i, rel in enumerate(marks, 1) if rel), None)
@@ -164,7 +167,7 @@ def run(service, source: str, questions: list[Question], config: dict[str, Any])
 PASSAGE_OPENING = 80  # characters of the quoted passage an A/B row shows
 
 
-def _shown(hit, relevant: bool) -> dict[str, Any]:
+def _shown(hit: Hit, relevant: bool) -> dict[str, Any]:
     return {
         "title": hit.title,
         "relevant": relevant,
@@ -181,11 +184,11 @@ def ndcg(marks: Iterable[bool], wanted: int, depth: int = DEPTH) -> float:
     return dcg / ideal if ideal else 0.0
 
 
-def default_configs(service, source: str) -> tuple[list[dict[str, Any]], list[str]]:
+def default_configs(ctx: Context, source: str) -> tuple[list[dict[str, Any]], list[str]]:
     """keyword, semantic and hybrid — the last two only where the source has vectors."""
     notes: list[str] = []
     configs: list[dict[str, Any]] = [{"mode": "keyword"}]
-    info = vector_info(service.library.get(source).meta)
+    info = vector_info(ctx.library.get(source).meta)
     if info is None or not info.count:
         notes.append(f"{source} has no vectors: only keyword search was measured")
     else:

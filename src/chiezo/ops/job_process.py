@@ -1,24 +1,24 @@
 """A background job runs in a process of its own; the server's worker starts it, passes on its
 progress and its cancellation, and ends it by force when it does not stop.
 
-Why a process, not a thread of the serving worker (issue #28):
+Why a process, not a thread of the serving worker:
 
 * **Memory.** What a build or an embedding allocates stays with the process that ran it: a
   worker's private memory grew 249 → 322–344 MB across two in-process rebuilds. A job's process
   gives all of it back when it exits.
 * **Hostile files.** A document that expands without limit, or a parser that spins, costs the
   job's process, not the worker answering searches.
-* **Every job can end.** A cancelled job whose thread was stuck in a process pool's join
-  stayed "running" for 19+ minutes and every later build got 409. Now cancel is asked first
-  (SIGTERM: the work raises ``Cancelled`` at its next progress update and removes what it
-  wrote); a job that has not ended ``CANCEL_GRACE_S`` later is killed with its whole process
-  group (its parser and word-splitter processes too). A job's process that dies on its own —
-  killed, out of memory — ends the job as failed, saying how. Either way the job ends and the
-  one-build lock is free.
+* **Every job can end.** A cancelled job run in a thread that is stuck in a process pool's
+  join cannot be stopped: it stayed "running" for 19+ minutes and every later build got 409.
+  Here cancel is asked first (SIGTERM: the work raises ``Cancelled`` at its next progress
+  update and removes what it wrote); a job that has not ended ``CANCEL_GRACE_S`` later is
+  killed with its whole process group (its parser and word-splitter processes too). A job's
+  process that dies on its own — killed, out of memory — ends the job as failed, saying how.
+  Either way the job ends and the one-build lock is free.
 
-The work itself is the same code a command-line build runs (``Service.ingest`` through
-``rebuild.run_rebuild``, ``Service.embed``); only its progress travels, as JSON lines on a pipe:
-``{"e": "phase" | "advance" | "retotal" | "warn" | "log" | "result" | "end", ...}``.
+The work itself is the same code a command-line build runs (``building.ingest`` through
+``rebuilding.run_rebuild``, ``building.embed``); only its progress travels, as JSON lines on a
+pipe: ``{"e": "phase" | "advance" | "retotal" | "warn" | "log" | "result" | "end", ...}``.
 """
 
 from __future__ import annotations
@@ -36,12 +36,20 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from chiezo.core.config import Settings
 from chiezo.core.errors import Cancelled, ChiezoError, InternalError
 from chiezo.core.processes import die_with_parent, kill_group
+from chiezo.core.progress import Progress
+from chiezo.ops import building
+from chiezo.ops.context import Context
 from chiezo.store.model_host import HOST_ENV
+
+if TYPE_CHECKING:
+    from chiezo.store.kinds import SourceKind
 
 CANCEL_GRACE_S = 10.0  # from cancel to kill: a build's abort path removes its files in < 1 s
 KILL_WAIT_S = 5.0  # after SIGKILL: a process that is still there is reported, not waited for
@@ -55,13 +63,34 @@ log = logging.getLogger("chiezo.jobs")
 class Work:
     """What a job's process runs; sent to it pickled (the parent is the only writer)."""
 
-    settings: Any  # config.Settings
+    settings: Settings
     job_id: int
     action: str  # "rebuild" or "embed"
     source: str
     call: Any  # rebuild.RebuildCall, or (model, max_chunks, unit_chars) for an embed
     model: str | None = None  # rebuild: the model it embeds with after building
-    kind: Any = None  # the SourceKind object: a plugin's (or a test's) is registered there too
+    kind: SourceKind | None = None  # a plugin's (or a test's) kind is registered there too
+
+
+class LoggedProgress(Progress, Protocol):
+    """A job's Progress, which keeps a log too: ops/jobs.py's JobProgress in the server,
+    ``PipeProgress`` in the job's process."""
+
+    def log(self, level: str, text: str) -> None: ...
+
+
+class WatchedJob(Protocol):
+    """What watching a job reads and writes of it (ops/jobs.py ``Job``, which starts this
+    module's process: it is named here by what it has, not imported)."""
+
+    id: int
+    action: str
+    source: str
+    cancel_requested: threading.Event
+    result: dict[str, Any] | None
+
+    @property
+    def progress(self) -> LoggedProgress: ...
 
 
 @dataclass
@@ -106,13 +135,13 @@ class JobProcess:
             stdin.write(payload)
             stdin.close()
 
-    def watch(self, job) -> Outcome:
+    def watch(self, job: WatchedJob) -> Outcome:
         try:
             return self._watch(job)
         finally:
             self.events.close()
 
-    def _watch(self, job) -> Outcome:
+    def _watch(self, job: WatchedJob) -> Outcome:
         cancel_asked_at: float | None = None
         end: Outcome | None = None
         while True:
@@ -167,7 +196,7 @@ class JobProcess:
         *lines, self._buffer = self._buffer.split(b"\n")
         return [json.loads(line) for line in lines if line.strip()]
 
-    def _apply(self, event: dict[str, Any], job) -> Outcome | None:
+    def _apply(self, event: dict[str, Any], job: WatchedJob) -> Outcome | None:
         kind, progress = event.pop("e"), job.progress
         if kind == "phase":
             progress.phase(event["name"], event["total"], event["unit"])
@@ -209,7 +238,7 @@ class JobProcess:
             },
         )
 
-    def _abandoned(self, job) -> Outcome:
+    def _abandoned(self, job: WatchedJob) -> Outcome:
         """A process that outlived SIGKILL (stuck in the kernel): said, not waited for."""
         pid = self.process.pid
         log.error("job %s: process %s did not end after SIGKILL; abandoned", job.id, pid)
@@ -268,7 +297,7 @@ class CancellableProgress:
     what they wrote. A heartbeat's ``advance(0)`` (progress.Ticking, from another thread)
     never raises. ``what``: the job, as the error names it."""
 
-    def __init__(self, inner, cancelled, what: str) -> None:
+    def __init__(self, inner: LoggedProgress, cancelled: Callable[[], bool], what: str) -> None:
         self.inner, self.cancelled, self.what = inner, cancelled, what
 
     def __getattr__(self, name: str):
@@ -354,27 +383,26 @@ def _read_work() -> Work:
 
 
 def run(work: Work, pipe: EventPipe, cancelled: threading.Event) -> None:
-    """The job itself, as the server ran it in a thread before (ops/jobs.py)."""
-    from chiezo.ops.service import Service
+    """The job itself: the calls a command-line build makes, on a context of its own."""
     from chiezo.store.kinds import register
 
     if work.kind is not None:
         register(work.kind)  # a kind registered at run time in the server (a plugin, a test)
-    service = Service(work.settings)
+    ctx = Context(work.settings)
     progress = CancellableProgress(
         PipeProgress(pipe), cancelled.is_set, f"job {work.job_id} ({work.action} {work.source})"
     )
     if work.action == "rebuild":
-        _rebuild(service, work, progress, pipe)
+        _rebuild(ctx, work, progress, pipe)
     else:
-        _embed(service, work, progress, pipe)
+        _embed(ctx, work, progress, pipe)
 
 
-def _rebuild(service, work: Work, progress, pipe: EventPipe) -> None:
-    from chiezo.ingest.rebuild import run_rebuild
+def _rebuild(ctx: Context, work: Work, progress: CancellableProgress, pipe: EventPipe) -> None:
+    from chiezo.ops.rebuilding import run_rebuild
 
     call = work.call
-    report = run_rebuild(service, call, work.source, progress=progress, embed=False)
+    report = run_rebuild(ctx, call, work.source, progress=progress, embed=False)
     if report is None:
         pipe.send("result", result={"up_to_date": True, "input": (call.identity or {}).get("path")})
         progress.log(
@@ -388,16 +416,16 @@ def _rebuild(service, work: Work, progress, pipe: EventPipe) -> None:
         f"{report.size_bytes / 2**20:,.1f} MiB in {report.seconds:.1f} s; "
         "the new generation is serving",
     )
-    service.embed_after_build(report, work.model, progress=progress)
+    building.embed_after_build(ctx, report, work.model, progress=progress)
     if report.embedding:
         pipe.send("result", result=report.to_dict())
         progress.log("info", embedded_line(report.embedding))
 
 
-def _embed(service, work: Work, progress, pipe: EventPipe) -> None:
+def _embed(ctx: Context, work: Work, progress: CancellableProgress, pipe: EventPipe) -> None:
     model, max_chunks, unit_chars = work.call
-    report = service.embed(
-        work.source, model, max_chunks=max_chunks, unit_chars=unit_chars, progress=progress
+    report = building.embed(
+        ctx, work.source, model, max_chunks=max_chunks, unit_chars=unit_chars, progress=progress
     )
     result = report.to_dict()
     pipe.send("result", result=result)

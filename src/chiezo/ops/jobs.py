@@ -1,8 +1,8 @@
 """Background build jobs: rebuild a source from the input it was built from, or re-embed it,
 with live progress and a log a client polls.
 
-* what a rebuild runs is read back from the source's record (ingest/rebuild.py); the job itself runs
-  in a process of its own (ops/job_process.py), watched from a thread of the server;
+* what a rebuild runs is read back from the source's record (ops/rebuilding.py); the job itself
+  runs in a process of its own (ops/job_process.py), watched from a thread of the server;
 * ``JobProgress`` is a Progress (core/progress.py) that keeps the current phase and a capped log;
 * ``JobRunner`` plans (what will happen, as facts a UI can phrase) and runs one job at a time,
   which can be cancelled (checked at its next progress update: ``Cancelled``);
@@ -25,9 +25,11 @@ import os
 import threading
 import time
 from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from chiezo.core.config import Settings
 from chiezo.core.errors import (
     BadQuery,
     ChiezoError,
@@ -37,8 +39,11 @@ from chiezo.core.errors import (
     NotFound,
 )
 from chiezo.core.progress import STEP_UNITS
-from chiezo.ingest.rebuild import (
+from chiezo.ops import operating
+from chiezo.ops.context import Context
+from chiezo.ops.rebuilding import (
     NO_REBUILD,
+    RebuildCall,
     fetching_again,
     rebuild_call,
     recorded_call,
@@ -46,6 +51,7 @@ from chiezo.ingest.rebuild import (
 )
 from chiezo.store import generations
 from chiezo.store.kinds import kind_named
+from chiezo.store.source_info import SourceInfo
 
 ACTIONS = ("rebuild", "embed")
 SERVING_DURING = "the current generation keeps serving until the new one is complete"
@@ -57,6 +63,11 @@ STALE_S = 30.0  # a "running" record older than this was left by a process that 
 LOCK_FILE = "jobs.lock"  # in the data directory: one build at a time, server or command line
 
 log = logging.getLogger("chiezo.jobs")
+
+# What a planned job runs: a rebuild's call with the model asked for (None: the one the
+# source had); an embed's model, max_chunks and unit_chars.
+RebuildWork = tuple[RebuildCall, str | None]
+EmbedWork = tuple[str, int | None, int | None]
 
 
 # -- progress -----------------------------------------------------------------------------------
@@ -322,14 +333,14 @@ def holder_text(holder: dict[str, Any] | None) -> str:
 
 @contextlib.contextmanager
 def exclusive(
-    settings,
+    settings: Settings,
     what: str,
     *,
     source: str | None = None,
     action: str | None = None,
     wait: bool = False,
-    waiting=None,
-):
+    waiting: Callable[[str], None] | None = None,
+) -> Iterator[None]:
     """Hold the data directory's jobs lock for a build from the command line: the server runs
     no job meanwhile, and the block does not start while a job (or another command's build)
     runs — Conflict naming it, or with ``wait`` a wait for it (``waiting(text)`` is told
@@ -357,16 +368,16 @@ class JobRunner:
     """Plans and runs rebuild and embed jobs in a daemon thread, one at a time; remembers the
     last ``keep`` jobs (in memory: a restart forgets them, the sources do not)."""
 
-    def __init__(self, service, *, keep: int = KEEP_JOBS) -> None:
-        self.service = service
+    def __init__(self, ctx: Context, *, keep: int = KEEP_JOBS) -> None:
+        self.ctx = ctx
         self.keep = keep
         self._lock = threading.Lock()
         self._jobs: OrderedDict[int, Job] = OrderedDict()
         self._next_id = 1
         self._running: Job | None = None
-        self._process_lock = _ProcessLock(service.settings.data_dir / LOCK_FILE)
+        self._process_lock = _ProcessLock(ctx.settings.data_dir / LOCK_FILE)
         # every worker process reads the records here, whichever process runs the job
-        self._dir = service.settings.data_dir / "jobs"
+        self._dir = ctx.settings.data_dir / "jobs"
 
     # -- looking -------------------------------------------------------------------------------
 
@@ -501,9 +512,9 @@ class JobRunner:
         from chiezo.store.embedders import BUILT_IN
 
         in_use = {
-            info["vectors"]["model"] for info in self.service.sources() if info.get("vectors")
+            info["vectors"]["model"] for info in operating.sources(self.ctx) if info.get("vectors")
         }
-        return sorted(set(BUILT_IN) | in_use | set(self.service.settings.job_models))
+        return sorted(set(BUILT_IN) | in_use | set(self.ctx.settings.job_models))
 
     def _check_model(self, model: str) -> None:
         offered = self.models()
@@ -514,16 +525,18 @@ class JobRunner:
                 hint="name one of known_models; an operator adds others with CHIEZO_JOB_MODELS",
             )
 
-    def _prepare(self, source: str, action: str, model: str | None, fetch: bool = False):
+    def _prepare(
+        self, source: str, action: str, model: str | None, fetch: bool = False
+    ) -> tuple[dict[str, Any], RebuildWork | EmbedWork, BadQuery | None]:
         """(plan, what _run needs, the error that stops it or None)."""
         if action not in ACTIONS:
             raise BadQuery(f"action must be rebuild or embed, got {action!r}", actions=ACTIONS)
-        info = source_info(self.service, source)
+        info = source_info(self.ctx, source)
         if info.writable:
             raise BadQuery(NO_REBUILD if action == "rebuild" else NO_EMBED, source=source)
         if model is not None:
             self._check_model(model)
-        current = generations.current_path(self.service.settings.corpus_dir / source)
+        current = generations.current_path(self.ctx.settings.corpus_dir / source)
         plan: dict[str, Any] = {
             "action": action,
             "source": source,
@@ -542,8 +555,15 @@ class JobRunner:
             )
         return self._prepare_embed(plan, info, current, model)
 
-    def _prepare_rebuild(self, plan, info, current, model, fetch=False):
-        from chiezo.ops.service import embedding_after_build
+    def _prepare_rebuild(
+        self,
+        plan: dict[str, Any],
+        info: SourceInfo,
+        current: Path | None,
+        model: str | None,
+        fetch: bool = False,
+    ) -> tuple[dict[str, Any], RebuildWork, BadQuery | None]:
+        from chiezo.ops.building import embedding_after_build
 
         as_built = recorded_call(info)
         call = fetching_again(info, as_built) if fetch else as_built
@@ -567,12 +587,14 @@ class JobRunner:
                 plan["problem"], refusal = _error(exc), exc
         return plan, (call, model), refusal
 
-    def _prepare_embed(self, plan, info, current, model):
-        from chiezo.ops.service import embedding_after_build
+    def _prepare_embed(
+        self, plan: dict[str, Any], info: SourceInfo, current: Path | None, model: str | None
+    ) -> tuple[dict[str, Any], EmbedWork, None]:
+        from chiezo.ops.building import embedding_after_build
         from chiezo.store.embed import choose_unit_chars
 
         vectors = info.vectors
-        meta = self.service.library.get(plan["source"]).meta  # needs_rebuild: the library's 409
+        meta = self.ctx.library.get(plan["source"]).meta  # needs_rebuild: the library's 409
         if model is None and not vectors:
             raise BadQuery(
                 f"{plan['source']!r} has no vectors yet: name the model to embed it with",
@@ -647,7 +669,7 @@ class JobRunner:
         threading.Thread(target=self._keep_saved, args=(job,), daemon=True).start()
         return job
 
-    def _run(self, job: Job, call) -> None:
+    def _run(self, job: Job, call: RebuildWork | EmbedWork) -> None:
         """The job in a process of its own (ops/job_process.py), watched from this thread."""
         from chiezo.ops.job_process import JobProcess, Work
 
@@ -656,11 +678,14 @@ class JobRunner:
         try:
             progress.log("info", f"{job.action} {job.source} started")
             model, kind = None, None
-            if job.action == "rebuild":  # (the RebuildCall, the model asked for or None)
-                call, model = call
-                kind = kind_named(call.kind)
+            todo: RebuildCall | EmbedWork
+            if len(call) == 2:  # a rebuild: (the RebuildCall, the model asked for or None)
+                todo, model = call
+                kind = kind_named(todo.kind)
+            else:
+                todo = call
             work = Work(
-                self.service.settings, job.id, job.action, job.source, call, model=model, kind=kind
+                self.ctx.settings, job.id, job.action, job.source, todo, model=model, kind=kind
             )
             outcome = JobProcess(work).watch(job)
             state, error = outcome.state, outcome.error

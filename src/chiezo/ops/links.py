@@ -1,12 +1,13 @@
 """Where a person opens a document: the one mapping from what a source stores as a document's
-``url`` to a link (issue #44).
+``url`` to a link.
 
 What a source stores is not always something a browser can open: Wikipedia, OSM and GeoNames
 store their public page (``https://…``), a live kiwix source its server's page; a folder of
 documents the file (``file:///…/a.pdf``, a PDF hit at its page: ``#page=12``); a ZIM the entry's
-path inside the archive (``A/Ray_Charles``); notes and place tables nothing. Before this module
-the CLI cited a ZIM article as ``/…/raycharles.zim › A/Ray_Charles`` and REST and MCP hits
-carried ``url: "A/Ray_Charles"`` — only the web UI, which mapped each kind itself, linked.
+path inside the archive (``A/Ray_Charles``); notes and place tables nothing. Without one mapping
+each surface shows what is stored: the CLI cited a ZIM article as
+``/…/raycharles.zim › A/Ray_Charles`` and REST and MCP hits carried ``url: "A/Ray_Charles"`` —
+only the web UI, which mapped each kind itself, linked.
 
 Two forms, from the same mapping:
 

@@ -24,6 +24,7 @@ import datetime as dt
 import json
 import threading
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from chiezo.core import db
@@ -286,8 +287,13 @@ class _transaction:
             raise db.storage_problem(exc, "saving the note") or exc from exc
         return self.conn
 
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:  # Python passes all three or none
             try:
                 self.conn.execute("COMMIT")
                 return

@@ -24,13 +24,20 @@ from typing import Annotated, Any, Literal, Self
 
 import annotated_types
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.fields import FieldInfo
 
 from chiezo.answer.options import BOUNDS as ANSWER_BOUNDS
 from chiezo.answer.options import DEFAULT_STEPS
 from chiezo.core.config import ANSWER_MODES, PLANNERS
 from chiezo.core.errors import BadQuery
-from chiezo.core.query import MAX_QUERY_CHARS
-from chiezo.core.validation import MAX_OFFSET, MAX_SQL_INT, MAX_TEXT_CHARS
+from chiezo.core.query import MAX_QUERY_CHARS, has_terms
+from chiezo.core.validation import (
+    MAX_OFFSET,
+    MAX_SQL_INT,
+    MAX_TEXT_CHARS,
+    check_length,
+    check_unicode,
+)
 from chiezo.ops.browse import DOC_FIELDS
 from chiezo.ops.notes import MAX_NOTE_CHARS, MAX_TAG_CHARS, MAX_TAGS
 from chiezo.ops.patterns import (
@@ -57,6 +64,13 @@ MAX_FILTER_LIMIT = 500  # documents of one filter page (cheap rows, no ranking)
 MAX_LIST_LIMIT = 500  # names of one list page (titles, tags, links, features)
 MAX_TOP_N = 1000  # candidates from each side of a hybrid search (search/retrieval.py checks it)
 MAX_RADIUS_KM = 20_000  # half the Earth's circumference: any point is within it
+
+
+def check_question(question: str | None) -> None:
+    """A question in words (not spaces or control characters only), within its length."""
+    if question is None or not has_terms(question):
+        raise BadQuery("the question is empty", hint="ask something in words")
+    check_length(question, "the question", MAX_QUESTION_CHARS)
 
 
 def stated(**constraints: Any) -> dict[str, Any]:
@@ -86,8 +100,8 @@ class Surface:
     rest_path: bool = False  # REST: part of the path (/v1/{source}/...), not the query
     # what a model reads of it (MCP and agent mode) where the help, written for a person
     # reading --help or the API docs, is longer than a small model's context can spare on
-    # every step ("": the name, type and bounds say it all). Issue #44: the tools' schemas
-    # were 28.4 KB, most of it help.
+    # every step ("": the name, type and bounds say it all). With the help alone the tools'
+    # schemas measured 28.4 KB, most of it help.
     brief: str | None = None
     cli_off: str | None = None  # a boolean's CLI flag that sets it false, e.g. --ungrounded
     # MCP: text that is JSON may also be given as the JSON value itself (within's GeoJSON):
@@ -209,6 +223,8 @@ class Request(BaseModel):
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"])
+            if first["type"] == "string_unicode":  # a lone surrogate: the one reason every
+                check_unicode(str(first["input"]), where)  # surface gives for it
             raise BadQuery(f"{where}: {first['msg']}", field=where) from exc
 
     @classmethod
@@ -217,12 +233,24 @@ class Request(BaseModel):
         return cls.model_fields[name].default
 
     def arguments(self) -> dict[str, Any]:
-        """Keyword arguments for the Service method of this operation (named as the fields)."""
+        """The fields as keyword arguments (named as the fields)."""
         return dict(self)
 
 
 class ConditionsRequest(Request):
-    """Search and filter: a list of conditions with no items is no condition."""
+    """The conditions on documents that search, filter and random share (search/where.py
+    resolves them; ``near``, which each reads its own way, is declared by each). A list of
+    conditions with no items is no condition."""
+
+    tag: Tag = None
+    feature: Feature = None
+    area: Area = None
+    wikidata: Wikidata = None
+    attr: Attr = None
+    bbox: Box = None
+    near_doc: NearDoc = None
+    radius_km: RadiusKm = None
+    within: Within = None
 
     @field_validator("*", mode="before")
     @classmethod
@@ -261,12 +289,6 @@ class SearchRequest(ConditionsRequest):
         Field(ge=0, le=MAX_WINDOW - MAX_LIMIT, description="results to skip, for paging"),
         Surface(brief=""),
     ] = 0
-    tag: Tag = None
-    feature: Feature = None
-    area: Area = None
-    wikidata: Wikidata = None
-    attr: Attr = None
-    bbox: Box = None
     near: Annotated[
         str | None,
         Field(
@@ -276,9 +298,6 @@ class SearchRequest(ConditionsRequest):
         ),
         Surface(brief="lat,lon or an address: nearest first"),
     ] = None
-    near_doc: NearDoc = None
-    radius_km: RadiusKm = None
-    within: Within = None
     facets: FacetNames = None
     mode: Annotated[
         Literal[RETRIEVAL_MODES] | None,  # type: ignore[valid-type]
@@ -335,12 +354,6 @@ class OneSourceConditions(ConditionsRequest):
         Field(description="a source name (see sources)"),
         Surface(cli_argument="value", rest_path=True),
     ]
-    tag: Tag = None
-    feature: Feature = None
-    area: Area = None
-    wikidata: Wikidata = None
-    attr: Attr = None
-    bbox: Box = None
     near: Annotated[
         str | None,
         Field(
@@ -350,9 +363,6 @@ class OneSourceConditions(ConditionsRequest):
         ),
         Surface(brief="lat,lon or an address: nearest first"),
     ] = None
-    near_doc: NearDoc = None
-    radius_km: RadiusKm = None
-    within: Within = None
     fields: Fields = None
 
 
@@ -428,7 +438,7 @@ class GeocodeRequest(Request):
 
 # -- browsing and reading: the other operations on one source ------------------------------------
 
-# declared once for every operation that takes them (tools and routes used to declare their own)
+# declared once for every operation that takes them, so that its tool and its route agree
 SourceName = Annotated[
     str,
     Field(description="a source name (see sources)"),
@@ -733,7 +743,7 @@ def params(model: type[Request]) -> list[Param]:
     return [_param(name, info) for name, info in model.model_fields.items()]
 
 
-def _param(name: str, info) -> Param:
+def _param(name: str, info: FieldInfo) -> Param:
     surface = next((m for m in info.metadata if isinstance(m, Surface)), Surface())
     # annotated_types.Ge(ge=1) and so on: the attribute is named as the keyword
     bounds = {

@@ -1,7 +1,7 @@
 """What a model reads back from a tool: the result written compactly, without the fields only
-programs use, and within the ``max_chars`` the call gave (issue #44).
+programs use, and within the ``max_chars`` the call gave.
 
-Measured before this (bench/mcp_sizes.py on the jawiki excerpt): ``search`` answered 5,457
+Measured without it (bench/mcp_sizes.py on the jawiki excerpt): ``search`` answered 5,457
 characters whatever ``max_chars`` said, 13 % of it the SDK's ``indent=2``, every hit carrying
 ``key``, ``score`` and ``rank_score`` — and a model with a 2k–4k context reads every character
 of every result on every later step. So a tool answer here is:

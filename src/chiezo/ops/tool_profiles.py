@@ -1,13 +1,13 @@
 """Tool profiles: which of the library's tools (ops/tools.py) a client or agent is offered, with
 which parameters, how long each answer may be by default, and the instructions that go with
-them (issue #44).
+them.
 
 MCP clients and agent mode put every tool description and every tool result into the model's
-context. Measured by bench/mcp_sizes.py (design §39): before this, ``tools/list`` was 28.4 KB
-for 14 tools plus 2.5 KB of instructions — about 9k tokens before a first question, more than a
-4k-context model holds. The ``full`` profile offers every tool and parameter within 12 KB; the
-``compact`` one what a small model's first questions need (search, doc, filter, notes) within
-5 KB, with instructions a quarter as long. Agent mode chooses compact by itself for a small
+context. Measured by bench/mcp_sizes.py (design §39): with every tool's full help,
+``tools/list`` was 28.4 KB for 14 tools plus 2.5 KB of instructions — about 9k tokens before a
+first question, more than a 4k-context model holds. The ``full`` profile offers every tool and
+parameter within 12 KB; the ``compact`` one what a small model's first questions need (search,
+doc, filter, notes) within 5 KB, with instructions a quarter as long. Agent mode chooses compact by itself for a small
 context (answer/agent.py); MCP clients ask for it (``chiezo mcp --profile compact``, or
 ``/mcp?profile=compact``).
 

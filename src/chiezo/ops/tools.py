@@ -1,5 +1,5 @@
 """The library's tools for AI agents: names, descriptions, parameter schemas, and the call that
-runs one over a service.
+runs one over a context (ops/context.py).
 
 Two surfaces offer these tools and both take them from here: surfaces/mcp/server.py serves them to MCP
 clients, answer/agent.py offers them to the model in agent mode — so a model answering inside
@@ -8,9 +8,9 @@ Tool descriptions and the instructions are part of the product: a model uses the
 only if they tell it how (the design notes measured tool-description gaps turning directly
 into failed questions).
 
-This module knows the service only as the object handed to :func:`library_tools`; it imports
-nothing above it (not the service, not the MCP server, not the answer layer), so the service
-can run the agent and the agent can run the tools without an import cycle.
+This module runs the tools over the context handed to :func:`library_tools`; it imports
+nothing above it (not the MCP server, not answering), so answering (ops/answering.py) can run
+the agent and the agent can run the tools without an import cycle.
 
 Errors come back as tool errors whose text is the REST API's JSON body (reason, candidates,
 known sources...) — :func:`error_text` renders it — so a model can correct itself on the next
@@ -36,6 +36,9 @@ from pydantic_core import PydanticCustomError
 
 from chiezo.answer.tool_calls import Toolbox, error_text
 from chiezo.core.errors import BadQuery, ChiezoError, InternalError
+from chiezo.core.operations import Entry
+from chiezo.ops import operating, searching
+from chiezo.ops.context import Context
 from chiezo.ops.registry import BINDINGS
 from chiezo.ops.requests import Param, Request, SearchRequest, params
 from chiezo.ops.tool_answers import MAX_CHARS, MIN_CHARS, fitted, for_a_model
@@ -55,7 +58,7 @@ DESTRUCTIVE = ToolAnnotations(
 )
 
 
-def _hints(entry) -> ToolAnnotations:
+def _hints(entry: Entry) -> ToolAnnotations:
     """What a client is told the tool does to data, from the catalogue's flags."""
     if entry.destructive:
         return DESTRUCTIVE
@@ -72,23 +75,23 @@ class Spec:
 
     name: str
     request: type[Request] | None
-    handle: Callable[[Any, Any], Any]  # (service, request) → a JSON-ready result
+    handle: Callable[[Context, Any], Any]  # (ctx, request) → a JSON-ready result
     description: str
     hints: ToolAnnotations
     pages: str | None = None
 
 
-def _sources(service, _request) -> dict[str, Any]:
-    return {"sources": [source_for_a_model(info) for info in service.sources()]}
+def _sources(ctx: Context, _request: None) -> dict[str, Any]:
+    return {"sources": [source_for_a_model(info) for info in operating.sources(ctx)]}
 
 
-def _search(service, request: SearchRequest) -> dict[str, Any]:
-    return service.search(request).to_dict()
+def _search(ctx: Context, request: SearchRequest) -> dict[str, Any]:
+    return searching.search(ctx, request).to_dict()
 
 
 def _bound(name: str, pages: str | None = None, hints: ToolAnnotations | None = None) -> Spec:
     """The tool of a bound operation (ops/registry.py): its arguments are the request model's,
-    its description the binding's, its result the service's."""
+    its description the binding's, its result the handler's."""
     binding = BINDINGS[name]
     return Spec(
         binding.entry.mcp or name,
@@ -140,25 +143,25 @@ BROWSING_TOOLS = ("random", "geocode")  # an agent reaches places through near= 
 # -- building and running tools -----------------------------------------------------------------
 
 
-def toolbox(service, *, writable: bool = True, profile: str | None = None) -> Toolbox:
-    """The tools over ``service`` with the instructions that say how to use them, as the agent
+def toolbox(ctx: Context, *, writable: bool = True, profile: str | None = None) -> Toolbox:
+    """The tools over ``ctx`` with the instructions that say how to use them, as the agent
     receives them (answer/agent.py sits below this module and is handed them)."""
     chosen = profile_named(profile)
-    tools = library_tools(service, writable=writable, browsing=False, profile=chosen.name)
+    tools = library_tools(ctx, writable=writable, browsing=False, profile=chosen.name)
     return Toolbox(tools, chosen.instructions)
 
 
 def library_tools(
-    service, *, writable: bool = True, browsing: bool = True, profile: str | None = None
+    ctx: Context, *, writable: bool = True, browsing: bool = True, profile: str | None = None
 ) -> list[Tool]:
-    """The tools of ``profile`` over ``service``; ``writable=False`` leaves out the
+    """The tools of ``profile`` over ``ctx``; ``writable=False`` leaves out the
     note-writing tools, ``browsing=False`` those for browsing (``random``, ``geocode``): an
     agent answering a question has no use for them, and every tool's schema is sent to its
     model on every step."""
     chosen = profile_named(profile)
     left_out = (() if writable else WRITE_TOOLS) + (() if browsing else BROWSING_TOOLS)
     return [
-        _tool(service, SPECS[name], chosen)
+        _tool(ctx, SPECS[name], chosen)
         for name in chosen.names(list(SPECS))
         if name not in left_out
     ]
@@ -186,7 +189,7 @@ class LibraryTool(Tool):
         return await super().run(arguments, context, convert_result)
 
 
-def _tool(service, spec: Spec, profile: Profile) -> Tool:
+def _tool(ctx: Context, spec: Spec, profile: Profile) -> Tool:
     offered = [
         p
         for p in (params(spec.request) if spec.request else [])
@@ -200,7 +203,7 @@ def _tool(service, spec: Spec, profile: Profile) -> Tool:
         if takes_budget:  # doc and recall cut their texts to it themselves
             values["max_chars"] = budget
         request = spec.request.model_validate(_as_lists(values, many)) if spec.request else None
-        result = spec.handle(service, request)
+        result = spec.handle(ctx, request)
         if not isinstance(result, dict):
             result = {"result": result}
         paged = getattr(request, "offset", None) if spec.pages else None
@@ -244,12 +247,12 @@ def _budget(profile: Profile) -> inspect.Parameter:
     )
 
 
-def _reported(fn):
+def _reported(fn: Callable[..., CallToolResult]) -> Callable[..., CallToolResult]:
     """Turn a ChiezoError into a tool error carrying :func:`error_text`, and a bug into the
     same shape (status 500), logged with its traceback."""
 
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
         try:
             return fn(*args, **kwargs)
         except ChiezoError as exc:

@@ -2,7 +2,7 @@
 FILE`` (docs/cli.md).
 
 The file is a tar archive compressed with zstd (inspectable with ``tar --zstd -tvf``; archives
-of earlier versions — plain, gzip or xz tars — still import), in this order:
+of earlier versions — plain, gzip or xz tars — import too), in this order:
 
     manifest.json    what it holds: format, source name, kind, language, schema version,
                      generation id, built_at, documents, chunks, the input identity, vectors
@@ -28,8 +28,8 @@ that is not made for files from strangers. The index is the vectors' one store o
 (store/vectors.py), so an export carries them as a third member, ``vectors.f16``: a plain
 little-endian float16 array in ``vec_id`` order, sized and hashed in the manifest, read by
 numpy and checked (size, finite values) before the index is rebuilt from it on import. An
-archive from before that change carries its vectors in the generation's ``vec`` column
-instead; it still imports.
+archive of an earlier version carries its vectors in the generation's ``vec`` column instead;
+it imports too.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import shutil
 import tarfile
 import time
 import zlib  # a damaged gzip archive ("r|*" reads gzip, bz2 and xz too)
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -169,7 +170,9 @@ def _manifest(name: str, meta: dict[str, str], file_name: str, size: int, digest
     }
 
 
-def _vectors_file(name: str, generation: Path, meta: dict[str, str], out: Path, progress) -> dict:
+def _vectors_file(
+    name: str, generation: Path, meta: dict[str, str], out: Path, progress: Progress
+) -> dict:
     """The generation's vectors, read from its index in ``vec_id`` order, written to ``out``
     as float16 rows; returns the manifest's entry for them."""
     from chiezo.store import vectors as vec
@@ -201,7 +204,7 @@ def _vectors_file(name: str, generation: Path, meta: dict[str, str], out: Path, 
 
 
 def _write_archive(
-    path: Path, manifest: dict, data: IO[bytes], size: int, loose: Path, progress
+    path: Path, manifest: dict, data: IO[bytes], size: int, loose: Path, progress: Progress
 ) -> None:
     """The tar (manifest first, then the generation, then its vectors when it has them —
     ``loose``, written by ``_vectors_file``) through a zstd stream: docs/design.md
@@ -226,9 +229,9 @@ def _write_archive(
 
 
 @contextlib.contextmanager
-def _open_archive(archive: Path):
-    """The export's tar as a stream (one pass, no seeking): zstd-compressed as exports are
-    now, or a plain/gzip/xz tar as they were before."""
+def _open_archive(archive: Path) -> Iterator[tarfile.TarFile]:
+    """The export's tar as a stream (one pass, no seeking): zstd-compressed as export writes
+    it, or a plain/gzip/xz tar (an earlier version's export)."""
     with open(archive, "rb") as raw:
         if raw.read(len(ZSTD_MAGIC)) != ZSTD_MAGIC:
             raw.seek(0)
@@ -313,7 +316,7 @@ def local_input(manifest: dict, chosen: Path | None) -> dict[str, Any]:
     (or none), with the archive's plain options (language, passage size…). The archive's
     paths — its input, path-valued options such as a lookup file, where it was fetched from —
     are another machine's and a stranger's: an archive naming ``/`` as its documents' folder
-    once served /etc/passwd as an "original" (issue #28). They are never used here."""
+    would serve /etc/passwd as an "original". They are never used here."""
     if chosen is None:
         return {}
     recorded = given if isinstance(given := manifest.get("input"), dict) else {}
@@ -334,7 +337,12 @@ def _plain_option(value: Any) -> bool:
 
 
 def _switch_in(
-    tar, archive: Path, manifest: dict, directory: Path, local: dict, progress
+    tar: tarfile.TarFile,
+    archive: Path,
+    manifest: dict,
+    directory: Path,
+    local: dict,
+    progress: Progress,
 ) -> dict[str, Any]:
     """Receive the generation into the source's folder, check it, switch it in (build lock
     held); any failure removes what was written."""
@@ -484,7 +492,14 @@ def _check_room(directory: Path, manifest: dict) -> None:
     )
 
 
-def _receive(tar, archive: Path, manifest: dict, building: Path, loose: Path, progress) -> None:
+def _receive(
+    tar: tarfile.TarFile,
+    archive: Path,
+    manifest: dict,
+    building: Path,
+    loose: Path,
+    progress: Progress,
+) -> None:
     """The generation member, streamed into ``building``, then the vectors' member (when the
     manifest names one) into ``loose``, each checked against the manifest; nothing after."""
     _receive_member(tar, archive, manifest["file"], building, manifest["source"], progress)
@@ -497,7 +512,14 @@ def _receive(tar, archive: Path, manifest: dict, building: Path, loose: Path, pr
         raise InputError(f"{archive} holds {extra.name!r} after {last}: refused", path=str(archive))
 
 
-def _receive_member(tar, archive: Path, expected: dict, out: Path, what: str, progress) -> None:
+def _receive_member(
+    tar: tarfile.TarFile,
+    archive: Path,
+    expected: dict,
+    out: Path,
+    what: str,
+    progress: Progress,
+) -> None:
     name = expected["name"]
     member = tar.next()
     if member is None:
@@ -518,6 +540,7 @@ def _receive_member(tar, archive: Path, expected: dict, out: Path, what: str, pr
     progress.phase(f"receiving {what}", member.size, "B")
     digest = hashlib.sha256()
     source = tar.extractfile(member)
+    assert source is not None  # a regular file (checked above) always has its contents
     with open(out, "xb") as written:
         left = member.size
         while left:
@@ -541,7 +564,10 @@ def _receive_member(tar, archive: Path, expected: dict, out: Path, what: str, pr
 
 
 def check_generation(
-    name: str, path: Path, manifest: dict | None = None, checked=None
+    name: str,
+    path: Path,
+    manifest: dict | None = None,
+    checked: Callable[[int], None] | None = None,
 ) -> dict[str, str]:
     """The meta table of ``path`` once it opens as a Chiezo source this program reads (the
     serving path's schema check, library.Source) and passes SQLite's ``quick_check``; with a
@@ -549,7 +575,7 @@ def check_generation(
     SchemaMismatch otherwise. ``checked()`` after each of the three checks."""
     from chiezo.store.library import Source
 
-    checked = checked or (lambda n=1: None)
+    checked = checked or NullProgress().advance
     try:
         source = Source(name, path)
     except SchemaMismatch as exc:
@@ -594,7 +620,9 @@ def _match_manifest(name: str, meta: dict[str, str], manifest: dict) -> None:
             )
 
 
-def _index_vectors(building: Path, final: Path, vectors: dict, loose: Path, progress) -> None:
+def _index_vectors(
+    building: Path, final: Path, vectors: dict, loose: Path, progress: Progress
+) -> None:
     """The vector index of the imported generation, built here from the vectors it came with:
     the archive's ``vectors.f16`` member, or (an archive of an older Chiezo) the generation's
     own ``vec`` column."""
@@ -669,7 +697,7 @@ def _existing_source(settings: Settings, name: str) -> Path:
     return directory
 
 
-def _sha256(data: IO[bytes], size: int, progress, what: str) -> str:
+def _sha256(data: IO[bytes], size: int, progress: Progress, what: str) -> str:
     progress.phase(what, size, "B")
     digest = hashlib.sha256()
     data.seek(0)
@@ -689,7 +717,7 @@ def _read_exactly(stream: IO[bytes] | None, size: int) -> bytes:
 class _Reader:
     """A file object tarfile copies from, counting what it reads (the export's progress)."""
 
-    def __init__(self, inner: IO[bytes], counted=None) -> None:
+    def __init__(self, inner: IO[bytes], counted: Callable[[int], None] | None = None) -> None:
         self.inner, self.counted = inner, counted
 
     def read(self, size: int = -1) -> bytes:

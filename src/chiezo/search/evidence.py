@@ -27,6 +27,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from chiezo.core import db
 from chiezo.core.models import Hit
 from chiezo.core.query import phrase
 from chiezo.core.words import index_text
@@ -135,7 +136,7 @@ def _weights(source: Source, words: Sequence[str], df: dict[str, int] | None = N
     return {w: math.log(1 + n / (df.get(w, 0) + 1)) for w in words}
 
 
-def _holding(conn, expr: str, doc_ids: Sequence[int], walk: bool) -> list[int]:
+def _holding(conn: db.Connection, expr: str, doc_ids: Sequence[int], walk: bool) -> list[int]:
     """Which of ``doc_ids`` match ``expr``: by walking its doclist when that is short, else by
     one seek per document (FTS5 runs ``rowid IN (…)`` as one lookup per value, ~15 µs each)."""
     if walk:

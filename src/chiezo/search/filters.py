@@ -31,12 +31,14 @@ import functools
 import math
 import re
 import unicodedata
+from collections.abc import Sized
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
 from chiezo.core import db
 from chiezo.core.errors import BadQuery, Operation, Option
 from chiezo.core.geometry import Shape, register
+from chiezo.search.lacks import SourceLacks, with_attribute, with_points
 from chiezo.search.notices import Notice
 from chiezo.store.library import Source
 
@@ -515,7 +517,7 @@ def stored_spellings(
     return found
 
 
-def _marks(items) -> str:
+def _marks(items: Sized) -> str:
     return ",".join("?" * len(items))
 
 
@@ -607,26 +609,25 @@ class FilterCheck:
     impossible: bool = False  # a condition matches no document at all
 
 
-def check_filters(source: Source, filters: Filters, list_sources=None) -> FilterCheck:
-    """Refuse conditions the source can never satisfy; explain the ones that match nothing.
-    ``list_sources()`` lists the SourceInfo of every source, for "which sources have it"."""
+def check_filters(source: Source, filters: Filters) -> FilterCheck:
+    """Refuse conditions the source can never satisfy; explain the ones that match nothing."""
     check = FilterCheck()
     conn = source.conn
     for condition in filters.conditions:
         if isinstance(condition, TagCondition):
             _check_tags(source, condition, check)
         elif isinstance(condition, AttrCondition):
-            _check_attr(source, condition, check, list_sources)
+            _check_attr(source, condition, check)
         elif isinstance(condition, RangeCondition):
-            _check_range(source, condition, check, list_sources)
+            _check_range(source, condition, check)
     if (
         filters.near
         or any(isinstance(c, BoxCondition | WithinCondition) for c in filters.conditions)
     ) and not (conn.execute("SELECT 1 FROM doc_points LIMIT 1").fetchone()):
-        raise BadQuery(
+        raise SourceLacks(
             f"source {source.name!r} has no coordinates, so bbox/near can never match",
             source=source.name,
-            sources_with_it=_having(list_sources, lambda info: info.points),
+            has=with_points,
         )
     return check
 
@@ -653,10 +654,8 @@ def _check_tags(source: Source, condition: TagCondition, check: FilterCheck) -> 
         check.impossible = True
 
 
-def _check_range(
-    source: Source, condition: RangeCondition, check: FilterCheck, list_sources
-) -> None:
-    _require_attribute(source, condition.name, list_sources)
+def _check_range(source: Source, condition: RangeCondition, check: FilterCheck) -> None:
+    _require_attribute(source, condition.name)
     if condition.estimate(source.conn):
         return
     low, high = source.conn.execute(
@@ -690,22 +689,22 @@ def _number(value: float) -> str:
     return f"{value:.0f}" if float(value).is_integer() else f"{value}"
 
 
-def _require_attribute(source: Source, name: str, list_sources) -> None:
+def _require_attribute(source: Source, name: str) -> None:
     known = set(source.attributes)
     if name not in known:
         label = name if name in NAMED_ATTRIBUTES else f"attr={name}"
-        raise BadQuery(
+        raise SourceLacks(
             f"source {source.name!r} has no attribute {name!r}, so {label}=... can never match",
+            has=with_attribute(name),
             source=source.name,
             known_attributes=sorted(known),
-            sources_with_it=_having(list_sources, lambda info: name in info.attributes),
             candidates=difflib.get_close_matches(name, sorted(known), n=5) or None,
         )
 
 
-def _check_attr(source: Source, condition: AttrCondition, check: FilterCheck, list_sources) -> None:
+def _check_attr(source: Source, condition: AttrCondition, check: FilterCheck) -> None:
     name = condition.name
-    _require_attribute(source, name, list_sources)
+    _require_attribute(source, name)
     where, params = condition.clause()
     present = {
         r[0] for r in source.conn.execute(f"SELECT value FROM attr_counts WHERE {where}", params)
@@ -717,12 +716,6 @@ def _check_attr(source: Source, condition: AttrCondition, check: FilterCheck, li
         check.notes.append(Notice("no_such_value", name=name, values=missing, similar=values))
     if not present:
         check.impossible = True
-
-
-def _having(list_sources, predicate) -> list[str] | None:
-    if list_sources is None:
-        return None
-    return [info.name for info in list_sources() if predicate(info)] or None
 
 
 def similar_tags(conn: db.Connection, tag: str, n: int = 5) -> list[str]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from chiezo.core import db
 from chiezo.core.errors import BadQuery
@@ -83,8 +84,22 @@ class Planned:
     seen: list[int] = field(default_factory=list)
 
 
+class PlanOutcome(Protocol):
+    """What a page reports of the plan that found it: fts.Planned and keyword.KeywordPlan."""
+
+    total: int
+    lower_bound: bool
+    plan: str
+    notes: list[str]
+
+
 def page_result(
-    source: Source, query: str, hits: list[Hit], planned, offset: int, limit: int
+    source: Source,
+    query: str,
+    hits: list[Hit],
+    planned: PlanOutcome,
+    offset: int,
+    limit: int,
 ) -> SearchResult:
     """One source's page of ``hits``, with how ``planned`` (total, lower_bound, plan, notes)
     found them."""
@@ -107,13 +122,12 @@ def plan_search(
     *,
     want: int,
     filters: Filters | None = None,
-    list_sources=None,
 ) -> Planned:
     """The first ``want`` candidates of the trigram planner, unread (the caller holds the
     deadline)."""
     query = parse_query(text, folded=source.has_words)
     filters = filters or Filters()
-    check = check_filters(source, filters, list_sources)
+    check = check_filters(source, filters)
     if check.impossible:
         return Planned(query, [], 0, "filter", False, check.notes, [])
     if not query.long_terms:

@@ -4,9 +4,9 @@ The trigram planner (fts.py) finds any substring and keeps title-exact first; th
 (core/words.py, ``words_fts``) ranks by content words. Each side ranks its own candidates
 (bm25 × popularity, rank.py); each list is divided by its best score and the two are summed
 with the word side weighted ``WORD_WEIGHT`` (docs/design.md §24, JaQuAD train: R@1 .887
-against .886 with min-max; the issue measured words alone .842, trigrams .795, fused .861 on
-dev). A source built before the word index, or a query with no content words ("the", "は"),
-is searched by trigrams alone.
+against .886 with min-max; on dev, words alone .842, trigrams .795, fused .861). A source
+built before the word index, or a query with no content words ("the", "は"), is searched by
+trigrams alone.
 
 Word plans, like the trigram ones, read a bounded number of postings:
 
@@ -27,7 +27,14 @@ from chiezo.core.models import SearchResult
 from chiezo.core.query import match_all, match_any
 from chiezo.core.words import marked_words, query_words
 from chiezo.search.filters import Filters, filter_ids
-from chiezo.search.fts import CANDIDATE_WALK, check_window, page_result, plan_search, read_hits
+from chiezo.search.fts import (
+    CANDIDATE_WALK,
+    Planned,
+    check_window,
+    page_result,
+    plan_search,
+    read_hits,
+)
 from chiezo.search.hybrid import fuse
 from chiezo.search.names import leading_documents
 from chiezo.search.notices import Notice
@@ -114,13 +121,10 @@ def keyword_search(
     offset: int,
     timeout: float | None,
     filters: Filters | None = None,
-    list_sources=None,
 ) -> SearchResult:
     check_window(limit, offset)
     with db.deadline(source.conn, timeout, what=f"search in {source.name!r}"):
-        plan = plan_keyword(
-            source, text, want=offset + limit, filters=filters, list_sources=list_sources
-        )
+        plan = plan_keyword(source, text, want=offset + limit, filters=filters)
         return plan.result(source, offset, limit)
 
 
@@ -130,7 +134,6 @@ def plan_keyword(
     *,
     want: int,
     filters: Filters | None = None,
-    list_sources=None,
 ) -> KeywordPlan:
     """Words and trigrams fused where the source has words; trigrams alone elsewhere. At least
     ``FUSION_POOL`` candidates of each side are fused, so that the first ``want`` are right.
@@ -139,7 +142,7 @@ def plan_keyword(
     pool = max(want, FUSION_POOL)
     words = query_words(text) if source.has_words else []
     pending = _start_word_side(source, words, pool, filters) if words else None
-    trigrams = plan_search(source, text, want=pool, filters=filters, list_sources=list_sources)
+    trigrams = plan_search(source, text, want=pool, filters=filters)
     matches = pending.result() if pending is not None else None
     if trigrams.plan == "filter":  # no text to match: the filters' own order
         matches = None
@@ -217,7 +220,9 @@ def _with_named(total: int, lower: bool, seen: list[int], named: list[int]) -> i
     return total + len(set(named) - set(seen))
 
 
-def _start_word_side(source: Source, words: list[str], pool: int, filters: Filters):
+def _start_word_side(
+    source: Source, words: list[str], pool: int, filters: Filters
+) -> concurrent.futures.Future[WordMatches]:
     """The word side, started in a helper thread on its own connection while this one plans
     the trigram side: a question at 1M documents spends ~15 ms on each (p99 56 → docs/design.md
     §24.6). The helper stops at this request's deadline."""
@@ -230,7 +235,7 @@ def _start_word_side(source: Source, words: list[str], pool: int, filters: Filte
     return _word_pool.submit(run)
 
 
-def _union_total(trigrams, matches: WordMatches, fused: int) -> tuple[int, bool]:
+def _union_total(trigrams: Planned, matches: WordMatches, fused: int) -> tuple[int, bool]:
     """How many documents either side matches: exact when each side saw every match of its
     own — ranked (the fused list) or only walked (``seen``: 76 matches of a rare word are all
     walked, though the word side ranks 50) — else the larger total, as a lower bound."""
@@ -274,7 +279,14 @@ def word_frequencies(conn: db.Connection, words: list[str]) -> dict[str, int]:
     return dict(conn.execute(f"SELECT word, df FROM word_df WHERE word IN ({marks})", words))
 
 
-def _all_words(source, words, df, pool, extra, extra_params) -> WordMatches:
+def _all_words(
+    source: Source,
+    words: list[str],
+    df: dict[str, int],
+    pool: int,
+    extra: str,
+    extra_params: tuple,
+) -> WordMatches:
     conn = source.conn
     where, params = "words_fts MATCH ?" + extra, (match_all(words), *extra_params)
     walk = max(CANDIDATE_WALK, pool)
@@ -310,7 +322,7 @@ def _cheap(words: list[str], df: dict[str, int]) -> list[str]:
     return cheap
 
 
-def _weigh(conn, ids: list[int], cheap: list[str]) -> list[tuple[int, float]]:
+def _weigh(conn: db.Connection, ids: list[int], cheap: list[str]) -> list[tuple[int, float]]:
     """(doc_id, bm25 over the ``cheap`` words), in walk order; 0 when there are none."""
     if not cheap or not ids:
         return [(i, 0.0) for i in ids]
@@ -325,7 +337,14 @@ def _weigh(conn, ids: list[int], cheap: list[str]) -> list[tuple[int, float]]:
     return [(i, scored.get(i, 0.0)) for i in ids]
 
 
-def _any_words(source, present, df, pool, extra, extra_params) -> WordMatches:
+def _any_words(
+    source: Source,
+    present: list[str],
+    df: dict[str, int],
+    pool: int,
+    extra: str,
+    extra_params: tuple,
+) -> WordMatches:
     chosen = choose_words(present, df, source.doc_count)
     if not chosen:
         return WordMatches([], 0, "words_or", words=present)

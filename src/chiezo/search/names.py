@@ -3,9 +3,9 @@
 "Ray Charles" puts the article Ray Charles first (the title-exact rule, fts.py), but "Who was
 Ray Charles?" is no title: bm25 then prefers the short documents whose *titles* hold both words
 ("Ray Charles discography", the albums) over the long article about him, which came 9th
-(issue #43 item 6, docs/design.md §38). Here a question is read for the phrases in it that
-equal a title or an alias of the source, and the documents the question is *about* by name are
-returned for the keyword side to lead with, as it leads with a title equal to the whole query.
+(docs/design.md §38). Here a question is read for the phrases in it that equal a title or an
+alias of the source, and the documents the question is *about* by name are returned for the
+keyword side to lead with, as it leads with a title equal to the whole query.
 
 * **Phrases** are runs of the question's tokens — words of spaced scripts, Sudachi's longest
   units of Japanese (so 京都 is never found inside 東京都, nor 哲学 inside 哲学者) — up to

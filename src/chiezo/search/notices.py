@@ -134,7 +134,7 @@ class Notice(str):
         return {"code": self.code, "params": self.params, "text": str(self)}
 
     # immutable: copies (dataclasses.asdict deep-copies) and pickles keep code and params
-    def __deepcopy__(self, memo) -> Notice:
+    def __deepcopy__(self, memo: dict[int, Any]) -> Notice:
         return self
 
     def __reduce__(self):

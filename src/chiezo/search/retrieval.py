@@ -59,10 +59,10 @@ RETRIEVAL_MODES = ("keyword", "semantic", "hybrid", "auto")  # the search's publ
 FUSIONS = ("minmax", "rrf")
 # The keyword side's weight in min-max fusion, per model, for a query with a specific word (a
 # query of common words only gets less: keyword_weight): a weaker semantic model earns less
-# weight. The one declaration of it — the docs point here. use-m's was 0.6 with trigrams alone
-# (docs/design.md §18) and rose to 0.8 with the word index and coverage (§24.2: JaQuAD train);
-# measured again with whole articles and natural questions in §31.4 (0.7–0.9 flat, 0.8 kept).
-# e5-small's 0.4 dates from §18 and was not re-measured.
+# weight. The one declaration of it — the docs point here. use-m's 0.8 is best with the word
+# index and coverage (docs/design.md §24.2: JaQuAD train; 0.6 with trigrams alone, §18) and on
+# whole articles with natural questions (§31.4: 0.7–0.9 flat). e5-small's 0.4 is measured with
+# trigrams alone (§18), not with the word index.
 KEYWORD_WEIGHT = {"use-m": 0.8, "e5-small": 0.4}
 DEFAULT_KEYWORD_WEIGHT = 0.5
 DEFAULT_TOP_N = 50
@@ -115,7 +115,6 @@ def retrieve(
     offset: int,
     timeout: float | None,
     filters: Filters | None = None,
-    list_sources=None,
     options: RetrievalOptions | None = None,
 ) -> SearchResult:
     options = (options or RetrievalOptions()).checked()
@@ -141,7 +140,6 @@ def retrieve(
             offset=offset,
             timeout=timeout,
             filters=filters,
-            list_sources=list_sources,
         )
         result.retrieval = "keyword"
         if by_name:
@@ -154,14 +152,14 @@ def retrieve(
     pending = _start_semantic(source, text, n, filters, options, timeout, retrieval)
     keyword = None
     if retrieval == "hybrid":
-        keyword = _keyword_side(source, text, n, timeout, filters, list_sources)
+        keyword = _keyword_side(source, text, n, timeout, filters)
     if pending is not None:
         semantic = pending.result()
         if semantic is None:
             notes.append(Notice("semantic_timeout"))
             retrieval = "keyword-fallback"
     if retrieval != "semantic" and keyword is None:
-        keyword = _keyword_side(source, text, n, timeout, filters, list_sources)
+        keyword = _keyword_side(source, text, n, timeout, filters)
     if keyword is not None:
         notes += keyword.notes
     if keyword is not None and semantic:
@@ -202,16 +200,16 @@ def retrieve(
     )
 
 
-def _keyword_side(source, text, n, timeout, filters, list_sources) -> KeywordPlan:
+def _keyword_side(
+    source: Source, text: str, n: int, timeout: float | None, filters: Filters | None
+) -> KeywordPlan:
     with db.deadline(source.conn, timeout, what=f"search in {source.name!r}"):
-        return plan_keyword(
-            source, text, want=min(n, MAX_WINDOW), filters=filters, list_sources=list_sources
-        )
+        return plan_keyword(source, text, want=min(n, MAX_WINDOW), filters=filters)
 
 
 @dataclass
 class _PendingSemantic:
-    future: concurrent.futures.Future
+    future: concurrent.futures.Future[list[SemanticHit]]
     deadline: float
 
     def result(self) -> list[SemanticHit] | None:
@@ -223,21 +221,27 @@ class _PendingSemantic:
 
 
 def _start_semantic(
-    source, text, n, filters, options, timeout, retrieval
+    source: Source,
+    text: str,
+    n: int,
+    filters: Filters | None,
+    options: RetrievalOptions,
+    timeout: float | None,
+    retrieval: str,
 ) -> _PendingSemantic | None:
     if retrieval not in ("semantic", "hybrid"):
         return None
     budget = min(SEMANTIC_BUDGET, timeout) if timeout else SEMANTIC_BUDGET
     # Loading the model and opening the index happen once per process, here, outside the
     # budget: a cold start is not a slow query (and a missing model is an error, not a
-    # fallback). The server does both before its first request (Service.warm).
+    # fallback). The server does both before its first request (ops/operating.py warm).
     query_embedder(require_vectors(source).model)
     _ = source.vectors
 
     # hybrid fetches below the floor too; _floored decides per document
     below = BELOW_FLOOR_OWNERS if retrieval == "hybrid" else 0
 
-    def run():
+    def run() -> list[SemanticHit]:
         vector = embed_query(source, text)
         return semantic_candidates(
             source, vector, n, filters=filters, min_score=options.min_score, below_floor=below
@@ -246,7 +250,9 @@ def _start_semantic(
     return _PendingSemantic(_pool.submit(run), time.monotonic() + budget)
 
 
-def _floored(source, semantic: list[SemanticHit], keyword: KeywordPlan, options):
+def _floored(
+    source: Source, semantic: list[SemanticHit], keyword: KeywordPlan, options: RetrievalOptions
+) -> list[SemanticHit]:
     """Semantic hits at or above the floor, and any the keyword side found too."""
     floor = options.min_score
     if floor is None:
@@ -282,7 +288,7 @@ def _by_coverage(source: Source, text: str, keyword: KeywordPlan) -> KeywordPlan
 def _fuse(
     keyword: KeywordPlan | None,
     semantic: list[SemanticHit] | None,
-    options,
+    options: RetrievalOptions,
     weight: float = DEFAULT_KEYWORD_WEIGHT,
 ) -> list[Fused]:
     k_pairs = keyword.ranked if keyword else []
@@ -313,7 +319,12 @@ def keyword_weight(source: Source, options: RetrievalOptions, text: str) -> floa
     return round(weight * specificity(source, query_words(text), light_words(text)), 3)
 
 
-def _total(keyword, semantic, fused, n) -> tuple[int, bool]:
+def _total(
+    keyword: KeywordPlan | None,
+    semantic: list[SemanticHit] | None,
+    fused: list[Fused],
+    n: int,
+) -> tuple[int, bool]:
     if keyword is None:
         return len(fused), len(fused) >= n
     extra = len({f.doc_id for f in fused} - {d for d, _ in keyword.ranked})
@@ -322,7 +333,9 @@ def _total(keyword, semantic, fused, n) -> tuple[int, bool]:
     )
 
 
-def _by_distance(source: Source, fused: list[Fused], near: Near):
+def _by_distance(
+    source: Source, fused: list[Fused], near: Near
+) -> tuple[list[Fused], dict[int, float]]:
     ids = [f.doc_id for f in fused]
     if not ids:
         return [], {}
@@ -343,7 +356,15 @@ def _by_distance(source: Source, fused: list[Fused], near: Near):
     return located, points
 
 
-def _hits(source, page, keyword, semantic, text, explain, distances) -> list[Hit]:
+def _hits(
+    source: Source,
+    page: list[Fused],
+    keyword: KeywordPlan | None,
+    semantic: list[SemanticHit] | None,
+    text: str,
+    explain: bool,
+    distances: dict[int, float],
+) -> list[Hit]:
     """Read the rows of the page: a document the keyword side found shows where its words
     are; one found by meaning alone, the passage that matched."""
     chunks = {h.doc_id: h for h in semantic} if semantic else {}

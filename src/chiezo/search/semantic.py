@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from chiezo.core.errors import ChiezoError, Operation, Option
 from chiezo.search.filters import Filters, filter_ids
@@ -20,6 +21,10 @@ from chiezo.search.setplan import run_filters
 from chiezo.store.library import Source
 from chiezo.store.model_host import query_embedder
 from chiezo.store.vectors import VectorsUnavailable, vector_info, vector_owners
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 EXACT_SET = 20_000
 # Vectors fetched per document wanted (documents have several): at least this many, more where
@@ -128,7 +133,7 @@ def default_floor(source: Source, model: str) -> float:
 
 def semantic_candidates(
     source: Source,
-    query_vector,
+    query_vector: NDArray[np.float32],
     n: int,
     *,
     filters: Filters | None = None,
@@ -162,7 +167,7 @@ def semantic_candidates(
 
 
 def _exact(
-    source: Source, query_vector, doc_ids: list[int], n: int, floor: float
+    source: Source, query_vector: NDArray[np.float32], doc_ids: list[int], n: int, floor: float
 ) -> list[SemanticHit]:
     import numpy as np
 

@@ -23,6 +23,7 @@ from chiezo.core import db
 from chiezo.core.errors import BadQuery, Option
 from chiezo.core.geometry import Ring, Shape, self_intersection
 from chiezo.search.filters import fold_name, parse_bbox
+from chiezo.search.lacks import SourceLacks
 from chiezo.store.library import Source
 
 MAX_VERTICES = 1_000  # a written polygon; checked for crossings in ~20 ms at this size
@@ -148,17 +149,17 @@ def has_shapes(source: Source) -> bool:
     )
 
 
-def named_area(source: Source, name: str, having=None) -> Shape:
+def named_area(source: Source, name: str) -> Shape:
     """The admin boundary ``name`` of an OSM ``source`` (its spelling folded: tokyo, ＴＯＫＹＯ);
     several boundaries of that name (a town and its ward) → the most detailed level's union
     is not meant, so the lowest admin level (the larger area) is used and said."""
     if not has_shapes(source):
-        raise BadQuery(
+        raise SourceLacks(
             f"source {source.name!r} has no admin boundaries to take {name!r} from",
+            has=has_shapes,
             source=source.name,
             hint="name an area of an OSM source built by this version (chiezo rebuild it), or "
             "give a GeoJSON polygon",
-            sources_with_it=having() if having else None,
         )
     rows = _rows_named(source.conn, name)
     if not rows:

@@ -29,8 +29,10 @@ import shutil
 import sys
 import time
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from chiezo.core import db
@@ -153,7 +155,7 @@ class GenerationBuilder:
         self._batch: dict[str, list[tuple]] = {}
         self._finished = False
         self._started = time.monotonic()
-        self._before_order: list = []
+        self._before_order: list[Callable[[db.Connection], None]] = []
         self._splitter: Splitter | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -187,7 +189,12 @@ class GenerationBuilder:
             raise
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         try:
             if not self._finished:
                 self._abort()
@@ -302,7 +309,7 @@ class GenerationBuilder:
         if target_title and alias and target_title != alias:
             self._queue("late_aliases", (target_title, alias))
 
-    def before_ordering(self, step) -> None:
+    def before_ordering(self, step: Callable[[db.Connection], None]) -> None:
         """Run ``step(conn)`` over the staging tables after every document has arrived and
         before doc_ids are assigned — e.g. to set rank_score from counts only known then."""
         self._before_order.append(step)
@@ -614,7 +621,10 @@ def validation_checks(options: BuildOptions) -> int:
 
 
 def validate_generation(
-    conn: db.Connection, options: BuildOptions, previous_docs: int | None, checked=None
+    conn: db.Connection,
+    options: BuildOptions,
+    previous_docs: int | None,
+    checked: Callable[[], None] | None = None,
 ) -> None:
     """Refuse to switch in a generation that is damaged, empty or suspiciously small.
     ``checked()`` is called after each of the ``validation_checks`` checks (an integrity
@@ -725,7 +735,7 @@ def available_memory() -> int | None:
 def derive_generation(
     settings: Settings,
     name: str,
-    step,
+    step: Callable[[db.Connection, Path], None],
     *,
     what: str,
     keep_previous: Path | None | str = generations.REPLACED,

@@ -12,6 +12,12 @@ still pass its own ``min_score``. The numbers behind the margin are in docs/desi
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 NONSENSE_QUERIES = 240
 SEED = 20261129
@@ -27,7 +33,7 @@ def nonsense_queries(count: int = NONSENSE_QUERIES, seed: int = SEED) -> list[st
     kanji = [chr(c) for c in range(0x4E00, 0x9FA0)]
     rows = ["qwertyuiop", "asdfghjkl", "zxcvbnm"]
 
-    def word(alphabet, low: int, high: int) -> str:
+    def word(alphabet: str | list[str], low: int, high: int) -> str:
         return "".join(rng.choice(alphabet) for _ in range(rng.randint(low, high)))
 
     makers = [
@@ -41,7 +47,20 @@ def nonsense_queries(count: int = NONSENSE_QUERIES, seed: int = SEED) -> list[st
     return [makers[i % len(makers)]() for i in range(count)]
 
 
-def nearest_scores(embedder, search, count: int = NONSENSE_QUERIES) -> list[float]:
+class QueryEmbedder(Protocol):
+    """What is asked of the model: ``embed(texts, kind)``, one row per text (an
+    ``embedders.Embedder``, or a wrapper that counts its batches)."""
+
+    def embed(self, texts: list[str], kind: str = "passage") -> NDArray[np.float32]: ...
+
+
+# a query vector → the best (key, similarity) pairs of the index searched
+Search = Callable[["NDArray[np.float32]"], list[tuple[int, float]]]
+
+
+def nearest_scores(
+    embedder: QueryEmbedder, search: Search, count: int = NONSENSE_QUERIES
+) -> list[float]:
     """The best similarity each nonsense query reaches; ``search(vector)`` returns the best
     (key, similarity) pairs of the new index."""
     vectors = embedder.embed(nonsense_queries(count), "query")

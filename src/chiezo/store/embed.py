@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from chiezo.core import db
 from chiezo.core.config import Settings
@@ -44,9 +44,16 @@ from chiezo.store import vectors as vec
 from chiezo.store.build import check_memory, derive_generation, require_disk
 from chiezo.store.embedders import DEFAULT_MODEL, Embedder, get_embedder
 from chiezo.store.generations import REPLACED
-from chiezo.store.library import Library
+from chiezo.store.library import Library, Source
 from chiezo.store.vector_cache import VectorCache
 from chiezo.store.vectors import VECTOR_SCHEMA
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import ArrayLike, NDArray
+    from usearch.index import Index
+
+    from chiezo.store.calibration import QueryEmbedder
 
 BATCH = 64
 MAX_PASSAGE_CHARS = 2000
@@ -145,7 +152,7 @@ def choose_unit_chars(requested: int | None, meta: dict[str, str], chunks: int) 
     return SENTENCE_UNIT_CHARS if chunks <= UNITS_UP_TO_CHUNKS else 0
 
 
-def disk_for_vectors(source, chunks: int, unit_chars: int, dim: int) -> int:
+def disk_for_vectors(source: Source, chunks: int, unit_chars: int, dim: int) -> int:
     """Bytes an embed of ``chunks`` chunks writes at its peak: the new generation (a copy of
     the current one plus the vectors' rows), the scratch copy of the vectors the index is built
     from, the index and the cache's copies. Units are estimated from
@@ -255,7 +262,7 @@ def _embed_source(
         progress.phase("copying the generation", None, "steps")
         counts: dict[str, int] = {}
 
-        def step(conn, final) -> None:
+        def step(conn: db.Connection, final: Path) -> None:
             progress.phase("writing vectors", embedded + reused, "vectors")
             counts.update(
                 _write_vectors(conn, final, stored, embedder, wanted, unit_chars, progress)
@@ -308,11 +315,15 @@ def local_vectors(embedder: Embedder) -> Vectorize:
     return vectorize
 
 
-def as_fp16(vectors):
+def as_fp16(vectors: ArrayLike) -> NDArray[np.float16]:
     """Rows as stored in the cache and the generation: little-endian float16."""
     import numpy as np
 
     return np.asarray(vectors).astype("<f2", copy=False)
+
+
+# what a look-up finds: which hashes are stored, or their vectors
+_Found = TypeVar("_Found", set[str], dict[str, bytes])
 
 
 class StoredVectors:
@@ -323,7 +334,9 @@ class StoredVectors:
     def __init__(self, cache: VectorCache, held: list[vec.HeldVectors]) -> None:
         self.cache, self.held = cache, held
 
-    def _look(self, hashes: list[str], ask) -> Any:
+    def _look(
+        self, hashes: list[str], ask: Callable[[VectorCache | vec.HeldVectors, list[str]], _Found]
+    ) -> _Found:
         found = ask(self.cache, hashes)
         for holder in self.held:
             rest = [h for h in hashes if h not in found]
@@ -343,7 +356,9 @@ class StoredVectors:
             holder.close()
 
 
-def held_vectors(library: Library, model: str, keep_previous) -> list[vec.HeldVectors]:
+def held_vectors(
+    library: Library, model: str, keep_previous: Path | None | str
+) -> list[vec.HeldVectors]:
     """The generations whose vectors of ``model`` an embed may reuse: every source's current
     one, and ``keep_previous`` (an ingest's embed step: the generation that served before)."""
     paths = [keep_previous] if isinstance(keep_previous, Path) else []
@@ -421,7 +436,7 @@ def _write_vectors(
     conn: db.Connection,
     final: Path,
     stored: StoredVectors,
-    embedder,
+    embedder: Embedder,
     wanted: int,
     unit_chars: int,
     progress: Progress | None = None,
@@ -472,7 +487,13 @@ def _write_vectors(
     return {"vector_count": count, "embedded_chunks": chunks}
 
 
-def _computed_again(cache: VectorCache, embedder, batch, hashes, found) -> dict[str, bytes]:
+def _computed_again(
+    cache: VectorCache,
+    embedder: Embedder,
+    batch: list[Unit],
+    hashes: list[str],
+    found: dict[str, bytes],
+) -> dict[str, bytes]:
     missing = {h: u.passage for u, h in zip(batch, hashes, strict=True) if h not in found}
     if not missing:
         return {}
@@ -482,7 +503,9 @@ def _computed_again(cache: VectorCache, embedder, batch, hashes, found) -> dict[
     return again
 
 
-def _record_embedding(conn, embedder, unit_chars: int, count: int, chunks: int, wanted: int):
+def _record_embedding(
+    conn: db.Connection, embedder: Embedder, unit_chars: int, count: int, chunks: int, wanted: int
+) -> None:
     meta = {
         "embedding_model": embedder.name,
         "embedding_dim": embedder.dim,
@@ -504,7 +527,7 @@ class _Counting:
     """The embedder, embedding in small batches and counting them: the calibration's queries
     are one call, which would otherwise show no count for its length."""
 
-    def __init__(self, embedder, counted) -> None:
+    def __init__(self, embedder: Embedder, counted: Callable[[int], None]) -> None:
         self.embedder, self.counted = embedder, counted
 
     def embed(self, texts: list[str], kind: str = "passage"):
@@ -523,11 +546,11 @@ def calibration_queries() -> int:
     return calibration.NONSENSE_QUERIES
 
 
-def _calibrate(embedder, index) -> float | None:
+def _calibrate(embedder: QueryEmbedder, index: Index) -> float | None:
     """The similarity generated nonsense reaches in this index (store/calibration.py)."""
     from chiezo.store import calibration
 
-    def nearest(vector):
+    def nearest(vector: NDArray[np.float32]) -> list[tuple[int, float]]:
         if not len(index):
             return []
         found = index.search(vector, 1)

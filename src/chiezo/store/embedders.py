@@ -24,8 +24,13 @@ import os
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chiezo.core.errors import ModelUnavailable
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 DEFAULT_MODEL = "use-m"
 BATCH = 32
@@ -63,7 +68,7 @@ class E5Small(Embedder):
         self._model = E5(variant="original")
         self._lock = threading.Lock()  # the engine is not thread-safe
 
-    def embed_batch(self, texts, kind="passage"):
+    def embed_batch(self, texts: list[str], kind: str = "passage"):
         with self._lock:
             return self._model.encode(texts, is_query=(kind == "query"))
 
@@ -72,23 +77,21 @@ class _OnnxStrings(Embedder):
     """An ONNX graph taking a batch of strings and returning one vector per string."""
 
     def __init__(self, path: Path, name: str, prefixes: dict[str, str] | None = None):
-        import numpy as np
-
         self.name = name
         self._prefixes = prefixes or {}
         self._session = _cpu_session(path, name, custom_ops=True)
         self._input = self._session.get_inputs()[0].name
         self._output = self._session.get_outputs()[0].name
-        self.dim = int(self._run(np, ["x"]).shape[1])
+        self.dim = int(self._run(["x"]).shape[1])
 
-    def _run(self, np, texts):
-        return self._session.run([self._output], {self._input: np.asarray(texts, dtype=object)})[0]
-
-    def embed_batch(self, texts, kind="passage"):
+    def _run(self, texts: list[str]):
         import numpy as np
 
+        return self._session.run([self._output], {self._input: np.asarray(texts, dtype=object)})[0]
+
+    def embed_batch(self, texts: list[str], kind: str = "passage"):
         prefix = self._prefixes.get(kind, "")
-        return self._run(np, [prefix + t for t in texts])
+        return self._run([prefix + t for t in texts])
 
 
 class UseMultilingual(_OnnxStrings):
@@ -127,7 +130,7 @@ class _OnnxTokenized(Embedder):
         self._inputs = {i.name for i in self._session.get_inputs()}
         self.dim = int(self.embed_batch(["x"]).shape[1])
 
-    def embed_batch(self, texts, kind="passage"):
+    def embed_batch(self, texts: list[str], kind: str = "passage"):
         import numpy as np
 
         prefix = self._prefixes.get(kind, "")
@@ -154,7 +157,7 @@ class _SentenceTransformers(Embedder):
         self.dim = int(self._model.get_sentence_embedding_dimension())
         self._prefixes = _prefixes(directory)
 
-    def embed_batch(self, texts, kind="passage"):
+    def embed_batch(self, texts: list[str], kind: str = "passage"):
         if kind in (self._model.prompts or {}):  # the model's own prompts (e5: "query: ")
             return self._model.encode(texts, prompt_name=kind, normalize_embeddings=True)
         prefix = self._prefixes.get(kind, "")
@@ -277,7 +280,7 @@ def _prefixes(directory: Path) -> dict[str, str]:
     return {k: str(v) for k, v in data.items() if k in ("query", "passage")}
 
 
-def _normalised(rows):
+def _normalised(rows: NDArray[np.float32]) -> NDArray[np.float32]:
     import numpy as np
 
     norms = np.linalg.norm(rows, axis=1, keepdims=True)

@@ -234,7 +234,7 @@ class BuildLock:
             )
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
@@ -311,7 +311,7 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-# -- which generation is kept beside the current one (issue 19) -------------------------------
+# -- which generation is kept beside the current one -----------------------------------------
 
 REPLACED = "replaced"  # previous_to_keep: the generation the switch replaced
 
@@ -340,7 +340,7 @@ def previous_path(directory: Path) -> Path | None:
     return others[-1] if others else None
 
 
-# -- rollback (issue 19) ---------------------------------------------------------------------
+# -- rollback ---------------------------------------------------------------------------------
 
 
 def rollback(directory: Path) -> dict[str, Any]:

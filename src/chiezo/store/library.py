@@ -28,6 +28,7 @@ from chiezo.core.errors import (
     SchemaMismatch,
     UnknownSource,
 )
+from chiezo.core.models import Doc, Hit
 from chiezo.core.schema import (
     REQUIRED_TABLES,
     SCHEMA_VERSION,
@@ -305,8 +306,8 @@ class NotesSource(Source):
 class LiveSlots:
     """How many of this process's requests may wait on live sources' servers at once: half its
     request threads (``CHIEZO_SERVE_THREADS``), so that what does not ask a live server always
-    finds a thread. A slow kiwix-serve once held all four of a worker's threads, and
-    ``/healthz`` went unanswered for 60 s (issue #42 item 2). A request finding no slot free is
+    finds a thread. A slow kiwix-serve holding all four of a worker's threads left ``/healthz``
+    unanswered for 60 s. A request finding no slot free is
     refused at once — waiting for one would hold a thread too."""
 
     def __init__(self, slots: int) -> None:
@@ -407,8 +408,17 @@ class LiveSource(Source):
                 source=self.name,
             )
 
-    def search(self, text: str, *, limit: int, offset: int, timeout: float | None, filters=None):
-        """The server's hits for ``text`` (offset, limit), recorded in the cache."""
+    def search(
+        self,
+        text: str,
+        *,
+        limit: int,
+        offset: int,
+        timeout: float | None,
+        filters: object = None,
+    ):
+        """The server's hits for ``text`` (offset, limit), recorded in the cache. ``filters``
+        (search/filters.Filters, a floor above this one) can only be refused here."""
         if filters:
             raise BadQuery(
                 f"source {self.name!r} is searched live by its server and cannot apply "
@@ -464,7 +474,7 @@ class LiveSource(Source):
         with self._writing() as conn:
             self._store_text(conn, found_id, doc)
 
-    def _cached_row(self, doc_id, key, title):
+    def _cached_row(self, doc_id: int | None, key: str | None, title: str | None):
         sql = "SELECT d.doc_id, d.key, d.title, r.doc_id IS NOT NULL FROM docs d "
         sql += "LEFT JOIN reads r ON r.doc_id = d.doc_id WHERE "
         if doc_id is not None:
@@ -482,11 +492,11 @@ class LiveSource(Source):
             yield conn
 
     @staticmethod
-    def _record(conn, hit) -> None:
+    def _record(conn: db.Connection, hit: Hit) -> None:
         live_cache.record(conn, hit)
 
     @staticmethod
-    def _store_text(conn, doc_id: int, doc) -> None:
+    def _store_text(conn: db.Connection, doc_id: int, doc: Doc | None) -> None:
         live_cache.store_text(conn, doc_id, doc)
 
 

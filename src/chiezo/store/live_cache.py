@@ -6,8 +6,8 @@ schema, so that every read path reads it as it reads a built source (store/libra
 It is bounded whatever the server answers and however long a server runs: the text of the
 documents read last (``Bounds.read``), the hits seen last (``Bounds.hits``) and its bytes
 (``Bounds.bytes``), the oldest let go a tenth at a time; the pages let go leave the file
-(incremental auto-vacuum). A hostile feed once grew it from 176 to 209 MB in six searches,
-and ``chiezo gc`` could not reclaim it (issue #42 item 6): ``compact`` can.
+(incremental auto-vacuum). A hostile feed grew a cache from 176 to 209 MB in six searches;
+``compact`` (run by ``chiezo gc``) brings one within its bounds and gives its free pages back.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chiezo.core import db
+from chiezo.core.models import Doc, Hit
 from chiezo.core.textnorm import normalise_title
 
 SUFFIX = ".live"  # the cache of generation gen-….db is gen-….db.live
@@ -86,7 +87,7 @@ def writing(path: Path, bounds: Bounds):
         conn.close()
 
 
-def record(conn, hit) -> None:
+def record(conn: db.Connection, hit: Hit) -> None:
     """A hit as a document: its path as key, its passage as the opening (what the merge
     across sources weighs, until its text is read)."""
     conn.execute(
@@ -103,7 +104,7 @@ def record(conn, hit) -> None:
     )
 
 
-def store_text(conn, doc_id: int, doc) -> None:
+def store_text(conn: db.Connection, doc_id: int, doc: Doc | None) -> None:
     """A document's text and passages, read from the server (None: it has none there —
     remembered, not asked again)."""
     from chiezo.store.chunk_text import stored_rows
@@ -123,7 +124,7 @@ def store_text(conn, doc_id: int, doc) -> None:
     )
 
 
-def bound(conn, bounds: Bounds) -> bool:
+def bound(conn: db.Connection, bounds: Bounds) -> bool:
     """Let go of what is beyond ``bounds``, oldest first; whether anything went."""
     freed = False
     if (hits := _count(conn, "seen")) > bounds.hits:
@@ -145,11 +146,11 @@ def bound(conn, bounds: Bounds) -> bool:
     return freed
 
 
-def _count(conn, table: str) -> int:
+def _count(conn: db.Connection, table: str) -> int:
     return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
 
 
-def _forget(conn, count: int) -> None:
+def _forget(conn: db.Connection, count: int) -> None:
     """The ``count`` hits seen longest ago, gone (a search finds them again)."""
     old = [r[0] for r in conn.execute("SELECT doc_id FROM seen ORDER BY at LIMIT ?", (count,))]
     marks = ",".join("?" * len(old))
@@ -157,7 +158,7 @@ def _forget(conn, count: int) -> None:
         conn.execute(f"DELETE FROM {table} WHERE doc_id IN ({marks})", old)
 
 
-def _let_go(conn, count: int) -> None:
+def _let_go(conn: db.Connection, count: int) -> None:
     """The text of the ``count`` documents read longest ago, gone (read again when asked)."""
     old = [r[0] for r in conn.execute("SELECT doc_id FROM reads ORDER BY at LIMIT ?", (count,))]
     marks = ",".join("?" * len(old))
@@ -166,14 +167,14 @@ def _let_go(conn, count: int) -> None:
     conn.execute(f"DELETE FROM reads WHERE doc_id IN ({marks})", old)
 
 
-def _date_hits(conn) -> None:
+def _date_hits(conn: db.Connection) -> None:
     """Give a cache made before hits were dated its ``seen`` table, its hits the oldest."""
     if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'seen'").fetchone() is None:
         conn.execute(SEEN_TABLE)
         conn.execute("INSERT OR IGNORE INTO seen (doc_id, at) SELECT doc_id, 0 FROM docs")
 
 
-def used_bytes(conn) -> int:
+def used_bytes(conn: db.Connection) -> int:
     """The bytes of the pages that hold something (free pages are not counted)."""
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     free = conn.execute("PRAGMA freelist_count").fetchone()[0]

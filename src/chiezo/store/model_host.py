@@ -264,7 +264,7 @@ class HostedEmbedder(Embedder):
         self._local = threading.local()
         self.dim = self._ask([], "query")[1]
 
-    def embed_batch(self, texts, kind="passage"):
+    def embed_batch(self, texts: list[str], kind: str = "passage"):
         import numpy as np
 
         rows, dim, payload = self._ask(list(texts), kind)
@@ -357,7 +357,7 @@ class _Handler(socketserver.BaseRequestHandler):
                     _send(conn, frame)
 
 
-def _answer(request) -> list[bytes]:
+def _answer(request: object) -> list[bytes]:
     import numpy as np
 
     try:

@@ -3,9 +3,9 @@
 
 * ``in_default`` — whether a search of "all sources" includes it. The bundled samples (`make
   run`'s guide and Chiezo's own docs) are left out: tried as a new user would, 3 of the top 5
-  for 浅草寺 and the first hit for 「夏目漱石はいつ生まれましたか」 were Chiezo's own docs
-  (issue 32). A source left out is still searched when named, and the hits' notes say which
-  were left out.
+  for 浅草寺 and the first hit for 「夏目漱石はいつ生まれましたか」 were Chiezo's own docs.
+  A source left out is still searched when named, and the hits' notes say which were left
+  out.
 """
 
 from __future__ import annotations

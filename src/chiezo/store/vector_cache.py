@@ -27,9 +27,11 @@ import fcntl
 import os
 import re
 import secrets
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from chiezo.core import db
 from chiezo.core.config import Settings
@@ -232,7 +234,7 @@ def _copy_legacy(conn: db.Connection, legacy: Path, progress: Progress) -> int:
     return copied
 
 
-def _batches(rows) -> Iterator[list]:
+def _batches(rows: sqlite3.Cursor) -> Iterator[list[Any]]:
     while batch := rows.fetchmany(COPY_BATCH):
         yield batch
 

@@ -8,12 +8,13 @@
 * ``gen-….db.usearch`` next to it is an HNSW index (usearch, cosine, float16 — half of float32,
   at no measurable cost in recall: docs/design.md §18) and the vectors' one store: the
   passage picker and filtered search read vectors from it by ``vec_id`` (``VectorIndex.vectors``).
-  Generations embedded before #33 also hold each vector in a ``vec`` column of
-  ``chunk_vectors``; it is no longer read (a vector in the file, the index and the embedding
-  cache was three copies: design.md §35.8). The index is opened as a memory-mapped *view*:
-  nothing is loaded into the process heap, the OS page cache holds it, and it is warmed (read
-  once) when the server starts and when a new generation switches in (store/library.py), so the
-  first queries are not slow.
+  Generations of an older layout also hold each vector in a ``vec`` column of
+  ``chunk_vectors``; searches never read it (a vector in the file, the index and the embedding
+  cache would be three copies: design.md §35.8); only importing an export of that layout does
+  (``column_batches``). The index is opened as a memory-mapped *view*: nothing is loaded into
+  the process heap, the OS page cache holds it, and it is warmed (read once) when the server
+  starts and when a new generation switches in (store/library.py), so the first queries are
+  not slow.
 * Below ``EXACT_BELOW`` vectors the same file is searched exhaustively (SIMD over float16, about
   10 ms per 100k vectors here): exact results, no recall question.
 * An export carries the vectors as a plain float16 array in ``vec_id`` order (ops/transfer.py):
@@ -25,13 +26,17 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from chiezo.core import db
 from chiezo.core.errors import Operation, VectorsUnavailable
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 EXACT_BELOW = 50_000
 INDEX_SUFFIX = ".usearch"
@@ -136,7 +141,7 @@ class VectorIndex:
     def __len__(self) -> int:
         return len(self._index)
 
-    def search(self, query, k: int) -> list[tuple[int, float]]:
+    def search(self, query: NDArray[np.float32], k: int) -> list[tuple[int, float]]:
         """(vec_id, cosine similarity), best first."""
         if not len(self._index):
             return []
@@ -217,7 +222,12 @@ def vector_owners(conn: db.Connection, vec_ids: list[int]) -> dict[int, VectorOw
     return out
 
 
-def write_index(batches, final: Path, dim: int, added=None):
+def write_index(
+    batches: Iterable[tuple[list[int], NDArray[np.float16]]],
+    final: Path,
+    dim: int,
+    added: Callable[[int], None] | None = None,
+):
     """The HNSW file of generation ``final`` from ``batches`` of (vec_ids, float16 matrix) —
     one batch in memory at a time; ``added(n)`` after every ``INDEX_ADD`` vectors (so a phase
     moves every few seconds). Returns the index."""
@@ -233,8 +243,8 @@ def write_index(batches, final: Path, dim: int, added=None):
         expansion_add=EXPANSION_ADD,
         expansion_search=EXPANSION_SEARCH,
     )
-    for keys, matrix in batches:
-        keys = np.asarray(keys, dtype=np.uint64)
+    for ids, matrix in batches:
+        keys = np.asarray(ids, dtype=np.uint64)
         for at in range(0, len(keys), INDEX_ADD):
             part = slice(at, at + INDEX_ADD)
             index.add(keys[part], matrix[part].astype(np.float32), threads=0)

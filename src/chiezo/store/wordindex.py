@@ -21,12 +21,16 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from chiezo.core import db
 from chiezo.core.errors import BuildError
 from chiezo.core.processes import die_with_parent, stop_processes
 from chiezo.core.words import index_text
+
+if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
+    from multiprocessing.sharedctypes import Synchronized
 
 READ_BATCH = 500
 PROCESS_MIN_DOCS = 20_000  # below this, split in the builder's process
@@ -66,7 +70,7 @@ class WordSplitter:
             process.start()
         return self
 
-    def wait(self, on_progress, poll: float = 0.25) -> None:
+    def wait(self, on_progress: Callable[[int], None], poll: float = 0.25) -> None:
         """Finish the splitting, calling ``on_progress(done)`` as documents are split."""
         if not self._processes:
             split_words(self.stage_path, self.paths[0], self.ranges[0], on_progress)
@@ -102,7 +106,7 @@ class Splitter(Protocol):
 
     def start(self) -> Splitter: ...
 
-    def wait(self, on_progress) -> None: ...
+    def wait(self, on_progress: Callable[[int], None]) -> None: ...
 
     def cancel(self) -> None: ...
 
@@ -118,7 +122,14 @@ def splitter_processes() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-def _split_in_child(stage_path: str, words_path: str, span, done, errors, parent_pid: int) -> None:
+def _split_in_child(
+    stage_path: str,
+    words_path: str,
+    span: tuple[int, int],
+    done: Synchronized[int],
+    errors: Queue[str],
+    parent_pid: int,
+) -> None:
     die_with_parent(parent_pid)  # a killed build's splitters stop with it
     try:
         split_words(Path(stage_path), Path(words_path), span, lambda n: setattr(done, "value", n))
@@ -127,7 +138,9 @@ def _split_in_child(stage_path: str, words_path: str, span, done, errors, parent
         raise SystemExit(1) from exc
 
 
-def split_words(stage_path: Path, words_path: Path, span: tuple[int, int], on_progress) -> None:
+def split_words(
+    stage_path: Path, words_path: Path, span: tuple[int, int], on_progress: Callable[[int], None]
+) -> None:
     """Read the staged documents whose doc_id is within ``span``, in order, and write each
     one's words (words.index_text)."""
     source = sqlite3.connect(f"file:{stage_path}?mode=ro", uri=True)
@@ -177,7 +190,9 @@ def write_words(target: db.Connection, rows: list[tuple]) -> None:
     target.execute("COMMIT")
 
 
-def load_words(conn: db.Connection, parts: list[Path], docs: int, batch: int, advance) -> None:
+def load_words(
+    conn: db.Connection, parts: list[Path], docs: int, batch: int, advance: Callable[[int], None]
+) -> None:
     """Index the split words into ``words_fts`` in doc_id order (the parts are consecutive
     doc_id ranges) and count their document frequencies into ``word_df``."""
     conn.execute("INSERT INTO words_fts (words_fts, rank) VALUES ('automerge', 0)")

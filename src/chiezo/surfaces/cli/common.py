@@ -18,8 +18,9 @@ import json
 import logging
 import re
 import sys
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from typing import Any, ParamSpec, TypeVar
 
 import click
 from rich import console as rich_console
@@ -29,7 +30,7 @@ from rich.text import Text
 
 from chiezo.core.config import RAY_DEFAULT_ADDRESS
 from chiezo.core.errors import CLI, ChiezoError
-from chiezo.ops.service import Service
+from chiezo.ops.context import Context
 
 # What a terminal obeys rather than shows: the C0 controls but tab and newline (\r too: it
 # returns to the line's start and the rest overwrites it), DEL, the C1 controls (U+009B is a
@@ -90,7 +91,7 @@ class VisibleLog(logging.StreamHandler):
         return visible(super().format(record))
 
 
-def service_of(ctx: click.Context) -> Service:
+def service_of(ctx: click.Context) -> Context:
     return ctx.find_root().obj["service"]
 
 
@@ -107,17 +108,23 @@ def emit_json(data: Any) -> None:
     click.echo(UNSEEN.sub(lambda found: f"\\u{ord(found.group()):04x}", text))
 
 
-def handles_errors(command):
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def handles_errors(command: Callable[_P, _R]) -> Callable[_P, _R]:
     """Turn ChiezoError into a message on stderr (JSON on stdout with --json) and its exit
     code; everything else is a bug and keeps its traceback."""
 
     @functools.wraps(command)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return command(*args, **kwargs)
         except ChiezoError as exc:
             # the command's source completes a hint naming an operation on it
-            source = kwargs.get("source")
+            named = kwargs.get("source")
+            source = named if isinstance(named, str) else None
             if kwargs.get("as_json"):
                 emit_json(exc.to_dict(CLI, source=source))
             else:
@@ -147,7 +154,9 @@ def units_label(unit_chars: int) -> str:
     return f"units of ≤ {unit_chars} chars" if unit_chars else "whole chunks"
 
 
-def one_build_at_a_time(service, what: str, source: str | None, action: str, wait: bool):
+def one_build_at_a_time(
+    service: Context, what: str, source: str | None, action: str, wait: bool
+) -> AbstractContextManager[None]:
     """The data directory's jobs lock for this build (jobs.exclusive): no server job runs
     meanwhile; refused naming what runs, or with --wait waited for."""
     from chiezo.ops.jobs import exclusive
@@ -160,7 +169,7 @@ def one_build_at_a_time(service, what: str, source: str | None, action: str, wai
     )
 
 
-def ray_option(what: str):
+def ray_option(what: str) -> Callable[[_F], _F]:
     """``--ray [ADDRESS]``: ``what`` on a Ray cluster; alone, the cluster RAY_ADDRESS names,
     else the one `ray start` runs on this machine, else a new local one (cluster/__init__.py)."""
     return click.option(

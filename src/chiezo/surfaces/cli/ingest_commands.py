@@ -9,6 +9,7 @@ by a plugin gets its command the same way.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,8 @@ from rich.markup import escape
 
 from chiezo.core.errors import ChiezoError
 from chiezo.core.progress import console_progress
-from chiezo.store.build import BuildOptions
+from chiezo.ops import building
+from chiezo.store.build import BuildOptions, BuildReport
 from chiezo.store.kinds import OptionField, Skipped, SourceKind, kinds, option_fields
 from chiezo.surfaces.cli.common import (
     emit_json,
@@ -184,7 +186,9 @@ def _field_option(f: OptionField) -> click.Option:
     )
 
 
-def _ingest(ctx: click.Context, kind: SourceKind, fields: list[OptionField], values: dict) -> None:
+def _ingest(
+    ctx: click.Context, kind: SourceKind, fields: list[OptionField], values: dict[str, Any]
+) -> None:
     options = kind.Options(**{f.name: _option_value(f, values[f.name]) for f in fields})
     build_options = BuildOptions(**{name: values[name] for name in kind.build_flags})
     embed = _embed_choice(values["embed_model"], values["no_embed"])
@@ -200,12 +204,13 @@ def _ingest(ctx: click.Context, kind: SourceKind, fields: list[OptionField], val
     def build() -> None:
         service = service_of(ctx)
         progress = console_progress(err, quiet=as_json)
-        done: list[tuple[str, Any]] = []
+        done: list[tuple[str, BuildReport | Skipped | None]] = []
         try:
             with one_build_at_a_time(
                 service, f"`chiezo ingest {kind.name}`", values["name"], "ingest", values["wait"]
             ):
-                built = service.ingest_each(
+                built = building.ingest_each(
+                    service,
                     kind.name,
                     inputs,
                     values["name"],
@@ -239,7 +244,7 @@ def _ingest(ctx: click.Context, kind: SourceKind, fields: list[OptionField], val
             )
 
 
-def _said(name: str, report) -> None:
+def _said(name: str, report: BuildReport | Skipped | None) -> None:
     if report is None:
         out.print(f"{escape(name)} is up to date: built from this very file; skipped")
     elif isinstance(report, Skipped):
@@ -266,7 +271,7 @@ def _first_sentence(text: str) -> str:
     return " ".join(text.split()).split(". ")[0].rstrip(".") + "."
 
 
-def _keep_serving(build):
+def _keep_serving(build: Callable[[], None]) -> Callable[[], None]:
     """A rebuild that fails (a file mid-copy, a broken new file under --strict) is reported
     and the watch goes on; the previous generation keeps serving."""
 
@@ -285,7 +290,7 @@ def _embed_choice(model: str | None, skip: bool) -> str | bool | None:
     return False if skip else model
 
 
-def print_report(report, as_json: bool) -> None:
+def print_report(report: BuildReport, as_json: bool) -> None:
     if as_json:
         emit_json(report.to_dict())
         return
@@ -333,11 +338,13 @@ def print_report(report, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the build report as JSON.")
 @click.pass_context
 @handles_errors
-def rebuild(ctx, source, fetch, no_embed, wait, as_json) -> None:
+def rebuild(
+    ctx: click.Context, source: str, fetch: bool, no_embed: bool, wait: bool, as_json: bool
+) -> None:
     """Rebuild SOURCE from the input it was built from, with the options recorded then (also
     a source that needs a rebuild after an upgrade); with --fetch, from its input downloaded
     anew. The current generation keeps serving until the new one is complete."""
-    from chiezo.ingest.rebuild import rebuild_call_for, run_rebuild
+    from chiezo.ops.rebuilding import rebuild_call_for, run_rebuild
 
     service = service_of(ctx)
     call = rebuild_call_for(service, source, fetch=fetch)

@@ -14,6 +14,7 @@ import click
 from rich.markup import escape
 
 from chiezo.core.errors import EXIT_FAILURE, EXIT_NOT_FOUND, BadQuery
+from chiezo.ops import building, operating
 from chiezo.ops.registry import BINDINGS
 from chiezo.ops.requests import (
     FeaturesRequest,
@@ -33,12 +34,12 @@ from chiezo.surfaces.cli.parameters import request_from, request_options
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def sources(ctx, as_json) -> None:
+def sources(ctx: click.Context, as_json: bool) -> None:
     """List the sources and what they hold (`chiezo sources rm NAME` removes one, `chiezo
     sources set NAME --not-in-default` leaves one out of searches of all sources)."""
     if ctx.invoked_subcommand is not None:
         return
-    infos = service_of(ctx).sources()
+    infos = operating.sources(service_of(ctx))
     if as_json:
         emit_json(infos)
         return
@@ -80,17 +81,17 @@ def sources(ctx, as_json) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def sources_rm(ctx, name, yes, as_json) -> None:
+def sources_rm(ctx: click.Context, name: str, yes: bool, as_json: bool) -> None:
     """Remove source NAME for good: every generation of it and its folder. Asks first, showing
     what goes; a build of it running meanwhile refuses the removal."""
     service = service_of(ctx)
-    plan = service.remove_source(name, dry_run=True)
+    plan = building.remove_source(service, name, dry_run=True)
     if not yes and not _confirmed(plan):
         if as_json:
             emit_json(plan)
         err.print(f"kept {escape(name)}: nothing removed")
         sys.exit(EXIT_FAILURE)
-    removed = service.remove_source(name)
+    removed = building.remove_source(service, name)
     if as_json:
         emit_json(removed)
         return
@@ -112,12 +113,12 @@ def sources_rm(ctx, name, yes, as_json) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def sources_set(ctx, name, in_default, as_json) -> None:
+def sources_set(ctx: click.Context, name: str, in_default: bool | None, as_json: bool) -> None:
     """Change what you decided about source NAME (kept across rebuilds): whether "all sources"
     includes it."""
     if in_default is None:
         raise click.UsageError("say --in-default or --not-in-default")
-    settings = service_of(ctx).set_source(name, in_default=in_default)
+    settings = building.set_source(service_of(ctx), name, in_default=in_default)
     if as_json:
         emit_json(settings)
         return
@@ -166,7 +167,7 @@ _json = click.option("--json", "as_json", is_flag=True, help="Print the route's 
 @_json
 @click.pass_context
 @handles_errors
-def features(ctx, as_json, **values) -> None:
+def features(ctx: click.Context, as_json: bool, **values: Any) -> None:
     """Feature values (key=value) of place source SOURCE with their document counts, most common
     first: what --feature of search and filter takes."""
     request = request_from(FeaturesRequest, values)
@@ -179,7 +180,7 @@ def features(ctx, as_json, **values) -> None:
 @_json
 @click.pass_context
 @handles_errors
-def tags(ctx, as_json, **values) -> None:
+def tags(ctx: click.Context, as_json: bool, **values: Any) -> None:
     """Tag (category) names of SOURCE with their document counts, most used first: what --tag
     of search and filter takes."""
     request = request_from(TagsRequest, values)
@@ -188,7 +189,7 @@ def tags(ctx, as_json, **values) -> None:
 
 
 def _print_counts(
-    found: dict, listed: str, name: str, noun: str, offset: int, as_json: bool
+    found: dict[str, Any], listed: str, name: str, noun: str, offset: int, as_json: bool
 ) -> None:
     items = found[listed]
     if as_json:
@@ -207,7 +208,7 @@ def _print_counts(
 @_json
 @click.pass_context
 @handles_errors
-def titles(ctx, as_json, **values) -> None:
+def titles(ctx: click.Context, as_json: bool, **values: Any) -> None:
     """Titles of SOURCE starting with PREFIX (case- and width-insensitive, aliases included),
     in order: for finding a document's exact title."""
     found = BINDINGS["titles"].handle(service_of(ctx), request_from(TitlesRequest, values))
@@ -231,7 +232,7 @@ def titles(ctx, as_json, **values) -> None:
 @_json
 @click.pass_context
 @handles_errors
-def links(ctx, as_json, **values) -> None:
+def links(ctx: click.Context, as_json: bool, **values: Any) -> None:
     """Links of one document of SOURCE (by TITLE, --id or --key): what it links to, or with
     --direction in, what links to it."""
     request = request_from(LinksRequest, values)
@@ -251,7 +252,7 @@ def links(ctx, as_json, **values) -> None:
         sys.exit(EXIT_NOT_FOUND)
 
 
-def _link(link: dict, direction: str) -> str:
+def _link(link: dict[str, Any], direction: str) -> str:
     if direction == "in":
         return f"← {escape(link['title'])}  [dim]doc {link['doc_id']}[/]"
     where = f"doc {link['doc_id']}" if link["doc_id"] is not None else "not in this source"
@@ -263,7 +264,7 @@ def _link(link: dict, direction: str) -> str:
 @_json
 @click.pass_context
 @handles_errors
-def random(ctx, as_json, **values) -> None:
+def random(ctx: click.Context, as_json: bool, **values: Any) -> None:
     """Documents of SOURCE drawn at random (-n of them, no repeats), from all of it or from
     those meeting conditions (--tag, --area, --attr 'population>=1000000', --bbox, --near with
     --radius-km); --seed draws the same ones again."""
@@ -289,7 +290,7 @@ def random(ctx, as_json, **values) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def geocode(ctx, as_json, **values) -> None:
+def geocode(ctx: click.Context, as_json: bool, **values: Any) -> None:
     """Where an ADDRESS or place name is, from the library's own places (GeoNames, OSM, your
     place tables): the most precise points found, with the level matched and the source."""
     found = BINDINGS["geocode"].handle(service_of(ctx), request_from(GeocodeRequest, values))

@@ -1,4 +1,4 @@
-"""The ``chiezo`` command line: a thin layer over ops/service.py.
+"""The ``chiezo`` command line: a thin layer over the operations (chiezo.ops).
 
 Exit codes are part of the interface (scripts rely on them): 0 ok, 1 failure, 2 usage or
 configuration error (including an unknown source), 3 nothing found.
@@ -9,18 +9,21 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 from rich.markup import escape
 
 from chiezo import __version__
 from chiezo.answer.options import AnswerOptions
-from chiezo.answer.terminal import Turn, where_to_open
 from chiezo.core.config import Settings, is_loopback
 from chiezo.core.errors import EXIT_NOT_FOUND, ChiezoError
 from chiezo.core.models import SearchResult
 from chiezo.core.progress import console_progress
+from chiezo.ops import answering, building, operating, searching
+from chiezo.ops.context import Context
 from chiezo.ops.registry import BINDINGS
 from chiezo.ops.requests import (
     AnswerRequest,
@@ -29,13 +32,14 @@ from chiezo.ops.requests import (
     ForgetRequest,
     RecallRequest,
     RememberRequest,
+    Request,
     SearchRequest,
     UpdateRequest,
 )
-from chiezo.ops.service import Service
 from chiezo.ops.tool_profiles import DEFAULT_PROFILE, PROFILES
 from chiezo.store import model_host
 from chiezo.surfaces.cli import via_server
+from chiezo.surfaces.cli.answer_printer import Turn, where_to_open
 from chiezo.surfaces.cli.common import (
     VisibleLog,
     echo,
@@ -54,6 +58,8 @@ from chiezo.surfaces.cli.library_commands import COMMANDS
 from chiezo.surfaces.cli.operator_commands import COMMANDS as OPS_COMMANDS
 from chiezo.surfaces.cli.parameters import request_from, request_options
 from chiezo.surfaces.mcp.clients import MCP_CLIENTS
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -74,7 +80,7 @@ def cli(ctx: click.Context, data: Path) -> None:
     settings = Settings.from_env(data_dir=data)
     # a server on the same data directory embeds this command's queries (store/model_host.py)
     model_host.look_for_host(settings.data_dir)
-    ctx.obj = {"service": Service(settings)}
+    ctx.obj = {"service": Context(settings)}
 
 
 for command in (ingest, rebuild, *COMMANDS, *OPS_COMMANDS):
@@ -90,7 +96,7 @@ for command in (ingest, rebuild, *COMMANDS, *OPS_COMMANDS):
 @click.option("--interactive", "-i", is_flag=True, help="Read queries from the terminal.")
 @click.pass_context
 @handles_errors
-def search(ctx, as_json, interactive, **values) -> None:
+def search(ctx: click.Context, as_json: bool, interactive: bool, **values: Any) -> None:
     """Search by words and by meaning. Titles equal to the query come first; then, where the
     source has vectors, full text and meaning fused (hybrid), else bm25 × popularity. A question
     typed as one sentence still finds its documents."""
@@ -102,7 +108,7 @@ def search(ctx, as_json, interactive, **values) -> None:
     if not request.query.strip():
         raise click.UsageError("give a query, or --interactive")
     served = via_server.search(service.settings, request)  # a server on this data answers
-    result, as_dict = served or (service.search(request), None)
+    result, as_dict = served or (searching.search(service, request), None)
     if as_json:
         emit_json(as_dict or result.to_dict())
     else:
@@ -160,7 +166,7 @@ def _print_result(
         out.print(f"[dim]note: {escape(note)}[/]")
 
 
-def _print_facets(facets: dict | None) -> None:
+def _print_facets(facets: dict[str, Any] | None) -> None:
     """One line per facet: its values with their counts, most frequent first, and whether the
     counts cover every match (search/facets.py)."""
     for name, facet in (facets or {}).items():
@@ -170,8 +176,8 @@ def _print_facets(facets: dict | None) -> None:
         out.print(f"[bold]{name}[/]: {values}{more}{exact}")
 
 
-def _explained(explain: dict) -> str:
-    def show(value) -> str:
+def _explained(explain: dict[str, Any]) -> str:
+    def show(value: object) -> str:
         return (
             "-" if value is None else (f"{value:.4g}" if isinstance(value, float) else str(value))
         )
@@ -179,9 +185,9 @@ def _explained(explain: dict) -> str:
     return "  ".join(f"{k}={show(v)}" for k, v in explain.items())
 
 
-def _interactive(service: Service, request: SearchRequest) -> None:
+def _interactive(service: Context, request: SearchRequest) -> None:
     source = request.source
-    names = [s["name"] for s in service.sources() if s.get("status") == "ok"]
+    names = [s["name"] for s in operating.sources(service) if s.get("status") == "ok"]
     err.print(
         f"Chiezo search — sources: {', '.join(names) or '(none)'}. Type a query; "
         "':source NAME' to pick one, ':all' for all, an empty line or Ctrl-D to quit."
@@ -202,7 +208,7 @@ def _interactive(service: Service, request: SearchRequest) -> None:
             continue
         try:
             asked = request.model_copy(update={"query": line, "source": source})
-            _print_result(service.search(asked), data_dir=service.settings.data_dir)
+            _print_result(searching.search(service, asked), data_dir=service.settings.data_dir)
         except ChiezoError as exc:
             print_error(exc)
 
@@ -212,12 +218,12 @@ def _interactive(service: Service, request: SearchRequest) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def filter_command(ctx, as_json, **values) -> None:
+def filter_command(ctx: click.Context, as_json: bool, **values: Any) -> None:
     """List every document of SOURCE meeting all conditions, with the exact total: a category
     (--tag), places of a kind (--feature) in an --area or --bbox, or nearest to --near/--near-doc."""
     request = request_from(FilterRequest, values)
     offset = request.offset
-    result = service_of(ctx).filter(request)
+    result = searching.filter(service_of(ctx), request)
     if as_json:
         emit_json(result)
     else:
@@ -241,13 +247,13 @@ def filter_command(ctx, as_json, **values) -> None:
 # -- answers ---------------------------------------------------------------------------------
 
 
-def answer_options(command):
+def answer_options(command: _F) -> _F:
     """The options ``ask`` and ``chat`` share (ops/requests.py AnswerRequest); unset ones take
     the CHIEZO_ANSWER_* defaults."""
     return request_options(AnswerRequest)(command)
 
 
-def _answer_choices(values: dict) -> dict:
+def _answer_choices(values: dict[str, Any]) -> dict[str, Any]:
     return request_from(AnswerRequest, values).arguments()
 
 
@@ -262,7 +268,9 @@ def _answer_choices(values: dict) -> dict:
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON, at the end.")
 @click.pass_context
 @handles_errors
-def ask(ctx, question, strict, as_json, **choices) -> None:
+def ask(
+    ctx: click.Context, question: tuple[str, ...], strict: bool, as_json: bool, **choices: Any
+) -> None:
     """Answer QUESTION only from what the library holds, citing numbered sources; the answer
     is streamed as it is written, and each sentence is checked against what it cites.
 
@@ -278,13 +286,13 @@ def ask(ctx, question, strict, as_json, **choices) -> None:
 @answer_options
 @click.pass_context
 @handles_errors
-def chat(ctx, **choices) -> None:
+def chat(ctx: click.Context, **choices: Any) -> None:
     """A conversation with citations: one question per line, an empty line or Ctrl-D ends it.
     Follow-up questions see the recent turns and what they cited (not their text); the
     agent may remember notes here."""
     service = service_of(ctx)
     options = AnswerOptions.of(writable=True, **_answer_choices(choices))
-    history: list[dict] = []
+    history: list[dict[str, Any]] = []
     while True:
         try:
             line = click.prompt("?", prompt_suffix=" ", default="", show_default=False, err=True)
@@ -295,16 +303,25 @@ def chat(ctx, **choices) -> None:
         history += _answer_turn(service, line, history, options).history(line)
 
 
-def _answer_turn(service, text, history, options, *, as_json=False):
+def _answer_turn(
+    service: Context,
+    text: str,
+    history: list[dict[str, Any]],
+    options: AnswerOptions,
+    *,
+    as_json: bool = False,
+) -> Turn:
     """One question answered and printed (streamed unless ``as_json``): its Turn."""
-    from chiezo.answer.terminal import Printer
     from chiezo.core.errors import LLMNotConfigured, LLMUnavailable
+    from chiezo.surfaces.cli.answer_printer import Printer
 
     printer = Printer(out, err, strict=options.strict, data_dir=service.settings.data_dir)
     try:
         if not as_json:
-            return printer.play(service.answer_events(text, options, history=history, log_as="cli"))
-        result = service.ask(text, options, history=history, log_as="cli").to_dict()
+            return printer.play(
+                answering.answer_events(service, text, options, history=history, log_as="cli")
+            )
+        result = answering.ask(service, text, options, history=history, log_as="cli").to_dict()
     except (LLMUnavailable, LLMNotConfigured) as exc:
         if as_json:
             emit_json(exc.to_dict())
@@ -320,7 +337,7 @@ def _answer_turn(service, text, history, options, *, as_json=False):
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @click.pass_context
 @handles_errors
-def doctor(ctx, as_json) -> None:
+def doctor(ctx: click.Context, as_json: bool) -> None:
     """Check the data directory, sources, model endpoints, memory and disk; exit 1 on a
     problem."""
     from chiezo.ops.doctor import check
@@ -372,7 +389,17 @@ def doctor(ctx, as_json) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
 @handles_errors
-def embed(ctx, source, model, max_chunks, unit_chars, ray, actors, wait, as_json) -> None:
+def embed(
+    ctx: click.Context,
+    source: str,
+    model: str | None,
+    max_chunks: int | None,
+    unit_chars: int | None,
+    ray: str | None,
+    actors: int | None,
+    wait: bool,
+    as_json: bool,
+) -> None:
     """Add vectors to SOURCE for semantic and hybrid search (a new generation). Resumable and
     incremental: vectors are cached by chunk text, so an interrupted run or a rebuild only
     embeds what is new. The source stays searchable by text meanwhile."""
@@ -387,7 +414,8 @@ def embed(ctx, source, model, max_chunks, unit_chars, ray, actors, wait, as_json
     progress = console_progress(err, quiet=as_json)
     try:
         with one_build_at_a_time(service, f"`chiezo embed {source}`", source, "embed", wait):
-            report = service.embed(
+            report = building.embed(
+                service,
                 source,
                 model,
                 max_chunks=max_chunks,
@@ -438,7 +466,16 @@ def embed(ctx, source, model, max_chunks, unit_chars, ray, actors, wait, as_json
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def eval_command(ctx, source, questions, configs, ab, show, max_questions, as_json) -> None:
+def eval_command(
+    ctx: click.Context,
+    source: str,
+    questions: Path,
+    configs: tuple[str, ...],
+    ab: tuple[str, str] | None,
+    show: int,
+    max_questions: int | None,
+    as_json: bool,
+) -> None:
     """Measure retrieval on QUESTIONS (JSON Lines: question + relevant_keys/relevant_titles):
     recall@1/5/10, MRR and nDCG@10 per configuration."""
     from chiezo.ops import evaluate
@@ -467,7 +504,7 @@ def eval_command(ctx, source, questions, configs, ab, show, max_questions, as_js
     _print_eval(report)
 
 
-def _print_eval(report: dict) -> None:
+def _print_eval(report: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table(title=f"{report['questions']:,} questions · {report['source']}")
@@ -504,7 +541,7 @@ def _print_eval(report: dict) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def doc(ctx, as_json, **values) -> None:
+def doc(ctx: click.Context, as_json: bool, **values: Any) -> None:
     """Show one document, by TITLE, --id or --key. A missing title lists the closest ones."""
     request = request_from(DocRequest, values)
     if request.title is None and request.doc_id is None and request.key is None:
@@ -562,7 +599,9 @@ def doc(ctx, as_json, **values) -> None:
 )
 @click.pass_context
 @handles_errors
-def serve(ctx, host, port, workers, ray, replicas) -> None:
+def serve(
+    ctx: click.Context, host: str, port: int, workers: int, ray: str | None, replicas: int | None
+) -> None:
     """Serve the REST API (/v1, docs at /docs) and the MCP endpoint (/mcp) over HTTP."""
     from chiezo.surfaces.rest import http_server
     from chiezo.surfaces.rest.worker_snapshots import shared_directory
@@ -611,7 +650,7 @@ def serve(ctx, host, port, workers, ray, replicas) -> None:
         )
 
 
-def _serve_on_ray(settings, host: str, port: int, address: str, replicas: int) -> None:
+def _serve_on_ray(settings: Settings, host: str, port: int, address: str, replicas: int) -> None:
     from chiezo.cluster.serving import ServeOptions, serve_until_stopped
 
     options = ServeOptions(host=host, port=port, replicas=replicas, address=address)
@@ -661,7 +700,7 @@ PROFILE_OPTION = click.option(
 @cli.group(invoke_without_command=True)
 @PROFILE_OPTION
 @click.pass_context
-def mcp(ctx, profile) -> None:
+def mcp(ctx: click.Context, profile: str) -> None:
     """Run the MCP server over stdio (for desktop MCP clients); see `chiezo mcp config`."""
     ctx.obj["mcp_profile"] = profile
     if ctx.invoked_subcommand is None:
@@ -682,7 +721,7 @@ def mcp(ctx, profile) -> None:
 )
 @PROFILE_OPTION
 @click.pass_context
-def mcp_config(ctx, client, url, profile) -> None:
+def mcp_config(ctx: click.Context, client: str, url: str | None, profile: str) -> None:
     """Print the snippet that registers Chiezo with an MCP client (`--profile compact` for a
     model of a small context: the same option works before or after `config`)."""
     from chiezo.surfaces.mcp.clients import snippet
@@ -706,7 +745,7 @@ def notes() -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def notes_remember(ctx, as_json, **values) -> None:
+def notes_remember(ctx: click.Context, as_json: bool, **values: Any) -> None:
     """Store TEXT as a note (write the content itself, not a label)."""
     _print_note(_noted("remember", RememberRequest, ctx, values), as_json)
 
@@ -716,7 +755,7 @@ def notes_remember(ctx, as_json, **values) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def notes_recall(ctx, as_json, **values) -> None:
+def notes_recall(ctx: click.Context, as_json: bool, **values: Any) -> None:
     """Notes newest first, narrowed by words, time and tag."""
     found = _noted("recall", RecallRequest, ctx, values)
     if as_json:
@@ -734,7 +773,7 @@ def notes_recall(ctx, as_json, **values) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def notes_update(ctx, as_json, **values) -> None:
+def notes_update(ctx: click.Context, as_json: bool, **values: Any) -> None:
     """Change a note; only the options given change."""
     _print_note(_noted("update", UpdateRequest, ctx, values), as_json)
 
@@ -744,7 +783,7 @@ def notes_update(ctx, as_json, **values) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def notes_forget(ctx, as_json, **values) -> None:
+def notes_forget(ctx: click.Context, as_json: bool, **values: Any) -> None:
     """Delete a note."""
     result = _noted("forget", ForgetRequest, ctx, values)
     if as_json:
@@ -753,12 +792,14 @@ def notes_forget(ctx, as_json, **values) -> None:
         out.print(f"deleted note {values['note_id']}")
 
 
-def _noted(name: str, model, ctx, values: dict):
+def _noted(
+    name: str, model: type[Request], ctx: click.Context, values: dict[str, Any]
+) -> dict[str, Any]:
     """A notes operation run through its binding (ops/registry.py)."""
     return BINDINGS[name].handle(service_of(ctx), request_from(model, values))
 
 
-def _print_note(note: dict, as_json: bool) -> None:
+def _print_note(note: dict[str, Any], as_json: bool) -> None:
     if as_json:
         emit_json(note)
         return

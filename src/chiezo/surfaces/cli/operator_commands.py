@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.markup import escape
 
 from chiezo.core.errors import EXIT_FAILURE, BadQuery
 from chiezo.core.progress import console_progress
-from chiezo.ops.maintenance import Survey, reclaim, survey
+from chiezo.ops.maintenance import Item, Survey, reclaim, survey
 from chiezo.surfaces.cli.common import (
     emit_json,
     err,
@@ -38,7 +39,7 @@ from chiezo.surfaces.cli.common import (
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def gc(ctx, caches, dry_run, yes, as_json) -> None:
+def gc(ctx: click.Context, caches: bool, dry_run: bool, yes: bool, as_json: bool) -> None:
     """Show what the data directory holds and reclaim what is not needed: generations older
     than the kept previous one, files of builds that stopped, old-layout vector caches
     (converted) — never a current generation or the kept previous one; a source whose build
@@ -97,7 +98,7 @@ def _show(plan: Survey) -> None:
     )
 
 
-def _line(item) -> None:
+def _line(item: Item) -> None:
     verbs = {
         "delete": "[red]delete[/]",
         "convert": "[cyan]convert[/]",
@@ -132,7 +133,7 @@ def _size(count: int) -> str:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def rollback(ctx, source, as_json) -> None:
+def rollback(ctx: click.Context, source: str, as_json: bool) -> None:
     """Serve SOURCE's kept previous generation again (the one its last build or import
     replaced). The generation that was current is kept in its place, so a second rollback
     goes forward again. Refused while a build of SOURCE runs, without a previous generation,
@@ -154,7 +155,7 @@ def rollback(ctx, source, as_json) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
 @click.pass_context
 @handles_errors
-def export_command(ctx, source, file, force, as_json) -> None:
+def export_command(ctx: click.Context, source: str, file: Path, force: bool, as_json: bool) -> None:
     """Write SOURCE's current generation to FILE (a zstd-compressed tar holding manifest.json,
     then the generation with its sha256), for `chiezo import` on another machine."""
     from chiezo.ops.transfer import export_source
@@ -198,7 +199,15 @@ def export_command(ctx, source, file, force, as_json) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def import_command(ctx, file, name, replace, input_path, wait, as_json) -> None:
+def import_command(
+    ctx: click.Context,
+    file: Path,
+    name: str | None,
+    replace: bool,
+    input_path: Path | None,
+    wait: bool,
+    as_json: bool,
+) -> None:
     """Switch in the source FILE holds (made by `chiezo export`), like a build: checked
     (manifest, sha256, schema version, SQLite), then `current` is repointed; the previous
     generation is kept. A damaged, cut or altered FILE is refused and nothing changes. The
@@ -224,7 +233,7 @@ def import_command(ctx, file, name, replace, input_path, wait, as_json) -> None:
     )
 
 
-def _switched(what: str, source: str, done: dict, how: str, as_json: bool) -> None:
+def _switched(what: str, source: str, done: dict[str, Any], how: str, as_json: bool) -> None:
     """What a rollback or an import switched in, and the generation kept to return to."""
     if as_json:
         emit_json(done)
@@ -253,7 +262,9 @@ def _switched(what: str, source: str, done: dict, how: str, as_json: bool) -> No
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def logs(ctx, words, limit, offset, failed, as_json) -> None:
+def logs(
+    ctx: click.Context, words: str | None, limit: int, offset: int, failed: bool, as_json: bool
+) -> None:
     """What was asked and answered (ask, chat, the API and the web chat), newest first, the
     asks that failed with their cause, and each model call's time; --search: only those
     whose question, answer or error holds each word. `chiezo logs off` stops the record,
@@ -273,7 +284,7 @@ def logs(ctx, words, limit, offset, failed, as_json) -> None:
     out.print(f"[dim]{shown if found['entries'] else 0} of {found['total']:,} asks{failures}[/]")
 
 
-def _show_entry(entry: dict) -> None:
+def _show_entry(entry: dict[str, Any]) -> None:
     """One ask: what answered and how it went (a failure in red with its cause; an answer the
     model did not finish in yellow with why), the question, the answer (for a failure, the
     text written before it), the sources cited and each model call's timings."""
@@ -305,7 +316,7 @@ def _show_entry(entry: dict) -> None:
         out.print(f"  [dim]{escape(_call_line(call))}[/]")
 
 
-def _call_line(call: dict) -> str:
+def _call_line(call: dict[str, Any]) -> str:
     """``model call: the answer 3.2 s, first token 0.8 s, 1,412 → 96 tokens, stop``: what the
     record holds of one call (a field the endpoint did not report is left out)."""
 
@@ -328,7 +339,7 @@ def _call_line(call: dict) -> str:
 
 @logs.command("off")
 @click.pass_context
-def logs_off(ctx) -> None:
+def logs_off(ctx: click.Context) -> None:
     """Stop keeping answers (what is kept stays, until `chiezo logs clear`)."""
     service_of(ctx).answers_log.turn(False)
     out.print("the record of answers is off")
@@ -336,7 +347,7 @@ def logs_off(ctx) -> None:
 
 @logs.command("on")
 @click.pass_context
-def logs_on(ctx) -> None:
+def logs_on(ctx: click.Context) -> None:
     """Keep answers again."""
     service_of(ctx).answers_log.turn(True)
     out.print("the record of answers is on")
@@ -345,7 +356,7 @@ def logs_on(ctx) -> None:
 @logs.command("clear")
 @click.option("--yes", "-y", is_flag=True, help="Delete without asking.")
 @click.pass_context
-def logs_clear(ctx, yes) -> None:
+def logs_clear(ctx: click.Context, yes: bool) -> None:
     """Delete every kept answer (the file is compacted, so their text is gone from it)."""
     if not yes and not click.confirm("delete every kept question and answer?", err=True):
         err.print("nothing deleted")

@@ -11,13 +11,16 @@ from pydantic import ValidationError
 
 from chiezo.ops.requests import Param, Request, params
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+_R = TypeVar("_R", bound=Request)
 
-def request_options(model: type[Request]):
+
+def request_options(model: type[Request]) -> Callable[[_F], _F]:
     """The arguments and options of a command taking ``model``'s parameters (ops/requests.py):
     ``--near-doc`` for ``near_doc``, a repeatable option for a list, click's ranges and choices
     for the declared bounds, so the CLI offers what REST and MCP offer."""
 
-    def decorate(command):
+    def decorate(command: _F) -> _F:
         for param in reversed(params(model)):
             command = _click_param(param)(command)
         return command
@@ -25,7 +28,7 @@ def request_options(model: type[Request]):
     return decorate
 
 
-def _click_param(param: Param):
+def _click_param(param: Param) -> Callable[[_F], _F]:
     if param.surface.cli_argument == "words":
         return click.argument(param.name, nargs=-1)
     if param.surface.cli_argument:
@@ -61,9 +64,6 @@ def _click_type(param: Param) -> click.ParamType:
         click.IntRange if param.kind is int else click.FloatRange
     )
     return ranged(low, bounds.get("le"), min_open="gt" in bounds)
-
-
-_R = TypeVar("_R", bound=Request)
 
 
 def request_from(model: type[_R], values: dict[str, Any]) -> _R:

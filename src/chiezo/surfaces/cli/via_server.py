@@ -16,7 +16,7 @@ Trust: the address comes from the host (this user's private socket, SO_PEERCRED-
 and before anything is sent the listening socket on that port must belong to this user
 (/proc/net/tcp): after a server died, whoever took its port is not asked. Anything short of a
 200 with a result — no server, a refusal, an error, a timeout, an answer that does not parse
-— and the command searches here as before, so errors and exit codes are this process's own.
+— and the command searches here itself, so errors and exit codes are this process's own.
 ``CHIEZO_MODEL_HOST=off`` turns this off with the host.
 """
 
@@ -91,7 +91,7 @@ def result_from_dict(data: dict[str, Any]) -> SearchResult:
     return result
 
 
-def _get(address: urllib.parse.SplitResult, target: str, timeout: float) -> dict | None:
+def _get(address: urllib.parse.SplitResult, target: str, timeout: float) -> dict[str, Any] | None:
     import http.client
 
     conn = http.client.HTTPConnection(address.hostname or "", address.port, timeout=timeout)

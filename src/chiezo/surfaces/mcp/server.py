@@ -12,18 +12,19 @@ from __future__ import annotations
 from urllib.parse import parse_qs
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from chiezo import __version__
 from chiezo.core.errors import ChiezoError
-from chiezo.ops.service import Service
+from chiezo.ops.context import Context
 from chiezo.ops.tool_profiles import PROFILES, profile_named
 from chiezo.ops.tools import library_tools
 
 
-def build_mcp(service: Service, *, writable: bool = True, profile: str | None = None) -> MCPServer:
+def build_mcp(service: Context, *, writable: bool = True, profile: str | None = None) -> MCPServer:
     """The MCP server over ``service`` offering ``profile``'s tools; ``writable=False`` leaves
     out the note-writing tools (used when serving beyond loopback without a token)."""
     chosen = profile_named(profile)
@@ -55,13 +56,13 @@ class ByProfile:
 
 
 def http_endpoint(
-    service: Service, *, writable: bool, transport_security
+    service: Context, *, writable: bool, transport_security: TransportSecuritySettings | None
 ) -> tuple[ByProfile, list[MCPServer]]:
     """The ``/mcp`` endpoint over ``service`` (one stateless MCP server per profile: a request
     carries its profile, so no session needs remembering), and the servers, whose session
     managers the app runs for its lifetime."""
     servers = {name: build_mcp(service, writable=writable, profile=name) for name in PROFILES}
-    endpoints = {}
+    endpoints: dict[str, ASGIApp] = {}
     for name, server in servers.items():
         app = server.streamable_http_app(
             streamable_http_path="/mcp",

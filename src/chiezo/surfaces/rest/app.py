@@ -8,22 +8,28 @@ filter that is ignored returns wrong results with a straight face.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import json
 import os
 import re
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio.to_thread
 from fastapi import Depends, FastAPI, Query, Request, Response
+from fastapi.dependencies.models import Dependant
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from chiezo import __version__
 from chiezo.answer.options import AnswerOptions
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, Uncited
+from chiezo.ops import answering, operating, remembering, searching
+from chiezo.ops.context import Context
 from chiezo.ops.registry import BINDINGS, Binding
 from chiezo.ops.requests import (
     DocRequest,
@@ -34,7 +40,7 @@ from chiezo.ops.requests import (
     SearchRequest,
     UpdateRequest,
 )
-from chiezo.ops.service import Service
+from chiezo.ops.requests import Request as OperationRequest
 from chiezo.surfaces import web
 from chiezo.surfaces.mcp.server import http_endpoint
 from chiezo.surfaces.rest import docs_pages, jobs_routes, metrics, openapi
@@ -55,6 +61,9 @@ from chiezo.surfaces.rest.params import (
 )
 from chiezo.surfaces.rest.pinning import PinnedGenerations
 from chiezo.surfaces.rest.security import HostGuard, Security
+
+if TYPE_CHECKING:
+    from fastapi._compat import ModelField
 
 # search and filter read the parameters ops/requests.py declares (surfaces/rest/params.py)
 OneSourceSearch = Annotated[SearchRequest, Depends(query_parameters(SearchRequest))]
@@ -88,7 +97,7 @@ def reject_unknown_parameters(request: Request) -> None:
         )
 
 
-def _all_query_params(dependant) -> list:
+def _all_query_params(dependant: Dependant) -> list[ModelField]:
     params = list(dependant.query_params)
     for sub in dependant.dependencies:
         params += _all_query_params(sub)
@@ -102,24 +111,24 @@ def _json(data: Any, status: int = 200) -> JSONResponse:
 
 
 def _answer(
-    service: Service,
+    service: Context,
     question: str,
-    history: list[dict],
+    history: list[dict[str, Any]],
     options: AnswerOptions,
     stream: bool,
     request: Request,
-):
+) -> Response:
     """One answer as JSON, or as server-sent events (``stream``): rag sends ``references``,
     ``delta``…, ``done``; agent a ``step`` per tool call, then ``done``. Kept in the record of
     answers when asked from this machine, or when the server has a token (SECURITY.md)."""
     local = on_this_machine(request.scope) or bool(service.settings.token)
     log_as = "api" if local else None
     if stream:
-        events = service.answer_events(question, options, history=history, log_as=log_as)
+        events = answering.answer_events(service, question, options, history=history, log_as=log_as)
         return StreamingResponse(
             (_sse(name, data) for name, data in events), media_type="text/event-stream"
         )
-    result = service.ask(question, options, history=history, log_as=log_as)
+    result = answering.ask(service, question, options, history=history, log_as=log_as)
     if options.strict and not result.no_basis and not result.grounded:
         body = result.to_dict()
         raise Uncited(
@@ -144,7 +153,7 @@ def create_app(
     process id under ``serve --workers N``; a Ray replica gives its host and process)."""
     settings = settings or Settings.from_env()
     counted = metrics.Metrics(worker=worker or metrics.worker_label())
-    service = Service(settings)
+    service = Context(settings)
     service.search_observers.append(counted.searched)
     security = Security(bind_host, settings.token, settings.allowed_hosts)
     mcp_endpoint, mcp_servers = http_endpoint(
@@ -154,11 +163,11 @@ def create_app(
     )
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Each worker thread keeps a connection per source: bound the threads, bound memory.
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.serve_threads
         # Models loaded and vector indexes read before the first request, not during it.
-        app.state.warmed = await anyio.to_thread.run_sync(service.warm)
+        app.state.warmed = await anyio.to_thread.run_sync(operating.warm, service)
         service.library.watch()  # and each generation switched in later (store/library.py)
         async with contextlib.AsyncExitStack() as running:
             for server in mcp_servers:
@@ -191,8 +200,8 @@ def create_app(
     app.add_middleware(
         Disclosure,
         settings=settings,
-        input_paths=service.input_paths,
-        credentials=service.credentials,
+        input_paths=functools.partial(operating.input_paths, service),
+        credentials=functools.partial(operating.credentials, service),
     )
     app.add_middleware(errors.UnexpectedErrors)
 
@@ -223,10 +232,10 @@ def app_from_env() -> FastAPI:
 class _TokenGuard:
     """An ASGI app in front of the MCP endpoint that lets only bearer-token requests through."""
 
-    def __init__(self, app, security: Security):
+    def __init__(self, app: ASGIApp, security: Security):
         self.app, self.security = app, security
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
         if not self.security.authorized(header):
             response = errors.error_response(
@@ -237,7 +246,7 @@ class _TokenGuard:
         await self.app(scope, receive, send)
 
 
-def _routes(app: FastAPI, service: Service, writer) -> None:
+def _routes(app: FastAPI, service: Context, writer: Callable[[Request], None]) -> None:
     write = [Depends(writer)]
 
     @app.get("/healthz", tags=["meta"])
@@ -250,7 +259,7 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
     def sources() -> JSONResponse:
         """Every source: kind, language, documents, build time, schema version, attributes,
         input identity. Sources built or removed while the server runs appear here at once."""
-        return _json({"sources": service.sources()})
+        return _json({"sources": operating.sources(service)})
 
     @app.get("/v1/search", tags=["search"], responses=documented(404, 409, 502, 504))
     def search_all(request: AllSourcesSearch) -> JSONResponse:
@@ -260,7 +269,7 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         ``near``/``near_doc``. Conditions apply to every source that can meet them; the others
         are left out and named in the notes (a 400 only when none can). Sources without
         vectors are searched by keyword whatever ``mode`` asks (the notes say which)."""
-        return _json(service.search(request).to_dict())
+        return _json(searching.search(service, request).to_dict())
 
     _bound_route(app, service, BINDINGS["geocode"])  # GET /v1/geocode: the library's places
 
@@ -298,7 +307,7 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         models it lists and the one that answers the configured name (``note`` says so where
         that name is not listed but answered all the same, as llama.cpp's server does). Model
         names are shown as names, not paths on this machine, to a client beyond loopback."""
-        status = service.llm_status()
+        status = operating.llm_status(service)
         return _json(status if on_this_machine(request.scope) else labelled_models(status))
 
     # -- notes (declared before /v1/{source}/... so that /v1/notes/recall is not a source) ---
@@ -324,7 +333,7 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
     def get_note(
         note_id: PathId, max_chars: Annotated[int | None, Query(ge=0)] = None
     ) -> JSONResponse:
-        return _json(service.note(note_id, max_chars=max_chars))
+        return _json(remembering.note(service, note_id, max_chars=max_chars))
 
     @app.patch(
         "/v1/notes/{note_id:int}",
@@ -355,7 +364,7 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         """Search one source by keyword, meaning or both (``mode``), optionally within
         tags/attributes/areas/a radius the source has (a comma inside one value means OR).
         With ``near``/``near_doc`` the first ``top_n`` by relevance are ordered by distance."""
-        return _json(service.search(request).to_dict())
+        return _json(searching.search(service, request).to_dict())
 
     @app.get("/v1/{source}/doc", tags=["documents"], responses=SOURCE_RESPONSES)
     def doc_by_title(request: DocByTitle) -> JSONResponse:
@@ -372,7 +381,7 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
     def filter_docs(request: Filter) -> JSONResponse:
         """Every document meeting all conditions (AND; comma = OR within one), with the exact
         total; most popular first, or nearest first with distance_km when near/near_doc."""
-        return _json(service.filter(request))
+        return _json(searching.filter(service, request))
 
     for name in ("titles", "tags", "links", "features", "random"):
         _bound_route(app, service, BINDINGS[name])
@@ -382,12 +391,12 @@ def _routes(app: FastAPI, service: Service, writer) -> None:
         return Response(status_code=200)
 
 
-def _bound_route(app: FastAPI, service: Service, binding: Binding) -> None:
+def _bound_route(app: FastAPI, service: Context, binding: Binding) -> None:
     """The GET route of a bound operation (ops/registry.py): its query parameters are the
     request model's, read and checked by ``query_parameters``; the answer is the service's."""
     method, path = binding.entry.rest[0].split(" ", 1)
 
-    def route(request) -> JSONResponse:
+    def route(request: OperationRequest) -> JSONResponse:
         return _json(binding.handle(service, request))
 
     taken = Annotated[Any, Depends(query_parameters(binding.request))]
@@ -401,12 +410,12 @@ def _bound_route(app: FastAPI, service: Service, binding: Binding) -> None:
     app.add_api_route(path, route, methods=[method], tags=["documents"], responses=SOURCE_RESPONSES)
 
 
-def labelled_models(status: dict) -> dict:
+def labelled_models(status: dict[str, Any]) -> dict[str, Any]:
     """``/v1/llm`` with every model name as ``model_label`` shows it (a ``.gguf`` path is a
     fact of this machine, not of the answer layer)."""
     from chiezo.surfaces.web.formatting import model_label
 
-    def named(text):
+    def named(text: object) -> object:
         return model_label(text) if isinstance(text, str) else text
 
     endpoints = []

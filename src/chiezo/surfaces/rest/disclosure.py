@@ -1,8 +1,8 @@
-"""What a client may learn of this machine (SECURITY.md rule 3; issue #28).
+"""What a client may learn of this machine (SECURITY.md rule 3).
 
 * **Credentials, never.** An endpoint URL's user, password and query string are configuration,
-  not status: ``/v1/llm``, the admin page and error messages said
-  ``http://llmuser:s3cretpw@…?api_key=…`` to anyone who asked. Every response shows such a URL
+  not status: left alone, ``/v1/llm``, the admin page and error messages would say
+  ``http://llmuser:s3cretpw@…?api_key=…`` to anyone who asks. Every response shows such a URL
   as ``http://host:port/v1?api_key=***``.
 * **Paths, only on this machine.** The data folder, a source's input folder, the notes
   database, a model's file: shown to a client on this machine (its peer address is loopback and
@@ -23,7 +23,10 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chiezo.core.addresses import Address, Credentials
 from chiezo.core.config import Settings, is_loopback
@@ -35,7 +38,7 @@ SECRETS_TTL_S = 5.0  # sources come and go while the server runs; their inputs a
 RAW_PATHS = ("/original",)  # a document's own file: never rewritten
 
 
-def on_this_machine(scope) -> bool:
+def on_this_machine(scope: Scope) -> bool:
     """Whether the request comes from this machine and no proxy forwarded it."""
     client = scope.get("client") or ("", 0)
     if not is_loopback(client[0] or ""):
@@ -50,7 +53,7 @@ class Secrets:
 
     Credentials are kept apart from every address where it is given (core/addresses.py), so
     no response should hold one; these are hidden all the same, wherever a server echoes
-    one back or a record made before the split still has it."""
+    one back or a record written by an older version still holds one."""
 
     def __init__(
         self, settings: Settings, input_paths: list[str], credentials: list[Credentials]
@@ -86,8 +89,8 @@ def _credentials(settings: Settings, kept: list[Credentials]) -> list[tuple[byte
 
 def _both_forms(path: Path, shown: str) -> dict[str, str]:
     """A folder as given and as it resolves: a data folder reached through a symbolic link
-    is named by both (only the resolved form was hidden, and ``…/d1link/corpus/…`` reached a
-    forwarded client: issue #42 item 10)."""
+    is named by both: hiding only the resolved form lets ``…/d1link/corpus/…`` reach a
+    forwarded client."""
     return {os.path.abspath(path): shown, str(path.resolve()): shown}
 
 
@@ -161,7 +164,13 @@ class Disclosure:
     """ASGI middleware: every text response passes through ``scrub`` with the table the
     client may see (nothing to do for a local client when no credential is configured)."""
 
-    def __init__(self, app, settings: Settings, input_paths, credentials=lambda: []) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        settings: Settings,
+        input_paths: Callable[[], list[str]],
+        credentials: Callable[[], list[Credentials]] = lambda: [],
+    ) -> None:
         self.app, self.settings = app, settings
         self.input_paths, self.credentials = input_paths, credentials
         self._secrets: Secrets | None = None
@@ -173,7 +182,7 @@ class Disclosure:
             self._made = time.monotonic()
         return self._secrets
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"].endswith(RAW_PATHS):
             await self.app(scope, receive, send)
             return
@@ -193,13 +202,13 @@ class _Scrubbing:
     file sent in pieces — is passed on as it is: it is none of this machine's strings, and its
     length must stay true."""
 
-    def __init__(self, send, table: Table, plain: list[str]) -> None:
+    def __init__(self, send: Send, table: Table, plain: list[str]) -> None:
         self.send, self.table, self.plain = send, table, plain
-        self.start: dict | None = None
+        self.start: Message | None = None
         self.scrubbing = False
         self.deltas: _Deltas | None = None
 
-    async def __call__(self, message) -> None:
+    async def __call__(self, message: Message) -> None:
         if message["type"] == "http.response.start":
             headers = dict(message.get("headers") or [])
             kind = headers.get(b"content-type", b"")
@@ -220,13 +229,13 @@ class _Scrubbing:
             message = {**message, "body": self._scrubbed(message)}
         await self.send(message)
 
-    def _scrubbed(self, message: dict) -> bytes:
+    def _scrubbed(self, message: Message) -> bytes:
         body = message.get("body", b"")
         if self.deltas is None:
             return self.table.scrub(body)
         return self.deltas.piece(body, last=not message.get("more_body"))
 
-    async def _first(self, message: dict) -> dict:
+    async def _first(self, message: Message) -> Message:
         start, self.start = self.start, None
         assert start is not None  # called only while the response's start is held
         headers = start.get("headers") or []
@@ -249,8 +258,8 @@ class _Scrubbing:
 
 class _Deltas:
     """An answer streamed as ``delta`` events, scrubbed as the one text it is. Each piece was
-    scrubbed on its own, so a path cut across 4-character deltas reached a client elsewhere
-    whole (issue #42 item 11). The text that could be the start of a secret is held back
+    scrubbed on its own would let a path cut across 4-character deltas reach a client
+    elsewhere whole. The text that could be the start of a secret is held back
     until the next delta shows whether it is one; any other event, and the stream's end, first
     sends what is held."""
 

@@ -1,7 +1,7 @@
 """``/docs`` (Swagger UI) and ``/redoc`` from files installed on this machine — never a CDN.
 
 FastAPI's own pages load Swagger UI from a CDN and a favicon from fastapi's site, so offline
-``/docs`` was a blank page (issue #19). The script, style sheet and favicon here come from the
+``/docs`` would be a blank page. The script, style sheet and favicon here come from the
 ``fastapi-offline`` package (MIT; Swagger UI 5 — which reads OpenAPI 3.1, unlike the 4.x
 bundled elsewhere — and ReDoc 2, each under its own licence), served from its installed folder.
 

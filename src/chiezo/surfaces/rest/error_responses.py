@@ -16,13 +16,14 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chiezo.core.errors import REST, ChiezoError, InternalError
 
 log = logging.getLogger("chiezo.api")
 
 
-def error_response(status: int, message: str, **extras) -> JSONResponse:
+def error_response(status: int, message: str, **extras: object) -> JSONResponse:
     body = {
         "error": message,
         "status": status,
@@ -80,16 +81,16 @@ class UnexpectedErrors:
     """A bug answers 500 in the one error shape and the connection stays open for the next
     request. (Once the response has started, only closing the connection can end it.)"""
 
-    def __init__(self, app):
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         started = False
 
-        async def tracked(message) -> None:
+        async def tracked(message: Message) -> None:
             nonlocal started
             started = started or message["type"] == "http.response.start"
             await send(message)

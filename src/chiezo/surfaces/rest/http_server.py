@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import multiprocessing.synchronize
 import sys
 import threading
 from collections.abc import Callable
@@ -40,6 +41,9 @@ MAX_FIELD_BYTES = 65_536
 # is closed: closing with unread data makes the kernel reset the connection, and the client
 # may then lose the answer it was sent.
 LINGER_SECONDS = 5.0
+# Counts the server processes that are ready: shared with the worker processes when there are
+# several, a thread's own when this process serves alone (see ``serve``).
+ReadyCount = threading.Semaphore | multiprocessing.synchronize.Semaphore
 
 
 class _TargetTooLong(Exception):
@@ -189,7 +193,7 @@ class _Ready:
     first right after it started listening with the app built: counts that process as ready,
     once. Passed to worker processes inside their config (the semaphore is inherited)."""
 
-    def __init__(self, semaphore) -> None:
+    def __init__(self, semaphore: ReadyCount) -> None:
         self.semaphore, self.told = semaphore, False
 
     async def __call__(self) -> None:
@@ -229,7 +233,7 @@ def serve(app: str, *, host: str, port: int, workers: int, on_ready: Callable[[]
         pass
 
 
-def _announce(ready, workers: int, on_ready: Callable[[], None]) -> None:
+def _announce(ready: ReadyCount, workers: int, on_ready: Callable[[], None]) -> None:
     for _ in range(workers):
         ready.acquire()
     on_ready()

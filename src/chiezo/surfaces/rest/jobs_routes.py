@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import fastapi.params
 from fastapi import FastAPI, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from chiezo.core.validation import MAX_SQL_INT, MAX_TEXT_CHARS
+from chiezo.ops.context import Context
 from chiezo.ops.jobs import JobRunner
 from chiezo.store.library import NOTES
 from chiezo.surfaces.rest.openapi import errors
@@ -95,7 +97,9 @@ REFUSED = {
 }
 
 
-def install(app: FastAPI, service, write_dependencies: list) -> None:
+def install(
+    app: FastAPI, service: Context, write_dependencies: list[fastapi.params.Depends]
+) -> None:
     jobs = JobRunner(service)
     app.state.jobs = jobs
 

@@ -1,11 +1,13 @@
 """Request size: a body larger than any real request is refused (413) before it is read.
 
 The largest real body is a note at its 200,000-character limit: up to 1.2 MB as JSON with
-every character escaped (``\\uXXXX``). Without a limit a 47 MB body of 4,000,000 tags was
-parsed for 72 s and then held the notes write lock (issue #14).
+every character escaped (``\\uXXXX``). Without a limit a 47 MB body of 4,000,000 tags is
+parsed for 72 s and then holds the notes write lock.
 """
 
 from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chiezo.surfaces.rest.error_responses import error_response
 
@@ -17,10 +19,10 @@ class BodyLimit:
     chunked body is read up to the limit and handed on only if it fits. Everything else (most
     requests: a GET has no body) passes untouched."""
 
-    def __init__(self, app, limit: int = MAX_BODY_BYTES):
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
         self.app, self.limit = app, limit
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -32,7 +34,8 @@ class BodyLimit:
         if b"chunked" not in headers.get(b"transfer-encoding", b"").lower():
             await self.app(scope, receive, send)  # no body, or one of a declared length that fits
             return
-        body, message = b"", {"more_body": True}
+        body = b""
+        message: Message = {"more_body": True}
         while message.get("more_body"):
             message = await receive()
             if message["type"] != "http.request":
@@ -43,7 +46,7 @@ class BodyLimit:
                 return
         replayed = False
 
-        async def replay():
+        async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
@@ -52,7 +55,7 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, scope, receive, send) -> None:
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = error_response(
             413,
             f"the request body is larger than {self.limit // 2**20} MiB",

@@ -9,7 +9,7 @@
   ``status`` label: ``sum(rate(chiezo_http_requests_total{status=~"5.."}[5m]))``.
 * ``chiezo_search_semantic_fallbacks_total{source}``: searches whose meaning side ran out of
   its time and answered by keyword only (``retrieval`` "keyword-fallback"), on every surface
-  (REST, web UI, MCP, the retrieval of answers): the service tells it of every search (``Service.search_observers``).
+  (REST, web UI, MCP, the retrieval of answers): the service tells it of every search (``Context.search_observers``).
 * ``chiezo_job_duration_seconds{source,action,state}``: rebuild and embed jobs finished since
   this process (with several workers: the first of them) started, read from the job records at
   scrape time (ops/jobs.py is not touched; a job finished by another worker is counted too: the
@@ -65,12 +65,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from fastapi import Request
+from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chiezo.core.errors import Forbidden, Unauthorized
 from chiezo.core.models import SearchResult
-from chiezo.ops.service import Service
+from chiezo.ops import operating
+from chiezo.ops.context import Context
 from chiezo.search.notices import Notice
 from chiezo.surfaces.rest.openapi import errors as documented
 from chiezo.surfaces.rest.security import Security
@@ -316,7 +318,7 @@ class Metrics:
 
     # -- read at scrape time -----------------------------------------------------------------
 
-    def exposition(self, service: Service, jobs: Iterable[dict[str, Any]]) -> str:
+    def exposition(self, service: Context, jobs: Iterable[dict[str, Any]]) -> str:
         jobs = list(jobs)
         warmed = service.library.warmed
         if self.snapshots is None:
@@ -398,7 +400,7 @@ class Metrics:
             f"chiezo_jobs_running{_labels(self._server_wide())} {running}",
         ]
 
-    def _sources(self, service: Service, samples: list[Sample]) -> list[str]:
+    def _sources(self, service: Context, samples: list[Sample]) -> list[str]:
         now = time.time()
         families: dict[str, tuple[str, list[str]]] = {
             "chiezo_source_generation_age_seconds": (
@@ -416,7 +418,7 @@ class Metrics:
                 [],
             ),
         }
-        for info in service.sources():
+        for info in operating.sources(service):
             labels = _labels(self._server_wide(("source", info["name"])))
 
             def add(family: str, value: float, labels: str = labels) -> None:
@@ -454,20 +456,24 @@ class RequestMetrics:
     and time to the end of the response (refusals by the inner guards included)."""
 
     def __init__(
-        self, app, metrics: Metrics, is_source: Callable[[str], bool], routes: Callable[[], list]
+        self,
+        app: ASGIApp,
+        metrics: Metrics,
+        is_source: Callable[[str], bool],
+        routes: Callable[[], list],
     ) -> None:
         self.app, self.metrics, self.is_source = app, metrics, is_source
         self._routes = routes
         self._mounted: dict[int, str] | None = None
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
         status = 500  # what the client gets if the app raises before answering
 
-        async def sending(message) -> None:
+        async def sending(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
@@ -483,7 +489,7 @@ class RequestMetrics:
                 route, scope.get("method", ""), status, source, time.perf_counter() - started
             )
 
-    def _template(self, scope) -> str:
+    def _template(self, scope: Scope) -> str:
         """The template of the route that answered: FastAPI names its own routes in the scope;
         a mount (``/static``) or a plain route (``/mcp``) is known by the endpoint it set."""
         path = getattr(scope.get("route"), "path", None)
@@ -685,7 +691,7 @@ def _timestamp(iso: str | None) -> float | None:
     return when.timestamp()
 
 
-def install(app, service: Service, metrics: Metrics, security: Security) -> None:
+def install(app: FastAPI, service: Context, metrics: Metrics, security: Security) -> None:
     """``GET /metrics``, and the middleware that counts requests (added last: outermost)."""
     responses = documented(401, 403)
     responses[401]["description"] = "/metrics without the bearer token CHIEZO_TOKEN requires"

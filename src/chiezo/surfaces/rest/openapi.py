@@ -3,7 +3,7 @@
 FastAPI's default declares a 422 on every route (never sent: validation errors are reshaped
 into 400s) and none of the errors the routes do send, so a client generated from it, or a
 fuzzer checking against it, is told the wrong thing (schemathesis found 32 undocumented status
-codes, issue #14). Here every route names its own errors with ``errors(...)``, all in the one
+codes). Here every route names its own errors with ``errors(...)``, all in the one
 error shape — with the route's own reasons (``why``) where a schema-valid request can still
 get one, as an embed job of a source without vectors does — and ``install`` adds those every
 route can give and drops the phantom 422. The search routes also declare what they answer

@@ -135,7 +135,7 @@ class ChatMessage(BaseModel):
 class AnswerChoices(AnswerRequest):
     """How to answer (ops/requests.py), and how the answer comes back."""
 
-    # JSON true/false only: 0 and "no" are not false here (lax parsing accepted them)
+    # JSON true/false only: 0 and "no" are not false here (pydantic's lax bool takes them)
     strict: StrictBool = Field(
         default=False, description="422 on an uncited or unsupported sentence"
     )

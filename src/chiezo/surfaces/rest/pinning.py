@@ -10,7 +10,9 @@ switch — can tell which data answered.
 
 from __future__ import annotations
 
-from chiezo.store.library import Library
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from chiezo.store.library import Library, Source
 
 HEADER = b"x-chiezo-generation"
 
@@ -20,16 +22,16 @@ class PinnedGenerations:
     opened go into the response header. A streamed answer keeps its pins until its last byte,
     but its header can only name what was opened before the first one."""
 
-    def __init__(self, app, library: Library):
+    def __init__(self, app: ASGIApp, library: Library) -> None:
         self.app, self.library = app, library
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         with self.library.pinned() as used:
 
-            async def send_named(message) -> None:
+            async def send_named(message: Message) -> None:
                 if message["type"] == "http.response.start":
                     named = header_value(used)
                     if named:
@@ -42,7 +44,7 @@ class PinnedGenerations:
             await self.app(scope, receive, send_named)
 
 
-def header_value(used: dict) -> bytes:
+def header_value(used: dict[str, Source]) -> bytes:
     """``name=generation`` of each read-only source opened, by name (the writable notes have
     no generations). Names and generation files are ASCII (generations.NAME_PATTERN)."""
     return ", ".join(

@@ -6,8 +6,8 @@
   otherwise 421. A Host that is an IP address is always accepted. This is the DNS-rebinding
   defence: a page from ``evil.example`` whose name is re-pointed at 127.0.0.1 reaches this
   server with ``Host: evil.example`` (the browser sends the name of the page's own origin),
-  so Origin and Host agree and the same-site check alone let it write notes, start rebuilds
-  and read every note (issue #14). A browser sends an IP Host only for a page loaded from that
+  so Origin and Host agree and the same-site check alone would let it write notes, start
+  rebuilds and read every note. A browser sends an IP Host only for a page loaded from that
   IP, which no DNS answer can re-point. Checking every route, not only the writes, also keeps
   such a page from reading the user's own documents. A Host that is not one ``host[:port]`` —
   two Host headers, or a userinfo-like ``localhost:42@evil.example`` that a lax reading takes
@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from chiezo.core.config import is_loopback
 from chiezo.core.errors import Forbidden, Unauthorized
@@ -192,10 +193,10 @@ class HostGuard:
     (400), foreign Host names (421) and, on ``/mcp`` (whose tools write and read notes), a
     browser Origin from another site (403)."""
 
-    def __init__(self, app, security: Security):
+    def __init__(self, app: ASGIApp, security: Security) -> None:
         self.app, self.security = app, security
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
@@ -207,7 +208,7 @@ class HostGuard:
         else:  # a websocket: closed before it is accepted
             await send({"type": "websocket.close", "code": 1008})
 
-    def _refusal(self, scope) -> JSONResponse | None:
+    def _refusal(self, scope: Scope) -> JSONResponse | None:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers") or []}
         hosts = [v.decode("latin-1") for k, v in scope.get("headers") or [] if k == b"host"]
         problem = host_problem(hosts)

@@ -1,8 +1,8 @@
 """Workers of ``chiezo serve --workers N`` stop when their supervisor is gone.
 
 uvicorn's supervisor stops its workers when it is asked to (SIGTERM, Ctrl-C), but a
-``kill -9`` or a crash of the supervisor left them serving on the shared socket, so the
-restart failed with "Address already in use" (issue #14). Each worker therefore watches the
+``kill -9`` or a crash of the supervisor leaves them serving on the shared socket, so a
+restart fails with "Address already in use". Each worker therefore watches the
 process that started it and shuts down gracefully once it has been re-parented.
 """
 
@@ -36,9 +36,9 @@ def follow_supervisor() -> bool:
 
 def _started_by() -> int:
     """The process that started this one, even if it is gone already. ``os.getppid()`` alone
-    is not enough: a supervisor killed while a worker was still importing (the CI run of
-    2a01ee6: one worker answered, the other was loading) re-parents that worker before it looks,
-    and it took itself for one started by something else and served on for good."""
+    is not enough: a supervisor killed while a worker is still importing (seen in CI: one
+    worker answered, the other was loading) re-parents that worker before it looks, and it
+    would take itself for one started by something else and serve on for good."""
     parent = multiprocessing.parent_process()  # recorded at spawn; outlives the parent
     return parent.pid if parent is not None and parent.pid else os.getppid()
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from chiezo.ops.service import Service
+from chiezo.ops.context import Context
 
 
-def install(app: FastAPI, service: Service) -> None:
+def install(app: FastAPI, service: Context) -> None:
     """Add the pages and ``/static`` to ``app`` (every asset ships inside the package)."""
     from chiezo.surfaces.web import pages
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
 from chiezo.core.errors import NotFound
+from chiezo.ops.context import Context
 from chiezo.ops.links import archive_href
-from chiezo.ops.service import Service
 from chiezo.store.kinds import ArchiveEntry
 
 ARCHIVE_SANDBOX = (
@@ -35,7 +35,7 @@ ARCHIVE_SANDBOX = (
 PIECE = 1 << 20  # an entry is sent in pieces of its memory, not copied whole
 
 
-def archive_entry(service: Service, source: str, path: str) -> ArchiveEntry:
+def archive_entry(service: Context, source: str, path: str) -> ArchiveEntry:
     """The entry at ``path`` of the archive ``source`` was built from; NotFound with the
     reason otherwise."""
     opened = service.library.get(source)

@@ -12,8 +12,8 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from chiezo.ops.context import Context
 from chiezo.ops.maintenance import Survey, reclaim, survey
-from chiezo.ops.service import Service
 
 
 class ReclaimIn(BaseModel):
@@ -23,7 +23,7 @@ class ReclaimIn(BaseModel):
     )
 
 
-def page_survey(service: Service) -> Survey:
+def page_survey(service: Context) -> Survey:
     """The survey the page shows: stale document-cache entries are not counted (that reads
     those caches whole, on every page view); reclaiming counts them."""
     return survey(service.settings, count_entries=False)
@@ -33,7 +33,7 @@ def _write(request: Request) -> None:
     request.app.state.security.check_write(request)
 
 
-def install(app: FastAPI, service: Service) -> None:
+def install(app: FastAPI, service: Context) -> None:
     @app.post("/admin/disk", include_in_schema=False, dependencies=[Depends(_write)])
     def reclaim_disk(body: ReclaimIn) -> JSONResponse:
         """Reclaim space (maintenance.reclaim): surveyed again now, each source under its

@@ -10,14 +10,16 @@ from fastapi.responses import FileResponse
 
 from chiezo.core.errors import NotFound
 from chiezo.core.markdown import parse_sections
-from chiezo.ops import links
-from chiezo.ops.service import Service
+from chiezo.ops import links, reading
+from chiezo.ops.context import Context
+from chiezo.ops.requests import DocRequest
+from chiezo.store.library import Source
 from chiezo.surfaces.web.markdown_view import render_markdown
 
 DOC_BODY_CHARS = 60_000  # a long article is cut here unless asked for whole (``?full=1``)
 
 
-def headed_pages(source) -> bool:
+def headed_pages(source: Source) -> bool:
     """Whether the source's bodies mark their headings (its kind's capability)."""
     return bool(source.kind and source.kind.capabilities.headed_pages)
 
@@ -29,12 +31,12 @@ def body_parts(doc: dict, headed: bool) -> dict:
     The page reads the body, not the chunks: the chunks were cut from the same text with the
     last lines of a long passage repeated at the start of the next (core/markdown.py,
     ``split_long``), and a place's chunk is a shorter passage made for vectors — assembled
-    again, a paragraph showed twice (issue 17). The body is stored once, as written.
+    again, they would show a paragraph twice. The body is stored once, as written.
 
     A file converted to text (ingest/formats.py: PDF, Office, HTML, CSV) or a ZIM page marks
     its structure with Markdown headings — a PDF page is ``## p. 12``, a slide
     ``## Slide 3: …``, a block of rows ``## rows 2–51`` — and is read as headed whatever its
-    kind says: those were shown as ``## p. 1`` text (issue 31). A plain-text file's ``#`` is
+    kind says (else ``## p. 1`` would show as text). A plain-text file's ``#`` is
     its own text, as is one in the body of a kind that records no format (a place's)."""
     body = doc.get("body") or ""
     parts = {
@@ -111,15 +113,15 @@ def paragraphs(text: str) -> list[str]:
     return [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
 
 
-def original_path(service: Service, source: str, doc_id: int) -> Path:
+def original_path(service: Context, source: str, doc_id: int) -> Path:
     """The file behind a document of a source whose kind serves originals: the document's key
     (its path inside the folder it was built from) under the input recorded *here* — a local
     build's folder, or the one the user named importing the source (``chiezo import --input``;
     none: nothing is served). Never the document's url: front matter sets that, and an
     imported archive sets both url and recorded folder (``url: file:///etc/passwd`` with the
-    folder rewritten to ``/`` served the password file, issue #28). The path must resolve to a
+    folder rewritten to ``/`` would serve the password file). The path must resolve to a
     file inside that folder (a link out of it is not followed)."""
-    doc = service.doc(source, doc_id=doc_id, fields=["key"])
+    doc = reading.doc(service, DocRequest.of(source=source, doc_id=doc_id, fields=["key"]))
     opened = service.library.get(source)
     root = opened.info().input.get("path")
     offers = bool(opened.kind and opened.kind.capabilities.originals)
@@ -157,8 +159,8 @@ def original_href(doc: dict, *, archived: bool = False) -> str | None:
 
 
 # An indexed file is the user's, not Chiezo's: served on Chiezo's origin, an HTML, SVG or XML
-# file's scripts would run with the right to call the API (issue #14: an indexed page's
-# fetch('/v1/notes', {method: 'POST'}) succeeded). So every original is sandboxed — a unique
+# file's scripts would run with the right to call the API (an indexed page's
+# fetch('/v1/notes', {method: 'POST'}) would succeed). So every original is sandboxed — a unique
 # origin, no scripts, nothing fetched from anywhere (inline styles and data: images only, so a
 # page still reads as a page) — and never sniffed into something more dangerous than it says.
 # PDFs are the exception: Chromium does not render a PDF in a sandboxed document at all, and

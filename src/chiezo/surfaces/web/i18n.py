@@ -410,7 +410,7 @@ class Translator:
         self.language = language
         self._index = LANGUAGES.index(language)
 
-    def __call__(self, name: str, **values) -> str:
+    def __call__(self, name: str, **values: object) -> str:
         text = MESSAGES[name][self._index]
         return text.format(**values) if values else text
 

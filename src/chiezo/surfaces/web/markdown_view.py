@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Callable, Sequence
 from urllib.parse import quote, urlsplit
 
 from markdown_it import MarkdownIt
+from markdown_it.renderer import RendererHTML
+from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup, escape
 
 # Elements kept as themselves, written again without their attributes (so nothing a file
@@ -43,6 +47,8 @@ KEPT_ELEMENTS = {
 UNWRAPPED_ELEMENTS = {"span", "font"}
 _TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)(?:\s[^<>]*)?/?>\Z")
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
+# A render rule as markdown-it calls it: bound to the HTML renderer, given the token stream.
+RenderRule = Callable[[RendererHTML, Sequence[Token], int, OptionsDict, EnvType], str]
 
 
 def render_markdown(text: str, source: str, key: str) -> Markup:
@@ -68,7 +74,9 @@ def _parser(source: str, key: str) -> MarkdownIt:
 _CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]")
 
 
-def _softbreak(self, tokens, idx, options, env) -> str:
+def _softbreak(
+    self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
     """A line break inside a paragraph: nothing between two Japanese characters, else the
     newline CommonMark keeps (a space in the browser, as between English words)."""
     before = tokens[idx - 1].content[-1:] if idx > 0 else ""
@@ -76,19 +84,23 @@ def _softbreak(self, tokens, idx, options, env) -> str:
     return "" if _CJK.match(before) and _CJK.match(after) else "\n"
 
 
-def _html_block(lines: MarkdownIt):
+def _html_block(lines: MarkdownIt) -> RenderRule:
     """A block of raw HTML without its comments; what is left is read again as Markdown
     lines (``lines`` parses no HTML blocks), so its tags go through ``_html_inline`` like
     any other: a ``<script>`` line shows as the text ``<script>``."""
 
-    def html_block(self, tokens, idx, options, env) -> str:
+    def html_block(
+        self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+    ) -> str:
         rest = _COMMENT.sub("", tokens[idx].content)
         return lines.render(rest, env) if rest.strip() else ""
 
     return html_block
 
 
-def _html_inline(self, tokens, idx, options, env) -> str:
+def _html_inline(
+    self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
     """A tag within text: a comment is left out, a kept element written again bare, an
     unwrapped one left out (its text stays), anything else shown as the text it is."""
     content = tokens[idx].content
@@ -101,17 +113,22 @@ def _html_inline(self, tokens, idx, options, env) -> str:
     return "" if name in UNWRAPPED_ELEMENTS else str(escape(content))
 
 
-def _image_as_text(self, tokens, idx, options, env) -> str:
+def _image_as_text(
+    self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
     alt = self.renderInlineAsText(tokens[idx].children or [], options, env)
     return f'<span class="image-alt">[{escape(alt or "image")}]</span>'
 
 
-def _link_rewriter(source: str, key: str):
+def _link_rewriter(source: str, key: str) -> RenderRule:
     folder = posixpath.dirname(key)
 
-    def link_open(self, tokens, idx, options, env) -> str:
+    def link_open(
+        self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+    ) -> str:
         token = tokens[idx]
-        href = token.attrGet("href") or ""
+        # markdown-it types an attribute as str | int | float; an href is always text
+        href = str(token.attrGet("href") or "")
         parts = urlsplit(href)
         if parts.scheme or href.startswith(("#", "/")):
             if parts.scheme in ("http", "https"):

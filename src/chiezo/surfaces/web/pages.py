@@ -1,6 +1,6 @@
 """The web UI's pages: search (``/``), a document (``/doc/...``), admin and chat.
 
-Pages are rendered on the server from the same Service the API uses, so search and reading
+Pages are rendered on the server from the same Context the API uses, so search and reading
 work without any script and show exactly what the API would return. Scripts add only what
 needs a live connection: chat streaming, build progress, note editing — and they call the
 public REST API, so the UI has no private back door (and obeys the same token rule).
@@ -17,8 +17,10 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from chiezo import __version__
 from chiezo.core.errors import ChiezoError, NotFound
-from chiezo.ops.requests import LinksRequest, RandomRequest
-from chiezo.ops.service import Service
+from chiezo.ops import operating, reading, remembering, searching
+from chiezo.ops.context import Context
+from chiezo.ops.jobs import JobRunner
+from chiezo.ops.requests import DocRequest, LinksRequest, RandomRequest, RecallRequest
 from chiezo.surfaces.web.archive_pages import archive_entry, archive_response
 from chiezo.surfaces.web.disk import install as install_disk
 from chiezo.surfaces.web.disk import page_survey
@@ -62,7 +64,7 @@ PAGE_HEADERS = {
 }
 
 
-def install(app: FastAPI, service: Service) -> None:
+def install(app: FastAPI, service: Context) -> None:
     templates = Environment(
         loader=PackageLoader("chiezo.surfaces.web", "templates"),
         autoescape=select_autoescape(["html"]),
@@ -84,7 +86,7 @@ def install(app: FastAPI, service: Service) -> None:
         name: str,
         status: int = 200,
         script_words: tuple[str, ...] = (),
-        **context,
+        **context: object,
     ) -> HTMLResponse:
         """``script_words``: prefixes of the messages the page's script needs (only those are
         sent: the whole catalog would be most of a small page)."""
@@ -114,7 +116,7 @@ def install(app: FastAPI, service: Service) -> None:
     @app.get("/", include_in_schema=False)
     def search_page(request: Request) -> HTMLResponse:
         form = SearchForm.read(request)
-        infos = _ready(service.sources())
+        infos = _ready(operating.sources(service))
         chosen = next((i for i in infos if i["name"] == form.source), None)
         context: dict[str, Any] = {
             "form": form,
@@ -145,8 +147,11 @@ def install(app: FastAPI, service: Service) -> None:
     def doc_by_title(request: Request, source: str) -> Response:
         title, key = request.query_params.get("title"), request.query_params.get("key")
         try:
-            found = service.doc(
-                source, title=None if key else title or "", key=key, fields=["doc_id"]
+            found = reading.doc(
+                service,
+                DocRequest.of(
+                    source=source, title=None if key else title or "", key=key, fields=["doc_id"]
+                ),
             )
         except ChiezoError as exc:
             return render(
@@ -168,7 +173,7 @@ def install(app: FastAPI, service: Service) -> None:
             if k in RandomRequest.model_fields and k not in ("source", "count", "fields")
         }
         try:
-            drawn = service.random(RandomRequest.of(source=source, **asked))
+            drawn = searching.random(service, RandomRequest.of(source=source, **asked))
             if not drawn["docs"]:
                 raise NotFound(f"no document of {source!r} meets these conditions")
         except ChiezoError as exc:
@@ -181,37 +186,41 @@ def install(app: FastAPI, service: Service) -> None:
     def doc_page(request: Request, source: str, doc_id: int) -> HTMLResponse:
         full = request.query_params.get("full") == "1"
         try:
-            doc = service.doc(
-                source,
-                doc_id=doc_id,
-                fields=[
-                    "source",
-                    "doc_id",
-                    "key",
-                    "title",
-                    "url",
-                    "source_url",  # what the "Original" link is made from
-                    "aliases",
-                    "opening",
-                    "tags",
-                    "extra",
-                    "attrs",
-                    "point",
-                    "body",
-                ],
-                max_chars=None if full else DOC_BODY_CHARS,
+            doc = reading.doc(
+                service,
+                DocRequest.of(
+                    source=source,
+                    doc_id=doc_id,
+                    fields=[
+                        "source",
+                        "doc_id",
+                        "key",
+                        "title",
+                        "url",
+                        "source_url",  # what the "Original" link is made from
+                        "aliases",
+                        "opening",
+                        "tags",
+                        "extra",
+                        "attrs",
+                        "point",
+                        "body",
+                    ],
+                    max_chars=None if full else DOC_BODY_CHARS,
+                ),
             )
             opened = service.library.get(source)
             info = opened.info().to_dict()
             outgoing = incoming = None  # a live source's links are on its server's page
             if not opened.live:
-                outgoing = service.links(
+                outgoing = reading.links(
+                    service,
                     LinksRequest.of(
                         source=source, doc_id=doc_id, direction="out", limit=SHOWN_LINKS
-                    )
+                    ),
                 )
-                incoming = service.links(
-                    LinksRequest.of(source=source, doc_id=doc_id, direction="in", limit=30)
+                incoming = reading.links(
+                    service, LinksRequest.of(source=source, doc_id=doc_id, direction="in", limit=30)
                 )
         except ChiezoError as exc:
             return render(
@@ -261,12 +270,15 @@ def install(app: FastAPI, service: Service) -> None:
 
     @app.get("/admin", include_in_schema=False)
     def admin_page(request: Request) -> HTMLResponse:
-        infos = service.sources()
+        infos = operating.sources(service)
         notes_q = (request.query_params.get("notes_q") or "").strip()
         notes_offset = read_offset(request.query_params.get("notes_offset"))
         try:
-            notes = service.recall(
-                q=notes_q or None, limit=NOTES_PAGE, offset=notes_offset, max_chars=None
+            notes = remembering.recall(
+                service,
+                RecallRequest.of(
+                    q=notes_q or None, limit=NOTES_PAGE, offset=notes_offset, max_chars=None
+                ),
             )
         except ChiezoError as exc:  # e.g. a search text over the limit: said above the list
             notes = {"total": 0, "offset": 0, "notes": [], "error": exc.message}
@@ -298,7 +310,7 @@ def install(app: FastAPI, service: Service) -> None:
             script_words=("chat.",),
             configured=bool(s.llm_url),
             configured_model=s.llm_model,
-            sources=_ready(service.sources()),
+            sources=_ready(operating.sources(service)),
         )
 
 
@@ -306,14 +318,14 @@ def _ready(infos: list[dict]) -> list[dict]:
     return [i for i in infos if i.get("status") == "ok"]
 
 
-def _embedding_models(runner) -> tuple[list[str], str]:
+def _embedding_models(runner: JobRunner | None) -> tuple[list[str], str]:
     """The models a re-embed job may use (the server's list), and the one preselected."""
     from chiezo.store.embedders import BUILT_IN, DEFAULT_MODEL
 
     return (runner.models() if runner is not None else sorted(BUILT_IN)), DEFAULT_MODEL
 
 
-def _url_with(request: Request, **changes) -> str:
+def _url_with(request: Request, **changes: object) -> str:
     params = dict(request.query_params)
     for key, value in changes.items():
         if value in (None, ""):

@@ -1,7 +1,7 @@
 """The search page's query string and what it shows: hits or filtered documents, and the map.
 
-Words search (``Service.search``); filters without words list every match with the exact
-total (``Service.filter``), as the API's ``/filter`` does. Either way the items carry what a
+Words search (``Context.search``); filters without words list every match with the exact
+total (``Context.filter``), as the API's ``/filter`` does. Either way the items carry what a
 page shows: number, title, section (the breadcrumb of the passage quoted), snippet, source,
 distance, coordinates, a served original — all from the hits themselves (search/sections.py).
 """
@@ -21,14 +21,17 @@ from chiezo.core import db
 from chiezo.core.errors import ChiezoError
 from chiezo.core.textnorm import clipped
 from chiezo.core.validation import MAX_OFFSET
+from chiezo.ops import reading, searching
+from chiezo.ops.context import Context
 from chiezo.ops.requests import (
+    DocRequest,
     FeaturesRequest,
     FilterRequest,
     SearchRequest,
     TagsRequest,
     params,
 )
-from chiezo.ops.service import Service
+from chiezo.search import where
 from chiezo.search.facets import FACETS
 from chiezo.search.shapes import has_shapes
 from chiezo.search.snippet import plain_text
@@ -105,7 +108,7 @@ class SearchForm:
         return [f for f in FACETS if f != "source" or not self.source]
 
 
-def search_results(service: Service, form: SearchForm) -> dict[str, Any]:
+def search_results(service: Context, form: SearchForm) -> dict[str, Any]:
     extra = form.filter_arguments()
     request = SearchRequest.of(
         query=form.q,
@@ -117,7 +120,7 @@ def search_results(service: Service, form: SearchForm) -> dict[str, Any]:
         facets=form.facets,
         **extra,
     )
-    result = service.search(request)
+    result = searching.search(service, request)
     items = []
     archives = {s: _archived(service, s) for s in {hit.source for hit in result.hits}}
     for number, hit in enumerate(result.hits, start=form.offset + 1):
@@ -158,9 +161,10 @@ def search_results(service: Service, form: SearchForm) -> dict[str, Any]:
     }
 
 
-def browse_results(service: Service, form: SearchForm) -> dict[str, Any]:
+def browse_results(service: Context, form: SearchForm) -> dict[str, Any]:
     """Filters without words: every document meeting them (exact total), as the API's filter."""
-    found = service.filter(
+    found = searching.filter(
+        service,
         FilterRequest.of(
             source=form.source,
             tag=[form.tag] if form.tag else None,
@@ -169,7 +173,7 @@ def browse_results(service: Service, form: SearchForm) -> dict[str, Any]:
             offset=form.offset,
             facets=form.facets,
             **form.filter_arguments(),
-        )
+        ),
     )
     items = []
     for number, doc in enumerate(found["docs"], start=form.offset + 1):
@@ -234,18 +238,19 @@ def facet_choices(facets: dict | None, form: SearchForm) -> list[dict[str, Any]]
     return out
 
 
-def _more_points(service: Service, form: SearchForm, total: int, shown: set[int]) -> list:
+def _more_points(service: Context, form: SearchForm, total: int, shown: set[int]) -> list:
     """Beyond the page: up to MAP_POINTS of the other matches, so the map shows the spread."""
     if total <= len(shown):
         return []
-    found = service.filter(
+    found = searching.filter(
+        service,
         FilterRequest.of(
             source=form.source,
             tag=[form.tag] if form.tag else None,
             fields=["doc_id", "title", "point"],
             limit=MAP_POINTS,
             **form.filter_arguments(),
-        )
+        ),
     )
     return [
         MapPoint(
@@ -261,7 +266,7 @@ def _more_points(service: Service, form: SearchForm, total: int, shown: set[int]
 
 
 def _map(
-    service: Service,
+    service: Context,
     items: list[dict],
     center: tuple[float, float] | None,
     near_text: str = "",
@@ -291,19 +296,19 @@ def _map(
     )
 
 
-def _within_rings(service: Service, form: SearchForm) -> list[Ring]:
+def _within_rings(service: Context, form: SearchForm) -> list[Ring]:
     """The ``within`` area as rings of (lon, lat), for the map to outline; none when it is not
     given or not understood (the search itself says why)."""
     if not form.within:
         return []
     try:
-        return [list(ring) for ring in service.within_shape(form.within).rings]
+        return [list(ring) for ring in where.within_shape(service.library, form.within).rings]
     except ChiezoError:
         return []
 
 
 def admin_boundaries(
-    service: Service, view: LonLatBox, first: Sequence[str] = ()
+    service: Context, view: LonLatBox, first: Sequence[str] = ()
 ) -> list[Boundary]:
     """The admin boundaries whose box meets ``view`` in the OSM sources that kept them (built
     since they do: ingest/osm.py store_shapes), the sources named in ``first`` before the
@@ -342,7 +347,7 @@ def _boundaries_meeting(source: Source, view: LonLatBox) -> list[tuple[str, str,
     ]
 
 
-def _near_point(service: Service, near: dict[str, Any]) -> tuple[float, float] | None:
+def _near_point(service: Context, near: dict[str, Any]) -> tuple[float, float] | None:
     """The point a search was made around: typed as ``lat,lon``, or a document's (its
     coordinates read once more: a search's result does not carry them)."""
     if near.get("near"):
@@ -351,11 +356,13 @@ def _near_point(service: Service, near: dict[str, Any]) -> tuple[float, float] |
         lat, lon = point.groups()
         return float(lat), float(lon)
     name, _, title = near["near_doc"].partition(":")
-    point = service.doc(name, title=title, fields=["point"]).get("point")
+    point = reading.doc(service, DocRequest.of(source=name, title=title, fields=["point"])).get(
+        "point"
+    )
     return (point["lat"], point["lon"]) if point else None
 
 
-def doc_map(service: Service, doc: dict) -> tuple[Markup, int]:
+def doc_map(service: Context, doc: dict) -> tuple[Markup, int]:
     """A document page's locator map and how many neighbours it shows: the document's point
     amid the nearest places of its source (those "find nearby" lists first), each a link. A
     lone point on an empty grid says no more than its coordinates, so with no neighbours
@@ -364,7 +371,8 @@ def doc_map(service: Service, doc: dict) -> tuple[Markup, int]:
     if not point:
         return Markup(""), 0
     try:
-        found = service.filter(
+        found = searching.filter(
+            service,
             FilterRequest.of(
                 source=doc["source"],
                 near=f"{point['lat']},{point['lon']}",
@@ -401,7 +409,7 @@ def doc_map(service: Service, doc: dict) -> tuple[Markup, int]:
     return Markup(svg), len(neighbours)
 
 
-def suggestions(service: Service, info: dict) -> dict[str, list[dict]]:
+def suggestions(service: Context, info: dict) -> dict[str, list[dict]]:
     """The source's commonest tags and features with their counts: the filter boxes'
     drop-downs, and the ways into a source before anything is searched. Ranking every tag by
     count scans the whole count table, so a built generation's answer is kept (it cannot
@@ -417,12 +425,14 @@ def suggestions(service: Service, info: dict) -> dict[str, list[dict]]:
     )
 
 
-def _commonest(service: Service, name: str, has_tags: bool, attributes) -> dict[str, list[dict]]:
+def _commonest(
+    service: Context, name: str, has_tags: bool, attributes: Sequence[str]
+) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {"tags": [], "features": []}
     if has_tags:
-        out["tags"] = service.tags(TagsRequest.of(source=name, limit=200))["tags"]
+        out["tags"] = reading.tags(service, TagsRequest.of(source=name, limit=200))["tags"]
     if "feature" in attributes:
-        out["features"] = service.features(FeaturesRequest.of(source=name, limit=200)).get(
+        out["features"] = reading.features(service, FeaturesRequest.of(source=name, limit=200)).get(
             "features", []
         )
     return out
@@ -430,7 +440,7 @@ def _commonest(service: Service, name: str, has_tags: bool, attributes) -> dict[
 
 @functools.lru_cache(maxsize=64)
 def _commonest_cached(
-    service: Service, name: str, generation: str | None, has_tags: bool, attributes: tuple[str, ...]
+    service: Context, name: str, generation: str | None, has_tags: bool, attributes: tuple[str, ...]
 ) -> dict[str, list[dict]]:
     return _commonest(service, name, has_tags, attributes)
 
@@ -458,7 +468,7 @@ def _cut(text: str, chars: int) -> str:
     return clipped(plain_text(text), chars)
 
 
-def _archived(service: Service, source: str) -> bool:
+def _archived(service: Context, source: str) -> bool:
     try:
         return service.library.get(source).archived
     except ChiezoError:

@@ -2,8 +2,8 @@
 the ingest call that built it (the same options, so a rebuild is the same build on newer
 input); with ``fetch``, the input of a source that was downloaded is downloaded again.
 
-Used by ``chiezo rebuild`` (surfaces/cli/ingest_commands.py), by background jobs to plan (ops/jobs.py) and by a
-job's own process to run (ops/job_process.py).
+Used by ``chiezo rebuild`` (surfaces/cli/ingest_commands.py), by background jobs to plan
+(ops/jobs.py) and by a job's own process to run (ops/job_process.py).
 """
 
 from __future__ import annotations
@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from chiezo.core.errors import BadQuery, Operation
+from chiezo.core.progress import Progress
+from chiezo.ops import building
+from chiezo.ops.context import Context
 from chiezo.store.build import BuildOptions, BuildReport
 from chiezo.store.kinds import kind_named, option_fields, recorded_options
 from chiezo.store.source_info import SourceInfo
@@ -20,15 +23,15 @@ from chiezo.store.source_info import SourceInfo
 NO_REBUILD = "notes is written in place; it has no rebuild"
 
 
-def source_info(service, name: str) -> SourceInfo:
+def source_info(ctx: Context, name: str) -> SourceInfo:
     """What is known of ``name``, also when it needs a rebuild (``Library.info``)."""
-    return service.library.info(name)
+    return ctx.library.info(name)
 
 
 @dataclass
 class RebuildCall:
-    """``Service.ingest(kind, inputs, name, options=, build=)`` that rebuilds a source the way
-    it was built, read back from what its build recorded."""
+    """``building.ingest(ctx, kind, inputs, name, options=, build=)`` that rebuilds a source
+    the way it was built, read back from what its build recorded."""
 
     kind: str
     inputs: list[Path]  # empty when the input is downloaded again (``fetch``)
@@ -61,9 +64,9 @@ def rebuild_call(info: SourceInfo, *, fetch: bool = False) -> RebuildCall:
     return call
 
 
-def rebuild_call_for(service, name: str, *, fetch: bool = False) -> RebuildCall:
+def rebuild_call_for(ctx: Context, name: str, *, fetch: bool = False) -> RebuildCall:
     """``rebuild_call`` of the source called ``name``."""
-    return rebuild_call(source_info(service, name), fetch=fetch)
+    return rebuild_call(source_info(ctx, name), fetch=fetch)
 
 
 def _rebuild_parts(info: SourceInfo, *, fetch: bool = False) -> RebuildCall:
@@ -127,17 +130,23 @@ def fetching_again(info: SourceInfo, call: RebuildCall) -> RebuildCall:
 
 
 def run_rebuild(
-    service, call: RebuildCall, name: str, *, progress, embed=None
+    ctx: Context,
+    call: RebuildCall,
+    name: str,
+    *,
+    progress: Progress,
+    embed: str | bool | None = None,
 ) -> BuildReport | None:
     """Rebuild ``name`` as ``call`` says. With ``call.fetch`` and a downloaded input, the input
     is downloaded first (verified, resumable: ingest/download.py); when what came is the file
     the source was built from (same path, size and time), nothing is rebuilt: None."""
     if call.fetch and not call.inputs:
-        got = kind_named(call.kind).fetch(service.settings, call.options, progress)
+        got = kind_named(call.kind).fetch(ctx.settings, call.options, progress)
         if _same_input(got.inputs, call.identity or {}):
             return None
         call = replace(call, inputs=got.inputs, options=got.options)
-    return service.ingest(
+    return building.ingest(
+        ctx,
         call.kind,
         call.inputs,
         name,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,7 @@ class Printer:
         self._visible = ReasoningFilter()
         self._streamed = False
 
-    def play(self, events) -> Turn:
+    def play(self, events: Iterable[tuple[str, dict[str, Any]]]) -> Turn:
         """Print a stream of answer events; the turn it ends in."""
         for name, data in events:
             if name == "references":
@@ -139,12 +140,12 @@ class Printer:
         print_excerpts(self.out, error.get("excerpts") or [], self.data_dir)
         return Turn(_STATUS_EXIT.get(int(error.get("status", 500)), EXIT_FAILURE))
 
-    def _answering_from(self, references: list[dict]) -> None:
+    def _answering_from(self, references: list[dict[str, Any]]) -> None:
         if references:
             listed = ", ".join(f"[{r['n']}] {r['title']}" for r in references)
             self.err.print(f"[dim]answering from {escape(listed)}[/]")
 
-    def _step(self, step: dict) -> None:
+    def _step(self, step: dict[str, Any]) -> None:
         arguments = step.get("arguments")
         shown = (
             json.dumps(arguments, ensure_ascii=False) if isinstance(arguments, dict) else arguments
@@ -170,7 +171,7 @@ class Printer:
             self.out.file.flush()
 
 
-def reference_line(ref: dict, data_dir: Path | None = None) -> str:
+def reference_line(ref: dict[str, Any], data_dir: Path | None = None) -> str:
     """``[1] title — url  (source)``, escaped: "[1]" is not rich markup here. Without a link
     (no public page, no server known) the command that shows the document stands in it."""
     url = f" — {where_to_open(ref, data_dir)}" if ref.get("url") or "doc_id" in ref else ""
@@ -178,7 +179,7 @@ def reference_line(ref: dict, data_dir: Path | None = None) -> str:
     return f"{label} {escape(ref['title'])}{escape(url)}  [dim]({escape(ref['source'])})[/]"
 
 
-def print_sentences(out: Console, sentences: list[dict]) -> None:
+def print_sentences(out: Console, sentences: list[dict[str, Any]]) -> None:
     """The library's own sentences that answer the question (best first), each citing the
     excerpt it is from: the answer without a model."""
     if not sentences:
@@ -188,7 +189,7 @@ def print_sentences(out: Console, sentences: list[dict]) -> None:
         out.print(f"  {escape(s['text'])} {escape('[{}]'.format(s['ref']))}")
 
 
-def where_to_open(ref: dict, data_dir: Path | None = None) -> str:
+def where_to_open(ref: dict[str, Any], data_dir: Path | None = None) -> str:
     """A document's link (``url``: ops/links.py), else the command that shows it here."""
     return ref.get("url") or doc_command(ref["source"], ref["doc_id"], data_dir)
 
@@ -206,7 +207,9 @@ def doc_command(source: str, doc_id: int, data_dir: Path | None = None) -> str:
     return shlex.join(words)
 
 
-def print_excerpts(out: Console, excerpts: list[dict], data_dir: Path | None = None) -> None:
+def print_excerpts(
+    out: Console, excerpts: list[dict[str, Any]], data_dir: Path | None = None
+) -> None:
     """What was found, when no model could turn it into an answer: the lookup is not wasted."""
     if not excerpts:
         return

@@ -1,0 +1,62 @@
+"""What the answer layer reads from the library, as one small typed interface.
+
+rag, agent and passages sit below ops/ and may not import it: the layer above hands them an
+object with these members (ops/answering.py gives one), and they ask nothing else of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from chiezo.answer.support import Embed
+from chiezo.core.config import Settings
+from chiezo.core.models import SearchResult
+
+
+class Lookups(Protocol):
+    """What the answer layer reads from the library (ops/answering.py gives it)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def search(self, query: str, source: str | None, limit: int) -> SearchResult:
+        """One planned query's search (``source`` None: the default sources)."""
+        ...
+
+    def has_article(self, name: str, source: str | None = None) -> bool:
+        """Whether ``source`` (else any source) has a document titled ``name``."""
+        ...
+
+    def read(self, source: str, doc_id: int, fields: list[str]) -> dict[str, Any]:
+        """These fields of one document (a ChiezoError when it cannot be read)."""
+        ...
+
+    def source_names(self) -> list[str]:
+        """The names of the library's sources, for the planner's prompt."""
+        ...
+
+    def check_source(self, name: str) -> None:
+        """Raises UnknownSource (a 404 naming the known ones) for a source not in the library."""
+        ...
+
+    def reference_link(
+        self, source: str, doc_id: int, key: str | None, url: str | None
+    ) -> tuple[str | None, str]:
+        """(where a person can open the document, or None; its stable ``source:key``)."""
+        ...
+
+    def claim_embedder(self, names: Iterable[str]) -> Embed | None:
+        """``texts → unit vectors`` (float32 rows) with the embedder of the first of these
+        sources that has vectors, or None: claims are compared in their source's space."""
+        ...
+
+    def chunk_ids(self, source: str, doc_id: int) -> dict[int, int]:
+        """A document's passages, ``ord`` → chunk_id."""
+        ...
+
+    def passage_closeness(
+        self, source: str, chunk_ids: list[int], question: str
+    ) -> dict[int, float]:
+        """chunk_id → how close its best vector is to ``question`` (empty without vectors)."""
+        ...
