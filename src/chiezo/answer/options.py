@@ -39,7 +39,6 @@ class AnswerOptions:
     steps: int = DEFAULT_STEPS  # agent: tool-call steps
     result_chars: int = 3000  # agent: characters of each tool result the model reads
     deadline: float | None = None  # agent: seconds for the whole run (CHIEZO_AGENT_DEADLINE)
-    strict: bool = False  # any uncited or unsupported sentence fails the answer
     writable: bool = False  # chat/agent may offer `remember` (never `ask`)
 
     @classmethod

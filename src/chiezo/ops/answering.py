@@ -17,7 +17,7 @@ from chiezo.core.errors import ChiezoError, InternalError
 from chiezo.core.validation import checked_text
 from chiezo.ops.context import Context
 from chiezo.ops.lookups import LibraryLookups
-from chiezo.ops.requests import check_question
+from chiezo.ops.requests import AskRequest, ChatRequest, check_question
 
 if TYPE_CHECKING:
     from chiezo.answer.rag import Answer, Prepared
@@ -93,6 +93,32 @@ def ask(
         ctx.answers_log.record(result.to_dict(), mode=_mode(options), seconds=seconds,
                                surface=log_as)  # fmt: skip
     return result
+
+
+def ask_question(
+    ctx: Context, request: AskRequest, *, log_as: str | None = None, stream: bool = False
+) -> Answer | Iterator[Event]:
+    """``ask`` as bound (ops/registry.py): the answer, or with ``stream`` its events."""
+    if stream:
+        return answer_events(ctx, request.question, request.options(), log_as=log_as)
+    return ask(ctx, request.question, request.options(), log_as=log_as)
+
+
+def chat_turn(
+    ctx: Context,
+    request: ChatRequest,
+    *,
+    writable: bool = False,
+    log_as: str | None = None,
+    stream: bool = False,
+) -> Answer | Iterator[Event]:
+    """``chat`` as bound: the last message answered with the ones before it as history;
+    ``writable``: the caller may let the model remember (the server's write rules)."""
+    question, history = request.question(), request.history()
+    options = request.options(writable=writable)
+    if stream:
+        return answer_events(ctx, question, options, history=history, log_as=log_as)
+    return ask(ctx, question, options, history=history, log_as=log_as)
 
 
 @checked_text

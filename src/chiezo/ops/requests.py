@@ -20,14 +20,14 @@ from __future__ import annotations
 import types
 import typing
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 import annotated_types
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 
 from chiezo.answer.options import BOUNDS as ANSWER_BOUNDS
-from chiezo.answer.options import DEFAULT_STEPS
+from chiezo.answer.options import DEFAULT_STEPS, AnswerOptions
 from chiezo.core.config import ANSWER_MODES, PLANNERS
 from chiezo.core.errors import BadQuery
 from chiezo.core.query import MAX_QUERY_CHARS, has_terms
@@ -213,6 +213,8 @@ class Request(BaseModel):
     """What search and filter share: how their values reach the service."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    # the parameters that each name one document (a title, an id, a key): one is given
+    ways_to_name: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def of(cls, **values: Any) -> Self:
@@ -521,6 +523,8 @@ class LinksRequest(Request):
 class DocRequest(Request):
     """One document by title (or alias), doc_id or key: one of them is needed."""
 
+    ways_to_name = ("title", "doc_id", "key")
+
     source: Annotated[
         str,
         Field(description="a source name (see sources)"),
@@ -696,6 +700,66 @@ class AnswerRequest(Request):
     steps: Annotated[int, Field(description="agent: tool-call steps", **_answer_bound("steps"))] = (
         DEFAULT_STEPS
     )
+    strict: Annotated[
+        bool,
+        Field(
+            description="fail on any sentence that cites no source or that its sources do not "
+            "support (the CLI exits 4, REST answers 422)"
+        ),
+    ] = False
+
+    def options(self, *, writable: bool = False) -> AnswerOptions:
+        """The choices as the answer layer takes them (ops/answering.py resolves the unset
+        ones once); ``writable``: the caller may let the model ``remember`` (chat)."""
+        return AnswerOptions.of(writable=writable, **self.model_dump(include=_ANSWER_CHOICES))
+
+
+class AskRequest(AnswerRequest):
+    """One question, answered from the library."""
+
+    question: Annotated[
+        str,
+        Field(
+            description="the question, in words",
+            **stated(min_length=1, max_length=MAX_QUESTION_CHARS, pattern=NOT_BLANK),
+        ),
+        Surface(rest="q", cli_argument="words"),
+    ]
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["user", "assistant"]
+    content: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS, pattern=NOT_BLANK)
+    cited_titles: list[Annotated[str, Field(max_length=300)]] | None = Field(
+        default=None,
+        max_length=20,
+        description="an assistant turn: the titles it cited (a follow-up's subject)",
+    )
+
+
+class ChatRequest(AnswerRequest):
+    """A conversation turn: the last message is the question, the ones before it the history
+    (the CLI's chat reads them line by line)."""
+
+    messages: Annotated[
+        list[ChatMessage],
+        Field(
+            min_length=1, max_length=200, description="the conversation; the last is the question"
+        ),
+    ]
+
+    def question(self) -> str:
+        if self.messages[-1].role != "user":
+            raise BadQuery("the last message must be the user's question")
+        return self.messages[-1].content
+
+    def history(self) -> list[dict[str, Any]]:
+        return [m.model_dump(exclude_none=True) for m in self.messages[:-1]]
+
+
+# what the answer layer takes of an answer request: strict is the surfaces' (an exit code, a 422)
+_ANSWER_CHOICES = set(AnswerRequest.model_fields) - {"strict"}
 
 
 # -- what the surfaces read ---------------------------------------------------------------------

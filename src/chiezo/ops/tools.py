@@ -37,10 +37,10 @@ from pydantic_core import PydanticCustomError
 from chiezo.answer.tool_calls import Toolbox, error_text
 from chiezo.core.errors import BadQuery, ChiezoError, InternalError
 from chiezo.core.operations import Entry
-from chiezo.ops import operating, searching
+from chiezo.ops import operating
 from chiezo.ops.context import Context
-from chiezo.ops.registry import BINDINGS
-from chiezo.ops.requests import Param, Request, SearchRequest, params
+from chiezo.ops.library_bindings import LIBRARY_BINDINGS
+from chiezo.ops.requests import Param, Request, params
 from chiezo.ops.tool_answers import MAX_CHARS, MIN_CHARS, fitted, for_a_model
 from chiezo.ops.tool_profiles import Profile, profile_named
 
@@ -85,14 +85,10 @@ def _sources(ctx: Context, _request: None) -> dict[str, Any]:
     return {"sources": [source_for_a_model(info) for info in operating.sources(ctx)]}
 
 
-def _search(ctx: Context, request: SearchRequest) -> dict[str, Any]:
-    return searching.search(ctx, request).to_dict()
-
-
 def _bound(name: str, pages: str | None = None, hints: ToolAnnotations | None = None) -> Spec:
-    """The tool of a bound operation (ops/registry.py): its arguments are the request model's,
+    """The tool of a bound operation (ops/library_bindings.py): its arguments are the request model's,
     its description the binding's, its result the handler's."""
-    binding = BINDINGS[name]
+    binding = LIBRARY_BINDINGS[name]
     return Spec(
         binding.entry.mcp or name,
         binding.request,
@@ -113,15 +109,7 @@ SPECS: dict[str, Spec] = {
             "The sources: kind, language, size, attributes, vectors (by meaning). Then `search`.",
             READ,
         ),
-        Spec(
-            "search",
-            SearchRequest,
-            _search,
-            "Search by words and meaning, exact titles first. Hits: source, doc_id, title, "
-            "snippet, its `section`, url (cite it), `distance_km` with near. Then `doc`.",
-            READ,
-            pages="hits",
-        ),
+        _bound("search", pages="hits"),
         _bound("doc"),
         _bound("titles"),
         _bound("tags", pages="tags"),
@@ -204,6 +192,8 @@ def _tool(ctx: Context, spec: Spec, profile: Profile) -> Tool:
             values["max_chars"] = budget
         request = spec.request.model_validate(_as_lists(values, many)) if spec.request else None
         result = spec.handle(ctx, request)
+        if hasattr(result, "to_dict"):  # a search's SearchResult
+            result = result.to_dict()
         if not isinstance(result, dict):
             result = {"result": result}
         paged = getattr(request, "offset", None) if spec.pages else None

@@ -162,27 +162,23 @@ def _size(count: int) -> str:
 _json = click.option("--json", "as_json", is_flag=True, help="Print the route's JSON.")
 
 
-@click.command()
+@click.command(help=BINDINGS["features"].help)
 @request_options(FeaturesRequest)
 @_json
 @click.pass_context
 @handles_errors
 def features(ctx: click.Context, as_json: bool, **values: Any) -> None:
-    """Feature values (key=value) of place source SOURCE with their document counts, most common
-    first: what --feature of search and filter takes."""
     request = request_from(FeaturesRequest, values)
     found = BINDINGS["features"].handle(service_of(ctx), request)
     _print_counts(found, "features", "feature", "feature values", request.offset, as_json)
 
 
-@click.command()
+@click.command(help=BINDINGS["tags"].help)
 @request_options(TagsRequest)
 @_json
 @click.pass_context
 @handles_errors
 def tags(ctx: click.Context, as_json: bool, **values: Any) -> None:
-    """Tag (category) names of SOURCE with their document counts, most used first: what --tag
-    of search and filter takes."""
     request = request_from(TagsRequest, values)
     found = BINDINGS["tags"].handle(service_of(ctx), request)
     _print_counts(found, "tags", "tag", "tags", request.offset, as_json)
@@ -203,14 +199,12 @@ def _print_counts(
         sys.exit(EXIT_NOT_FOUND)
 
 
-@click.command()
+@click.command(help=BINDINGS["titles"].help)
 @request_options(TitlesRequest)
 @_json
 @click.pass_context
 @handles_errors
 def titles(ctx: click.Context, as_json: bool, **values: Any) -> None:
-    """Titles of SOURCE starting with PREFIX (case- and width-insensitive, aliases included),
-    in order: for finding a document's exact title."""
     found = BINDINGS["titles"].handle(service_of(ctx), request_from(TitlesRequest, values))
     if as_json:
         emit_json(found)
@@ -227,14 +221,12 @@ def titles(ctx: click.Context, as_json: bool, **values: Any) -> None:
         sys.exit(EXIT_NOT_FOUND)
 
 
-@click.command()
+@click.command(help=BINDINGS["links"].help)
 @request_options(LinksRequest)
 @_json
 @click.pass_context
 @handles_errors
 def links(ctx: click.Context, as_json: bool, **values: Any) -> None:
-    """Links of one document of SOURCE (by TITLE, --id or --key): what it links to, or with
-    --direction in, what links to it."""
     request = request_from(LinksRequest, values)
     direction = request.direction
     found = BINDINGS["links"].handle(service_of(ctx), request)
@@ -259,15 +251,12 @@ def _link(link: dict[str, Any], direction: str) -> str:
     return f"→ {escape(link['target'])}  [dim]{where}[/]"
 
 
-@click.command()
+@click.command(help=BINDINGS["random"].help)
 @request_options(RandomRequest)
 @_json
 @click.pass_context
 @handles_errors
 def random(ctx: click.Context, as_json: bool, **values: Any) -> None:
-    """Documents of SOURCE drawn at random (-n of them, no repeats), from all of it or from
-    those meeting conditions (--tag, --area, --attr 'population>=1000000', --bbox, --near with
-    --radius-km); --seed draws the same ones again."""
     found = BINDINGS["random"].handle(service_of(ctx), request_from(RandomRequest, values))
     if as_json:
         emit_json(found)
@@ -285,14 +274,12 @@ def random(ctx: click.Context, as_json: bool, **values: Any) -> None:
         sys.exit(EXIT_NOT_FOUND)
 
 
-@click.command()
+@click.command(help=BINDINGS["geocode"].help)
 @request_options(GeocodeRequest)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
 def geocode(ctx: click.Context, as_json: bool, **values: Any) -> None:
-    """Where an ADDRESS or place name is, from the library's own places (GeoNames, OSM, your
-    place tables): the most precise points found, with the level matched and the source."""
     found = BINDINGS["geocode"].handle(service_of(ctx), request_from(GeocodeRequest, values))
     if as_json:
         emit_json(found)

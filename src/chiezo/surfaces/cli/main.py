@@ -17,7 +17,6 @@ import click
 from rich.markup import escape
 
 from chiezo import __version__
-from chiezo.answer.options import AnswerOptions
 from chiezo.core.config import Settings, is_loopback
 from chiezo.core.errors import EXIT_NOT_FOUND, ChiezoError
 from chiezo.core.models import SearchResult
@@ -27,6 +26,7 @@ from chiezo.ops.context import Context
 from chiezo.ops.registry import BINDINGS
 from chiezo.ops.requests import (
     AnswerRequest,
+    AskRequest,
     DocRequest,
     FilterRequest,
     ForgetRequest,
@@ -90,16 +90,13 @@ for command in (ingest, rebuild, *COMMANDS, *OPS_COMMANDS):
 # -- search ------------------------------------------------------------------------------------
 
 
-@cli.command()
+@cli.command(help=BINDINGS["search"].help)
 @request_options(SearchRequest)
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--interactive", "-i", is_flag=True, help="Read queries from the terminal.")
 @click.pass_context
 @handles_errors
 def search(ctx: click.Context, as_json: bool, interactive: bool, **values: Any) -> None:
-    """Search by words and by meaning. Titles equal to the query come first; then, where the
-    source has vectors, full text and meaning fused (hybrid), else bm25 × popularity. A question
-    typed as one sentence still finds its documents."""
     service = service_of(ctx)
     request = request_from(SearchRequest, values)
     if interactive:
@@ -213,14 +210,12 @@ def _interactive(service: Context, request: SearchRequest) -> None:
             print_error(exc)
 
 
-@cli.command("filter")
+@cli.command("filter", help=BINDINGS["filter"].help)
 @request_options(FilterRequest)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
 def filter_command(ctx: click.Context, as_json: bool, **values: Any) -> None:
-    """List every document of SOURCE meeting all conditions, with the exact total: a category
-    (--tag), places of a kind (--feature) in an --area or --bbox, or nearest to --near/--near-doc."""
     request = request_from(FilterRequest, values)
     offset = request.offset
     result = searching.filter(service_of(ctx), request)
@@ -247,51 +242,29 @@ def filter_command(ctx: click.Context, as_json: bool, **values: Any) -> None:
 # -- answers ---------------------------------------------------------------------------------
 
 
-def answer_options(command: _F) -> _F:
-    """The options ``ask`` and ``chat`` share (ops/requests.py AnswerRequest); unset ones take
-    the CHIEZO_ANSWER_* defaults."""
-    return request_options(AnswerRequest)(command)
-
-
-def _answer_choices(values: dict[str, Any]) -> dict[str, Any]:
-    return request_from(AnswerRequest, values).arguments()
-
-
-@cli.command()
-@click.argument("question", nargs=-1, required=True)
-@answer_options
-@click.option(
-    "--strict",
-    is_flag=True,
-    help="Fail (exit 4) on any sentence that cites no source or that its sources do not support.",
+@cli.command(
+    help=BINDINGS["ask"].help,
+    epilog="Exit codes: 0 answered, 2 usage/config, 3 nothing found, 4 an uncited or "
+    "unsupported sentence with --strict, 5 no model reachable (the excerpts found are "
+    "printed anyway).",
 )
+@request_options(AskRequest)
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON, at the end.")
 @click.pass_context
 @handles_errors
-def ask(
-    ctx: click.Context, question: tuple[str, ...], strict: bool, as_json: bool, **choices: Any
-) -> None:
-    """Answer QUESTION only from what the library holds, citing numbered sources; the answer
-    is streamed as it is written, and each sentence is checked against what it cites.
-
-    Needs an OpenAI-compatible endpoint (CHIEZO_LLM_URL, CHIEZO_LLM_MODEL). Exit codes: 0
-    answered, 2 usage/config, 3 nothing found, 4 an uncited or unsupported sentence with
-    --strict, 5 no model reachable (the excerpts found are printed anyway)."""
-    options = AnswerOptions.of(strict=strict, **_answer_choices(choices))
-    turn = _answer_turn(service_of(ctx), " ".join(question), [], options, as_json=as_json)
+def ask(ctx: click.Context, as_json: bool, **values: Any) -> None:
+    asked = request_from(AskRequest, values)
+    turn = _answer_turn(service_of(ctx), asked.question, [], asked, as_json=as_json)
     sys.exit(turn.code)
 
 
-@cli.command()
-@answer_options
+@cli.command(help=BINDINGS["chat"].help)
+@request_options(AnswerRequest)
 @click.pass_context
 @handles_errors
-def chat(ctx: click.Context, **choices: Any) -> None:
-    """A conversation with citations: one question per line, an empty line or Ctrl-D ends it.
-    Follow-up questions see the recent turns and what they cited (not their text); the
-    agent may remember notes here."""
+def chat(ctx: click.Context, **values: Any) -> None:
     service = service_of(ctx)
-    options = AnswerOptions.of(writable=True, **_answer_choices(choices))
+    chosen = request_from(AnswerRequest, values)
     history: list[dict[str, Any]] = []
     while True:
         try:
@@ -300,22 +273,25 @@ def chat(ctx: click.Context, **choices: Any) -> None:
             break
         if not line.strip():
             break
-        history += _answer_turn(service, line, history, options).history(line)
+        history += _answer_turn(service, line, history, chosen, writable=True).history(line)
 
 
 def _answer_turn(
     service: Context,
     text: str,
     history: list[dict[str, Any]],
-    options: AnswerOptions,
+    chosen: AnswerRequest,
     *,
     as_json: bool = False,
+    writable: bool = False,
 ) -> Turn:
-    """One question answered and printed (streamed unless ``as_json``): its Turn."""
+    """One question answered as ``chosen`` says and printed (streamed unless ``as_json``):
+    its Turn. ``writable``: the model may remember (chat)."""
     from chiezo.core.errors import LLMNotConfigured, LLMUnavailable
     from chiezo.surfaces.cli.answer_printer import Printer
 
-    printer = Printer(out, err, strict=options.strict, data_dir=service.settings.data_dir)
+    options = chosen.options(writable=writable)
+    printer = Printer(out, err, strict=chosen.strict, data_dir=service.settings.data_dir)
     try:
         if not as_json:
             return printer.play(
@@ -536,13 +512,12 @@ def _print_eval(report: dict[str, Any]) -> None:
 # -- doc ---------------------------------------------------------------------------------------
 
 
-@cli.command()
+@cli.command(help=BINDINGS["doc"].help)
 @request_options(DocRequest)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
 def doc(ctx: click.Context, as_json: bool, **values: Any) -> None:
-    """Show one document, by TITLE, --id or --key. A missing title lists the closest ones."""
     request = request_from(DocRequest, values)
     if request.title is None and request.doc_id is None and request.key is None:
         raise click.UsageError("give a TITLE, --id or --key")
@@ -740,23 +715,21 @@ def notes() -> None:
     """The writable notes source: remember, recall, update, forget."""
 
 
-@notes.command("remember")
+@notes.command("remember", help=BINDINGS["remember"].help)
 @request_options(RememberRequest)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
 def notes_remember(ctx: click.Context, as_json: bool, **values: Any) -> None:
-    """Store TEXT as a note (write the content itself, not a label)."""
     _print_note(_noted("remember", RememberRequest, ctx, values), as_json)
 
 
-@notes.command("recall")
+@notes.command("recall", help=BINDINGS["recall"].help)
 @request_options(RecallRequest)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
 def notes_recall(ctx: click.Context, as_json: bool, **values: Any) -> None:
-    """Notes newest first, narrowed by words, time and tag."""
     found = _noted("recall", RecallRequest, ctx, values)
     if as_json:
         emit_json(found)
@@ -768,23 +741,21 @@ def notes_recall(ctx: click.Context, as_json: bool, **values: Any) -> None:
         sys.exit(EXIT_NOT_FOUND)
 
 
-@notes.command("update")
+@notes.command("update", help=BINDINGS["update"].help)
 @request_options(UpdateRequest)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
 def notes_update(ctx: click.Context, as_json: bool, **values: Any) -> None:
-    """Change a note; only the options given change."""
     _print_note(_noted("update", UpdateRequest, ctx, values), as_json)
 
 
-@notes.command("forget")
+@notes.command("forget", help=BINDINGS["forget"].help)
 @request_options(ForgetRequest)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
 def notes_forget(ctx: click.Context, as_json: bool, **values: Any) -> None:
-    """Delete a note."""
     result = _noted("forget", ForgetRequest, ctx, values)
     if as_json:
         emit_json(result)

@@ -13,8 +13,8 @@ import inspect
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Callable
-from dataclasses import replace
+from collections.abc import AsyncIterator, Callable, Iterator
+from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio.to_thread
@@ -25,19 +25,17 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from chiezo import __version__
-from chiezo.answer.options import AnswerOptions
 from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, Uncited
-from chiezo.ops import answering, operating, remembering, searching
+from chiezo.core.models import SearchResult
+from chiezo.ops import answering, operating, remembering
 from chiezo.ops.context import Context
 from chiezo.ops.registry import BINDINGS, Binding
 from chiezo.ops.requests import (
-    DocRequest,
-    FilterRequest,
+    AskRequest,
     ForgetRequest,
     RecallRequest,
     RememberRequest,
-    SearchRequest,
     UpdateRequest,
 )
 from chiezo.ops.requests import Request as OperationRequest
@@ -58,6 +56,7 @@ from chiezo.surfaces.rest.params import (
     Question,
     model_query,
     query_parameters,
+    typed_path,
 )
 from chiezo.surfaces.rest.pinning import PinnedGenerations
 from chiezo.surfaces.rest.security import HostGuard, Security
@@ -65,19 +64,10 @@ from chiezo.surfaces.rest.security import HostGuard, Security
 if TYPE_CHECKING:
     from fastapi._compat import ModelField
 
-# search and filter read the parameters ops/requests.py declares (surfaces/rest/params.py)
-OneSourceSearch = Annotated[SearchRequest, Depends(query_parameters(SearchRequest))]
-AllSourcesSearch = Annotated[
-    SearchRequest,
-    Depends(query_parameters(SearchRequest, in_query={"source"})),
-]
-Filter = Annotated[FilterRequest, Depends(query_parameters(FilterRequest))]
-# one document: by title or key in the query, or by doc_id in the path
+    from chiezo.answer.rag import Answer
+
+# the notes' recall reads the parameters ops/requests.py declares (surfaces/rest/params.py)
 Recall = Annotated[RecallRequest, Depends(query_parameters(RecallRequest))]
-DocByTitle = Annotated[DocRequest, Depends(query_parameters(DocRequest, omit={"doc_id"}))]
-DocById = Annotated[
-    DocRequest, Depends(query_parameters(DocRequest, omit={"doc_id", "title", "key"}))
-]
 
 
 def reject_unknown_parameters(request: Request) -> None:
@@ -111,26 +101,23 @@ def _json(data: Any, status: int = 200) -> JSONResponse:
 
 
 def _answer(
-    service: Context,
-    question: str,
-    history: list[dict[str, Any]],
-    options: AnswerOptions,
+    asked: Callable[..., Answer | Iterator[tuple[str, Any]]],
+    strict: bool,
     stream: bool,
     request: Request,
+    settings: Settings,
 ) -> Response:
     """One answer as JSON, or as server-sent events (``stream``): rag sends ``references``,
     ``delta``…, ``done``; agent a ``step`` per tool call, then ``done``. Kept in the record of
     answers when asked from this machine, or when the server has a token (SECURITY.md)."""
-    local = on_this_machine(request.scope) or bool(service.settings.token)
-    log_as = "api" if local else None
-    if stream:
-        events = answering.answer_events(service, question, options, history=history, log_as=log_as)
+    local = on_this_machine(request.scope) or bool(settings.token)
+    answered = asked(log_as="api" if local else None, stream=stream)
+    if isinstance(answered, Iterator):
         return StreamingResponse(
-            (_sse(name, data) for name, data in events), media_type="text/event-stream"
+            (_sse(name, data) for name, data in answered), media_type="text/event-stream"
         )
-    result = answering.ask(service, question, options, history=history, log_as=log_as)
-    if options.strict and not result.no_basis and not result.grounded:
-        body = result.to_dict()
+    if strict and not answered.no_basis and not answered.grounded:
+        body = answered.to_dict()
         raise Uncited(
             "the answer has sentences that cite no source or that their sources do "
             "not support (strict)",
@@ -139,7 +126,7 @@ def _answer(
                 for k in ("answer", "references", "cited", "claims", "unsupported", "uncited")
             },
         )
-    return _json(result.to_dict())
+    return _json(answered.to_dict())
 
 
 def _sse(name: str, data: Any) -> str:
@@ -261,18 +248,6 @@ def _routes(app: FastAPI, service: Context, writer: Callable[[Request], None]) -
         input identity. Sources built or removed while the server runs appear here at once."""
         return _json({"sources": operating.sources(service)})
 
-    @app.get("/v1/search", tags=["search"], responses=documented(404, 409, 502, 504))
-    def search_all(request: AllSourcesSearch) -> JSONResponse:
-        """Search every source searched by default (``source=a,b``: those), in one order of
-        evidence: titles equal to the query first, then by how much of the query each hit
-        covers in its own source and how close its meaning is; nearest first with
-        ``near``/``near_doc``. Conditions apply to every source that can meet them; the others
-        are left out and named in the notes (a 400 only when none can). Sources without
-        vectors are searched by keyword whatever ``mode`` asks (the notes say which)."""
-        return _json(searching.search(service, request).to_dict())
-
-    _bound_route(app, service, BINDINGS["geocode"])  # GET /v1/geocode: the library's places
-
     # -- answers -------------------------------------------------------------------------------
 
     @app.get("/v1/ask", tags=["answers"], responses=ANSWER_RESPONSES)
@@ -287,7 +262,9 @@ def _routes(app: FastAPI, service: Context, writer: Callable[[Request], None]) -
         called. ``strict``: an answer with an uncited or unsupported sentence is a 422.
         ``stream``: server-sent events ``references``, ``delta``…, ``done`` — planning and
         retrieval finish before the first byte. Never offers the model a tool that writes."""
-        return _answer(service, q, [], choices.options(), choices.stream, request)
+        asked = AskRequest.of(question=q, **choices.model_dump(exclude={"stream"}))
+        handler = functools.partial(answering.ask_question, service, asked)
+        return _answer(handler, asked.strict, choices.stream, request, service.settings)
 
     @app.post("/v1/chat", tags=["answers"], responses=ANSWER_RESPONSES)
     def chat(body: ChatIn, request: Request):
@@ -295,11 +272,9 @@ def _routes(app: FastAPI, service: Context, writer: Callable[[Request], None]) -
         plan and the answer (their sources are not replayed; an assistant turn's
         ``cited_titles`` tell a follow-up what "he" or 「その」 refers to). In agent mode the
         model may ``remember`` only where this request could write notes itself."""
-        if not body.messages or body.messages[-1].role != "user":
-            raise BadQuery("the last message must be the user's question")
-        history = [m.model_dump(exclude_none=True) for m in body.messages[:-1]]
-        options = replace(body.options(), writable=request.app.state.security.may_write(request))
-        return _answer(service, body.messages[-1].content, history, options, body.stream, request)
+        writable = request.app.state.security.may_write(request)
+        handler = functools.partial(answering.chat_turn, service, body, writable=writable)
+        return _answer(handler, body.strict, body.stream, request, service.settings)
 
     @app.get("/v1/llm", tags=["answers"])
     def llm_status(request: Request) -> JSONResponse:
@@ -357,57 +332,54 @@ def _routes(app: FastAPI, service: Context, writer: Callable[[Request], None]) -
 
     jobs_routes.install(app, service, write)  # /v1/jobs: background rebuild and embed jobs
 
+    # -- the library's operations: their routes as the catalogue names them --------------------
+    for name in ("search", "doc", "filter", "titles", "tags", "links", "features", "random"):
+        _bound_routes(app, service, BINDINGS[name])
+    _bound_routes(app, service, BINDINGS["geocode"])
+
     # -- one source ---------------------------------------------------------------------------
-
-    @app.get("/v1/{source}/search", tags=["search"], responses=SOURCE_RESPONSES)
-    def search(request: OneSourceSearch) -> JSONResponse:
-        """Search one source by keyword, meaning or both (``mode``), optionally within
-        tags/attributes/areas/a radius the source has (a comma inside one value means OR).
-        With ``near``/``near_doc`` the first ``top_n`` by relevance are ordered by distance."""
-        return _json(searching.search(service, request).to_dict())
-
-    @app.get("/v1/{source}/doc", tags=["documents"], responses=SOURCE_RESPONSES)
-    def doc_by_title(request: DocByTitle) -> JSONResponse:
-        """One document by exact title (through aliases) or key; 404 lists close titles."""
-        if request.title is None and request.key is None:
-            raise BadQuery("give title= or key=", hint="or use /v1/{source}/doc/{doc_id}")
-        return _json(BINDINGS["doc"].handle(service, request))
-
-    @app.get("/v1/{source}/doc/{doc_id:int}", tags=["documents"], responses=SOURCE_RESPONSES)
-    def doc_by_id(doc_id: PathId, request: DocById) -> JSONResponse:
-        return _json(BINDINGS["doc"].handle(service, request.model_copy(update={"doc_id": doc_id})))
-
-    @app.get("/v1/{source}/filter", tags=["search"], responses=SOURCE_RESPONSES)
-    def filter_docs(request: Filter) -> JSONResponse:
-        """Every document meeting all conditions (AND; comma = OR within one), with the exact
-        total; most popular first, or nearest first with distance_km when near/near_doc."""
-        return _json(searching.filter(service, request))
-
-    for name in ("titles", "tags", "links", "features", "random"):
-        _bound_route(app, service, BINDINGS[name])
 
     @app.head("/healthz", include_in_schema=False)
     def healthz_head() -> Response:
         return Response(status_code=200)
 
 
-def _bound_route(app: FastAPI, service: Context, binding: Binding) -> None:
-    """The GET route of a bound operation (ops/registry.py): its query parameters are the
-    request model's, read and checked by ``query_parameters``; the answer is the service's."""
-    method, path = binding.entry.rest[0].split(" ", 1)
+# the OpenAPI tag of an operation's routes (the others: "documents")
+_REST_TAGS = {"search": "search", "filter": "search"}
 
+
+def _bound_routes(app: FastAPI, service: Context, binding: Binding) -> None:
+    """The routes of a bound operation, as the catalogue names them (core/operations.py): the
+    request model's parameters read from each route's path and query (``query_parameters``),
+    the binding's help as its description, the handler's answer as JSON."""
+    for route_text in binding.entry.rest:
+        method, path = route_text.split(" ", 1)
+        paths = [r.split(" ", 1)[1] for r in binding.entry.rest]
+        reading = query_parameters(binding.request, path=path, paths=paths)
+        taken = Annotated[Any, Depends(reading)]
+        route = _route(service, binding)
+        route.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [inspect.Parameter("request", inspect.Parameter.KEYWORD_ONLY, annotation=taken)],
+            return_annotation=JSONResponse,
+        )
+        route.__name__ = binding.name
+        route.__doc__ = binding.help
+        tags: list[str | Enum] = [_REST_TAGS.get(binding.name, "documents")]
+        app.add_api_route(
+            typed_path(binding.request, path),
+            route,
+            methods=[method],
+            tags=tags,
+            responses=SOURCE_RESPONSES,
+        )
+
+
+def _route(service: Context, binding: Binding) -> Callable[[OperationRequest], JSONResponse]:
     def route(request: OperationRequest) -> JSONResponse:
-        return _json(binding.handle(service, request))
+        result = binding.handle(service, request)
+        return _json(result.to_dict() if isinstance(result, SearchResult) else result)
 
-    taken = Annotated[Any, Depends(query_parameters(binding.request))]
-    route.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter("request", inspect.Parameter.KEYWORD_ONLY, annotation=taken)],
-        return_annotation=JSONResponse,
-    )
-
-    route.__name__ = binding.name
-    route.__doc__ = binding.tool_help
-    app.add_api_route(path, route, methods=[method], tags=["documents"], responses=SOURCE_RESPONSES)
+    return route
 
 
 def labelled_models(status: dict[str, Any]) -> dict[str, Any]:

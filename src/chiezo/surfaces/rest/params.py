@@ -6,19 +6,20 @@ ops/registry.py take theirs from ops/requests.py (``query_parameters``)."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
-from typing import Annotated, Any, Literal
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Annotated, Any
 
 from fastapi import Path, Query
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field
 
-from chiezo.answer.options import AnswerOptions
 from chiezo.core.validation import MAX_SQL_INT
 from chiezo.ops.notes import MAX_TAG_CHARS, MAX_TAGS
 from chiezo.ops.patterns import NOT_BLANK
 from chiezo.ops.requests import (
     MAX_QUESTION_CHARS,
     AnswerRequest,
+    ChatRequest,
     NoteText,
     Param,
     Request,
@@ -50,24 +51,68 @@ ANSWER_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 def query_parameters(
-    model: type[Request], *, omit: Iterable[str] = (), in_query: Iterable[str] = ()
+    model: type[Request],
+    *,
+    omit: Iterable[str] = (),
+    in_query: Iterable[str] = (),
+    path: str | None = None,
+    paths: Sequence[str] = (),
 ) -> Callable[..., Any]:
     """A dependency reading ``model``'s parameters (ops/requests.py) from the query string
     and the path, returning the model: routes declare none of them, and /openapi.json states
     each with its bounds and patterns. ``omit``: parameters this route does not take;
-    ``in_query``: path parameters this route takes in its query string (``/v1/search``'s
-    ``source=a,b``)."""
+    ``in_query``: path parameters this route takes in its query string. With the route's
+    ``path`` (and the operation's other ``paths``), both follow from the paths (``route_shape``)."""
+    in_path: set[str] = set()
+    if path is not None:
+        omitted, queried, in_path = route_shape(model, path, paths)
+        omit, in_query = {*omit, *omitted}, {*in_query, *queried}
     declared = [p for p in params(model) if p.name not in set(omit)]
     names = {rest_name(p): p.name for p in declared}
-    queried = set(in_query)
+    queried_names = set(in_query)
 
     def read(**values: Any) -> Request:
         return model.model_validate({names[k]: v for k, v in values.items()})
 
     read.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [_rest_parameter(p, p.name in queried) for p in declared]
+        [_rest_parameter(p, p.name in queried_names, p.name in in_path) for p in declared]
     )
     return read
+
+
+def route_shape(
+    model: type[Request], path: str, paths: Sequence[str]
+) -> tuple[set[str], set[str], set[str]]:
+    """(omitted, in the query, in the path) for a route of ``model`` at ``path``: a
+    parameter another route of the operation takes in its path is taken only there
+    (``doc_id`` in ``/doc/{doc_id}``), and a path naming a document one way takes none of
+    the others (``model.ways_to_name``); a path parameter this path lacks is taken in the
+    query (``/v1/search?source=a,b``)."""
+    named = set(_PATH_NAMES.findall(path))
+    elsewhere = {n for other in paths for n in _PATH_NAMES.findall(other)} - named
+    by_rest = {rest_name(p): p for p in params(model)}
+    omitted = {
+        by_rest[n].name for n in elsewhere if n in by_rest and not by_rest[n].surface.rest_path
+    }
+    if named & set(model.ways_to_name):
+        omitted |= set(model.ways_to_name) - named
+    queried = {
+        p.name for p in by_rest.values() if p.surface.rest_path and rest_name(p) not in named
+    }
+    in_path = {by_rest[n].name for n in named if n in by_rest}
+    return omitted, queried, in_path
+
+
+def typed_path(model: type[Request], path: str) -> str:
+    """``path`` with a number's converter (``{doc_id:int}``): /doc/abc is then no route (404),
+    not a document named abc."""
+    kinds = {rest_name(p): p.kind for p in params(model)}
+    return _PATH_NAMES.sub(
+        lambda m: f"{{{m.group(1)}:int}}" if kinds.get(m.group(1)) is int else m.group(0), path
+    )
+
+
+_PATH_NAMES = re.compile(r"\{(\w+)\}")
 
 
 def model_query(model: type[BaseModel]) -> Callable[..., Any]:
@@ -97,10 +142,10 @@ def rest_name(param: Param) -> str:
     return param.rest
 
 
-def _rest_parameter(param: Param, in_query: bool = False) -> inspect.Parameter:
-    in_path = param.surface.rest_path and not in_query
+def _rest_parameter(param: Param, in_query: bool = False, path: bool = False) -> inspect.Parameter:
+    in_path = path or (param.surface.rest_path and not in_query)
     if in_path:
-        annotation: Any = Annotated[str, Path(**param.constraints())]
+        annotation: Any = Annotated[param.kind, Path(**param.constraints())]
     else:
         annotation = Annotated[param.annotation, Query(**param.constraints())]
     required = param.required or in_path
@@ -121,46 +166,22 @@ NoteTagList = Annotated[
 ]
 
 
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    role: Literal["user", "assistant"]
-    content: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS, pattern=NOT_BLANK)
-    cited_titles: list[Annotated[str, Field(max_length=300)]] | None = Field(
-        default=None,
-        max_length=20,
-        description="an assistant turn: the titles it cited (a follow-up's subject)",
-    )
+STREAM_DESCRIPTION = "server-sent events as the answer is written"
 
 
-class AnswerChoices(AnswerRequest):
-    """How to answer (ops/requests.py), and how the answer comes back."""
+class AskParams(AnswerRequest):
+    """``/v1/ask``'s choices in its query string (the question is ``q``): a query string has no
+    JSON booleans, so ?strict=1 and ?grounded=0 are the documented forms."""
 
-    # JSON true/false only: 0 and "no" are not false here (pydantic's lax bool takes them)
-    strict: StrictBool = Field(
-        default=False, description="422 on an uncited or unsupported sentence"
-    )
-    stream: StrictBool = False
-    grounded: StrictBool | None = Field(
-        default=None, description="false: may answer beyond the sources"
-    )
-
-    def options(self) -> AnswerOptions:
-        return AnswerOptions.of(**self.model_dump(exclude={"stream", "messages"}))
+    stream: bool = Field(default=False, description=STREAM_DESCRIPTION)
 
 
-class AskParams(AnswerChoices):
-    """``/v1/ask``'s query parameters (the same choices as a chat's body)."""
+class ChatIn(ChatRequest):
+    """``/v1/chat``'s body: JSON true/false only (0 and "no" are not false here, as pydantic's
+    lax parsing of a query string's values would take them)."""
 
-    # a query string has no JSON booleans: ?strict=1 and ?grounded=0 are the documented forms
-    strict: bool = Field(default=False, description="422 on an uncited or unsupported sentence")
-    stream: bool = False
-    grounded: bool | None = Field(default=None, description="0: may answer beyond the sources")
-
-
-class ChatIn(AnswerChoices):
-    messages: list[ChatMessage] = Field(
-        min_length=1, max_length=200, description="the conversation; the last is the question"
-    )
+    model_config = ConfigDict(strict=True)
+    stream: bool = Field(default=False, description=STREAM_DESCRIPTION)
 
 
 class NotePatch(BaseModel):
