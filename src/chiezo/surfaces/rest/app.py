@@ -56,6 +56,7 @@ from chiezo.surfaces.rest.params import (
     Question,
     model_query,
     query_parameters,
+    route_shape,
     typed_path,
 )
 from chiezo.surfaces.rest.pinning import PinnedGenerations
@@ -362,7 +363,7 @@ def _bound_routes(app: FastAPI, service: Context, binding: Binding) -> None:
             [inspect.Parameter("request", inspect.Parameter.KEYWORD_ONLY, annotation=taken)],
             return_annotation=JSONResponse,
         )
-        route.__name__ = binding.name
+        route.__name__ = _route_name(binding, path, paths)
         route.__doc__ = binding.help
         tags: list[str | Enum] = [_REST_TAGS.get(binding.name, "documents")]
         app.add_api_route(
@@ -372,6 +373,15 @@ def _bound_routes(app: FastAPI, service: Context, binding: Binding) -> None:
             tags=tags,
             responses=SOURCE_RESPONSES,
         )
+
+
+def _route_name(binding: Binding, path: str, paths: list[str]) -> str:
+    """The route's name (its title in /docs and /redoc): the operation's, with what sets this
+    route apart from the operation's others: ``search_all`` (the sources in the query),
+    ``doc_by_doc_id`` (the document in the path)."""
+    _, queried, in_path = route_shape(binding.request, path, paths)
+    by_path = [n for n in sorted(in_path) if n not in {"source"}]
+    return binding.name + ("_all" if queried else "") + "".join(f"_by_{n}" for n in by_path)
 
 
 def _route(service: Context, binding: Binding) -> Callable[[OperationRequest], JSONResponse]:
