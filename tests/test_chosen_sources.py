@@ -13,7 +13,7 @@ from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, UnknownSource
 from chiezo.ops import building, searching
 from chiezo.ops.context import Context
-from chiezo.ops.requests import SearchRequest
+from chiezo.ops.requests import RemoveRequest, SearchRequest
 from chiezo.surfaces.cli.main import cli
 
 from helpers import TEMPLE_PAGES, wiki_library
@@ -104,7 +104,7 @@ def test_filter_over_several_sources_is_one_list_nearest_first(service, tmp_path
                 service, FilterRequest.of(source="jawiki,shops", tag=["x"], offset=9_999)
             )
     finally:
-        building.remove_source(service, "shops")
+        building.remove(service, RemoveRequest.of(source="shops"))
 
 
 def test_a_list_of_500_sources_is_refused_before_any_work(tmp_path):

@@ -21,7 +21,13 @@ from chiezo.core.config import Settings
 from chiezo.core.errors import MCP, BadQuery, ChiezoError
 from chiezo.ops import building, operating, remembering, searching
 from chiezo.ops.context import Context
-from chiezo.ops.requests import FilterRequest, RecallRequest, RememberRequest, SearchRequest
+from chiezo.ops.requests import (
+    FilterRequest,
+    RecallRequest,
+    RememberRequest,
+    RemoveRequest,
+    SearchRequest,
+)
 from chiezo.store import generations
 from chiezo.surfaces.cli.main import cli
 from chiezo.surfaces.rest import create_app
@@ -440,8 +446,8 @@ def _open_files() -> set[str]:
 
 def test_the_service_removes_without_the_cli(two):
     service = Context(Settings(data_dir=two))
-    planned = building.remove_source(service, "guide", dry_run=True)
+    planned = building.remove(service, RemoveRequest.of(source="guide", dry_run=True))
     assert not planned["removed"] and (two / "corpus" / "guide").exists()
-    done = building.remove_source(service, "guide")
+    done = building.remove(service, RemoveRequest.of(source="guide"))
     assert done["bytes"] == planned["bytes"] and done["generations"] == planned["generations"]
     assert service.library.names() == ["contracts"]

@@ -14,7 +14,7 @@ from chiezo.core.config import Settings
 from chiezo.core.errors import BadQuery, UnknownSource
 from chiezo.ops import building, operating, searching
 from chiezo.ops.context import Context
-from chiezo.ops.requests import SearchRequest
+from chiezo.ops.requests import ConfigureRequest, SearchRequest
 from chiezo.surfaces.cli.main import cli
 
 from helpers import TEMPLE_PAGES, wiki_library
@@ -55,7 +55,7 @@ def test_a_source_left_out_is_not_in_all_sources_but_is_when_named(data):
 
 def test_the_setting_outlives_a_rebuild_and_a_bad_file_is_the_default(data):
     service = Context(Settings(data_dir=data))
-    building.set_source(service, "guide", in_default=False)
+    building.configure(service, ConfigureRequest.of(source="guide", in_default=False))
     assert run(data, "rebuild", "guide").exit_code == 0
     assert service.library.settings_of("guide").in_default is False
     (data / "corpus" / "guide" / "settings.json").write_text("{not json")
@@ -65,7 +65,7 @@ def test_the_setting_outlives_a_rebuild_and_a_bad_file_is_the_default(data):
 def test_a_library_of_only_sources_left_out_searches_them_all(data):
     service = Context(Settings(data_dir=data))
     for name in ("guide", "jawiki"):
-        building.set_source(service, name, in_default=False)
+        building.configure(service, ConfigureRequest.of(source=name, in_default=False))
     found, notes = sources_of(service, "浅草寺")
     assert "jawiki" in found and not any("not searched" in n for n in notes)
     assert sources_of(service, "Chiezo")[0] == {"guide"}
@@ -74,9 +74,9 @@ def test_a_library_of_only_sources_left_out_searches_them_all(data):
 def test_what_cannot_be_set(data):
     service = Context(Settings(data_dir=data))
     with pytest.raises(UnknownSource):
-        building.set_source(service, "nosuch", in_default=False)
+        building.configure(service, ConfigureRequest.of(source="nosuch", in_default=False))
     with pytest.raises(BadQuery, match="notes"):
-        building.set_source(service, "notes", in_default=False)
+        building.configure(service, ConfigureRequest.of(source="notes", in_default=False))
     assert run(data, "sources", "set", "guide").exit_code == 2  # say which
     shown = run(data, "sources", "set", "guide", "--not-in-default", "--json")
     assert json.loads(shown.output) == {"source": "guide", "in_default": False}

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from chiezo.core.errors import BadQuery, ChiezoError, InputError, Operation, UnknownSource
 from chiezo.core.progress import NullProgress, Progress
 from chiezo.ops.context import Context
+from chiezo.ops.requests import ConfigureRequest, RemoveRequest, RollbackRequest
 from chiezo.store import generations
 from chiezo.store.build import BuildOptions, BuildReport
 from chiezo.store.kinds import Skipped, SourceKind, kind_named
@@ -20,16 +21,20 @@ if TYPE_CHECKING:
     from chiezo.store.embed import EmbedReport, Runner
 
 
-def set_source(ctx: Context, name: str, *, in_default: bool) -> dict[str, Any]:
+def configure(ctx: Context, request: ConfigureRequest) -> dict[str, Any]:
     """Record what the user decided about a source (store/source_settings.py)."""
-    ctx.library.set_in_default(name, in_default)
+    name = request.source
+    if request.in_default is None:
+        raise BadQuery("say whether a search of all sources reads it (in_default)", source=name)
+    ctx.library.set_in_default(name, request.in_default)
     return {"source": name, "in_default": ctx.library.settings_of(name).in_default}
 
 
-def remove_source(ctx: Context, name: str, *, dry_run: bool = False) -> dict[str, Any]:
+def remove(ctx: Context, request: RemoveRequest) -> dict[str, Any]:
     """Delete a built source: every generation, its directory (generations.remove); with
     ``dry_run`` only say what that would delete. A source that no longer opens (another
     schema, a damaged file) is removable; the notes source is not built, so is not."""
+    name, dry_run = request.source, request.dry_run
     if name == NOTES:
         raise BadQuery(
             "the notes source is not a built source and cannot be removed",
@@ -49,6 +54,19 @@ def remove_source(ctx: Context, name: str, *, dry_run: bool = False) -> dict[str
     removed = generations.remove(directory)
     ctx.library.forget(name)
     return {"source": name, "removed": True, **removed}
+
+
+def rollback(ctx: Context, request: RollbackRequest) -> dict[str, Any]:
+    """Serve the source's kept previous generation again (the one its last build or import
+    replaced); the generation that was current is kept in its place, so a second rollback goes
+    forward again. Refused while a build of it runs, without a previous generation, and when
+    that one was written by another schema version (rebuild then)."""
+    name = request.source
+    directory = generations.source_dir(ctx.settings.corpus_dir, name)  # not notes
+    ctx.library.info(name)  # unknown: UnknownSource; one that needs a rebuild may roll back
+    done = generations.rollback(directory)
+    ctx.library.forget(name)
+    return done
 
 
 def ingest_each(

@@ -638,6 +638,38 @@ class ForgetRequest(Request):
     note_id: NoteId
 
 
+# -- a source as a whole -------------------------------------------------------------------------
+
+
+class SourceRequest(Request):
+    """One built source, named."""
+
+    source: Annotated[
+        str, Field(description="a source name (see sources)"), Surface(cli_argument="value")
+    ]
+
+
+class RemoveRequest(SourceRequest):
+    dry_run: Annotated[
+        bool, Field(description="only say what would be deleted; delete nothing")
+    ] = False
+
+
+class ConfigureRequest(SourceRequest):
+    in_default: Annotated[
+        bool | None,
+        Field(
+            description="whether a search of all sources reads it (a source left out is still "
+            "searched when named; the hits' notes say which were left out)"
+        ),
+        Surface(cli_off="--not-in-default"),
+    ] = None
+
+
+class RollbackRequest(SourceRequest):
+    """Serve the source's kept previous generation again."""
+
+
 # -- answers -------------------------------------------------------------------------------------
 
 

@@ -13,14 +13,16 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from chiezo.core.errors import EXIT_FAILURE, EXIT_NOT_FOUND, BadQuery
+from chiezo.core.errors import EXIT_FAILURE, EXIT_NOT_FOUND, EXIT_OK, BadQuery
 from chiezo.ops import building, operating
 from chiezo.ops.registry import BINDINGS
 from chiezo.ops.requests import (
+    ConfigureRequest,
     FeaturesRequest,
     GeocodeRequest,
     LinksRequest,
     RandomRequest,
+    RemoveRequest,
     TagsRequest,
     TitlesRequest,
 )
@@ -75,23 +77,22 @@ def sources(ctx: click.Context, as_json: bool) -> None:
             out.print("    [dim]not in searches of all sources (searched when named)[/]")
 
 
-@sources.command("rm")
-@click.argument("name")
+@sources.command("rm", help=BINDINGS["remove"].help + " Asks first, showing what goes.")
+@request_options(RemoveRequest)
 @click.option("--yes", "-y", is_flag=True, help="Remove without asking.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def sources_rm(ctx: click.Context, name: str, yes: bool, as_json: bool) -> None:
-    """Remove source NAME for good: every generation of it and its folder. Asks first, showing
-    what goes; a build of it running meanwhile refuses the removal."""
-    service = service_of(ctx)
-    plan = building.remove_source(service, name, dry_run=True)
-    if not yes and not _confirmed(plan):
+def sources_rm(ctx: click.Context, yes: bool, as_json: bool, **values: Any) -> None:
+    service, asked = service_of(ctx), request_from(RemoveRequest, values)
+    name = asked.source
+    plan = building.remove(service, asked.model_copy(update={"dry_run": True}))
+    if asked.dry_run or (not yes and not _confirmed(plan)):
         if as_json:
             emit_json(plan)
         err.print(f"kept {escape(name)}: nothing removed")
-        sys.exit(EXIT_FAILURE)
-    removed = building.remove_source(service, name)
+        sys.exit(EXIT_OK if asked.dry_run else EXIT_FAILURE)
+    removed = building.remove(service, asked)
     if as_json:
         emit_json(removed)
         return
@@ -101,29 +102,21 @@ def sources_rm(ctx: click.Context, name: str, yes: bool, as_json: bool) -> None:
     )
 
 
-@sources.command("set")
-@click.argument("name")
-@click.option(
-    "--in-default/--not-in-default",
-    "in_default",
-    default=None,
-    help="Whether a search of all sources reads NAME (a source left out is still searched "
-    "when named; the hits' notes say which were left out).",
-)
+@sources.command("set", help=BINDINGS["configure"].help)
+@request_options(ConfigureRequest)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def sources_set(ctx: click.Context, name: str, in_default: bool | None, as_json: bool) -> None:
-    """Change what you decided about source NAME (kept across rebuilds): whether "all sources"
-    includes it."""
-    if in_default is None:
+def sources_set(ctx: click.Context, as_json: bool, **values: Any) -> None:
+    asked = request_from(ConfigureRequest, values)
+    if asked.in_default is None:
         raise click.UsageError("say --in-default or --not-in-default")
-    settings = building.set_source(service_of(ctx), name, in_default=in_default)
+    settings = BINDINGS["configure"].handle(service_of(ctx), asked)
     if as_json:
         emit_json(settings)
         return
-    way = "searched with all sources" if in_default else "searched only when named"
-    out.print(f"{escape(name)}: {way}")
+    way = "searched with all sources" if asked.in_default else "searched only when named"
+    out.print(f"{escape(asked.source)}: {way}")
 
 
 def _confirmed(plan: dict[str, Any]) -> bool:

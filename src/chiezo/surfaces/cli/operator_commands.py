@@ -14,6 +14,8 @@ from rich.markup import escape
 from chiezo.core.errors import EXIT_FAILURE, BadQuery
 from chiezo.core.progress import console_progress
 from chiezo.ops.maintenance import Item, Survey, reclaim, survey
+from chiezo.ops.registry import BINDINGS
+from chiezo.ops.requests import RollbackRequest
 from chiezo.surfaces.cli.common import (
     emit_json,
     err,
@@ -22,6 +24,7 @@ from chiezo.surfaces.cli.common import (
     out,
     service_of,
 )
+from chiezo.surfaces.cli.parameters import request_from, request_options
 
 # -- gc ----------------------------------------------------------------------------------------
 
@@ -128,24 +131,15 @@ def _size(count: int) -> str:
 # -- rollback, export, import -----------------------------------------------------------------
 
 
-@click.command()
-@click.argument("source")
+@click.command(help=BINDINGS["rollback"].help)
+@request_options(RollbackRequest)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
-def rollback(ctx: click.Context, source: str, as_json: bool) -> None:
-    """Serve SOURCE's kept previous generation again (the one its last build or import
-    replaced). The generation that was current is kept in its place, so a second rollback
-    goes forward again. Refused while a build of SOURCE runs, without a previous generation,
-    and when that one was written by another schema version (rebuild then)."""
-    from chiezo.store import generations
-
-    service = service_of(ctx)
-    directory = generations.source_dir(service.settings.corpus_dir, source)  # not notes
-    service.library.info(source)  # unknown: UnknownSource; one that needs a rebuild may roll back
-    done = generations.rollback(directory)
-    service.library.forget(source)
-    _switched("rolled back", source, done, f"built {done['built_at']}", as_json)
+def rollback(ctx: click.Context, as_json: bool, **values: Any) -> None:
+    asked = request_from(RollbackRequest, values)
+    done = BINDINGS["rollback"].handle(service_of(ctx), asked)
+    _switched("rolled back", asked.source, done, f"built {done['built_at']}", as_json)
 
 
 @click.command("export")
