@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chiezo.core.operations import BY_NAME, Entry
-from chiezo.ops import reading, remembering, searching
+from chiezo.ops import operating, reading, remembering, searching
 from chiezo.ops.context import Context
 from chiezo.ops.requests import (
     DocRequest,
@@ -24,6 +24,7 @@ from chiezo.ops.requests import (
     RememberRequest,
     Request,
     SearchRequest,
+    SourcesRequest,
     TagsRequest,
     TitlesRequest,
     UpdateRequest,
@@ -65,6 +66,15 @@ def bind(
 LIBRARY_BINDINGS: dict[str, Binding] = {
     b.name: b
     for b in (
+        bind(
+            "sources",
+            SourcesRequest,
+            operating.sources,
+            "The sources and what they hold: kind, language, documents, build time, schema "
+            "version, attributes, vectors, input identity; sources built or removed while the "
+            "server runs appear at once.",
+            "The sources: kind, language, size, attributes, vectors (by meaning). Then `search`.",
+        ),
         bind(
             "search",
             SearchRequest,

@@ -9,9 +9,12 @@ from typing import Any
 from chiezo.core.addresses import Credentials, credentials_under
 from chiezo.core.errors import ChiezoError
 from chiezo.ops.context import Context
+from chiezo.ops.requests import SourcesRequest
 
 
-def sources(ctx: Context) -> list[dict[str, Any]]:
+def sources(ctx: Context, request: SourcesRequest | None = None) -> list[dict[str, Any]]:
+    """Every source: kind, language, documents, build time, schema version, attributes, input
+    identity (one that does not open says why, and that it needs a rebuild)."""
     return [info.to_dict() for info in ctx.library.infos()]
 
 

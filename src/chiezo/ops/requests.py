@@ -641,6 +641,10 @@ class ForgetRequest(Request):
 # -- a source as a whole -------------------------------------------------------------------------
 
 
+class SourcesRequest(Request):
+    """Every source of the library: it takes nothing."""
+
+
 class SourceRequest(Request):
     """One built source, named."""
 

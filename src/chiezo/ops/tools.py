@@ -40,7 +40,7 @@ from chiezo.core.operations import Entry
 from chiezo.ops import operating
 from chiezo.ops.context import Context
 from chiezo.ops.library_bindings import LIBRARY_BINDINGS
-from chiezo.ops.requests import Param, Request, params
+from chiezo.ops.requests import Param, Request, SourcesRequest, params
 from chiezo.ops.tool_answers import MAX_CHARS, MIN_CHARS, fitted, for_a_model
 from chiezo.ops.tool_profiles import Profile, profile_named
 
@@ -81,7 +81,7 @@ class Spec:
     pages: str | None = None
 
 
-def _sources(ctx: Context, _request: None) -> dict[str, Any]:
+def _sources(ctx: Context, _request: SourcesRequest) -> dict[str, Any]:
     return {"sources": [source_for_a_model(info) for info in operating.sources(ctx)]}
 
 
@@ -104,9 +104,9 @@ SPECS: dict[str, Spec] = {
     for spec in (
         Spec(
             "sources",
-            None,
-            _sources,
-            "The sources: kind, language, size, attributes, vectors (by meaning). Then `search`.",
+            SourcesRequest,
+            _sources,  # each source as a model reads it (ops/tool_answers.py)
+            LIBRARY_BINDINGS["sources"].tool_help,
             READ,
         ),
         _bound("search", pages="hits"),

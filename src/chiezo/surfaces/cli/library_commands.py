@@ -32,13 +32,16 @@ from chiezo.surfaces.cli.parameters import request_from, request_options
 # -- sources -----------------------------------------------------------------------------------
 
 
-@click.group(invoke_without_command=True)
+@click.group(
+    invoke_without_command=True,
+    help=BINDINGS["sources"].help,
+    epilog="`chiezo sources rm NAME` removes one; `chiezo sources set NAME --not-in-default` "
+    "leaves one out of searches of all sources.",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handles_errors
 def sources(ctx: click.Context, as_json: bool) -> None:
-    """List the sources and what they hold (`chiezo sources rm NAME` removes one, `chiezo
-    sources set NAME --not-in-default` leaves one out of searches of all sources)."""
     if ctx.invoked_subcommand is not None:
         return
     infos = operating.sources(service_of(ctx))

@@ -243,10 +243,13 @@ def _routes(app: FastAPI, service: Context, writer: Callable[[Request], None]) -
             {"status": "ok", "version": __version__, "sources": len(service.library.names())}
         )
 
-    @app.get("/v1/sources", tags=["sources"], responses=documented(409))
+    @app.get(
+        "/v1/sources",
+        tags=["sources"],
+        responses=documented(409),
+        description=BINDINGS["sources"].help,
+    )
     def sources() -> JSONResponse:
-        """Every source: kind, language, documents, build time, schema version, attributes,
-        input identity. Sources built or removed while the server runs appear here at once."""
         return _json({"sources": operating.sources(service)})
 
     # -- answers -------------------------------------------------------------------------------
