@@ -6,10 +6,11 @@ sources cited (number, source, title, link), the answer, the claim check (ground
 sentences supported, unsupported, uncited), "no basis" when the library held nothing, how long
 it took and which surface asked, and each model call's timings (``calls``: stage, seconds, first
 token, tokens in and out where the endpoint says, how it finished). An ask that failed is kept
-too (with answers alone it kept 1 of 8 asks), with its ``cause`` (the error's: timeout,
-unreachable, context_exceeded…), its message in ``error``, what was written before it failed
-and the calls made; an answer the model did not finish (stopped at a loop, cut by its deadline)
-is kept with why as its ``cause`` and no ``error``. A whole answer's cause is null.
+too (a record of answers alone kept 1 of 8 asks on a small model), with its ``cause`` (the
+error's: timeout, unreachable, context_exceeded…), its message in ``error``, what was written
+before it failed and the calls made; an answer the model did not finish (stopped at a loop,
+cut by its deadline) is kept with why as its ``cause`` and no ``error``. A whole answer's
+cause is null.
 ``chiezo logs`` lists and searches it, newest first.
 
 It is on by default and the user's to turn off: ``chiezo logs off`` leaves a marker file
