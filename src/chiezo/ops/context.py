@@ -16,8 +16,6 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, TypeVar
 
-import numpy as np
-
 from chiezo.core.config import Settings
 from chiezo.core.errors import ChiezoError, LLMNotConfigured
 from chiezo.core.models import Hit, SearchResult
@@ -29,6 +27,8 @@ from chiezo.search.semantic import chunk_closeness
 from chiezo.store.library import NOTES, Library, Source
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from chiezo.answer.llm import LLMClient
     from chiezo.answer.rag import Prepared
 

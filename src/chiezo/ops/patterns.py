@@ -10,10 +10,9 @@ is accepted where the service treats it as absent.
 
 from __future__ import annotations
 
-import re
-
 from chiezo.ops.browse import DOC_FIELDS
 from chiezo.search.facets import FACETS
+from chiezo.search.where import POINT_CHARS
 
 _SPACES = "".join(f"\\u{c:04x}" for c in range(0x3001) if chr(c).isspace())
 _CONTROLS = r"\u0000-\u001f\u007f"  # what search.query turns into spaces
@@ -29,9 +28,8 @@ LON = r"[-+]?0*(?:180(?:\.0+)?|(?:1[0-7][0-9]|[1-9]?[0-9])(?:\.[0-9]+)?)"
 POINT = rf"^$|^{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*$"
 # near=: a point, or an address or place name (anything but digits, dots, commas and signs:
 # those are a point, and parse_near says what is wrong with one)
-_POINT_CHARS = "0-9.,+-"
-NEAR = POINT + rf"|[^{_SPACES}{_POINT_CHARS}]"
-LOOKS_LIKE_POINT = re.compile(rf"^[{_SPACES}{_POINT_CHARS}]*$")  # the service's side of NEAR
+# (search/where.py's POINT_CHARS, its hyphen last: a literal in a character class)
+NEAR = POINT + rf"|[^{_SPACES}{POINT_CHARS}]"
 BOX = rf"^$|^{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*,{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*$"
 
 # fields=title,body (empty items are skipped)

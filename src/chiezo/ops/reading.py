@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from chiezo.core.errors import BadQuery
 from chiezo.core.validation import check_id, check_length, checked_text
 from chiezo.ops import browse
 from chiezo.ops.context import Context
@@ -31,8 +30,6 @@ def doc(ctx: Context, request: DocRequest) -> dict[str, Any]:
     them likeliest to answer it (answer/sentences.py), best first."""
     question, max_chars = request.question, request.max_chars
     check_lookup(request.title, request.key, request.doc_id)
-    if max_chars is not None and max_chars < 0:
-        raise BadQuery("max_chars must not be negative")
     if question is not None:
         check_question(question)
     out, found, alternatives = read_document(
@@ -46,9 +43,7 @@ def doc(ctx: Context, request: DocRequest) -> dict[str, Any]:
     )
     if question and "body" in out:
         budget = ctx.settings.answer_budget if max_chars is None else max_chars
-        # the source as found, not from ``out``: ``fields`` may have left it out
-        name = ctx.library.get(request.source).name
-        _answering_passages(ctx, out, name, found, question, budget)
+        _answering_passages(ctx, out, request.source, found, question, budget)
         if max_chars is not None:
             browse.fit_lists(out, max_chars)
     if alternatives:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from chiezo.core.errors import BadQuery, NotFound
+from chiezo.core.errors import NotFound
 from chiezo.core.query import MAX_QUERY_CHARS
-from chiezo.core.validation import check_id, check_length, check_offset, checked_text
+from chiezo.core.validation import check_id, check_length, checked_text
 from chiezo.ops import notes
 from chiezo.ops.context import Context
 from chiezo.ops.requests import (
-    MAX_LIMIT,
     ForgetRequest,
     RecallRequest,
     RememberRequest,
@@ -38,12 +37,9 @@ def note(ctx: Context, note_id: int, *, max_chars: int | None = None) -> dict[st
 
 @checked_text
 def recall(ctx: Context, request: RecallRequest) -> dict[str, Any]:
-    if request.limit < 1 or request.limit > MAX_LIMIT:
-        raise BadQuery(f"limit must be between 1 and {MAX_LIMIT}, got {request.limit}")
-    check_offset(request.offset)
+    # limit, offset and max_chars are within the request's bounds (ops/requests.py); the
+    # query's length is only stated there, and checked here with its own reason
     check_length(request.q, "the query", MAX_QUERY_CHARS)
-    if request.max_chars is not None and request.max_chars < 0:
-        raise BadQuery("max_chars must not be negative")
     src, deadline = ctx.read(ctx.notes_source(), "recall")
     with deadline:
         return notes.recall(

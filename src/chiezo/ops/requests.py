@@ -234,10 +234,6 @@ class Request(BaseModel):
         """A field's declared default, for a Python signature that offers the same one."""
         return cls.model_fields[name].default
 
-    def arguments(self) -> dict[str, Any]:
-        """The fields as keyword arguments (named as the fields)."""
-        return dict(self)
-
 
 class ConditionsRequest(Request):
     """The conditions on documents that search, filter and random share (search/where.py

@@ -36,6 +36,7 @@ from pydantic_core import PydanticCustomError
 
 from chiezo.answer.tool_calls import Toolbox, error_text
 from chiezo.core.errors import BadQuery, ChiezoError, InternalError
+from chiezo.core.models import SearchResult
 from chiezo.core.operations import Entry
 from chiezo.ops import operating
 from chiezo.ops.context import Context
@@ -192,7 +193,7 @@ def _tool(ctx: Context, spec: Spec, profile: Profile) -> Tool:
             values["max_chars"] = budget
         request = spec.request.model_validate(_as_lists(values, many)) if spec.request else None
         result = spec.handle(ctx, request)
-        if hasattr(result, "to_dict"):  # a search's SearchResult
+        if isinstance(result, SearchResult):
             result = result.to_dict()
         if not isinstance(result, dict):
             result = {"result": result}

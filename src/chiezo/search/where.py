@@ -28,7 +28,9 @@ from chiezo.store.library import Library, Source
 if TYPE_CHECKING:
     from chiezo.search.geocode import GeocodeResult
 
-_POINT_CHARS = frozenset("0123456789.,+-")
+# what a point is written with (besides spaces): near= made of these alone is meant as lat,lon;
+# ops/patterns.py's NEAR states the same split in /openapi.json
+POINT_CHARS = "0123456789.,+-"
 
 
 class Conditions(Protocol):
@@ -95,7 +97,7 @@ def resolve_near(
 def _looks_like_point(text: str) -> bool:
     """Digits, signs, dots, commas and spaces only: meant as lat,lon (parse_near then says
     what is wrong with one) rather than an address (ops/patterns.py's NEAR states it)."""
-    return all(c in _POINT_CHARS or c.isspace() for c in text)
+    return all(c in POINT_CHARS or c.isspace() for c in text)
 
 
 def _near_place(library: Library, address: str, radius_km: float | None) -> Near:
