@@ -311,10 +311,12 @@ def chromium():
         browser.close()
 
 
-def browser_page(browser, base: str):
+def browser_page(browser, base: str, **context_options):
     """A Japanese-locale page at a fixed size whose script errors are collected in
-    ``page.errors``; ``page.base`` is the server's URL."""
-    context = browser.new_context(locale="ja-JP", viewport={"width": 1100, "height": 900})
+    ``page.errors``; ``page.base`` is the server's URL. ``context_options``: Playwright's
+    (another locale, a geolocation and its permission)."""
+    options = {"locale": "ja-JP", "viewport": {"width": 1100, "height": 900}, **context_options}
+    context = browser.new_context(**options)
     page = context.new_page()
     page.set_default_timeout(15_000)
     page.errors = []

@@ -305,3 +305,29 @@ def test_text_that_looks_like_json_stays_text(places_server):
     assert [n["text"] for n in got["recall"].structured_content["notes"]] == ["null is not zero"]
     assert not got["recall list"].is_error, got["recall list"].content[0].text
     assert got["recall list"].structured_content["notes"] == []
+
+
+@pytest.mark.slow
+def test_a_location_rides_in_the_calls_meta_and_no_tool_takes_it_as_an_argument(places_server):
+    from datetime import UTC, datetime
+
+    lat, lon = 60.171234, 24.941111  # by Helsinki station: in no row, so its digits mean a leak
+    meta = {"chiezo/location": {"lat": lat, "lon": lon, "accuracy_m": 30,
+                                "taken_at": datetime.now(UTC).isoformat()}}  # fmt: skip
+    near_here = {"source": "helsinki", "near": "here", "limit": 2, "fields": ["title"]}
+
+    async def go():
+        async with Client(f"{places_server.url}/mcp") as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            attached = await client.call_tool("filter", near_here, meta=meta)
+            bare = await client.call_tool("filter", near_here)
+            typed = await client.call_tool("filter", {**near_here, "location": f"{lat},{lon}"})
+            return tools, attached, bare, typed
+
+    tools, attached, bare, typed = run(go)
+    for name in ("search", "filter", "random"):
+        assert "location" not in tools[name].input_schema["properties"]
+    assert not attached.is_error and attached.structured_content["near"]["from"] == "here"
+    assert "60.1712" not in attached.content[0].text and "24.9411" not in attached.content[0].text
+    assert bare.is_error and '"what": "location"' in bare.content[0].text
+    assert typed.is_error and "takes no argument location" in typed.content[0].text

@@ -611,6 +611,8 @@ def test_identity_records_the_files_and_options():
         "title": None,
         "feature": [],
         "sheet": "A",
+        "flag_key": None,
+        "require_feature": None,
     }
     assert (
         identity["bytes"]

@@ -181,7 +181,10 @@ def test_a_document_page_shows_its_place_among_its_neighbours_or_no_map(web):
     lonely = web.get(
         "/doc/jawiki", params={"title": "夏目漱石"}, follow_redirects=True
     ).text  # 7 km from the others
-    assert 'id="doc-point">35.70556, 139.71944<' in lonely and map_of(lonely) is None
+    assert 'id="doc-point">35.70556, 139.71944<' in lonely
+    # alone within 2 km, it is still shown where it is: its point, no neighbours
+    assert 'class="map-center"><title>夏目漱石</title>' in map_of(lonely)
+    assert "ほかの地点はありません" in lonely
 
 
 @pytest.mark.slow

@@ -30,20 +30,35 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from chiezo.answer import budget
+from chiezo.answer import budget, here_answers
 from chiezo.answer.context import ContextWindow
 from chiezo.answer.excerpt import Excerpt
 from chiezo.answer.llm import ChatReply, LLMClient, Stage
 from chiezo.answer.lookups import Lookups
 from chiezo.answer.options import AnswerOptions
 from chiezo.answer.plan import keyword_queries, strip_reasoning
-from chiezo.answer.rag import HISTORY_TURNS, NO_BASIS, STOPPED, Answer, language_of
+from chiezo.answer.rag import (
+    HISTORY_TURNS,
+    NO_BASIS,
+    STOPPED,
+    Answer,
+    Span,
+    language_of,
+    timeline,
+)
 from chiezo.answer.repetition import loop_cut, unusable
 from chiezo.answer.sentences import answer_sentences
 from chiezo.answer.sentences import cited as cited_text
 from chiezo.answer.tool_calls import Tool, Toolbox, call_tool, error_text
 from chiezo.core.config import ENV
-from chiezo.core.errors import BadQuery, ContextExceeded, LLMTimeout, LLMUnavailable
+from chiezo.core.errors import (
+    BadQuery,
+    ChiezoError,
+    ContextExceeded,
+    LLMTimeout,
+    LLMUnavailable,
+)
+from chiezo.core.here import Need
 
 AGENT_PROMPT = """You answer questions by looking things up in a library with the tools given.
 Search first, read documents when a snippet is not enough, and answer ONLY from what the tools
@@ -104,6 +119,8 @@ class References:
             )
             self._index[key] = len(self.items)
         n = self._index[key]
+        if isinstance(doc.get("distance_km"), int | float):  # for the place footer
+            self.items[n - 1]["distance_km"] = doc["distance_km"]
         seen = " ".join(v for k, v in doc.items() if isinstance(v, str) and k not in _NOT_TEXT)
         self.texts[n] = f"{self.texts.get(n, '')}\n{seen}".strip()
         return n
@@ -260,6 +277,7 @@ class Run:
             {"role": m["role"], "content": m["content"]} for m in self.history[-HISTORY_TURNS:]
         ]
         self.steps: list[dict[str, Any]] = []
+        self.spans: list[Span] = []  # each tool call, timed (the model's: llm.calls)
         self.warnings: list[str] = []
         self.stage = Stage("the agent's run", self.deadline, ENV["agent_deadline"])
         self.fit: budget.AgentFit | None = None
@@ -395,12 +413,14 @@ class Run:
         for call in calls:
             started = time.monotonic()
             name, args, text = self.tools.call(call)
+            span = Span.since("tool", name, started)
+            self.spans.append(span)
             record = {
                 "step": step,
                 "tool": name,
                 "arguments": args,
                 "result_chars": len(text),
-                "ms": round((time.monotonic() - started) * 1000, 1),
+                "ms": round(span.seconds * 1000, 1),
             }
             if call.get("id") == SELF_SEARCH_ID:
                 record["by"] = "chiezo"  # the model answered before looking anything up
@@ -409,6 +429,21 @@ class Run:
             self.messages.append(
                 {"role": "tool", "tool_call_id": call.get("id", ""), "content": text}
             )
+            self._ask_back_for(text)
+
+    def _ask_back_for(self, text: str) -> None:
+        """A tool refused for want of what only the person can give (here_answers.to_ask):
+        the run ends with the question to them."""
+        found = here_answers.tool_needs(text)
+        if not found:
+            return
+        known = "\n".join(
+            [self.question, *(m["content"] for m in self.history),
+             *(m["content"] for m in self.messages if m["role"] == "tool" and m["content"] != text)]
+        )  # fmt: skip
+        wanted = here_answers.to_ask(found, known, language_of(self.question))
+        if wanted:
+            raise AskBack(wanted)
 
     def self_search(self, step: int) -> None:
         query = keyword_queries(self.question, self.history)[0]
@@ -449,7 +484,24 @@ class Run:
             bool(self.options.grounded),
             [*self.warnings, *notes],
             steps=self.steps,
+            calls=[c.to_dict() for c in self.llm.calls],
+            stages=timeline(self.spans, self.llm.calls),
         )
+
+
+class AskBack(Exception):  # noqa: N818 - a turn of the conversation, not a failure
+    """The run stops to ask the person for what a tool needs (here_answers.Need)."""
+
+    def __init__(self, needs: list[Need]):
+        super().__init__(here_answers.asking(needs))
+        self.needs = needs
+
+
+def asked_back(run: Run, needs: list[Need]) -> Answer:
+    """The run's result when it must ask the person first: the question, and ``needs``."""
+    answer = run.answer(here_answers.asking(needs))
+    answer.needs = [n.to_dict() for n in needs]
+    return answer
 
 
 def run_agent(
@@ -465,7 +517,10 @@ def run_agent(
     """``toolboxes``: the library's tools and their instructions (ops/tools.py) — the compact
     profile's for a small context — handed in by the layer above, which this one may not import."""
     run = Run(lookups, question, llm, options, history, on_event, toolboxes)
-    final = _converse(run)
+    try:
+        final = _converse(run)
+    except AskBack as asked:
+        return asked_back(run, asked.needs)
     if final is None:
         run.messages.append({"role": "user", "content": FINAL_PROMPT})
         try:
@@ -547,6 +602,30 @@ def _converse(run: Run) -> str | None:
 
 
 def _finish(run: Run, text: str, lookups: Lookups) -> Answer:
+    return _with_places(run, _finished(run, text, lookups), lookups)
+
+
+def _with_places(run: Run, answer: Answer, lookups: Lookups) -> Answer:
+    """The answer, ending with the places it rests on in the library's own words (distances
+    straight-line, the first match quoted, what the library cannot say: here_answers)."""
+    if answer.no_basis:
+        return answer
+
+    def body_of(ref: dict[str, Any]) -> str:
+        try:
+            return str(lookups.read(ref["source"], ref["doc_id"], ["body"]).get("body") or "")
+        except ChiezoError:  # switched away since: no quote rather than no answer
+            return ""
+
+    footer = here_answers.place_footer(
+        run.references.items, body_of, answer.cited, language_of(run.question)
+    )
+    if footer:
+        answer.answer = f"{answer.answer.rstrip()}\n\n{footer}"
+    return answer
+
+
+def _finished(run: Run, text: str, lookups: Lookups) -> Answer:
     refs = run.references
     if run.options.grounded and not refs.items:
         answer = run.answer(text)

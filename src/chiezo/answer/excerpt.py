@@ -40,9 +40,10 @@ class Excerpt:
     cite: str = ""  # "source:key", stable across rebuilds
     aliases: list[str] = field(default_factory=list)  # the document's other names
     passages: list[Passage] = field(default_factory=list, repr=False)  # as chosen
+    distance_km: float | None = None  # from the person's location (near=here), straight-line
 
     def reference(self) -> dict:
-        return {
+        shown = {
             "n": self.n,
             "source": self.source,
             "title": self.title,
@@ -50,6 +51,16 @@ class Excerpt:
             "url": self.url,
             "cite": self.cite,
         }
+        if self.distance_km is not None:
+            shown["distance_km"] = self.distance_km
+        return shown
+
+    def heading(self) -> str:
+        """The line the model reads above the excerpt: number, title, and a distance said
+        to be a straight line."""
+        if self.distance_km is None:
+            return f"[{self.n}] {self.title}"
+        return f"[{self.n}] {self.title} ({self.distance_km:g} km from the asker, straight-line)"
 
     def to_dict(self) -> dict:
         """The reference with its text: what is shown when no model could answer."""

@@ -312,6 +312,8 @@ class LLMClient:
                 ) as response:
                     if response.status_code >= 400:
                         response.read()
+                        record.done(finish=f"HTTP {response.status_code}")  # as chat() keeps it
+                        self.calls.append(record)
                         failures.append(self._refused(endpoint, response))
                         continue
                     self.streamed_model = endpoint.model

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from chiezo.answer.here_answers import Around
 from chiezo.answer.support import Embed
 from chiezo.core.config import Settings
 from chiezo.core.models import SearchResult
@@ -20,8 +21,11 @@ class Lookups(Protocol):
     @property
     def settings(self) -> Settings: ...
 
-    def search(self, query: str, source: str | None, limit: int) -> SearchResult:
-        """One planned query's search (``source`` None: the default sources)."""
+    def search(
+        self, query: str, source: str | None, limit: int, around: Around | None = None
+    ) -> SearchResult:
+        """One planned query's search (``source`` None: the default sources); ``around``:
+        within the radius of the person's location, nearest first."""
         ...
 
     def has_article(self, name: str, source: str | None = None) -> bool:

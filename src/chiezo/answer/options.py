@@ -12,6 +12,7 @@ from typing import Any
 
 from chiezo.core.config import ANSWER_MODES, MAX_SECONDS, PLANNERS, Settings
 from chiezo.core.errors import BadQuery
+from chiezo.core.here import Here
 
 # The bounds of each numeric choice, declared once: check() enforces them here, and the
 # answer request model (ops/requests.py), from which the CLI, REST and the web derive their
@@ -40,6 +41,9 @@ class AnswerOptions:
     result_chars: int = 3000  # agent: characters of each tool result the model reads
     deadline: float | None = None  # agent: seconds for the whole run (CHIEZO_AGENT_DEADLINE)
     writable: bool = False  # chat/agent may offer `remember` (never `ask`)
+    # the person's current location (core/here.py): tools take it as near=here, re-checked
+    # for its age before every call; never shown to the model, never logged
+    location: Here | None = None
 
     @classmethod
     def of(cls, **values: Any) -> AnswerOptions:

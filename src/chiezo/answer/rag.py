@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from chiezo.answer import budget
+from chiezo.answer import budget, here_answers
 from chiezo.answer.excerpt import Excerpt, excerpt_text
+from chiezo.answer.here_answers import Around
 from chiezo.answer.llm import Call, LLMClient, Stage
 from chiezo.answer.lookups import Lookups
 from chiezo.answer.options import AnswerOptions
@@ -46,7 +48,8 @@ from chiezo.answer.support import (
 from chiezo.core.config import ENV
 from chiezo.core.errors import BadQuery, ChiezoError, ContextExceeded, LLMUnavailable
 from chiezo.core.models import Hit
-from chiezo.core.textnorm import normalise_title
+from chiezo.core.textnorm import JAPANESE, language_of, normalise_title
+from chiezo.search.notices import Notice
 
 HITS_PER_QUERY = 5
 HISTORY_TURNS = 4
@@ -97,6 +100,10 @@ class Answer:
     sentences: list[AnswerSentence] = field(default_factory=list)  # the library's own, best first
     stopped: str | None = None  # why the model's answer is cut or stood in for (STOPPED)
     calls: list[dict[str, Any]] = field(default_factory=list)  # each model call, timed
+    stages: list[dict[str, Any]] = field(default_factory=list)  # where the time went: timeline()
+    # what the person must give before it can be answered (core/here.py Need): the answer
+    # is then the question asking for it, and no model was called
+    needs: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def grounded(self) -> bool:
@@ -144,19 +151,56 @@ class Answer:
             "answer_sentences": [s.to_dict() for s in self.sentences],
             "stopped": self.stopped,
             "calls": self.calls,
+            "stages": self.stages,
         }
         if self.steps:
             out["steps"] = self.steps
+        if self.needs:
+            out["needs"] = self.needs
         if with_excerpts:
             out["excerpts"] = [e.to_dict() for e in self.excerpts]
         return out
 
 
-_JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
+@dataclass(frozen=True)
+class Span:
+    """A stage of answering that is not a model call (those are timed as they are made:
+    llm.Call), timed where it ran: ``plan``, ``search``, ``excerpts`` or ``tool``."""
+
+    stage: str
+    name: str  # what it was: the planner, the query, the tool
+    started: float  # time.monotonic(): where it goes in the timeline
+    seconds: float
+
+    @classmethod
+    def since(cls, stage: str, name: str, started: float, *, within: Iterable[Call] = ()) -> Span:
+        """The span from ``started`` to now, less the model calls made ``within`` it (each is
+        a stage of its own: the seconds of a timeline add up, nothing counted twice)."""
+        asked = sum(c.seconds or 0.0 for c in within)
+        return cls(stage, name, started, max(0.0, time.monotonic() - started - asked))
 
 
-def language_of(text: str) -> str:
-    return "ja" if _JAPANESE.search(text) else "en"
+def timeline(spans: Iterable[Span], calls: Iterable[Call]) -> list[dict[str, Any]]:
+    """The stages of an answer in the order they began: the spans timed where they ran and
+    a ``model`` stage for each call (its stage name, seconds and tokens as the call has them:
+    the endpoint's counts where it reports usage)."""
+    rows = [(s.started, _stage(s.stage, s.name, s.seconds, None, None)) for s in spans]
+    for c in calls:
+        seconds = c.elapsed() if c.seconds is None else c.seconds  # (None: still running)
+        rows.append((c.started, _stage("model", c.stage, seconds, c.tokens_in, c.tokens_out)))
+    return [row for _, row in sorted(rows, key=lambda r: r[0])]
+
+
+def _stage(
+    stage: str, name: str, seconds: float, tokens_in: int | None, tokens_out: int | None
+) -> dict[str, Any]:
+    return {
+        "stage": stage,
+        "name": name,
+        "seconds": round(seconds, 3),
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
+    }
 
 
 def plan_queries(
@@ -214,18 +258,27 @@ def plan_queries(
 
 
 def find_documents(
-    lookups: Lookups, plan: Plan, source: str | None, max_docs: int
+    lookups: Lookups,
+    plan: Plan,
+    source: str | None,
+    max_docs: int,
+    spans: list[Span] | None = None,
+    around: Around | None = None,
 ) -> tuple[list[Hit], list[str]]:
     """Documents for the plan's queries, in order, each article once (one title, one
     excerpt); disambiguation and main pages skipped, list and date pages after the rest.
-    Returns (hits, warnings)."""
+    Returns (hits, warnings); each search is timed into ``spans``."""
     chosen_source = source or plan.source
     seen: dict[tuple[str, str], Hit] = {}
     for query in plan.queries:
+        started = time.monotonic()
         try:
-            result = lookups.search(query, chosen_source, HITS_PER_QUERY)
+            result = lookups.search(query, chosen_source, HITS_PER_QUERY, around)
         except BadQuery:
             continue
+        finally:
+            if spans is not None:
+                spans.append(Span.since("search", query, started))
         for hit in result.hits:
             # the same article under two entries (a ZIM page and its copy) is read once
             seen.setdefault((hit.source, normalise_title(hit.title)), hit)
@@ -278,6 +331,7 @@ def make_excerpts(
                 cite,
                 aliases=document.aliases,
                 passages=document.chosen,
+                distance_km=getattr(hit, "distance_km", None),  # a search hit near=here
             )
         )
     return out
@@ -286,7 +340,7 @@ def make_excerpts(
 def answer_messages(
     question: str, excerpts: list[Excerpt], history: list[dict] | None = None, grounded: bool = True
 ) -> list[dict[str, Any]]:
-    sources = "\n\n".join(f"[{e.n}] {e.title}\n{e.text}" for e in excerpts) or "(none found)"
+    sources = "\n\n".join(f"{e.heading()}\n{e.text}" for e in excerpts) or "(none found)"
     system = ANSWER_PROMPT if grounded else UNGROUNDED_PROMPT
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
     for turn in (history or [])[-HISTORY_TURNS:]:
@@ -311,6 +365,9 @@ class Prepared:
     first_token: float | None = None  # seconds the first piece may take (the setting's)
     calls: list[Call] = field(default_factory=list)  # model calls so far (the planner's)
     missing: Missing | None = None  # the subject named that no document found is about
+    spans: list[Span] = field(default_factory=list)  # plan, searches, excerpts: timed
+    around: Around | None = None  # a question about here: searched around the person
+    bodies: dict[int, str] = field(default_factory=dict)  # around: each excerpt's document
 
     def result(
         self,
@@ -343,8 +400,24 @@ class Prepared:
             sentences=self.sentences,
             stopped=stopped,
             calls=[c.to_dict() for c in [*self.calls, *calls]],
+            stages=timeline(self.spans, [*self.calls, *calls]),
         )
-        return answer.check({e.n: e.text for e in self.excerpts}, self.embed)
+        answer.check({e.n: e.text for e in self.excerpts}, self.embed)
+        footer = self.place_footer(answer.cited)
+        if footer:
+            answer.answer = f"{answer.answer.rstrip()}\n\n{footer}"
+        return answer
+
+    def place_footer(self, cited: list[int]) -> str:
+        """What an answer about places around the person ends with (here_answers)."""
+        if self.around is None:
+            return ""
+        return here_answers.place_footer(
+            [e.reference() for e in self.excerpts],
+            lambda ref: self.bodies.get(ref["n"], ""),
+            cited,
+            language_of(self.question),
+        )
 
     def library_answer(self) -> str:
         """The library's own sentences that answer the question, each citing its excerpt:
@@ -365,6 +438,7 @@ class Prepared:
         except LLMUnavailable as exc:
             exc.extras.update(self.findings())
             exc.extras["calls"] = [c.to_dict() for c in [*self.calls, *llm.calls]]
+            exc.extras["stages"] = timeline(self.spans, [*self.calls, *llm.calls])
             raise
 
     def findings(self) -> dict[str, Any]:
@@ -421,10 +495,21 @@ def prepare(
     names = lookups.source_names()
     # turns left out to fit the context are left out of the planner's prompt too
     turns = fitted.history if fitted is not None and fitted.dropped else history
+    spans: list[Span] = []
+    asked, started = len(llm.calls) if llm is not None else 0, time.monotonic()
+    around = here_answers.around(question, options.location)
+    # around the person, the words say what is sought; where is the location's (and the
+    # place words of the question would match no document)
+    sought = here_answers.without_place_words(question) if around else question
     plan = plan_queries(
-        question, llm, names, turns, lookups.settings.plan_timeout, options.plan or "auto"
+        sought, llm, names, turns, lookups.settings.plan_timeout, options.plan or "auto"
     )
-    hits, warnings = find_documents(lookups, plan, options.source, options.excerpts)
+    planning = llm.calls[asked:] if llm is not None else []
+    spans.append(Span.since("plan", plan.planner, started, within=planning))
+    hits, warnings = find_documents(lookups, plan, options.source, options.excerpts, spans, around)
+    if around is not None and around.radius_km is not None and not hits:
+        warnings.append(str(Notice("none_within", radius_km=f"{around.radius_km:g}")))
+    started = time.monotonic()  # the excerpts: passages chosen, cut, the library's sentences
     chars = options.budget
     if fitted is not None:
         found = " ".join(f"{h.title} {getattr(h, 'snippet', '') or ''}" for h in hits)
@@ -434,6 +519,9 @@ def prepare(
         excerpts = fitted.trim(excerpts)
         warnings = warnings + fitted.said(options.budget, excerpts)
     embed = lookups.claim_embedder([e.source for e in excerpts])
+    sentences = answer_sentences(question, excerpts)
+    missing = _missing(lookups, question, excerpts, options)
+    spans.append(Span.since("excerpts", _excerpts_name(excerpts, hits), started))
     return Prepared(
         question,
         plan,
@@ -442,11 +530,29 @@ def prepare(
         turns,
         options,
         embed,
-        answer_sentences(question, excerpts),
+        sentences,
         lookups.settings.first_token_timeout,
         list(llm.calls) if llm is not None else [],
-        _missing(lookups, question, excerpts, options),
+        missing,
+        spans,
+        around,
+        _bodies(lookups, excerpts) if around else {},
     )
+
+
+def _bodies(lookups: Lookups, excerpts: list[Excerpt]) -> dict[int, str]:
+    """Each excerpt's whole document text (the place answer quotes the first match's own
+    words, not the passage cut for the model); one that cannot be read is left out."""
+    bodies = {}
+    for e in excerpts:
+        with contextlib.suppress(ChiezoError):
+            bodies[e.n] = str(lookups.read(e.source, e.doc_id, ["body"]).get("body") or "")
+    return bodies
+
+
+def _excerpts_name(excerpts: list[Excerpt], hits: list[Hit]) -> str:
+    chars = sum(len(e.text) for e in excerpts)
+    return f"{len(excerpts)} of {len(hits)} documents, {chars:,} characters"
 
 
 def _language_warning(question: str, text: str) -> list[str]:
@@ -455,7 +561,7 @@ def _language_warning(question: str, text: str) -> list[str]:
     letters = re.findall(r"[^\W\d_]", re.sub(r"\[\d+\]", "", text))
     if not letters:
         return []
-    japanese = sum(bool(_JAPANESE.match(c)) for c in letters)
+    japanese = sum(bool(JAPANESE.match(c)) for c in letters)
     written = "ja" if japanese >= len(letters) / 2 else "en"  # a name quoted is not a language
     asked = language_of(question)
     if written == asked:
@@ -497,6 +603,7 @@ def no_basis(prepared: Prepared) -> Answer:
         list(prepared.warnings),
         no_basis=True,
         calls=[c.to_dict() for c in prepared.calls],
+        stages=timeline(prepared.spans, prepared.calls),
     )
 
 
@@ -553,7 +660,11 @@ def written(prepared: Prepared, llm: LLMClient) -> Iterator[tuple[str, Any]]:
                 if [e.reference() for e in prepared.excerpts] != before:
                     yield "references", _references(prepared)
     text = guard.kept if stopped == "loop" else "".join(parts)
-    yield "answer", prepared.result(text or "", llm.streamed_model, stopped, llm.calls)
+    result = prepared.result(text or "", llm.streamed_model, stopped, llm.calls)
+    footer = prepared.place_footer(result.cited)
+    if footer:  # streamed too: a reader of the deltas sees what the answer ends with
+        yield "delta", {"text": f"\n\n{footer}"}
+    yield "answer", result
 
 
 def _pieces(prepared: Prepared, llm: LLMClient) -> Iterator[str]:

@@ -93,6 +93,7 @@ ENV = {
     "answer_budget": "CHIEZO_ANSWER_BUDGET",
     "answer_excerpts": "CHIEZO_ANSWER_EXCERPTS",
     "answer_max_tokens": "CHIEZO_ANSWER_MAX_TOKENS",
+    "location_ttl": "CHIEZO_LOCATION_TTL",
 }
 
 
@@ -158,6 +159,10 @@ class Settings:
     public_url
         The address people reach this server at (``CHIEZO_PUBLIC_URL``; ``chiezo serve`` uses
         its own when unset): citations of documents with no web address link to its pages.
+    location_ttl
+        Seconds a current location (``near=here``) may be used after it was taken
+        (``CHIEZO_LOCATION_TTL``, default 420): older, it is refused and the person is asked
+        to press "use my location" again (core/here.py).
     """
 
     data_dir: Path = field(default_factory=lambda: Path("./data"))
@@ -184,6 +189,7 @@ class Settings:
     llm_context: int | None = None  # tokens per request; None: what the endpoint says
     plan_timeout: float = 60.0
     agent_deadline: float = 180.0
+    location_ttl: float = 420.0
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
@@ -214,6 +220,7 @@ class Settings:
             llm_context=_env_positive_int(ENV["llm_context"]),
             plan_timeout=_env_seconds(ENV["plan_timeout"], 60.0),
             agent_deadline=_env_seconds(ENV["agent_deadline"], 180.0),
+            location_ttl=_env_seconds(ENV["location_ttl"], 420.0),
         )
         return replace(settings, **overrides) if overrides else settings
 

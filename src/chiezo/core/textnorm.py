@@ -6,6 +6,14 @@ import re
 import unicodedata
 
 _SPACE = re.compile(r"\s+")
+# kana and the common ideographs: a text with any is taken as Japanese (an answer's language,
+# the words a question back is asked in)
+JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
+
+
+def language_of(text: str | None) -> str:
+    """``ja`` when ``text`` has Japanese script, else ``en``."""
+    return "ja" if text and JAPANESE.search(text) else "en"
 
 
 def normalise_title(text: str) -> str:

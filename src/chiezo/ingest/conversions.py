@@ -70,7 +70,7 @@ class ConversionCache:
 
 
 # Bump when the place-table reader's output changes (ingest/places.py).
-PLACE_READER_VERSION = 2  # 2: a row-number column is not a body line
+PLACE_READER_VERSION = 3  # 2: a row-number column is not a body line; 3: flag columns
 
 
 class DocCache:

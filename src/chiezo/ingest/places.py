@@ -27,7 +27,13 @@ One document per data row (GeoJSON feature, GPX waypoint):
 * **feature**: category-like columns (種別, 分類, カテゴリ, 業種, category, type, kind, class,
   amenity…, or ``--feature``; GPX ``type`` and ``sym``) give ``header=value`` features, the
   ``key=value`` form OSM and GeoNames use and the ``feature`` filter requires (``種別=病院``,
-  ``amenity=cafe``); a cell listing several (``病院、診療所``) gives one each.
+  ``amenity=cafe``); a cell listing several (``病院、診療所``, ``洪水・土砂災害``,
+  ``洪水/津波``) gives one each.
+* **flags**: yes/no columns — two or more whose filled cells hold one yes mark only (``1``,
+  ``○``, ``✓``, ``あり``…; ``YES_MARKS``), such as the disaster columns of GSI's
+  指定緊急避難場所 (洪水, 津波…, ``1`` or empty) — are one feature key (``flag``, or
+  ``--flag-key``) whose values are the headers of the marked columns: ``災害種別=洪水``. A
+  marked cell is that feature and one ``KEY: 洪水 / 津波`` body line, not an attribute.
 * **area**: from a Japanese address column (住所, 所在地, address), the prefecture when written
   and the municipality (``香川県``, ``高松市``; ``綾歌郡綾川町`` → ``綾川町``). A town,
   village or Tokyo ward is taken only after a prefecture or a district (郡): a bare
@@ -39,6 +45,11 @@ rows. Text files are decoded by the project's one policy (``textdecode``), under
 limit. A file or sheet without usable coordinates is an InputError naming the headers seen —
 except a sheet of a workbook whose other sheets have them (a legend or notes sheet), which is
 skipped with a warning; a sheet chosen with ``--sheet`` never is.
+
+``--require-feature KEY`` is recorded with the source: its owner declares that a search or
+filter of it around a point must name a value of feature KEY (a shelter is designated per
+disaster); store/requirements.py reads it back for the operations. A KEY no document has as a
+feature key is refused at build time.
 """
 
 from __future__ import annotations
@@ -82,6 +93,7 @@ DETECT_ROWS = 200  # data rows read to choose columns
 HEADER_SEARCH = 20  # non-empty rows searched for the header (title rows above it)
 MOST = 0.8  # share of a column's values that must read as degrees in range
 MAX_ATTR_CHARS = 200  # a longer value is text to find, not a value to filter by
+DEFAULT_FLAG_KEY = "flag"
 RESERVED_ATTRIBUTES = ("feature", "area", "area_alias")
 
 Warn = Callable[[str], None]
@@ -107,13 +119,32 @@ class PlaceOptions:
     sheet: str | None = option_field(
         None, metavar="NAME", help="Only this sheet of a workbook (default: every sheet)."
     )
+    flag_key: str | None = option_field(
+        None,
+        metavar="KEY",
+        help="The feature key of yes/no columns (two or more columns marked only 1, ○, ✓, "
+        "あり…): each marked column's header is a value, KEY=header. Default: flag; given, "
+        "a file whose every row is marked still has its flags.",
+    )
+    require_feature: str | None = option_field(
+        None,
+        metavar="KEY",
+        help="Declare that a search or filter of this source around a point must name a value "
+        "of feature KEY (e.g. 災害種別 for shelters designated per disaster); a KEY no "
+        "document has is refused.",
+    )
 
 
 class PlaceTables:
     """The files of one ``places`` source; ``docs(warn)`` reads them, one Doc per row."""
 
-    def __init__(self, paths: Sequence[Path], options: PlaceOptions | None = None):
+    def __init__(self, paths: Sequence[Path], options: PlaceOptions | None = None) -> None:
         self.options = options or PlaceOptions()
+        for option, key in (
+            ("--flag-key", self.options.flag_key),
+            ("--require-feature", self.options.require_feature),
+        ):
+            _check_feature_key(option, key)
         resolved = list(dict.fromkeys(Path(p).expanduser().resolve() for p in paths))
         if not resolved:
             raise InputError("no files given", hint=f"give files ending in {', '.join(SUFFIXES)}")
@@ -137,13 +168,19 @@ class PlaceTables:
 
     def docs(self, warn: Warn, cache: DocCache | None = None) -> Iterator[Doc]:
         """The documents of every file; with a ``DocCache`` (ingest/conversions.py), a file
-        whose bytes, label and options are unchanged is not read again."""
+        whose bytes, label and options are unchanged is not read again. With
+        ``--require-feature KEY``, an InputError after the last when no document has KEY."""
+        keys: set[str] = set()
         for path, label in zip(self.paths, self.labels, strict=True):
             if cache is None:
-                yield from self._file_docs(path, label, warn)
-                continue
-            key = self._cache_key(path, label)
-            yield from cache.read(key, partial(self._file_docs, path, label), warn)
+                docs = self._file_docs(path, label, warn)
+            else:
+                key = self._cache_key(path, label)
+                docs = cache.read(key, partial(self._file_docs, path, label), warn)
+            for doc in docs:
+                keys.update(f.split("=", 1)[0] for f in doc.attrs.get("feature", ()))
+                yield doc
+        _check_required(self.options.require_feature, keys)
 
     def _cache_key(self, path: Path, label: str) -> str:
         from chiezo.ingest.conversions import PLACE_READER_VERSION
@@ -188,6 +225,28 @@ class PlaceTables:
             _raise_unusable(label, unusable)
         for _, layout in unusable:
             warn(f"{layout.message}; sheet skipped")
+
+
+def _check_feature_key(option: str, key: str | None) -> None:
+    """A feature key as the ``feature`` filter can name it: ``=`` ends the key there and a
+    comma separates alternatives."""
+    if key is not None and (not key.strip() or "=" in key or "," in key):
+        raise BadQuery(
+            f"{option} takes a feature key without '=' or ',', got {key!r}",
+            hint=f"e.g. {option} 災害種別",
+        )
+
+
+def _check_required(required: str | None, keys: set[str]) -> None:
+    if required is None or required.strip() in keys:
+        return
+    raise InputError(
+        f"--require-feature {required!r}: no place of this source has a feature {required}=…",
+        feature_keys=sorted(keys),
+        hint="name one of the feature keys the source has ("
+        + (", ".join(sorted(keys)) or "none")
+        + "), or set --flag-key to name its yes/no columns",
+    )
 
 
 def _check_file(path: Path) -> None:
@@ -608,6 +667,8 @@ class Layout:
     urls: list[int] = field(default_factory=list)
     address: int | None = None
     features: list[int] = field(default_factory=list)
+    flags: list[int] = field(default_factory=list)  # yes/no columns: one feature key
+    flag_key: str = DEFAULT_FLAG_KEY
     notes: list[str] = field(default_factory=list)  # said once, before the rows
 
 
@@ -643,6 +704,14 @@ def _layout(table: Table, options: PlaceOptions) -> Layout | Unusable:
     layout.title = _title_column(table, options, taken | {layout.id, *layout.urls})
     layout.address = _first(header, is_address_header, taken)
     layout.features = _feature_columns(table, options, taken | {layout.title, layout.id})
+    taken |= {layout.title, layout.id, layout.address, *layout.urls, *layout.features}
+    layout.flags = _flag_columns(table, taken, declared=options.flag_key is not None)
+    layout.flag_key = (options.flag_key or DEFAULT_FLAG_KEY).strip()
+    if options.flag_key is not None and not layout.flags:
+        layout.notes.append(
+            f"{table.where} has no yes/no columns (two or more marked only 1, ○, ✓, あり…); "
+            f"--flag-key {options.flag_key} gives no feature there"
+        )
     return layout
 
 
@@ -1035,6 +1104,41 @@ def _feature_columns(table: Table, options: PlaceOptions, taken: set) -> list[in
     return found
 
 
+# Yes marks, compared after NFKC and case folding (１ → 1, TRUE → true): the ones Japanese open
+# data and spreadsheets write for "applies" — GSI's 指定緊急避難場所 write 1 or leave the cell
+# empty; 〇 (the kanji zero) stands for ○ in many workbooks. No "no" mark (0, ×, なし) is read:
+# a column of 0 and 1 is as often a count, and a mark outside this set keeps the column an
+# attribute.
+YES_MARKS = frozenset({"1", "○", "◯", "〇", "●", "✓", "✔", "true", "yes", "有", "あり"})
+
+
+def _yes_mark(value: str) -> str | None:
+    folded = unicodedata.normalize("NFKC", value).strip().casefold()
+    return folded if folded in YES_MARKS else None
+
+
+def _marked_only(sample: list[Row], column: int) -> bool:
+    """Whether the column's filled cells, in the rows read, all hold one and the same yes mark."""
+    marks = {_yes_mark(v) for v in _values(sample, column)}
+    return len(marks) == 1 and None not in marks
+
+
+def _flag_columns(table: Table, taken: set, *, declared: bool) -> list[int]:
+    """Yes/no columns: two or more holding one yes mark only (one such column alone is an
+    attribute), and a column empty in the rows read that lies between two of them (火山現象
+    where no shelter of the town is designated for volcanoes). Unless ``--flag-key`` declared
+    them, columns filled in every row read are not taken: a column of 1 in every row is as
+    likely a count (設置台数) as a mark."""
+    sample = table.sample
+    marked = [i for i in range(len(table.header)) if i not in taken and _marked_only(sample, i)]
+    if len(marked) < 2:
+        return []
+    if not declared and all(_cell(r.cells, i) for r in sample for i in marked):
+        return []
+    between = range(marked[0], marked[-1] + 1)
+    return [i for i in between if i in marked or (i not in taken and not _values(sample, i))]
+
+
 def _attribute_names(header: list[str]) -> list[str]:
     names = []
     for text in header:
@@ -1136,15 +1240,25 @@ def _doc(
     # ("緯度: 34.35215833 経度: …"); unreadable ones stay, so the user sees what was written.
     # A column that only numbers the rows gives the key, not a fact (it stays an attribute);
     # what is not a number there, in a row after those read to choose it, is kept.
-    shown = [
-        (i, v)
-        for i, v in enumerate(cells)
-        if v
-        and not (i == layout.counter and unicodedata.normalize("NFKC", v).isdecimal())
-        and (point is None or i not in (layout.lat, layout.lon))
-    ]
-    body = "\n".join(f"{_name(header, i)}: {v}" for i, v in shown)
+    # A marked yes/no cell is said once, as the flag key's line where the first one stands
+    # (災害種別: 洪水 / 地震): "洪水: 1" reads as a count to a reader and a model alike.
+    flags = _flags(layout, cells)
+    flag_line = f"{layout.flag_key}: {' / '.join(flags)}" if flags else ""
+    lines = []
+    for i, v in enumerate(cells):
+        if not v or (point is not None and i in (layout.lat, layout.lon)):
+            continue
+        if i == layout.counter and unicodedata.normalize("NFKC", v).isdecimal():
+            continue
+        if i in layout.flags and _yes_mark(v):
+            lines.append(flag_line)
+            flag_line = ""  # said once
+        else:
+            lines.append(f"{_name(header, i)}: {v}")
+    body = "\n".join(line for line in lines if line)
     features = _features(layout, cells)
+    features += [f"{layout.flag_key}={value}" for value in flags if value]
+    features = list(dict.fromkeys(features))
     address = _cell(cells, layout.address)
     url = next((u for i in layout.urls if _URL.fullmatch(u := _cell(cells, i))), None)
     summary = ", ".join(
@@ -1181,16 +1295,50 @@ def _cell(cells: list[str], index: int | None) -> str:
 
 
 def _attrs(layout: Layout, cells: list[str]) -> dict[str, list[str]]:
+    """Every column but the coordinates and the title; a marked yes/no cell is left out: its
+    feature says the same (``feature=災害種別=洪水`` rather than ``attr=洪水=1``), and eight
+    attributes that only ever say 1 would crowd the source's attribute list."""
     skip = {layout.lat, layout.lon, layout.title}
     attrs: dict[str, list[str]] = {}
     for index, value in enumerate(cells):
+        if index in layout.flags and _yes_mark(value):
+            continue
         if value and index not in skip and len(value) <= MAX_ATTR_CHARS:
             name = layout.names[index] if index < len(layout.names) else f"column {index + 1}"
             attrs.setdefault(name, []).append(value)
     return attrs
 
 
-_LIST_SEPARATORS = re.compile(r"[、,，;；|｜]")
+def _flags(layout: Layout, cells: list[str]) -> list[str]:
+    """The headers of the yes/no columns marked in this row, as feature values (a comma
+    would split the filter's value into alternatives)."""
+    return [layout.header[i].replace(",", "_") for i in layout.flags if _yes_mark(_cell(cells, i))]
+
+
+# Between list items: 、 , ; | and / (GSI's 自然災害伝承碑 write 災害種別 洪水・土砂災害 or
+# 洪水/土砂災害), and ・ unless katakana stand on both sides: there it joins the words of one
+# foreign name (ショッピング・センター), while between kanji it lists (地震・津波).
+_KATAKANA = "\u30a1-\u30fa\u30fc\uff66-\uff9f"
+_LIST_SEPARATORS = re.compile(rf"[、,，;；|｜/／]|(?<![{_KATAKANA}])[・･]|[・･](?![{_KATAKANA}])")
+_OPENING, _CLOSING = "(（[［「『【〔", ")）]］」』】〕"
+_BRACKET_OR_SEPARATOR = re.compile(f"[{re.escape(_OPENING + _CLOSING)}]|{_LIST_SEPARATORS.pattern}")
+
+
+def split_list(text: str) -> list[str]:
+    """The items of a cell that lists several (病院、診療所; 洪水・土砂災害); a separator inside
+    brackets is part of its item (土砂災害（土石流・がけ崩れ） is one)."""
+    items, depth, start = [], 0, 0
+    for found in _BRACKET_OR_SEPARATOR.finditer(text):
+        char = found.group(0)
+        if char in _OPENING:
+            depth += 1
+        elif char in _CLOSING:
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            items.append(text[start : found.start()])
+            start = found.end()
+    items.append(text[start:])
+    return [item.strip() for item in items if item.strip()]
 
 
 def _features(layout: Layout, cells: list[str]) -> list[str]:
@@ -1198,10 +1346,7 @@ def _features(layout: Layout, cells: list[str]) -> list[str]:
     out = []
     for index in layout.features:
         key = re.sub(r"[=,]", "_", layout.header[index])
-        for value in _LIST_SEPARATORS.split(_cell(cells, index)):
-            value = value.strip()
-            if value:
-                out.append(f"{key}={value}")
+        out += [f"{key}={value}" for value in split_list(_cell(cells, index))]
     return list(dict.fromkeys(out))
 
 

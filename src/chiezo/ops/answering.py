@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from chiezo.answer.options import AnswerOptions
+from chiezo.core import here
 from chiezo.core.errors import ChiezoError, InternalError
 from chiezo.core.validation import checked_text
 from chiezo.ops.context import Context
@@ -80,10 +81,11 @@ def ask(
     options = options_of(ctx, options, choices)
     started = time.monotonic()
     try:
-        if options.mode == "agent":
-            result = _agent(ctx, question, options, history, on_event)
-        else:
-            result = _rag(ctx, question, options, history)
+        result = _asked_back(ctx, question, options) or (
+            _agent(ctx, question, options, history, on_event)
+            if options.mode == "agent"
+            else _rag(ctx, question, options, history)
+        )
     except Exception as exc:  # a failed ask is kept too, with its cause (a bug: its kind)
         if log_as:
             _log_failure(ctx, question, exc, options, started, log_as)
@@ -139,7 +141,10 @@ def answer_events(
     options = options_of(ctx, options, choices)
     started = time.monotonic()
     try:
-        if options.mode == "agent":
+        asked = _asked_back(ctx, question, options)
+        if asked is not None:
+            events: Iterator[Event] = iter([("done", asked.to_dict())])
+        elif options.mode == "agent":
             check_question(question)
             ctx.require_llm()
             events = _threaded_events(
@@ -154,6 +159,22 @@ def answer_events(
     if not log_as:
         return events
     return _logged(ctx, events, question, options, started, log_as)
+
+
+def _asked_back(ctx: Context, question: str, options: AnswerOptions) -> Answer | None:
+    """The question back to the person when a question about where they are lacks what it
+    needs (answer/here_answers.py): no location, an expired one, no distance for "around" —
+    asked before any search or model call."""
+    from chiezo.answer import here_answers
+    from chiezo.answer.rag import Answer
+
+    check_question(question)
+    wanted = here_answers.needs(question, options.location, ctx.settings.location_ttl)
+    if not wanted:
+        return None
+    asked = Answer(question, here_answers.asking(wanted), [], [], "none", None,
+                   bool(options.grounded), needs=[n.to_dict() for n in wanted])  # fmt: skip
+    return asked
 
 
 def _rag(ctx: Context, question: str, options: AnswerOptions, history: Turns | None) -> Answer:
@@ -186,15 +207,18 @@ def _agent(
     from chiezo.ops.tools import toolbox
 
     check_question(question)
-    return run_agent(
-        LibraryLookups(ctx),
-        question.strip(),
-        ctx.require_llm(),
-        options,
-        lambda small: toolbox(ctx, writable=options.writable, profile="compact" if small else None),
-        history=history,
-        on_event=on_event,
-    )
+    with here.attached(options.location):  # the tools' near=here, checked at each call
+        return run_agent(
+            LibraryLookups(ctx),
+            question.strip(),
+            ctx.require_llm(),
+            options,
+            lambda small: toolbox(
+                ctx, writable=options.writable, profile="compact" if small else None
+            ),
+            history=history,
+            on_event=on_event,
+        )
 
 
 def _mode(options: AnswerOptions) -> str:

@@ -5,12 +5,13 @@ the API) — is kept as one row: when, the question, the mode (rag or agent), th
 sources cited (number, source, title, link), the answer, the claim check (grounded, how many
 sentences supported, unsupported, uncited), "no basis" when the library held nothing, how long
 it took and which surface asked, and each model call's timings (``calls``: stage, seconds, first
-token, tokens in and out where the endpoint says, how it finished). An ask that failed is kept
-too (a record of answers alone kept 1 of 8 asks on a small model), with its ``cause`` (the
-error's: timeout, unreachable, context_exceeded…), its message in ``error``, what was written
-before it failed and the calls made; an answer the model did not finish (stopped at a loop,
-cut by its deadline) is kept with why as its ``cause`` and no ``error``. A whole answer's
-cause is null.
+token, tokens in and out where the endpoint says, how it finished) and its ``stages``, the
+timeline of where the time went (plan, each search, the excerpts, each tool call, each model
+call: answer/rag.py ``timeline``). An ask that failed is kept too (a record of answers alone
+kept 1 of 8 asks on a small model), with its ``cause`` (the error's: timeout, unreachable,
+context_exceeded…), its message in ``error``, what was written before it failed and the calls
+and stages made; an answer the model did not finish (stopped at a loop, cut by its deadline)
+is kept with why as its ``cause`` and no ``error``. A whole answer's cause is null.
 ``chiezo logs`` lists and searches it, newest first.
 
 It is on by default and the user's to turn off: ``chiezo logs off`` leaves a marker file
@@ -57,14 +58,15 @@ CREATE TABLE IF NOT EXISTS answers (
     seconds REAL NOT NULL,
     cause TEXT,               -- null: answered; else why it failed (the error's cause)
     error TEXT,               -- the failure's message
-    calls TEXT                -- JSON [{stage, seconds, first_token_s, tokens_in, tokens_out, finish}]
+    calls TEXT,               -- JSON [{stage, seconds, first_token_s, tokens_in, tokens_out, finish}]
+    stages TEXT               -- JSON [{stage, name, seconds, tokens_in, tokens_out}], in order
 );
 """
 # columns added since the first schema: an older answers.db gains them when next opened
-ADDED = {"cause": "TEXT", "error": "TEXT", "calls": "TEXT"}
+ADDED = {"cause": "TEXT", "error": "TEXT", "calls": "TEXT", "stages": "TEXT"}
 COLUMNS = (
     "at, surface, question, mode, model, answer, cited, grounded, no_basis, claims, seconds, "
-    "cause, error, calls"
+    "cause, error, calls, stages"
 )
 BUSY_MS = 5000
 MAX_LIST = 200
@@ -107,6 +109,7 @@ class AnswersLog:
                 stopped if isinstance(stopped, str) and stopped else None,
                 None,
                 _calls(answer.get("calls")),
+                _calls(answer.get("stages")),
             ),
             surface,
         )
@@ -123,9 +126,11 @@ class AnswersLog:
         calls: list[dict[str, Any]] | None = None,
         model: str | None = None,
         answer: str = "",
+        stages: list[dict[str, Any]] | None = None,
     ) -> None:
-        """Keep an ask that failed: its ``cause`` and ``message``, the model ``calls`` made
-        before it did and ``answer``, the text written before it (a stream cut short)."""
+        """Keep an ask that failed: its ``cause`` and ``message``, the model ``calls`` and the
+        ``stages`` before it did and ``answer``, the text written before it (a stream cut
+        short)."""
         self._keep(
             (
                 str(question or ""),
@@ -140,6 +145,7 @@ class AnswersLog:
                 str(cause or "error"),
                 str(message or ""),
                 _calls(calls),
+                _calls(stages),
             ),
             surface,
         )
@@ -168,6 +174,7 @@ class AnswersLog:
             calls=found["calls"],
             model=found["model"] or model,
             answer=answer,
+            stages=_extras(error).get("stages"),
         )
 
     def _keep(self, row: tuple, surface: str) -> None:
@@ -177,7 +184,7 @@ class AnswersLog:
         try:
             with contextlib.closing(self._connect()) as conn, conn:
                 conn.execute(
-                    f"INSERT INTO answers ({COLUMNS}) VALUES ({','.join('?' * 14)})",
+                    f"INSERT INTO answers ({COLUMNS}) VALUES ({','.join('?' * (len(row) + 2))})",
                     (at, surface, *row),
                 )
         except (OSError, sqlite3.Error) as exc:  # the answer was given: it is not taken back
@@ -271,8 +278,8 @@ def _claims(answer: dict[str, Any]) -> dict[str, int]:
 
 
 def _calls(calls: Any) -> str | None:
-    """The model calls as given (the answering code decides their fields), JSON; None when
-    there are none to keep."""
+    """The model calls (or the stages) as given (the answering code decides their fields),
+    JSON; None when there are none to keep."""
     if not isinstance(calls, list | tuple) or not calls:
         return None
     kept = [c.to_dict() if hasattr(c, "to_dict") else c for c in calls]  # llm.Call or its dict
@@ -302,6 +309,13 @@ def failure_of(error: Any) -> dict[str, Any]:
     }
 
 
+def _extras(error: Any) -> dict[str, Any]:
+    """What a failure carries besides its message (a stream's ``error`` event is one)."""
+    if isinstance(error, dict):
+        return error
+    return error.extras if isinstance(error, ChiezoError) else {}
+
+
 def _snake(name: str) -> str:
     """``LLMNotConfigured`` → ``llm_not_configured``: an error without a cause, by its kind."""
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
@@ -313,5 +327,6 @@ def _entry(row: sqlite3.Row) -> dict[str, Any]:
     out["claims"] = json.loads(out["claims"])
     out["grounded"], out["no_basis"] = bool(out["grounded"]), bool(out["no_basis"])
     out["calls"] = json.loads(out["calls"]) if out.get("calls") else []
+    out["stages"] = json.loads(out["stages"]) if out.get("stages") else []
     out["failed"] = out.get("cause") is not None  # no whole answer: an error, or stopped
     return out

@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from chiezo.answer.here_answers import Around
 from chiezo.answer.support import Embed
 from chiezo.core.config import Settings
+from chiezo.core.here import HERE
 from chiezo.core.models import SearchResult
 from chiezo.ops import browse
 from chiezo.ops.context import Context
@@ -27,8 +29,22 @@ class LibraryLookups:
     def settings(self) -> Settings:
         return self.ctx.settings
 
-    def search(self, query: str, source: str | None, limit: int) -> SearchResult:
-        return search(self.ctx, SearchRequest.of(query=query, source=source, limit=limit))
+    def search(
+        self, query: str, source: str | None, limit: int, around: Around | None = None
+    ) -> SearchResult:
+        if around is None:
+            return search(self.ctx, SearchRequest.of(query=query, source=source, limit=limit))
+        return search(
+            self.ctx,
+            SearchRequest.of(
+                query=query,
+                source=source,
+                limit=limit,
+                near=HERE,
+                location=around.location.text(),
+                radius_km=around.radius_km,
+            ),
+        )
 
     def has_article(self, name: str, source: str | None = None) -> bool:
         library = self.ctx.library

@@ -30,6 +30,7 @@ from chiezo.answer.options import BOUNDS as ANSWER_BOUNDS
 from chiezo.answer.options import DEFAULT_STEPS, AnswerOptions
 from chiezo.core.config import ANSWER_MODES, PLANNERS
 from chiezo.core.errors import BadQuery
+from chiezo.core.here import Here
 from chiezo.core.query import MAX_QUERY_CHARS, has_terms
 from chiezo.core.validation import (
     MAX_OFFSET,
@@ -108,6 +109,9 @@ class Surface:
     # a model writes the object, and the MCP SDK turns a JSON string into one before the tool
     # sees it; ops/tools.py takes either and hands the service the JSON text
     mcp_json: bool = False
+    # attached by the surface, never typed by the caller nor seen by a model: MCP and the agent
+    # take it from the conversation (ops/tools.py), the CLI from this environment variable
+    attached: str | None = None
 
 
 # Conditions on documents, the same in search and filter (search/filters.py reads them).
@@ -171,6 +175,17 @@ Within = Annotated[
     ),
     # GeoJSON: an object over MCP as well as text
     Surface(mcp_json=True, brief="GeoJSON polygon (lon,lat), a box, or osm_source:area name"),
+]
+# near=here's point (core/here.py): refused once older than CHIEZO_LOCATION_TTL
+Location = Annotated[
+    str | None,
+    Field(
+        description="with near=here: the current location, LAT,LON,TAKEN_AT[,ACCURACY_M] "
+        "(TAKEN_AT in ISO 8601 with its zone), as the browser took it; used for this request "
+        "only and kept nowhere",
+        **stated(max_length=200),
+    ),
+    Surface(attached="CHIEZO_HERE"),
 ]
 RadiusKm = Annotated[
     float | None,
@@ -249,6 +264,7 @@ class ConditionsRequest(Request):
     near_doc: NearDoc = None
     radius_km: RadiusKm = None
     within: Within = None
+    location: Location = None
 
     @field_validator("*", mode="before")
     @classmethod
@@ -290,11 +306,12 @@ class SearchRequest(ConditionsRequest):
     near: Annotated[
         str | None,
         Field(
-            description="lat,lon, or an address or place name found in the library's places "
-            "(香川県高松市番町一丁目10-16, Kamppi): the top_n most relevant, nearest first",
+            description="lat,lon, an address or place name found in the library's places "
+            "(香川県高松市番町一丁目10-16, Kamppi), or here (the current location given with "
+            "location): the top_n most relevant, nearest first",
             **stated(max_length=MAX_TEXT_CHARS, pattern=NEAR),
         ),
-        Surface(brief="lat,lon or an address: nearest first"),
+        Surface(brief="lat,lon, an address, or here (the user's place): nearest first"),
     ] = None
     facets: FacetNames = None
     mode: Annotated[
@@ -355,11 +372,12 @@ class OneSourceConditions(ConditionsRequest):
     near: Annotated[
         str | None,
         Field(
-            description="lat,lon, or an address or place name found in the library's places: "
-            "within radius_km of it, or (filter) nearest first",
+            description="lat,lon, an address or place name found in the library's places, "
+            "or here (the current location given with location): within radius_km of it, or "
+            "(filter) nearest first",
             **stated(max_length=MAX_TEXT_CHARS, pattern=NEAR),
         ),
-        Surface(brief="lat,lon or an address: nearest first"),
+        Surface(brief="lat,lon, an address, or here (the user's place): nearest first"),
     ] = None
     fields: Fields = None
 
@@ -739,11 +757,21 @@ class AnswerRequest(Request):
             "support (the CLI exits 4, REST answers 422)"
         ),
     ] = False
+    location: Location = None
 
     def options(self, *, writable: bool = False) -> AnswerOptions:
         """The choices as the answer layer takes them (ops/answering.py resolves the unset
         ones once); ``writable``: the caller may let the model ``remember`` (chat)."""
-        return AnswerOptions.of(writable=writable, **self.model_dump(include=_ANSWER_CHOICES))
+        values = self.model_dump(include=_ANSWER_CHOICES - {"location"})
+        return AnswerOptions.of(writable=writable, location=self.here(), **values)
+
+    def here(self) -> Here | None:
+        """The attached location, checked (a 400 that does not repeat it) — not yet for its
+        age: each use checks that against the clock of its moment."""
+        given = self.location
+        if given is None:
+            return None
+        return Here.of(given if isinstance(given, str) else given.model_dump())
 
 
 class AskRequest(AnswerRequest):
@@ -770,9 +798,29 @@ class ChatMessage(BaseModel):
     )
 
 
+class LocationIn(BaseModel):
+    """The current location as the web chat attaches it (core/here.py checks it)."""
+
+    model_config = ConfigDict(extra="forbid")
+    lat: float
+    lon: float
+    taken_at: Annotated[str, Field(max_length=64, description="ISO 8601 with its zone")]
+    accuracy_m: float | None = None
+
+
 class ChatRequest(AnswerRequest):
     """A conversation turn: the last message is the question, the ones before it the history
     (the CLI's chat reads them line by line)."""
+
+    location: Annotated[
+        str | LocationIn | None,
+        Field(
+            description="the current location for questions about where the person is "
+            "(near me, 最寄り): {lat, lon, accuracy_m, taken_at}, or its text form; used for "
+            "this turn only, refused once older than CHIEZO_LOCATION_TTL, kept nowhere"
+        ),
+        Surface(attached="CHIEZO_HERE"),
+    ] = None  # type: ignore[assignment]  # the chat's JSON body may send the object too
 
     messages: Annotated[
         list[ChatMessage],

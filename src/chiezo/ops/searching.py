@@ -44,7 +44,7 @@ def search(ctx: Context, request: SearchRequest) -> SearchResult:
     near, near_doc, radius_km = request.near, request.near_doc, request.radius_km
     # limit and offset are within their window: the request's bounds (ops/requests.py)
     facets.check_facets(request.facets)
-    point = where.resolve_near(ctx.library, near, near_doc, radius_km)
+    point = where.resolve_near(ctx.library, near, near_doc, radius_km, request.location)
     filters = where.conditions(ctx.library, request, point if point and point.radius_km else None)
     weight = request.keyword_weight
     options = RetrievalOptions(
@@ -60,6 +60,7 @@ def search(ctx: Context, request: SearchRequest) -> SearchResult:
     started = time.monotonic()
     if len(names) == 1:
         src = ctx.library.get(names[0])
+        where.check_required(src, request.feature, point)
         result = retrieve(
             src,
             q,
@@ -75,8 +76,7 @@ def search(ctx: Context, request: SearchRequest) -> SearchResult:
         result = _search_all(
             ctx, q, limit, offset, options, names, filters, request.facets, started
         )
-    if point is not None and point.note:
-        result.notes.append(point.note)
+    result.notes.extend(where.near_notes(point, result.total))
     ctx.openable(result.hits)
     for observe in ctx.search_observers:
         observe(result)
@@ -269,15 +269,20 @@ def filter(ctx: Context, request: FilterRequest) -> dict[str, Any]:
     )
     wanted = browse.check_fields(fields) if fields else None
     facet_names = facets.check_facets(request.facets)
-    point = where.resolve_near(ctx.library, request.near, request.near_doc, request.radius_km)
+    point = where.resolve_near(
+        ctx.library, request.near, request.near_doc, request.radius_km, request.location
+    )
     filters = where.conditions(ctx.library, request, point)
     names = source_names(source)
     if len(names) > 1:
-        result = _filter_several(ctx, names, filters, limit, offset, wanted, facet_names)
+        result = _filter_several(
+            ctx, names, filters, limit, offset, wanted, facet_names, request.feature
+        )
         return _with_near(result, point)
     src, deadline = ctx.read(source, "filter")
     counted = facets.Facets(facet_names) if facet_names else None
     with deadline:
+        where.check_required(src, request.feature, point)
         result = browse.filter_docs(
             src,
             filters.resolved(src),
@@ -293,18 +298,22 @@ def filter(ctx: Context, request: FilterRequest) -> dict[str, Any]:
 
 
 def _with_near(result: dict[str, Any], point: Near | None) -> dict[str, Any]:
-    notes = [*result.get("notes", []), *([point.note] if point and point.note else [])]
+    found = result.get("total", len(result.get("docs") or ()))
+    notes = [*result.get("notes", []), *where.near_notes(point, found)]
     return {**result, **_near_stated(point), "notes": notes}
 
 
 def _near_stated(point: Near | None) -> dict[str, Any]:
-    """The point a filter was made around, and how an address given was resolved."""
+    """The point a filter was made around, and how an address given was resolved; the
+    person's own location (near=here) is said to be theirs, never with its numbers."""
     if point is None:
         return {}
-    where = {"lat": point.lat, "lon": point.lon, "from": point.label}
-    if point.note is not None:
-        where["place"] = point.note.params  # type: ignore[attr-defined]
-    return {"near": {**where, "radius_km": point.radius_km}}
+    stated: dict[str, Any] = {"from": point.label, "radius_km": point.radius_km}
+    if not point.hidden:
+        stated.update(lat=point.lat, lon=point.lon)
+    if point.note is not None and not point.hidden:
+        stated["place"] = point.note.params  # type: ignore[attr-defined]
+    return {"near": {**stated, "distance": where.STRAIGHT}}
 
 
 def _filter_several(
@@ -315,6 +324,7 @@ def _filter_several(
     offset: int,
     fields: tuple[str, ...] | None,
     facet_names: tuple[str, ...] = (),
+    feature: list[str] | None = None,
 ) -> dict[str, Any]:
     """Several sources' documents meeting the conditions as one list: nearest first with
     ``near`` (places of an OSM extract and of GeoNames together), else each source's in
@@ -333,6 +343,7 @@ def _filter_several(
         try:
             src, deadline = ctx.read(name, "filter")
             with deadline:
+                where.check_required(src, feature, filters.near)
                 results[name] = browse.filter_docs(
                     src,
                     filters.resolved(src),
@@ -373,10 +384,13 @@ def _filter_several(
 def random(ctx: Context, request: RandomRequest) -> dict[str, Any]:
     """Documents drawn at random, from the source or from those meeting the conditions."""
     wanted = browse.check_fields(request.fields) if request.fields else None
-    point = where.resolve_near(ctx.library, request.near, request.near_doc, request.radius_km)
+    point = where.resolve_near(
+        ctx.library, request.near, request.near_doc, request.radius_km, request.location
+    )
     filters = where.conditions(ctx.library, request, point)
     src, deadline = ctx.read(request.source, "random")
     with deadline:
+        where.check_required(src, request.feature, point)
         drawn = browse.random_docs(
             src,
             filters.resolved(src),

@@ -37,6 +37,9 @@ or numbers, and cite the source and title (with its `url`) you used.
   `area` (京都府 or Kyoto), `bbox`, `near` ("lat,lon" or an address), `near_doc`
   ("jawiki:浅草寺") for "nearest X to Y". Wikipedia sources have tags, points and infobox
   numbers (`attr` "population>=1000000").
+- "Near me", 最寄り, 現在地: `near` "here" is the person's own location when they attached one
+  (never ask for coordinates; `radius_km` only when they said how far). Keep their own words
+  as the `query`; a category a source requires is taken from their words or from a result.
 - A condition a source cannot have is an error naming the sources that have it: switch source
   or drop it rather than retrying. A `live` source (kiwix-serve) takes `search` and `doc` only.
 - `remember` the content itself (names, numbers, dates, list items) in sentences that make
@@ -48,7 +51,8 @@ or numbers, and cite the source and title (with its `url`) you used.
 COMPACT_INSTRUCTIONS = """\
 An offline library: look facts up instead of guessing, and cite source, title and url.
 `search` (words or a question), then `doc` with `question` to read what answers it. List a
-category or places with `filter` (tag, feature key=value, area, near "lat,lon" or an address).
+category or places with `filter` (tag, feature key=value, area, near "lat,lon", an address or
+"here": the person's own place).
 Answers keep within `max_chars`; `more` says how to read on. `recall` reads the user's notes.
 """
 

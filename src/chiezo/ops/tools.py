@@ -35,6 +35,7 @@ from pydantic import Field, PlainValidator
 from pydantic_core import PydanticCustomError
 
 from chiezo.answer.tool_calls import Toolbox, error_text
+from chiezo.core import here
 from chiezo.core.errors import BadQuery, ChiezoError, InternalError
 from chiezo.core.models import SearchResult
 from chiezo.core.operations import Entry
@@ -175,14 +176,48 @@ class LibraryTool(Tool):
                     )
                 )
             )
-        return await super().run(arguments, context, convert_result)
+        location = _meta_location(context)
+        if location is None:
+            return await super().run(arguments, context, convert_result)
+        with here.attached(location):
+            return await super().run(arguments, context, convert_result)
+
+
+# where an MCP client attaches the person's location to a tool call: the request's _meta,
+# which a client sets and a model never writes
+META_LOCATION = "chiezo/location"
+
+
+def _meta_location(context: Any) -> here.Here | None:
+    """The location an MCP client attached to this call (checked; its age is checked where
+    ``near=here`` is used), or None."""
+    try:
+        meta = context.request_context.meta if context is not None else None
+    except ValueError:  # no request (a call made in this process)
+        return None
+    if meta is None:
+        return None
+    given = (
+        meta.get(META_LOCATION)
+        if isinstance(meta, dict)
+        else getattr(meta, "model_extra", {}).get(META_LOCATION)
+    )
+    if given is None:
+        return None
+    try:
+        return here.Here.of(given)
+    except BadQuery as exc:
+        raise ToolError(error_text(exc)) from exc
 
 
 def _tool(ctx: Context, spec: Spec, profile: Profile) -> Tool:
+    declared = params(spec.request) if spec.request else []
+    # what the conversation attaches (the location) is no argument a model may write
+    attached = [p.name for p in declared if p.surface.attached]
     offered = [
         p
-        for p in (params(spec.request) if spec.request else [])
-        if profile.offers(spec.name, p.name) and p.name != "max_chars"
+        for p in declared
+        if profile.offers(spec.name, p.name) and p.name != "max_chars" and not p.surface.attached
     ]
     many = {p.name for p in offered if p.many}
     takes_budget = spec.request is not None and "max_chars" in spec.request.model_fields
@@ -191,6 +226,9 @@ def _tool(ctx: Context, spec: Spec, profile: Profile) -> Tool:
         budget = values.pop("max_chars", MAX_CHARS)
         if takes_budget:  # doc and recall cut their texts to it themselves
             values["max_chars"] = budget
+        location = here.current()
+        for name in attached:  # read again at every call: its age is checked at its use
+            values[name] = location.text() if location is not None else None
         request = spec.request.model_validate(_as_lists(values, many)) if spec.request else None
         result = spec.handle(ctx, request)
         if isinstance(result, SearchResult):

@@ -337,6 +337,8 @@ class Near:
     label: str = ""
     # how an address given as near was resolved (a Notice), for the result to say so
     note: str | None = field(default=None, compare=False)
+    # the person's own location (near=here): used for distances, never stated in a result
+    hidden: bool = False
 
     def box(self, km: float) -> BoxCondition:
         dlat = math.degrees(km / EARTH_KM)
@@ -592,10 +594,10 @@ def parse_near(text: str, radius_km: float | None = None) -> Near:
         ) from exc
     if not (-90 <= lat <= 90 and -180 <= lon <= 180):
         raise BadQuery(f"near {text!r} is outside ±90 latitude / ±180 longitude")
-    return Near(lat, lon, _radius(radius_km), label=text)
+    return Near(lat, lon, checked_radius(radius_km), label=text)
 
 
-def _radius(radius_km: float | None) -> float | None:
+def checked_radius(radius_km: float | None) -> float | None:
     if radius_km is None:
         return None
     if not radius_km > 0:

@@ -49,6 +49,20 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "「{asked}」の地点: {place}（{level}、{source}）",
         "near {asked}: the point of {place} ({level}, from {source})",
     ),
+    "near_here": (
+        "距離はあなたの現在地からの直線距離です（道のりではありません）",
+        "distances are straight-line from your current location, not by road or on foot",
+    ),
+    "here_coarse": (
+        "現在地の精度は±{accuracy_m}mで、半径{radius_km}kmに比べて粗いため、境界付近の結果は不確かです",
+        "your location is known to ±{accuracy_m} m, coarse for a {radius_km} km radius: "
+        "results near its edge are uncertain",
+    ),
+    "none_within": (
+        "この図書館には、半径{radius_km}km以内に条件に合うものは登録されていません"
+        "（存在しないという意味ではありません）",
+        "none registered in this library within {radius_km} km (which does not mean none exist)",
+    ),
     "left_out": (
         "{sources}は条件を満たせないため検索しませんでした: {reason}",
         "{sources}: not searched, {reason}",
@@ -106,6 +120,9 @@ ABOUT_SOURCES = frozenset(
         "no_word_index",
         "by_distance",
         "near_place",
+        "near_here",
+        "here_coarse",
+        "none_within",
         "not_in_default",
         "left_out",
         "no_such_tag",  # a condition the user can correct, in the sources that have the kind

@@ -14,16 +14,18 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
-from chiezo.core import db
+from chiezo.core import db, here
 from chiezo.core.errors import BadQuery, Operation, Option
 from chiezo.core.geometry import Shape
+from chiezo.core.textnorm import language_of
 from chiezo.core.validation import check_length
 from chiezo.search import shapes
-from chiezo.search.filters import Filters, Near, parse_near
+from chiezo.search.filters import Filters, Near, checked_radius, parse_near
 from chiezo.search.lacks import SourceLacks, with_points
 from chiezo.search.lookup import find_doc
 from chiezo.search.notices import Notice
 from chiezo.store.library import Library, Source
+from chiezo.store.requirements import required_feature
 
 if TYPE_CHECKING:
     from chiezo.search.geocode import GeocodeResult
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 # what a point is written with (besides spaces): near= made of these alone is meant as lat,lon;
 # ops/patterns.py's NEAR states the same split in /openapi.json
 POINT_CHARS = "0123456789.,+-"
+# how every distance a result states was measured (filters.haversine_km)
+STRAIGHT = "straight-line (great-circle), not by road or on foot"
 
 
 class Conditions(Protocol):
@@ -77,12 +81,18 @@ def conditions(library: Library, request: Conditions, near: Near | None) -> Filt
 
 
 def resolve_near(
-    library: Library, near: str | None, near_doc: str | None, radius_km: float | None
+    library: Library,
+    near: str | None,
+    near_doc: str | None,
+    radius_km: float | None,
+    location: str | None = None,
 ) -> Near | None:
-    """``near`` (lat,lon, or an address or place name) or ``near_doc`` (source:title) → the
-    point, with its radius; None when neither is given."""
+    """``near`` (lat,lon, an address or place name, or ``here``: ``location``) or
+    ``near_doc`` (source:title) → the point, with its radius; None when neither is given."""
     if near and near_doc:
         raise BadQuery("give near or near_doc, not both")
+    if near and near.strip().lower() == here.HERE:
+        return near_here(location, radius_km, library.settings.location_ttl)
     if near and not _looks_like_point(near):
         return _near_place(library, near, radius_km)
     if near:
@@ -92,6 +102,64 @@ def resolve_near(
     if radius_km is not None:
         raise BadQuery("radius_km needs near or near_doc")
     return None
+
+
+def near_here(location: str | None, radius_km: float | None, ttl: float) -> Near:
+    """``near=here``: the attached location while fresh, labelled ``here`` — the point is
+    used for distances and never stated (core/here.py)."""
+    if not location:
+        raise here.missing()
+    point = here.Here.of(location).fresh(ttl)
+    radius = checked_radius(radius_km)
+    note = None
+    if point.accuracy_m and radius and point.accuracy_m > radius * 1000 / 2:
+        note = Notice("here_coarse", accuracy_m=round(point.accuracy_m), radius_km=radius)
+    return Near(point.lat, point.lon, radius, label=here.HERE, note=note, hidden=True)
+
+
+def near_notes(point: Near | None, found: int) -> list[Notice]:
+    """What a result around ``point`` says of itself: how an address or the person's own
+    location was taken, and — when nothing lies within the radius — that none is
+    *registered*, which is not that none exists."""
+    if point is None:
+        return []
+    notes = [Notice("near_here")] if point.hidden else []
+    if isinstance(point.note, Notice):
+        notes.append(point.note)
+    if not found and point.radius_km is not None:
+        notes.append(Notice("none_within", radius_km=f"{point.radius_km:g}"))
+    return notes
+
+
+# how many of a required key's values a refusal offers (GSI's shelters have eight)
+CHOICES = 30
+
+
+def check_required(src: Source, feature: list[str] | None, point: Near | None) -> None:
+    """A source whose owner declared a feature key required around a point
+    (store/requirements.py: a shelter is designated per disaster type) refuses a request
+    around a point that names no value of it, asking which — with the values it has."""
+    key = required_feature(src)
+    if key is None or point is None:
+        return
+    named = [f.strip() for item in feature or [] for f in item.split(",")]
+    if any(f.startswith(f"{key}=") for f in named):
+        return
+    rows = src.conn.execute(
+        "SELECT value FROM attr_counts WHERE name = 'feature' AND value >= ? AND value < ? "
+        "ORDER BY n DESC, value LIMIT ?",
+        (f"{key}=", f"{key}=\U0010ffff", CHOICES),
+    ).fetchall()
+    choices = [value.partition("=")[2] for (value,) in rows]
+    lang = language_of(key + "".join(choices))
+    ask = here.need("feature", lang, key=key, choices=choices)
+    raise here.NeedsAnswer(
+        f"source {src.name!r} is searched around a place only for one {key}: "
+        f"give feature={key}=VALUE",
+        ask,
+        source=src.name,
+        cause="feature_required",
+    )
 
 
 def _looks_like_point(text: str) -> bool:

@@ -119,6 +119,8 @@ class Printer:
                 "[dim]hint: try simpler keywords (a name, a title), or run `chiezo doctor`[/]"
             )
             return EXIT_NOT_FOUND
+        if result.get("needs"):  # the answer is a question back: the person must give more
+            return EXIT_USAGE
         if self.strict and not result.get("grounded"):
             doubtful = len(result.get("unsupported", [])) + len(result.get("uncited", []))
             why = (

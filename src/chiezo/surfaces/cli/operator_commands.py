@@ -281,7 +281,8 @@ def logs(
 def _show_entry(entry: dict[str, Any]) -> None:
     """One ask: what answered and how it went (a failure in red with its cause; an answer the
     model did not finish in yellow with why), the question, the answer (for a failure, the
-    text written before it), the sources cited and each model call's timings."""
+    text written before it), the sources cited, each model call's timings and the stages the
+    time went to, in order."""
     failed = entry.get("failed") and entry.get("error") is not None
     if failed:
         check = f"[/][bold red]FAILED: {escape(str(entry['cause']))}[/][dim]"
@@ -308,6 +309,8 @@ def _show_entry(entry: dict[str, Any]) -> None:
         out.print(f"  [dim][{ref['n']}] {escape(str(ref['title']))} — {escape(str(where))}[/]")
     for call in entry.get("calls") or []:
         out.print(f"  [dim]{escape(_call_line(call))}[/]")
+    if entry.get("stages"):
+        out.print(f"  [dim]{escape(_stages_line(entry['stages']))}[/]")
 
 
 def _call_line(call: dict[str, Any]) -> str:
@@ -329,6 +332,22 @@ def _call_line(call: dict[str, Any]) -> str:
     if call.get("finish"):
         parts.append(str(call["finish"]))
     return ", ".join(parts)
+
+
+def _stages_line(stages: list[dict[str, Any]]) -> str:
+    """``stages: plan keywords 0.00 s · search 夏目漱石 0.01 s · … · model the answer 3.20 s
+    (1,412 → 96 tokens)``: where the answer's time went, in order (answer/rag.py timeline)."""
+    shown = []
+    for stage in stages:
+        seconds = stage.get("seconds")
+        took = f"{seconds:,.2f} s" if isinstance(seconds, int | float) else "? s"
+        part = f"{stage.get('stage') or '?'} {stage.get('name') or ''} {took}"
+        tokens_in, tokens_out = stage.get("tokens_in"), stage.get("tokens_out")
+        if tokens_in is not None or tokens_out is not None:
+            counted = [f"{n:,}" if isinstance(n, int) else "?" for n in (tokens_in, tokens_out)]
+            part += f" ({counted[0]} → {counted[1]} tokens)"
+        shown.append(part)
+    return "stages: " + " · ".join(shown)
 
 
 @logs.command("off")

@@ -3,6 +3,7 @@ offers what REST and MCP offer, with the same names, bounds, choices and default
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -22,7 +23,8 @@ def request_options(model: type[Request]) -> Callable[[_F], _F]:
 
     def decorate(command: _F) -> _F:
         for param in reversed(params(model)):
-            command = _click_param(param)(command)
+            if not param.surface.attached:  # read from the environment (request_from)
+                command = _click_param(param)(command)
         return command
 
     return decorate
@@ -70,6 +72,9 @@ def request_from(model: type[_R], values: dict[str, Any]) -> _R:
     """The model from a command's values (its other options, e.g. --json, left out)."""
     taken = {}
     for param in params(model):
+        if param.surface.attached:  # the current location: CHIEZO_HERE, never an option
+            taken[param.name] = os.environ.get(param.surface.attached) or None
+            continue
         value = values[param.name]
         if param.surface.cli_argument == "words":  # no words: no value (the service's reason)
             value = " ".join(value) or ("" if param.required else None)

@@ -117,7 +117,7 @@ def _answer(
         return StreamingResponse(
             (_sse(name, data) for name, data in answered), media_type="text/event-stream"
         )
-    if strict and not answered.no_basis and not answered.grounded:
+    if strict and not answered.no_basis and not answered.needs and not answered.grounded:
         body = answered.to_dict()
         raise Uncited(
             "the answer has sentences that cite no source or that their sources do "
@@ -276,7 +276,12 @@ def _routes(app: FastAPI, service: Context, writer: Callable[[Request], None]) -
         plan and the answer (their sources are not replayed; an assistant turn's
         ``cited_titles`` tell a follow-up what "he" or 「その」 refers to). In agent mode the
         model may ``remember`` only where this request could write notes itself."""
-        writable = request.app.state.security.may_write(request)
+        security = request.app.state.security
+        if body.location is not None:  # the query string's is checked by HostGuard
+            refused = security.location_refusal(request.scope)
+            if refused is not None:
+                return refused
+        writable = security.may_write(request)
         handler = functools.partial(answering.chat_turn, service, body, writable=writable)
         return _answer(handler, body.strict, body.stream, request, service.settings)
 

@@ -217,6 +217,9 @@ def serve(app: str, *, host: str, port: int, workers: int, on_ready: Callable[[]
         port=port,
         workers=workers,
         log_level="warning",
+        # no access log at any level: a request line can carry a person's location
+        # (near=here&location=…) or words they searched; /metrics counts by route template
+        access_log=False,
         http=ChiezoHttpProtocol,
         callback_notify=_Ready(ready),
     )

@@ -32,7 +32,7 @@ import socket
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
@@ -40,6 +40,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from chiezo.core.config import is_loopback
 from chiezo.core.errors import Forbidden, Unauthorized
+from chiezo.surfaces.rest.disclosure import on_this_machine
 from chiezo.surfaces.rest.error_responses import error_response
 
 if TYPE_CHECKING:  # importing mcp costs ~50 MB: the CLI's supervisor process never needs it
@@ -129,6 +130,30 @@ class Security:
                 return True
         return False
 
+    def location_refusal(self, scope: Scope) -> JSONResponse | None:
+        """A current location (``location=``, a chat's ``location``) is the person's
+        whereabouts: taken from this machine; from beyond it only with the token (none set:
+        never), and never from another site's page."""
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers") or []}
+        origin, host = headers.get("origin"), headers.get("host", "")
+        if origin is not None and not self.same_site(origin, host):
+            return error_response(403, f"a location from another site ({origin}) is refused")
+        if on_this_machine(scope):
+            return None
+        if not self.token:
+            return error_response(
+                403,
+                "a location is taken from beyond this machine only when the server has a token",
+                hint="set CHIEZO_TOKEN and send Authorization: Bearer <token>",
+            )
+        if not self.authorized(headers.get("authorization")):
+            return error_response(
+                401,
+                "a location from beyond this machine needs Authorization: Bearer <CHIEZO_TOKEN>",
+                hint="send the token configured in CHIEZO_TOKEN",
+            )
+        return None
+
     def authorized(self, header: str | None) -> bool:
         if not self.token:
             return True
@@ -147,6 +172,12 @@ class Security:
 # host[:port] (RFC 9110 §7.2): a registered name (the characters DNS names and browsers use), an
 # IPv4 address (a name of digits and dots) or a bracketed IPv6 address; the port digits only.
 _HOST = re.compile(r"(?:\[(?P<ipv6>[0-9a-f:.]+)\]|[a-z0-9_.-]+)(?::[0-9]{0,5})?", re.IGNORECASE)
+
+
+def _names_location(scope: Scope) -> bool:
+    """The query string carries a current location (``location=``)."""
+    query = scope.get("query_string") or b""
+    return any(name == "location" for name, _ in parse_qsl(query.decode("latin-1")))
 
 
 def well_formed_host(host: str) -> bool:
@@ -222,6 +253,10 @@ class HostGuard:
                 hint="a page under another name may be trying to reach it (DNS rebinding); if "
                 "clients really use this name, add it to CHIEZO_ALLOWED_HOSTS",
             )
+        if _names_location(scope):
+            refused = self.security.location_refusal(scope)
+            if refused is not None:
+                return refused
         mcp = scope["path"] == "/mcp" or scope["path"].startswith("/mcp/")
         if mcp and origin is not None and not self.security.same_site(origin, host):
             return error_response(

@@ -97,6 +97,11 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "この文書の地点（◎）と半径{km} km以内の{n}地点",
         "This document's place (◎) and {n} places within {km} km",
     ),
+    "map.alone": (
+        "この文書の地点（◎）· 半径{km} km以内にほかの地点はありません",
+        "This document's place (◎) · no other places within {km} km",
+    ),
+    "map.here": ("現在地", "your location"),
     "map.offline": (
         "オフライン地図（海岸線・国境: Made with Natural Earth、行政界: 構築済みの OSM ソース）",
         "Offline map (coasts and borders: Made with Natural Earth; admin areas: your OSM sources)",
@@ -373,6 +378,46 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "chat.models_there": ("エンドポイントにあるモデル: {models}", "Models there: {models}"),
     "chat.context": ("文脈長 {tokens} トークン", "context {tokens} tokens"),
     "chat.new": ("新しい会話", "New conversation"),
+    "chat.stages": ("処理の内訳（計 {seconds} 秒）", "Stages ({seconds} s in all)"),
+    "chat.stage_line": (
+        "{stage} · {name} · {seconds} 秒 · 入力 {tokens_in} / 出力 {tokens_out} トークン",
+        "{stage} · {name} · {seconds} s · {tokens_in} tokens in / {tokens_out} out",
+    ),
+    # the current location ("use my location": core/here.py), in the search and chat pages
+    "here.use": ("現在地を使う", "Use my location"),
+    "here.why": (
+        "押したときだけブラウザに現在地を尋ねます。位置はこのページの中だけに置かれ、"
+        "{minutes}分で消えます（保存も記録もしません）。",
+        "Asks the browser for your location only when pressed; it stays in this page only "
+        "and is dropped after {minutes} min (never stored or logged).",
+    ),
+    "here.attached": ("現在地を添付中 · 残り {left}", "location attached · expires in {left}"),
+    "here.locating": ("現在地を取得しています…", "Finding your location…"),
+    "here.expired": (
+        "現在地の期限が切れました。使うには「現在地を使う」をもう一度押してください。",
+        'Your location has expired: press "Use my location" again to use it.',
+    ),
+    "here.needed": (
+        "現在地が分かりません。「現在地を使う」を押してから、もう一度探してください。",
+        'Your location is not known: press "Use my location", then search again.',
+    ),
+    "here.insecure": (
+        "現在地は安全な接続（https、またはこのマシン自身の localhost）で開いたページでだけ使えます",
+        "Your location can be used only on a page opened securely (https, or localhost on "
+        "this machine)",
+    ),
+    "here.unsupported": (
+        "このブラウザは現在地を取得できません",
+        "This browser cannot tell its location",
+    ),
+    "here.denied": (
+        "位置情報の使用が許可されていません（ブラウザのサイト設定で許可できます）",
+        "Location permission was refused (the browser's site settings can allow it)",
+    ),
+    "here.failed": (
+        "現在地を取得できませんでした: {reason}",
+        "Could not get your location: {reason}",
+    ),
 }
 
 

@@ -66,6 +66,21 @@ class MapPoint:
 
 
 @dataclass(frozen=True)
+class HereMark:
+    """The person's current location (``near=here``), drawn as its own layer: a marker with a
+    word for a label and, when the browser said how well it knows it, a circle of that
+    radius. Its numbers place it and appear nowhere in the SVG (no tooltip, no data
+    attribute); ``expires_at_ms`` (epoch ms) lets the page's script remove it when the
+    location may no longer be used (core/here.py)."""
+
+    lat: float
+    lon: float
+    label: str
+    expires_at_ms: int
+    accuracy_m: float | None = None
+
+
+@dataclass(frozen=True)
 class Boundary:
     """An admin area drawn at city scale: a thin line with its name."""
 
@@ -91,15 +106,22 @@ STYLE = (
     ".map-area text{fill:var(--area-text);font-size:10px;font-style:italic;paint-order:stroke;"
     "stroke:var(--sea,#eef3f5);stroke-width:3px;stroke-linejoin:round;pointer-events:none}"
     ".map-within{fill:var(--within);fill-opacity:.08;stroke:var(--within);stroke-width:1.5;"
-    "stroke-dasharray:6 4;fill-rule:evenodd}</style>"
+    "stroke-dasharray:6 4;fill-rule:evenodd}"
+    ".map-here .map-accuracy{fill:#1a73e8;fill-opacity:.12;stroke:#1a73e8;stroke-width:1}"
+    ".map-here .map-here-dot{fill:#1a73e8;stroke:#fff;stroke-width:2.5}"
+    ".map-here text{fill:#1a73e8;font-size:11px;font-weight:700;paint-order:stroke;"
+    "stroke:var(--sea,#eef3f5);stroke-width:3px;stroke-linejoin:round}</style>"
 )
 
 
 def worth_drawing(
-    points: list[MapPoint], center: tuple[float, float] | None = None, outline: Sequence[Ring] = ()
+    points: list[MapPoint],
+    center: tuple[float, float] | HereMark | None = None,
+    outline: Sequence[Ring] = (),
 ) -> bool:
     """A map adds something to a list only when there is something to compare: two or more
-    points, or a point and the query point it was found around or the area it was found in."""
+    points, or a point and the query point it was found around (a typed point, a document's,
+    the person's own) or the area it was found in."""
     return len(points) >= 2 or (bool(center or outline) and len(points) >= 1)
 
 
@@ -112,17 +134,25 @@ def render_map(
     center_label: str = "",
     outline: Sequence[Ring] = (),
     areas: AreaLookup | None = None,
+    here: HereMark | None = None,
+    min_span_deg: float = MIN_SPAN_DEG,
 ) -> str:
-    """The SVG (a string) for ``points``; empty when there is nothing to draw. ``outline``
-    (rings of lon, lat) is the area searched, drawn dashed and kept in view; ``areas`` finds
-    the admin boundaries to draw when the view is at city scale."""
-    if not points:
+    """The SVG (a string) for ``points``; empty when there is nothing to draw (no points and
+    no ``center`` or ``here``). ``outline`` (rings of lon, lat) is the area searched, drawn
+    dashed and kept in view; ``areas`` finds the admin boundaries to draw when the view is at
+    city scale; ``here`` is the person's current location, its own layer; ``min_span_deg``
+    the least the view spans (a lone point's locator map is wider than a city block)."""
+    if not points and center is None and here is None:
         return ""
-    lats = [p.lat for p in points] + ([center[0]] if center else [])
-    lons = [p.lon for p in points] + ([center[1]] if center else [])
+    marks = [center] if center else []
+    marks += [(here.lat, here.lon)] if here else []
+    lats = [p.lat for p in points] + [lat for lat, _ in marks]
+    lons = [p.lon for p in points] + [lon for _, lon in marks]
     lats += [lat for ring in outline for _, lat in ring]
     lons += [lon for ring in outline for lon, _ in ring]
-    frame = _Frame.around(min(lats), max(lats), min(lons), max(lons), width, max_height)
+    frame = _Frame.around(
+        min(lats), max(lats), min(lons), max(lons), width, max_height, min_span_deg
+    )
     scale, scale_box = _scale_bar(frame)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="map" role="img" '
@@ -140,6 +170,10 @@ def render_map(
         x, y = frame.xy(*center)
         parts.append(_center_mark(x, y, center_label))
         obstacles.append(_square(x, y, 2 * CENTER_RADIUS))
+    if here:
+        layer, boxes = _here_layer(frame, here)
+        parts.append(layer)
+        obstacles += boxes
     others = [p for p in points if p.number is None]
     numbered = sorted((p for p in points if p.number is not None), key=lambda p: p.number or 0)
     parts += [_dot(frame, p) for p in others]
@@ -480,6 +514,34 @@ def _center_mark(x: float, y: float, label: str) -> str:
     )
 
 
+def _here_layer(frame: _Frame, here: HereMark) -> tuple[str, list[Box]]:
+    """The current location: a filled dot ringed in white (unlike the hollow ring of a typed
+    ``near`` point), its accuracy as a translucent circle, and its word beside it; with the
+    boxes numbered labels must keep clear of. Only pixels and the word are written: the SVG
+    is part of a page a person may save or share."""
+    x, y = frame.xy(here.lat, here.lon)
+    accuracy = ""
+    if here.accuracy_m:
+        radius = here.accuracy_m * frame.y_scale / METRES_PER_DEGREE
+        accuracy = f'<circle class="map-accuracy" cx="{x:.1f}" cy="{y:.1f}" r="{radius:.1f}"/>'
+    width = sum(11 if ord(c) > 0x2E80 else 6.5 for c in here.label)
+    # the word to the right of the dot, or to its left where it would leave the canvas
+    right = x + CENTER_RADIUS + 3 + width <= frame.width
+    tx = x + CENTER_RADIUS + 3 if right else x - CENTER_RADIUS - 3
+    text = (
+        f'<text x="{tx:.1f}" y="{y + 4:.1f}" text-anchor="{"start" if right else "end"}">'
+        f"{escape(here.label)}</text>"
+    )
+    svg = (
+        f'<g class="map-here" data-expires-at="{here.expires_at_ms}" '
+        f'aria-label="{escape(here.label)}">{accuracy}'
+        f'<circle class="map-here-dot" cx="{x:.1f}" cy="{y:.1f}" r="{CENTER_RADIUS - 1}"/>'
+        f"{text}</g>"
+    )
+    word = (tx if right else tx - width, y - 8, width, 16.0)
+    return svg, [_square(x, y, 2 * CENTER_RADIUS), word]
+
+
 def _scale_bar(frame: _Frame) -> tuple[str, Box | None]:
     """A bar of a round length (1, 2 or 5 × 10ⁿ metres, at most a quarter of the width) in
     the top right corner, where no degree label is drawn; with its box, which labels avoid.
@@ -515,12 +577,19 @@ class _Frame:
 
     @classmethod
     def around(
-        cls, south: float, north: float, west: float, east: float, width: int, max_height: int
+        cls,
+        south: float,
+        north: float,
+        west: float,
+        east: float,
+        width: int,
+        max_height: int,
+        min_span_deg: float = MIN_SPAN_DEG,
     ) -> _Frame:
         middle = (south + north) / 2
         shrink = max(math.cos(math.radians(middle)), 0.05)
-        lat_span = max(north - south, MIN_SPAN_DEG)
-        lon_span = max(east - west, MIN_SPAN_DEG / shrink)
+        lat_span = max(north - south, min_span_deg)
+        lon_span = max(east - west, min_span_deg / shrink)
         south, north = middle - lat_span / 2, middle + lat_span / 2
         centre_lon = (west + east) / 2
         west, east = centre_lon - lon_span / 2, centre_lon + lon_span / 2

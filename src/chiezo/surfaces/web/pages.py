@@ -105,6 +105,9 @@ def install(app: FastAPI, service: Context) -> None:
                 "messages": t.catalog(script_words),
                 "token_required": security.token_required,
                 "writes_enabled": security.writes_enabled,
+                # how long "use my location" holds a location (core/here.py): the page counts
+                # down the time the server will still accept it
+                "location_ttl": service.settings.location_ttl,
             },
             **context,
         )
@@ -141,7 +144,7 @@ def install(app: FastAPI, service: Context) -> None:
                 context["suggestions"] = suggestions(service, chosen)
         except ChiezoError as exc:
             context["error"], status = exc.to_dict(), exc.status
-        return render(request, "search.html", status, **context)
+        return render(request, "search.html", status, script_words=("here.",), **context)
 
     @app.get("/doc/{source}", include_in_schema=False)
     def doc_by_title(request: Request, source: str) -> Response:
@@ -307,7 +310,7 @@ def install(app: FastAPI, service: Context) -> None:
         return render(
             request,
             "chat.html",
-            script_words=("chat.",),
+            script_words=("chat.", "here."),
             configured=bool(s.llm_url),
             configured_model=s.llm_model,
             sources=_ready(operating.sources(service)),
@@ -326,7 +329,11 @@ def _embedding_models(runner: JobRunner | None) -> tuple[list[str], str]:
 
 
 def _url_with(request: Request, **changes: object) -> str:
+    """This page's address with ``changes``; never with the current location (a page's links
+    are kept in its HTML and the browser's history: the script adds it to a ``near=here``
+    link when followed while the location is still attached)."""
     params = dict(request.query_params)
+    params.pop("location", None)
     for key, value in changes.items():
         if value in (None, ""):
             params.pop(key, None)

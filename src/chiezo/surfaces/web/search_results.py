@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +20,7 @@ from starlette.requests import Request
 
 from chiezo.core import db
 from chiezo.core.errors import ChiezoError
+from chiezo.core.here import HERE, Here
 from chiezo.core.textnorm import clipped
 from chiezo.core.validation import MAX_OFFSET
 from chiezo.ops import reading, searching
@@ -37,9 +39,13 @@ from chiezo.search.shapes import has_shapes
 from chiezo.search.snippet import plain_text
 from chiezo.store.library import Source
 from chiezo.surfaces.web.document_pages import original_href
+from chiezo.surfaces.web.i18n import DEFAULT, Translator, pick_language
 from chiezo.surfaces.web.mapview import (
     AREAS_DRAWN,
+    METRES_PER_DEGREE,
+    MIN_SPAN_DEG,
     Boundary,
+    HereMark,
     LonLatBox,
     MapPoint,
     Ring,
@@ -51,26 +57,44 @@ PAGE_SIZE = 10
 MAP_POINTS = 500  # filtered places drawn beyond the page's own (as small unnumbered dots)
 NEARBY_KM = 2.0  # a document page's map and its "find nearby" link: places this close
 NEARBY_POINTS = 30  # at most this many of them on the document page's map
+# A place with no neighbours within NEARBY_KM is shown on a regional locator map (about
+# 330 km north to south) where no OSM source has boundaries for its town: at that span
+# Natural Earth's land and borders are drawn (mapview.CITY_SPAN_DEG), and a lone dot on
+# an empty 4 km grid would say no more than its two numbers.
+LOCATOR_SPAN_DEG = 3.0
 _POINT = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*$")
 
 
 class SearchForm:
     """The search page's query string, read once and checked for shape. Its fields are
     parameters of the search operation (ops/requests.py), spelt as in the REST API; ``near``
-    also takes a title (sent as near_doc)."""
+    also takes a title (sent as near_doc) and ``here`` (the person's current location, sent
+    as ``location``: read here, never written back into the page)."""
 
-    FIELDS = ("q", "source", "mode", "tag", "feature", "area", "near", "radius_km", "within")
+    FIELDS = (
+        "q",
+        "source",
+        "mode",
+        "tag",
+        "feature",
+        "area",
+        "near",
+        "radius_km",
+        "within",
+        "location",
+    )
     MODES = next(p.choices for p in params(SearchRequest) if p.name == "mode")
 
-    def __init__(self, values: dict[str, str], offset: int):
+    def __init__(self, values: dict[str, str], offset: int, language: str = DEFAULT):
         self.values = values
         self.offset = offset
+        self.language = language  # the words drawn on the map (the current location's)
 
     @classmethod
     def read(cls, request: Request) -> SearchForm:
         params = request.query_params
         values = {f: (params.get(f) or "").strip() for f in cls.FIELDS}
-        return cls(values, read_offset(params.get("offset")))
+        return cls(values, read_offset(params.get("offset")), pick_language(request))
 
     def __getattr__(self, name: str) -> str:
         if name in SearchForm.FIELDS:
@@ -81,12 +105,20 @@ class SearchForm:
     def has_filters(self) -> bool:
         return any(self.values[f] for f in ("tag", "feature", "area", "near", "within"))
 
+    @property
+    def near_here(self) -> bool:
+        return self.near.lower() == HERE
+
     def near_arguments(self) -> dict[str, Any]:
-        """``near`` is a point (``lat,lon``), ``source:title`` or a title in this source."""
+        """``near`` is a point (``lat,lon``), ``here`` (with its ``location``),
+        ``source:title`` or a title in this source."""
         text = self.near
         if not text:
             return {}
         radius = float(self.radius_km) if _is_number(self.radius_km) else None
+        if self.near_here:
+            # no location: the operation asks for one (a 400 with ``needs``)
+            return {"near": HERE, "location": self.location or None, "radius_km": radius}
         if _POINT.match(text):
             return {"near": text, "radius_km": radius}
         reference = text if ":" in text else f"{self.source}:{text}"
@@ -99,8 +131,25 @@ class SearchForm:
             "feature": [self.feature] if self.feature else None,
             "area": [self.area] if self.area else None,
             "within": self.within or None,
-            **(self.near_arguments() if self.source or _POINT.match(self.near) else {}),
+            **(self.near_arguments() if self._near_is_a_point_or_sourced else {}),
         }
+
+    @property
+    def _near_is_a_point_or_sourced(self) -> bool:
+        return bool(self.source or self.near_here or _POINT.match(self.near))
+
+    def here_mark(self, ttl: float) -> HereMark | None:
+        """The current location to draw on the map of a ``near=here`` search, or None (none
+        given, or one the search itself refuses: it says why)."""
+        if not self.near_here or not self.location:
+            return None
+        try:
+            point = Here.of(self.location)
+        except ChiezoError:
+            return None
+        expires = int((point.taken_at.timestamp() + ttl) * 1000)
+        label = Translator(self.language)("map.here")
+        return HereMark(point.lat, point.lon, label, expires, point.accuracy_m)
 
     @property
     def facets(self) -> list[str]:
@@ -153,11 +202,15 @@ def search_results(service: Context, form: SearchForm) -> dict[str, Any]:
         "order": result.order,
         "facets": facet_choices(result.facets, form),
     }
-    center = _near_point(service, extra) if extra.get("near") or extra.get("near_doc") else None
+    here = form.here_mark(service.settings.location_ttl)
+    typed = (extra.get("near") or extra.get("near_doc")) and not form.near_here
+    center = _near_point(service, extra) if typed else None
     return {
         "result": summary,
         "items": items,
-        "map_svg": _map(service, items, center, form.near, outline=_within_rings(service, form)),
+        "map_svg": _map(
+            service, items, center, form.near, outline=_within_rings(service, form), here=here
+        ),
     }
 
 
@@ -200,14 +253,21 @@ def browse_results(service: Context, form: SearchForm) -> dict[str, Any]:
         "facets": facet_choices(found.get("facets"), form),
     }
     near = found.get("near")
-    center = (near["lat"], near["lon"]) if near else None
+    here = form.here_mark(service.settings.location_ttl)
+    center = (near["lat"], near["lon"]) if near and not form.near_here else None
     others = _more_points(service, form, found["total"], {i["doc_id"] for i in items})
     return {
         "result": summary,
         "items": items,
         "map_more": len(others),
         "map_svg": _map(
-            service, items, center, form.near, others, outline=_within_rings(service, form)
+            service,
+            items,
+            center,
+            form.near,
+            others,
+            outline=_within_rings(service, form),
+            here=here,
         ),
     }
 
@@ -272,9 +332,11 @@ def _map(
     near_text: str = "",
     others: Sequence[MapPoint] = (),
     outline: Sequence[Ring] = (),
+    here: HereMark | None = None,
 ) -> Markup:
     """The page's map, when it adds something to the list (mapview.worth_drawing), with the
-    area searched and, at city scale, the admin boundaries of the results' sources first."""
+    area searched, the person's current location (``here``) and, at city scale, the admin
+    boundaries of the results' sources first."""
     points = list(others) + [
         MapPoint(
             i["point"][0],
@@ -287,12 +349,19 @@ def _map(
         for i in items
         if i.get("point")
     ]
-    if not worth_drawing(points, center, outline):
+    if not worth_drawing(points, center or here, outline):
         return Markup("")
     sources = list(dict.fromkeys(i["source"] for i in items))
     areas = functools.partial(admin_boundaries, service, first=sources)
     return Markup(
-        render_map(points, center=center, center_label=near_text, outline=outline, areas=areas)
+        render_map(
+            points,
+            center=center,
+            center_label=near_text,
+            outline=outline,
+            areas=areas,
+            here=here,
+        )
     )
 
 
@@ -364,12 +433,30 @@ def _near_point(service: Context, near: dict[str, Any]) -> tuple[float, float] |
 
 def doc_map(service: Context, doc: dict) -> tuple[Markup, int]:
     """A document page's locator map and how many neighbours it shows: the document's point
-    amid the nearest places of its source (those "find nearby" lists first), each a link. A
-    lone point on an empty grid says no more than its coordinates, so with no neighbours
-    there is no map. The map is an extra: a neighbour search that fails leaves it out."""
+    amid the nearest places of its source (those "find nearby" lists first), each a link.
+    With none (or a neighbour search that fails: the map is an extra), the point alone, at
+    the scale where something lies under it (:func:`_lone_span`)."""
     point = doc.get("point")
     if not point:
         return Markup(""), 0
+    neighbours = _neighbours(service, doc, point)
+    center = (point["lat"], point["lon"])
+    areas = functools.partial(admin_boundaries, service, first=[doc["source"]])
+    svg = render_map(
+        neighbours,
+        center=center,
+        center_label=doc["title"],
+        title=doc["title"],
+        width=440,
+        max_height=300,
+        areas=areas,
+        min_span_deg=MIN_SPAN_DEG if neighbours else _lone_span(service, center),
+    )
+    return Markup(svg), len(neighbours)
+
+
+def _neighbours(service: Context, doc: dict, point: dict) -> list[MapPoint]:
+    """The nearest places of the document's source within NEARBY_KM, itself left out."""
     try:
         found = searching.filter(
             service,
@@ -382,8 +469,8 @@ def doc_map(service: Context, doc: dict) -> tuple[Markup, int]:
             ),
         )
     except ChiezoError:
-        return Markup(""), 0
-    neighbours = [
+        return []
+    return [
         MapPoint(
             d["point"]["lat"],
             d["point"]["lon"],
@@ -394,19 +481,40 @@ def doc_map(service: Context, doc: dict) -> tuple[Markup, int]:
         for d in found["docs"]
         if d["doc_id"] != doc["doc_id"] and d.get("point")
     ][:NEARBY_POINTS]
-    center = (point["lat"], point["lon"])
-    if not worth_drawing(neighbours, center):
-        return Markup(""), 0
-    svg = render_map(
-        neighbours,
-        center=center,
-        center_label=doc["title"],
-        title=doc["title"],
-        width=440,
-        max_height=300,
-        areas=functools.partial(admin_boundaries, service, first=[doc["source"]]),
-    )
-    return Markup(svg), len(neighbours)
+
+
+def _lone_span(service: Context, center: tuple[float, float]) -> float:
+    """The span (degrees) of a map of one point: the NEARBY_KM circle where an OSM source
+    has boundaries there (its town is drawn, and the empty circle is what "no neighbours"
+    means), else LOCATOR_SPAN_DEG, wide enough for land and borders to show where it is."""
+    half = NEARBY_KM / (METRES_PER_DEGREE / 1000)
+    lat, lon = center
+    shrink = max(math.cos(math.radians(lat)), 0.05)
+    view = (lon - half / shrink, lat - half, lon + half / shrink, lat + half)
+    return 2 * half if _has_boundaries(service, view) else LOCATOR_SPAN_DEG
+
+
+def _has_boundaries(service: Context, view: LonLatBox) -> bool:
+    """Whether an OSM source kept an admin boundary meeting ``view`` (one indexed probe per
+    source; the rings themselves are read only for the map drawn)."""
+    west, south, east, north = view
+    for source in service.library.sources():
+        if source.meta.get("kind") != "osm":
+            continue
+        try:
+            with db.deadline(source.conn, service.settings.query_timeout, what="map areas"):
+                if (
+                    has_shapes(source)
+                    and source.conn.execute(
+                        "SELECT 1 FROM area_shapes WHERE west <= ? AND east >= ? AND south <= ? "
+                        "AND north >= ? LIMIT 1",
+                        (east, west, north, south),
+                    ).fetchone()
+                ):
+                    return True
+        except (ChiezoError, db.Error):
+            continue
+    return False
 
 
 def suggestions(service: Context, info: dict) -> dict[str, list[dict]]:

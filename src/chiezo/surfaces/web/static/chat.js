@@ -2,7 +2,7 @@
 // heads each answer); the library only supplies the numbered sources the answer cites.
 "use strict";
 (() => {
-  const { t, api, events, el, modelLabel } = Chiezo;
+  const { t, api, events, el, modelLabel, here } = Chiezo;
   const $ = (selector) => document.querySelector(selector);
   const history = [];
   let modelName = $("#chat").dataset.model || "";
@@ -19,6 +19,7 @@
     if (!saved) return;
     history.push(...saved.history);
     $("#messages").innerHTML = saved.html;
+    for (const button of $("#messages").querySelectorAll(".here-button")) here.wire(button);
   }
 
   async function learnModel() {
@@ -124,6 +125,45 @@
     if (data.hint) body.append(el("p", { class: "muted small", text: data.hint }));
   }
 
+  // What the question still needs (core/here.py Need: a location, a radius, which kind of
+  // place), asked as the assistant's question; a location is given with the button beside it,
+  // a kind by one of its choices (put in the box, to send or change).
+  function showNeeds(body, needs) {
+    const asked = [];
+    for (const need of needs) {
+      const line = el("p", { class: "ask", text: need.ask });
+      line.dataset.need = need.what;
+      if (need.what === "location") {
+        line.append(" ", here.wire(el("button", { type: "button", class: "secondary here-button", text: t("here.use") })));
+      }
+      for (const choice of need.choices || []) {
+        const pick = el("button", { type: "button", class: "secondary choice", text: choice });
+        pick.addEventListener("click", () => {
+          const input = $("#chat-input");
+          input.value = input.value ? `${input.value} ${choice}` : choice;
+          input.focus();
+        });
+        line.append(" ", pick);
+      }
+      body.append(line);
+      asked.push(need.ask);
+    }
+    return asked.join(" ");
+  }
+
+  // How long each stage took and what it cost (plan, search, excerpts, tool, model), folded.
+  function showStages(body, stages) {
+    const total = stages.reduce((sum, s) => sum + (s.seconds || 0), 0);
+    const list = el("ol", { class: "stages-list" });
+    for (const s of stages) {
+      list.append(el("li", { text: t("chat.stage_line", {
+        stage: s.stage, name: s.name || "—", seconds: (s.seconds || 0).toFixed(2),
+        tokens_in: (s.tokens_in || 0).toLocaleString(), tokens_out: (s.tokens_out || 0).toLocaleString(),
+      }) }));
+    }
+    body.append(el("details", { class: "stages small" }, el("summary", { text: t("chat.stages", { seconds: total.toFixed(2) }) }), list));
+  }
+
   async function ask(question) {
     history.push({ role: "user", content: question });
     message("user", t("chat.you")).body.textContent = question;
@@ -139,6 +179,8 @@
     let written = "";
     const request = { messages: history.slice(), stream: true, mode, grounded };
     if ($("#chat-source").value) request.source = $("#chat-source").value;
+    const location = here.get();  // for this turn only: the server checks its age again
+    if (location) request.location = { ...location };
     $("#chat-send").disabled = true;
     try {
       for await (const [name, data] of events("/v1/chat", request)) {
@@ -157,18 +199,28 @@
           text.textContent = written;
         } else if (name === "done") {
           references = data.references || references;
-          written = data.answer;
+          written = data.answer || "";
           text.replaceChildren(withCitations(written, references, data.claims || []));
+          const needs = data.needs || [];
+          // an answer that asks back: its question, unless the answer already says it
+          const asked = needs.length ? showNeeds(body, needs.filter((n) => !written.includes(n.ask))) : "";
+          if (!written && asked) written = asked;
           if (data.model) item.querySelector(".speaker").textContent = modelLabel(data.model);
           const cited = data.cited || [];
           const doubts = (data.unsupported || []).length + (data.uncited || []).length;
           if (references.length) body.append(sourceList(references, cited));
-          if (!data.no_basis && !cited.length) body.append(el("p", { class: "warn small", text: t("chat.uncited") }));
+          if (!data.no_basis && !cited.length && !needs.length) body.append(el("p", { class: "warn small", text: t("chat.uncited") }));
           else if (doubts) body.append(el("p", { class: "warn small", text: t("chat.doubts", { count: doubts }) }));
           if (data.only_from_sources === false) body.append(el("p", { class: "muted small", text: t("chat.ungrounded") }));
           for (const warning of data.warnings || []) body.append(el("p", { class: "muted small", text: warning }));
-          history.push({ role: "assistant", content: written,
+          if ((data.stages || []).length) showStages(body, data.stages);
+          if (written) history.push({ role: "assistant", content: written,
                          cited_titles: references.filter((r) => cited.includes(r.n)).map((r) => r.title) });
+        } else if (name === "error" && (data.needs || []).length) {
+          // not a failure: the question cannot be answered until the person gives something
+          const asked = showNeeds(body, data.needs);
+          if (asked) history.push({ role: "assistant", content: asked });
+          if ((data.stages || []).length) showStages(body, data.stages);
         } else if (name === "error") {
           showError(body, data);
           // no answer was written: the library's own sentences that answer, each cited
@@ -210,6 +262,12 @@
     history.length = 0;
     $("#messages").replaceChildren();
     sessionStorage.removeItem(SAVED);
+  });
+  // the location expired while the page was open: the conversation says so, in its place
+  here.on((what) => {
+    if (what !== "expired") return;
+    message("note", "").body.append(el("p", { class: "muted small", text: t("here.expired") }));
+    save();
   });
   restore();
   learnModel();
