@@ -175,6 +175,9 @@ def _stated_rejection(case, status: int, body: dict) -> str | None:
       does not have.
     - 400 "no place in the library matches near": an address or place name as ``near`` that
       no place source of this library knows.
+    - 400 naming ``location`` (a date that does not exist, a time in the future) or with cause
+      ``no_location``/``location_expired`` (``near=here`` with no location, or one older than
+      ``CHIEZO_LOCATION_TTL``): what the clock says, which no schema can.
     - 400 for an embed job (or its plan) without ``model`` on a source that "has no vectors
       yet": the model must be named then (``known_models``); with vectors it is optional.
     - 400 for a rebuild (or its plan) naming the source asked for: a rebuild that source
@@ -191,6 +194,10 @@ def _stated_rejection(case, status: int, body: dict) -> str | None:
         return "the source has no such attribute"
     if status == 400 and error.startswith("no place in the library matches near"):
         return "near: an address no place source knows"
+    if status == 400 and body.get("field") == "location":
+        return "location: its date and time read against the calendar and the clock"
+    if status == 400 and body.get("cause") in ("no_location", "location_expired"):
+        return "near=here: no location given, or one past CHIEZO_LOCATION_TTL"
     if (
         status == 400
         and path in ("/v1/jobs", "/v1/jobs/plan")

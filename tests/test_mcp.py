@@ -331,3 +331,27 @@ def test_a_location_rides_in_the_calls_meta_and_no_tool_takes_it_as_an_argument(
     assert "60.1712" not in attached.content[0].text and "24.9411" not in attached.content[0].text
     assert bare.is_error and '"what": "location"' in bare.content[0].text
     assert typed.is_error and "takes no argument location" in typed.content[0].text
+
+
+@pytest.mark.slow
+def test_chiezo_mcp_over_stdio_takes_here_from_the_environment_it_started_with(
+    places_server, settings
+):
+    import os
+    from datetime import UTC, datetime
+
+    here = f"60.171234,24.941111,{datetime.now(UTC).isoformat()},30"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "chiezo", "--data", str(settings.data_dir), "mcp"],
+        env={**os.environ, "CHIEZO_HERE": here},
+    )
+
+    async def go():
+        async with Client(params) as client:
+            near = {"source": "helsinki", "near": "here", "limit": 1, "fields": ["title"]}
+            return await client.call_tool("filter", near)
+
+    found = run(go)
+    assert not found.is_error and found.structured_content["near"]["from"] == "here"
+    assert found.structured_content["docs"] and "60.1712" not in found.content[0].text

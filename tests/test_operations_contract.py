@@ -113,7 +113,12 @@ def test_each_surface_takes_the_request_models_parameters(surfaces, name):
     # CLI: an argument or an option per parameter, with the declared bounds and defaults
     command = commands[binding.entry.cli]
     offered = {p.name: p for p in command.params if p.name not in CLI_ONLY}
-    assert set(offered) | CLI_TAKES_OTHERWISE.get(name, set()) == set(declared), name
+    # what the surface attaches (the location: CHIEZO_HERE, an MCP call's _meta) is no option
+    # and no tool argument
+    attached = {p.name for p in declared.values() if p.surface.attached}
+    assert not set(offered) & attached, name
+    taken_otherwise = CLI_TAKES_OTHERWISE.get(name, set()) | attached
+    assert set(offered) | taken_otherwise == set(declared), name
     for pname, option in offered.items():
         param = declared[pname]
         if isinstance(option, click.Option) and not param.many:
@@ -149,8 +154,8 @@ def test_each_surface_takes_the_request_models_parameters(surfaces, name):
         schema = tool.parameters
         # a read tool takes max_chars besides: its answer's length, the profile's default
         budget = {"max_chars"} if tool.annotations.read_only_hint else set()
-        assert set(schema["properties"]) == set(declared) | budget, name
-        for param in declared.values():
+        assert set(schema["properties"]) == set(declared) - attached | budget, name
+        for param in (p for p in declared.values() if not p.surface.attached):
             field = _plain(schema["properties"][param.name])
             if "le" in param.bounds and param.name not in budget:
                 assert field.get("maximum") == param.bounds["le"], (name, param.name)
@@ -242,10 +247,11 @@ def test_the_answer_choices_are_the_same_on_every_surface(surfaces):
 
     commands, openapi, _ = surfaces
     declared = {p.name: p for p in params(AnswerRequest)}
+    attached = {p.name for p in declared.values() if p.surface.attached}  # CHIEZO_HERE
     for name in ("ask", "chat"):
         offered = {p.name: p for p in commands[name].params}
-        assert set(declared) <= set(offered), name
-        for param in declared.values():
+        assert set(declared) - attached <= set(offered) and not attached & set(offered), name
+        for param in (p for p in declared.values() if p.name not in attached):
             if param.name in BOUNDS:
                 low, high = BOUNDS[param.name]
                 assert (offered[param.name].type.min, offered[param.name].type.max) == (low, high)

@@ -40,6 +40,12 @@ def declared(model) -> dict:
     return {p.name: p for p in params(model)}
 
 
+def offered_to_callers(model) -> dict:
+    """The parameters a caller writes: not those the surface attaches (the location, from
+    CHIEZO_HERE or an MCP call's _meta), which no option or tool argument takes."""
+    return {name: p for name, p in declared(model).items() if not p.surface.attached}
+
+
 def rest_spelling(param) -> str:
     return param.surface.rest or param.name
 
@@ -97,7 +103,7 @@ def test_the_all_source_search_takes_every_parameter_the_sources_in_its_query(op
 def test_mcp_offers_exactly_the_declared_parameters(mcp_tools, operation):
     model, _, _, tool = OPERATIONS[operation]
     schema = mcp_tools[tool].input_schema
-    wanted = declared(model)
+    wanted = offered_to_callers(model)
     # every read tool takes max_chars besides (ops/tools.py), its profile's default
     assert set(schema["properties"]) == set(wanted) | {"max_chars"}
     assert schema["properties"]["max_chars"]["default"] == PROFILES["full"].max_chars
@@ -122,7 +128,7 @@ def test_mcp_offers_exactly_the_declared_parameters(mcp_tools, operation):
 def test_the_cli_offers_exactly_the_declared_parameters(operation):
     model, _, command, _ = OPERATIONS[operation]
     offered = {p.name: p for p in cli.commands[command].params if p.name != "help"}
-    wanted = declared(model)
+    wanted = offered_to_callers(model)
     assert set(offered) - CLI_PRESENTATION == set(wanted)
     for name, param in wanted.items():
         option = offered[name]

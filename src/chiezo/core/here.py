@@ -30,6 +30,8 @@ from typing import Any
 from chiezo.core.errors import BadQuery
 
 HERE = "here"  # near=here: the location attached to the request
+# where the CLI (and `chiezo mcp` over stdio) reads it: LAT,LON,TAKEN_AT[,ACCURACY_M]
+ENVIRONMENT = "CHIEZO_HERE"
 # Browsers report a Wi-Fi fix within tens to hundreds of metres and an IP guess within tens
 # of kilometres; a search "within 2 km" around a point known to ±5 km says nothing true.
 MAX_ACCURACY_M = 5000.0
@@ -217,13 +219,16 @@ def missing(lang: str = "en") -> NeedsAnswer:
     return NeedsAnswer(ask.ask, ask, cause="no_location")
 
 
-# the location attached to the conversation being answered (the agent's run, one MCP call):
-# the tools read it for near=here, so a model names the place "here" and never holds numbers
-_ATTACHED: ContextVar[Here | None] = ContextVar("chiezo_here", default=None)
+# the location attached to what is being answered (the agent's run, one MCP call; for a process
+# that answers one person, `chiezo mcp` over stdio, the CHIEZO_HERE it started with): the tools
+# read it for near=here, so a model names the place "here" and never holds numbers. Text is
+# carried as given and checked where it is used, so a malformed CHIEZO_HERE fails the calls
+# that use it, not every call.
+_ATTACHED: ContextVar[Here | str | None] = ContextVar("chiezo_here", default=None)
 
 
 @contextmanager
-def attached(location: Here | None) -> Iterator[None]:
+def attached(location: Here | str | None) -> Iterator[None]:
     """Within this block, tools answer ``near=here`` with ``location``."""
     token = _ATTACHED.set(location)
     try:
@@ -232,6 +237,7 @@ def attached(location: Here | None) -> Iterator[None]:
         _ATTACHED.reset(token)
 
 
-def current() -> Here | None:
-    """The location attached to what is being answered now, if any."""
-    return _ATTACHED.get()
+def attached_text() -> str | None:
+    """The location attached to what is being answered now, in its request form, or None."""
+    found = _ATTACHED.get()
+    return found.text() if isinstance(found, Here) else found

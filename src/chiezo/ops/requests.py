@@ -28,6 +28,7 @@ from pydantic.fields import FieldInfo
 
 from chiezo.answer.options import BOUNDS as ANSWER_BOUNDS
 from chiezo.answer.options import DEFAULT_STEPS, AnswerOptions
+from chiezo.core import here
 from chiezo.core.config import ANSWER_MODES, PLANNERS
 from chiezo.core.errors import BadQuery
 from chiezo.core.here import Here
@@ -48,6 +49,7 @@ from chiezo.ops.patterns import (
     FEATURES,
     FIELD_LIST,
     ISO_MOMENT,
+    LOCATION,
     NEAR,
     NEAR_DOC,
     NOT_BLANK,
@@ -183,9 +185,9 @@ Location = Annotated[
         description="with near=here: the current location, LAT,LON,TAKEN_AT[,ACCURACY_M] "
         "(TAKEN_AT in ISO 8601 with its zone), as the browser took it; used for this request "
         "only and kept nowhere",
-        **stated(max_length=200),
+        **stated(max_length=200, pattern=LOCATION),
     ),
-    Surface(attached="CHIEZO_HERE"),
+    Surface(attached=here.ENVIRONMENT),
 ]
 RadiusKm = Annotated[
     float | None,
@@ -311,7 +313,7 @@ class SearchRequest(ConditionsRequest):
             "location): the top_n most relevant, nearest first",
             **stated(max_length=MAX_TEXT_CHARS, pattern=NEAR),
         ),
-        Surface(brief="lat,lon, an address, or here (the user's place): nearest first"),
+        Surface(brief="lat,lon, an address or here: nearest first"),
     ] = None
     facets: FacetNames = None
     mode: Annotated[
@@ -377,7 +379,7 @@ class OneSourceConditions(ConditionsRequest):
             "(filter) nearest first",
             **stated(max_length=MAX_TEXT_CHARS, pattern=NEAR),
         ),
-        Surface(brief="lat,lon, an address, or here (the user's place): nearest first"),
+        Surface(brief="lat,lon, an address or here: nearest first"),
     ] = None
     fields: Fields = None
 
@@ -769,7 +771,7 @@ class AnswerRequest(Request):
         """The attached location, checked (a 400 that does not repeat it) — not yet for its
         age: each use checks that against the clock of its moment."""
         given = self.location
-        if given is None:
+        if not given:  # a form or client may send an empty one: none given
             return None
         return Here.of(given if isinstance(given, str) else given.model_dump())
 
@@ -819,7 +821,7 @@ class ChatRequest(AnswerRequest):
             "(near me, 最寄り): {lat, lon, accuracy_m, taken_at}, or its text form; used for "
             "this turn only, refused once older than CHIEZO_LOCATION_TTL, kept nowhere"
         ),
-        Surface(attached="CHIEZO_HERE"),
+        Surface(attached=here.ENVIRONMENT),
     ] = None  # type: ignore[assignment]  # the chat's JSON body may send the object too
 
     messages: Annotated[

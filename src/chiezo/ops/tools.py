@@ -226,9 +226,8 @@ def _tool(ctx: Context, spec: Spec, profile: Profile) -> Tool:
         budget = values.pop("max_chars", MAX_CHARS)
         if takes_budget:  # doc and recall cut their texts to it themselves
             values["max_chars"] = budget
-        location = here.current()
         for name in attached:  # read again at every call: its age is checked at its use
-            values[name] = location.text() if location is not None else None
+            values[name] = here.attached_text()
         request = spec.request.model_validate(_as_lists(values, many)) if spec.request else None
         result = spec.handle(ctx, request)
         if isinstance(result, SearchResult):

@@ -679,9 +679,12 @@ def mcp(ctx: click.Context, profile: str) -> None:
     """Run the MCP server over stdio (for desktop MCP clients); see `chiezo mcp config`."""
     ctx.obj["mcp_profile"] = profile
     if ctx.invoked_subcommand is None:
+        from chiezo.core import here
         from chiezo.surfaces.mcp.server import build_mcp
 
-        build_mcp(service_of(ctx), profile=profile).run("stdio")
+        # one person's process: near=here is the CHIEZO_HERE it was started with
+        with here.attached(os.environ.get(here.ENVIRONMENT) or None):
+            build_mcp(service_of(ctx), profile=profile).run("stdio")
 
 
 @mcp.command("config")
