@@ -35,9 +35,7 @@ BOX = rf"^$|^{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*,{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*$"
 # accuracy within 5,000 m; whether the date exists and the time is recent are the clock's to say
 _TAKEN_AT = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:[Zz]|[+-]\d{2}:?\d{2})"
 _ACCURACY = r"(?:[0-4]?[0-9]{1,3}(?:\.[0-9]+)?|5000(?:\.0+)?)"
-LOCATION = (
-    rf"^$|^{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*,{WS}*{_TAKEN_AT}{WS}*(?:,{WS}*{_ACCURACY}{WS}*)?$"
-)
+LOCATION = rf"^$|^{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*,{WS}*{_TAKEN_AT}{WS}*(?:,{WS}*{_ACCURACY}{WS}*)?$"
 
 # fields=title,body (empty items are skipped)
 _FIELD = "(?:" + "|".join(DOC_FIELDS) + ")"
