@@ -158,3 +158,35 @@ def test_the_chained_question_carries_the_disaster_type_over_from_the_monument(r
     titles = [r["title"] for r in result.references]
     assert titles[0] == "明治四十三年水害記念碑" and "川口市立栄町小学校" in titles
     assert str(LAT) not in json.dumps(stub.requests)
+
+
+def ask_rag(root: Path, url: str, question: str) -> object:
+    ctx = Context(Settings(data_dir=root / "data", llm_url=url, llm_model="stub-model",
+                           llm_timeout=5))  # fmt: skip
+    return answering.ask(ctx, question, mode="rag", location=located())
+
+
+def test_rag_asks_the_disaster_type_when_the_shelters_match_and_none_is_named(root):
+    with ScriptedLLM() as stub:
+        result = ask_rag(root, stub.url, "2km以内の避難場所は？")
+    assert [n["what"] for n in result.needs] == ["feature"] and "どの種類" in result.answer
+    assert "洪水" in result.needs[0]["choices"] and stub.requests == []
+
+
+def test_rag_takes_the_disaster_type_the_question_names(root):
+    with ScriptedLLM(in_turns({"content": "栄町小学校です [1]。"})) as stub:
+        result = ask_rag(root, stub.url, "2km以内で、洪水のときの避難場所は？")
+    titles = [r["title"] for r in result.references]
+    assert titles and set(titles) <= {"川口市立栄町小学校", "川口市立領家中学校"}  # flood ones
+    assert "直線" in result.answer and not result.needs
+
+
+def test_the_agents_own_search_looks_around_the_person(root):
+    # the model answers before looking anything up: Chiezo searches, around the person
+    script = in_turns({"content": "わかりません。"}, {"content": "栄町小学校です [1]。"})
+    with ScriptedLLM(script) as stub:
+        result = ask(root, stub.url, "2km以内で、洪水のときの避難場所は？")
+    (step,) = [s for s in result.steps if s.get("by") == "chiezo"]
+    assert step["arguments"]["near"] == "here" and step["arguments"]["radius_km"] == 2.0
+    assert "2km" not in step["arguments"]["query"]
+    assert all(r.get("distance_km", 9) <= 2 for r in result.references)

@@ -58,7 +58,7 @@ from chiezo.core.errors import (
     LLMTimeout,
     LLMUnavailable,
 )
-from chiezo.core.here import Need
+from chiezo.core.here import HERE, Need
 
 AGENT_PROMPT = """You answer questions by looking things up in a library with the tools given.
 Search first, read documents when a snippet is not enough, and answer ONLY from what the tools
@@ -446,8 +446,18 @@ class Run:
             raise AskBack(wanted)
 
     def self_search(self, step: int) -> None:
-        query = keyword_queries(self.question, self.history)[0]
-        args = {"query": query, **({"source": self.options.source} if self.options.source else {})}
+        """Chiezo's own search, when the model answered before looking anything up (or ran
+        out of time first); a question about here is searched around the person, by what it
+        asks for (here_answers: the place words would match nothing)."""
+        around = here_answers.around(self.question, self.options.location)
+        asked = here_answers.without_place_words(self.question) if around else self.question
+        args: dict[str, Any] = {"query": keyword_queries(asked, self.history)[0]}
+        if self.options.source:
+            args["source"] = self.options.source
+        if around is not None:
+            args["near"] = HERE
+            if around.radius_km is not None:
+                args["radius_km"] = around.radius_km
         self.take_step(
             step,
             [

@@ -23,8 +23,8 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from chiezo.core.here import Here, Need, need
@@ -139,11 +139,14 @@ def needs(question: str, location: Here | None, ttl: float) -> list[Need]:
 
 @dataclass(frozen=True)
 class Around:
-    """Where a question about here is looked up: the attached location and the radius the
-    question states (None: nearest first, unbounded)."""
+    """Where a question about here is looked up: the attached location, the radius the
+    question states (None: nearest first, unbounded) and the kinds its words name where a
+    source requires one (``feature=key=value``)."""
 
     location: Here
     radius_km: float | None
+    question: str
+    feature: tuple[str, ...] = ()
 
 
 def around(question: str, location: Here | None) -> Around | None:
@@ -152,7 +155,20 @@ def around(question: str, location: Here | None) -> Around | None:
     asked = read(question)
     if not asked.about_here or location is None:
         return None
-    return Around(location, asked.radius_km)
+    return Around(location, asked.radius_km, question)
+
+
+def narrowed(searched: Around, refused: Sequence[Need]) -> Around | None:
+    """``searched`` with the kind a source required, where the question names one of its
+    choices (「洪水のときの避難場所」); None when only the person can say."""
+    folded = unicodedata.normalize("NFKC", searched.question)
+    kinds = []
+    for item in refused:
+        named = [c for c in item.choices if unicodedata.normalize("NFKC", c) in folded]
+        if item.what != "feature" or not named:
+            return None
+        kinds.append(f"{item.key}={named[0]}")
+    return replace(searched, feature=(*searched.feature, *kinds))
 
 
 def without_place_words(question: str) -> str:

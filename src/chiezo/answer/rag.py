@@ -47,7 +47,8 @@ from chiezo.answer.support import (
 )
 from chiezo.core.config import ENV
 from chiezo.core.errors import BadQuery, ChiezoError, ContextExceeded, LLMUnavailable
-from chiezo.core.models import Hit
+from chiezo.core.here import Need, NeedsAnswer
+from chiezo.core.models import Hit, SearchResult
 from chiezo.core.textnorm import JAPANESE, language_of, normalise_title
 from chiezo.search.notices import Notice
 
@@ -273,7 +274,9 @@ def find_documents(
     for query in plan.queries:
         started = time.monotonic()
         try:
-            result = lookups.search(query, chosen_source, HITS_PER_QUERY, around)
+            result = _searched(lookups, query, chosen_source, around)
+        except NeedsAnswer:
+            raise  # only the person can say which kind: the answer asks (prepare)
         except BadQuery:
             continue
         finally:
@@ -293,6 +296,20 @@ def find_documents(
             continue
         (demoted if any(f in flags for f in DEMOTED_FLAGS) else kept).append(hit)
     return (kept + demoted)[:max_docs], warnings
+
+
+def _searched(
+    lookups: Lookups, query: str, source: str | None, around: Around | None
+) -> SearchResult:
+    """One planned search; around the person, a source that requires a kind the question
+    names (洪水) is searched for it (here_answers.narrowed)."""
+    try:
+        return lookups.search(query, source, HITS_PER_QUERY, around)
+    except NeedsAnswer as refused:
+        kinds = here_answers.narrowed(around, refused.needs) if around else None
+        if kinds is None:
+            raise
+        return lookups.search(query, source, HITS_PER_QUERY, kinds)
 
 
 def _flags(lookups: Lookups, hit: Hit) -> list[str]:
@@ -368,6 +385,7 @@ class Prepared:
     spans: list[Span] = field(default_factory=list)  # plan, searches, excerpts: timed
     around: Around | None = None  # a question about here: searched around the person
     bodies: dict[int, str] = field(default_factory=dict)  # around: each excerpt's document
+    needs: list[Need] = field(default_factory=list)  # what the person must say first
 
     def result(
         self,
@@ -506,7 +524,15 @@ def prepare(
     )
     planning = llm.calls[asked:] if llm is not None else []
     spans.append(Span.since("plan", plan.planner, started, within=planning))
-    hits, warnings = find_documents(lookups, plan, options.source, options.excerpts, spans, around)
+    needs: list[Need] = []
+    try:
+        hits, warnings = find_documents(
+            lookups, plan, options.source, options.excerpts, spans, around
+        )
+    except NeedsAnswer as refused:  # a source's places matched; which kind, the person says
+        hits, warnings = [], []
+        refusals = [n.to_dict() for n in refused.needs]
+        needs = here_answers.to_ask(refusals, question, language_of(question))
     if around is not None and around.radius_km is not None and not hits:
         warnings.append(str(Notice("none_within", radius_km=f"{around.radius_km:g}")))
     started = time.monotonic()  # the excerpts: passages chosen, cut, the library's sentences
@@ -537,6 +563,7 @@ def prepare(
         spans,
         around,
         _bodies(lookups, excerpts) if around else {},
+        needs,
     )
 
 
@@ -590,6 +617,8 @@ def no_basis(prepared: Prepared) -> Answer:
     """The fixed reply, decided before any model is asked: the library holds nothing that
     answers the question, or nothing about the subject it names (said by name, with the
     documents that mention it in passing)."""
+    if prepared.needs:  # not "nothing found": the person is asked what only they can say
+        return _asked_back(prepared)
     language = language_of(prepared.question)
     missing = prepared.missing
     return Answer(
@@ -604,6 +633,23 @@ def no_basis(prepared: Prepared) -> Answer:
         no_basis=True,
         calls=[c.to_dict() for c in prepared.calls],
         stages=timeline(prepared.spans, prepared.calls),
+    )
+
+
+def _asked_back(prepared: Prepared) -> Answer:
+    """The question back to the person (here_answers): no model asked, nothing guessed."""
+    return Answer(
+        prepared.question,
+        here_answers.asking(prepared.needs),
+        [],
+        prepared.plan.queries,
+        prepared.plan.planner,
+        None,
+        bool(prepared.options.grounded),
+        list(prepared.warnings),
+        calls=[c.to_dict() for c in prepared.calls],
+        stages=timeline(prepared.spans, prepared.calls),
+        needs=[n.to_dict() for n in prepared.needs],
     )
 
 

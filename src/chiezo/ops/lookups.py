@@ -43,6 +43,7 @@ class LibraryLookups:
                 near=HERE,
                 location=around.location.text(),
                 radius_km=around.radius_km,
+                feature=list(around.feature) or None,
             ),
         )
 

@@ -20,6 +20,7 @@ from chiezo.core.errors import (
     QueryTimeout,
     SourceUnavailable,
 )
+from chiezo.core.here import NeedsAnswer
 from chiezo.core.models import Hit, SearchResult
 from chiezo.core.query import has_terms
 from chiezo.core.validation import checked_text
@@ -74,8 +75,9 @@ def search(ctx: Context, request: SearchRequest) -> SearchResult:
             _search_facets(ctx, {src.name: result}, result, request.facets, started)
     else:
         result = _search_all(
-            ctx, q, limit, offset, options, names, filters, request.facets, started
-        )
+            ctx, q, limit, offset, options, names, filters, request.facets, started,
+            request.feature,
+        )  # fmt: skip
     result.notes.extend(where.near_notes(point, result.total))
     ctx.openable(result.hits)
     for observe in ctx.search_observers:
@@ -122,6 +124,7 @@ def _search_all(
     filters: Filters | None = None,
     facet_names: list[str] | None = None,
     started: float | None = None,
+    feature: list[str] | None = None,
 ) -> SearchResult:
     """The sources ``names`` (default: those in the default set) searched for the first
     offset+limit hits, merged in one order of evidence (search/evidence.py), or by distance
@@ -148,7 +151,7 @@ def _search_all(
     refused: list[BadQuery | Conflict] = []
 
     def one(src: Source) -> SearchResult:
-        return _search_one(ctx, src, q, offset + limit, options, filters, deadline)
+        return _search_one(ctx, src, q, offset + limit, options, filters, deadline, feature)
 
     # A live source's server is asked meanwhile, in a thread of its own: asked in turn, one
     # that answers slowly would take the whole deadline from the sources after it.
@@ -174,6 +177,8 @@ def _search_all(
             notes_.setdefault(src.name, []).append(
                 Notice("source_unavailable", sources=[src.name], reason=exc.message)
             )
+        except NeedsAnswer:  # its places matched; which kind is meant only the person says
+            raise
         # a condition this source cannot meet; a live source that knows no server
         except (BadQuery, Conflict) as exc:
             refused.append(exc)
@@ -217,8 +222,12 @@ def _search_one(
     options: RetrievalOptions,
     filters: Filters | None,
     deadline: float,
+    feature: list[str] | None = None,
 ) -> SearchResult:
-    """One source's first ``want`` hits for a search of several, by ``deadline``."""
+    """One source's first ``want`` hits for a search of several, by ``deadline``. A source
+    that must be told a kind around a point (where.check_required) and is not: its own
+    search says whether it matters — words that find none of its places leave it quietly
+    out of the answer; words that find some make the whole search ask which kind."""
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise QueryTimeout("no time left")
@@ -227,7 +236,7 @@ def _search_one(
     per_source = options
     if options.retrieval in ("semantic", "hybrid") and default_retrieval(src) == "keyword":
         per_source = replace(options, retrieval="keyword")
-    return retrieve(
+    found = retrieve(
         src,
         q,
         limit=want,
@@ -236,6 +245,13 @@ def _search_one(
         filters=filters.resolved(src) if filters else None,
         options=per_source,
     )
+    try:
+        where.check_required(src, feature, options.near)
+    except NeedsAnswer:
+        if found.hits:
+            raise
+        return found
+    return found
 
 
 def _merged(ctx: Context, q: str, results: dict[str, SearchResult], options: RetrievalOptions):
