@@ -371,7 +371,7 @@ def answers_main(args) -> None:
     results: dict = {}
     contexts: dict = {}
     for ctx in args.ctx:
-        server, url, alias = _documented_at(ctx)
+        server, url, alias = documented_at(ctx)
         recorder = Recorder(url)
         for i, q in enumerate(qs):
             for mode in args.modes:
@@ -403,9 +403,10 @@ def answers_main(args) -> None:
     write("answer_e2e", {"summary": out, "rows": results})
 
 
-def _documented_at(ctx: int):
+def documented_at(ctx: int, alias: str | None = None):
     """The documented server with ``ctx`` tokens per answer (the documented line's -c
-    replaced: it is split between its --parallel 2 slots)."""
+    replaced: it is split between its --parallel 2 slots), and ``alias`` as its model name
+    where one is given."""
     import re
 
     sys.path.insert(0, str(ROOT / "tests"))
@@ -415,7 +416,10 @@ def _documented_at(ctx: int):
 
     def patched(self, *a, **k):
         body = original(self, *a, **k)
-        return re.sub(r"-c \d+", f"-c {2 * ctx}", body) if self.name == "operations.md" else body
+        if self.name != "operations.md":
+            return body
+        body = re.sub(r"-c \d+", f"-c {2 * ctx}", body)
+        return re.sub(r"--alias \S+", f"--alias {alias}", body) if alias else body
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -447,7 +451,7 @@ def planners_main(args) -> None:
     jaquad = data.parent / (data.name + "-jaquad")
     if not (jaquad / "corpus" / "jaquad").exists():
         _build_jaquad(jaquad, jaquad_articles("dev"))
-    server, url, alias = _documented_at(args.ctx[0])
+    server, url, alias = documented_at(args.ctx[0])
     sets = {
         "shared": (
             data,

@@ -186,7 +186,11 @@ def test_the_agents_own_search_looks_around_the_person(root):
     script = in_turns({"content": "わかりません。"}, {"content": "栄町小学校です [1]。"})
     with ScriptedLLM(script) as stub:
         result = ask(root, stub.url, "2km以内で、洪水のときの避難場所は？")
-    (step,) = [s for s in result.steps if s.get("by") == "chiezo"]
-    assert step["arguments"]["near"] == "here" and step["arguments"]["radius_km"] == 2.0
-    assert "2km" not in step["arguments"]["query"]
-    assert all(r.get("distance_km", 9) <= 2 for r in result.references)
+    first, *again = [s for s in result.steps if s.get("by") == "chiezo"]
+    assert first["arguments"]["near"] == "here" and first["arguments"]["radius_km"] == 2.0
+    assert "2km" not in first["arguments"]["query"]
+    # the shelters matched and want a kind: the one the question names, searched again
+    assert [s["arguments"].get("feature") for s in again] == [["災害種別=洪水"]]
+    titles = {r["title"] for r in result.references}
+    assert titles and titles <= {"川口市立栄町小学校", "川口市立領家中学校"}
+    assert all(r["distance_km"] <= 2 for r in result.references)

@@ -448,7 +448,8 @@ class Run:
     def self_search(self, step: int) -> None:
         """Chiezo's own search, when the model answered before looking anything up (or ran
         out of time first); a question about here is searched around the person, by what it
-        asks for (here_answers: the place words would match nothing)."""
+        asks for (here_answers: the place words would match nothing), and again with the kind
+        a matching source requires where the question names it (「洪水のときの避難場所」)."""
         around = here_answers.around(self.question, self.options.location)
         asked = here_answers.without_place_words(self.question) if around else self.question
         args: dict[str, Any] = {"query": keyword_queries(asked, self.history)[0]}
@@ -458,19 +459,15 @@ class Run:
             args["near"] = HERE
             if around.radius_km is not None:
                 args["radius_km"] = around.radius_km
-        self.take_step(
-            step,
-            [
-                {
-                    "id": SELF_SEARCH_ID,
-                    "type": "function",
-                    "function": {
-                        "name": "search",
-                        "arguments": json.dumps(args, ensure_ascii=False),
-                    },
-                }
-            ],
-        )
+        self._search_for_the_model(step, args)
+        refused = here_answers.needs_of(here_answers.tool_needs(self.messages[-1]["content"]))
+        kinds = here_answers.narrowed(around, refused) if around and refused else None
+        if kinds is not None:
+            self._search_for_the_model(step, {**args, "feature": list(kinds.feature)})
+
+    def _search_for_the_model(self, step: int, args: dict[str, Any]) -> None:
+        call = {"name": "search", "arguments": json.dumps(args, ensure_ascii=False)}
+        self.take_step(step, [{"id": SELF_SEARCH_ID, "type": "function", "function": call}])
 
     def looked_up(self) -> bool:
         return any(s["tool"] != "sources" for s in self.steps)

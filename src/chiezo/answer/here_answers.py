@@ -201,6 +201,15 @@ def tool_needs(text: str) -> list[dict[str, Any]]:
     return [n for n in found if isinstance(n, dict)] if isinstance(found, list) else []
 
 
+def needs_of(found: list[dict[str, Any]]) -> list[Need]:
+    """A tool error's ``needs`` as :class:`Need` values."""
+    return [
+        Need(str(n.get("what")), str(n.get("ask") or ""), n.get("key"),
+             tuple(str(c) for c in n.get("choices") or ()), bool(n.get("expired")))
+        for n in found
+    ]  # fmt: skip
+
+
 def to_ask(found: list[dict[str, Any]], known: str, lang: str) -> list[Need]:
     """Which of a tool's ``needs`` only the person can give: a location always; a category
     when none of its choices is in ``known`` (the person's words and what the library
