@@ -194,3 +194,10 @@ def test_the_agents_own_search_looks_around_the_person(root):
     titles = {r["title"] for r in result.references}
     assert titles and titles <= {"川口市立栄町小学校", "川口市立領家中学校"}
     assert all(r["distance_km"] <= 2 for r in result.references)
+
+
+def test_the_agents_own_search_asks_the_type_a_matching_source_requires(root):
+    with ScriptedLLM(in_turns({"content": "わかりません。"})) as stub:
+        result = ask(root, stub.url, "2km以内の避難場所は？")
+    assert [n["what"] for n in result.needs] == ["feature"] and "洪水" in result.answer
+    assert len(stub.requests) == 1  # the person is asked; the model is not asked again

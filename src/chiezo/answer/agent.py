@@ -451,19 +451,28 @@ class Run:
         asks for (here_answers: the place words would match nothing), and again with the kind
         a matching source requires where the question names it (「洪水のときの避難場所」)."""
         around = here_answers.around(self.question, self.options.location)
-        asked = here_answers.without_place_words(self.question) if around else self.question
-        args: dict[str, Any] = {"query": keyword_queries(asked, self.history)[0]}
-        if self.options.source:
-            args["source"] = self.options.source
-        if around is not None:
-            args["near"] = HERE
-            if around.radius_km is not None:
-                args["radius_km"] = around.radius_km
-        self._search_for_the_model(step, args)
-        refused = here_answers.needs_of(here_answers.tool_needs(self.messages[-1]["content"]))
-        kinds = here_answers.narrowed(around, refused) if around and refused else None
-        if kinds is not None:
-            self._search_for_the_model(step, {**args, "feature": list(kinds.feature)})
+        if around is None:
+            query = keyword_queries(self.question, self.history)[0]
+            self._search_for_the_model(step, self._restricted({"query": query}))
+            return
+        # around the person the question's words may all be needed (the sentence as typed
+        # found nothing where its content words did: 「避難場所は?」 vs 避難場所), so the
+        # planned queries are tried in turn until one finds places or a source asks a kind
+        asked = here_answers.without_place_words(self.question)
+        where = {"near": HERE, **({"radius_km": around.radius_km} if around.radius_km else {})}
+        for query in keyword_queries(asked, self.history):
+            args = self._restricted({"query": query, **where})
+            seen = len(self.references.items)
+            self._search_for_the_model(step, args)
+            refused = here_answers.needs_of(here_answers.tool_needs(self.messages[-1]["content"]))
+            kinds = here_answers.narrowed(around, refused) if refused else None
+            if kinds is not None:
+                self._search_for_the_model(step, {**args, "feature": list(kinds.feature)})
+            if refused or len(self.references.items) > seen:
+                return
+
+    def _restricted(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {**args, "source": self.options.source} if self.options.source else args
 
     def _search_for_the_model(self, step: int, args: dict[str, Any]) -> None:
         call = {"name": "search", "arguments": json.dumps(args, ensure_ascii=False)}
