@@ -201,3 +201,16 @@ def test_the_agents_own_search_asks_the_type_a_matching_source_requires(root):
         result = ask(root, stub.url, "2km以内の避難場所は？")
     assert [n["what"] for n in result.needs] == ["feature"] and "洪水" in result.answer
     assert len(stub.requests) == 1  # the person is asked; the model is not asked again
+
+
+def test_a_refusal_cut_to_a_small_context_still_asks_back(root):
+    # a small model's context cuts each tool result the model reads (here to 200 characters,
+    # shorter than the refusal): what the person is asked is read from the whole refusal
+    call = tool_call("filter", {"source": "shelters", "near": "here", "radius_km": 2})
+    with ScriptedLLM(in_turns({"tool_calls": [call]})) as stub:
+        ctx = Context(Settings(data_dir=root / "data", llm_url=stub.url, llm_model="stub-model",
+                               llm_timeout=5))  # fmt: skip
+        result = answering.ask(
+            ctx, "2km以内の避難場所は？", mode="agent", location=located(), result_chars=200
+        )
+    assert [n["what"] for n in result.needs] == ["feature"] and "洪水" in result.needs[0]["choices"]

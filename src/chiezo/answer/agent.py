@@ -157,9 +157,13 @@ class Tools:
         self.schemas = [_schema(t) for t in self.tools.values()]
         self._sourced = {name for name, t in self.tools.items() if _takes_source(t)}
         self._done: dict[str, str] = {}
+        # what the last call's refusal says the person must give (here_answers), read from the
+        # whole error: the text a model reads may be cut to its context
+        self.last_needs: list[dict[str, Any]] = []
 
     def call(self, call: dict) -> tuple[str, dict | str, str]:
         """(tool name, its arguments, the text the model gets back)."""
+        self.last_needs = []
         function = call.get("function") or {}
         name = function.get("name", "")
         raw = function.get("arguments") or "{}"
@@ -202,6 +206,7 @@ class Tools:
             if asked is None or (isinstance(asked, int) and asked > limit):
                 args = {**args, "max_chars": limit}
         outcome = call_tool(tool, args)  # an error is material for the next step
+        self.last_needs = here_answers.tool_needs(outcome.text) if outcome.failed else []
         text = outcome.text
         cited = [] if outcome.failed else self.references.from_result(outcome.data)
         if len(text) > limit:  # a tool without max_chars
@@ -434,7 +439,7 @@ class Run:
     def _ask_back_for(self, text: str) -> None:
         """A tool refused for want of what only the person can give (here_answers.to_ask):
         the run ends with the question to them."""
-        found = here_answers.tool_needs(text)
+        found = self.tools.last_needs
         if not found:
             return
         known = "\n".join(
@@ -464,7 +469,7 @@ class Run:
             args = self._restricted({"query": query, **where})
             seen = len(self.references.items)
             self._search_for_the_model(step, args)
-            refused = here_answers.needs_of(here_answers.tool_needs(self.messages[-1]["content"]))
+            refused = here_answers.needs_of(self.tools.last_needs)
             kinds = here_answers.narrowed(around, refused) if refused else None
             if kinds is not None:
                 self._search_for_the_model(step, {**args, "feature": list(kinds.feature)})
