@@ -189,8 +189,10 @@ def test_the_agents_own_search_looks_around_the_person(root):
     first, *again = [s for s in result.steps if s.get("by") == "chiezo"]
     assert first["arguments"]["near"] == "here" and first["arguments"]["radius_km"] == 2.0
     assert "2km" not in first["arguments"]["query"]
-    # the shelters matched and want a kind: the one the question names, searched again
-    assert [s["arguments"].get("feature") for s in again] == [["災害種別=洪水"]]
+    # the shelters matched and want a kind: that source filtered for the one the question names
+    (narrowed,) = [s for s in again if s["tool"] == "filter"]
+    assert narrowed["arguments"]["source"] == "shelters"
+    assert narrowed["arguments"]["feature"] == ["災害種別=洪水"]
     titles = {r["title"] for r in result.references}
     assert titles and titles <= {"川口市立栄町小学校", "川口市立領家中学校"}
     assert all(r["distance_km"] <= 2 for r in result.references)

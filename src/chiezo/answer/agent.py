@@ -157,13 +157,13 @@ class Tools:
         self.schemas = [_schema(t) for t in self.tools.values()]
         self._sourced = {name for name, t in self.tools.items() if _takes_source(t)}
         self._done: dict[str, str] = {}
-        # what the last call's refusal says the person must give (here_answers), read from the
-        # whole error: the text a model reads may be cut to its context
-        self.last_needs: list[dict[str, Any]] = []
+        # the last call's refusal (here_answers: what the person must give, the source that
+        # asks it), read from the whole error: the text a model reads may be cut to its context
+        self.last_refusal: dict[str, Any] = {}
 
     def call(self, call: dict) -> tuple[str, dict | str, str]:
         """(tool name, its arguments, the text the model gets back)."""
-        self.last_needs = []
+        self.last_refusal = {}
         function = call.get("function") or {}
         name = function.get("name", "")
         raw = function.get("arguments") or "{}"
@@ -188,6 +188,11 @@ class Tools:
         self._done[key] = text = self._run(name, args)
         return name, args, text
 
+    def last_needs(self) -> list[dict[str, Any]]:
+        """What the last call's refusal says the person must give (here_answers)."""
+        found = self.last_refusal.get("needs")
+        return [n for n in found if isinstance(n, dict)] if isinstance(found, list) else []
+
     def _restrict(self, name: str, args: dict) -> str | None:
         wanted = self.options.source
         if wanted is None or name not in self._sourced:
@@ -206,7 +211,7 @@ class Tools:
             if asked is None or (isinstance(asked, int) and asked > limit):
                 args = {**args, "max_chars": limit}
         outcome = call_tool(tool, args)  # an error is material for the next step
-        self.last_needs = here_answers.tool_needs(outcome.text) if outcome.failed else []
+        self.last_refusal = here_answers.tool_refusal(outcome.text) if outcome.failed else {}
         text = outcome.text
         cited = [] if outcome.failed else self.references.from_result(outcome.data)
         if len(text) > limit:  # a tool without max_chars
@@ -439,7 +444,7 @@ class Run:
     def _ask_back_for(self, text: str) -> None:
         """A tool refused for want of what only the person can give (here_answers.to_ask):
         the run ends with the question to them."""
-        found = self.tools.last_needs
+        found = self.tools.last_needs()
         if not found:
             return
         known = "\n".join(
@@ -469,10 +474,12 @@ class Run:
             args = self._restricted({"query": query, **where})
             seen = len(self.references.items)
             self._search_for_the_model(step, args)
-            refused = here_answers.needs_of(self.tools.last_needs)
+            refused = here_answers.needs_of(self.tools.last_needs())
             kinds = here_answers.narrowed(around, refused) if refused else None
-            if kinds is not None:
-                self._search_for_the_model(step, {**args, "feature": list(kinds.feature)})
+            source = self.tools.last_refusal.get("source")
+            if kinds is not None and isinstance(source, str):  # that source, for that kind
+                narrowed = {**where, "source": source, "feature": list(kinds.feature)}
+                self._call_for_the_model(step, "filter", narrowed)
             if refused or len(self.references.items) > seen:
                 return
 
@@ -480,7 +487,16 @@ class Run:
         return {**args, "source": self.options.source} if self.options.source else args
 
     def _search_for_the_model(self, step: int, args: dict[str, Any]) -> None:
-        call = {"name": "search", "arguments": json.dumps(args, ensure_ascii=False)}
+        self._call_for_the_model(step, "search", args)
+
+    def _call_for_the_model(self, step: int, tool: str, args: dict[str, Any]) -> None:
+        """Chiezo's own call of ``tool``, with the arguments the offered tool takes (the
+        compact profile's search has no ``radius_km``: nearest first, then)."""
+        offered = self.tools.tools.get(tool)
+        if offered is not None:
+            takes = offered.parameters.get("properties", {})
+            args = {name: value for name, value in args.items() if name in takes}
+        call = {"name": tool, "arguments": json.dumps(args, ensure_ascii=False)}
         self.take_step(step, [{"id": SELF_SEARCH_ID, "type": "function", "function": call}])
 
     def looked_up(self) -> bool:

@@ -187,17 +187,22 @@ def asking(wanted: list[Need]) -> str:
 # -- a tool refusing for want of something ------------------------------------------------------
 
 
-def tool_needs(text: str) -> list[dict[str, Any]]:
-    """The ``needs`` of a tool's error text (the REST error body, maybe after the MCP SDK's
-    "Error executing tool NAME: ")."""
+def tool_refusal(text: str) -> dict[str, Any]:
+    """The error body of a tool's refusal (the REST error body, maybe after the MCP SDK's
+    "Error executing tool NAME: "), or {}."""
     start = text.find("{")
     if start < 0:
-        return []
+        return {}
     try:
         body = json.loads(text[start:])
     except ValueError:
-        return []
-    found = body.get("needs") if isinstance(body, dict) else None
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def tool_needs(text: str) -> list[dict[str, Any]]:
+    """The ``needs`` of a tool's refusal."""
+    found = tool_refusal(text).get("needs")
     return [n for n in found if isinstance(n, dict)] if isinstance(found, list) else []
 
 
