@@ -53,7 +53,7 @@ def test_filter_near_here_orders_by_distance_and_never_states_the_point(parks):
     assert titles[:2] == ["川口駅前公園", "芝川緑地"]
     assert "大宮公園" not in titles  # 15 km away
     assert result["near"]["from"] == "here" and "lat" not in result["near"]
-    assert "straight-line" in result["near"]["distance"]
+    assert "straight line" in result["near"]["distance"]
     assert any("straight-line" in n for n in result["notes"])
     assert not leaks(result)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from chiezo.answer.tool_calls import call_tool
 from chiezo.core.config import Settings
 from chiezo.core.here import Here
 from chiezo.ops import answering
@@ -67,7 +68,7 @@ def test_the_nearest_monument_needs_no_radius(root):
     assert result.references[0]["title"] == "関東大震災殉難者供養塔"
     found = json.loads(tool_texts(stub)[0].split("\ncite as:")[0])
     distances = [d["distance_km"] for d in found["docs"]]
-    assert distances == sorted(distances) and "straight-line" in found["near"]["distance"]
+    assert distances == sorted(distances) and "straight line" in found["near"]["distance"]
     # the first match quoted in its own words, the places nearest first, the plain words
     assert "「大正12年の大地震で" in result.answer and "直線距離" in result.answer
     assert "LAT" not in result.answer and str(LAT) not in json.dumps(stub.requests)
@@ -216,3 +217,16 @@ def test_a_refusal_cut_to_a_small_context_still_asks_back(root):
             ctx, "2km以内の避難場所は？", mode="agent", location=located(), result_chars=200
         )
     assert [n["what"] for n in result.needs] == ["feature"] and "洪水" in result.needs[0]["choices"]
+
+
+def test_a_small_contexts_share_keeps_a_place_before_the_echo_of_the_request(root):
+    from chiezo.core.here import attached
+    from chiezo.ops.tools import toolbox
+
+    ctx = Context(Settings(data_dir=root / "data"))
+    tools = {t.name: t for t in toolbox(ctx, writable=False, profile="compact").tools}
+    asked = {"near": "here", "radius_km": 2.0, "source": "shelters",
+             "feature": ["災害種別=洪水"], "max_chars": 200}  # fmt: skip
+    with attached(located()):
+        outcome = call_tool(tools["filter"], asked)
+    assert len(outcome.text) <= 200 and outcome.data["docs"][0]["title"] == "川口市立栄町小学校"

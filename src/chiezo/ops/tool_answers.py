@@ -109,6 +109,7 @@ def fitted(
         text = _fit_texts(out, _brief_more(out), max_chars, 0)
         text = _named_only(out, text, max_chars, primary)
         text = _unmarked(out, text, max_chars, primary)
+        text = _without_echoes(out, text, max_chars, primary)
         text = _fit_lists(out, text, max_chars, paging, 0, primary)
     return text if len(text) <= max_chars else _bare(out, max_chars)
 
@@ -124,6 +125,23 @@ def _named_only(out: dict, text: str, max_chars: int, primary: str | None) -> st
         {k: v for k, v in i.items() if k in NAMES_AN_ITEM} if isinstance(i, dict) else i
         for i in items
     ]
+    out["truncated"] = True
+    return compact(out)
+
+
+# what a result says back of its own request (how it was planned and ordered, the point it was
+# made around): the caller knows it, so it goes before the last item does
+ECHOES = ("plan", "order", "offset", "near")
+
+
+def _without_echoes(out: dict, text: str, max_chars: int, primary: str | None) -> str:
+    """Without what the result says back of its request when that is what keeps the paged
+    list's item: at 245 characters (a 2,048-token context's share) a filter around the
+    person's location kept its ``near`` statement (~130 characters) and no place at all."""
+    if len(text) <= max_chars or primary is None:
+        return text
+    for name in ECHOES:
+        out.pop(name, None)
     out["truncated"] = True
     return compact(out)
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 # ops/patterns.py's NEAR states the same split in /openapi.json
 POINT_CHARS = "0123456789.,+-"
 # how every distance a result states was measured (filters.haversine_km)
-STRAIGHT = "straight-line (great-circle), not by road or on foot"
+STRAIGHT = "straight line, not by road"
 
 
 class Conditions(Protocol):
