@@ -230,3 +230,4 @@ def test_a_small_contexts_share_keeps_a_place_before_the_echo_of_the_request(roo
     with attached(located()):
         outcome = call_tool(tools["filter"], asked)
     assert len(outcome.text) <= 200 and outcome.data["docs"][0]["title"] == "川口市立栄町小学校"
+    assert outcome.data["docs"][0]["distance_km"] < 0.1  # how far, kept with its name

@@ -43,6 +43,9 @@ QUIET_WHEN_EMPTY = frozenset({"notes"})
 # what names an item of a list: the last of it kept before the item goes (a hit's url, point,
 # section or distance go first — the title still says what was found, and doc reads it)
 NAMES_AN_ITEM = frozenset({"source", "doc_id", "title", "n", "id", "name"})
+# ... and how far it is, kept with its name: a place around the person without its distance
+# (cut for a 2,048-token context) could be neither ranked nor said to be a straight line away
+KEPT_OF_AN_ITEM = NAMES_AN_ITEM | {"distance_km"}
 # texts that name or locate something: cut, they would say something else
 WHOLE_TEXTS = frozenset({"source", "title", "url", "doc_id", "key", "cite", "more"})
 CUT = "…"
@@ -122,7 +125,7 @@ def _named_only(out: dict, text: str, max_chars: int, primary: str | None) -> st
     if len(text) <= max_chars or not isinstance(items, list):
         return text
     out[primary] = [
-        {k: v for k, v in i.items() if k in NAMES_AN_ITEM} if isinstance(i, dict) else i
+        {k: v for k, v in i.items() if k in KEPT_OF_AN_ITEM} if isinstance(i, dict) else i
         for i in items
     ]
     out["truncated"] = True
