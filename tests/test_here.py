@@ -147,3 +147,9 @@ def test_the_cli_reads_here_from_the_environment_never_from_an_option(parks):
     assert typed.exit_code == 2 and "No such option" in typed.output
     question = runner.invoke(cli, [*data, "ask", "一番近い公園は？"], env={"CHIEZO_HERE": ""})
     assert question.exit_code == 2 and "現在地を使う" in question.output
+
+
+def test_a_json_true_is_no_degree():
+    given = {"lat": True, "lon": LON, "taken_at": now_iso()}
+    with pytest.raises(BadQuery, match="latitude is not a number"):
+        Here.of(given)

@@ -186,6 +186,8 @@ class Here:
 
 
 def _number(value: Any, name: str) -> float:
+    if isinstance(value, bool):  # JSON true is no degree (float(True) would be 1.0)
+        raise BadQuery(f"location {name} is not a number", field="location")
     try:
         number = float(value)
     except (TypeError, ValueError):

@@ -31,10 +31,11 @@ POINT = rf"^$|^{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*$"
 # (search/where.py's POINT_CHARS, its hyphen last: a literal in a character class)
 NEAR = POINT + rf"|[^{_SPACES}{POINT_CHARS}]"
 BOX = rf"^$|^{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*,{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*$"
-# location= (core/here.py): LAT,LON,TAKEN_AT[,ACCURACY_M], the time ISO 8601 with its zone and the
-# accuracy within 5,000 m; whether the date exists and the time is recent are the clock's to say
+# location= (core/here.py): LAT,LON,TAKEN_AT[,ACCURACY_M], the time ISO 8601 with its zone; the
+# accuracy's bound (core/here.MAX_ACCURACY_M), whether the date exists and whether the time is
+# recent are the service's to say
 _TAKEN_AT = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:[Zz]|[+-]\d{2}:?\d{2})"
-_ACCURACY = r"(?:[0-4]?[0-9]{1,3}(?:\.[0-9]+)?|5000(?:\.0+)?)"
+_ACCURACY = r"[0-9]+(?:\.[0-9]+)?"
 LOCATION = rf"^$|^{WS}*{LAT}{WS}*,{WS}*{LON}{WS}*,{WS}*{_TAKEN_AT}{WS}*(?:,{WS}*{_ACCURACY}{WS}*)?$"
 
 # fields=title,body (empty items are skipped)
