@@ -30,3 +30,6 @@ def server(settings, service, tmp_path):
     build_docs(service, write_files(tmp_path / "book", BOOK_FILES), "book")
     with RunningServer(create_app(settings)) as running:
         yield running
+
+
+pytest_plugins = ["web_engines"]  # the web_engine fixture: scripted engines on loopback

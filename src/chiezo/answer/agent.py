@@ -50,6 +50,7 @@ from chiezo.answer.repetition import loop_cut, unusable
 from chiezo.answer.sentences import answer_sentences
 from chiezo.answer.sentences import cited as cited_text
 from chiezo.answer.tool_calls import Tool, Toolbox, call_tool, error_text
+from chiezo.answer.websearch import WEB
 from chiezo.core.config import ENV
 from chiezo.core.errors import (
     BadQuery,
@@ -97,26 +98,15 @@ class References:
     def __init__(self, link: Callable[[str, int, str | None, str | None], tuple[str | None, str]]):
         self.items: list[dict[str, Any]] = []
         self.texts: dict[int, str] = {}
-        self._index: dict[tuple[str, int], int] = {}
+        self._index: dict[tuple[str, int | str], int] = {}
         self._link = link
 
     def add(self, doc: dict[str, Any]) -> int | None:
-        source, doc_id = doc.get("source"), doc.get("doc_id")
-        if not isinstance(source, str) or not isinstance(doc_id, int):
+        key = _identity(doc)
+        if key is None:
             return None
-        key = (source, doc_id)
         if key not in self._index:
-            url, cite = self._link(source, doc_id, doc.get("key"), doc.get("url"))
-            self.items.append(
-                {
-                    "n": len(self.items) + 1,
-                    "source": source,
-                    "doc_id": doc_id,
-                    "title": doc.get("title", ""),
-                    "url": url,
-                    "cite": cite,
-                }
-            )
+            self.items.append({"n": len(self.items) + 1, **self._reference(doc)})
             self._index[key] = len(self.items)
         n = self._index[key]
         if isinstance(doc.get("distance_km"), int | float):  # for the place footer
@@ -124,6 +114,16 @@ class References:
         seen = " ".join(v for k, v in doc.items() if isinstance(v, str) and k not in _NOT_TEXT)
         self.texts[n] = f"{self.texts.get(n, '')}\n{seen}".strip()
         return n
+
+    def _reference(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """What a reference says of a document: a web result is its URL, said to be the
+        web's (never a document of the library)."""
+        if doc["source"] == WEB:
+            return {"source": WEB, "title": doc.get("title", ""), "url": doc["url"],
+                    "cite": doc["url"], "kind": WEB}  # fmt: skip
+        url, cite = self._link(doc["source"], doc["doc_id"], doc.get("key"), doc.get("url"))
+        return {"source": doc["source"], "doc_id": doc["doc_id"], "title": doc.get("title", ""),
+                "url": url, "cite": cite}  # fmt: skip
 
     def from_result(self, data: Any) -> list[int]:
         """Numbers of the documents in a tool's structured result (hits, docs, one doc)."""
@@ -141,6 +141,17 @@ class References:
                 if n is not None and n not in found:
                     found.append(n)
         return found
+
+
+def _identity(doc: dict[str, Any]) -> tuple[str, int | str] | None:
+    """(source, doc_id) of a library document, ("web", URL) of a web result; None for
+    anything else."""
+    source = doc.get("source")
+    if source == WEB:
+        url = doc.get("url")
+        return (WEB, url) if isinstance(url, str) and url else None
+    doc_id = doc.get("doc_id")
+    return (source, doc_id) if isinstance(source, str) and isinstance(doc_id, int) else None
 
 
 _NOT_TEXT = frozenset(["source", "key", "url", "retrieval", "match", "generation"])
@@ -582,7 +593,7 @@ def _stood_in(run: Run, cause: str, note: str) -> Answer:
     """The library's own sentences from what the tools returned, each citing its reference,
     as the answer, with why (``cause``: what ``stopped`` says)."""
     excerpts = [
-        Excerpt(r["n"], r["source"], r["doc_id"], r["title"], r.get("url"),
+        Excerpt(r["n"], r["source"], r.get("doc_id", 0), r["title"], r.get("url"),
                 run.references.texts.get(r["n"], ""))
         for r in run.references.items
     ]  # fmt: skip
@@ -649,6 +660,8 @@ def _with_places(run: Run, answer: Answer, lookups: Lookups) -> Answer:
         return answer
 
     def body_of(ref: dict[str, Any]) -> str:
+        if ref["source"] == WEB:  # a page of the web: only its snippet was read
+            return ""
         try:
             return str(lookups.read(ref["source"], ref["doc_id"], ["body"]).get("body") or "")
         except ChiezoError:  # switched away since: no quote rather than no answer

@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from chiezo.answer.websearch import WEB
 from chiezo.core.words import fold
 
 SEPARATOR = " … "  # between passages that do not follow each other in the document
@@ -53,11 +54,16 @@ class Excerpt:
         }
         if self.distance_km is not None:
             shown["distance_km"] = self.distance_km
+        if self.source == WEB:  # a page of the web, not a document of the library
+            shown["kind"] = WEB
+            del shown["doc_id"]
         return shown
 
     def heading(self) -> str:
         """The line the model reads above the excerpt: number, title, and a distance said
         to be a straight line."""
+        if self.source == WEB:
+            return f"[{self.n}] {self.title} (web page {self.url})"
         if self.distance_km is None:
             return f"[{self.n}] {self.title}"
         return f"[{self.n}] {self.title} ({self.distance_km:g} km from the asker, straight-line)"

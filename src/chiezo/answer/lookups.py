@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from chiezo.answer.here_answers import Around
 from chiezo.answer.support import Embed
+from chiezo.answer.websearch import WebResult
 from chiezo.core.config import Settings
 from chiezo.core.models import SearchResult
 
@@ -40,6 +41,10 @@ class Lookups(Protocol):
         """The names of the library's sources, for the planner's prompt."""
         ...
 
+    def source_language(self, name: str) -> str | None:
+        """The language a source records (``ja``, ``en``), None where it records none."""
+        ...
+
     def check_source(self, name: str) -> None:
         """Raises UnknownSource (a 404 naming the known ones) for a source not in the library."""
         ...
@@ -63,4 +68,9 @@ class Lookups(Protocol):
         self, source: str, chunk_ids: list[int], question: str
     ) -> dict[int, float]:
         """chunk_id → how close its best vector is to ``question`` (empty without vectors)."""
+        ...
+
+    def web(self, query: str, limit: int) -> list[WebResult]:
+        """The configured web search's results (a Conflict when it is off; a
+        WebSearchError when it cannot answer)."""
         ...

@@ -41,6 +41,8 @@ class AnswerOptions:
     result_chars: int = 3000  # agent: characters of each tool result the model reads
     deadline: float | None = None  # agent: seconds for the whole run (CHIEZO_AGENT_DEADLINE)
     writable: bool = False  # chat/agent may offer `remember` (never `ask`)
+    # rag: with no basis in the library, the configured web search's results are the basis
+    web: bool | None = None
     # the person's current location (core/here.py): tools take it as near=here, re-checked
     # for its age before every call; never shown to the model, never logged
     location: Here | None = None
@@ -64,6 +66,7 @@ class AnswerOptions:
             excerpts=self.excerpts or settings.answer_excerpts,
             max_tokens=self.max_tokens or settings.answer_max_tokens,
             deadline=self.deadline or settings.agent_deadline,
+            web=settings.answer_web if self.web is None else self.web,
         )
         options.check()
         return options

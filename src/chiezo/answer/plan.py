@@ -23,6 +23,12 @@ Reply with JSON only: {"queries": ["...", "..."], "source": null}
   question names one (e.g. "浅草寺はどこにある？" -> ["浅草寺"])
 - keep the question's language; no explanations
 - "source": one of the listed source names if the question is clearly about it, else null"""
+# Added to the prompt when a listed source is written in another script than the question: its
+# words cannot find that source's documents, a query in its language can (docs/design.md §42).
+ACROSS_LANGUAGES = """
+- a source listed with another language than the question's, e.g. "jawiki (ja)" for a
+  question in English: make one of the queries the subject in that language, e.g.
+  "Who painted the Mona Lisa?" -> ["Mona Lisa", "モナ・リザ"]"""
 
 
 @dataclass

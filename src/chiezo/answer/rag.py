@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from chiezo.answer import budget, here_answers
+from chiezo.answer import budget, here_answers, web_answers
 from chiezo.answer.excerpt import Excerpt, excerpt_text
 from chiezo.answer.here_answers import Around
 from chiezo.answer.llm import Call, LLMClient, Stage
@@ -25,6 +25,7 @@ from chiezo.answer.lookups import Lookups
 from chiezo.answer.options import AnswerOptions
 from chiezo.answer.passages import choose
 from chiezo.answer.plan import (
+    ACROSS_LANGUAGES,
     PLAN_PROMPT,
     Plan,
     keyword_queries,
@@ -45,11 +46,13 @@ from chiezo.answer.support import (
     cited_numbers,
     summary,
 )
+from chiezo.answer.websearch import WEB
 from chiezo.core.config import ENV
 from chiezo.core.errors import BadQuery, ChiezoError, ContextExceeded, LLMUnavailable
 from chiezo.core.here import Need, NeedsAnswer
 from chiezo.core.models import Hit, SearchResult
 from chiezo.core.textnorm import JAPANESE, language_of, normalise_title
+from chiezo.search.languages import script_of_language, script_of_text
 from chiezo.search.notices import Notice
 
 HITS_PER_QUERY = 5
@@ -105,15 +108,23 @@ class Answer:
     # what the person must give before it can be answered (core/here.py Need): the answer
     # is then the question asking for it, and no model was called
     needs: list[dict[str, Any]] = field(default_factory=list)
+    # what the sources are: the library, or (rag with --web, the library having none) the web
+    basis: str = web_answers.LIBRARY
 
     @property
-    def grounded(self) -> bool:
+    def supported(self) -> bool:
         """Every sentence that states something cites a source that supports it."""
         return (
             not self.no_basis
             and bool(self.cited)
             and all(c.status in (SUPPORTED, NO_CLAIM) for c in self.claims)
         )
+
+    @property
+    def grounded(self) -> bool:
+        """Supported by the library's documents: snippets of web pages are a weaker kind of
+        reference, never counted as the library's (web_answers)."""
+        return self.supported and self.basis == web_answers.LIBRARY
 
     def check(
         self,
@@ -158,6 +169,9 @@ class Answer:
             out["steps"] = self.steps
         if self.needs:
             out["needs"] = self.needs
+        if self.basis != web_answers.LIBRARY:
+            out["basis"] = self.basis
+            out["web_supported"] = self.supported
         if with_excerpts:
             out["excerpts"] = [e.to_dict() for e in self.excerpts]
         return out
@@ -204,6 +218,17 @@ def _stage(
     }
 
 
+def _listed(
+    question: str, sources: list[str], languages: dict[str, str | None]
+) -> tuple[str, bool]:
+    """The sources as the planner reads them, each with its language where one is known
+    (``jawiki (ja)``), and whether any is in another script than the question."""
+    script = script_of_text(question)
+    across = any(script_of_language(languages.get(name)) not in (None, script) for name in sources)
+    shown = [f"{n} ({languages[n]})" if languages.get(n) else n for n in sources]
+    return ", ".join(shown), across
+
+
 def plan_queries(
     question: str,
     llm: LLMClient | None,
@@ -211,6 +236,7 @@ def plan_queries(
     history: list[dict] | None = None,
     timeout: float | None = None,
     planner: str = "auto",
+    languages: dict[str, str | None] | None = None,
 ) -> Plan:
     """The searches for ``question``. ``planner``: ``keywords`` — the question's own words,
     no model call; ``model`` — the model's plan if it gives a usable one, else the keywords
@@ -224,8 +250,9 @@ def plan_queries(
     if llm is None or not wanted:
         return Plan(keyword_queries(question, history), planner="keywords")
     recent = "\n".join(f"{m['role']}: {m['content']}" for m in (history or [])[-HISTORY_TURNS:])
+    listed, across = _listed(question, sources, languages or {})
     user = (
-        f"Sources: {', '.join(sources)}\n"
+        f"Sources: {listed}\n"
         + (f"Conversation so far:\n{recent}\n" if recent else "")
         + f"Question: {question}"
     )
@@ -237,7 +264,10 @@ def plan_queries(
     )
     try:
         reply = llm.chat(
-            [{"role": "system", "content": PLAN_PROMPT}, {"role": "user", "content": user}],
+            [
+                {"role": "system", "content": PLAN_PROMPT + (ACROSS_LANGUAGES if across else "")},
+                {"role": "user", "content": user},
+            ],
             max_tokens=200,
             timeout=planning.seconds,
             stage=planning,
@@ -355,10 +385,16 @@ def make_excerpts(
 
 
 def answer_messages(
-    question: str, excerpts: list[Excerpt], history: list[dict] | None = None, grounded: bool = True
+    question: str,
+    excerpts: list[Excerpt],
+    history: list[dict] | None = None,
+    grounded: bool = True,
+    basis: str = web_answers.LIBRARY,
 ) -> list[dict[str, Any]]:
     sources = "\n\n".join(f"{e.heading()}\n{e.text}" for e in excerpts) or "(none found)"
     system = ANSWER_PROMPT if grounded else UNGROUNDED_PROMPT
+    if basis == WEB:
+        system = web_answers.WEB_PROMPT
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
     for turn in (history or [])[-HISTORY_TURNS:]:
         messages.append({"role": turn["role"], "content": turn["content"]})
@@ -386,6 +422,7 @@ class Prepared:
     around: Around | None = None  # a question about here: searched around the person
     bodies: dict[int, str] = field(default_factory=dict)  # around: each excerpt's document
     needs: list[Need] = field(default_factory=list)  # what the person must say first
+    basis: str = web_answers.LIBRARY  # the web: the library had none (web_answers)
 
     def result(
         self,
@@ -419,15 +456,19 @@ class Prepared:
             stopped=stopped,
             calls=[c.to_dict() for c in [*self.calls, *calls]],
             stages=timeline(self.spans, [*self.calls, *calls]),
+            basis=self.basis,
         )
         answer.check({e.n: e.text for e in self.excerpts}, self.embed)
-        footer = self.place_footer(answer.cited)
+        footer = self.footer(answer.cited)
         if footer:
             answer.answer = f"{answer.answer.rstrip()}\n\n{footer}"
         return answer
 
-    def place_footer(self, cited: list[int]) -> str:
-        """What an answer about places around the person ends with (here_answers)."""
+    def footer(self, cited: list[int]) -> str:
+        """What the answer ends with: that its basis is the web (web_answers), or the places
+        around the person it rests on (here_answers)."""
+        if self.basis == WEB:
+            return web_answers.footer(self.question)
         if self.around is None:
             return ""
         return here_answers.place_footer(
@@ -444,7 +485,7 @@ class Prepared:
 
     def messages(self) -> list[dict[str, Any]]:
         return answer_messages(
-            self.question, self.excerpts, self.history, bool(self.options.grounded)
+            self.question, self.excerpts, self.history, bool(self.options.grounded), self.basis
         )
 
     @contextlib.contextmanager
@@ -520,8 +561,9 @@ def prepare(
     # place words of the question would match no document)
     sought = here_answers.without_place_words(question) if around else question
     plan = plan_queries(
-        sought, llm, names, turns, lookups.settings.plan_timeout, options.plan or "auto"
-    )
+        sought, llm, names, turns, lookups.settings.plan_timeout, options.plan or "auto",
+        {name: lookups.source_language(name) for name in names},
+    )  # fmt: skip
     planning = llm.calls[asked:] if llm is not None else []
     spans.append(Span.since("plan", plan.planner, started, within=planning))
     needs: list[Need] = []
@@ -548,6 +590,15 @@ def prepare(
     sentences = answer_sentences(question, excerpts)
     missing = _missing(lookups, question, excerpts, options)
     spans.append(Span.since("excerpts", _excerpts_name(excerpts, hits), started))
+    basis = web_answers.LIBRARY
+    if options.web and (not excerpts or missing is not None) and not needs:
+        started = time.monotonic()
+        from_web, said = web_answers.excerpts(lookups, question)
+        spans.append(Span.since("web", f"{len(from_web)} results", started))
+        warnings = warnings + said
+        if from_web:  # the web's results are the sources; nothing of the library's stays
+            excerpts, missing, embed, basis = from_web, None, None, WEB
+            sentences = answer_sentences(question, excerpts)
     return Prepared(
         question,
         plan,
@@ -562,8 +613,9 @@ def prepare(
         missing,
         spans,
         around,
-        _bodies(lookups, excerpts) if around else {},
+        _bodies(lookups, excerpts) if around and basis != WEB else {},
         needs,
+        basis,
     )
 
 
@@ -707,7 +759,7 @@ def written(prepared: Prepared, llm: LLMClient) -> Iterator[tuple[str, Any]]:
                     yield "references", _references(prepared)
     text = guard.kept if stopped == "loop" else "".join(parts)
     result = prepared.result(text or "", llm.streamed_model, stopped, llm.calls)
-    footer = prepared.place_footer(result.cited)
+    footer = prepared.footer(result.cited)
     if footer:  # streamed too: a reader of the deltas sees what the answer ends with
         yield "delta", {"text": f"\n\n{footer}"}
     yield "answer", result

@@ -94,6 +94,10 @@ ENV = {
     "answer_excerpts": "CHIEZO_ANSWER_EXCERPTS",
     "answer_max_tokens": "CHIEZO_ANSWER_MAX_TOKENS",
     "location_ttl": "CHIEZO_LOCATION_TTL",
+    "web_search": "CHIEZO_WEB_SEARCH",
+    "web_search_key": "CHIEZO_WEB_SEARCH_KEY",
+    "web_search_interval": "CHIEZO_WEB_SEARCH_INTERVAL",
+    "answer_web": "CHIEZO_ANSWER_WEB",
 }
 
 
@@ -163,6 +167,13 @@ class Settings:
         Seconds a current location (``near=here``) may be used after it was taken
         (``CHIEZO_LOCATION_TTL``, default 420): older, it is refused and the person is asked
         to press "use my location" again (core/here.py).
+    web_search, web_search_key, web_search_interval, answer_web
+        A web search the answer layer may use, never the library itself (``CHIEZO_WEB_SEARCH``:
+        ``searxng:URL`` or ``brave:``, its key in ``CHIEZO_WEB_SEARCH_KEY``; unset: off): the
+        agent's and MCP's ``web_search`` tool, and — only with ``--web`` or
+        ``CHIEZO_ANSWER_WEB`` — rag's answer when the library has no basis. At least
+        ``CHIEZO_WEB_SEARCH_INTERVAL`` seconds (default 1) pass between two calls of every
+        process of this data directory (answer/websearch.py).
     """
 
     data_dir: Path = field(default_factory=lambda: Path("./data"))
@@ -190,6 +201,10 @@ class Settings:
     plan_timeout: float = 60.0
     agent_deadline: float = 180.0
     location_ttl: float = 420.0
+    web_search: str | None = None
+    web_search_key: str | None = field(default=None, repr=False)
+    web_search_interval: float = 1.0
+    answer_web: bool = False
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
@@ -221,6 +236,10 @@ class Settings:
             plan_timeout=_env_seconds(ENV["plan_timeout"], 60.0),
             agent_deadline=_env_seconds(ENV["agent_deadline"], 180.0),
             location_ttl=_env_seconds(ENV["location_ttl"], 420.0),
+            web_search=os.environ.get(ENV["web_search"]) or None,
+            web_search_key=os.environ.get(ENV["web_search_key"]) or None,
+            web_search_interval=_env_float(ENV["web_search_interval"], 1.0),
+            answer_web=_env_bool(ENV["answer_web"], False),
         )
         return replace(settings, **overrides) if overrides else settings
 

@@ -70,11 +70,13 @@ class Hit:
     source_url: str | None = None
     # found by meaning: how far above the source's semantic floor, 0..1 (search/evidence.py)
     semantic: float | None = field(default=None, repr=False)
+    # the same subject in other sources, by Wikidata id (search/counterparts.py)
+    counterparts: list[dict[str, str]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         del out["semantic"]
-        for optional in ("distance_km", "point", "section", "explain"):
+        for optional in ("distance_km", "point", "section", "explain", "counterparts"):
             if out[optional] is None:
                 del out[optional]
         return out

@@ -16,7 +16,7 @@ import functools
 import os
 import ssl
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +49,18 @@ class Deadline:
 
 class TooLarge(Exception):
     """The server answered more than the bytes allowed."""
+
+
+class Unanswered(Exception):
+    """A server gave no usable answer (``get_within``): too slow, too much, not there, or
+    redirecting without end. ``said(who)`` is the reason in words, its subject ``who``."""
+
+    def __init__(self, reason: str, *, timed_out: bool = False, unreachable: bool = False):
+        super().__init__(reason)
+        self.reason, self.timed_out, self.unreachable = reason, timed_out, unreachable
+
+    def said(self, who: str) -> str:
+        return f"{who} {self.reason}"
 
 
 def _left(timeout: float | None, error: type[Exception]) -> float | None:
@@ -137,16 +149,19 @@ def get(
     deadline: float,
     limit: int,
     auth: tuple[str, str] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> httpx.Response:
     """GET ``url``, whole by ``deadline`` (time.monotonic()) and at most ``limit`` bytes of
     body: ``httpx.TimeoutException`` when the deadline passes at any point of the exchange,
     ``TooLarge`` past the limit, other ``httpx.HTTPError`` as httpx raises them. Redirects
-    are returned, not followed (the caller decides where it may go)."""
+    are returned, not followed (the caller decides where it may go). ``headers`` go over
+    ``IDENTITY`` (an answer encoded all the same is refused below)."""
     wait = max(deadline - time.monotonic(), 0.001)
     timeouts = httpx.Timeout(wait, connect=min(CONNECT_SECONDS, wait))
     client = _client(os.getpid())
     with _until(deadline):
-        request = client.build_request("GET", url, headers=IDENTITY, timeout=timeouts)
+        sent = {**IDENTITY, **headers} if headers else IDENTITY
+        request = client.build_request("GET", url, headers=sent, timeout=timeouts)
         response = client.send(request, auth=httpx.BasicAuth(*auth) if auth else None, stream=True)
         try:
             if response.headers.get("content-encoding", "identity").lower() != "identity":
@@ -160,3 +175,36 @@ def get(
             response.close()
     response._content = bytes(body)
     return response
+
+
+def get_within(
+    url: str,
+    *,
+    deadline: Deadline,
+    limit: int,
+    follow: Callable[[str], str],
+    redirects: int,
+    auth: tuple[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+    check: Callable[[httpx.Response], None] | None = None,
+) -> httpx.Response:
+    """``get`` following at most ``redirects`` redirects, each to the address ``follow``
+    returns for it (raising to refuse one: another server would receive the credentials
+    too); ``check`` sees every response first. ``Unanswered`` says why none came: the
+    deadline, the byte limit, a server not there, or redirects without end."""
+    try:
+        for _ in range(redirects + 1):
+            response = get(url, deadline=deadline.at, limit=limit, auth=auth, headers=headers)
+            if check is not None:
+                check(response)
+            if not response.is_redirect:
+                return response
+            url = follow(str(response.url.join(response.headers["location"])))
+    except httpx.TimeoutException as exc:
+        raise Unanswered(f"did not answer within {deadline.seconds:g} s", timed_out=True) from exc
+    except TooLarge as exc:
+        raise Unanswered(f"answered more than {limit:,} bytes") from exc
+    # ValueError: a redirect to an address that is none (``http://[::1``)
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+        raise Unanswered(f"cannot be reached ({type(exc).__name__})", unreachable=True) from exc
+    raise Unanswered(f"redirected more than {redirects} times")

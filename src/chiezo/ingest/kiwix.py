@@ -124,34 +124,26 @@ class Server:
         url = self.url + target
         auth = self.credentials.auth if self.credentials else None
         try:
-            for _ in range(MAX_REDIRECTS + 1):
-                response = outbound.get(url, deadline=deadline.at, limit=limit, auth=auth)
-                if response.status_code == 401:
-                    raise SourceUnavailable(
-                        f"kiwix-serve at {self} asks for a user and password"
-                        + (", and refused the ones sent" if self.credentials else ""),
-                        hint="register the book again with them in the address, "
-                        "http://USER:PASSWORD@host:port (they are kept apart from it, never shown)",
-                    )
-                if not response.is_redirect:
-                    return response
-                url = self._same_server(str(response.url.join(response.headers["location"])))
-        except httpx.TimeoutException as exc:
+            return outbound.get_within(url, deadline=deadline, limit=limit, auth=auth,
+                                       follow=self._same_server, redirects=MAX_REDIRECTS,
+                                       check=self._refused)  # fmt: skip
+        except outbound.Unanswered as exc:
+            hint = ("start kiwix-serve, or check the address the source was registered with"
+                    if exc.unreachable else None)  # fmt: skip
             raise SourceUnavailable(
-                f"kiwix-serve at {self} did not answer within {deadline.seconds:g} s",
-                timed_out=True,
+                exc.said(f"kiwix-serve at {self}"),
+                **({"timed_out": True} if exc.timed_out else {}),
+                **({"hint": hint} if hint else {}),
             ) from exc
-        except outbound.TooLarge as exc:
+
+    def _refused(self, response: httpx.Response) -> None:
+        if response.status_code == 401:
             raise SourceUnavailable(
-                f"kiwix-serve at {self} answered more than {limit:,} bytes"
-            ) from exc
-        # ValueError: a redirect to an address that is none (``http://[::1``)
-        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
-            raise SourceUnavailable(
-                f"kiwix-serve at {self} cannot be reached ({type(exc).__name__})",
-                hint="start kiwix-serve, or check the address the source was registered with",
-            ) from exc
-        raise SourceUnavailable(f"kiwix-serve at {self} redirected more than {MAX_REDIRECTS} times")
+                f"kiwix-serve at {self} asks for a user and password"
+                + (", and refused the ones sent" if self.credentials else ""),
+                hint="register the book again with them in the address, "
+                "http://USER:PASSWORD@host:port (they are kept apart from it, never shown)",
+            )
 
     def _same_server(self, url: str) -> str:
         """A redirect is followed only within the server (an entry redirecting to its

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from chiezo.answer.options import AnswerOptions
 from chiezo.core import here
-from chiezo.core.errors import ChiezoError, InternalError
+from chiezo.core.errors import BadQuery, ChiezoError, InternalError
 from chiezo.core.validation import checked_text
+from chiezo.ops import web
 from chiezo.ops.context import Context
 from chiezo.ops.lookups import LibraryLookups
 from chiezo.ops.requests import AskRequest, ChatRequest, check_question
@@ -37,7 +38,15 @@ def options_of(
     filled in and the bounds checked: the one place they are resolved."""
     if options is not None and choices:
         options = replace(options, **choices)
-    return (options or AnswerOptions.of(**choices)).resolved(ctx.settings)
+    resolved = (options or AnswerOptions.of(**choices)).resolved(ctx.settings)
+    if resolved.web and web.configured(ctx.settings) is None:
+        raise BadQuery(  # the request asks what this installation has not: a 400, exit 2
+            "answering from the web (--web, web=1, CHIEZO_ANSWER_WEB) needs a web search, "
+            "and none is set up",
+            field="web",
+            hint="set CHIEZO_WEB_SEARCH=searxng:URL (or brave: with CHIEZO_WEB_SEARCH_KEY)",
+        )
+    return resolved
 
 
 @checked_text

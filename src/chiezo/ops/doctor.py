@@ -27,6 +27,7 @@ def check(ctx: Context) -> list[dict[str, Any]]:
         *_sources(ctx),
         *_models(ctx),
         *_context(ctx),
+        _web(ctx),
         _memory(),
         _disk(ctx),
     ]
@@ -116,6 +117,27 @@ def _endpoint_row(found: dict[str, Any]) -> dict[str, Any]:
     if found.get("note") and listed and found.get("model") in listed:
         row["hint"] = f"to name it as the endpoint does, set {ENV['llm_model']}={found['model']}"
     return row
+
+
+def _web(ctx: Context) -> dict[str, Any]:
+    """The web search the answer layer may use: off by default; never its key or password.
+    Not asked here: a doctor's run sends nothing beyond this machine unasked."""
+    from chiezo.core.config import ENV
+    from chiezo.core.errors import ConfigError
+    from chiezo.ops import web
+
+    try:
+        engine = web.configured(ctx.settings)
+    except ConfigError as exc:
+        return {"check": "web search", "ok": False, "detail": exc.message,
+                "hint": exc.extras.get("hint")}  # fmt: skip
+    if engine is None:
+        return {"check": "web search", "ok": True, "detail": "off: nothing leaves this machine",
+                "hint": f"set {ENV['web_search']}=searxng:URL (or brave:) to offer web_search"}  # fmt: skip
+    rag = "on" if ctx.settings.answer_web else f"only with --web ({ENV['answer_web']})"
+    return {"check": "web search", "ok": True,
+            "detail": f"{engine.shown()}: the agent's and MCP's web_search; rag's no-basis "
+                      f"answers {rag}"}  # fmt: skip
 
 
 # what the default budget is measured with: text like the excerpts an answer reads

@@ -9,13 +9,16 @@ from typing import Any
 
 from chiezo.answer.here_answers import Around
 from chiezo.answer.support import Embed
+from chiezo.answer.websearch import WebResult
 from chiezo.core.config import Settings
+from chiezo.core.errors import ChiezoError
 from chiezo.core.here import HERE
 from chiezo.core.models import SearchResult
-from chiezo.ops import browse
+from chiezo.ops import browse, web
 from chiezo.ops.context import Context
 from chiezo.ops.requests import SearchRequest
 from chiezo.ops.searching import search
+from chiezo.search.languages import language_code
 from chiezo.search.lookup import find_doc, has_title
 
 
@@ -28,6 +31,9 @@ class LibraryLookups:
     @property
     def settings(self) -> Settings:
         return self.ctx.settings
+
+    def web(self, query: str, limit: int) -> list[WebResult]:
+        return web.results(self.ctx.settings, query, limit)
 
     def search(
         self, query: str, source: str | None, limit: int, around: Around | None = None
@@ -57,6 +63,12 @@ class LibraryLookups:
 
     def source_names(self) -> list[str]:
         return [info.name for info in self.ctx.library.infos()]
+
+    def source_language(self, name: str) -> str | None:
+        try:
+            return language_code(self.ctx.library.get(name).meta.get("language"))
+        except ChiezoError:  # one that does not open is listed without
+            return None
 
     def check_source(self, name: str) -> None:
         self.ctx.library.get(name)

@@ -759,6 +759,15 @@ class AnswerRequest(Request):
             "support (the CLI exits 4, REST answers 422)"
         ),
     ] = False
+    web: Annotated[
+        bool | None,
+        Field(
+            description="rag: with no basis in the library, answer from a web search (the "
+            "configured CHIEZO_WEB_SEARCH), each result cited as source web "
+            "(CHIEZO_ANSWER_WEB, else off)"
+        ),
+        Surface(cli_off="--no-web"),
+    ] = None
     location: Location = None
 
     def options(self, *, writable: bool = False) -> AnswerOptions:
@@ -787,6 +796,19 @@ class AskRequest(AnswerRequest):
         ),
         Surface(rest="q", cli_argument="words"),
     ]
+
+
+class WebSearchRequest(Request):
+    """A web search (ops/web.py): the configured engine's titles, snippets and URLs."""
+
+    query: Annotated[
+        str,
+        Field(
+            description="what to search the web for, in words",
+            **stated(min_length=1, max_length=400, pattern=NOT_BLANK),
+        ),
+    ]
+    limit: Annotated[int, Field(description="results", ge=1, le=10)] = 5
 
 
 class ChatMessage(BaseModel):

@@ -28,7 +28,7 @@ from chiezo.core.words import query_words
 from chiezo.ops import browse
 from chiezo.ops.context import Context, refusals_name_sources
 from chiezo.ops.requests import FilterRequest, GeocodeRequest, RandomRequest, SearchRequest
-from chiezo.search import evidence, facets, notices, where
+from chiezo.search import counterparts, evidence, facets, notices, where
 from chiezo.search.filters import Filters, Near
 from chiezo.search.fts import MAX_WINDOW
 from chiezo.search.notices import Notice
@@ -79,10 +79,20 @@ def search(ctx: Context, request: SearchRequest) -> SearchResult:
             request.feature,
         )  # fmt: skip
     result.notes.extend(where.near_notes(point, result.total))
+    _name_counterparts(ctx, result.hits)
     ctx.openable(result.hits)
     for observe in ctx.search_observers:
         observe(result)
     return result
+
+
+def _name_counterparts(ctx: Context, hits: list[Hit]) -> None:
+    """Each hit of a source that records Wikidata ids names the same item's documents in the
+    other sources that do (both Wikipedias built): read only when a hit's source has ids."""
+    if any(
+        counterparts.WIKIDATA in ctx.library.get(n).attributes for n in {h.source for h in hits}
+    ):
+        counterparts.name_counterparts(hits, ctx.library.sources())
 
 
 def _search_facets(
@@ -263,10 +273,10 @@ def _merged(ctx: Context, q: str, results: dict[str, SearchResult], options: Ret
     for name, result in results.items():
         src = ctx.library.get(name)
         covered = evidence.covered(src, words, result.hits)
-        weight = evidence.MEANING_WEIGHT if result.retrieval == "hybrid" else 0.0
+        weighed = evidence.weighing(src, q, result.retrieval)
         lists.append(
             [
-                evidence.Weighed(h, evidence.relevance(h, covered.get(h.doc_id), weight), i)
+                evidence.Weighed(h, evidence.relevance(h, covered.get(h.doc_id), weighed), i)
                 for i, h in enumerate(result.hits)
             ]
         )

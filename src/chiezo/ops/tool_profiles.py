@@ -108,6 +108,7 @@ PROFILES: dict[str, Profile] = {
                 ),  # fmt: skip
                 "recall": ("q", "since"),
                 "remember": ("text",),
+                "web_search": ("query",),  # offered only where a web search is set up
             },
             1500,
             COMPACT_INSTRUCTIONS,

@@ -39,10 +39,10 @@ from chiezo.core import here
 from chiezo.core.errors import BadQuery, ChiezoError, InternalError
 from chiezo.core.models import SearchResult
 from chiezo.core.operations import Entry
-from chiezo.ops import operating
+from chiezo.ops import operating, web
 from chiezo.ops.context import Context
 from chiezo.ops.library_bindings import LIBRARY_BINDINGS
-from chiezo.ops.requests import Param, Request, SourcesRequest, params
+from chiezo.ops.requests import Param, Request, SourcesRequest, WebSearchRequest, params
 from chiezo.ops.tool_answers import MAX_CHARS, MIN_CHARS, fitted, for_a_model
 from chiezo.ops.tool_profiles import Profile, profile_named
 
@@ -55,6 +55,8 @@ READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
 )
+# reads, but beyond the library: the one tool that asks a server on the web (ops/web.py)
+OPEN_WORLD = ToolAnnotations(read_only_hint=True, open_world_hint=True)
 DESTRUCTIVE = ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
 )
@@ -124,10 +126,21 @@ SPECS: dict[str, Spec] = {
         _bound("forget"),
         _bound("random"),
         _bound("geocode"),
+        Spec(
+            "web_search",
+            WebSearchRequest,
+            web.search,
+            "The web, not the library (offered only where the owner set up a web search): "
+            "titles, snippets and URLs of pages. Only when the library has nothing; cite a "
+            "result as from the web.",
+            OPEN_WORLD,
+            pages=None,
+        ),
     )
 }
 WRITE_TOOLS = ("remember", "update", "forget")
 BROWSING_TOOLS = ("random", "geocode")  # an agent reaches places through near= instead
+WEB_TOOL = "web_search"
 
 
 # -- building and running tools -----------------------------------------------------------------
@@ -150,6 +163,8 @@ def library_tools(
     model on every step."""
     chosen = profile_named(profile)
     left_out = (() if writable else WRITE_TOOLS) + (() if browsing else BROWSING_TOOLS)
+    if web.configured(ctx.settings) is None:  # off: not even offered
+        left_out += (WEB_TOOL,)
     return [
         _tool(ctx, SPECS[name], chosen)
         for name in chosen.names(list(SPECS))

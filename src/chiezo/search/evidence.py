@@ -31,6 +31,7 @@ from chiezo.core import db
 from chiezo.core.models import Hit
 from chiezo.core.query import phrase
 from chiezo.core.words import index_text
+from chiezo.search import languages
 from chiezo.search.keyword import word_frequencies
 from chiezo.store.library import Source
 
@@ -38,6 +39,16 @@ from chiezo.store.library import Source
 # alone favours long documents (an article holds most words of any question), meaning is
 # measured on the best passage whatever the length.
 MEANING_WEIGHT = 0.35  # JaQuAD train among six sources: R@1 .872 at 0.2, 0.35 and 0.5
+# For a question in another script than the source's (search/languages.py) its words cannot
+# be found there but for names and loans, so coverage says little and meaning leads; and
+# cosines across scripts run lower than within one (use-m: オーストリア for "What is the capital
+# of Austria?" 0.27 above the floor), so meaning this far above the floor counts as a full
+# match: an English source's words-only match must not outrank the article a Japanese source
+# found by meaning. 0.25 is the lowest at which no same-language set lost: 0.15 found most
+# across languages (R@1 sum 1.77 against 1.60) but put jawiki's Beatles and Elvis articles
+# above two Ray Charles ZIM answers (docs/design.md §42).
+CROSS_SCRIPT_MEANING_WEIGHT = 1.0
+CROSS_SCRIPT_FULL_MEANING = 0.25
 # Of a hit's coverage, the share that counts only words in its title: of two documents that
 # both mention "Ray Charles", the one titled "Ray Charles (album)" is about it.
 TITLE_SHARE = 0.3
@@ -156,14 +167,34 @@ def _holding(conn: db.Connection, expr: str, doc_ids: Sequence[int], walk: bool)
     ]
 
 
-def relevance(hit: Hit, covered: float | None, meaning_weight: float) -> float:
-    """0..1: the hit's coverage and, in a source with vectors (``meaning_weight`` > 0), its
+@dataclass(frozen=True)
+class Weighing:
+    """How one source's hits are weighed for one question (``weighing``)."""
+
+    meaning: float = 0.0  # the share of meaning; the rest is coverage
+    full_meaning: float = 1.0  # calibrated meaning that counts as a full match
+
+
+def weighing(source: Source, question: str, retrieval: str) -> Weighing:
+    """None of meaning where it did not search (or searched alone: its cosines then order
+    the source's hits, and coverage weighs them across sources); ``MEANING_WEIGHT`` with
+    hybrid; where the question's words cannot be in the source and meaning searched it,
+    meaning. (A cross-script source without vectors keeps its coverage: halving it changed
+    no R@1 of the cross-language sets, docs/design.md §42.)"""
+    if retrieval in ("hybrid", "semantic") and languages.crosses(source, question):
+        return Weighing(CROSS_SCRIPT_MEANING_WEIGHT, CROSS_SCRIPT_FULL_MEANING)
+    return Weighing(MEANING_WEIGHT if retrieval == "hybrid" else 0.0)
+
+
+def relevance(hit: Hit, covered: float | None, weighed: Weighing) -> float:
+    """0..1: the hit's coverage and, in a source with vectors (``weighed.meaning`` > 0), its
     meaning — 0 when meaning did not find it. A source without a word index (notes, or built
     before it) is judged by its own normalised score, halved: it cannot show that it holds the
     query's words."""
     if covered is None:
         covered = 0.5 * min(max(hit.score, 0.0), 1.0) if hit.score > 0 else 0.25
-    return (1 - meaning_weight) * covered + meaning_weight * (hit.semantic or 0.0)
+    meaning = min((hit.semantic or 0.0) / weighed.full_meaning, 1.0)
+    return (1 - weighed.meaning) * covered + weighed.meaning * meaning
 
 
 def merge(per_source: Sequence[Sequence[Weighed]]) -> list[Hit]:

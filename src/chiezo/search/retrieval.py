@@ -31,6 +31,7 @@ from chiezo.core.models import Hit, SearchResult
 from chiezo.core.query import parse_query
 from chiezo.core.textnorm import clipped
 from chiezo.core.words import evidence_words, light_words, query_words
+from chiezo.search import languages
 from chiezo.search.evidence import coverage, specificity
 from chiezo.search.filters import Filters, Near, filter_ids
 from chiezo.search.fts import MAX_WINDOW, read_hits, title_exact
@@ -65,6 +66,19 @@ FUSIONS = ("minmax", "rrf")
 # trigrams alone (§18), not with the word index.
 KEYWORD_WEIGHT = {"use-m": 0.8, "e5-small": 0.4}
 DEFAULT_KEYWORD_WEIGHT = 0.5
+# The keyword side's weight for a query in another script than the source's (search/languages.py):
+# its words can only match the few words the source writes in the query's script (a romanised
+# name, a loan), so meaning leads. English questions over the jawiki excerpt, R@1 of the two
+# sets: 0.8 × specificity (the same-script weight) .587/.381; 0 .652/.587; 0.2 .717/.603; 0.5
+# .870/.603 — the higher values won only where articles spell the subject's name in Latin
+# letters (桂正和's "Katsura Masakazu"), and questions held out showed meaning alone ahead of
+# words, so the low end of the flat range (docs/design.md §42).
+CROSS_SCRIPT_KEYWORD_WEIGHT = 0.2
+# How much lower the semantic floor is for such a query: cosines across scripts run lower than
+# within one (use-m: 両国国技館 0.422 for an English question about the sumo hall, under the
+# jawiki excerpt's floor of 0.443), and with no words to find it by, a floor calibrated on
+# same-script junk leaves the article out. Measured in docs/design.md §42.
+CROSS_SCRIPT_FLOOR_DROP = 0.06
 DEFAULT_TOP_N = 50
 SNIPPET_CHARS = 200
 SEMANTIC_BUDGET = 3.0  # seconds for embedding the query and searching vectors
@@ -127,6 +141,7 @@ def retrieve(
             hit.snippet = clipped(hit.snippet, MARKED_SNIPPET_CHARS)
         return live
     retrieval = options.retrieval or default_retrieval(source)
+    options = _across_scripts(source, text, options, retrieval)
     by_name = retrieval == "auto" and names_a_document(source, text, filters)
     if retrieval == "auto":
         retrieval = "keyword" if by_name else default_retrieval(source)
@@ -198,6 +213,19 @@ def retrieve(
             dict.fromkeys([*(f.doc_id for f in fused), *(keyword.seen if keyword else ())])
         ),
     )
+
+
+def _across_scripts(
+    source: Source, text: str, options: RetrievalOptions, retrieval: str
+) -> RetrievalOptions:
+    """The options for a query in another script than the source's: the semantic floor
+    lowered by ``CROSS_SCRIPT_FLOOR_DROP`` unless one was asked for."""
+    if options.min_score is not None or retrieval == "keyword" or not CROSS_SCRIPT_FLOOR_DROP:
+        return options
+    if default_retrieval(source) != "hybrid" or not languages.crosses(source, text):
+        return options
+    floor = default_floor(source, require_vectors(source).model) - CROSS_SCRIPT_FLOOR_DROP
+    return replace(options, min_score=floor)
 
 
 def _keyword_side(
@@ -315,6 +343,8 @@ def keyword_weight(source: Source, options: RetrievalOptions, text: str) -> floa
     県は？」 — is not told apart by them, and meaning leads (docs/design.md §31.4)."""
     if options.keyword_weight is not None:
         return options.keyword_weight
+    if languages.crosses(source, text):
+        return CROSS_SCRIPT_KEYWORD_WEIGHT
     weight = KEYWORD_WEIGHT.get(require_vectors(source).model, DEFAULT_KEYWORD_WEIGHT)
     return round(weight * specificity(source, query_words(text), light_words(text)), 3)
 
