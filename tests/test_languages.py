@@ -158,3 +158,21 @@ def test_the_planner_lists_languages_and_asks_for_theirs_only_across_scripts(two
     assert first[0]["content"].endswith(ACROSS_LANGUAGES) and "jawiki (ja)" in first[1]["content"]
     assert ACROSS_LANGUAGES not in second[0]["content"]
     assert english.queries == ["Austria", "オーストリア"] and english.planner == "model"
+
+
+def test_the_planner_without_a_model_looks_a_title_up_through_wikidata(two_wikis):
+    from chiezo.answer import rag
+    from chiezo.answer.options import AnswerOptions
+    from chiezo.ops.lookups import LibraryLookups
+
+    lookups = LibraryLookups(two_wikis)
+    options = AnswerOptions(source="jawiki").resolved(two_wikis.settings)
+    prepared = rag.prepare(lookups, "What is the capital of Austria?", options)
+    assert "オーストリア" in prepared.plan.queries and prepared.plan.planner == "keywords"
+    assert "looked up through Wikidata: オーストリア" in prepared.warnings
+    assert prepared.excerpts[0].title == "オーストリア" and prepared.excerpts[0].source == "jawiki"
+    everywhere = rag.prepare(lookups, "Tell me about Vienna", AnswerOptions().resolved(
+        two_wikis.settings))  # fmt: skip
+    assert "ウィーン" in everywhere.plan.queries
+    plain = rag.prepare(lookups, "浅草寺はどこ？", options)  # no id, nothing added
+    assert not any("Wikidata" in w for w in plain.warnings)

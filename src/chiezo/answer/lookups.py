@@ -41,6 +41,11 @@ class Lookups(Protocol):
         """The names of the library's sources, for the planner's prompt."""
         ...
 
+    def counterparts(self, name: str, source: str | None) -> list[str]:
+        """Titles, in ``source`` (else any source), of the same Wikidata item as a document
+        titled or aliased ``name`` in another source; [] where no two sources record ids."""
+        ...
+
     def source_language(self, name: str) -> str | None:
         """The language a source records (``ja``, ``en``), None where it records none."""
         ...

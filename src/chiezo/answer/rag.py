@@ -14,7 +14,7 @@ import contextlib
 import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chiezo.answer import budget, here_answers, web_answers
@@ -26,6 +26,7 @@ from chiezo.answer.options import AnswerOptions
 from chiezo.answer.passages import choose
 from chiezo.answer.plan import (
     ACROSS_LANGUAGES,
+    MAX_QUERIES,
     PLAN_PROMPT,
     Plan,
     keyword_queries,
@@ -328,6 +329,27 @@ def find_documents(
     return (kept + demoted)[:max_docs], warnings
 
 
+COUNTERPART_QUERIES = 2  # titles added through Wikidata: each is one more search
+
+
+def _through_wikidata(lookups: Lookups, plan: Plan, source: str | None) -> Plan:
+    """The plan with the titles that the same Wikidata items have in other sources, of the
+    plan's queries that are a document's title or alias ("Austria" in enwiki → オーストリア in
+    jawiki): the planner without a model finds the article in the other language by its id,
+    where words could not. Nothing is added where no two sources record Wikidata ids."""
+    added = [
+        title
+        for query in plan.queries[:MAX_QUERIES]
+        for title in lookups.counterparts(query, source)
+        if title not in plan.queries
+    ]
+    added = list(dict.fromkeys(added))[:COUNTERPART_QUERIES]
+    if not added:
+        return plan
+    said = f"looked up through Wikidata: {', '.join(added)}"
+    return replace(plan, queries=[*plan.queries, *added], notes=[*plan.notes, said])
+
+
 def _searched(
     lookups: Lookups, query: str, source: str | None, around: Around | None
 ) -> SearchResult:
@@ -564,6 +586,8 @@ def prepare(
         sought, llm, names, turns, lookups.settings.plan_timeout, options.plan or "auto",
         {name: lookups.source_language(name) for name in names},
     )  # fmt: skip
+    if plan.planner == "keywords":  # no model to translate: a title's counterparts
+        plan = _through_wikidata(lookups, plan, options.source)
     planning = llm.calls[asked:] if llm is not None else []
     spans.append(Span.since("plan", plan.planner, started, within=planning))
     needs: list[Need] = []

@@ -18,6 +18,7 @@ from chiezo.ops import browse, web
 from chiezo.ops.context import Context
 from chiezo.ops.requests import SearchRequest
 from chiezo.ops.searching import search
+from chiezo.search import counterparts
 from chiezo.search.languages import language_code
 from chiezo.search.lookup import find_doc, has_title
 
@@ -63,6 +64,10 @@ class LibraryLookups:
 
     def source_names(self) -> list[str]:
         return [info.name for info in self.ctx.library.infos()]
+
+    def counterparts(self, name: str, source: str | None) -> list[str]:
+        found = counterparts.titled(self.ctx.library.sources(), name, source)
+        return list(dict.fromkeys(title for _, title in found))
 
     def source_language(self, name: str) -> str | None:
         try:

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 from chiezo.core import db
 from chiezo.core.models import Hit
+from chiezo.core.query import parse_query
+from chiezo.search.fts import title_exact
 from chiezo.store.library import Source
 
 WIKIDATA = "wikidata"
@@ -42,6 +44,29 @@ def name_counterparts(hits: Sequence[Hit], sources: Sequence[Source]) -> None:
             for key, title in _holding(other.conn, qid)
         ]
         hit.counterparts = found or None
+
+
+def titled(sources: Sequence[Source], name: str, into: str | None = None) -> list[tuple[str, str]]:
+    """(source, title) of the documents that share a Wikidata id with a document titled —
+    or aliased — ``name`` in another source (only those of ``into`` when given): "Austria"
+    in enwiki → ("jawiki", "オーストリア"). What a planner without a model can look a subject
+    up through."""
+    holding = linked(sources)
+    if len(holding) < 2:
+        return []
+    found: list[tuple[str, str]] = []
+    for own in holding:
+        for doc_id in title_exact(own.conn, parse_query(name, folded=own.has_words).norm)[:2]:
+            qid = _qid(own.conn, doc_id)
+            if qid is None:
+                continue
+            found += [
+                (other.name, title)
+                for other in holding
+                if other.name != own.name and into in (None, other.name)
+                for _, title in _holding(other.conn, qid)
+            ]
+    return list(dict.fromkeys(found))
 
 
 def _qid(conn: db.Connection, doc_id: int) -> str | None:

@@ -95,7 +95,10 @@
   function sourceList(references, cited = []) {
     const list = el("ol", { class: "references" });
     for (const ref of references) {
-      const link = el("a", { href: docHref(ref), text: ref.title });
+      // a page of the web (rag --web, the agent's web_search): opened without telling it where from
+      const link = ref.kind === "web"
+        ? el("a", { href: docHref(ref), text: ref.title, rel: "noreferrer noopener", target: "_blank" })
+        : el("a", { href: docHref(ref), text: ref.title });
       const item = el("li", { value: String(ref.n), id: `ref-${ref.n}` }, link, el("span", { class: "badge", text: ref.source }));
       if (cited.includes(ref.n)) item.classList.add("cited");
       list.append(item);
