@@ -6,6 +6,7 @@ script of the question and of each source (search/languages.py).
     python bench/cross_language.py --jaquad     # also JaQuAD dev (3,939 questions, ~10 min)
     python bench/cross_language.py --sweep      # the weights tried (design.md §42)
     python bench/cross_language.py --plan       # the model's plan on SmolLM2 (llama.cpp), ~15 min
+    python bench/cross_language.py --answer     # what a rag answer reads (no model), ~5 min
 
 The library is bench/cross_source.py's (built once under bench/work/cross_source: the jawiki
 excerpt with use-m vectors, GeoNames, the enwiki excerpt, the Rust book, the Ray Charles ZIM),
@@ -48,13 +49,16 @@ console = Console(width=160)
 
 @contextlib.contextmanager
 def scripts_ignored() -> Iterator[None]:
-    """The search as it was: no source is ever in another script than the question."""
-    saved = languages.crosses
-    languages.crosses = lambda source, text: False
+    """The search as it was: no source is ever in another script than the question, and no
+    excerpt counts as about a subject across scripts (rag.ACROSS_SCRIPTS_ABOUT)."""
+    from chiezo.answer import rag
+
+    saved = languages.crosses, rag.ACROSS_SCRIPTS_ABOUT
+    languages.crosses, rag.ACROSS_SCRIPTS_ABOUT = (lambda source, text: False), float("inf")
     try:
         yield
     finally:
-        languages.crosses = saved
+        languages.crosses, rag.ACROSS_SCRIPTS_ABOUT = saved
 
 
 @contextlib.contextmanager
@@ -180,7 +184,7 @@ def planned(sets: list[tuple], limit: int | None) -> list[dict]:
         llm = LLMClient(endpoints_from(url, alias, None), timeout=60)
         for label, planner, rule in (("keywords", "keywords", ""), ("model, before", "model", ""),
                                      ("model, after", "model", planning.ACROSS_LANGUAGES)):  # fmt: skip
-            at1 = at5 = added = 0
+            at1 = at5 = added = unusable = 0
             questions = evaluate.load_questions(path, limit)
             saved = rag.ACROSS_LANGUAGES
             rag.ACROSS_LANGUAGES = rule
@@ -189,6 +193,7 @@ def planned(sets: list[tuple], limit: int | None) -> list[dict]:
                     plan = rag.plan_queries(q.text, llm, names, planner=planner,
                                             languages=languages)  # fmt: skip
                     added += any(languages_differ(q.text, query) for query in plan.queries)
+                    unusable += planner == "model" and plan.planner != "model"
                     hits, _ = rag.find_documents(lookups, plan, None, options.excerpts)
                     found = [h.title for h in hits if h.source == target]
                     at1 += bool(hits) and hits[0].source == target and hits[0].title in q.titles
@@ -197,10 +202,62 @@ def planned(sets: list[tuple], limit: int | None) -> list[dict]:
                 rag.ACROSS_LANGUAGES = saved
             n = len(questions)
             rows.append({"set": path.name, "planner": label, "n": n, "R@1": round(at1 / n, 3),
-                         "R@5": round(at5 / n, 3), "queries in another script": added})  # fmt: skip
+                         "R@5": round(at5 / n, 3), "queries in another script": added,
+                         "model's plan unusable": unusable})  # fmt: skip
             console.print(rows[-1])
     del server
     return rows
+
+
+def excerpted(sets: list[tuple], limit: int | None) -> list[dict]:
+    """What a rag answer reads, without a model (the default planner): R@1 / R@5 of the
+    documents its excerpts come from, and how many questions get the fixed "no basis" reply
+    (nothing found, or no excerpt about the subject named: answer/subject.py) — asked of all
+    sources, before (scripts ignored) and after. The off-topic set (120 SQuAD test questions,
+    seeded, about subjects the library lacks) counts only its "no basis" replies, which
+    should stay."""
+    from chiezo.answer import rag
+    from chiezo.answer.options import AnswerOptions
+    from chiezo.ops.lookups import LibraryLookups
+
+    rows = []
+    for direction, library, target, questions, name in _with_off_topic(sets, limit):
+        lookups = LibraryLookups(library)
+        options = AnswerOptions().resolved(library.settings)
+        for when, context in (("before", scripts_ignored), ("after", contextlib.nullcontext)):
+            at1 = at5 = refused = 0
+            with context():
+                for text, titles in questions:
+                    prepared = rag.prepare(lookups, text, options)
+                    right = [e.source == target and e.title in titles for e in prepared.excerpts]
+                    at1 += any(right[:1])
+                    at5 += any(right[:5])
+                    refused += not prepared.needs_model
+            n = len(questions)
+            rows.append({"direction": direction, "set": name, "when": when, "n": n,
+                         "R@1": round(at1 / n, 3), "R@5": round(at5 / n, 3),
+                         "no basis": refused})  # fmt: skip
+            console.print(rows[-1])
+    return rows
+
+
+OFF_TOPIC = 120  # SQuAD test questions asked as off-topic: their articles are in no source here
+
+
+def _with_off_topic(sets: list[tuple], limit: int | None) -> list[tuple]:
+    import random
+
+    out = []
+    for direction, library, target, path in sets:
+        if library.settings.data_dir.name == "six":
+            continue  # JaQuAD: the same-language rows above say it is unchanged
+        asked = [(q.text, q.titles) for q in evaluate.load_questions(path, limit)]
+        out.append((direction, library, target, asked, path.name))
+    lines = (SHARED / "eval/en/topics.dpr.squad.test.txt").read_text().splitlines()
+    random.Random(7).shuffle(lines)
+    off = [(json.loads(line)["question"], frozenset()) for line in lines[:OFF_TOPIC]]
+    out.append(("en, off-topic", sets[0][1], None, off, "squad-test-120 (no article here)"))
+    return out
 
 
 def languages_differ(question: str, query: str) -> bool:
@@ -221,6 +278,7 @@ def main() -> None:
     parser.add_argument("--jaquad", action="store_true", help="also JaQuAD dev as a source")
     parser.add_argument("--sweep", action="store_true", help="try the cross-script weights")
     parser.add_argument("--plan", action="store_true", help="the model's plan on SmolLM2")
+    parser.add_argument("--answer", action="store_true", help="what a rag answer reads")
     parser.add_argument("--max-questions", type=int, default=None)
     args = parser.parse_args()
     five = Context(Settings(data_dir=cross_source.WORK / "data", query_timeout=60.0))
@@ -237,6 +295,13 @@ def main() -> None:
         out["plan"] = planned(sets, args.max_questions)
         table(out["plan"], "the model's plan: a query in the source's language (SmolLM2-135M)")
         path = HERE / "results" / f"cross_language_plan-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        path.write_text(json.dumps(out, ensure_ascii=False, indent=2))
+        console.print(f"wrote {path}")
+        return
+    if args.answer:
+        out["answer"] = excerpted(sets, args.max_questions)
+        table(out["answer"], "what a rag answer reads (excerpts' documents), all sources")
+        path = HERE / "results" / f"cross_language_answer-{time.strftime('%Y%m%d-%H%M%S')}.json"
         path.write_text(json.dumps(out, ensure_ascii=False, indent=2))
         console.print(f"wrote {path}")
         return

@@ -5,6 +5,7 @@ retrieval.keyword_weight), and the same article in two Wikipedias named by its W
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 
 import pytest
@@ -176,3 +177,74 @@ def test_the_planner_without_a_model_looks_a_title_up_through_wikidata(two_wikis
     assert "ウィーン" in everywhere.plan.queries
     plain = rag.prepare(lookups, "浅草寺はどこ？", options)  # no id, nothing added
     assert not any("Wikidata" in w for w in plain.warnings)
+
+
+@pytest.fixture(scope="module")
+def japanese_by_meaning(tmp_path_factory):
+    """jawiki with use-m vectors beside English documents without: an English question's
+    words can find only the English ones."""
+    root = tmp_path_factory.mktemp("by_meaning")
+    build_wiki(root, "jawiki", "ja", JA_PAGES, JA_PROPS)
+    ctx = Context(Settings(data_dir=root / "data"))
+    building.embed(ctx, "jawiki", "use-m")
+    docs = root / "capitals"
+    docs.mkdir()
+    (docs / "quiz.md").write_text(
+        "# Pub quiz night\n\nRound one asks what the capital of each country is: Austria, "
+        "Peru, Turkey. Bring a pen."
+    )
+    (docs / "peru.md").write_text("# Peru\n\nLima is the capital of Peru.")
+    building.ingest(ctx, "docs", docs, "capitals", embed=False)
+    return ctx
+
+
+def test_an_english_question_finds_the_japanese_article_by_meaning(japanese_by_meaning):
+    from chiezo.answer import rag
+    from chiezo.answer.options import AnswerOptions
+    from chiezo.answer.plan import keyword_queries
+    from chiezo.ops.lookups import LibraryLookups
+
+    ctx, question = japanese_by_meaning, "What is the capital of Austria?"
+    alone = searching.search(ctx, SearchRequest.of(query=question, source="jawiki"))
+    assert alone.hits[0].title == "オーストリア"
+    every = searching.search(ctx, SearchRequest.of(query=question))
+    assert every.hits[0].title == "オーストリア"  # not the English words-only match
+    with _scripts_ignored():
+        before = searching.search(ctx, SearchRequest.of(query=question))
+    assert before.hits[0].source == "capitals"  # what the search did before
+    lookups = LibraryLookups(ctx)
+    assert lookups.by_meaning_only(question, None)
+    assert not lookups.by_meaning_only("オーストリアの首都は？", None)
+    prepared = rag.prepare(lookups, question, AnswerOptions().resolved(ctx.settings))
+    assert keyword_queries(question)[0] != question
+    assert prepared.plan.queries[0] == question  # the whole question carries the meaning
+    japanese = rag.prepare(
+        lookups, "オーストリアの首都は？", AnswerOptions().resolved(ctx.settings)
+    )
+    assert japanese.plan.queries == keyword_queries("オーストリアの首都は？")  # as planned
+
+
+@contextlib.contextmanager
+def _scripts_ignored():
+    saved = languages.crosses
+    languages.crosses = lambda source, text: False
+    try:
+        yield
+    finally:
+        languages.crosses = saved
+
+
+def test_a_subject_is_not_called_missing_where_no_title_could_name_it():
+    from chiezo.answer import rag
+    from chiezo.answer.excerpt import Excerpt
+
+    def excerpt(title: str, meaning: float | None) -> Excerpt:
+        return Excerpt(1, "jawiki", 1, title, None, "本文", meaning=meaning)
+
+    question = "What is the capital of Austria?"
+    strong = rag.ACROSS_SCRIPTS_ABOUT
+    assert rag._about_across_scripts(question, [excerpt("オーストリア", strong)])
+    assert not rag._about_across_scripts(question, [excerpt("オーストリア", strong / 2)])
+    assert not rag._about_across_scripts(question, [excerpt("Vienna", 0.9)])  # same script
+    assert not rag._about_across_scripts(question, [excerpt("1867", 0.9)])  # no script
+    assert not rag._about_across_scripts(question, [excerpt("オーストリア", None)])  # by words

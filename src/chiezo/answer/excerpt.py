@@ -42,6 +42,8 @@ class Excerpt:
     aliases: list[str] = field(default_factory=list)  # the document's other names
     passages: list[Passage] = field(default_factory=list, repr=False)  # as chosen
     distance_km: float | None = None  # from the person's location (near=here), straight-line
+    # how far above its source's semantic floor meaning found it, 0..1 (search/evidence.py)
+    meaning: float | None = field(default=None, repr=False)
 
     def reference(self) -> dict:
         shown = {

@@ -46,6 +46,12 @@ class Lookups(Protocol):
         titled or aliased ``name`` in another source; [] where no two sources record ids."""
         ...
 
+    def by_meaning_only(self, question: str, source: str | None) -> bool:
+        """Whether every source ``question`` is asked of (``source``, else the default ones)
+        that has vectors is in another script than the question: its words can find
+        nothing there, meaning does the finding (search/languages.py)."""
+        ...
+
     def source_language(self, name: str) -> str | None:
         """The language a source records (``ja``, ``en``), None where it records none."""
         ...

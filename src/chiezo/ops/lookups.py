@@ -18,9 +18,10 @@ from chiezo.ops import browse, web
 from chiezo.ops.context import Context
 from chiezo.ops.requests import SearchRequest
 from chiezo.ops.searching import search
-from chiezo.search import counterparts
+from chiezo.search import counterparts, languages
 from chiezo.search.languages import language_code
 from chiezo.search.lookup import find_doc, has_title
+from chiezo.search.retrieval import default_retrieval
 
 
 class LibraryLookups:
@@ -68,6 +69,11 @@ class LibraryLookups:
     def counterparts(self, name: str, source: str | None) -> list[str]:
         found = counterparts.titled(self.ctx.library.sources(), name, source)
         return list(dict.fromkeys(title for _, title in found))
+
+    def by_meaning_only(self, question: str, source: str | None) -> bool:
+        asked = [self.ctx.library.get(source)] if source else self.ctx.library.default_sources()[0]
+        searched = [s for s in asked if not s.live and default_retrieval(s) == "hybrid"]
+        return bool(searched) and all(languages.crosses(s, question) for s in searched)
 
     def source_language(self, name: str) -> str | None:
         try:
