@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from chiezo.answer.web_answers import SAID, WEB_PROMPT
 from chiezo.core.config import Settings
-from chiezo.core.errors import BadQuery
+from chiezo.core.errors import WebSearchOff
 from chiezo.ops import answering, doctor, tools
 from chiezo.ops.context import Context
 from chiezo.surfaces.cli.main import cli
@@ -98,7 +98,7 @@ def test_off_unless_asked_the_web_is_never_asked(library, tripwire):
 
 
 def test_web_asked_for_with_no_web_search_set_up_is_a_usage_error(library):
-    with pytest.raises(BadQuery, match="needs a web search"):
+    with pytest.raises(WebSearchOff, match="needs a web search"):
         answering.ask(service(library, "http://127.0.0.1:9/v1"), NOWHERE, web=True)
     ran = CliRunner().invoke(
         cli,
@@ -108,9 +108,11 @@ def test_web_asked_for_with_no_web_search_set_up_is_a_usage_error(library):
     assert ran.exit_code == 2 and "CHIEZO_WEB_SEARCH" in ran.stderr
 
 
-def test_rest_web_without_a_web_search_is_a_400_not_a_500(server):
+def test_rest_web_without_a_web_search_is_a_409_not_a_500(server):
+    """Valid, but this server is not set up for it: a 409 naming the setting (a 400 would say
+    the request itself is wrong: the API fuzzer calls that a valid request rejected)."""
     refused = httpx.get(f"{server.url}/v1/ask", params={"q": NOWHERE, "web": "1"})
-    assert refused.status_code == 400
+    assert refused.status_code == 409
     assert refused.json()["field"] == "web" and "CHIEZO_WEB_SEARCH" in refused.json()["hint"]
 
 

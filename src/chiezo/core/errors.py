@@ -303,6 +303,15 @@ class LLMNotConfigured(ChiezoError):
     exit_code = EXIT_USAGE
 
 
+class WebSearchOff(ChiezoError):
+    """A web search was asked for (``--web``, the ``web_search`` tool) where none is set up
+    (``CHIEZO_WEB_SEARCH``): the request is valid, this installation is not set up for it —
+    409, not 400 — and a configuration matter (exit 2)."""
+
+    status = 409
+    exit_code = EXIT_USAGE
+
+
 class ModelUnavailable(ChiezoError):
     """An embedding model cannot be used: unknown, or its files or packages are missing."""
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from chiezo.answer.options import AnswerOptions
 from chiezo.core import here
-from chiezo.core.errors import BadQuery, ChiezoError, InternalError
+from chiezo.core.errors import ChiezoError, InternalError, WebSearchOff
 from chiezo.core.validation import checked_text
 from chiezo.ops import web
 from chiezo.ops.context import Context
@@ -40,11 +40,11 @@ def options_of(
         options = replace(options, **choices)
     resolved = (options or AnswerOptions.of(**choices)).resolved(ctx.settings)
     if resolved.web and web.configured(ctx.settings) is None:
-        raise BadQuery(  # the request asks what this installation has not: a 400, exit 2
+        raise WebSearchOff(
             "answering from the web (--web, web=1, CHIEZO_ANSWER_WEB) needs a web search, "
             "and none is set up",
             field="web",
-            hint="set CHIEZO_WEB_SEARCH=searxng:URL (or brave: with CHIEZO_WEB_SEARCH_KEY)",
+            hint=web.TURN_ON,
         )
     return resolved
 

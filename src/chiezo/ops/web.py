@@ -13,13 +13,14 @@ from typing import Any
 
 from chiezo.answer.websearch import WEB, WebResult, WebSearch
 from chiezo.core.config import Settings
-from chiezo.core.errors import Conflict
+from chiezo.core.errors import WebSearchOff
 from chiezo.ops.context import Context
 from chiezo.ops.requests import WebSearchRequest
 
 # What a web result is, said with it: a model (and a person) must not take it for the library.
 SAID = "from the web, not the library: titles and snippets of pages, unchecked"
 STATE = "web"  # the folder under the data directory where the calls' interval is kept
+TURN_ON = "set CHIEZO_WEB_SEARCH=searxng:URL (or brave: with CHIEZO_WEB_SEARCH_KEY)"
 
 
 def configured(settings: Settings) -> WebSearch | None:
@@ -34,14 +35,11 @@ def _engine(setting: str | None, key: str | None, interval: float) -> WebSearch 
 
 
 def results(settings: Settings, query: str, limit: int) -> list[WebResult]:
-    """Up to ``limit`` results of the configured engine for ``query``: a Conflict when web
-    search is off (never sent anywhere then)."""
+    """Up to ``limit`` results of the configured engine for ``query``: ``WebSearchOff`` when
+    web search is off (never sent anywhere then)."""
     engine = configured(settings)
     if engine is None:
-        raise Conflict(
-            "web search is off",
-            hint="set CHIEZO_WEB_SEARCH (searxng:URL or brave:) to turn it on",
-        )
+        raise WebSearchOff("web search is off", hint=TURN_ON)
     state = settings.data_dir / STATE
     state.mkdir(parents=True, exist_ok=True)
     return engine.search(query, limit=limit, deadline=settings.query_timeout + 3, state_dir=state)

@@ -31,7 +31,8 @@ WHEN = {
     404: "unknown source (`known_sources`), document (`candidates`: the closest titles), note "
     "or job",
     409: "the source needs a rebuild for this version (`schema_version`), a job is running "
-    "(`running_job`), or a live source was imported and its server is to be registered here",
+    "(`running_job`), a live source was imported and its server is to be registered here, "
+    "or an answer from the web was asked where no web search is set up (CHIEZO_WEB_SEARCH)",
     413: "the request body is larger than 2 MiB",
     414: f"the request target (path and query string) is longer than {MAX_TARGET_BYTES:,} bytes",
     421: "the Host names this server by a name it does not answer to (DNS-rebinding "
