@@ -53,7 +53,7 @@ from chiezo.core.errors import BadQuery, ChiezoError, ContextExceeded, LLMUnavai
 from chiezo.core.here import Need, NeedsAnswer
 from chiezo.core.models import Hit, SearchResult
 from chiezo.core.textnorm import JAPANESE, language_of, normalise_title
-from chiezo.search.languages import script_of_language, script_of_text
+from chiezo.search.languages import OTHER, script_of_language, script_of_text
 from chiezo.search.notices import Notice
 
 HITS_PER_QUERY = 5
@@ -697,12 +697,11 @@ ACROSS_SCRIPTS_ABOUT = 0.15
 
 
 def _about_across_scripts(question: str, excerpts: list[Excerpt]) -> bool:
-    script = script_of_text(question)
-    return any(
-        (e.meaning or 0.0) >= ACROSS_SCRIPTS_ABOUT and script_of_text(e.title) not in (script,
-                                                                                      "other")
-        for e in excerpts
-    )  # fmt: skip
+    """Whether meaning found an excerpt titled in another script than ``question`` strongly
+    enough to count as about its subject (``ACROSS_SCRIPTS_ABOUT``)."""
+    theirs = (script_of_text(question), OTHER)
+    strong = [e for e in excerpts if (e.meaning or 0.0) >= ACROSS_SCRIPTS_ABOUT]
+    return any(script_of_text(e.title) not in theirs for e in strong)
 
 
 def _missing(

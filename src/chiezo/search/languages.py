@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+import weakref
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -98,7 +99,7 @@ def inferred_script(titles: list[str]) -> str | None:
 
 def script_of_source(source: Source) -> str | None:
     """The script ``source`` is written in: its recorded language's, else judged from its
-    titles once per generation (kept on the source object); None for places, which are
+    titles once per generation (kept while it is open); None for places, which are
     named in every language their data holds."""
     recorded = script_of_language(source.meta.get("language"))
     if recorded is not None or source.meta.get("language"):
@@ -106,14 +107,17 @@ def script_of_source(source: Source) -> str | None:
     kind = source.kind
     if kind is not None and kind.capabilities.places:
         return None  # places are named in their own languages and others (GeoNames, OSM)
-    cached = getattr(source, "_judged_script", ())
-    if cached != ():
-        return cached  # type: ignore[return-value]
+    if source.immutable and source in _JUDGED:
+        return _JUDGED[source]
     titles = [r[0] for r in source.conn.execute("SELECT title FROM docs LIMIT ?", (SAMPLE_TITLES,))]
     judged = inferred_script(titles)
     if source.immutable:  # the notes change under their reader: judged anew each time
-        source._judged_script = judged  # type: ignore[attr-defined]
+        _JUDGED[source] = judged
     return judged
+
+
+# each generation's judged script, for as long as the generation is open
+_JUDGED: weakref.WeakKeyDictionary[Source, str | None] = weakref.WeakKeyDictionary()
 
 
 def crosses(source: Source, text: str) -> bool:
