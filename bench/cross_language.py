@@ -264,6 +264,12 @@ def languages_differ(question: str, query: str) -> bool:
     return languages.script_of_text(question) != languages.script_of_text(query)
 
 
+def write(name: str, out: dict) -> None:
+    path = HERE / "results" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(out, ensure_ascii=False, indent=2))
+    console.print(f"wrote {path}")
+
+
 def table(rows: list[dict], title: str) -> None:
     shown = Table(title=title)
     for column in rows[0]:
@@ -291,25 +297,19 @@ def main() -> None:
     if args.sweep:
         out["sweep"] = sweep(sets)
         table(out["sweep"], "cross-script weights (keyword side alone; meaning in the merge)")
-    if args.plan:
-        out["plan"] = planned(sets, args.max_questions)
-        table(out["plan"], "the model's plan: a query in the source's language (SmolLM2-135M)")
-        path = HERE / "results" / f"cross_language_plan-{time.strftime('%Y%m%d-%H%M%S')}.json"
-        path.write_text(json.dumps(out, ensure_ascii=False, indent=2))
-        console.print(f"wrote {path}")
-        return
-    if args.answer:
-        out["answer"] = excerpted(sets, args.max_questions)
-        table(out["answer"], "what a rag answer reads (excerpts' documents), all sources")
-        path = HERE / "results" / f"cross_language_answer-{time.strftime('%Y%m%d-%H%M%S')}.json"
-        path.write_text(json.dumps(out, ensure_ascii=False, indent=2))
-        console.print(f"wrote {path}")
+    if args.plan or args.answer:  # one study a run: each writes its own results file
+        key, study, title = (
+            ("plan", planned, "the model's plan: a query in the source's language (SmolLM2-135M)")
+            if args.plan
+            else ("answer", excerpted, "what a rag answer reads (excerpts' documents), all sources")
+        )
+        out[key] = study(sets, args.max_questions)
+        table(out[key], title)
+        write(f"cross_language_{key}", out)
         return
     out["results"] = measure(sets, args.max_questions)
     table(out["results"], "R@k of the question's own article, before → after")
-    path = HERE / "results" / f"cross_language-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(out, ensure_ascii=False, indent=2))
-    console.print(f"wrote {path}")
+    write("cross_language", out)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from chiezo.answer.web_answers import SAID, WEB_PROMPT
 from chiezo.core.config import Settings
-from chiezo.core.errors import WebSearchOff
+from chiezo.core.errors import BadQuery, WebSearchOff
 from chiezo.ops import answering, doctor, tools
 from chiezo.ops.context import Context
 from chiezo.surfaces.cli.main import cli
@@ -192,3 +192,12 @@ def test_doctor_shows_the_web_search_never_its_password(library, tripwire):
     broken = row(Context(Settings(data_dir=library / "data", web_search="bing:")))
     assert not broken["ok"] and "searxng" in broken["hint"]
     assert tripwire.asked == []  # the doctor sends nothing beyond this machine
+
+
+def test_a_tool_query_that_is_not_valid_unicode_is_refused_before_it_is_sent(library, tripwire):
+    from chiezo.ops import web
+    from chiezo.ops.requests import WebSearchRequest
+
+    with pytest.raises(BadQuery, match="query"):
+        web.search(service(library, None, tripwire.url), WebSearchRequest.of(query="a\ud800b"))
+    assert tripwire.asked == []

@@ -41,9 +41,10 @@ class Lookups(Protocol):
         """The names of the library's sources, for the planner's prompt."""
         ...
 
-    def counterparts(self, name: str, source: str | None) -> list[str]:
-        """Titles, in ``source`` (else any source), of the same Wikidata item as a document
-        titled or aliased ``name`` in another source; [] where no two sources record ids."""
+    def counterparts(self, names: list[str], source: str | None) -> list[str]:
+        """Titles, in ``source`` (else any source), of the same Wikidata items as documents
+        titled or aliased one of ``names`` in another source; [] where no two sources record
+        ids."""
         ...
 
     def by_meaning_only(self, question: str, source: str | None) -> bool:

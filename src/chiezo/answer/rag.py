@@ -345,13 +345,8 @@ def _through_wikidata(lookups: Lookups, plan: Plan, source: str | None) -> Plan:
     plan's queries that are a document's title or alias ("Austria" in enwiki → オーストリア in
     jawiki): the planner without a model finds the article in the other language by its id,
     where words could not. Nothing is added where no two sources record Wikidata ids."""
-    added = [
-        title
-        for query in plan.queries[:MAX_QUERIES]
-        for title in lookups.counterparts(query, source)
-        if title not in plan.queries
-    ]
-    added = list(dict.fromkeys(added))[:COUNTERPART_QUERIES]
+    found = lookups.counterparts(plan.queries[:MAX_QUERIES], source)  # the library listed once
+    added = [title for title in found if title not in plan.queries][:COUNTERPART_QUERIES]
     if not added:
         return plan
     said = f"looked up through Wikidata: {', '.join(added)}"

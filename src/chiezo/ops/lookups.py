@@ -66,8 +66,8 @@ class LibraryLookups:
     def source_names(self) -> list[str]:
         return [info.name for info in self.ctx.library.infos()]
 
-    def counterparts(self, name: str, source: str | None) -> list[str]:
-        found = counterparts.titled(self.ctx.library.sources(), name, source)
+    def counterparts(self, names: list[str], source: str | None) -> list[str]:
+        found = counterparts.titled(self.ctx.library.sources(), names, source)
         return list(dict.fromkeys(title for _, title in found))
 
     def by_meaning_only(self, question: str, source: str | None) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 from chiezo.answer.websearch import WEB, WebResult, WebSearch
 from chiezo.core.config import Settings
 from chiezo.core.errors import WebSearchOff
+from chiezo.core.validation import checked_text
 from chiezo.ops.context import Context
 from chiezo.ops.requests import WebSearchRequest
 
@@ -45,6 +46,7 @@ def results(settings: Settings, query: str, limit: int) -> list[WebResult]:
     return engine.search(query, limit=limit, deadline=settings.query_timeout + 3, state_dir=state)
 
 
+@checked_text  # a lone surrogate cannot be sent (urlencode): a 400 naming the field, not a bug
 def search(ctx: Context, request: WebSearchRequest) -> dict[str, Any]:
     """The ``web_search`` tool: results as hits of source ``web``, said to be from the web."""
     found = results(ctx.settings, request.query, request.limit)

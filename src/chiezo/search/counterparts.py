@@ -46,27 +46,35 @@ def name_counterparts(hits: Sequence[Hit], sources: Sequence[Source]) -> None:
         hit.counterparts = found or None
 
 
-def titled(sources: Sequence[Source], name: str, into: str | None = None) -> list[tuple[str, str]]:
+def titled(
+    sources: Sequence[Source], names: Sequence[str], into: str | None = None
+) -> list[tuple[str, str]]:
     """(source, title) of the documents that share a Wikidata id with a document titled —
-    or aliased — ``name`` in another source (only those of ``into`` when given): "Austria"
-    in enwiki → ("jawiki", "オーストリア"). What a planner without a model can look a subject
-    up through."""
+    or aliased — one of ``names`` in another source (only those of ``into`` when given):
+    "Austria" in enwiki → ("jawiki", "オーストリア"). What a planner without a model can look
+    a subject up through."""
     holding = linked(sources)
     if len(holding) < 2:
         return []
     found: list[tuple[str, str]] = []
     for own in holding:
-        for doc_id in title_exact(own.conn, parse_query(name, folded=own.has_words).norm)[:2]:
-            qid = _qid(own.conn, doc_id)
-            if qid is None:
-                continue
-            found += [
-                (other.name, title)
-                for other in holding
-                if other.name != own.name and into in (None, other.name)
-                for _, title in _holding(other.conn, qid)
-            ]
+        for name in names:
+            for doc_id in title_exact(own.conn, parse_query(name, folded=own.has_words).norm)[:2]:
+                qid = _qid(own.conn, doc_id)
+                if qid is not None:
+                    found += _elsewhere(holding, own, qid, into)
     return list(dict.fromkeys(found))
+
+
+def _elsewhere(
+    holding: Sequence[Source], own: Source, qid: str, into: str | None
+) -> list[tuple[str, str]]:
+    return [
+        (other.name, title)
+        for other in holding
+        if other.name != own.name and into in (None, other.name)
+        for _, title in _holding(other.conn, qid)
+    ]
 
 
 def _qid(conn: db.Connection, doc_id: int) -> str | None:
